@@ -1,0 +1,13 @@
+// Each subcommand of `corolla` lives in its own cmd_*.cpp and registers itself here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace corolla::cli {
+
+// Adds the subcommand to `app` and returns the function that runs it once the command line is parsed.
+using Runner = std::function<int()>;
+Runner add_generate(CLI::App& app);
+
+}  // namespace corolla::cli

@@ -1,0 +1,32 @@
+// corolla: run models collaboratively. `corolla --help` lists the subcommands.
+#include <exception>
+#include <iostream>
+#include <vector>
+
+#include "apps/corolla/commands.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Corolla: run large language models collaboratively"};
+  app.set_version_flag("--version", std::string("corolla ") + COROLLA_VERSION);
+  app.require_subcommand(1);
+  std::vector<std::pair<CLI::App*, corolla::cli::Runner>> commands;
+  auto add = [&](corolla::cli::Runner (*adder)(CLI::App&)) {
+    const size_t before = app.get_subcommands({}).size();
+    corolla::cli::Runner run = adder(app);
+    commands.emplace_back(app.get_subcommands({}).at(before), std::move(run));
+  };
+  add(corolla::cli::add_generate);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) return run();
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

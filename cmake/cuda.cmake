@@ -1,0 +1,17 @@
+# The CUDA backend builds whenever nvcc is present and is skipped, with a message, when it is not.
+include(CheckLanguage)
+check_language(CUDA)
+set(COROLLA_HAVE_CUDA OFF)
+if(CMAKE_CUDA_COMPILER)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    # Hopper (H100/H200) and Ampere; "native" fails on machines without a GPU.
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  set(CMAKE_CUDA_STANDARD 20)
+  set(COROLLA_HAVE_CUDA ON)
+  message(STATUS "Corolla: CUDA backend enabled (nvcc ${CMAKE_CUDA_COMPILER_VERSION})")
+else()
+  message(WARNING "Corolla: nvcc not found, the CUDA backend and its tests are skipped")
+endif()

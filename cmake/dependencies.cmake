@@ -1,0 +1,25 @@
+# Third-party libraries, all from Debian 12 packages (tools/setup.sh installs them by name).
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3 CONFIG REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(Boost 1.74 CONFIG REQUIRED COMPONENTS unit_test_framework)
+
+# OpenBLAS (pthread flavour; Corolla drives it single-threaded from its own pool).
+find_path(OPENBLAS_INCLUDE_DIR cblas.h PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas NO_DEFAULT_PATH)
+find_library(OPENBLAS_LIBRARY NAMES openblas PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread)
+if(NOT OPENBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIBRARY)
+  message(FATAL_ERROR "OpenBLAS not found: install libopenblas-pthread-dev (tools/setup.sh does)")
+endif()
+add_library(corolla::openblas INTERFACE IMPORTED)
+target_include_directories(corolla::openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
+target_link_libraries(corolla::openblas INTERFACE ${OPENBLAS_LIBRARY})
+
+# oneDNN is only used by the GEMM benchmark that compares it with OpenBLAS. Debian's dnnl CMake config asks for
+# OpenCL (its GPU runtime), so find the library directly.
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+find_library(DNNL_LIBRARY dnnl)
+if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY)
+  add_library(corolla::dnnl INTERFACE IMPORTED)
+  target_include_directories(corolla::dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+  target_link_libraries(corolla::dnnl INTERFACE ${DNNL_LIBRARY})
+endif()

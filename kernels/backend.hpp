@@ -1,0 +1,70 @@
+// Backend: the one interface through which model code computes. The CPU backend (kernels/cpu/), the CUDA backend
+// (kernels/cuda/) and, later, the simulator's cost model implement it; a transformer block never knows which.
+//
+// Conventions shared by every implementation:
+// - Activations are f32. Weights may be any DType the backend lists in supports_weight().
+// - Tensors are row-major and contiguous. "Rows" means the product of all dimensions but the last.
+// - Positions are explicit: token i of a batch sits at positions[i] in its sequence; its K/V go to cache slot
+//   positions[i], and it attends to slots 0..positions[i] (the history must be contiguous).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kernels/tensor.hpp"
+
+namespace corolla {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  virtual bool supports_weight(DType dtype) const = 0;
+
+  // --- memory -------------------------------------------------------------------------------------------------
+  // A zero-filled tensor on this backend's device.
+  virtual Tensor alloc(DType dtype, Shape shape) = 0;
+  // Host -> device. The CPU backend returns its argument (no copy).
+  virtual Tensor upload(const Tensor& host) = 0;
+  // Device -> host. The CPU backend returns its argument (no copy).
+  virtual Tensor download(const Tensor& t) = 0;
+  // Waits until queued work is done (a no-op where work is synchronous).
+  virtual void synchronize() {}
+
+  // --- operations ---------------------------------------------------------------------------------------------
+  // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] if bias is given).
+  virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  // Per row of x[M, D]: y = x / sqrt(mean(x²) + eps) * w.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
+  // Per row of x[M, D]: y = (x - mean) / sqrt(var + eps) * w + b.
+  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
+  // Rotary embedding in place on x[N, H, Dh] (N = batch·tokens), rotate-half layout as in Hugging Face:
+  // pairs (i, i + Dh/2) rotate by angle positions[n] · inv_freq[i], i < Dh/2.
+  virtual void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) = 0;
+  // out = silu(gate) · up, elementwise.
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // out = a + b, elementwise; out may be a.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // Softmax over the last dimension, in place.
+  virtual void softmax(Tensor& x) = 0;
+  // Stores k, v [B, T, Hkv, Dh] into k_cache, v_cache [B, S, Hkv, Dh] at slots positions[b·T + t].
+  virtual void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
+                        Tensor& v_cache) = 0;
+  // Causal grouped-query attention. q [B, T, Hq, Dh] attends, per token, to cache slots 0..positions[b·T + t] of
+  // k_cache, v_cache [B, S, Hkv, Dh] (query head h uses KV head h / (Hq / Hkv)); out [B, T, Hq·Dh].
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                         std::span<const int32_t> positions, float scale, Tensor& out) = 0;
+  // out[i, :] = table[ids[i], :] as f32; table [V, D] of any weight dtype.
+  virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) = 0;
+};
+
+// "cpu" or "cuda" / "cuda:N". Throws std::runtime_error naming what is missing (no CUDA build, no GPU).
+std::unique_ptr<Backend> make_backend(std::string_view device, int cpu_threads = 0);
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+// True when this build has the CUDA backend and a GPU answers.
+bool cuda_available();
+
+}  // namespace corolla

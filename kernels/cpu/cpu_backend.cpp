@@ -1,0 +1,252 @@
+// The CPU backend: f32 activations, weights in any supported dtype, work split over a blocking ThreadPool.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/matvec.hpp"
+#include "kernels/cpu/thread_pool.hpp"
+
+namespace corolla {
+namespace {
+
+int64_t rows_of(const Tensor& t) { return t.rank() == 0 ? 1 : t.numel() / t.dim(-1); }
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument(what);
+}
+
+void require_f32(const Tensor& t, const char* op, const char* arg) {
+  require(t.dtype() == DType::f32 && t.device() == Device::cpu,
+          std::string(op) + ": " + arg + " must be a host f32 tensor, got " + t.describe());
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = 0;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (float v : acc) s += v;
+  return s;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(ThreadPool::shared(threads)) { init_blas_single_threaded(); }
+
+  std::string name() const override {
+    return "cpu (" + std::string(best_matvec_kernels().isa) + ", " + std::to_string(pool_->size()) + " threads)";
+  }
+  Device device() const override { return Device::cpu; }
+  bool supports_weight(DType t) const override {
+    return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_quantized(t);
+  }
+
+  Tensor alloc(DType dtype, Shape shape) override { return Tensor::empty(dtype, shape); }
+  Tensor upload(const Tensor& host) override { return host; }
+  Tensor download(const Tensor& t) override { return t; }
+
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+    require_f32(x, "matmul", "x");
+    require_f32(y, "matmul", "y");
+    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul: unsupported weight " + w.describe());
+    const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
+    require(x.dim(-1) == k, "matmul: x " + x.describe() + " does not match weight " + w.describe());
+    require(rows_of(y) == m && y.dim(-1) == n, "matmul: output " + y.describe() + " is not [" + std::to_string(m) +
+                                                   ", " + std::to_string(n) + "]");
+    cpu_matmul(*pool_, x.data_as<const float>(), m, k, w, y.data_as<float>());
+    if (bias) {
+      require_f32(*bias, "matmul", "bias");
+      require(bias->numel() == n, "matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
+      const float* b = bias->data_as<const float>();
+      float* py = y.data_as<float>();
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) py[i * n + j] += b[j];
+    }
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
+    require_f32(x, "rms_norm", "x");
+    require_f32(w, "rms_norm", "weight");
+    const int64_t d = x.dim(-1), m = rows_of(x);
+    require(w.numel() == d && y.numel() == x.numel(), "rms_norm: shapes " + x.describe() + ", " + w.describe());
+    const float* px = x.data_as<const float>();
+    const float* pw = w.data_as<const float>();
+    float* py = y.data_as<float>();
+    pool_->parallel_for(m, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = px + r * d;
+        const float ms = dot(xr, xr, d) / static_cast<float>(d);
+        const float inv = 1.f / std::sqrt(ms + eps);
+        for (int64_t i = 0; i < d; ++i) py[r * d + i] = xr[i] * inv * pw[i];
+      }
+    });
+  }
+
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
+    require_f32(x, "layer_norm", "x");
+    const int64_t d = x.dim(-1), m = rows_of(x);
+    require(w.numel() == d && b.numel() == d && y.numel() == x.numel(), "layer_norm: shapes " + x.describe());
+    const float* px = x.data_as<const float>();
+    const float* pw = w.data_as<const float>();
+    const float* pb = b.data_as<const float>();
+    float* py = y.data_as<float>();
+    for (int64_t r = 0; r < m; ++r) {
+      const float* xr = px + r * d;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < d; ++i) mean += xr[i];
+      mean /= static_cast<double>(d);
+      for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+      var /= static_cast<double>(d);
+      const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+      for (int64_t i = 0; i < d; ++i) py[r * d + i] = (xr[i] - static_cast<float>(mean)) * inv * pw[i] + pb[i];
+    }
+  }
+
+  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) override {
+    require_f32(x, "rope", "x");
+    require(x.rank() == 3, "rope: x must be [tokens, heads, head_dim], got " + x.describe());
+    const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
+    require(static_cast<int64_t>(positions.size()) == n, "rope: " + std::to_string(positions.size()) +
+                                                             " positions for " + std::to_string(n) + " tokens");
+    require(static_cast<int64_t>(inv_freq.size()) == half, "rope: inv_freq has " + std::to_string(inv_freq.size()) +
+                                                               " entries, head_dim/2 is " + std::to_string(half));
+    float* px = x.data_as<float>();
+    std::vector<float> cs(static_cast<size_t>(hd));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        // Angle in f32 as Hugging Face computes it (position · inv_freq in f32, then cos/sin).
+        const float angle = static_cast<float>(positions[static_cast<size_t>(t)]) * inv_freq[static_cast<size_t>(i)];
+        cs[static_cast<size_t>(i)] = std::cos(angle);
+        cs[static_cast<size_t>(half + i)] = std::sin(angle);
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = px + (t * heads + h) * hd;
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half];
+          const float c = cs[static_cast<size_t>(i)], s = cs[static_cast<size_t>(half + i)];
+          v[i] = a * c - b * s;
+          v[i + half] = b * c + a * s;
+        }
+      }
+    }
+  }
+
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    require(gate.numel() == up.numel() && out.numel() == up.numel(), "silu_mul: shapes differ");
+    const float* g = gate.data_as<const float>();
+    const float* u = up.data_as<const float>();
+    float* o = out.data_as<float>();
+    pool_->parallel_for(out.numel(), 256, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
+    });
+  }
+
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    require(a.numel() == b.numel() && out.numel() == a.numel(),
+            "add: shapes " + a.describe() + " and " + b.describe() + " differ");
+    const float* pa = a.data_as<const float>();
+    const float* pb = b.data_as<const float>();
+    float* po = out.data_as<float>();
+    for (int64_t i = 0; i < a.numel(); ++i) po[i] = pa[i] + pb[i];
+  }
+
+  void softmax(Tensor& x) override {
+    require_f32(x, "softmax", "x");
+    const int64_t d = x.dim(-1), m = rows_of(x);
+    float* p = x.data_as<float>();
+    for (int64_t r = 0; r < m; ++r) softmax_row(p + r * d, d);
+  }
+
+  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
+                Tensor& v_cache) override {
+    require(k.rank() == 4 && k_cache.rank() == 4, "kv_write: k " + k.describe() + ", cache " + k_cache.describe());
+    const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3), slots = k_cache.dim(1);
+    require(k_cache.dim(0) == b && k_cache.dim(2) * k_cache.dim(3) == row && v.shape() == k.shape() &&
+                v_cache.shape() == k_cache.shape(),
+            "kv_write: k " + k.describe() + " does not fit cache " + k_cache.describe());
+    require(static_cast<int64_t>(positions.size()) == b * t, "kv_write: positions do not match tokens");
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < t; ++j) {
+        const int64_t slot = positions[static_cast<size_t>(i * t + j)];
+        require(slot >= 0 && slot < slots, "kv_write: position " + std::to_string(slot) + " outside the cache of " +
+                                               std::to_string(slots) + " tokens");
+        const size_t bytes = static_cast<size_t>(row) * 4;
+        std::memcpy(k_cache.data_as<float>() + (i * slots + slot) * row, k.data_as<const float>() + (i * t + j) * row,
+                    bytes);
+        std::memcpy(v_cache.data_as<float>() + (i * slots + slot) * row, v.data_as<const float>() + (i * t + j) * row,
+                    bytes);
+      }
+  }
+
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
+                 float scale, Tensor& out) override {
+    require(q.rank() == 4 && k_cache.rank() == 4, "attention: q " + q.describe() + ", cache " + k_cache.describe());
+    const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3);
+    const int64_t slots = k_cache.dim(1), hkv = k_cache.dim(2);
+    require(k_cache.dim(0) == b && k_cache.dim(3) == hd && hq % hkv == 0,
+            "attention: q " + q.describe() + " does not fit cache " + k_cache.describe());
+    require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
+    const int64_t group = hq / hkv;
+    const float* pq = q.data_as<const float>();
+    const float* pk = k_cache.data_as<const float>();
+    const float* pv = v_cache.data_as<const float>();
+    float* po = out.data_as<float>();
+    pool_->parallel_for(b * t * hq, 1, [&](int64_t w0, int64_t w1) {
+      std::vector<float> scores(static_cast<size_t>(slots));
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t bi = w / (t * hq), ti = (w / hq) % t, h = w % hq, kvh = h / group;
+        const int64_t last = positions[static_cast<size_t>(bi * t + ti)];
+        const float* qv = pq + ((bi * t + ti) * hq + h) * hd;
+        for (int64_t s = 0; s <= last; ++s)
+          scores[static_cast<size_t>(s)] = dot(qv, pk + ((bi * slots + s) * hkv + kvh) * hd, hd) * scale;
+        softmax_row(scores.data(), last + 1);
+        float* o = po + ((bi * t + ti) * hq + h) * hd;
+        std::fill(o, o + hd, 0.f);
+        for (int64_t s = 0; s <= last; ++s) {
+          const float p = scores[static_cast<size_t>(s)];
+          const float* vv = pv + ((bi * slots + s) * hkv + kvh) * hd;
+          for (int64_t i = 0; i < hd; ++i) o[i] += p * vv[i];
+        }
+      }
+    });
+  }
+
+  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+    const int64_t vocab = table.dim(0), d = table.dim(1);
+    require(out.numel() == static_cast<int64_t>(ids.size()) * d, "embed: output " + out.describe() + " is not [" +
+                                                                     std::to_string(ids.size()) + ", " +
+                                                                     std::to_string(d) + "]");
+    const int64_t row_bytes = storage_bytes(table.dtype(), d);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      require(ids[i] >= 0 && ids[i] < vocab,
+              "embed: token id " + std::to_string(ids[i]) + " outside the vocabulary of " + std::to_string(vocab));
+      to_f32(table.dtype(), static_cast<const char*>(table.data()) + ids[i] * row_bytes,
+             out.data_as<float>() + static_cast<int64_t>(i) * d, d);
+    }
+  }
+
+ private:
+  static void softmax_row(float* p, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, p[i]);
+    float sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += (p[i] = std::exp(p[i] - mx));
+    const float inv = 1.f / sum;
+    for (int64_t i = 0; i < n; ++i) p[i] *= inv;
+  }
+
+  std::shared_ptr<ThreadPool> pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace corolla

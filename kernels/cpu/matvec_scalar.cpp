@@ -1,0 +1,99 @@
+// Portable reference kernels: the correctness baseline for the SIMD ones and the fallback for old CPUs.
+#include <cmath>
+
+#include "kernels/cpu/matvec.hpp"
+
+namespace corolla {
+namespace {
+
+// Eight partial sums let the compiler vectorise without reassociating floating-point math.
+template <class Load>
+float dot8(int64_t k, const float* x, Load load) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += load(i + j) * x[i + j];
+  float s = 0;
+  for (; i < k; ++i) s += load(i) * x[i];
+  for (float a : acc) s += a;
+  return s;
+}
+
+void mv_f32(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* row = static_cast<const float*>(w) + r * k;
+    y[r] = dot8(k, x, [row](int64_t i) { return row[i]; });
+  }
+}
+
+void mv_f16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t* row = static_cast<const uint16_t*>(w) + r * k;
+    y[r] = dot8(k, x, [row](int64_t i) { return f16_to_f32(row[i]); });
+  }
+}
+
+void mv_bf16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t* row = static_cast<const uint16_t*>(w) + r * k;
+    y[r] = dot8(k, x, [row](int64_t i) { return bf16_to_f32(row[i]); });
+  }
+}
+
+void mv_q8_0(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  const int64_t nb = k / kQuantBlock;
+  for (int64_t r = r0; r < r1; ++r) {
+    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w) + r * nb;
+    float s = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const float* xb = x + i * kQuantBlock;
+      float acc = 0;
+      for (int j = 0; j < kQuantBlock; ++j) acc += b[i].qs[j] * xb[j];
+      s += f16_to_f32(b[i].d) * acc;
+    }
+    y[r] = s;
+  }
+}
+
+void mv_q4_0(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  const int64_t nb = k / kQuantBlock;
+  for (int64_t r = r0; r < r1; ++r) {
+    const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w) + r * nb;
+    float s = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const float* xb = x + i * kQuantBlock;
+      float acc = 0;
+      for (int j = 0; j < kQuantBlock / 2; ++j)
+        acc += ((b[i].qs[j] & 0x0f) - 8) * xb[j] + ((b[i].qs[j] >> 4) - 8) * xb[j + kQuantBlock / 2];
+      s += f16_to_f32(b[i].d) * acc;
+    }
+    y[r] = s;
+  }
+}
+
+void mv_q4_1(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  const int64_t nb = k / kQuantBlock;
+  for (int64_t r = r0; r < r1; ++r) {
+    const BlockQ4_1* b = static_cast<const BlockQ4_1*>(w) + r * nb;
+    float s = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const float* xb = x + i * kQuantBlock;
+      float acc = 0, xsum = 0;
+      for (int j = 0; j < kQuantBlock / 2; ++j) {
+        acc += (b[i].qs[j] & 0x0f) * xb[j] + (b[i].qs[j] >> 4) * xb[j + kQuantBlock / 2];
+        xsum += xb[j] + xb[j + kQuantBlock / 2];
+      }
+      s += f16_to_f32(b[i].d) * acc + f16_to_f32(b[i].m) * xsum;
+    }
+    y[r] = s;
+  }
+}
+
+}  // namespace
+
+const MatvecKernels& scalar_matvec_kernels() {
+  static const MatvecKernels k{"scalar", mv_f32, mv_f16, mv_bf16, mv_q8_0, mv_q4_0, mv_q4_1};
+  return k;
+}
+
+}  // namespace corolla

@@ -1,0 +1,266 @@
+#include "model/weights/gguf_file.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace corolla {
+namespace {
+
+enum GgufType : uint32_t {
+  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8, kArray = 9,
+  kU64 = 10, kI64 = 11, kF64 = 12,
+};
+
+// ggml_type ids of the tensor types Corolla reads.
+std::optional<DType> dtype_of_ggml(uint32_t t) {
+  switch (t) {
+    case 0: return DType::f32;
+    case 1: return DType::f16;
+    case 2: return DType::q4_0;
+    case 3: return DType::q4_1;
+    case 8: return DType::q8_0;
+    case 30: return DType::bf16;
+    default: return std::nullopt;
+  }
+}
+
+// Bounds-checked little-endian reader over the mapping.
+class Cursor {
+ public:
+  Cursor(const uint8_t* data, size_t size, const std::string& path) : data_(data), size_(size), path_(path) {}
+
+  template <class T>
+  T read(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, data_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string read_string(const char* what) {
+    const uint64_t n = read<uint64_t>(what);
+    need(n, what);
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  size_t pos() const { return pos_; }
+  [[noreturn]] void fail(const std::string& msg) const {
+    throw std::runtime_error(path_ + ": invalid GGUF at byte " + std::to_string(pos_) + ": " + msg);
+  }
+
+ private:
+  void need(uint64_t n, const char* what) {
+    if (n > size_ - pos_) fail(std::string("truncated while reading ") + what);
+  }
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+  const std::string& path_;
+};
+
+GgufValue::Kind kind_of(uint32_t t, Cursor& c) {
+  switch (t) {
+    case kU8: case kU16: case kU32: case kU64: return GgufValue::Kind::unsigned_integer;
+    case kI8: case kI16: case kI32: case kI64: return GgufValue::Kind::integer;
+    case kF32: case kF64: return GgufValue::Kind::floating;
+    case kBool: return GgufValue::Kind::boolean;
+    case kString: return GgufValue::Kind::string;
+    case kArray: return GgufValue::Kind::array;
+    default: c.fail("unknown metadata value type " + std::to_string(t));
+  }
+}
+
+// Reads one scalar of type t as (integer, floating, string) into the value's fields.
+void read_scalar(Cursor& c, uint32_t t, GgufValue& v) {
+  switch (t) {
+    case kU8: v.u = c.read<uint8_t>("u8"); v.i = static_cast<int64_t>(v.u); break;
+    case kI8: v.i = c.read<int8_t>("i8"); v.u = static_cast<uint64_t>(v.i); break;
+    case kU16: v.u = c.read<uint16_t>("u16"); v.i = static_cast<int64_t>(v.u); break;
+    case kI16: v.i = c.read<int16_t>("i16"); v.u = static_cast<uint64_t>(v.i); break;
+    case kU32: v.u = c.read<uint32_t>("u32"); v.i = static_cast<int64_t>(v.u); break;
+    case kI32: v.i = c.read<int32_t>("i32"); v.u = static_cast<uint64_t>(v.i); break;
+    case kU64: v.u = c.read<uint64_t>("u64"); v.i = static_cast<int64_t>(v.u); break;
+    case kI64: v.i = c.read<int64_t>("i64"); v.u = static_cast<uint64_t>(v.i); break;
+    case kF32: v.f = c.read<float>("f32"); break;
+    case kF64: v.f = c.read<double>("f64"); break;
+    case kBool: v.b = c.read<uint8_t>("bool") != 0; break;
+    case kString: v.s = c.read_string("string"); break;
+    default: c.fail("unknown scalar type " + std::to_string(t));
+  }
+}
+
+GgufValue read_value(Cursor& c, uint32_t t) {
+  GgufValue v;
+  v.kind = kind_of(t, c);
+  if (t != kArray) {
+    read_scalar(c, t, v);
+    return v;
+  }
+  const uint32_t et = c.read<uint32_t>("array element type");
+  const uint64_t n = c.read<uint64_t>("array length");
+  if (et == kArray) c.fail("nested arrays are not supported");
+  v.element = kind_of(et, c);
+  if (n > (uint64_t{1} << 32)) c.fail("array of " + std::to_string(n) + " elements");
+  GgufValue e;
+  switch (v.element) {
+    case GgufValue::Kind::string:
+      v.strings.reserve(n);
+      for (uint64_t k = 0; k < n; ++k) v.strings.push_back(c.read_string("array string"));
+      break;
+    case GgufValue::Kind::floating:
+      v.floats.reserve(n);
+      for (uint64_t k = 0; k < n; ++k) read_scalar(c, et, e), v.floats.push_back(e.f);
+      break;
+    case GgufValue::Kind::boolean:
+      v.ints.reserve(n);
+      for (uint64_t k = 0; k < n; ++k) read_scalar(c, et, e), v.ints.push_back(e.b);
+      break;
+    default:
+      v.ints.reserve(n);
+      for (uint64_t k = 0; k < n; ++k) read_scalar(c, et, e), v.ints.push_back(e.i);
+      break;
+  }
+  return v;
+}
+
+}  // namespace
+
+size_t GgufValue::array_size() const {
+  switch (element) {
+    case Kind::string: return strings.size();
+    case Kind::floating: return floats.size();
+    default: return ints.size();
+  }
+}
+
+std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
+  auto g = std::make_shared<GgufFile>();
+  g->file_ = MappedFile::open(path);
+  Cursor c(g->file_->data(), g->file_->size(), g->file_->path());
+  const uint32_t magic = c.read<uint32_t>("magic");
+  if (magic != 0x46554747u) c.fail("not a GGUF file (magic bytes are not 'GGUF')");
+  g->version_ = c.read<uint32_t>("version");
+  if (g->version_ < 2 || g->version_ > 3) c.fail("unsupported GGUF version " + std::to_string(g->version_));
+  const uint64_t n_tensors = c.read<uint64_t>("tensor count");
+  const uint64_t n_kv = c.read<uint64_t>("metadata count");
+  if (n_tensors > 1'000'000 || n_kv > 1'000'000) c.fail("implausible counts");
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key = c.read_string("metadata key");
+    const uint32_t t = c.read<uint32_t>("metadata type");
+    g->metadata_[key] = read_value(c, t);
+  }
+  uint64_t alignment = 32;
+  if (auto a = g->find_int("general.alignment")) {
+    if (*a <= 0 || (*a & (*a - 1)) != 0) c.fail("general.alignment " + std::to_string(*a) + " is not a power of two");
+    alignment = static_cast<uint64_t>(*a);
+  }
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo info;
+    info.name = c.read_string("tensor name");
+    const uint32_t n_dims = c.read<uint32_t>("tensor rank");
+    if (n_dims == 0 || n_dims > 4) c.fail("tensor '" + info.name + "' has rank " + std::to_string(n_dims));
+    int64_t ne[4] = {1, 1, 1, 1};
+    for (uint32_t d = 0; d < n_dims; ++d) {
+      const uint64_t v = c.read<uint64_t>("tensor dimension");
+      if (v == 0 || v > (uint64_t{1} << 40)) c.fail("tensor '" + info.name + "' has dimension " + std::to_string(v));
+      ne[d] = static_cast<int64_t>(v);
+    }
+    const uint32_t type = c.read<uint32_t>("tensor type");
+    auto dt = dtype_of_ggml(type);
+    if (!dt) c.fail("tensor '" + info.name + "' has ggml type " + std::to_string(type) +
+                    " (supported: f32, f16, bf16, q8_0, q4_0, q4_1)");
+    info.dtype = *dt;
+    switch (n_dims) {
+      case 1: info.shape = Shape{ne[0]}; break;
+      case 2: info.shape = Shape{ne[1], ne[0]}; break;
+      case 3: info.shape = Shape{ne[2], ne[1], ne[0]}; break;
+      default: info.shape = Shape{ne[3], ne[2], ne[1], ne[0]}; break;
+    }
+    if (ne[0] % block_elems(info.dtype) != 0)
+      c.fail("tensor '" + info.name + "' rows of " + std::to_string(ne[0]) + " do not fill whole " +
+             std::string(dtype_name(info.dtype)) + " blocks");
+    info.offset = c.read<uint64_t>("tensor offset");
+    info.nbytes = storage_bytes(info.dtype, info.shape.numel());
+    g->tensor_index_[info.name] = g->tensors_.size();
+    g->tensors_.push_back(std::move(info));
+  }
+  const uint64_t data_start = (c.pos() + alignment - 1) / alignment * alignment;
+  for (auto& t : g->tensors_) {
+    if (t.offset % alignment != 0) c.fail("tensor '" + t.name + "' offset is not aligned");
+    t.offset += data_start;
+    if (t.offset > g->file_->size() || static_cast<uint64_t>(t.nbytes) > g->file_->size() - t.offset)
+      throw std::runtime_error(path + ": tensor '" + t.name + "' (" + std::to_string(t.nbytes) +
+                               " bytes) lies beyond the end of the file (truncated?)");
+  }
+  return g;
+}
+
+const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
+  auto it = tensor_index_.find(name);
+  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+Tensor GgufFile::tensor(const GgufTensorInfo& info) const {
+  return Tensor::view(const_cast<uint8_t*>(file_->data()) + info.offset, info.dtype, info.shape, file_);
+}
+
+namespace {
+[[noreturn]] void missing(const std::string& path, const std::string& key, const char* want) {
+  throw std::runtime_error(path + ": GGUF metadata key '" + key + "' is missing or not " + want);
+}
+}  // namespace
+
+std::optional<int64_t> GgufFile::find_int(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return std::nullopt;
+  const auto& v = it->second;
+  if (v.kind == GgufValue::Kind::integer || v.kind == GgufValue::Kind::unsigned_integer) return v.i;
+  return std::nullopt;
+}
+
+std::optional<double> GgufFile::find_float(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end()) return std::nullopt;
+  const auto& v = it->second;
+  if (v.kind == GgufValue::Kind::floating) return v.f;
+  if (v.kind == GgufValue::Kind::integer || v.kind == GgufValue::Kind::unsigned_integer)
+    return static_cast<double>(v.i);
+  return std::nullopt;
+}
+
+std::optional<std::string> GgufFile::find_string(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end() || it->second.kind != GgufValue::Kind::string) return std::nullopt;
+  return it->second.s;
+}
+
+int64_t GgufFile::get_int(const std::string& key) const {
+  if (auto v = find_int(key)) return *v;
+  missing(path(), key, "an integer");
+}
+
+double GgufFile::get_float(const std::string& key) const {
+  if (auto v = find_float(key)) return *v;
+  missing(path(), key, "a number");
+}
+
+bool GgufFile::get_bool(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end() || it->second.kind != GgufValue::Kind::boolean) missing(path(), key, "a boolean");
+  return it->second.b;
+}
+
+const std::string& GgufFile::get_string(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end() || it->second.kind != GgufValue::Kind::string) missing(path(), key, "a string");
+  return it->second.s;
+}
+
+const GgufValue& GgufFile::get_array(const std::string& key) const {
+  auto it = metadata_.find(key);
+  if (it == metadata_.end() || it->second.kind != GgufValue::Kind::array) missing(path(), key, "an array");
+  return it->second;
+}
+
+}  // namespace corolla

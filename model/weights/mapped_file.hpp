@@ -1,0 +1,31 @@
+// A read-only memory mapping of a whole file. Weight tensors are views into it: pages are read from disk only
+// when a kernel touches them, so a server hosting blocks 10-19 never reads the others.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace corolla {
+
+class MappedFile {
+ public:
+  // Throws std::runtime_error naming the path when the file cannot be opened or mapped.
+  static std::shared_ptr<MappedFile> open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace corolla
