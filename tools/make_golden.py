@@ -1,0 +1,815 @@
+#!/usr/bin/env python3
+"""Build tiny random-weight Hugging Face models, GGUF conversions of them, and
+golden reference outputs that the Corolla C++ engine tests compare against.
+
+Run from the repository root:
+
+    python3 tools/make_golden.py --out tests/data/models
+
+Requirements: torch, transformers (>= 4.45; 5.x tested), safetensors, gguf,
+numpy.  No network access is needed (nothing is loaded from the model hub).
+
+The script is deterministic: weights and prompts come from seeded torch
+generators, and torch runs single-threaded so that float reductions happen in
+a fixed order.  For every model family a base seed is tried first; if the
+model does not satisfy the acceptance checks below, the next seed is tried.
+
+Acceptance checks (per model family, over every variant that has a golden
+file: fp32, bf16-rounded, and each dequantized GGUF type):
+  * along the 32-step greedy path the gap between the top-1 and the top-2
+    logit is > 2e-3 at every step, so an engine accurate to ~1e-4 reproduces
+    the greedy tokens exactly;
+  * the greedy path never emits the EOS token (id 2), so an engine that stops
+    at EOS still produces all 32 tokens;
+  * logits computed one token at a time with the KV cache match the full
+    forward within 1e-5.
+
+Output layout (one directory per model under --out):
+
+  llama/          LlamaForCausalLM, f32 safetensors, GGUF f32/f16/q8_0/q4_0/q4_1
+  llama-sharded/  same weights as llama, saved in several safetensors shards
+  llama-bf16/     same weights as llama rounded to bfloat16 (BF16 safetensors)
+  mistral/        MistralForCausalLM (no sliding window)
+  qwen2/          Qwen2ForCausalLM (q/k/v biases, tied embeddings), GGUF f32/q8_0
+  llama3-rope/    LlamaForCausalLM with head_dim 32 and llama3 rope scaling
+
+Each directory holds config.json, the safetensors weights and golden.safetensors:
+
+  input_ids                  int64 [1, 12]      prompt (ids in 3..255)
+  logits_full                f32   [1, 12, V]   one forward over the prompt
+  logits_steps               f32   [1, 12, V]   prompt fed token by token with the KV cache
+  greedy_ids                 int64 [32]         32 greedy tokens after the prompt
+  greedy_logits              f32   [32, V]      logits that chose each greedy token
+                                                (KV-cache decoding, as generate() saw them)
+  batch_input_ids            int64 [2, 12]      row 0 = input_ids, row 1 = another prompt
+  batch_logits               f32   [2, 12, V]   one batched forward of both rows
+  positions_offset_logits    f32   [1, 12, V]   input_ids with position_ids 100..111
+  positions_gap_ids          int64 [1, 12]      position_ids 0..5, 40..45
+  positions_gap_logits       f32   [1, 12, V]   input_ids with positions_gap_ids
+                                                (unlike a constant offset, a gap changes
+                                                relative positions, so RoPE bugs show)
+  hidden_states              f32   [L+1, 1, 12, H]  [0] = token embeddings, [i] = output of
+                                                decoder block i-1 (before the final norm)
+
+For every GGUF file model-<type>.gguf except f32 there is a golden-<type>.safetensors
+with input_ids, logits_full, greedy_ids and greedy_logits computed in fp32 from
+the weights as stored in that GGUF file (read back, dequantized with
+gguf.quants.dequantize, Q/K un-permuted to the HF layout).  The f32 GGUF holds
+exactly the HF weights, so golden.safetensors applies to it.
+
+GGUF conventions follow llama.cpp's convert_hf_to_gguf.py (LlamaModel and
+Qwen2Model): tensor names token_embd / blk.N.{attn_norm, attn_q, attn_k,
+attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down} / output_norm /
+output (absent when the embeddings are tied), q/k/v .bias for qwen2.  For arch
+"llama" the Q and K weights are permuted from HF's rotate-half layout into
+llama.cpp's interleaved-pair layout (see permute_qk).  Norms and other 1-D
+tensors are always F32; every 2-D weight, token_embd included, gets the file's
+type (like llama-quantize --pure for q4_0/q4_1).
+
+A summary of the checks is printed and also written to <out>/manifest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np
+import torch
+
+import gguf
+import transformers
+from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, LlamaFileType
+from safetensors.torch import save_file
+from transformers import (
+    DynamicCache,
+    GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
+
+try:
+    transformers.utils.logging.disable_progress_bar()
+except AttributeError:
+    pass
+transformers.utils.logging.set_verbosity_error()
+
+PROMPT_LEN = 12
+NEW_TOKENS = 32
+MIN_GAP = 2e-3
+STEPS_TOL = 1e-5
+EOS_ID = 2
+BOS_ID = 1
+WEIGHT_STD = 0.15     # std of random matrix weights (HF default would be 0.02)
+NORM_STD = 0.1        # RMSNorm weights are 1 + NORM_STD * N(0, 1)
+BIAS_STD = 0.1        # biases are BIAS_STD * N(0, 1)
+MAX_SEED_TRIES = 200
+PROMPT_SEED = 4242    # prompts are the same for every model
+
+COMMON = dict(
+    vocab_size=256,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    rms_norm_eps=1e-5,
+    max_position_embeddings=512,
+    bos_token_id=BOS_ID,
+    eos_token_id=EOS_ID,
+    pad_token_id=None,
+    initializer_range=WEIGHT_STD,
+)
+
+# name -> (config class, model class, config kwargs, base seed, gguf types)
+SPECS = {
+    "llama": (
+        LlamaConfig, LlamaForCausalLM,
+        dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False),
+        1000, ["f32", "f16", "q8_0", "q4_0", "q4_1"],
+    ),
+    "mistral": (
+        MistralConfig, MistralForCausalLM,
+        dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=None, head_dim=16),
+        2000, [],
+    ),
+    "qwen2": (
+        Qwen2Config, Qwen2ForCausalLM,
+        dict(COMMON, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             use_sliding_window=False, sliding_window=None),
+        3000, ["f32", "q8_0"],
+    ),
+    "llama3-rope": (
+        LlamaConfig, LlamaForCausalLM,
+        dict(COMMON, hidden_size=128, intermediate_size=256, num_hidden_layers=2, head_dim=32,
+             rope_theta=500000.0, tie_word_embeddings=True,
+             rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                           "high_freq_factor": 4.0, "original_max_position_embeddings": 64}),
+        4000, [],
+    ),
+}
+
+GGUF_TYPES = {
+    # name: (tensor type for 2-D weights, general.file_type)
+    "f32": (GGMLQuantizationType.F32, LlamaFileType.ALL_F32),
+    "f16": (GGMLQuantizationType.F16, LlamaFileType.MOSTLY_F16),
+    "q8_0": (GGMLQuantizationType.Q8_0, LlamaFileType.MOSTLY_Q8_0),
+    "q4_0": (GGMLQuantizationType.Q4_0, LlamaFileType.MOSTLY_Q4_0),
+    "q4_1": (GGMLQuantizationType.Q4_1, LlamaFileType.MOSTLY_Q4_1),
+}
+
+GGUF_ARCH = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}
+
+
+def log(*args):
+    print(*args, flush=True)
+
+
+# --------------------------------------------------------------------------- models
+
+def build_model(name: str, seed: int) -> torch.nn.Module:
+    cfg_cls, model_cls, kwargs, _, _ = SPECS[name]
+    config = cfg_cls(**kwargs)
+    model = model_cls(config)
+    model.set_attn_implementation("eager")
+    randomize(model, seed)
+    model.eval()
+    return model
+
+
+@torch.no_grad()
+def randomize(model: torch.nn.Module, seed: int) -> None:
+    """Fill every parameter from a seeded generator (independent of HF's init code)."""
+    gen = torch.Generator().manual_seed(seed)
+    for pname, p in model.named_parameters():  # tied parameters appear once
+        noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
+        if pname.endswith("norm.weight"):
+            p.copy_(1.0 + NORM_STD * noise)
+        elif pname.endswith(".bias"):
+            p.copy_(BIAS_STD * noise)
+        else:
+            p.copy_(WEIGHT_STD * noise)
+
+
+def make_prompts() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(PROMPT_SEED)
+    ids = torch.randint(3, 256, (2, PROMPT_LEN), generator=gen, dtype=torch.int64)
+    while torch.equal(ids[0], ids[1]):  # pragma: no cover - practically impossible
+        ids[1] = torch.randint(3, 256, (PROMPT_LEN,), generator=gen, dtype=torch.int64)
+    return ids[:1].clone(), ids.clone()
+
+
+def top2_gap(logits: torch.Tensor) -> torch.Tensor:
+    """top-1 minus top-2 along the last axis."""
+    t = torch.topk(logits, 2, dim=-1).values
+    return t[..., 0] - t[..., 1]
+
+
+@torch.no_grad()
+def greedy(model, input_ids: torch.Tensor) -> dict:
+    """32 greedy tokens via generate(), cross-checked with a plain argmax loop."""
+    # generate() fills unset GenerationConfig fields from the model's own
+    # generation_config (eos_token_id=2), so clear EOS there: the 32 tokens are
+    # pure argmax, never cut short and with no logits processor touching them.
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    gcfg = GenerationConfig(
+        max_new_tokens=NEW_TOKENS, min_new_tokens=None, do_sample=False, num_beams=1,
+        eos_token_id=None, pad_token_id=0, bos_token_id=BOS_ID,
+        temperature=None, top_p=None, top_k=None,
+    )
+    out = model.generate(
+        input_ids, attention_mask=torch.ones_like(input_ids), generation_config=gcfg,
+        output_logits=True, return_dict_in_generate=True,
+    )
+    new = out.sequences[0, input_ids.shape[1]:]
+    assert new.numel() == NEW_TOKENS, f"generate stopped early: {new.numel()} tokens"
+    step_logits = torch.cat(out.logits, dim=0).float()  # [32, V]
+    assert torch.equal(step_logits.argmax(-1), new), "generate() is not plain argmax"
+
+    # Independent check: full forward over prompt + generated tokens.
+    full = model(out.sequences, attention_mask=torch.ones_like(out.sequences), use_cache=False).logits[0]
+    full = full[input_ids.shape[1] - 1: -1]
+    assert torch.equal(full.argmax(-1), new), "full-forward argmax disagrees with generate()"
+    gap = torch.minimum(top2_gap(step_logits), top2_gap(full))
+    return dict(ids=new.clone(), logits=step_logits.clone(), min_gap=float(gap.min()),
+                gen_vs_full=float((step_logits - full).abs().max()))
+
+
+class BlockRecorder:
+    """Captures the embedding output and each decoder block's output."""
+
+    def __init__(self, model):
+        self.outs = []
+        inner = model.model
+        self.handles = [inner.embed_tokens.register_forward_hook(self._hook)]
+        self.handles += [layer.register_forward_hook(self._hook) for layer in inner.layers]
+
+    def _hook(self, module, inputs, output):
+        h = output[0] if isinstance(output, (tuple, list)) else output
+        self.outs.append(h.detach().clone())
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
+@torch.no_grad()
+def compute_golden(model, input_ids, batch_ids) -> tuple[dict, dict]:
+    ones = torch.ones_like(input_ids)
+    rec = BlockRecorder(model)
+    logits_full = model(input_ids, attention_mask=ones, use_cache=False).logits.float()
+    rec.close()
+    hidden = torch.stack(rec.outs, dim=0)  # [L+1, 1, T, H]
+    assert hidden.shape[0] == model.config.num_hidden_layers + 1
+
+    # token by token with the KV cache (the cache object is updated in place)
+    cache = DynamicCache(config=model.config)
+    # transformers >= 5.x renamed the forward argument past_key_values to cache
+    cache_kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    steps = []
+    for t in range(input_ids.shape[1]):
+        out = model(input_ids[:, t:t + 1], attention_mask=torch.ones(1, t + 1, dtype=torch.int64),
+                    use_cache=True, **{cache_kw: cache})
+        steps.append(out.logits.float())
+    assert cache.get_seq_length() == input_ids.shape[1]
+    logits_steps = torch.cat(steps, dim=1)
+
+    batch_logits = model(batch_ids, attention_mask=torch.ones_like(batch_ids), use_cache=False).logits.float()
+
+    pos_off = torch.arange(100, 100 + PROMPT_LEN, dtype=torch.int64)[None]
+    positions_offset_logits = model(input_ids, attention_mask=ones, position_ids=pos_off,
+                                    use_cache=False).logits.float()
+    # An explicit attention_mask keeps transformers from treating the jump in
+    # position ids as the start of a second packed sequence.
+    half = PROMPT_LEN // 2
+    pos_gap = torch.cat([torch.arange(0, half), torch.arange(40, 40 + PROMPT_LEN - half)]).to(torch.int64)[None]
+    positions_gap_logits = model(input_ids, attention_mask=ones, position_ids=pos_gap,
+                                 use_cache=False).logits.float()
+
+    g = greedy(model, input_ids)
+
+    golden = dict(
+        input_ids=input_ids.clone(),
+        logits_full=logits_full,
+        logits_steps=logits_steps,
+        greedy_ids=g["ids"],
+        greedy_logits=g["logits"],
+        batch_input_ids=batch_ids.clone(),
+        batch_logits=batch_logits,
+        positions_offset_logits=positions_offset_logits,
+        positions_gap_ids=pos_gap,
+        positions_gap_logits=positions_gap_logits,
+        hidden_states=hidden.float(),
+    )
+    stats = dict(
+        min_greedy_gap=g["min_gap"],
+        greedy_has_eos=bool((g["ids"] == EOS_ID).any()),
+        steps_vs_full=float((logits_steps - logits_full).abs().max()),
+        batch_row0_vs_full=float((batch_logits[:1] - logits_full).abs().max()),
+        offset_vs_full=float((positions_offset_logits - logits_full).abs().max()),
+        gap_vs_full=float((positions_gap_logits - logits_full).abs().max()),
+        generate_vs_full=g["gen_vs_full"],
+        hidden_last_vs_full=float(
+            (model.lm_head(model.model.norm(hidden[-1])) - logits_full).abs().max()),
+        min_prompt_gap=float(top2_gap(logits_full).min()),
+        logit_std=float(logits_full.std()),
+    )
+    return golden, stats
+
+
+@torch.no_grad()
+def compute_quant_golden(model, input_ids) -> tuple[dict, dict]:
+    logits_full = model(input_ids, attention_mask=torch.ones_like(input_ids), use_cache=False).logits.float()
+    g = greedy(model, input_ids)
+    golden = dict(input_ids=input_ids.clone(), logits_full=logits_full,
+                  greedy_ids=g["ids"], greedy_logits=g["logits"])
+    stats = dict(min_greedy_gap=g["min_gap"], greedy_has_eos=bool((g["ids"] == EOS_ID).any()))
+    return golden, stats
+
+
+def acceptable(stats: dict) -> bool:
+    return (stats["min_greedy_gap"] > MIN_GAP and not stats["greedy_has_eos"]
+            and stats.get("steps_vs_full", 0.0) <= STEPS_TOL)
+
+
+def reason(stats: dict) -> str:
+    r = []
+    if stats["min_greedy_gap"] <= MIN_GAP:
+        r.append(f"greedy gap {stats['min_greedy_gap']:.1e} <= {MIN_GAP}")
+    if stats["greedy_has_eos"]:
+        r.append("greedy path emits EOS")
+    if stats.get("steps_vs_full", 0.0) > STEPS_TOL:
+        r.append(f"KV-cache logits differ by {stats['steps_vs_full']:.1e} > {STEPS_TOL}")
+    return ", ".join(r)
+
+
+def clone_with_state(name: str, seed: int, state: dict[str, torch.Tensor]) -> torch.nn.Module:
+    model = build_model(name, seed)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # lm_head.weight may be absent when tied; nothing else may be missing
+    assert not unexpected, unexpected
+    assert all(k == "lm_head.weight" and model.config.tie_word_embeddings for k in missing), missing
+    if model.config.tie_word_embeddings:
+        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    model.eval()
+    return model
+
+
+def hf_state(model) -> dict[str, torch.Tensor]:
+    sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        sd.pop("lm_head.weight", None)
+    return sd
+
+
+# --------------------------------------------------------------------------- GGUF
+
+def permute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
+    """HF rotate-half layout -> llama.cpp interleaved pairs (rows of Q or K).
+
+    Within each head the rows [0, d/2) and [d/2, d) are interleaved:
+    new row 2*i = old row i, new row 2*i + 1 = old row d/2 + i.
+    n_head is num_attention_heads for Q and num_key_value_heads for K.
+    """
+    rows = w.shape[0]
+    return (w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2)
+            .reshape(w.shape))
+
+
+def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
+    rows = w.shape[0]
+    return (w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:])
+            .swapaxes(1, 2)
+            .reshape(w.shape))
+
+
+def gguf_tensor_map(config) -> list[tuple[str, str]]:
+    """(gguf name, HF name) in llama.cpp's write order."""
+    m = [("token_embd.weight", "model.embed_tokens.weight")]
+    for i in range(config.num_hidden_layers):
+        p = f"model.layers.{i}."
+        m += [
+            (f"blk.{i}.attn_norm.weight", p + "input_layernorm.weight"),
+            (f"blk.{i}.attn_q.weight", p + "self_attn.q_proj.weight"),
+            (f"blk.{i}.attn_k.weight", p + "self_attn.k_proj.weight"),
+            (f"blk.{i}.attn_v.weight", p + "self_attn.v_proj.weight"),
+        ]
+        if getattr(config, "model_type", "") == "qwen2":
+            m += [
+                (f"blk.{i}.attn_q.bias", p + "self_attn.q_proj.bias"),
+                (f"blk.{i}.attn_k.bias", p + "self_attn.k_proj.bias"),
+                (f"blk.{i}.attn_v.bias", p + "self_attn.v_proj.bias"),
+            ]
+        m += [
+            (f"blk.{i}.attn_output.weight", p + "self_attn.o_proj.weight"),
+            (f"blk.{i}.ffn_norm.weight", p + "post_attention_layernorm.weight"),
+            (f"blk.{i}.ffn_gate.weight", p + "mlp.gate_proj.weight"),
+            (f"blk.{i}.ffn_up.weight", p + "mlp.up_proj.weight"),
+            (f"blk.{i}.ffn_down.weight", p + "mlp.down_proj.weight"),
+        ]
+    m.append(("output_norm.weight", "model.norm.weight"))
+    if not config.tie_word_embeddings:
+        m.append(("output.weight", "lm_head.weight"))
+    return m
+
+
+def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, model_name: str) -> None:
+    arch = GGUF_ARCH[config.architectures[0] if config.architectures else type_name(config)]
+    qtype, ftype = GGUF_TYPES[gtype]
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    rope = config.rope_parameters if hasattr(config, "rope_parameters") else {"rope_theta": config.rope_theta}
+    rope_type = rope.get("rope_type", rope.get("type", "default"))
+    assert rope_type == "default", f"GGUF export of rope_type {rope_type!r} is not implemented"
+
+    w = GGUFWriter(str(path), arch)  # writes general.architecture
+    w.add_type(gguf.GGUFType.MODEL)
+    w.add_name(model_name)
+    # same keys, same order as convert_hf_to_gguf.py TextModel.set_gguf_parameters
+    w.add_block_count(config.num_hidden_layers)
+    w.add_context_length(config.max_position_embeddings)
+    w.add_embedding_length(config.hidden_size)
+    w.add_feed_forward_length(config.intermediate_size)
+    w.add_head_count(config.num_attention_heads)
+    w.add_head_count_kv(config.num_key_value_heads)
+    w.add_rope_freq_base(float(rope["rope_theta"]))
+    w.add_layer_norm_rms_eps(float(config.rms_norm_eps))
+    # config.json from transformers 5 carries head_dim, so the converter writes these
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_file_type(int(ftype))
+    if arch == "llama":  # LlamaModel.set_gguf_parameters
+        w.add_vocab_size(config.vocab_size)
+        w.add_rope_dimension_count(head_dim)
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+
+    for gname, hname in gguf_tensor_map(config):
+        data = state[hname].detach().float().numpy().copy()
+        if arch == "llama" and gname.endswith("attn_q.weight"):
+            data = permute_qk(data, config.num_attention_heads)
+        elif arch == "llama" and gname.endswith("attn_k.weight"):
+            data = permute_qk(data, config.num_key_value_heads)
+        if data.ndim <= 1 or gname.endswith("_norm.weight"):
+            t = GGMLQuantizationType.F32
+        else:
+            t = qtype
+        w.add_tensor(gname, gguf.quants.quantize(data, t), raw_dtype=t)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def type_name(config) -> str:
+    return {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}[config.model_type]
+
+
+def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
+    """Read a GGUF back into an HF state dict (dequantized, Q/K un-permuted)."""
+    reader = GGUFReader(str(path))
+    arch = reader.fields["general.architecture"].contents()
+    by_name = {t.name: t for t in reader.tensors}
+    expected = gguf_tensor_map(config)
+    assert sorted(by_name) == sorted(g for g, _ in expected), (sorted(by_name), expected)
+    state = {}
+    for gname, hname in expected:
+        t = by_name[gname]
+        shape = tuple(int(x) for x in reversed(t.shape))  # ggml order -> numpy order
+        data = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
+        if arch == "llama" and gname.endswith("attn_q.weight"):
+            data = unpermute_qk(data, config.num_attention_heads)
+        elif arch == "llama" and gname.endswith("attn_k.weight"):
+            data = unpermute_qk(data, config.num_key_value_heads)
+        state[hname] = torch.from_numpy(data.copy())
+    return state, reader
+
+
+def check_gguf_metadata(reader: GGUFReader, config, gtype: str) -> None:
+    arch = reader.fields["general.architecture"].contents()
+    f = {k: v.contents() for k, v in reader.fields.items() if not k.startswith("GGUF.")}
+    want = {
+        f"{arch}.block_count": config.num_hidden_layers,
+        f"{arch}.context_length": config.max_position_embeddings,
+        f"{arch}.embedding_length": config.hidden_size,
+        f"{arch}.feed_forward_length": config.intermediate_size,
+        f"{arch}.attention.head_count": config.num_attention_heads,
+        f"{arch}.attention.head_count_kv": config.num_key_value_heads,
+        "general.file_type": int(GGUF_TYPES[gtype][1]),
+    }
+    for k, v in want.items():
+        assert f[k] == v, (k, f[k], v)
+    eps = f[f"{arch}.attention.layer_norm_rms_epsilon"]
+    assert abs(eps - config.rms_norm_eps) <= 1e-6 * config.rms_norm_eps, (eps, config.rms_norm_eps)
+    qtype = GGUF_TYPES[gtype][0]
+    for t in reader.tensors:
+        want_t = GGMLQuantizationType.F32 if len(t.shape) == 1 or t.name.endswith("_norm.weight") else qtype
+        assert t.tensor_type == want_t, (t.name, t.tensor_type, want_t)
+
+
+def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
+    """Forward pass straight from a GGUF file with llama.cpp's semantics.
+
+    Independent of transformers: uses only the GGUF metadata and tensors.
+    For arch "llama" RoPE rotates adjacent pairs (2i, 2i+1) (llama.cpp's
+    normal mode, which is why the converter permutes Q/K); for "qwen2" it
+    rotates (i, i + d/2) (NEOX mode, no permutation).  Returns [T, vocab].
+    """
+    r = GGUFReader(str(path))
+    f = {k: v.contents() for k, v in r.fields.items() if not k.startswith("GGUF.")}
+    arch = f["general.architecture"]
+    W = {}
+    for t in r.tensors:
+        shape = tuple(int(x) for x in reversed(t.shape))
+        W[t.name] = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(shape)
+    n_layer = f[f"{arch}.block_count"]
+    n_head = f[f"{arch}.attention.head_count"]
+    n_kv = f[f"{arch}.attention.head_count_kv"]
+    eps = f[f"{arch}.attention.layer_norm_rms_epsilon"]
+    base = f[f"{arch}.rope.freq_base"]
+    n_embd = f[f"{arch}.embedding_length"]
+    hd = f.get(f"{arch}.attention.key_length", n_embd // n_head)
+    T = len(input_ids)
+
+    def rms(x, w):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+    inv = base ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)      # [hd/2]
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]      # [T, hd/2]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+    def rope(x):  # x [T, H, hd]
+        if arch == "llama":
+            a, b = x[..., 0::2], x[..., 1::2]
+            out = np.empty_like(x)
+            out[..., 0::2] = a * cos - b * sin
+            out[..., 1::2] = a * sin + b * cos
+            return out
+        a, b = x[..., : hd // 2], x[..., hd // 2:]
+        return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+
+    x = W["token_embd.weight"][input_ids]
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        h = rms(x, W[p + "attn_norm.weight"])
+        q = h @ W[p + "attn_q.weight"].T + W.get(p + "attn_q.bias", 0.0)
+        k = h @ W[p + "attn_k.weight"].T + W.get(p + "attn_k.bias", 0.0)
+        v = h @ W[p + "attn_v.weight"].T + W.get(p + "attn_v.bias", 0.0)
+        q = rope(q.reshape(T, n_head, hd))
+        k = rope(k.reshape(T, n_kv, hd))
+        v = v.reshape(T, n_kv, hd)
+        k = np.repeat(k, n_head // n_kv, axis=1)
+        v = np.repeat(v, n_head // n_kv, axis=1)
+        att = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att /= att.sum(-1, keepdims=True)
+        o = np.einsum("hts,shd->thd", att, v).reshape(T, n_head * hd)
+        x = x + o @ W[p + "attn_output.weight"].T
+        h = rms(x, W[p + "ffn_norm.weight"])
+        g = h @ W[p + "ffn_gate.weight"].T
+        u = h @ W[p + "ffn_up.weight"].T
+        x = x + ((g / (1 + np.exp(-g))) * u) @ W[p + "ffn_down.weight"].T
+    x = rms(x, W["output_norm.weight"])
+    out_w = W.get("output.weight", W["token_embd.weight"])
+    return x @ out_w.T
+
+
+# --------------------------------------------------------------------------- output
+
+def fix_config_json(model_dir: Path, dtype: str) -> None:
+    """Add the pre-5.0 keys (torch_dtype, rope_theta, rope_scaling) next to the
+    transformers 5 ones (dtype, rope_parameters), so the config reads like
+    checkpoints from either era.  transformers accepts both."""
+    p = model_dir / "config.json"
+    cfg = json.loads(p.read_text())
+    cfg["dtype"] = dtype
+    cfg["torch_dtype"] = dtype
+    rp = cfg.get("rope_parameters")
+    if rp is not None:
+        cfg["rope_theta"] = rp["rope_theta"]
+        if rp.get("rope_type", "default") != "default":
+            cfg["rope_scaling"] = {k: v for k, v in rp.items() if k != "rope_theta"}
+    cfg = dict(sorted(cfg.items()))
+    p.write_text(json.dumps(cfg, indent=2) + "\n")
+
+
+def save_hf(model, out_dir: Path, dtype: torch.dtype = torch.float32, max_shard_size=None) -> None:
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    m = model
+    if dtype != torch.float32:
+        m = build_model_like(model)
+        m.load_state_dict({k: v.to(dtype) for k, v in model.state_dict().items()})
+        m.to(dtype)
+    kwargs = dict(safe_serialization=True)
+    if max_shard_size is not None:
+        kwargs["max_shard_size"] = max_shard_size
+    try:
+        m.save_pretrained(out_dir, **kwargs)
+    except TypeError:  # newer transformers always writes safetensors
+        kwargs.pop("safe_serialization")
+        m.save_pretrained(out_dir, **kwargs)
+    (out_dir / "generation_config.json").unlink(missing_ok=True)
+    fix_config_json(out_dir, {torch.float32: "float32", torch.bfloat16: "bfloat16"}[dtype])
+
+
+def build_model_like(model):
+    m = type(model)(model.config)
+    m.set_attn_implementation("eager")
+    return m
+
+
+def save_golden(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    clean = {}
+    for k, v in tensors.items():
+        v = v.detach().contiguous()
+        assert v.dtype in (torch.float32, torch.int64), (k, v.dtype)
+        clean[k] = v
+    save_file(clean, str(path), metadata={"format": "pt"})
+
+
+@torch.no_grad()
+def reload_check(model_dir: Path, golden: dict, name: str) -> float:
+    """from_pretrained(dir) in fp32 must reproduce logits_full bit for bit."""
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="eager")
+    m.eval()
+    ids = golden["input_ids"]
+    logits = m(ids, attention_mask=torch.ones_like(ids), use_cache=False).logits.float()
+    diff = float((logits - golden["logits_full"]).abs().max())
+    assert diff == 0.0, f"{name}: reloaded model differs from golden by {diff}"
+    return diff
+
+
+# --------------------------------------------------------------------------- main
+
+def process_family(name: str, out: Path, input_ids, batch_ids, manifest: dict) -> None:
+    cfg_cls, model_cls, kwargs, base_seed, gguf_types = SPECS[name]
+    is_llama = name == "llama"
+    for attempt in range(MAX_SEED_TRIES):
+        seed = base_seed + attempt
+        model = build_model(name, seed)
+        golden, stats = compute_golden(model, input_ids, batch_ids)
+        report = {"fp32": stats}
+        ok = acceptable(stats)
+        state = hf_state(model)
+        variants = {}
+        if ok and is_llama:
+            bf16_state = {k: v.to(torch.bfloat16).float() for k, v in state.items()}
+            bf16_model = clone_with_state(name, seed, bf16_state)
+            variants["bf16"] = compute_golden(bf16_model, input_ids, batch_ids)
+            report["bf16"] = variants["bf16"][1]
+            ok = acceptable(report["bf16"])
+        quant = {}
+        if ok:
+            tmp = out / f".tmp-{name}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            model.config.architectures = [model_cls.__name__]
+            for gt in gguf_types:
+                path = tmp / f"model-{gt}.gguf"
+                write_gguf(path, model.config, state, gt, f"corolla-tiny-{name}")
+                if gt == "f32":
+                    continue
+                qstate, _ = read_gguf(path, model.config)
+                qmodel = clone_with_state(name, seed, qstate)
+                quant[gt] = compute_quant_golden(qmodel, input_ids)
+                report[gt] = quant[gt][1]
+                if not acceptable(report[gt]):
+                    ok = False
+                    break
+        why = [f"{k}: {reason(v)}" for k, v in report.items() if not acceptable(v)]
+        summary = ", ".join(f"{k}: gap {v['min_greedy_gap']:.4f}{' EOS' if v['greedy_has_eos'] else ''}"
+                            for k, v in report.items())
+        log(f"[{name}] seed {seed}: {summary} -> {'ok' if ok else 'retry (' + '; '.join(why) + ')'}")
+        if ok:
+            break
+    else:
+        raise SystemExit(f"{name}: no acceptable seed in {MAX_SEED_TRIES} tries")
+
+    # ---- write the HF checkpoint(s) and goldens
+    model_dir = out / name
+    save_hf(model, model_dir)
+    save_golden(model_dir / "golden.safetensors", golden)
+    reload_check(model_dir, golden, name)
+    files = {name: sorted(p.name for p in model_dir.iterdir())}
+
+    tmp = out / f".tmp-{name}"
+    for gt in gguf_types:
+        src = tmp / f"model-{gt}.gguf"
+        dst = model_dir / src.name
+        shutil.move(str(src), str(dst))
+        qstate, reader = read_gguf(dst, model.config)
+        check_gguf_metadata(reader, model.config, gt)
+        if gt == "f32":
+            for k, v in state.items():  # exact round trip, permutation undone
+                assert torch.equal(qstate[k], v.float()), f"{dst.name}: {k} differs"
+        else:
+            if gt == "f16":  # 2-D weights rounded to half, norms and biases exact
+                for k, v in state.items():
+                    want = v.half().float() if v.ndim == 2 else v.float()
+                    assert torch.equal(qstate[k], want), f"{dst.name}: {k} differs"
+            save_golden(model_dir / f"golden-{gt}.safetensors", quant[gt][0])
+            report[gt]["logits_vs_fp32"] = float((quant[gt][0]["logits_full"] - golden["logits_full"]).abs().max())
+        # the file, read with llama.cpp's semantics, must reproduce its golden logits
+        want = golden if gt == "f32" else quant[gt][0]
+        ref = gguf_reference_logits(dst, input_ids[0].numpy())
+        diff = float(np.abs(ref - want["logits_full"][0].double().numpy()).max())
+        assert diff < 1e-4, f"{dst.name}: llama.cpp-style numpy forward differs from golden by {diff}"
+        report["fp32" if gt == "f32" else gt]["gguf_numpy_forward_vs_golden"] = diff
+    shutil.rmtree(tmp, ignore_errors=True)
+    files[name] = sorted(p.name for p in model_dir.iterdir())
+
+    if is_llama:
+        # same weights, sharded
+        sdir = out / "llama-sharded"
+        save_hf(model, sdir, max_shard_size="300KB")
+        shards = sorted(sdir.glob("model-*.safetensors"))
+        assert 2 <= len(shards) <= 3 and (sdir / "model.safetensors.index.json").exists(), shards
+        save_golden(sdir / "golden.safetensors", golden)
+        reload_check(sdir, golden, "llama-sharded")
+        files["llama-sharded"] = sorted(p.name for p in sdir.iterdir())
+
+        # same weights rounded to bf16
+        bdir = out / "llama-bf16"
+        save_hf(model, bdir, dtype=torch.bfloat16)
+        from safetensors import safe_open
+        with safe_open(str(bdir / "model.safetensors"), "pt") as f:
+            for k in f.keys():
+                assert f.get_tensor(k).dtype == torch.bfloat16, k
+        bgold = variants["bf16"][0]
+        save_golden(bdir / "golden.safetensors", bgold)
+        reload_check(bdir, bgold, "llama-bf16")
+        files["llama-bf16"] = sorted(p.name for p in bdir.iterdir())
+        report["bf16"]["logits_vs_fp32"] = float((bgold["logits_full"] - golden["logits_full"]).abs().max())
+
+    manifest["models"][name] = dict(seed=seed, tries=attempt + 1, checks=report, files=files)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("tests/data/models"))
+    ap.add_argument("--only", nargs="*", choices=list(SPECS), help="build only these families")
+    args = ap.parse_args(argv)
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    input_ids, batch_ids = make_prompts()
+    log(f"input_ids: {input_ids.tolist()[0]}")
+    log(f"batch row 1: {batch_ids.tolist()[1]}")
+
+    manifest_path = args.out / "manifest.json"
+    manifest = {"models": {}}
+    if args.only and manifest_path.exists():
+        manifest = json.loads(manifest_path.read_text())
+    manifest.update(
+        generator="tools/make_golden.py",
+        versions=dict(torch=torch.__version__, transformers=transformers.__version__,
+                      gguf=getattr(gguf, "__version__", None) or _dist_version("gguf"),
+                      numpy=np.__version__),
+        min_gap_required=MIN_GAP,
+        steps_tolerance=STEPS_TOL,
+    )
+    for name in args.only or SPECS:
+        process_family(name, args.out, input_ids, batch_ids, manifest)
+
+    manifest["models"] = dict(sorted(manifest["models"].items()))
+    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+
+    log("\nsummary")
+    for name, info in manifest["models"].items():
+        for variant, st in info["checks"].items():
+            extra = "".join(f" {k}={st[k]:.2e}" for k in
+                            ("steps_vs_full", "offset_vs_full", "gap_vs_full", "logits_vs_fp32",
+                             "gguf_numpy_forward_vs_golden") if k in st)
+            log(f"  {name:12s} {variant:5s} seed={info['seed']} min_greedy_gap={st['min_greedy_gap']:.4f}{extra}")
+    return 0
+
+
+def _dist_version(pkg: str):
+    try:
+        from importlib.metadata import version
+        return version(pkg)
+    except Exception:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
