@@ -1,0 +1,31 @@
+#include "model/arch/registry.hpp"
+
+#include <map>
+#include <stdexcept>
+
+namespace corolla {
+
+const BlockFactory* find_block_factory(const std::string& arch) {
+  static const std::map<std::string, BlockFactory> factories = {
+      {"llama", make_llama_block},
+      {"mistral", make_llama_block},  // Mistral's block is Llama's (sliding window unused at these lengths)
+      {"qwen2", make_qwen2_block},
+  };
+  auto it = factories.find(arch);
+  return it == factories.end() ? nullptr : &it->second;
+}
+
+std::unique_ptr<Block> load_block(const WeightSource& source, int64_t index, Backend& backend,
+                                  const BlockLoadOptions& options) {
+  const ModelConfig& c = source.config();
+  if (index < 0 || index >= c.num_layers)
+    throw std::out_of_range(source.origin() + ": block " + std::to_string(index) + " does not exist (the model has " +
+                            std::to_string(c.num_layers) + " blocks)");
+  const BlockFactory* make = find_block_factory(c.arch);
+  if (!make) throw std::runtime_error(source.origin() + ": unsupported architecture '" + c.arch + "'");
+  return (*make)(source, index, backend, options);
+}
+
+int64_t kv_bytes_per_token(const ModelConfig& c) { return 2 * c.num_kv_heads * c.head_dim * 4; }
+
+}  // namespace corolla

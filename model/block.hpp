@@ -1,0 +1,51 @@
+// A transformer block: the unit a server hosts. One forward over hidden states [batch, tokens, hidden] with
+// explicit positions and an optional KV cache. Architectures live in model/arch/, one file each.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "kernels/backend.hpp"
+#include "model/config.hpp"
+#include "model/weights/weight_source.hpp"
+
+namespace corolla {
+
+// Keys and values of one block for `batch` sequences of up to `max_length` tokens: [batch, max_length, Hkv, Dh].
+struct KVCache {
+  Tensor k, v;
+  int64_t batch() const { return k.dim(0); }
+  int64_t max_length() const { return k.dim(1); }
+  int64_t nbytes() const { return k.nbytes() + v.nbytes(); }
+};
+
+class Block {
+ public:
+  virtual ~Block() = default;
+  virtual int64_t index() const = 0;
+  // Transforms hidden [B, T, D] (f32, on the backend's device) in place. Token b·T + t sits at positions[b·T + t].
+  // With a cache, its K/V are stored at slot = position and it attends to slots 0..position. Without one, each
+  // sequence attends only to its own T tokens (positions must then be consecutive per sequence).
+  virtual void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache) = 0;
+  virtual KVCache make_cache(int64_t batch, int64_t max_length) = 0;
+  // Bytes of weights held (in the serving dtype).
+  virtual int64_t weight_bytes() const = 0;
+};
+
+struct BlockLoadOptions {
+  // Serving dtype of the weight matrices; nullopt keeps the stored dtype. Norms and biases are always f32.
+  std::optional<DType> dtype;
+};
+
+// Loads block `index` of the model in `source` onto `backend` (which must outlive the block). Throws naming the
+// file and tensor when a tensor is missing or has the wrong shape.
+std::unique_ptr<Block> load_block(const WeightSource& source, int64_t index, Backend& backend,
+                                  const BlockLoadOptions& options = {});
+
+// Bytes per token of KV cache for one block (f32 keys and values).
+int64_t kv_bytes_per_token(const ModelConfig& config);
+
+}  // namespace corolla

@@ -1,0 +1,50 @@
+#include "model/client_head.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "model/weights/load_weight.hpp"
+
+namespace corolla {
+
+ClientHead::ClientHead(const WeightSource& src, Backend& backend, std::optional<DType> dtype)
+    : backend_(backend), config_(src.config()) {
+  const int64_t v = config_.vocab_size, d = config_.hidden_size;
+  embeddings_ = load_matrix(src, "model.embed_tokens.weight", {v, d}, dtype, backend);
+  norm_ = load_vector(src, "model.norm.weight", d, backend);
+  if (!config_.tie_word_embeddings && src.has("lm_head.weight"))
+    lm_head_ = load_matrix(src, "lm_head.weight", {v, d}, dtype, backend);
+  else if (!config_.tie_word_embeddings)
+    throw std::runtime_error(src.origin() + ": tensor 'lm_head.weight' is missing and embeddings are not tied");
+  else
+    lm_head_ = embeddings_;
+}
+
+Tensor ClientHead::embed(std::span<const int32_t> ids, int64_t batch) const {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (batch <= 0 || n % batch != 0)
+    throw std::invalid_argument(std::to_string(n) + " token ids do not split into a batch of " + std::to_string(batch));
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= config_.vocab_size)
+      throw std::invalid_argument("token id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
+                                  " is outside the vocabulary of " + std::to_string(config_.vocab_size));
+  Tensor out = backend_.alloc(DType::f32, {batch, n / batch, config_.hidden_size});
+  backend_.embed(embeddings_, ids, out);
+  return out;
+}
+
+Tensor ClientHead::logits(const Tensor& hidden) const {
+  const int64_t d = config_.hidden_size;
+  if (hidden.dim(-1) != d)
+    throw std::invalid_argument("hidden states " + hidden.describe() + " do not end in the model's hidden size " +
+                                std::to_string(d));
+  const int64_t rows = hidden.numel() / d;
+  Tensor x = hidden.reshaped({rows, d});
+  Tensor n = backend_.alloc(DType::f32, {rows, d});
+  Tensor out = backend_.alloc(DType::f32, {rows, config_.vocab_size});
+  backend_.rms_norm(x, norm_, static_cast<float>(config_.rms_norm_eps), n);
+  backend_.matmul(n, lm_head_, nullptr, out);
+  return backend_.download(out);
+}
+
+}  // namespace corolla

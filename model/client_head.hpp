@@ -1,0 +1,31 @@
+// What a client keeps of a model: the token embeddings, the final norm and the LM head (tied to the embeddings
+// when the model says so). Everything between runs on servers (or, locally, in LocalModel).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+
+#include "kernels/backend.hpp"
+#include "model/config.hpp"
+#include "model/weights/weight_source.hpp"
+
+namespace corolla {
+
+class ClientHead {
+ public:
+  ClientHead(const WeightSource& source, Backend& backend, std::optional<DType> dtype = std::nullopt);
+
+  const ModelConfig& config() const { return config_; }
+  // Hidden states [batch, ids.size() / batch, hidden] on the backend. Throws on ids outside the vocabulary.
+  Tensor embed(std::span<const int32_t> ids, int64_t batch) const;
+  // Logits [rows, vocab] on the host for hidden [rows, hidden] (any leading shape; the last dim is hidden).
+  Tensor logits(const Tensor& hidden) const;
+
+ private:
+  Backend& backend_;
+  ModelConfig config_;
+  Tensor embeddings_, norm_, lm_head_;
+};
+
+}  // namespace corolla

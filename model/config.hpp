@@ -1,0 +1,49 @@
+// The shape of a model, read from Hugging Face config.json or GGUF metadata.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace corolla {
+
+class GgufFile;
+
+struct RopeScaling {
+  std::string type;  // "" (none), "linear", "llama3"
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position = 8192;
+};
+
+struct ModelConfig {
+  std::string arch;  // "llama", "mistral", "qwen2"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position = 0;
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  // Per-frequency divisors stored by GGUF files as the tensor rope_freqs.weight (Llama 3.1 scaling in llama.cpp).
+  std::vector<float> rope_freq_factors;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v projections have biases (Qwen2)
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;
+
+  // RoPE inverse frequencies (head_dim / 2 values), with the configured scaling applied.
+  std::vector<float> rope_inv_freq() const;
+  // Throws std::runtime_error naming `source` when a field is missing or inconsistent.
+  void validate(const std::string& source) const;
+
+  static ModelConfig from_hf_json(const std::string& path);
+  static ModelConfig from_gguf(const GgufFile& gguf);
+};
+
+}  // namespace corolla

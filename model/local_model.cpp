@@ -1,0 +1,86 @@
+#include "model/local_model.hpp"
+
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace corolla {
+
+LocalModel::LocalModel(std::shared_ptr<WeightSource> source, Backend& backend, std::optional<DType> dtype)
+    : source_(std::move(source)), backend_(backend), head_(*source_, backend, dtype) {
+  for (int64_t i = 0; i < config().num_layers; ++i) blocks_.push_back(load_block(*source_, i, backend, {dtype}));
+}
+
+int64_t LocalModel::weight_bytes() const {
+  int64_t n = 0;
+  for (const auto& b : blocks_) n += b->weight_bytes();
+  return n;
+}
+
+void LocalModel::reset(int64_t batch, int64_t max_length) {
+  if (max_length <= 0 || max_length > config().max_position)
+    throw std::invalid_argument("max_length " + std::to_string(max_length) + " is outside 1.." +
+                                std::to_string(config().max_position));
+  caches_.clear();
+  for (auto& b : blocks_) caches_.push_back(b->make_cache(batch, max_length));
+  batch_ = batch;
+  cached_length_ = 0;
+}
+
+Tensor LocalModel::forward(std::span<const int32_t> ids, std::span<const int32_t> positions, bool last_only) {
+  if (caches_.empty()) throw std::logic_error("LocalModel::forward before reset()");
+  if (positions.size() != ids.size()) throw std::invalid_argument("one position per token id is needed");
+  const int64_t max_length = caches_.front().max_length();
+  for (int32_t p : positions)
+    if (p < 0 || p >= max_length)
+      throw std::invalid_argument("position " + std::to_string(p) + " is beyond max_length " +
+                                  std::to_string(max_length));
+  Tensor hidden = head_.embed(ids, batch_);
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i]->forward(hidden, positions, &caches_[i]);
+  const int64_t t = hidden.dim(1);
+  cached_length_ = std::max<int64_t>(cached_length_, positions.back() + 1);
+  if (!last_only) return head_.logits(hidden);
+  Tensor host = backend_.download(hidden);
+  Tensor last = Tensor::empty(DType::f32, {batch_, config().hidden_size});
+  for (int64_t b = 0; b < batch_; ++b)
+    std::copy_n(host.data_as<const float>() + ((b + 1) * t - 1) * config().hidden_size, config().hidden_size,
+                last.data_as<float>() + b * config().hidden_size);
+  return head_.logits(backend_.upload(last));
+}
+
+Tensor LocalModel::forward_uncached(std::span<const int32_t> ids, int64_t batch, std::span<const int32_t> positions) {
+  Tensor hidden = head_.embed(ids, batch);
+  for (auto& b : blocks_) b->forward(hidden, positions, nullptr);
+  return head_.logits(hidden);
+}
+
+std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt, const GenerationParams& params,
+                              const std::function<bool(int32_t)>& on_token) {
+  if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
+  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_new_tokens;
+  if (total > model.config().max_position)
+    throw std::invalid_argument("prompt of " + std::to_string(prompt.size()) + " tokens plus " +
+                                std::to_string(params.max_new_tokens) + " new tokens exceeds the context of " +
+                                std::to_string(model.config().max_position));
+  model.reset(1, total);
+  Sampler sampler(params.sampling);
+  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  std::vector<int32_t> positions(prompt.size());
+  std::iota(positions.begin(), positions.end(), 0);
+  Tensor logits = model.forward(prompt, positions, true);
+  std::vector<int32_t> out;
+  const auto& eos = model.config().eos_token_ids;
+  for (int64_t i = 0; i < params.max_new_tokens; ++i) {
+    const int32_t next = sampler.next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, history);
+    out.push_back(next);
+    history.push_back(next);
+    if (on_token && !on_token(next)) break;
+    if (params.stop_at_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
+    if (i + 1 == params.max_new_tokens) break;
+    const int32_t pos = static_cast<int32_t>(history.size() - 1);
+    logits = model.forward({&next, 1}, {&pos, 1}, true);
+  }
+  return out;
+}
+
+}  // namespace corolla

@@ -1,0 +1,54 @@
+// A whole model in one process: client head plus every block with its KV cache. The reference the swarm is
+// checked against, and the engine behind `corolla generate --model M` without peers.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/block.hpp"
+#include "model/client_head.hpp"
+#include "model/sampling.hpp"
+
+namespace corolla {
+
+class LocalModel {
+ public:
+  LocalModel(std::shared_ptr<WeightSource> source, Backend& backend, std::optional<DType> dtype = std::nullopt);
+
+  const ModelConfig& config() const { return head_.config(); }
+  const ClientHead& head() const { return head_; }
+  int64_t weight_bytes() const;
+
+  // Starts new sequences: drops the KV caches and makes room for `batch` sequences of `max_length` tokens.
+  void reset(int64_t batch, int64_t max_length);
+  // Feeds ids [batch, T] at `positions` (one per id) through every block with the caches; returns the logits of
+  // every token [batch·T, vocab] or, with last_only, of the last token of each sequence [batch, vocab].
+  Tensor forward(std::span<const int32_t> ids, std::span<const int32_t> positions, bool last_only);
+  // Same without touching the caches (each sequence attends only to its own ids).
+  Tensor forward_uncached(std::span<const int32_t> ids, int64_t batch, std::span<const int32_t> positions);
+  int64_t cached_length() const { return cached_length_; }
+
+ private:
+  std::shared_ptr<WeightSource> source_;
+  Backend& backend_;
+  ClientHead head_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::vector<KVCache> caches_;
+  int64_t batch_ = 0;
+  int64_t cached_length_ = 0;
+};
+
+struct GenerationParams {
+  int64_t max_new_tokens = 32;
+  SamplingParams sampling;
+  bool stop_at_eos = true;
+};
+
+// Generates after `prompt` (one sequence). on_token is called with each new id as soon as it is chosen and may
+// return false to stop. Returns the new ids.
+std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt, const GenerationParams& params,
+                              const std::function<bool(int32_t)>& on_token = {});
+
+}  // namespace corolla

@@ -1,0 +1,38 @@
+// Choosing the next token from logits, with Hugging Face's semantics and order of processors:
+// repetition penalty, then temperature, top-k, top-p, then a draw from a seeded RNG (or argmax when greedy).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+namespace corolla {
+
+struct SamplingParams {
+  bool greedy = true;            // do_sample = false
+  float temperature = 1.0f;      // > 0
+  int top_k = 0;                 // 0: off
+  float top_p = 1.0f;            // 1: off
+  float repetition_penalty = 1.0f;  // 1: off
+  uint64_t seed = 0;
+  // Throws std::invalid_argument naming the bad parameter.
+  void validate() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingParams params);
+  // `history` holds the ids seen so far (prompt and generated) for the repetition penalty.
+  int32_t next(std::span<const float> logits, std::span<const int32_t> history);
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<float> work_;
+  std::vector<int32_t> order_;
+  std::vector<bool> seen_;
+};
+
+}  // namespace corolla

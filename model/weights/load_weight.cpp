@@ -1,0 +1,35 @@
+#include "model/weights/load_weight.hpp"
+
+#include <stdexcept>
+
+namespace corolla {
+namespace {
+
+Tensor checked(const WeightSource& src, const std::string& name, Shape expected) {
+  Tensor t = src.get(name);
+  if (!(t.shape() == expected))
+    throw std::runtime_error(src.origin() + ": tensor '" + name + "' has shape " + t.shape().str() + ", expected " +
+                             expected.str());
+  return t;
+}
+
+}  // namespace
+
+Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
+                   Backend& backend) {
+  Tensor t = checked(src, name, expected);
+  if (t.dtype() == DType::i32 || t.dtype() == DType::i64)
+    throw std::runtime_error(src.origin() + ": tensor '" + name + "' holds integers (" + t.describe() + ")");
+  const DType want = dtype.value_or(t.dtype());
+  if (!backend.supports_weight(want))
+    throw std::runtime_error(backend.name() + " cannot compute with " + std::string(dtype_name(want)) + " weights");
+  if (want != t.dtype()) t = t.cast(want);
+  return backend.upload(t);
+}
+
+Tensor load_vector(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend) {
+  Tensor t = checked(src, name, Shape{expected});
+  return backend.upload(t.dtype() == DType::f32 ? t : t.to_f32());
+}
+
+}  // namespace corolla

@@ -1,0 +1,19 @@
+// Fetches one named tensor from a WeightSource, checks its shape, converts it to the serving dtype and places it
+// on the backend. Errors name the file and the tensor.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "kernels/backend.hpp"
+#include "model/weights/weight_source.hpp"
+
+namespace corolla {
+
+// A weight matrix in `dtype` (nullopt: as stored).
+Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
+                   Backend& backend);
+// A vector (norm weight, bias) always in f32.
+Tensor load_vector(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend);
+
+}  // namespace corolla

@@ -1,0 +1,120 @@
+#include "model/weights/safetensors_file.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace corolla {
+namespace {
+
+std::optional<DType> dtype_of(const std::string& s) {
+  if (s == "F32") return DType::f32;
+  if (s == "F16") return DType::f16;
+  if (s == "BF16") return DType::bf16;
+  if (s == "I32") return DType::i32;
+  if (s == "I64") return DType::i64;
+  return std::nullopt;
+}
+
+const char* name_of(DType t) {
+  switch (t) {
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::i32: return "I32";
+    case DType::i64: return "I64";
+    default: throw std::invalid_argument("safetensors cannot hold " + std::string(dtype_name(t)) + " tensors");
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  auto f = std::make_shared<SafetensorsFile>();
+  f->file_ = MappedFile::open(path);
+  const size_t size = f->file_->size();
+  auto fail = [&](const std::string& msg) -> void { throw std::runtime_error(path + ": invalid safetensors: " + msg); };
+  if (size < 8) fail("file of " + std::to_string(size) + " bytes has no header");
+  uint64_t header_len;
+  std::memcpy(&header_len, f->file_->data(), 8);
+  if (header_len > size - 8) fail("header length " + std::to_string(header_len) + " runs past the end (truncated?)");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(f->file_->data() + 8, f->file_->data() + 8 + header_len);
+  } catch (const std::exception& e) {
+    fail(std::string("header is not JSON: ") + e.what());
+  }
+  if (!header.is_object()) fail("header is not a JSON object");
+  const uint64_t data_start = 8 + header_len;
+  for (auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    try {
+      SafetensorsInfo info;
+      info.name = name;
+      const std::string dt = entry.at("dtype").get<std::string>();
+      auto dtype = dtype_of(dt);
+      if (!dtype) fail("tensor '" + name + "' has unsupported dtype " + dt);
+      info.dtype = *dtype;
+      const auto dims = entry.at("shape").get<std::vector<int64_t>>();
+      switch (dims.size()) {
+        case 0: info.shape = Shape{}; break;
+        case 1: info.shape = Shape{dims[0]}; break;
+        case 2: info.shape = Shape{dims[0], dims[1]}; break;
+        case 3: info.shape = Shape{dims[0], dims[1], dims[2]}; break;
+        case 4: info.shape = Shape{dims[0], dims[1], dims[2], dims[3]}; break;
+        default: fail("tensor '" + name + "' has rank " + std::to_string(dims.size()));
+      }
+      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      if (offsets.size() != 2 || offsets[1] < offsets[0]) fail("tensor '" + name + "' has bad data_offsets");
+      info.nbytes = storage_bytes(info.dtype, info.shape.numel());
+      if (offsets[1] - offsets[0] != static_cast<uint64_t>(info.nbytes))
+        fail("tensor '" + name + "' holds " + std::to_string(offsets[1] - offsets[0]) + " bytes, its shape " +
+             info.shape.str() + " needs " + std::to_string(info.nbytes));
+      if (offsets[1] > size - data_start)
+        fail("tensor '" + name + "' lies beyond the end of the file (truncated?)");
+      info.offset = data_start + offsets[0];
+      f->tensors_[name] = info;
+    } catch (const nlohmann::json::exception& e) {
+      fail("tensor '" + name + "': " + e.what());
+    }
+  }
+  return f;
+}
+
+const SafetensorsInfo* SafetensorsFile::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : &it->second;
+}
+
+Tensor SafetensorsFile::tensor(const SafetensorsInfo& info) const {
+  return Tensor::view(const_cast<uint8_t*>(file_->data()) + info.offset, info.dtype, info.shape, file_);
+}
+
+Tensor SafetensorsFile::tensor(const std::string& name) const {
+  const SafetensorsInfo* info = find(name);
+  if (!info) throw std::runtime_error(path() + ": no tensor named '" + name + "'");
+  return tensor(*info);
+}
+
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    std::vector<int64_t> dims;
+    for (int i = 0; i < t.rank(); ++i) dims.push_back(t.dim(i));
+    header[name] = {{"dtype", name_of(t.dtype())}, {"shape", dims}, {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += static_cast<uint64_t>(t.nbytes());
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error(path + ": cannot write");
+  const uint64_t len = h.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out.write(h.data(), static_cast<std::streamsize>(h.size()));
+  for (const auto& [name, t] : tensors) out.write(static_cast<const char*>(t.data()), t.nbytes());
+  if (!out) throw std::runtime_error(path + ": write failed");
+}
+
+}  // namespace corolla

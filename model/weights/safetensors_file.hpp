@@ -1,0 +1,43 @@
+// safetensors: an 8-byte header length, a JSON header (name -> dtype, shape, data_offsets), then raw data.
+// Tensors are views into a memory mapping. Every offset is checked; errors name the file and tensor.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+#include "model/weights/mapped_file.hpp"
+
+namespace corolla {
+
+struct SafetensorsInfo {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t offset = 0;  // from the start of the file
+  int64_t nbytes = 0;
+};
+
+class SafetensorsFile {
+ public:
+  static std::shared_ptr<SafetensorsFile> open(const std::string& path);
+
+  const std::string& path() const { return file_->path(); }
+  const std::map<std::string, SafetensorsInfo>& tensors() const { return tensors_; }
+  const SafetensorsInfo* find(const std::string& name) const;
+  // A view into the mapping (no copy) that keeps the mapping alive.
+  Tensor tensor(const SafetensorsInfo& info) const;
+  // Throws naming the file when `name` is absent.
+  Tensor tensor(const std::string& name) const;
+
+ private:
+  std::shared_ptr<MappedFile> file_;
+  std::map<std::string, SafetensorsInfo> tensors_;
+};
+
+// Writes tensors (host, any plain dtype) as a safetensors file; used by tools, tests and benchmarks.
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors);
+
+}  // namespace corolla

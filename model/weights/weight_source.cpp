@@ -1,0 +1,170 @@
+#include "model/weights/weight_source.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <stdexcept>
+
+#include "model/weights/gguf_file.hpp"
+#include "model/weights/safetensors_file.hpp"
+
+namespace corolla {
+namespace fs = std::filesystem;
+
+std::string block_tensor_name(int64_t block, const std::string& suffix) {
+  return "model.layers." + std::to_string(block) + "." + suffix;
+}
+
+namespace {
+
+// config.json plus one or more safetensors files (sharded through model.safetensors.index.json).
+class SafetensorsSource final : public WeightSource {
+ public:
+  explicit SafetensorsSource(const fs::path& dir) : dir_(dir) {
+    config_ = ModelConfig::from_hf_json((dir / "config.json").string());
+    const fs::path index = dir / "model.safetensors.index.json";
+    if (fs::exists(index)) {
+      std::ifstream in(index);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(in);
+        for (auto& [name, file] : j.at("weight_map").items()) {
+          auto& shard = shards_[file.get<std::string>()];
+          if (!shard) shard = SafetensorsFile::open((dir / file.get<std::string>()).string());
+          files_[name] = shard.get();
+        }
+      } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(index.string() + ": " + e.what());
+      }
+      for (auto& [name, file] : files_)
+        if (!file->find(name))
+          throw std::runtime_error(file->path() + ": index lists tensor '" + name + "' but the shard lacks it");
+    } else {
+      const fs::path single = dir / "model.safetensors";
+      if (!fs::exists(single))
+        throw std::runtime_error(dir.string() + ": no model.safetensors or model.safetensors.index.json");
+      auto& shard = shards_["model.safetensors"];
+      shard = SafetensorsFile::open(single.string());
+      for (auto& [name, info] : shard->tensors()) files_[name] = shard.get();
+    }
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  bool has(const std::string& name) const override { return files_.count(name) != 0; }
+  Tensor get(const std::string& name) const override {
+    auto it = files_.find(name);
+    if (it == files_.end()) throw std::runtime_error(dir_.string() + ": tensor '" + name + "' is missing");
+    Tensor t = it->second->tensor(name);
+    count(t);
+    return t;
+  }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (auto& [name, file] : files_) out.push_back(name);
+    return out;
+  }
+  std::string origin() const override { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+  ModelConfig config_;
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> shards_;
+  std::map<std::string, SafetensorsFile*> files_;
+};
+
+// GGUF with llama.cpp's tensor names. llama.cpp's converter permutes the rows of Q and K of "llama" models so
+// that RoPE rotates adjacent pairs; Corolla's kernels rotate halves (as Hugging Face does), so those rows are
+// put back in Hugging Face order here. Row permutations keep quantized blocks intact.
+class GgufSource final : public WeightSource {
+ public:
+  explicit GgufSource(const std::string& path) : gguf_(GgufFile::open(path)) {
+    config_ = ModelConfig::from_gguf(*gguf_);
+    permuted_qk_ = gguf_->get_string("general.architecture") == "llama";
+    for (const auto& info : gguf_->tensors()) {
+      const std::string hf = to_hf(info.name);
+      if (!hf.empty()) hf_to_gguf_[hf] = info.name;
+    }
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  bool has(const std::string& name) const override { return hf_to_gguf_.count(name) != 0; }
+  std::vector<std::string> names() const override {
+    std::vector<std::string> out;
+    for (auto& [hf, g] : hf_to_gguf_) out.push_back(hf);
+    return out;
+  }
+  std::string origin() const override { return gguf_->path(); }
+  std::shared_ptr<const GgufFile> gguf() const override { return gguf_; }
+
+  Tensor get(const std::string& name) const override {
+    auto it = hf_to_gguf_.find(name);
+    if (it == hf_to_gguf_.end())
+      throw std::runtime_error(gguf_->path() + ": tensor '" + name + "' is missing (no GGUF tensor maps to it)");
+    Tensor t = gguf_->tensor(*gguf_->find_tensor(it->second));
+    count(t);
+    if (!permuted_qk_) return t;
+    const bool is_q = it->second.ends_with("attn_q.weight");
+    if (!is_q && !it->second.ends_with("attn_k.weight")) return t;
+    return unpermute_rows(t, is_q ? config_.num_heads : config_.num_kv_heads);
+  }
+
+ private:
+  // GGUF row (i·2 + j) of a head holds Hugging Face row (j·half + i), half = head_dim / 2.
+  static Tensor unpermute_rows(const Tensor& t, int64_t heads) {
+    const int64_t rows = t.dim(0), head_rows = rows / heads, half = head_rows / 2;
+    const int64_t row_bytes = t.nbytes() / rows;
+    Tensor out = Tensor::empty(t.dtype(), t.shape());
+    auto* src = static_cast<const char*>(t.data());
+    auto* dst = static_cast<char*>(out.data());
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < half; ++i)
+        for (int64_t j = 0; j < 2; ++j)
+          std::memcpy(dst + (h * head_rows + j * half + i) * row_bytes, src + (h * head_rows + i * 2 + j) * row_bytes,
+                      static_cast<size_t>(row_bytes));
+    return out;
+  }
+
+  static std::string to_hf(const std::string& g) {
+    static const std::map<std::string, std::string> globals = {
+        {"token_embd.weight", "model.embed_tokens.weight"},
+        {"output_norm.weight", "model.norm.weight"},
+        {"output.weight", "lm_head.weight"},
+    };
+    static const std::map<std::string, std::string> per_block = {
+        {"attn_norm.weight", "input_layernorm.weight"},  {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_k.weight", "self_attn.k_proj.weight"},    {"attn_v.weight", "self_attn.v_proj.weight"},
+        {"attn_q.bias", "self_attn.q_proj.bias"},        {"attn_k.bias", "self_attn.k_proj.bias"},
+        {"attn_v.bias", "self_attn.v_proj.bias"},        {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"ffn_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},     {"ffn_up.weight", "mlp.up_proj.weight"},
+        {"ffn_down.weight", "mlp.down_proj.weight"},
+    };
+    if (auto it = globals.find(g); it != globals.end()) return it->second;
+    static const std::regex block(R"(blk\.(\d+)\.(.+))");
+    std::smatch m;
+    if (std::regex_match(g, m, block))
+      if (auto it = per_block.find(m[2].str()); it != per_block.end())
+        return block_tensor_name(std::stoll(m[1].str()), it->second);
+    return {};
+  }
+
+  std::shared_ptr<GgufFile> gguf_;
+  ModelConfig config_;
+  bool permuted_qk_ = false;
+  std::map<std::string, std::string> hf_to_gguf_;
+};
+
+}  // namespace
+
+std::shared_ptr<WeightSource> open_weights(const std::string& path) {
+  const fs::path p(path);
+  if (fs::is_directory(p)) return std::make_shared<SafetensorsSource>(p);
+  if (!fs::exists(p)) throw std::runtime_error(path + ": no such model file or directory");
+  if (p.extension() == ".gguf") return std::make_shared<GgufSource>(path);
+  throw std::runtime_error(path + ": not a model directory or a .gguf file");
+}
+
+}  // namespace corolla

@@ -1,0 +1,51 @@
+// WeightSource: a model's config and tensors under Hugging Face names, whatever the file format.
+//
+//   auto src = open_weights("models/llama");          // directory: config.json + safetensors (single or sharded)
+//   auto src = open_weights("smollm2.Q4_1.gguf");     // GGUF: names translated, Q/K rows un-permuted for llama
+//   Tensor wq = src->get("model.layers.3.self_attn.q_proj.weight");
+//
+// Tensors are views into memory mappings when the stored layout is usable as is, so only the tensors asked for
+// are ever read from disk; bytes_requested() counts them (a server hosting blocks 10-19 reads only those).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+#include "model/config.hpp"
+
+namespace corolla {
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual bool has(const std::string& name) const = 0;
+  // Throws std::runtime_error naming the file and tensor when it is absent.
+  virtual Tensor get(const std::string& name) const = 0;
+  // Every tensor name (Hugging Face naming) the source holds.
+  virtual std::vector<std::string> names() const = 0;
+  // Where the weights come from (a path), for messages.
+  virtual std::string origin() const = 0;
+  // The GGUF file, when the source is one (tokenizer and chat template live in its metadata).
+  virtual std::shared_ptr<const class GgufFile> gguf() const { return nullptr; }
+
+  // Bytes of tensor data handed out by get() so far.
+  uint64_t bytes_requested() const { return bytes_requested_.load(); }
+
+ protected:
+  void count(const Tensor& t) const { bytes_requested_ += static_cast<uint64_t>(t.nbytes()); }
+
+ private:
+  mutable std::atomic<uint64_t> bytes_requested_{0};
+};
+
+// Opens a model directory (config.json + model.safetensors or model.safetensors.index.json) or a .gguf file.
+std::shared_ptr<WeightSource> open_weights(const std::string& path);
+
+// Hugging Face names of one block's tensors.
+std::string block_tensor_name(int64_t block, const std::string& suffix);
+
+}  // namespace corolla
