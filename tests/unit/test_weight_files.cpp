@@ -1,0 +1,148 @@
+// Weight files: loading only what is asked for, and clear errors (file and tensor named) for bad files.
+#define BOOST_TEST_MODULE weight_files
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "model/block.hpp"
+#include "model/client_head.hpp"
+#include "model/weights/gguf_file.hpp"
+#include "support/golden.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("corolla-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Runs f and checks that it throws an error whose message contains every fragment.
+template <class F>
+void expect_error(F f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+    BOOST_ERROR("no error was raised");
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    for (const auto& frag : fragments) BOOST_TEST(msg.find(frag) != std::string::npos, "'" << msg << "' lacks '" << frag << "'");
+  }
+}
+
+Backend& cpu() {
+  static auto b = make_cpu_backend(1);
+  return *b;
+}
+
+int64_t block_bytes_in(const WeightSource& src, int64_t block) {
+  int64_t n = 0;
+  for (const auto& name : src.names())
+    if (name.rfind(block_tensor_name(block, ""), 0) == 0) n += src.get(name).nbytes();
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_server_reads_only_its_blocks) {
+  for (std::string path : {model_dir("llama"), model_dir("llama-sharded"), model_dir("llama") + "/model-q8_0.gguf"}) {
+    auto probe = open_weights(path);
+    const int64_t expected = block_bytes_in(*probe, 1) + block_bytes_in(*probe, 2);
+    auto src = open_weights(path);
+    auto b1 = load_block(*src, 1, cpu());
+    auto b2 = load_block(*src, 2, cpu());
+    BOOST_TEST(src->bytes_requested() == static_cast<uint64_t>(expected), path);
+    BOOST_TEST(expected > 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(missing_paths_are_named) {
+  expect_error([] { open_weights("/nonexistent/model"); }, {"/nonexistent/model"});
+  TempDir d;
+  expect_error([&] { open_weights(d.path.string()); }, {"config.json"});
+}
+
+BOOST_AUTO_TEST_CASE(truncated_safetensors_is_reported) {
+  TempDir d;
+  fs::copy_file(model_dir("llama") + "/config.json", d.path / "config.json");
+  const std::string bytes = read_file(model_dir("llama") + "/model.safetensors");
+  write_file(d.path / "model.safetensors", bytes.substr(0, bytes.size() / 2));
+  expect_error([&] { open_weights(d.path.string()); }, {"model.safetensors", "truncated"});
+  write_file(d.path / "model.safetensors", bytes.substr(0, 4));
+  expect_error([&] { open_weights(d.path.string()); }, {"model.safetensors", "no header"});
+  std::string corrupt = bytes;
+  corrupt[10] = '\x01';
+  write_file(d.path / "model.safetensors", corrupt);
+  expect_error([&] { open_weights(d.path.string()); }, {"model.safetensors", "JSON"});
+}
+
+BOOST_AUTO_TEST_CASE(wrong_shapes_and_missing_tensors_name_the_tensor) {
+  TempDir d;
+  auto src = open_weights(model_dir("llama"));
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& name : src->names()) {
+    Tensor t = src->get(name);
+    if (name == "model.layers.1.mlp.up_proj.weight") t = t.reshaped({t.dim(1), t.dim(0)});
+    if (name == "model.layers.2.self_attn.k_proj.weight") continue;
+    tensors.emplace_back(name, t);
+  }
+  fs::copy_file(model_dir("llama") + "/config.json", d.path / "config.json");
+  write_safetensors((d.path / "model.safetensors").string(), tensors);
+  auto bad = open_weights(d.path.string());
+  expect_error([&] { load_block(*bad, 1, cpu()); }, {"model.layers.1.mlp.up_proj.weight", "shape"});
+  expect_error([&] { load_block(*bad, 2, cpu()); }, {"model.layers.2.self_attn.k_proj.weight", "missing"});
+  expect_error([&] { load_block(*bad, 9, cpu()); }, {"block 9", "4 blocks"});
+  load_block(*bad, 0, cpu());  // the intact blocks still load
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_architecture_is_named) {
+  TempDir d;
+  std::string config = read_file(model_dir("llama") + "/config.json");
+  config.replace(config.find("\"llama\""), 7, "\"falcon\"");
+  write_file(d.path / "config.json", config);
+  fs::copy_file(model_dir("llama") + "/model.safetensors", d.path / "model.safetensors");
+  expect_error([&] { open_weights(d.path.string()); }, {"config.json", "unsupported architecture 'falcon'"});
+}
+
+BOOST_AUTO_TEST_CASE(bad_gguf_files_are_reported) {
+  TempDir d;
+  const std::string bytes = read_file(model_dir("llama") + "/model-q8_0.gguf");
+  const auto file = (d.path / "m.gguf").string();
+  write_file(file, bytes.substr(0, 100));
+  expect_error([&] { open_weights(file); }, {"m.gguf", "truncated"});
+  write_file(file, bytes.substr(0, bytes.size() - 1000));
+  expect_error([&] { open_weights(file); }, {"m.gguf", "beyond the end"});
+  write_file(file, "GGUF" + std::string(4, '\x09') + bytes.substr(8));
+  expect_error([&] { open_weights(file); }, {"m.gguf", "version"});
+  write_file(file, "NOPE" + bytes.substr(4));
+  expect_error([&] { open_weights(file); }, {"m.gguf", "not a GGUF file"});
+  write_file(file, "");
+  expect_error([&] { open_weights(file); }, {"m.gguf"});
+}
+
+BOOST_AUTO_TEST_CASE(embedding_rejects_ids_outside_the_vocabulary) {
+  auto src = open_weights(model_dir("llama"));
+  ClientHead head(*src, cpu());
+  std::vector<int32_t> ids = {1, 256};
+  expect_error([&] { head.embed(ids, 1); }, {"token id 256", "vocabulary of 256"});
+  ids = {-1};
+  expect_error([&] { head.embed(ids, 1); }, {"token id -1"});
+}
