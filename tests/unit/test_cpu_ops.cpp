@@ -1,0 +1,120 @@
+// CPU backend operations against direct double-precision formulas.
+#define BOOST_TEST_MODULE cpu_ops
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <random>
+
+#include "kernels/backend.hpp"
+
+using namespace corolla;
+
+namespace {
+
+Tensor random_tensor(Shape s, uint32_t seed) {
+  Tensor t = Tensor::empty(DType::f32, s);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, 1);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = d(rng);
+  return t;
+}
+
+float at(const Tensor& t, int64_t i) { return t.data_as<const float>()[i]; }
+
+Backend& cpu() {
+  static auto b = make_cpu_backend(2);
+  return *b;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(layer_norm_matches_formula) {
+  Tensor x = random_tensor({3, 40}, 1), w = random_tensor({40}, 2), b = random_tensor({40}, 3);
+  Tensor y = cpu().alloc(DType::f32, {3, 40});
+  cpu().layer_norm(x, w, b, 1e-5f, y);
+  for (int r = 0; r < 3; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 40; ++i) mean += at(x, r * 40 + i);
+    mean /= 40;
+    for (int i = 0; i < 40; ++i) var += std::pow(at(x, r * 40 + i) - mean, 2);
+    var /= 40;
+    for (int i = 0; i < 40; ++i) {
+      const double want = (at(x, r * 40 + i) - mean) / std::sqrt(var + 1e-5) * at(w, i) + at(b, i);
+      BOOST_TEST(std::fabs(at(y, r * 40 + i) - want) < 1e-5);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rope_rotates_halves) {
+  Tensor x = random_tensor({2, 3, 8}, 4);
+  Tensor orig = x.clone();
+  std::vector<int32_t> pos = {5, 17};
+  std::vector<float> inv = {1.0f, 0.1f, 0.01f, 0.001f};
+  cpu().rope(x, pos, inv);
+  for (int t = 0; t < 2; ++t)
+    for (int h = 0; h < 3; ++h)
+      for (int i = 0; i < 4; ++i) {
+        const int64_t base = (t * 3 + h) * 8;
+        const double a = at(orig, base + i), b = at(orig, base + i + 4), ang = pos[t] * double(inv[i]);
+        BOOST_TEST(std::fabs(at(x, base + i) - (a * std::cos(ang) - b * std::sin(ang))) < 1e-5);
+        BOOST_TEST(std::fabs(at(x, base + i + 4) - (b * std::cos(ang) + a * std::sin(ang))) < 1e-5);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(grouped_query_attention_matches_naive) {
+  const int64_t b = 2, t = 3, hq = 4, hkv = 2, hd = 8, slots = 10;
+  Tensor q = random_tensor({b, t, hq, hd}, 5);
+  Tensor k = random_tensor({b, t, hkv, hd}, 6), v = random_tensor({b, t, hkv, hd}, 7);
+  Tensor kc = cpu().alloc(DType::f32, {b, slots, hkv, hd}), vc = cpu().alloc(DType::f32, {b, slots, hkv, hd});
+  std::vector<int32_t> pos = {0, 1, 2, 0, 1, 2};
+  cpu().kv_write(k, v, pos, kc, vc);
+  Tensor out = cpu().alloc(DType::f32, {b, t, hq * hd});
+  const float scale = 0.35f;
+  cpu().attention(q, kc, vc, pos, scale, out);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t ti = 0; ti < t; ++ti)
+      for (int64_t h = 0; h < hq; ++h) {
+        const int64_t g = h / (hq / hkv);
+        std::vector<double> s(static_cast<size_t>(ti + 1));
+        double mx = -1e30, z = 0;
+        for (int64_t j = 0; j <= ti; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i)
+            d += at(q, ((bi * t + ti) * hq + h) * hd + i) * at(k, ((bi * t + j) * hkv + g) * hd + i);
+          s[static_cast<size_t>(j)] = d * scale;
+          mx = std::max(mx, d * scale);
+        }
+        for (auto& e : s) z += (e = std::exp(e - mx));
+        for (int64_t i = 0; i < hd; ++i) {
+          double want = 0;
+          for (int64_t j = 0; j <= ti; ++j) want += s[static_cast<size_t>(j)] / z * at(v, ((bi * t + j) * hkv + g) * hd + i);
+          BOOST_TEST(std::fabs(at(out, (bi * t + ti) * hq * hd + h * hd + i) - want) < 1e-5);
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(kv_write_beyond_the_cache_is_an_error) {
+  Tensor k = random_tensor({1, 1, 2, 8}, 8);
+  Tensor kc = cpu().alloc(DType::f32, {1, 4, 2, 8}), vc = cpu().alloc(DType::f32, {1, 4, 2, 8});
+  std::vector<int32_t> pos = {4};
+  BOOST_CHECK_THROW(cpu().kv_write(k, k, pos, kc, vc), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(matmul_checks_shapes_and_handles_every_weight_dtype) {
+  Tensor x = random_tensor({7, 64}, 9), w = random_tensor({48, 64}, 10);
+  Tensor y = cpu().alloc(DType::f32, {7, 48});
+  Tensor bad = cpu().alloc(DType::f32, {7, 47});
+  BOOST_CHECK_THROW(cpu().matmul(x, w, nullptr, bad), std::invalid_argument);
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1}) {
+    Tensor wq = w.cast(t), wf = wq.to_f32();
+    for (int64_t m : {1, 3, 7}) {
+      Tensor xs = x.slice_rows(0, m), ys = y.slice_rows(0, m);
+      cpu().matmul(xs, wq, nullptr, ys);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < 48; ++c) {
+          double want = 0;
+          for (int64_t i = 0; i < 64; ++i) want += double(at(xs, r * 64 + i)) * at(wf, c * 64 + i);
+          BOOST_TEST(std::fabs(at(ys, r * 48 + c) - want) < 1e-4, dtype_name(t) << " m=" << m);
+        }
+    }
+  }
+}

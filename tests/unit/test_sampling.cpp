@@ -1,0 +1,93 @@
+#define BOOST_TEST_MODULE sampling
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <map>
+
+#include "model/sampling.hpp"
+
+using namespace corolla;
+
+namespace {
+std::vector<float> logits() { return {1.0f, 3.0f, 2.0f, -1.0f, 0.5f}; }
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(greedy_takes_the_argmax) {
+  Sampler s({});
+  BOOST_TEST(s.next(logits(), {}) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(repetition_penalty_divides_positive_and_multiplies_negative_logits_once) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  Sampler s(p);
+  // Token 1 (3.0) becomes 1.5 < token 2 (2.0); repeating it in the history must not penalise it twice.
+  std::vector<int32_t> history = {1, 1, 1};
+  BOOST_TEST(s.next(logits(), history) == 2);
+  // A negative logit is multiplied: token 3 (-1) becomes -2 and stays last.
+  std::vector<float> l = {-1.0f, -1.5f};
+  history = {0};
+  BOOST_TEST(s.next(l, history) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(same_seed_same_draws) {
+  SamplingParams p;
+  p.greedy = false;
+  p.seed = 42;
+  Sampler a(p), b(p);
+  for (int i = 0; i < 100; ++i) BOOST_TEST(a.next(logits(), {}) == b.next(logits(), {}));
+}
+
+BOOST_AUTO_TEST_CASE(top_k_1_and_tiny_top_p_are_greedy) {
+  SamplingParams p;
+  p.greedy = false;
+  p.top_k = 1;
+  Sampler k(p);
+  p.top_k = 0;
+  p.top_p = 0.01f;
+  Sampler t(p);
+  for (int i = 0; i < 50; ++i) {
+    BOOST_TEST(k.next(logits(), {}) == 1);
+    BOOST_TEST(t.next(logits(), {}) == 1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(draws_follow_the_tempered_softmax) {
+  SamplingParams p;
+  p.greedy = false;
+  p.temperature = 2.0f;
+  p.seed = 7;
+  Sampler s(p);
+  const auto l = logits();
+  std::map<int, int> counts;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) counts[s.next(l, {})]++;
+  double z = 0;
+  for (float v : l) z += std::exp(v / 2.0);
+  for (size_t i = 0; i < l.size(); ++i) {
+    const double want = std::exp(l[i] / 2.0) / z;
+    BOOST_TEST(std::fabs(counts[static_cast<int>(i)] / double(n) - want) < 0.005, "token " << i);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(top_p_keeps_the_smallest_nucleus) {
+  SamplingParams p;
+  p.greedy = false;
+  p.top_p = 0.7f;  // probabilities of logits(): 0.61, 0.22, 0.08, ... -> nucleus {1, 2}
+  p.seed = 3;
+  Sampler s(p);
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t t = s.next(logits(), {});
+    BOOST_TEST((t == 1 || t == 2));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_parameters_are_named) {
+  SamplingParams p;
+  p.temperature = 0;
+  BOOST_CHECK_EXCEPTION(Sampler{p}, std::invalid_argument,
+                        [](const auto& e) { return std::string(e.what()).find("temperature") != std::string::npos; });
+  p = {};
+  p.top_p = 1.5f;
+  BOOST_CHECK_EXCEPTION(Sampler{p}, std::invalid_argument,
+                        [](const auto& e) { return std::string(e.what()).find("top_p") != std::string::npos; });
+}
