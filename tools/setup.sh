@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(
-  build-essential cmake pkg-config git python3
+  build-essential cmake pkg-config git python3 python3-pip
   libcaf-dev capnproto libcapnp-dev librocksdb-dev libtomlplusplus-dev
   libboost-test-dev libboost-dev
   libopenblas-pthread-dev libdnnl-dev libpcre2-dev
@@ -22,6 +22,10 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The demo chat model (SmolLM2-135M-Instruct, Q4_1 GGUF) used by the README's first command and some tests.
+# A failed download is not fatal: those tests then report "skipped".
+bash tools/fetch_demo_model.sh >/dev/null || echo "setup: the demo model could not be fetched; demo tests will be skipped" >&2
 
 [ "${SETUP_SKIP_BUILD:-0}" = 1 ] && exit 0
 jobs=$(nproc)
