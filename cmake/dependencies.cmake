@@ -23,3 +23,18 @@ if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY)
   target_include_directories(corolla::dnnl INTERFACE ${DNNL_INCLUDE_DIR})
   target_link_libraries(corolla::dnnl INTERFACE ${DNNL_LIBRARY})
 endif()
+
+# C++ Actor Framework 0.17 (Debian ships no CMake config for it).
+find_path(CAF_INCLUDE_DIR caf/all.hpp)
+find_library(CAF_CORE_LIBRARY caf_core)
+find_library(CAF_IO_LIBRARY caf_io)
+if(NOT CAF_INCLUDE_DIR OR NOT CAF_CORE_LIBRARY OR NOT CAF_IO_LIBRARY)
+  message(FATAL_ERROR "CAF not found: install libcaf-dev (tools/setup.sh does)")
+endif()
+add_library(corolla::caf INTERFACE IMPORTED)
+target_include_directories(corolla::caf INTERFACE ${CAF_INCLUDE_DIR})
+target_link_libraries(corolla::caf INTERFACE ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRARY} Threads::Threads)
+
+find_package(CapnProto CONFIG REQUIRED)
+find_package(RocksDB 7 CONFIG REQUIRED)
+find_package(tomlplusplus 3 CONFIG REQUIRED)

@@ -7,6 +7,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/backend.hpp"
 #include "model/config.hpp"
@@ -33,6 +35,9 @@ class Block {
   virtual KVCache make_cache(int64_t batch, int64_t max_length) = 0;
   // Bytes of weights held (in the serving dtype).
   virtual int64_t weight_bytes() const = 0;
+  // The weights as loaded (serving dtype, Hugging Face names, on the backend's device): what a weights cache
+  // stores so that a restart can skip conversion (load the block again from a TensorMapSource of them).
+  virtual std::vector<std::pair<std::string, Tensor>> named_weights() const = 0;
 };
 
 struct BlockLoadOptions {

@@ -50,6 +50,22 @@ class LlamaBlock final : public Block {
     return n;
   }
 
+  std::vector<std::pair<std::string, Tensor>> named_weights() const override {
+    auto name = [&](const char* suffix) { return block_tensor_name(index_, suffix); };
+    std::vector<std::pair<std::string, Tensor>> out = {
+        {name("input_layernorm.weight"), w_.attn_norm},         {name("self_attn.q_proj.weight"), w_.wq},
+        {name("self_attn.k_proj.weight"), w_.wk},               {name("self_attn.v_proj.weight"), w_.wv},
+        {name("self_attn.o_proj.weight"), w_.wo},               {name("post_attention_layernorm.weight"), w_.ffn_norm},
+        {name("mlp.gate_proj.weight"), w_.w_gate},              {name("mlp.up_proj.weight"), w_.w_up},
+        {name("mlp.down_proj.weight"), w_.w_down}};
+    if (w_.bq.defined()) {
+      out.emplace_back(name("self_attn.q_proj.bias"), w_.bq);
+      out.emplace_back(name("self_attn.k_proj.bias"), w_.bk);
+      out.emplace_back(name("self_attn.v_proj.bias"), w_.bv);
+    }
+    return out;
+  }
+
   KVCache make_cache(int64_t batch, int64_t max_length) override {
     return {backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim}),
             backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim})};
