@@ -229,11 +229,9 @@ def greedy(model, input_ids: torch.Tensor) -> dict:
         max_new_tokens=NEW_TOKENS, min_new_tokens=None, do_sample=False, num_beams=1,
         eos_token_id=None, pad_token_id=0, bos_token_id=BOS_ID,
         temperature=None, top_p=None, top_k=None,
-    )
-    out = model.generate(
-        input_ids, attention_mask=torch.ones_like(input_ids), generation_config=gcfg,
         output_logits=True, return_dict_in_generate=True,
     )
+    out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=gcfg)
     new = out.sequences[0, input_ids.shape[1]:]
     assert new.numel() == NEW_TOKENS, f"generate stopped early: {new.numel()} tokens"
     step_logits = torch.cat(out.logits, dim=0).float()  # [32, V]
