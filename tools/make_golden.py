@@ -445,9 +445,11 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
     w.add_head_count_kv(config.num_key_value_heads)
     w.add_rope_freq_base(float(rope["rope_theta"]))
     w.add_layer_norm_rms_eps(float(config.rms_norm_eps))
-    # config.json from transformers 5 carries head_dim, so the converter writes these
-    w.add_key_length(head_dim)
-    w.add_value_length(head_dim)
+    # the converter writes these only when config.json has head_dim (transformers 5
+    # saves it for llama and mistral, not for qwen2)
+    if config.to_dict().get("head_dim") is not None:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     w.add_file_type(int(ftype))
     if arch == "llama":  # LlamaModel.set_gguf_parameters
         w.add_vocab_size(config.vocab_size)
