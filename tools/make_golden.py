@@ -229,11 +229,9 @@ def greedy(model, input_ids: torch.Tensor) -> dict:
         max_new_tokens=NEW_TOKENS, min_new_tokens=None, do_sample=False, num_beams=1,
         eos_token_id=None, pad_token_id=0, bos_token_id=BOS_ID,
         temperature=None, top_p=None, top_k=None,
-    )
-    out = model.generate(
-        input_ids, attention_mask=torch.ones_like(input_ids), generation_config=gcfg,
         output_logits=True, return_dict_in_generate=True,
     )
+    out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), generation_config=gcfg)
     new = out.sequences[0, input_ids.shape[1]:]
     assert new.numel() == NEW_TOKENS, f"generate stopped early: {new.numel()} tokens"
     step_logits = torch.cat(out.logits, dim=0).float()  # [32, V]
@@ -447,9 +445,11 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
     w.add_head_count_kv(config.num_key_value_heads)
     w.add_rope_freq_base(float(rope["rope_theta"]))
     w.add_layer_norm_rms_eps(float(config.rms_norm_eps))
-    # config.json from transformers 5 carries head_dim, so the converter writes these
-    w.add_key_length(head_dim)
-    w.add_value_length(head_dim)
+    # the converter writes these only when config.json has head_dim (transformers 5
+    # saves it for llama and mistral, not for qwen2)
+    if config.to_dict().get("head_dim") is not None:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     w.add_file_type(int(ftype))
     if arch == "llama":  # LlamaModel.set_gguf_parameters
         w.add_vocab_size(config.vocab_size)
