@@ -29,8 +29,8 @@ class Block {
   virtual ~Block() = default;
   virtual int64_t index() const = 0;
   // Transforms hidden [B, T, D] (f32, on the backend's device) in place. Token b·T + t sits at positions[b·T + t].
-  // With a cache, its K/V are stored at slot = position and it attends to slots 0..position. Without one, each
-  // sequence attends only to its own T tokens (positions must then be consecutive per sequence).
+  // With a cache, its K/V are stored at slot = position and it attends to slots 0..position (the history must
+  // be contiguous). Without one, each sequence attends causally to its own T tokens, whatever their positions.
   virtual void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache) = 0;
   virtual KVCache make_cache(int64_t batch, int64_t max_length) = 0;
   // Bytes of weights held (in the serving dtype).

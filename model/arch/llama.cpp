@@ -81,7 +81,8 @@ class LlamaBlock final : public Block {
     if (static_cast<int64_t>(positions.size()) != m)
       throw std::invalid_argument("block " + std::to_string(index_) + ": " + std::to_string(positions.size()) +
                                   " positions for " + std::to_string(m) + " tokens");
-    // Without a cache each sequence gets a scratch cache of its own t tokens, addressed from its first position.
+    // Without a cache each sequence gets a scratch cache of its own t tokens (slot = index in the sequence), so
+    // positions may have gaps: they only rotate queries and keys.
     KVCache scratch;
     std::vector<int32_t> local_slots;
     std::span<const int32_t> slots = positions;
@@ -89,8 +90,7 @@ class LlamaBlock final : public Block {
       scratch = make_cache(b, t);
       cache = &scratch;
       local_slots.resize(static_cast<size_t>(m));
-      for (int64_t i = 0; i < m; ++i)
-        local_slots[static_cast<size_t>(i)] = positions[static_cast<size_t>(i)] - positions[static_cast<size_t>(i / t * t)];
+      for (int64_t i = 0; i < m; ++i) local_slots[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
       slots = local_slots;
     } else if (cache->batch() != b) {
       throw std::invalid_argument("block " + std::to_string(index_) + ": batch of " + std::to_string(b) +

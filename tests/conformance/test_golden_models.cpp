@@ -86,6 +86,9 @@ BOOST_DATA_TEST_CASE(explicit_positions_are_honoured, bdata::make(kModels), name
   // Uncached: positions 100..111 rotate the queries and keys; the sequence attends to itself only.
   Tensor logits = model.forward_uncached(ids, 1, iota_positions(ids.size(), 100));
   BOOST_TEST(max_abs_diff(logits, g.tensor("positions_offset_logits")) < kTol);
+  // Positions with a gap (0..5, 40..45) change the logits: this catches an engine that ignores positions.
+  Tensor gap = model.forward_uncached(ids, 1, g.ids("positions_gap_ids"));
+  BOOST_TEST(max_abs_diff(gap, g.tensor("positions_gap_logits")) < kTol);
 }
 
 BOOST_AUTO_TEST_CASE(bf16_serving_stays_within_2e_2_relative_of_fp32) {
