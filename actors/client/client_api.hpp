@@ -1,0 +1,62 @@
+// The CAF actor API that users script against (see docs/client-api.md):
+//
+//   auto client = spawn_swarm_client(sys, options, head);
+//   self->request(client, timeout, open_session_request{512}).receive([&](caf::actor session) { ... });
+//   self->request(session, timeout, generate_request{prompt, params, printer}).receive(
+//       [&](const generate_result& r) { ... });   // printer receives (token_atom, id) as tokens are chosen
+//   self->request(session, timeout, step_input{hidden, positions}) -> Tensor   // raw hidden states in/out
+//   self->send(session, close_atom::value);
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/messages.hpp"
+#include "model/client_head.hpp"
+#include "model/local_model.hpp"
+
+namespace corolla {
+
+enum class route_mode { relay, push };
+
+struct swarm_client_options {
+  std::vector<std::string> initial_peers;  // HOST:PORT of servers to ask for their info
+  route_mode mode = route_mode::push;
+  caf::timespan request_timeout = std::chrono::seconds(30);
+};
+
+struct open_session_request {
+  int64_t max_length = 2048;
+  int64_t batch = 1;
+};
+
+struct generate_request {
+  std::vector<int32_t> prompt;   // appended to what the session already holds
+  GenerationParams params;
+  caf::actor subscriber;         // optional: receives (token_atom, int32_t id) for each new token
+};
+
+struct generate_result {
+  std::vector<int32_t> tokens;   // the new tokens
+  double seconds = 0;            // wall time of the generation
+};
+
+struct step_input {
+  Tensor hidden;                   // [batch, tokens, hidden] f32 on the host
+  std::vector<int32_t> positions;  // one per token
+};
+
+// The client: its own copy of the head (embeddings, final norm, LM head) and a view of the swarm.
+caf::actor spawn_swarm_client(caf::actor_system& sys, swarm_client_options options,
+                              std::shared_ptr<const ClientHead> head, caf::actor connector = {});
+
+}  // namespace corolla
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::open_session_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::generate_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::generate_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::step_input)

@@ -1,0 +1,85 @@
+#include "actors/net/connector.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+#include <map>
+
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/errors.hpp"
+
+namespace corolla {
+namespace {
+
+struct connector_state {
+  std::map<std::string, caf::actor> local;      // registered in-process actors
+  std::map<std::string, caf::actor> remote;     // resolved through the middleman
+  std::map<caf::actor_addr, std::string> addresses;
+  static inline const char* name = "connector";
+};
+
+caf::behavior connector(caf::stateful_actor<connector_state>* self) {
+  self->set_down_handler([=](caf::down_msg& m) {
+    auto it = self->state.addresses.find(m.source);
+    if (it == self->state.addresses.end()) return;
+    self->state.remote.erase(it->second);
+    self->state.local.erase(it->second);
+    self->state.addresses.erase(it);
+  });
+  return {
+      [=](register_atom, const std::string& address, caf::actor a) {
+        self->monitor(a);
+        self->state.addresses[a.address()] = address;
+        self->state.local[address] = std::move(a);
+      },
+      [=](resolve_atom, const std::string& address) -> caf::result<caf::actor> {
+        auto& st = self->state;
+        if (auto it = st.local.find(address); it != st.local.end()) return it->second;
+        if (auto it = st.remote.find(address); it != st.remote.end()) return it->second;
+        std::string host;
+        uint16_t port = 0;
+        if (!parse_address(address, host, port))
+          return make_error(errc::bad_request, "'" + address + "' is not a HOST:PORT address");
+        auto rp = self->make_response_promise<caf::actor>();
+        auto mm = self->home_system().middleman().actor_handle();
+        self->request(mm, std::chrono::seconds(10), caf::connect_atom::value, host, port)
+            .then(
+                [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) mutable {
+                  if (!ptr) {
+                    rp.deliver(make_error(errc::peer_unavailable, address + " publishes no actor"));
+                    return;
+                  }
+                  auto a = caf::actor_cast<caf::actor>(ptr);
+                  self->monitor(a);
+                  self->state.addresses[a.address()] = address;
+                  self->state.remote[address] = a;
+                  rp.deliver(a);
+                },
+                [=](caf::error& e) mutable {
+                  rp.deliver(make_error(errc::peer_unavailable, "cannot connect to " + address + ": " + describe(e)));
+                });
+        return rp;
+      },
+  };
+}
+
+}  // namespace
+
+bool parse_address(const std::string& address, std::string& host, uint16_t& port) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
+  host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  unsigned long p = 0;
+  for (size_t i = colon + 1; i < address.size(); ++i) {
+    if (address[i] < '0' || address[i] > '9') return false;
+    p = p * 10 + static_cast<unsigned long>(address[i] - '0');
+    if (p > 65535) return false;
+  }
+  if (p == 0) return false;
+  port = static_cast<uint16_t>(p);
+  return true;
+}
+
+caf::actor spawn_connector(caf::actor_system& sys) { return sys.spawn(connector); }
+
+}  // namespace corolla

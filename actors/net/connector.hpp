@@ -1,0 +1,21 @@
+// The connector: the one place where a peer's address ("HOST:PORT") becomes an actor handle. Production uses
+// CAF's middleman (with a cache; a lost connection drops the entry so the next resolve reconnects). Actors that
+// live in this process can be registered under an address, so in-process swarms use the same code path, and the
+// simulator can register proxies that model the network.
+//
+//   request(connector, timeout, resolve_atom::value, "127.0.0.1:31331") -> caf::actor
+//   send(connector, register_atom::value, "inproc:server-1", actor)
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <string>
+
+namespace corolla {
+
+caf::actor spawn_connector(caf::actor_system& sys);
+
+// Splits "HOST:PORT"; returns false when it is not one (the port must be 1..65535).
+bool parse_address(const std::string& address, std::string& host, uint16_t& port);
+
+}  // namespace corolla

@@ -1,0 +1,48 @@
+// Atoms and the in-process message types of the runtime. Types here never cross processes (those are in
+// messages.hpp, with Cap'n Proto encodings); CAF is told they are local-only.
+#pragma once
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+
+namespace corolla {
+
+using resolve_atom = caf::atom_constant<caf::atom("resolve")>;
+using register_atom = caf::atom_constant<caf::atom("register")>;
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+using refresh_atom = caf::atom_constant<caf::atom("refresh")>;
+using token_atom = caf::atom_constant<caf::atom("token")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using generate_atom = caf::atom_constant<caf::atom("generate")>;
+using close_atom = caf::atom_constant<caf::atom("close")>;
+using route_atom = caf::atom_constant<caf::atom("route")>;
+using open_atom = caf::atom_constant<caf::atom("open")>;
+using address_atom = caf::atom_constant<caf::atom("address")>;
+
+// Gate -> block actor: create / drop this session's KV cache.
+struct block_open_msg {
+  uint64_t session = 0;
+  int64_t batch = 1;
+  int64_t max_length = 0;
+};
+struct block_close_msg {
+  uint64_t session = 0;
+};
+// Gate -> block actor: run the block over `hidden` (in place) with the session's cache (session 0: no cache).
+struct block_run_msg {
+  uint64_t session = 0;
+  Tensor hidden;
+  std::vector<int32_t> positions;
+};
+
+}  // namespace corolla
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::Tensor)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_open_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_close_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_run_msg)

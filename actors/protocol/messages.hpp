@@ -1,0 +1,123 @@
+// Messages between clients and servers. In one process they travel as these C++ values inside CAF's
+// copy-on-write messages (tensors share storage: nothing is copied). Across processes each is written as its
+// Cap'n Proto struct (schema/server.capnp) and read in place: a received tensor is a view into the received
+// bytes, which the tensor keeps alive.
+//
+// A malformed message never fails deserialization (that would drop it silently); it arrives with `wire_error`
+// set, and the receiver answers bad_request naming the problem.
+#pragma once
+
+#include <utility>
+
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+
+namespace corolla {
+
+struct info_request {
+  std::string wire_error;
+};
+
+struct server_info {
+  std::string version, model, public_name, address, dtype, device;
+  int64_t first_block = 0, last_block = 0, total_blocks = 0;
+  int64_t cache_tokens_left = 0, hidden_size = 0, sessions = 0;
+  double throughput = 0;
+  std::string wire_error;
+};
+
+struct open_session {
+  int64_t max_length = 0;
+  int64_t batch = 1;
+  int64_t first_block = 0;  // the blocks of the server's span to run, [first, last); 0, 0 = all of them
+  int64_t last_block = 0;
+  std::string wire_error;
+};
+
+struct session_opened {
+  uint64_t session_id = 0;
+  int64_t cache_tokens_left = 0;
+  std::string wire_error;
+};
+
+struct route_hop {
+  std::string address;
+  uint64_t session_id = 0;
+};
+
+struct step_request {
+  uint64_t session_id = 0;
+  uint64_t step_id = 0;
+  Tensor hidden;                   // [batch, tokens, hidden], f32, host
+  std::vector<int32_t> positions;  // one per token
+  std::vector<route_hop> next;     // push mode: the servers after this one
+  std::string wire_error;
+};
+
+struct step_reply {
+  uint64_t session_id = 0;
+  uint64_t step_id = 0;
+  Tensor hidden;
+  std::string wire_error;
+};
+
+struct forward_request {
+  Tensor hidden;
+  std::vector<int32_t> positions;
+  std::string wire_error;
+};
+
+struct forward_reply {
+  Tensor hidden;
+  std::string wire_error;
+};
+
+struct close_session {
+  uint64_t session_id = 0;
+  std::string wire_error;
+};
+
+struct ack {
+  std::string wire_error;
+};
+
+// Cap'n Proto encoding of each message (messages.cpp). encode() never throws: a tensor that cannot be written
+// (not on the host) is written empty and the receiver reports it.
+#define COROLLA_WIRE_MESSAGE(T)                                                  \
+  std::vector<char> encode(const T& x);                                          \
+  void decode(std::shared_ptr<std::vector<char>> bytes, T& x);                   \
+  template <class Inspector>                                                     \
+  typename Inspector::result_type inspect(Inspector& f, T& x) {                  \
+    if constexpr (Inspector::reads_state) {                                      \
+      auto bytes = encode(x);                                                    \
+      return f(caf::meta::type_name(#T), bytes);                                 \
+    } else {                                                                     \
+      auto bytes = std::make_shared<std::vector<char>>();                        \
+      return f(caf::meta::type_name(#T), *bytes, caf::meta::load_callback([&] {  \
+                 decode(std::move(bytes), x);                                    \
+                 return caf::error{};                                            \
+               }));                                                              \
+    }                                                                            \
+  }
+
+COROLLA_WIRE_MESSAGE(info_request)
+COROLLA_WIRE_MESSAGE(server_info)
+COROLLA_WIRE_MESSAGE(open_session)
+COROLLA_WIRE_MESSAGE(session_opened)
+COROLLA_WIRE_MESSAGE(step_request)
+COROLLA_WIRE_MESSAGE(step_reply)
+COROLLA_WIRE_MESSAGE(forward_request)
+COROLLA_WIRE_MESSAGE(forward_reply)
+COROLLA_WIRE_MESSAGE(close_session)
+COROLLA_WIRE_MESSAGE(ack)
+
+#undef COROLLA_WIRE_MESSAGE
+
+}  // namespace corolla

@@ -1,0 +1,36 @@
+#include "actors/protocol/system_config.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/messages.hpp"
+
+namespace corolla {
+
+void add_corolla_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<info_request>("corolla.info_request");
+  cfg.add_message_type<server_info>("corolla.server_info");
+  cfg.add_message_type<open_session>("corolla.open_session");
+  cfg.add_message_type<session_opened>("corolla.session_opened");
+  cfg.add_message_type<step_request>("corolla.step_request");
+  cfg.add_message_type<step_reply>("corolla.step_reply");
+  cfg.add_message_type<forward_request>("corolla.forward_request");
+  cfg.add_message_type<forward_reply>("corolla.forward_reply");
+  cfg.add_message_type<close_session>("corolla.close_session");
+  cfg.add_message_type<ack>("corolla.ack");
+  cfg.add_error_category(kErrorCategory, render_error);
+}
+
+corolla_config::corolla_config() {
+  load<caf::io::middleman>();
+  add_corolla_types(*this);
+  // Detect a frozen (SIGSTOPped) peer: heartbeats every 200 ms, connection dropped after 1 s of silence.
+  set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(200)});
+  set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(1)});
+  // Server-to-server push: let a server reply to a client it was not introduced to directly.
+  set("middleman.enable-automatic-connections", true);
+  // Several servers and a client share two cores in local swarms.
+  set("scheduler.max-threads", 2);
+}
+
+}  // namespace corolla

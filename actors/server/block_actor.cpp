@@ -1,0 +1,59 @@
+#include "actors/server/block_actor.hpp"
+
+#include <caf/all.hpp>
+#include <unordered_map>
+
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/errors.hpp"
+
+namespace corolla {
+namespace {
+
+struct block_state {
+  std::shared_ptr<Block> block;
+  std::unordered_map<uint64_t, KVCache> caches;
+  static inline const char* name = "block";
+};
+
+caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_ptr<Block> block) {
+  self->state.block = std::move(block);
+  return {
+      [=](const block_open_msg& m) -> caf::result<void> {
+        try {
+          self->state.caches[m.session] = self->state.block->make_cache(m.batch, m.max_length);
+        } catch (const std::exception& e) {
+          return make_error(errc::out_of_cache, "block " + std::to_string(self->state.block->index()) +
+                                                    ": cannot allocate the KV cache: " + e.what());
+        }
+        return caf::unit;
+      },
+      [=](const block_close_msg& m) { self->state.caches.erase(m.session); },
+      [=](block_run_msg& m) -> caf::result<Tensor> {
+        auto& st = self->state;
+        KVCache* cache = nullptr;
+        if (m.session != 0) {
+          auto it = st.caches.find(m.session);
+          if (it == st.caches.end())
+            return make_error(errc::unknown_session, "block " + std::to_string(st.block->index()) +
+                                                         " has no cache for session " + std::to_string(m.session));
+          cache = &it->second;
+        }
+        try {
+          st.block->forward(m.hidden, m.positions, cache);
+        } catch (const std::invalid_argument& e) {
+          return make_error(errc::bad_request, e.what());
+        } catch (const std::exception& e) {
+          return make_error(errc::internal, "block " + std::to_string(st.block->index()) + ": " + e.what());
+        }
+        return std::move(m.hidden);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block) {
+  return sys.spawn<caf::detached>(block_actor, std::move(block));
+}
+
+}  // namespace corolla

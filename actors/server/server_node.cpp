@@ -1,0 +1,49 @@
+#include "actors/server/server_node.hpp"
+
+#include <caf/all.hpp>
+#include <chrono>
+#include <filesystem>
+
+#include "actors/server/block_actor.hpp"
+#include "model/block.hpp"
+
+namespace corolla {
+
+server_node start_server_node(caf::actor_system& sys, const server_setup& setup, caf::actor connector,
+                              std::shared_ptr<WeightSource> source) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!source) source = open_weights(setup.model);
+  const ModelConfig& c = source->config();
+  if (setup.first_block < 0 || setup.last_block > c.num_layers || setup.first_block >= setup.last_block)
+    throw std::runtime_error("blocks " + std::to_string(setup.first_block) + ":" + std::to_string(setup.last_block) +
+                             " are not a span of the model's " + std::to_string(c.num_layers) + " blocks");
+  server_node node;
+  node.backend = std::shared_ptr<Backend>(make_backend(setup.device, setup.threads));
+  const int64_t n = setup.last_block - setup.first_block;
+  for (int64_t i = setup.first_block; i < setup.last_block; ++i) {
+    std::shared_ptr<Block> block = load_block(*source, i, *node.backend, {setup.dtype});
+    node.blocks.push_back(spawn_block_actor(sys, std::move(block)));
+    if (setup.progress) setup.progress(i, i - setup.first_block + 1, n);
+  }
+  gate_options& o = node.options;
+  o.version = COROLLA_VERSION_STRING;
+  o.model_name = std::filesystem::path(source->origin()).filename().string();
+  o.public_name = setup.public_name;
+  o.dtype = setup.dtype ? std::string(dtype_name(*setup.dtype)) : "auto";
+  o.device = setup.device;
+  o.first_block = setup.first_block;
+  o.last_block = setup.last_block;
+  o.total_blocks = c.num_layers;
+  o.hidden_size = c.hidden_size;
+  o.max_position = c.max_position;
+  o.cache_tokens = setup.cache_tokens;
+  o.max_sessions = setup.max_sessions;
+  o.step_timeout = setup.step_timeout;
+  o.session_timeout = setup.session_timeout;
+  o.seed = setup.seed;
+  node.gate = spawn_span_gate(sys, o, node.blocks, node.backend, std::move(connector));
+  node.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return node;
+}
+
+}  // namespace corolla

@@ -1,0 +1,49 @@
+// A server: loads its span of blocks, spawns one actor per block and the span gate in front of them.
+// The caller publishes the gate (CAF's middleman) or registers it with an in-process connector.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/server/span_gate.hpp"
+#include "kernels/backend.hpp"
+#include "model/weights/weight_source.hpp"
+
+namespace corolla {
+
+struct server_setup {
+  std::string model;               // directory or .gguf (already resolved)
+  int64_t first_block = 0;         // hosted span [first_block, last_block)
+  int64_t last_block = 0;
+  std::optional<DType> dtype;      // serving dtype; nullopt = as stored
+  std::string device = "cpu";
+  int threads = 0;
+  std::string public_name;
+  int64_t cache_tokens = 8192;
+  int64_t max_sessions = 64;
+  caf::timespan step_timeout = std::chrono::seconds(30);
+  caf::timespan session_timeout = std::chrono::seconds(300);
+  uint64_t seed = 1;
+  // Optional: called for each block as it loads (index, loaded so far, total) — progress on stderr.
+  std::function<void(int64_t, int64_t, int64_t)> progress;
+};
+
+struct server_node {
+  caf::actor gate;
+  std::vector<caf::actor> blocks;
+  gate_options options;
+  std::shared_ptr<Backend> backend;
+  double load_seconds = 0;
+};
+
+// Loads the blocks (only their tensors are read) and spawns the actors. Throws std::runtime_error with a clear
+// message on bad weights or a bad span.
+server_node start_server_node(caf::actor_system& sys, const server_setup& setup, caf::actor connector,
+                              std::shared_ptr<WeightSource> source = nullptr);
+
+}  // namespace corolla

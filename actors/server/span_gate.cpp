@@ -1,0 +1,316 @@
+#include "actors/server/span_gate.hpp"
+
+#include <caf/all.hpp>
+#include <map>
+#include <random>
+
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/messages.hpp"
+#include "actors/server/cache_budget.hpp"
+
+namespace corolla {
+namespace {
+
+using clock_type = caf::actor_clock::clock_type;
+
+struct gate_session {
+  uint64_t id = 0;
+  caf::actor_addr owner;
+  int64_t batch = 1, max_length = 0;
+  size_t first = 0, last = 0;     // indices into the gate's block actors
+  int64_t reserved = 0;           // token·blocks held in the budget
+  std::vector<int64_t> length;    // tokens cached so far, per sequence
+  caf::actor_clock::time_point last_active;
+  // The most recent step, kept so that a repeated step id is answered again instead of applied twice.
+  uint64_t last_step = 0;
+  bool has_output = false;
+  Tensor last_output;
+  bool running = false;
+  uint64_t running_step = 0;
+};
+
+struct gate_state {
+  gate_options opt;
+  std::vector<caf::actor> blocks;
+  std::shared_ptr<Backend> backend;
+  caf::actor connector;
+  CacheBudget budget{0, 0};
+  std::map<uint64_t, gate_session> sessions;
+  std::map<caf::actor_addr, int> owners;  // monitored session owners, with their session counts
+  std::mt19937_64 rng;
+  static inline const char* name = "span_gate";
+};
+
+using gate_actor = caf::stateful_actor<gate_state>;
+
+std::string span_name(const gate_options& o) {
+  return "blocks " + std::to_string(o.first_block) + ".." + std::to_string(o.last_block - 1);
+}
+
+caf::error timeout_or(caf::error e, const std::string& what) {
+  if (e == caf::sec::request_timeout) return make_error(errc::timeout, what + " timed out");
+  return e;
+}
+
+// Checks hidden [B, T, D] and positions against the server and, for a cached step, the session.
+std::string check_hidden(const gate_options& o, const Tensor& hidden, const std::vector<int32_t>& positions) {
+  if (hidden.dtype() != DType::f32 || hidden.rank() != 3 || hidden.dim(2) != o.hidden_size)
+    return "hidden states must be f32[batch, tokens, " + std::to_string(o.hidden_size) + "], got " +
+           hidden.describe();
+  if (hidden.dim(0) < 1 || hidden.dim(1) < 1) return "hidden states are empty: " + hidden.describe();
+  if (static_cast<int64_t>(positions.size()) != hidden.dim(0) * hidden.dim(1))
+    return std::to_string(positions.size()) + " positions for " + std::to_string(hidden.dim(0) * hidden.dim(1)) +
+           " tokens";
+  for (int32_t p : positions)
+    if (p < 0 || p >= o.max_position)
+      return "position " + std::to_string(p) + " is outside the model's context of " + std::to_string(o.max_position);
+  return {};
+}
+
+void release_session(gate_actor* self, uint64_t id) {
+  auto& st = self->state;
+  auto it = st.sessions.find(id);
+  if (it == st.sessions.end()) return;
+  for (size_t i = it->second.first; i < it->second.last; ++i) self->send(st.blocks[i], block_close_msg{id});
+  st.budget.release(it->second.reserved);
+  if (auto o = st.owners.find(it->second.owner); o != st.owners.end() && --o->second <= 0) {
+    self->demonitor(it->second.owner);
+    st.owners.erase(o);
+  }
+  st.sessions.erase(it);
+}
+
+// Runs `hidden` through block actors [i, end) of the span, then calls done.
+void run_blocks(gate_actor* self, size_t i, size_t end, uint64_t session, Tensor hidden,
+                std::shared_ptr<const std::vector<int32_t>> positions,
+                std::function<void(caf::expected<Tensor>)> done) {
+  if (i == end) {
+    done(std::move(hidden));
+    return;
+  }
+  auto& st = self->state;
+  self->request(st.blocks[i], st.opt.step_timeout, block_run_msg{session, hidden, *positions})
+      .then([=](Tensor& out) { run_blocks(self, i + 1, end, session, std::move(out), positions, done); },
+            [=](caf::error& e) {
+              done(timeout_or(std::move(e), "block " + std::to_string(self->state.opt.first_block + i)));
+            });
+}
+
+// A private working copy on the backend (blocks transform in place; the caller's tensor must stay intact).
+Tensor working_copy(Backend& backend, const Tensor& host) {
+  return backend.device() == Device::cpu ? host.clone() : backend.upload(host);
+}
+
+// Replies with the step's output, or passes it to the next server of a push route.
+void finish_step(gate_actor* self, caf::response_promise rp, const step_request& req, Tensor out) {
+  if (req.next.empty()) {
+    rp.deliver(step_reply{req.session_id, req.step_id, std::move(out), {}});
+    return;
+  }
+  const route_hop hop = req.next.front();
+  step_request fwd{hop.session_id, req.step_id, std::move(out), req.positions,
+                   std::vector<route_hop>(req.next.begin() + 1, req.next.end()), {}};
+  self->request(self->state.connector, std::chrono::seconds(10), resolve_atom::value, hop.address)
+      .then([=](caf::actor next) mutable { rp.delegate(next, std::move(fwd)); },
+            [=](caf::error& e) mutable {
+              rp.deliver(make_error(errc::peer_unavailable,
+                                    "next server " + hop.address + " is unreachable: " + describe(e)));
+            });
+}
+
+caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::actor> blocks,
+                        std::shared_ptr<Backend> backend, caf::actor connector) {
+  auto& st = self->state;
+  st.opt = std::move(opt);
+  st.blocks = std::move(blocks);
+  st.backend = std::move(backend);
+  st.connector = std::move(connector);
+  st.budget = CacheBudget(st.opt.cache_tokens, static_cast<int64_t>(st.blocks.size()));
+  st.rng.seed(st.opt.seed);
+  for (auto& b : st.blocks) self->link_to(b);  // a block actor that dies takes the gate down, and vice versa
+
+  self->set_down_handler([=](caf::down_msg& m) {
+    std::vector<uint64_t> dead;
+    for (auto& [id, s] : self->state.sessions)
+      if (s.owner == m.source) dead.push_back(id);
+    for (uint64_t id : dead) release_session(self, id);
+  });
+  self->set_default_handler([](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+    return make_error(errc::bad_request, "unexpected message " + caf::to_string(x.content()));
+  });
+  const auto sweep_period = std::max<caf::timespan>(std::chrono::milliseconds(100), st.opt.session_timeout / 4);
+  self->delayed_send(self, sweep_period, sweep_atom::value);
+
+  return {
+      [=](const info_request&) -> server_info {
+        const auto& s = self->state;
+        return server_info{s.opt.version,     s.opt.model_name,  s.opt.public_name,
+                           s.opt.address,     s.opt.dtype,       s.opt.device,
+                           s.opt.first_block, s.opt.last_block,  s.opt.total_blocks,
+                           s.budget.tokens_left_per_block(),     s.opt.hidden_size,
+                           static_cast<int64_t>(s.sessions.size()), s.opt.throughput, {}};
+      },
+      [=](const open_session& req) -> caf::result<session_opened> {
+        auto& s = self->state;
+        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+        if (req.max_length < 1 || req.max_length > s.opt.max_position)
+          return make_error(errc::bad_request, "max_length " + std::to_string(req.max_length) + " is outside 1.." +
+                                                   std::to_string(s.opt.max_position));
+        if (req.batch < 1 || req.batch > 64)
+          return make_error(errc::bad_request, "batch " + std::to_string(req.batch) + " is outside 1..64");
+        int64_t first = req.first_block, last = req.last_block;
+        if (first == 0 && last == 0) first = s.opt.first_block, last = s.opt.last_block;
+        if (first < s.opt.first_block || last > s.opt.last_block || first >= last)
+          return make_error(errc::unknown_block, "blocks " + std::to_string(first) + ".." + std::to_string(last - 1) +
+                                                     " are not all served here (" + span_name(s.opt) + ")");
+        if (static_cast<int64_t>(s.sessions.size()) >= s.opt.max_sessions)
+          return make_error(errc::out_of_cache, "the server already holds its maximum of " +
+                                                    std::to_string(s.opt.max_sessions) + " sessions");
+        const int64_t need = req.batch * req.max_length * (last - first);
+        if (!s.budget.try_reserve(need))
+          return make_error(errc::out_of_cache, "the server has " + std::to_string(s.budget.tokens_left_per_block()) +
+                                                    " cache tokens left per block; the session needs " +
+                                                    std::to_string(req.batch * req.max_length));
+        uint64_t id;
+        do id = s.rng(); while (id == 0 || s.sessions.count(id));
+        gate_session session;
+        session.id = id;
+        session.owner = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        session.batch = req.batch;
+        session.max_length = req.max_length;
+        session.first = static_cast<size_t>(first - s.opt.first_block);
+        session.last = static_cast<size_t>(last - s.opt.first_block);
+        session.reserved = need;
+        session.length.assign(static_cast<size_t>(req.batch), 0);
+        session.last_active = self->clock().now();
+        if (session.owner && s.owners[session.owner]++ == 0) self->monitor(session.owner);
+        s.sessions[id] = session;
+        auto rp = self->make_response_promise<session_opened>();
+        auto pending = std::make_shared<size_t>(session.last - session.first);
+        auto failed = std::make_shared<bool>(false);
+        for (size_t i = session.first; i < session.last; ++i)
+          self->request(s.blocks[i], s.opt.step_timeout, block_open_msg{id, req.batch, req.max_length})
+              .then(
+                  [=]() mutable {
+                    if (--*pending == 0 && !*failed)
+                      rp.deliver(session_opened{id, self->state.budget.tokens_left_per_block(), {}});
+                  },
+                  [=](caf::error& e) mutable {
+                    if (*failed) return;
+                    *failed = true;
+                    release_session(self, id);
+                    rp.deliver(std::move(e));
+                  });
+        return rp;
+      },
+      [=](step_request& req) -> caf::result<step_reply> {
+        auto& s = self->state;
+        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+        auto it = s.sessions.find(req.session_id);
+        if (it == s.sessions.end())
+          return make_error(errc::unknown_session, "no session " + std::to_string(req.session_id) + " on " +
+                                                       span_name(s.opt) + " (closed, timed out, or never opened)");
+        gate_session& session = it->second;
+        session.last_active = self->clock().now();
+        // A response promise takes over the reply: create it only once no error is returned directly.
+        if (session.has_output && req.step_id == session.last_step) {  // a retry: answer again, do not re-apply
+          auto rp = self->make_response_promise<step_reply>();
+          finish_step(self, rp, req, session.last_output);
+          return rp;
+        }
+        if (session.running)
+          return make_error(errc::bad_request, "step " + std::to_string(session.running_step) +
+                                                   " of this session is still running");
+        if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
+          return make_error(errc::bad_request, msg);
+        const int64_t b = req.hidden.dim(0), t = req.hidden.dim(1);
+        if (b != session.batch)
+          return make_error(errc::bad_request, "batch of " + std::to_string(b) + " in a session opened for " +
+                                                   std::to_string(session.batch));
+        for (int64_t i = 0; i < b; ++i) {
+          const int32_t* p = req.positions.data() + i * t;
+          if (p[t - 1] >= session.max_length)
+            return make_error(errc::max_length_exceeded,
+                              "position " + std::to_string(p[t - 1]) + " is beyond the session's max_length " +
+                                  std::to_string(session.max_length));
+          if (p[0] > session.length[static_cast<size_t>(i)])
+            return make_error(errc::bad_request, "sequence " + std::to_string(i) + " starts at position " +
+                                                     std::to_string(p[0]) + " but holds only " +
+                                                     std::to_string(session.length[static_cast<size_t>(i)]) +
+                                                     " tokens (positions must not leave gaps)");
+          for (int64_t j = 1; j < t; ++j)
+            if (p[j] != p[j - 1] + 1)
+              return make_error(errc::bad_request, "positions of sequence " + std::to_string(i) +
+                                                       " are not consecutive");
+        }
+        auto rp = self->make_response_promise<step_reply>();
+        session.running = true;
+        session.running_step = req.step_id;
+        const uint64_t id = session.id;
+        auto positions = std::make_shared<const std::vector<int32_t>>(req.positions);
+        run_blocks(self, session.first, session.last, id, working_copy(*s.backend, req.hidden), positions,
+                   [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
+                     auto it = self->state.sessions.find(id);
+                     if (it == self->state.sessions.end()) {
+                       rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
+                       return;
+                     }
+                     gate_session& sess = it->second;
+                     sess.running = false;
+                     if (!out) {
+                       rp.deliver(out.error());
+                       return;
+                     }
+                     const int64_t tt = req.hidden.dim(1);
+                     for (size_t i = 0; i < sess.length.size(); ++i)
+                       sess.length[i] = std::max<int64_t>(sess.length[i], req.positions[(i + 1) * tt - 1] + 1);
+                     sess.last_step = req.step_id;
+                     sess.has_output = true;
+                     sess.last_output = self->state.backend->download(*out);
+                     finish_step(self, rp, req, sess.last_output);
+                   });
+        return rp;
+      },
+      [=](forward_request& req) -> caf::result<forward_reply> {
+        auto& s = self->state;
+        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+        if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
+          return make_error(errc::bad_request, msg);
+        auto rp = self->make_response_promise<forward_reply>();
+        auto positions = std::make_shared<const std::vector<int32_t>>(std::move(req.positions));
+        run_blocks(self, 0, s.blocks.size(), 0, working_copy(*s.backend, req.hidden), positions,
+                   [=](caf::expected<Tensor> out) mutable {
+                     if (!out) rp.deliver(out.error());
+                     else rp.deliver(forward_reply{self->state.backend->download(*out), {}});
+                   });
+        return rp;
+      },
+      [=](const close_session& req) -> caf::result<ack> {
+        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+        if (!self->state.sessions.count(req.session_id))
+          return make_error(errc::unknown_session, "no session " + std::to_string(req.session_id));
+        release_session(self, req.session_id);
+        return ack{};
+      },
+      [=](address_atom, const std::string& address) { self->state.opt.address = address; },
+      [=](sweep_atom) {
+        auto& s = self->state;
+        const auto now = self->clock().now();
+        std::vector<uint64_t> idle;
+        for (auto& [id, sess] : s.sessions)
+          if (!sess.running && now - sess.last_active > s.opt.session_timeout) idle.push_back(id);
+        for (uint64_t id : idle) release_session(self, id);
+        self->delayed_send(self, sweep_period, sweep_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_span_gate(caf::actor_system& sys, gate_options options, std::vector<caf::actor> blocks,
+                           std::shared_ptr<Backend> backend, caf::actor connector) {
+  return sys.spawn(span_gate, std::move(options), std::move(blocks), std::move(backend), std::move(connector));
+}
+
+}  // namespace corolla

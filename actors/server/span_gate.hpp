@@ -1,0 +1,35 @@
+// The span gate: the one actor a server publishes. It owns the sessions and the KV-cache budget, validates
+// every request, runs hidden states through its block actors in order, and replies (or, in server-to-server
+// mode, passes the result on to the next server of the route, whose last server replies to the client).
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/timespan.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+
+namespace corolla {
+
+struct gate_options {
+  std::string version, model_name, public_name, address, dtype, device;
+  int64_t first_block = 0, last_block = 0, total_blocks = 0;  // hosted span [first, last)
+  int64_t hidden_size = 0;
+  int64_t max_position = 0;      // the model's context length
+  int64_t cache_tokens = 8192;   // KV-cache tokens per hosted block
+  int64_t max_sessions = 64;
+  caf::timespan step_timeout = std::chrono::seconds(30);
+  caf::timespan session_timeout = std::chrono::seconds(300);
+  double throughput = 0;
+  uint64_t seed = 1;             // session ids are drawn from an RNG seeded with this
+};
+
+// (address_atom, "HOST:PORT") tells the gate where it was published (announced in its info).
+// `blocks` are the block actors of the span in order; `connector` resolves addresses of further servers.
+caf::actor spawn_span_gate(caf::actor_system& sys, gate_options options, std::vector<caf::actor> blocks,
+                           std::shared_ptr<Backend> backend, caf::actor connector);
+
+}  // namespace corolla

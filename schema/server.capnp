@@ -1,0 +1,74 @@
+@0xd1f0a6c28b3e5947;
+# Requests and replies between clients and servers. Each CAF message that crosses processes is one of these
+# structs, written once and read in place on arrival; tensors inside them are views into the received bytes.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("corolla::wire");
+
+using import "tensor.capnp".Tensor;
+
+struct InfoRequest {}
+
+struct ServerInfo {
+  version @0 :Text;
+  model @1 :Text;          # model name (from its metadata or directory)
+  publicName @2 :Text;
+  address @3 :Text;        # HOST:PORT where the server's gate is published
+  firstBlock @4 :Int64;    # hosted span [firstBlock, lastBlock)
+  lastBlock @5 :Int64;
+  totalBlocks @6 :Int64;
+  dtype @7 :Text;
+  device @8 :Text;
+  cacheTokensLeft @9 :Int64;  # KV-cache tokens per hosted block still free
+  throughput @10 :Float64;    # tokens/s the server estimates for one inference step through its span
+  hiddenSize @11 :Int64;
+  sessions @12 :Int64;
+}
+
+struct OpenSession {
+  maxLength @0 :Int64;
+  batch @1 :Int64;
+  # The blocks of the server's span this session runs, [firstBlock, lastBlock); both 0 = the whole span.
+  firstBlock @2 :Int64;
+  lastBlock @3 :Int64;
+}
+
+struct SessionOpened {
+  sessionId @0 :UInt64;
+  cacheTokensLeft @1 :Int64;
+}
+
+# One further server of a server-to-server (push) route.
+struct RouteHop {
+  address @0 :Text;
+  sessionId @1 :UInt64;
+}
+
+struct StepRequest {
+  sessionId @0 :UInt64;
+  stepId @1 :UInt64;
+  hidden @2 :Tensor;              # [batch, tokens, hidden]
+  positions @3 :List(Int32);      # one per token, batch-major
+  next @4 :List(RouteHop);        # push mode: where the output goes next; empty = reply to the requester
+}
+
+struct StepReply {
+  sessionId @0 :UInt64;
+  stepId @1 :UInt64;
+  hidden @2 :Tensor;
+}
+
+struct ForwardRequest {
+  hidden @0 :Tensor;
+  positions @1 :List(Int32);
+}
+
+struct ForwardReply {
+  hidden @0 :Tensor;
+}
+
+struct CloseSession {
+  sessionId @0 :UInt64;
+}
+
+struct Ack {}

@@ -1,0 +1,174 @@
+// Servers and a client as actors in one process (the same code as across processes, minus the wire):
+// generation through a chain of servers equals the local run, in relay and push modes; bad requests get errors
+// and leave the server serving.
+#define BOOST_TEST_MODULE swarm_inprocess
+#include <boost/test/unit_test.hpp>
+#include <caf/all.hpp>
+#include <numeric>
+
+#include "actors/client/client_api.hpp"
+#include "actors/net/connector.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/system_config.hpp"
+#include "actors/server/server_node.hpp"
+#include "support/golden.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+
+namespace {
+
+struct swarm_fixture {
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  caf::actor connector = spawn_connector(sys);
+  std::vector<server_node> servers;
+  std::shared_ptr<ClientHead> head;
+  std::unique_ptr<Backend> client_backend = make_cpu_backend();
+  std::vector<std::string> addresses;
+  std::vector<caf::actor> clients;
+
+  explicit swarm_fixture(std::vector<std::pair<int64_t, int64_t>> spans, const std::string& model = "llama") {
+    auto source = open_weights(model_dir(model));
+    for (size_t i = 0; i < spans.size(); ++i) {
+      server_setup setup;
+      setup.model = model_dir(model);
+      setup.first_block = spans[i].first;
+      setup.last_block = spans[i].second;
+      setup.cache_tokens = 1024;
+      setup.seed = 100 + i;
+      servers.push_back(start_server_node(sys, setup, connector, source));
+      addresses.push_back("inproc:server-" + std::to_string(i));
+      self->send(connector, register_atom::value, addresses.back(), servers.back().gate);
+      self->send(servers.back().gate, address_atom::value, addresses.back());
+    }
+    head = std::make_shared<ClientHead>(*source, *client_backend);
+  }
+
+  ~swarm_fixture() {
+    for (auto& s : servers) self->send_exit(s.gate, caf::exit_reason::user_shutdown);
+    self->send_exit(connector, caf::exit_reason::user_shutdown);
+    for (auto& c : clients) self->send_exit(c, caf::exit_reason::user_shutdown);
+  }
+
+  caf::actor client(route_mode mode) {
+    clients.push_back(spawn_swarm_client(sys, {addresses, mode, std::chrono::seconds(10)}, head, connector));
+    return clients.back();
+  }
+
+  caf::actor open(caf::actor client, int64_t max_length = 64) {
+    caf::actor session;
+    self->request(client, caf::infinite, open_session_request{max_length, 1})
+        .receive([&](caf::actor s) { session = s; },
+                 [&](caf::error& e) { BOOST_FAIL("open failed: " << describe(e)); });
+    return session;
+  }
+
+  template <class Reply, class Request>
+  caf::expected<Reply> ask(const caf::actor& dest, Request req) {
+    caf::expected<Reply> out = caf::error{};
+    self->request(dest, std::chrono::seconds(10), std::move(req))
+        .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+};
+
+std::vector<int32_t> generate_through(swarm_fixture& f, route_mode mode, int64_t n) {
+  auto session = f.open(f.client(mode));
+  Golden g("llama");
+  generate_request req;
+  req.prompt = g.ids("input_ids");
+  req.params.max_new_tokens = n;
+  req.params.stop_at_eos = false;
+  std::vector<int32_t> out;
+  f.self->request(session, caf::infinite, req)
+      .receive([&](const generate_result& r) { out = r.tokens; },
+               [&](caf::error& e) { BOOST_FAIL("generate failed: " << describe(e)); });
+  f.self->send(session, close_atom::value);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(relay_generation_matches_golden) {
+  swarm_fixture f({{0, 1}, {1, 3}, {3, 4}});
+  BOOST_TEST(generate_through(f, route_mode::relay, 32) == Golden("llama").ids("greedy_ids"),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(push_generation_matches_golden) {
+  swarm_fixture f({{0, 2}, {2, 4}});
+  BOOST_TEST(generate_through(f, route_mode::push, 32) == Golden("llama").ids("greedy_ids"),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(overlapping_spans_are_used_partially) {
+  swarm_fixture f({{0, 3}, {1, 4}});
+  auto want = Golden("llama").ids("greedy_ids");
+  want.resize(8);
+  BOOST_TEST(generate_through(f, route_mode::push, 8) == want, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(bad_requests_get_errors_and_the_server_keeps_serving) {
+  swarm_fixture f({{0, 4}});
+  auto gate = f.servers[0].gate;
+  auto opened = f.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}});
+  BOOST_REQUIRE(opened);
+  const uint64_t sid = opened->session_id;
+  auto step = [&](uint64_t session, uint64_t step_id, Tensor hidden, std::vector<int32_t> pos) {
+    return f.ask<step_reply>(gate, step_request{session, step_id, hidden, pos, {}, {}});
+  };
+  Tensor good = Tensor::empty(DType::f32, {1, 1, 64});
+  // Wrong hidden size.
+  auto r = step(sid, 1, Tensor::empty(DType::f32, {1, 1, 65}), {0});
+  BOOST_TEST(is(r.error(), errc::bad_request));
+  BOOST_TEST(describe(r.error()).find("f32[batch, tokens, 64]") != std::string::npos, describe(r.error()));
+  // Unknown session.
+  r = step(sid + 1, 1, good, {0});
+  BOOST_TEST(is(r.error(), errc::unknown_session));
+  // Beyond max_length.
+  r = step(sid, 2, good, {16});
+  BOOST_TEST(is(r.error(), errc::max_length_exceeded));
+  // A gap in positions.
+  r = step(sid, 3, good, {5});
+  BOOST_TEST(is(r.error(), errc::bad_request));
+  // A message of the wrong type.
+  auto w = f.ask<ack>(gate, std::string("hello"));
+  BOOST_TEST(is(w.error(), errc::bad_request));
+  // Too much cache asked.
+  auto big = f.ask<session_opened>(gate, open_session{1000, 1, 0, 0, {}});  // beyond the context
+  BOOST_TEST(is(big.error(), errc::bad_request));
+  big = f.ask<session_opened>(gate, open_session{500, 3, 0, 0, {}});
+  BOOST_TEST(is(big.error(), errc::out_of_cache), describe(big.error()));
+  // The session still works, and a repeated step id is answered again, not applied twice.
+  auto ok = step(sid, 10, good, {0});
+  BOOST_REQUIRE(ok);
+  auto again = step(sid, 10, good, {0});
+  BOOST_REQUIRE(again);
+  BOOST_TEST(max_abs_diff(ok->hidden, again->hidden) == 0.0f);
+  auto next = step(sid, 11, good, {1});
+  BOOST_TEST(bool(next));
+  // Close, then the session is gone.
+  BOOST_TEST(bool(f.ask<ack>(gate, close_session{sid, {}})));
+  BOOST_TEST(is(step(sid, 12, good, {2}).error(), errc::unknown_session));
+}
+
+BOOST_AUTO_TEST_CASE(hidden_states_match_the_local_blocks_within_1e_5) {
+  swarm_fixture f({{0, 2}, {2, 4}});
+  auto session = f.open(f.client(route_mode::push));
+  auto source = open_weights(model_dir("llama"));
+  auto backend = make_cpu_backend();
+  LocalModel local(source, *backend);
+  Golden g("llama");
+  auto ids = g.ids("input_ids");
+  std::vector<int32_t> pos(ids.size());
+  std::iota(pos.begin(), pos.end(), 0);
+  Tensor hidden = f.head->embed(ids, 1);
+  auto out = f.ask<Tensor>(session, step_input{hidden, pos});
+  BOOST_REQUIRE(out);
+  local.reset(1, 64);
+  Tensor want = local.forward(ids, pos, false);
+  Tensor got = f.head->logits(*out);
+  BOOST_TEST(max_abs_diff(got, want) < 1e-5f);
+}
