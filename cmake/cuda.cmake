@@ -16,6 +16,8 @@ if(CMAKE_CUDA_COMPILER)
   endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  # One CUDA runtime per process: the shared one, which corolla_kernels links (CUDA::cudart).
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   set(COROLLA_HAVE_CUDA ON)
   message(STATUS "Corolla: CUDA backend enabled (nvcc ${CMAKE_CUDA_COMPILER_VERSION})")
 else()

@@ -1,12 +1,11 @@
-// Device helpers shared by the CUDA kernels: element decoding for every weight dtype, warp and block reductions.
+// Device helpers shared by the CUDA kernels: launch checks, dtype dispatch, warp and block reductions.
 #pragma once
 
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
+#include "kernels/cuda/decode.cuh"
 #include "kernels/cuda/launch.hpp"
 #include "kernels/dtype.hpp"
 
@@ -21,40 +20,6 @@ inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65536) {
   int64_t b = (n + threads - 1) / threads;
   if (b < 1) b = 1;
   return static_cast<unsigned>(b < cap ? b : cap);
-}
-
-__device__ __forceinline__ float f16_bits_to_f32(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float bf16_bits_to_f32(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
-
-template <DType T>
-inline constexpr bool is_quantized_v = T == DType::q8_0 || T == DType::q4_0 || T == DType::q4_1;
-
-// Element j of a row stored as dtype T (for quantized types, j counts from the start of a block).
-template <DType T>
-__device__ __forceinline__ float load_elem(const void* row, int64_t j) {
-  if constexpr (T == DType::f32) {
-    return static_cast<const float*>(row)[j];
-  } else if constexpr (T == DType::f16) {
-    return f16_bits_to_f32(static_cast<const uint16_t*>(row)[j]);
-  } else if constexpr (T == DType::bf16) {
-    return bf16_bits_to_f32(static_cast<const uint16_t*>(row)[j]);
-  } else if constexpr (T == DType::q8_0) {
-    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(row) + j / kQuantBlock;
-    return f16_bits_to_f32(b->d) * static_cast<float>(b->qs[j % kQuantBlock]);
-  } else if constexpr (T == DType::q4_0) {
-    const BlockQ4_0* b = static_cast<const BlockQ4_0*>(row) + j / kQuantBlock;
-    const int i = static_cast<int>(j % kQuantBlock);
-    const uint8_t byte = b->qs[i & 15];
-    const int q = i < 16 ? (byte & 0x0f) : (byte >> 4);
-    return f16_bits_to_f32(b->d) * static_cast<float>(q - 8);
-  } else {
-    static_assert(T == DType::q4_1);
-    const BlockQ4_1* b = static_cast<const BlockQ4_1*>(row) + j / kQuantBlock;
-    const int i = static_cast<int>(j % kQuantBlock);
-    const uint8_t byte = b->qs[i & 15];
-    const int q = i < 16 ? (byte & 0x0f) : (byte >> 4);
-    return f16_bits_to_f32(b->d) * static_cast<float>(q) + f16_bits_to_f32(b->m);
-  }
 }
 
 // Calls f.template operator()<T>() for the weight dtype t (f32, f16, bf16, q8_0, q4_0, q4_1).

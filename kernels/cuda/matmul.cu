@@ -11,77 +11,6 @@ namespace {
 constexpr int kMatvecWarps = 8;
 constexpr int kMatvecThreads = kMatvecWarps * kWarp;
 
-// Eight weights of chunk g of a row (chunks of 8 consecutive storage elements), and where the activations that
-// pair with them start: v[0..3] pair with x[x0..x0+3], v[4..7] with x[x1..x1+3]. Plain types give the weights
-// themselves; quantized types give the integers, with value = d · v (+ m for q4_1).
-struct Chunk {
-  float v[8];
-  float d, m;
-  int x0, x1;
-};
-
-__device__ __forceinline__ void unpack_bf16x2(uint32_t u, float* out) {
-  out[0] = __uint_as_float(u << 16);
-  out[1] = __uint_as_float(u & 0xffff0000u);
-}
-
-__device__ __forceinline__ void unpack_f16x2(uint32_t u, float* out) {
-  out[0] = f16_bits_to_f32(static_cast<uint16_t>(u & 0xffffu));
-  out[1] = f16_bits_to_f32(static_cast<uint16_t>(u >> 16));
-}
-
-template <DType T>
-__device__ __forceinline__ void load_chunk(const char* row, int g, Chunk& c) {
-  if constexpr (T == DType::f32) {
-    const float4* p = reinterpret_cast<const float4*>(row) + 2 * g;
-    const float4 a = __ldg(p), b = __ldg(p + 1);
-    c.v[0] = a.x, c.v[1] = a.y, c.v[2] = a.z, c.v[3] = a.w;
-    c.v[4] = b.x, c.v[5] = b.y, c.v[6] = b.z, c.v[7] = b.w;
-    c.x0 = 8 * g, c.x1 = 8 * g + 4;
-  } else if constexpr (T == DType::f16 || T == DType::bf16) {
-    const uint4 u = __ldg(reinterpret_cast<const uint4*>(row) + g);
-    const uint32_t words[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (T == DType::f16) unpack_f16x2(words[i], c.v + 2 * i);
-      else unpack_bf16x2(words[i], c.v + 2 * i);
-    }
-    c.x0 = 8 * g, c.x1 = 8 * g + 4;
-  } else if constexpr (T == DType::q8_0) {
-    // Four chunks per block; chunk i holds quants 8i..8i+7 (consecutive activations).
-    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + (g >> 2);
-    const uint16_t* qs = reinterpret_cast<const uint16_t*>(b->qs) + 4 * (g & 3);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint16_t u = __ldg(qs + i);
-      c.v[2 * i] = static_cast<float>(static_cast<int8_t>(u & 0xff));
-      c.v[2 * i + 1] = static_cast<float>(static_cast<int8_t>(u >> 8));
-    }
-    c.d = f16_bits_to_f32(__ldg(&b->d));
-    c.m = 0.f;
-    c.x0 = 8 * g, c.x1 = 8 * g + 4;
-  } else {
-    // q4_0 / q4_1: chunk i of a block holds bytes 4i..4i+3, i.e. values 4i..4i+3 (low nibbles) and
-    // 16+4i..16+4i+3 (high nibbles).
-    static_assert(T == DType::q4_0 || T == DType::q4_1);
-    using Block = std::conditional_t<T == DType::q4_0, BlockQ4_0, BlockQ4_1>;
-    const Block* b = reinterpret_cast<const Block*>(row) + (g >> 2);
-    const uint16_t* qs = reinterpret_cast<const uint16_t*>(b->qs) + 2 * (g & 3);
-    const uint16_t u0 = __ldg(qs), u1 = __ldg(qs + 1);
-    const int bytes[4] = {u0 & 0xff, u0 >> 8, u1 & 0xff, u1 >> 8};
-    constexpr int offset = T == DType::q4_0 ? 8 : 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      c.v[j] = static_cast<float>((bytes[j] & 0x0f) - offset);
-      c.v[4 + j] = static_cast<float>((bytes[j] >> 4) - offset);
-    }
-    c.d = f16_bits_to_f32(__ldg(&b->d));
-    if constexpr (T == DType::q4_1) c.m = f16_bits_to_f32(__ldg(&b->m));
-    else c.m = 0.f;
-    c.x0 = 32 * (g >> 2) + 4 * (g & 3), c.x1 = c.x0 + 16;
-  }
-}
-
 // Rows of w are spread over the block's warps: rows_per_block rows, kMatvecWarps / rows_per_block warps each.
 struct RowSplit {
   int lane, warp, warps_per_row, part;
@@ -135,8 +64,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
       load_chunk<T>(wr, g, c);
 #pragma unroll
       for (int mi = 0; mi < M; ++mi) {
-        const float4 a = __ldg(reinterpret_cast<const float4*>(x + mi * k + c.x0));
-        const float4 b = __ldg(reinterpret_cast<const float4*>(x + mi * k + c.x1));
+        const float4 a = ldg(reinterpret_cast<const float4*>(x + mi * k + c.x0));
+        const float4 b = ldg(reinterpret_cast<const float4*>(x + mi * k + c.x1));
         float s = c.v[0] * a.x;
         s = fmaf(c.v[1], a.y, s);
         s = fmaf(c.v[2], a.z, s);
