@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <memory>
 #include <numeric>
 #include <span>
@@ -183,6 +184,67 @@ double prefill_tokens_per_s(Backend& be, Model& model, int64_t t) {
   return static_cast<double>(t) / seconds_since(t0);
 }
 
+// "12.3%" of the peak, or "n/a" when the driver does not report the memory clock.
+std::string of_peak(double gbps, double peak_gbps) {
+  if (peak_gbps <= 0) return "  n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%5.1f%%", 100.0 * gbps / peak_gbps);
+  return buf;
+}
+
+int run(int64_t tokens) {
+  int dev = 0, clock_khz = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, dev);
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev);  // no longer a cudaDeviceProp field
+  const double peak_gbps = 2.0 * clock_khz * 1e3 * (prop.memoryBusWidth / 8.0) / 1e9;  // double data rate
+
+  const auto t_build = std::chrono::steady_clock::now();
+  std::unique_ptr<Backend> custom = make_backend("cuda");
+  Model model = build(*custom);
+  std::printf("bench_cuda_decode: %s, %d SMs, %.0f GiB, peak memory bandwidth %.0f GB/s (%d-bit bus, %d MHz)\n",
+              prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, peak_gbps,
+              prop.memoryBusWidth, clock_khz / 1000);
+  std::printf("model: TinyLlama-1.1B shape, %lld layers, bf16 weights %.2f GB read per token (built in %.1f s)\n",
+              static_cast<long long>(kModel.layers), model.weight_bytes / 1e9, seconds_since(t_build));
+  if (peak_gbps > 0)
+    std::printf("bandwidth bound: %.0f tokens/s (peak bandwidth / weight bytes per token)\n",
+                peak_gbps * 1e9 / static_cast<double>(model.weight_bytes));
+
+  auto line = [&](const char* what, Result r) {
+    std::printf("  %-44s %8.1f tokens/s  %7.3f ms/token  %7.0f GB/s  %s of peak\n", what, r.tokens_per_s,
+                1e3 / r.tokens_per_s, r.gbps, of_peak(r.gbps, peak_gbps).c_str());
+  };
+  auto kernel_line = [&](const char* what, double gbps) {
+    std::printf("  %-44s %35s %7.0f GB/s  %s of peak\n", what, "", gbps, of_peak(gbps, peak_gbps).c_str());
+  };
+  const Result dec = decode(*custom, model, 0, tokens);
+  line("decode, custom matvec, context 0..", dec);
+  const Result dec_long = decode(*custom, model, 3000, tokens / 2);
+  line("decode, custom matvec, context 3000..", dec_long);
+  kernel_line("custom matvec alone (bf16 5632x2048, x22)", matvec_gbps(*custom, model, 20));
+  custom->synchronize();
+
+  // The same weights through cuBLAS (activations rounded to bf16).
+  setenv("COROLLA_CUDA_MATVEC", "cublas", 1);
+  std::unique_ptr<Backend> cublas = make_backend("cuda");
+  unsetenv("COROLLA_CUDA_MATVEC");
+  const Result dec_blas = decode(*cublas, model, 0, tokens);
+  line("decode, cuBLAS for the matmuls, context 0..", dec_blas);
+  kernel_line("cuBLAS alone (bf16 5632x2048, x22)", matvec_gbps(*cublas, model, 20));
+  cublas->synchronize();
+
+  const double pre = prefill_tokens_per_s(*custom, model, 512);
+  std::printf("  %-44s %8.0f tokens/s\n", "prefill, 512 tokens in one pass (cuBLAS)", pre);
+
+  std::printf("summary: decode %.1f tokens/s (%.3f ms/token), weights read at %.0f GB/s = %s of %.0f GB/s peak; "
+              "custom/cuBLAS decode speed ratio %.2f; prefill %.0f tokens/s\n",
+              dec.tokens_per_s, 1e3 / dec.tokens_per_s, dec.gbps, of_peak(dec.gbps, peak_gbps).c_str(), peak_gbps,
+              dec.tokens_per_s / dec_blas.tokens_per_s, pre);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,51 +253,10 @@ int main(int argc, char** argv) {
     std::printf("bench_cuda_decode: no CUDA GPU found, nothing measured\n");
     return 77;
   }
-  int dev = 0, clock_khz = 0, bus_bits = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, dev);
-  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, dev);
-  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev);
-  const double peak_gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;
-
-  const auto t_build = std::chrono::steady_clock::now();
-  std::unique_ptr<Backend> custom = make_backend("cuda");
-  Model model = build(*custom);
-  std::printf("bench_cuda_decode: %s, %d SMs, %.0f GiB, peak memory bandwidth %.0f GB/s\n", prop.name,
-              prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, peak_gbps);
-  std::printf("model: TinyLlama-1.1B shape, %lld layers, bf16 weights %.2f GB read per token (built in %.1f s)\n",
-              static_cast<long long>(kModel.layers), model.weight_bytes / 1e9, seconds_since(t_build));
-
-  auto line = [&](const char* what, Result r) {
-    std::printf("  %-44s %8.1f tokens/s  %7.3f ms/token  %7.0f GB/s  %5.1f%% of peak\n", what, r.tokens_per_s,
-                1e3 / r.tokens_per_s, r.gbps, 100.0 * r.gbps / peak_gbps);
-  };
-  const Result dec = decode(*custom, model, 0, tokens);
-  line("decode, custom matvec, context 0..", dec);
-  const Result dec_long = decode(*custom, model, 3000, tokens / 2);
-  line("decode, custom matvec, context 3000..", dec_long);
-  const double mv = matvec_gbps(*custom, model, 20);
-  std::printf("  %-44s %44.0f GB/s  %5.1f%% of peak\n", "matvec alone, bf16 5632x2048, 22 matrices", mv,
-              100.0 * mv / peak_gbps);
-
-  custom->synchronize();
-  setenv("COROLLA_CUDA_MATVEC", "cublas", 1);
-  std::unique_ptr<Backend> cublas = make_backend("cuda");
-  unsetenv("COROLLA_CUDA_MATVEC");
-  const Result dec_blas = decode(*cublas, model, 0, tokens);
-  line("decode, cuBLAS GEMV (bf16 activations)", dec_blas);
-  const double mv_blas = matvec_gbps(*cublas, model, 20);
-  std::printf("  %-44s %44.0f GB/s  %5.1f%% of peak\n", "cuBLAS alone, bf16 5632x2048, 22 matrices", mv_blas,
-              100.0 * mv_blas / peak_gbps);
-  cublas->synchronize();
-
-  const double pre = prefill_tokens_per_s(*custom, model, 512);
-  std::printf("  %-44s %8.0f tokens/s\n", "prefill, 512 tokens in one pass (cuBLAS)", pre);
-
-  std::printf("summary: decode %.1f tokens/s (%.3f ms/token), weights at %.0f GB/s = %.1f%% of %.0f GB/s peak; "
-              "custom/cuBLAS decode ratio %.2f\n",
-              dec.tokens_per_s, 1e3 / dec.tokens_per_s, dec.gbps, 100.0 * dec.gbps / peak_gbps, peak_gbps,
-              dec.tokens_per_s / dec_blas.tokens_per_s);
-  return 0;
+  try {
+    return run(tokens);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cuda_decode: %s\n", e.what());
+    return 1;
+  }
 }
