@@ -1,0 +1,534 @@
+// The CUDA backend: device memory, one stream per backend, cuBLAS for prefill GEMMs, custom kernels for the rest.
+//
+// Matmul paths (activations are always f32 in memory, outputs f32):
+// - m ≤ 4 rows (decode): gpu::matvec reads the weights as stored (f32, f16, bf16, q8_0, q4_0, q4_1), converts
+//   them in registers and accumulates in f32 with f32 activations: the CPU backend's arithmetic.
+// - m > 4 rows (prefill): cuBLAS GemmEx with f32 accumulation (CUBLAS_COMPUTE_32F, no TF32). f32 weights: full
+//   f32 GEMM. f16/bf16 weights: activations rounded to the weight type first. Quantized weights: dequantized to
+//   f16 one tile of rows at a time (kDequantTileBytes), activations rounded to f16 (saturating at ±65504).
+// COROLLA_CUDA_MATVEC=cublas sends m ≤ 4 to the cuBLAS path too (for comparisons).
+//
+// Host arrays (positions, inv_freq, token ids) reach the device through ArgRing, a pinned staging ring: no stream
+// synchronisation per call, and an identical recent payload (the same positions in every layer) is reused.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "kernels/backend.hpp"
+#include "kernels/cuda/launch.hpp"
+
+namespace corolla {
+namespace gpu {
+
+void throw_cuda_error(cudaError_t error, const char* what) {
+  throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(error) + " (" +
+                           cudaGetErrorString(error) + ")");
+}
+
+}  // namespace gpu
+
+namespace {
+
+using gpu::check;
+
+// Rows of quantized weights dequantized to f16 per cuBLAS call.
+constexpr size_t kDequantTileBytes = size_t{32} << 20;
+
+void check_blas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusString(status));
+}
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument(what);
+}
+
+int64_t rows_of(const Tensor& t) { return t.rank() == 0 ? 1 : t.numel() / t.dim(-1); }
+
+std::string where(const Tensor& t) { return t.describe() + (t.device() == Device::cuda ? "" : " on the host"); }
+
+void require_f32(const Tensor& t, const char* op, const char* arg) {
+  require(t.dtype() == DType::f32 && t.device() == Device::cuda,
+          std::string(op) + ": " + arg + " must be a CUDA f32 tensor, got " + where(t));
+}
+
+void require_device(const Tensor& t, const char* op, const char* arg) {
+  require(t.device() == Device::cuda, std::string(op) + ": " + arg + " " + t.describe() +
+                                          " is on the host (upload it to the CUDA backend first)");
+}
+
+// Makes `device` current for the scope (CAF actors may run on any thread) and restores the previous one.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+    device_ = device;
+  }
+  ~DeviceScope() {
+    if (previous_ != device_) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0, device_ = 0;
+};
+
+// What device allocations need after the backend is gone: tensors keep it alive through their deleters.
+struct StreamContext {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  bool async_alloc = false;  // stream-ordered allocator (cudaMallocAsync) available
+
+  ~StreamContext() {
+    if (!stream) return;
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device);
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+    cudaSetDevice(previous);
+  }
+
+  void* allocate(size_t bytes) const {
+    void* p = nullptr;
+    if (async_alloc)
+      check(cudaMallocAsync(&p, bytes, stream), "cudaMallocAsync");
+    else
+      check(cudaMalloc(&p, bytes), "cudaMalloc");
+    return p;
+  }
+  // Never throws (runs in deleters, possibly at exit when the runtime is gone).
+  void release(void* p) const noexcept {
+    if (!p) return;
+    int previous = 0;
+    if (cudaGetDevice(&previous) != cudaSuccess) return;
+    if (previous != device) cudaSetDevice(device);
+    if (async_alloc)
+      cudaFreeAsync(p, stream);  // ordered after all work queued so far on the stream
+    else
+      cudaFree(p);
+    if (previous != device) cudaSetDevice(previous);
+    cudaGetLastError();
+  }
+};
+
+// A device buffer that grows on demand (matmul scratch).
+class Scratch {
+ public:
+  explicit Scratch(const StreamContext& ctx) : ctx_(ctx) {}
+  ~Scratch() { ctx_.release(data_); }
+  void* get(size_t bytes) {
+    if (bytes > capacity_) {
+      ctx_.release(data_);
+      data_ = nullptr;
+      capacity_ = 0;
+      data_ = ctx_.allocate(bytes);
+      capacity_ = bytes;
+    }
+    return data_;
+  }
+
+ private:
+  const StreamContext& ctx_;
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Host arrays to the device without a stream synchronisation per call: payloads are staged in pinned memory and
+// copied asynchronously into a device ring. When the ring wraps it waits for the stream once, so no staged bytes
+// are overwritten before their copy ran. The last few payloads are remembered and reused when identical.
+class ArgRing {
+ public:
+  explicit ArgRing(const StreamContext& ctx) : ctx_(ctx) {}
+  ~ArgRing() { free_buffers(); }
+
+  const void* put(const void* src, size_t bytes) {
+    if (bytes == 0) return nullptr;
+    for (const Entry& e : recent_)
+      if (e.bytes == bytes && std::memcmp(host_ + e.offset, src, bytes) == 0) return device_ + e.offset;
+    const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
+    if (need > capacity_) grow(std::max(need * 2, kInitialBytes));
+    if (head_ + need > capacity_) {
+      check(cudaStreamSynchronize(ctx_.stream), "cudaStreamSynchronize");
+      head_ = 0;
+      recent_ = {};
+    }
+    const size_t offset = head_;
+    std::memcpy(host_ + offset, src, bytes);
+    check(cudaMemcpyAsync(device_ + offset, host_ + offset, bytes, cudaMemcpyHostToDevice, ctx_.stream),
+          "cudaMemcpyAsync (arguments)");
+    recent_[next_++ % recent_.size()] = Entry{offset, bytes};
+    head_ += need;
+    return device_ + offset;
+  }
+
+ private:
+  static constexpr size_t kAlign = 256, kInitialBytes = size_t{1} << 20;
+  struct Entry {
+    size_t offset = 0, bytes = 0;
+  };
+
+  void grow(size_t bytes) {
+    check(cudaStreamSynchronize(ctx_.stream), "cudaStreamSynchronize");
+    free_buffers();
+    check(cudaMallocHost(&host_raw_, bytes), "cudaMallocHost");
+    host_ = static_cast<char*>(host_raw_);
+    check(cudaMalloc(&device_raw_, bytes), "cudaMalloc");
+    device_ = static_cast<char*>(device_raw_);
+    capacity_ = bytes;
+    head_ = 0;
+    recent_ = {};
+  }
+  void free_buffers() {
+    if (host_raw_) cudaFreeHost(host_raw_);
+    if (device_raw_) cudaFree(device_raw_);
+    host_raw_ = device_raw_ = nullptr;
+    host_ = device_ = nullptr;
+    capacity_ = 0;
+  }
+
+  const StreamContext& ctx_;
+  void* host_raw_ = nullptr;
+  void* device_raw_ = nullptr;
+  char* host_ = nullptr;
+  char* device_ = nullptr;
+  size_t capacity_ = 0, head_ = 0, next_ = 0;
+  std::array<Entry, 8> recent_{};
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : ctx_(std::make_shared<StreamContext>()) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      throw std::runtime_error("no CUDA GPU found");
+    }
+    if (device < 0 || device >= count)
+      throw std::runtime_error("device cuda:" + std::to_string(device) + " does not exist (" + std::to_string(count) +
+                               " CUDA GPU" + (count == 1 ? "" : "s") + " found)");
+    ctx_->device = device;
+    DeviceScope scope(device);
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    gpu_name_ = prop.name;
+    sm_count_ = prop.multiProcessorCount;
+    arch_ = prop.major * 10 + prop.minor;
+    check(cudaStreamCreateWithFlags(&ctx_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    int pools = 0;
+    cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device);
+    if (pools) {
+      // Keep freed memory in the pool instead of returning it at every synchronisation.
+      cudaMemPool_t pool;
+      check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+      uint64_t threshold = UINT64_MAX;
+      check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold), "cudaMemPoolSetAttribute");
+      ctx_->async_alloc = true;
+    }
+    check_blas(cublasCreate(&blas_), "cublasCreate");
+    check_blas(cublasSetStream(blas_, ctx_->stream), "cublasSetStream");
+    check_blas(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // no TF32
+    const char* mode = std::getenv("COROLLA_CUDA_MATVEC");
+    cublas_small_m_ = mode && std::string_view(mode) == "cublas";
+    activations_ = std::make_unique<Scratch>(*ctx_);
+    tile_ = std::make_unique<Scratch>(*ctx_);
+    args_ = std::make_unique<ArgRing>(*ctx_);
+  }
+
+  ~CudaBackend() override {
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(ctx_->device);
+    cudaStreamSynchronize(ctx_->stream);
+    args_.reset();
+    tile_.reset();
+    activations_.reset();
+    if (blas_) cublasDestroy(blas_);
+    cudaSetDevice(previous);
+  }
+
+  std::string name() const override {
+    return "cuda:" + std::to_string(ctx_->device) + " (" + gpu_name_ + ", sm_" + std::to_string(arch_) +
+           (cublas_small_m_ ? ", cuBLAS for decode" : "") + ")";
+  }
+  Device device() const override { return Device::cuda; }
+  bool supports_weight(DType t) const override {
+    return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_quantized(t);
+  }
+
+  // --- memory ---------------------------------------------------------------------------------------------------
+  Tensor alloc(DType dtype, Shape shape) override {
+    DeviceScope scope(ctx_->device);
+    Tensor t = device_tensor(dtype, shape);
+    if (t.nbytes()) check(cudaMemsetAsync(t.data(), 0, static_cast<size_t>(t.nbytes()), ctx_->stream), "cudaMemset");
+    return t;
+  }
+
+  Tensor upload(const Tensor& host) override {
+    if (host.device() == Device::cuda) return host;
+    DeviceScope scope(ctx_->device);
+    Tensor t = device_tensor(host.dtype(), host.shape());
+    if (t.nbytes()) {
+      check(cudaMemcpyAsync(t.data(), host.data(), static_cast<size_t>(t.nbytes()), cudaMemcpyHostToDevice,
+                            ctx_->stream),
+            "cudaMemcpyAsync (upload)");
+      check(cudaStreamSynchronize(ctx_->stream), "cudaStreamSynchronize (upload)");  // the host may free it now
+    }
+    return t;
+  }
+
+  Tensor download(const Tensor& t) override {
+    if (t.device() != Device::cuda) return t;
+    DeviceScope scope(ctx_->device);
+    Tensor host = Tensor::empty(t.dtype(), t.shape());
+    if (t.nbytes())
+      check(cudaMemcpyAsync(host.data(), t.data(), static_cast<size_t>(t.nbytes()), cudaMemcpyDeviceToHost,
+                            ctx_->stream),
+            "cudaMemcpyAsync (download)");
+    check(cudaStreamSynchronize(ctx_->stream), "cudaStreamSynchronize (download)");
+    return host;
+  }
+
+  void synchronize() override {
+    DeviceScope scope(ctx_->device);
+    check(cudaStreamSynchronize(ctx_->stream), "cudaStreamSynchronize");
+  }
+
+  // --- operations -----------------------------------------------------------------------------------------------
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+    require_f32(x, "matmul", "x");
+    require_f32(y, "matmul", "y");
+    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul: unsupported weight " + w.describe());
+    require_device(w, "matmul", "weight");
+    const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
+    require(x.dim(-1) == k, "matmul: x " + x.describe() + " does not match weight " + w.describe());
+    require(rows_of(y) == m && y.dim(-1) == n, "matmul: output " + y.describe() + " is not [" + std::to_string(m) +
+                                                   ", " + std::to_string(n) + "]");
+    if (bias) {
+      require_f32(*bias, "matmul", "bias");
+      require(bias->numel() == n, "matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
+    }
+    require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
+            "matmul: dimensions beyond 2^31 are not supported");
+    DeviceScope scope(ctx_->device);
+    if (m == 0 || n == 0) return;
+    float* py = y.data_as<float>();
+    if (k == 0) {
+      check(cudaMemsetAsync(py, 0, static_cast<size_t>(m * n) * sizeof(float), ctx_->stream), "cudaMemset");
+    } else if (m <= gpu::kMatvecMaxRows && !cublas_small_m_) {
+      gpu::matvec(w.dtype(), w.data(), x.data_as<const float>(), py, m, n, k, sm_count_, ctx_->stream);
+    } else {
+      gemm(x.data_as<const float>(), w, py, m, n, k);
+    }
+    if (bias) gpu::add_bias(py, bias->data_as<const float>(), m, n, ctx_->stream);
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
+    require_f32(x, "rms_norm", "x");
+    require_f32(w, "rms_norm", "weight");
+    require_f32(y, "rms_norm", "y");
+    const int64_t d = x.dim(-1), m = rows_of(x);
+    require(w.numel() == d && y.numel() == x.numel(), "rms_norm: shapes " + x.describe() + ", " + w.describe());
+    DeviceScope scope(ctx_->device);
+    gpu::rms_norm(x.data_as<const float>(), w.data_as<const float>(), eps, y.data_as<float>(), m, d, ctx_->stream);
+  }
+
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
+    require_f32(x, "layer_norm", "x");
+    require_f32(w, "layer_norm", "weight");
+    require_f32(b, "layer_norm", "bias");
+    require_f32(y, "layer_norm", "y");
+    const int64_t d = x.dim(-1), m = rows_of(x);
+    require(w.numel() == d && b.numel() == d && y.numel() == x.numel(), "layer_norm: shapes " + x.describe());
+    DeviceScope scope(ctx_->device);
+    gpu::layer_norm(x.data_as<const float>(), w.data_as<const float>(), b.data_as<const float>(), eps,
+                    y.data_as<float>(), m, d, ctx_->stream);
+  }
+
+  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) override {
+    require_f32(x, "rope", "x");
+    require(x.rank() == 3, "rope: x must be [tokens, heads, head_dim], got " + x.describe());
+    const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
+    require(static_cast<int64_t>(positions.size()) == n, "rope: " + std::to_string(positions.size()) +
+                                                             " positions for " + std::to_string(n) + " tokens");
+    require(static_cast<int64_t>(inv_freq.size()) == half, "rope: inv_freq has " + std::to_string(inv_freq.size()) +
+                                                               " entries, head_dim/2 is " + std::to_string(half));
+    DeviceScope scope(ctx_->device);
+    if (n == 0 || half == 0) return;
+    const auto* pos = static_cast<const int32_t*>(args_->put(positions.data(), positions.size_bytes()));
+    const auto* freq = static_cast<const float*>(args_->put(inv_freq.data(), inv_freq.size_bytes()));
+    gpu::rope(x.data_as<float>(), n, heads, hd, pos, freq, ctx_->stream);
+  }
+
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
+    require_f32(gate, "silu_mul", "gate");
+    require_f32(up, "silu_mul", "up");
+    require_f32(out, "silu_mul", "out");
+    require(gate.numel() == up.numel() && out.numel() == up.numel(), "silu_mul: shapes differ");
+    DeviceScope scope(ctx_->device);
+    gpu::silu_mul(gate.data_as<const float>(), up.data_as<const float>(), out.data_as<float>(), out.numel(),
+                  ctx_->stream);
+  }
+
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    require_f32(a, "add", "a");
+    require_f32(b, "add", "b");
+    require_f32(out, "add", "out");
+    require(a.numel() == b.numel() && out.numel() == a.numel(),
+            "add: shapes " + a.describe() + " and " + b.describe() + " differ");
+    DeviceScope scope(ctx_->device);
+    gpu::add(a.data_as<const float>(), b.data_as<const float>(), out.data_as<float>(), a.numel(), ctx_->stream);
+  }
+
+  void softmax(Tensor& x) override {
+    require_f32(x, "softmax", "x");
+    DeviceScope scope(ctx_->device);
+    gpu::softmax(x.data_as<float>(), rows_of(x), x.rank() == 0 ? 1 : x.dim(-1), ctx_->stream);
+  }
+
+  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
+                Tensor& v_cache) override {
+    require_f32(k, "kv_write", "k");
+    require_f32(v, "kv_write", "v");
+    require_f32(k_cache, "kv_write", "k_cache");
+    require_f32(v_cache, "kv_write", "v_cache");
+    require(k.rank() == 4 && k_cache.rank() == 4, "kv_write: k " + k.describe() + ", cache " + k_cache.describe());
+    const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3), slots = k_cache.dim(1);
+    require(k_cache.dim(0) == b && k_cache.dim(2) * k_cache.dim(3) == row && v.shape() == k.shape() &&
+                v_cache.shape() == k_cache.shape(),
+            "kv_write: k " + k.describe() + " does not fit cache " + k_cache.describe());
+    require(static_cast<int64_t>(positions.size()) == b * t, "kv_write: positions do not match tokens");
+    for (int32_t slot : positions)
+      require(slot >= 0 && slot < slots, "kv_write: position " + std::to_string(slot) + " outside the cache of " +
+                                             std::to_string(slots) + " tokens");
+    DeviceScope scope(ctx_->device);
+    if (b * t == 0) return;
+    const auto* pos = static_cast<const int32_t*>(args_->put(positions.data(), positions.size_bytes()));
+    gpu::kv_write(k.data_as<const float>(), v.data_as<const float>(), pos, k_cache.data_as<float>(),
+                  v_cache.data_as<float>(), b, t, slots, row, ctx_->stream);
+  }
+
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
+                 float scale, Tensor& out) override {
+    require_f32(q, "attention", "q");
+    require_f32(k_cache, "attention", "k_cache");
+    require_f32(v_cache, "attention", "v_cache");
+    require_f32(out, "attention", "out");
+    require(q.rank() == 4 && k_cache.rank() == 4, "attention: q " + q.describe() + ", cache " + k_cache.describe());
+    const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3);
+    const int64_t slots = k_cache.dim(1), hkv = k_cache.dim(2);
+    require(k_cache.dim(0) == b && k_cache.dim(3) == hd && hkv > 0 && hq % hkv == 0 &&
+                v_cache.shape() == k_cache.shape(),
+            "attention: q " + q.describe() + " does not fit cache " + k_cache.describe());
+    require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
+    require(hd <= gpu::kAttentionMaxHeadDim, "attention: head_dim " + std::to_string(hd) + " above " +
+                                                 std::to_string(gpu::kAttentionMaxHeadDim) +
+                                                 " is not supported by the CUDA kernel");
+    require(static_cast<int64_t>(positions.size()) == b * t, "attention: " + std::to_string(positions.size()) +
+                                                                 " positions for " + std::to_string(b * t) +
+                                                                 " tokens");
+    for (int32_t p : positions)
+      require(p >= 0 && p < slots, "attention: position " + std::to_string(p) + " outside the cache of " +
+                                       std::to_string(slots) + " tokens");
+    DeviceScope scope(ctx_->device);
+    if (b * t * hq == 0) return;
+    const auto* pos = static_cast<const int32_t*>(args_->put(positions.data(), positions.size_bytes()));
+    gpu::attention(q.data_as<const float>(), k_cache.data_as<const float>(), v_cache.data_as<const float>(), pos,
+                   scale, out.data_as<float>(), b, t, hq, hkv, slots, hd, ctx_->stream);
+  }
+
+  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+    require(table.rank() == 2 && supports_weight(table.dtype()), "embed: unsupported table " + table.describe());
+    require_device(table, "embed", "table");
+    require_f32(out, "embed", "out");
+    const int64_t vocab = table.dim(0), d = table.dim(1);
+    require(out.numel() == static_cast<int64_t>(ids.size()) * d, "embed: output " + out.describe() + " is not [" +
+                                                                     std::to_string(ids.size()) + ", " +
+                                                                     std::to_string(d) + "]");
+    for (int32_t id : ids)
+      require(id >= 0 && id < vocab,
+              "embed: token id " + std::to_string(id) + " outside the vocabulary of " + std::to_string(vocab));
+    DeviceScope scope(ctx_->device);
+    if (ids.empty() || d == 0) return;
+    const auto* dev_ids = static_cast<const int32_t*>(args_->put(ids.data(), ids.size_bytes()));
+    gpu::embed(table.dtype(), table.data(), dev_ids, static_cast<int64_t>(ids.size()), d, out.data_as<float>(),
+               ctx_->stream);
+  }
+
+ private:
+  Tensor device_tensor(DType dtype, Shape shape) {
+    const int64_t bytes = storage_bytes(dtype, shape.numel());
+    if (bytes == 0) return Tensor::view(nullptr, dtype, shape, nullptr, Device::cuda);
+    void* p = ctx_->allocate(static_cast<size_t>(bytes));
+    std::shared_ptr<const StreamContext> ctx = ctx_;
+    std::shared_ptr<const void> owner(p, [ctx](const void* q) { ctx->release(const_cast<void*>(q)); });
+    return Tensor::view(p, dtype, shape, std::move(owner), Device::cuda);
+  }
+
+  // y[m, n] = x[m, k] · w[n, k]ᵀ through cuBLAS. Column-major view: yᵀ (n × m) = W (k × n)ᵀ · xᵀ (k × m).
+  void gemm(const float* x, const Tensor& w, float* y, int64_t m, int64_t n, int64_t k) {
+    const float alpha = 1.f, beta = 0.f;
+    const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
+    const DType wt = w.dtype();
+    if (wt == DType::f32) {
+      check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &alpha, w.data(), CUDA_R_32F, ik, x,
+                              CUDA_R_32F, ik, &beta, y, CUDA_R_32F, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (f32)");
+      return;
+    }
+    // Activations rounded to the 16-bit type the weights are (or are dequantized to).
+    const DType half_type = wt == DType::bf16 ? DType::bf16 : DType::f16;
+    const cudaDataType_t ct = half_type == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    void* xh = activations_->get(static_cast<size_t>(m * k) * 2);
+    gpu::cast_activations(x, m * k, half_type, xh, ctx_->stream);
+    if (!is_quantized(wt)) {
+      check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &alpha, w.data(), ct, ik, xh, ct, ik,
+                              &beta, y, CUDA_R_32F, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (16-bit)");
+      return;
+    }
+    const int64_t tile_rows = std::max<int64_t>(1, std::min<int64_t>(n, kDequantTileBytes / (k * 2)));
+    void* tile = tile_->get(static_cast<size_t>(tile_rows * k) * 2);
+    const int64_t row_bytes = storage_bytes(wt, k);
+    for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
+      const int64_t rows = std::min(tile_rows, n - r0);
+      gpu::dequantize_to_f16(wt, static_cast<const char*>(w.data()) + r0 * row_bytes, rows, k, tile, ctx_->stream);
+      check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), im, ik, &alpha, tile,
+                              CUDA_R_16F, ik, xh, CUDA_R_16F, ik, &beta, y + r0, CUDA_R_32F, in, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (dequantized tile)");
+    }
+  }
+
+  std::shared_ptr<StreamContext> ctx_;
+  cublasHandle_t blas_ = nullptr;
+  std::unique_ptr<Scratch> activations_, tile_;
+  std::unique_ptr<ArgRing> args_;
+  std::string gpu_name_;
+  int sm_count_ = 1, arch_ = 0;
+  bool cublas_small_m_ = false;
+};
+
+}  // namespace
+
+bool cuda_device_present() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the error state so later CUDA calls start clean
+    return false;
+  }
+  return count > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) { return std::make_unique<CudaBackend>(device_index); }
+
+}  // namespace corolla

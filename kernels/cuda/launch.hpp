@@ -1,0 +1,58 @@
+// Host-side launchers of the CUDA kernels in kernels/cuda/*.cu, used by cuda_backend.cu.
+//
+// Every launcher queues its kernel on `stream` and throws std::runtime_error if the launch fails. Pointers are
+// device pointers; shapes have been validated by the caller. All tensors are row-major and contiguous.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/dtype.hpp"
+
+namespace corolla::gpu {
+
+[[noreturn]] void throw_cuda_error(cudaError_t error, const char* what);
+inline void check(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) throw_cuda_error(error, what);
+}
+
+// --- matmul.cu -------------------------------------------------------------------------------------------------
+// Up to this many rows of x, matmul streams the weights once through the matrix-vector kernel.
+inline constexpr int64_t kMatvecMaxRows = 4;
+
+// y[m, n] = x[m, k] · w[n, k]ᵀ for 1 ≤ m ≤ kMatvecMaxRows. Weights are read as stored (any weight dtype) and
+// converted in registers; activations stay f32 and sums are f32. `sm_count` sizes the grid.
+void matvec(DType wt, const void* w, const float* x, float* y, int64_t m, int64_t n, int64_t k, int sm_count,
+            cudaStream_t stream);
+// out[rows·k] (f16) = the first rows·k elements of w (any weight dtype), saturated to ±65504.
+void dequantize_to_f16(DType wt, const void* w, int64_t rows, int64_t k, void* out, cudaStream_t stream);
+// out[n] (f16 or bf16) = x[n] rounded to nearest even; f16 saturates to ±65504 instead of overflowing to inf.
+void cast_activations(const float* x, int64_t n, DType to, void* out, cudaStream_t stream);
+// y[i, j] += bias[j] for y[m, n].
+void add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t stream);
+
+// --- ops.cu ----------------------------------------------------------------------------------------------------
+void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t d, cudaStream_t stream);
+void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows, int64_t d,
+                cudaStream_t stream);
+// x[tokens, heads, head_dim] in place; positions[tokens], inv_freq[head_dim / 2].
+void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, const int32_t* positions, const float* inv_freq,
+          cudaStream_t stream);
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
+void softmax(float* x, int64_t rows, int64_t d, cudaStream_t stream);
+// k, v [batch·tokens, row] go to cache rows (b·slots + positions[b·tokens + t]) of k_cache, v_cache.
+void kv_write(const float* k, const float* v, const int32_t* positions, float* k_cache, float* v_cache, int64_t batch,
+              int64_t tokens, int64_t slots, int64_t row, cudaStream_t stream);
+// out[i, :] = table[ids[i], :] as f32; table [*, d] of any weight dtype.
+void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d, float* out, cudaStream_t stream);
+
+// --- attention.cu ----------------------------------------------------------------------------------------------
+inline constexpr int64_t kAttentionMaxHeadDim = 256;
+// q [batch, tokens, hq, head_dim]; caches [batch, slots, hkv, head_dim]; out [batch, tokens, hq·head_dim].
+void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
+               float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
+               cudaStream_t stream);
+
+}  // namespace corolla::gpu

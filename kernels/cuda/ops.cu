@@ -1,0 +1,171 @@
+// Elementwise and row-wise kernels: norms, rotary embedding, SwiGLU, residual add, softmax, KV-cache writes,
+// embedding lookup. Each mirrors the CPU backend's arithmetic (same formulas, f32 throughout).
+#include "kernels/cuda/common.cuh"
+
+namespace corolla::gpu {
+namespace {
+
+constexpr int kRowThreads = 256;
+constexpr int kElemThreads = 256;
+
+// One block per row; y may be x.
+__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, float* y,
+                                int64_t d) {
+  __shared__ float scratch[kWarp];
+  const float* xr = x + blockIdx.x * d;
+  float* yr = y + blockIdx.x * d;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
+  ss = block_sum(ss, scratch);
+  const float inv = 1.f / sqrtf(ss / static_cast<float>(d) + eps);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
+}
+
+__global__ void layer_norm_kernel(const float* x, const float* __restrict__ w,
+                                  const float* __restrict__ b, float eps, float* y, int64_t d) {
+  __shared__ float scratch[kWarp];
+  const float* xr = x + blockIdx.x * d;
+  float* yr = y + blockIdx.x * d;
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) s += xr[i];
+  const float mean = block_sum(s, scratch) / static_cast<float>(d);
+  float v = 0.f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v = fmaf(xr[i] - mean, xr[i] - mean, v);
+  const float var = block_sum(v, scratch) / static_cast<float>(d);
+  const float inv = 1.f / sqrtf(var + eps);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = (xr[i] - mean) * inv * w[i] + b[i];
+}
+
+// One block per token; cos/sin of the token's angles in shared memory (head_dim floats), then every head rotates.
+__global__ void rope_kernel(float* x, int64_t heads, int64_t head_dim, const int32_t* __restrict__ positions,
+                            const float* __restrict__ inv_freq) {
+  extern __shared__ float cs[];
+  const int64_t t = blockIdx.x, half = head_dim / 2;
+  const float pos = static_cast<float>(positions[t]);
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    const float angle = pos * inv_freq[i];  // f32 product, as Hugging Face computes it
+    cs[i] = cosf(angle);
+    cs[half + i] = sinf(angle);
+  }
+  __syncthreads();
+  float* xt = x + t * heads * head_dim;
+  for (int64_t p = threadIdx.x; p < heads * half; p += blockDim.x) {
+    const int64_t h = p / half, i = p % half;
+    float* v = xt + h * head_dim;
+    const float a = v[i], b = v[i + half], c = cs[i], s = cs[half + i];
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
+  }
+}
+
+// out may alias gate or up.
+__global__ void silu_mul_kernel(const float* g, const float* u, float* o, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    o[i] = g[i] / (1.f + expf(-g[i])) * u[i];
+}
+
+// out may alias a or b.
+__global__ void add_kernel(const float* a, const float* b, float* o, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    o[i] = a[i] + b[i];
+}
+
+__global__ void softmax_kernel(float* x, int64_t d) {
+  __shared__ float scratch[kWarp];
+  float* xr = x + blockIdx.x * d;
+  float mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) mx = fmaxf(mx, xr[i]);
+  mx = block_max(mx, scratch);
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float e = expf(xr[i] - mx);
+    xr[i] = e;
+    s += e;
+  }
+  const float inv = 1.f / block_sum(s, scratch);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) xr[i] *= inv;
+}
+
+// One block per token of k / v.
+__global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
+                                const int32_t* __restrict__ positions, float* __restrict__ k_cache,
+                                float* __restrict__ v_cache, int64_t tokens, int64_t slots, int64_t row) {
+  const int64_t i = blockIdx.x, b = i / tokens;
+  const int64_t dst = (b * slots + positions[i]) * row, src = i * row;
+  for (int64_t j = threadIdx.x; j < row; j += blockDim.x) {
+    k_cache[dst + j] = k[src + j];
+    v_cache[dst + j] = v[src + j];
+  }
+}
+
+template <DType T>
+__global__ void embed_kernel(const char* __restrict__ table, int64_t row_bytes, const int32_t* __restrict__ ids,
+                             int64_t d, float* __restrict__ out) {
+  const int64_t i = blockIdx.x;
+  const char* row = table + static_cast<int64_t>(ids[i]) * row_bytes;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) out[i * d + j] = load_elem<T>(row, j);
+}
+
+unsigned grid_rows(int64_t rows) { return static_cast<unsigned>(rows); }
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t d, cudaStream_t stream) {
+  if (rows == 0 || d == 0) return;
+  rms_norm_kernel<<<grid_rows(rows), kRowThreads, 0, stream>>>(x, w, eps, y, d);
+  check_launch("rms_norm");
+}
+
+void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows, int64_t d,
+                cudaStream_t stream) {
+  if (rows == 0 || d == 0) return;
+  layer_norm_kernel<<<grid_rows(rows), kRowThreads, 0, stream>>>(x, w, b, eps, y, d);
+  check_launch("layer_norm");
+}
+
+void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, const int32_t* positions, const float* inv_freq,
+          cudaStream_t stream) {
+  if (tokens == 0 || heads == 0 || head_dim < 2) return;
+  const size_t smem = static_cast<size_t>(head_dim / 2) * 2 * sizeof(float);
+  rope_kernel<<<grid_rows(tokens), kRowThreads, smem, stream>>>(x, heads, head_dim, positions, inv_freq);
+  check_launch("rope");
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  silu_mul_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(gate, up, out, n);
+  check_launch("silu_mul");
+}
+
+void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  add_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(a, b, out, n);
+  check_launch("add");
+}
+
+void softmax(float* x, int64_t rows, int64_t d, cudaStream_t stream) {
+  if (rows == 0 || d == 0) return;
+  softmax_kernel<<<grid_rows(rows), kRowThreads, 0, stream>>>(x, d);
+  check_launch("softmax");
+}
+
+void kv_write(const float* k, const float* v, const int32_t* positions, float* k_cache, float* v_cache, int64_t batch,
+              int64_t tokens, int64_t slots, int64_t row, cudaStream_t stream) {
+  if (batch * tokens == 0 || row == 0) return;
+  kv_write_kernel<<<grid_rows(batch * tokens), kRowThreads, 0, stream>>>(k, v, positions, k_cache, v_cache, tokens,
+                                                                         slots, row);
+  check_launch("kv_write");
+}
+
+void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d, float* out, cudaStream_t stream) {
+  if (n == 0 || d == 0) return;
+  const int64_t row_bytes = storage_bytes(t, d);
+  dispatch_weight(t, [&]<DType T>() {
+    embed_kernel<T><<<grid_rows(n), kRowThreads, 0, stream>>>(static_cast<const char*>(table), row_bytes, ids, d, out);
+  });
+  check_launch("embed");
+}
+
+}  // namespace corolla::gpu

@@ -1,0 +1,323 @@
+// The CUDA backend against the CPU backend, operation by operation, on random inputs. Exits with 77 (skipped)
+// when this machine has no CUDA GPU.
+#define BOOST_TEST_MODULE cuda_backend
+#define BOOST_TEST_NO_MAIN
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.hpp"
+
+using namespace corolla;
+
+namespace {
+
+Backend& cpu() {
+  static std::unique_ptr<Backend> b = make_cpu_backend(2);
+  return *b;
+}
+
+Backend& gpu() {
+  static std::unique_ptr<Backend> b = make_backend("cuda");
+  return *b;
+}
+
+Tensor random_tensor(Shape shape, uint32_t seed, float scale = 1.f) {
+  Tensor t = Tensor::empty(DType::f32, shape);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, scale);
+  float* p = t.data_as<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+Tensor up(const Tensor& host) { return gpu().upload(host); }
+
+// Largest |got - want| relative to the largest |want|.
+void expect_close(const Tensor& got_device, const Tensor& want, double tol, const std::string& what) {
+  const Tensor got = gpu().download(got_device);
+  BOOST_REQUIRE_MESSAGE(got.numel() == want.numel(), what << ": " << got.describe() << " vs " << want.describe());
+  const float* g = got.data_as<const float>();
+  const float* w = want.data_as<const float>();
+  double max_ref = 0, max_err = 0;
+  int64_t worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(w[i])));
+    double err = std::fabs(static_cast<double>(g[i]) - w[i]);
+    if (std::isnan(err)) err = INFINITY;
+    if (err > max_err) max_err = err, worst = i;
+  }
+  BOOST_TEST(max_err <= tol * std::max(max_ref, 1e-30),
+             what << ": max error " << max_err << " at " << worst << " (got " << g[worst] << ", want " << w[worst]
+                  << ", max |ref| " << max_ref << ", tolerance " << tol << " relative)");
+}
+
+std::string dt(DType t) { return std::string(dtype_name(t)); }
+
+// Tolerance of the matmul paths (see kernels/cuda/cuda_backend.cu): the matrix-vector path (m ≤ 4) does the CPU's
+// arithmetic; the cuBLAS path rounds activations to 16 bits for 16-bit and quantized weights.
+double matmul_tolerance(DType w, int64_t m, bool cublas_for_all = false) {
+  if ((m <= 4 && !cublas_for_all) || w == DType::f32) return 1e-4;
+  if (w == DType::bf16) return 1e-2;
+  if (w == DType::f16) return 2e-3;
+  return 5e-3;
+}
+
+void check_matmul(Backend& backend, DType wt, int64_t m, int64_t n, int64_t k, bool bias, uint32_t seed,
+                  double tol) {
+  const Tensor x = random_tensor({m, k}, seed);
+  const Tensor w = random_tensor({n, k}, seed + 1, 1.f / std::sqrt(static_cast<float>(k))).cast(wt);
+  const Tensor b = random_tensor({n}, seed + 2);
+  Tensor want = Tensor::empty(DType::f32, {m, n});
+  cpu().matmul(x, w, bias ? &b : nullptr, want);
+  const Tensor bd = backend.upload(b);
+  Tensor got = backend.alloc(DType::f32, {m, n});
+  backend.matmul(backend.upload(x), backend.upload(w), bias ? &bd : nullptr, got);
+  std::ostringstream what;
+  what << "matmul " << dt(wt) << " m=" << m << " n=" << n << " k=" << k << (bias ? " +bias" : "") << " on "
+       << backend.name();
+  expect_close(got, want, tol, what.str());
+}
+
+const DType kWeightTypes[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(reports_a_cuda_device) {
+  BOOST_TEST((gpu().device() == Device::cuda));
+  BOOST_TEST_MESSAGE("backend: " << gpu().name());
+  for (DType t : kWeightTypes) BOOST_TEST(gpu().supports_weight(t));
+}
+
+BOOST_AUTO_TEST_CASE(upload_download_round_trips_every_dtype) {
+  std::mt19937 rng(1);
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::i32,
+                  DType::i64}) {
+    Tensor h = Tensor::empty(t, {3, 64});
+    auto* bytes = static_cast<uint8_t*>(h.data());
+    for (int64_t i = 0; i < h.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng());
+    const Tensor d = gpu().upload(h);
+    BOOST_TEST((d.device() == Device::cuda));
+    BOOST_TEST((d.dtype() == t));
+    BOOST_TEST((d.shape() == h.shape()));
+    const Tensor back = gpu().download(d);
+    BOOST_TEST((back.device() == Device::cpu));
+    BOOST_TEST(std::memcmp(back.data(), h.data(), static_cast<size_t>(h.nbytes())) == 0, dt(t));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(alloc_is_zero_filled) {
+  const Tensor z = gpu().download(gpu().alloc(DType::f32, {17, 33}));
+  for (int64_t i = 0; i < z.numel(); ++i) BOOST_REQUIRE(z.data_as<const float>()[i] == 0.f);
+  const Tensor e = gpu().alloc(DType::f32, {0, 8});
+  BOOST_TEST(e.numel() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(matmul_matches_cpu_for_every_weight_dtype_and_row_count) {
+  uint32_t seed = 100;
+  for (DType wt : kWeightTypes)
+    for (int64_t m : {1, 2, 3, 4, 5, 16, 33})
+      check_matmul(gpu(), wt, m, 72, 256, m % 2 == 1, seed += 10, matmul_tolerance(wt, m));
+}
+
+BOOST_AUTO_TEST_CASE(matmul_at_model_shapes) {
+  // TinyLlama's projections: every rows-per-block split of the matrix-vector kernel.
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 2048}, {2048, 2048}, {5632, 2048}, {2048, 5632}})
+    for (DType wt : {DType::bf16, DType::q4_0})
+      for (int64_t m : {1, 4, 64}) check_matmul(gpu(), wt, m, n, k, false, static_cast<uint32_t>(n + k + m),
+                                                matmul_tolerance(wt, m));
+}
+
+BOOST_AUTO_TEST_CASE(matmul_with_odd_k_or_misaligned_x_takes_the_scalar_path) {
+  for (DType wt : {DType::f32, DType::f16, DType::bf16})
+    for (int64_t m : {1, 3}) check_matmul(gpu(), wt, m, 40, 37, true, 7, 1e-4);
+  // x starts 4 bytes into a buffer: k is a multiple of 8 but float4 loads would be misaligned.
+  const int64_t k = 64, n = 24;
+  const Tensor xs = random_tensor({1 + k}, 8);
+  const Tensor x = Tensor::view(xs.data_as<float>() + 1, DType::f32, {1, k}, xs.owner());
+  for (DType wt : kWeightTypes) {
+    const Tensor w = random_tensor({n, k}, 9).cast(wt);
+    Tensor want = Tensor::empty(DType::f32, {1, n});
+    cpu().matmul(x, w, nullptr, want);
+    const Tensor xd = gpu().upload(xs);
+    const Tensor xv = Tensor::view(static_cast<float*>(xd.data()) + 1, DType::f32, {1, k}, xd.owner(), Device::cuda);
+    Tensor got = gpu().alloc(DType::f32, {1, n});
+    gpu().matmul(xv, gpu().upload(w), nullptr, got);
+    expect_close(got, want, 1e-4, "matmul with misaligned x, " + dt(wt));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(quantized_prefill_spans_several_dequantization_tiles) {
+  // 32 MiB of f16 holds 2048 rows of k = 8192: 3000 rows take two tiles.
+  check_matmul(gpu(), DType::q8_0, 6, 3000, 8192, true, 11, matmul_tolerance(DType::q8_0, 6));
+}
+
+BOOST_AUTO_TEST_CASE(matmul_through_cublas_for_decode_rows) {
+  setenv("COROLLA_CUDA_MATVEC", "cublas", 1);
+  std::unique_ptr<Backend> b = make_backend("cuda");
+  unsetenv("COROLLA_CUDA_MATVEC");
+  BOOST_TEST(b->name().find("cuBLAS") != std::string::npos, b->name());
+  for (DType wt : kWeightTypes) check_matmul(*b, wt, 1, 72, 256, true, 12, matmul_tolerance(wt, 1, true));
+}
+
+BOOST_AUTO_TEST_CASE(norms_match_cpu) {
+  for (int64_t d : {100, 2048}) {
+    const Tensor x = random_tensor({7, d}, 20, 3.f);
+    const Tensor w = random_tensor({d}, 21);
+    const Tensor b = random_tensor({d}, 22);
+    Tensor want = Tensor::empty(DType::f32, {7, d});
+    cpu().rms_norm(x, w, 1e-5f, want);
+    Tensor got = gpu().alloc(DType::f32, {7, d});
+    gpu().rms_norm(up(x), up(w), 1e-5f, got);
+    expect_close(got, want, 1e-5, "rms_norm d=" + std::to_string(d));
+    Tensor in_place = up(x);
+    gpu().rms_norm(in_place, up(w), 1e-5f, in_place);
+    expect_close(in_place, want, 1e-5, "rms_norm in place");
+
+    cpu().layer_norm(x, w, b, 1e-5f, want);
+    gpu().layer_norm(up(x), up(w), up(b), 1e-5f, got);
+    expect_close(got, want, 1e-4, "layer_norm d=" + std::to_string(d));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rope_matches_cpu) {
+  for (int64_t hd : {64, 128}) {
+    std::vector<float> inv_freq(static_cast<size_t>(hd / 2));
+    for (size_t i = 0; i < inv_freq.size(); ++i)
+      inv_freq[i] = 1.f / std::pow(10000.f, 2.f * static_cast<float>(i) / static_cast<float>(hd));
+    const std::vector<int32_t> positions = {0, 1, 7, 100, 8000};
+    Tensor want = random_tensor({5, 6, hd}, 30);
+    Tensor got = up(want);
+    cpu().rope(want, positions, inv_freq);
+    gpu().rope(got, positions, inv_freq);
+    expect_close(got, want, 1e-5, "rope head_dim=" + std::to_string(hd));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rope_arguments_survive_many_calls) {
+  // Thousands of distinct position arrays wrap the argument ring several times; repeated ones are reused.
+  // Large frequencies: a stale or misplaced position would rotate by a visibly different angle.
+  const std::vector<float> inv_freq = {0.5f, 0.05f};
+  Tensor want = random_tensor({1, 2, 4}, 31);
+  Tensor got = up(want);
+  for (int32_t i = 0; i < 6000; ++i) {
+    const std::vector<int32_t> pos = {i % 3 == 0 ? 5 : i};
+    cpu().rope(want, pos, inv_freq);
+    gpu().rope(got, pos, inv_freq);
+  }
+  expect_close(got, want, 1e-3, "rope after 6000 calls");
+}
+
+BOOST_AUTO_TEST_CASE(elementwise_ops_match_cpu) {
+  const Tensor g = random_tensor({3, 1000}, 40, 4.f);
+  const Tensor u = random_tensor({3, 1000}, 41);
+  Tensor want = Tensor::empty(DType::f32, {3, 1000});
+  Tensor got = gpu().alloc(DType::f32, {3, 1000});
+  cpu().silu_mul(g, u, want);
+  gpu().silu_mul(up(g), up(u), got);
+  expect_close(got, want, 1e-5, "silu_mul");
+
+  cpu().add(g, u, want);
+  Tensor a = up(g);
+  gpu().add(a, up(u), a);  // out aliases a
+  expect_close(a, want, 1e-6, "add in place");
+
+  for (int64_t d : {7, 50000}) {
+    Tensor sw = random_tensor({3, d}, 42, 5.f);
+    Tensor sg = up(sw);
+    cpu().softmax(sw);
+    gpu().softmax(sg);
+    expect_close(sg, sw, 1e-5, "softmax d=" + std::to_string(d));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(embed_matches_cpu_for_every_table_dtype) {
+  const std::vector<int32_t> ids = {3, 0, 49, 3};
+  for (DType t : kWeightTypes) {
+    const Tensor table = random_tensor({50, 64}, 50).cast(t);
+    Tensor want = Tensor::empty(DType::f32, {4, 64});
+    cpu().embed(table, ids, want);
+    Tensor got = gpu().alloc(DType::f32, {4, 64});
+    gpu().embed(up(table), ids, got);
+    expect_close(got, want, 1e-6, "embed " + dt(t));
+  }
+}
+
+namespace {
+
+// kv_write of new tokens into random caches, then attention, on both backends.
+void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t hd, int64_t slots,
+                     const std::vector<int32_t>& positions, uint32_t seed) {
+  Tensor kc = random_tensor({b, slots, hkv, hd}, seed);
+  Tensor vc = random_tensor({b, slots, hkv, hd}, seed + 1);
+  const Tensor k = random_tensor({b, t, hkv, hd}, seed + 2);
+  const Tensor v = random_tensor({b, t, hkv, hd}, seed + 3);
+  const Tensor q = random_tensor({b, t, hq, hd}, seed + 4);
+  Tensor kcd = up(kc), vcd = up(vc);
+  cpu().kv_write(k, v, positions, kc, vc);
+  gpu().kv_write(up(k), up(v), positions, kcd, vcd);
+  std::ostringstream what;
+  what << "b=" << b << " t=" << t << " hq=" << hq << " hkv=" << hkv << " hd=" << hd << " slots=" << slots;
+  expect_close(kcd, kc, 0, "kv_write k, " + what.str());
+  expect_close(vcd, vc, 0, "kv_write v, " + what.str());
+
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  Tensor want = Tensor::empty(DType::f32, {b, t, hq * hd});
+  cpu().attention(q, kc, vc, positions, scale, want);
+  Tensor got = gpu().alloc(DType::f32, {b, t, hq * hd});
+  gpu().attention(up(q), kcd, vcd, positions, scale, got);
+  expect_close(got, want, 1e-4, "attention " + what.str());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(attention_with_gqa_and_several_positions) {
+  check_attention(2, 3, 8, 2, 64, 40, {5, 6, 7, 10, 11, 12}, 60);
+  check_attention(1, 4, 4, 4, 64, 16, {0, 1, 2, 3}, 61);    // multi-head, first slots
+  check_attention(1, 2, 6, 3, 80, 64, {62, 63}, 62);        // head_dim not a multiple of 32, last slot
+  check_attention(1, 1, 4, 1, 256, 100, {37}, 63);          // largest head_dim
+  check_attention(1, 1, 2, 1, 32, 9, {8}, 64);
+  check_attention(1, 3, 32, 4, 64, 64, {0, 1, 2}, 65);      // TinyLlama's heads
+}
+
+BOOST_AUTO_TEST_CASE(attention_over_a_long_cache) {
+  check_attention(1, 1, 4, 1, 128, 8192, {8191}, 70);
+  check_attention(1, 2, 8, 2, 64, 10000, {4000, 9999}, 71);
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_throw_invalid_argument) {
+  const Tensor w_host = random_tensor({8, 32}, 80);
+  Tensor x = up(random_tensor({1, 32}, 81));
+  Tensor y = gpu().alloc(DType::f32, {1, 8});
+  BOOST_CHECK_THROW(gpu().matmul(x, w_host, nullptr, y), std::invalid_argument);       // weight on the host
+  BOOST_CHECK_THROW(gpu().matmul(x, up(random_tensor({8, 16}, 82)), nullptr, y), std::invalid_argument);
+  Tensor q = gpu().alloc(DType::f32, {1, 1, 2, 16});
+  Tensor kc = gpu().alloc(DType::f32, {1, 4, 1, 16});
+  Tensor vc = gpu().alloc(DType::f32, {1, 4, 1, 16});
+  Tensor out = gpu().alloc(DType::f32, {1, 1, 32});
+  const std::vector<int32_t> outside = {4};
+  BOOST_CHECK_THROW(gpu().attention(q, kc, vc, outside, 1.f, out), std::invalid_argument);
+  Tensor kv = gpu().alloc(DType::f32, {1, 1, 1, 16});
+  BOOST_CHECK_THROW(gpu().kv_write(kv, kv, outside, kc, vc), std::invalid_argument);
+  Tensor r = gpu().alloc(DType::f32, {2, 1, 4});
+  const std::vector<float> inv_freq = {1.f, 0.5f};
+  BOOST_CHECK_THROW(gpu().rope(r, outside, inv_freq), std::invalid_argument);  // one position for two tokens
+  Tensor e = gpu().alloc(DType::f32, {1, 32});
+  BOOST_CHECK_THROW(gpu().embed(x.reshaped({1, 32}), std::vector<int32_t>{1}, e), std::invalid_argument);
+  gpu().synchronize();
+}
+
+int main(int argc, char** argv) {
+  if (!cuda_available()) {
+    std::cout << "test_cuda_backend: SKIPPED, no CUDA GPU found (cudaGetDeviceCount reports none or no driver)\n";
+    return 77;
+  }
+  return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
+}
