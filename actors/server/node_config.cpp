@@ -172,6 +172,7 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("model", toml_quote(c.model));
   if (c.num_blocks) line("num_blocks", std::to_string(*c.num_blocks));
   if (c.block_indices) line("block_indices", toml_quote(range_text(*c.block_indices)));
+  if (!c.num_blocks && !c.block_indices) out += "# num_blocks, block_indices: not set (as many blocks as fit)\n";
   line("host", toml_quote(c.host));
   line("port", std::to_string(c.port));
   line("initial_peers", toml_string_array(c.initial_peers));
