@@ -1,0 +1,194 @@
+#include "actors/server/node_config.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "actors/server/node_config_toml.hpp"
+
+namespace corolla {
+namespace {
+
+constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxThreads = 4096;
+
+std::string home_dir() {
+  const char* home = std::getenv("HOME");
+  return home && *home ? home : ".";
+}
+
+std::string expand_home(const std::string& path) {
+  if (path == "~") return home_dir();
+  if (path.rfind("~/", 0) == 0) return home_dir() + path.substr(1);
+  return path;
+}
+
+std::string cache_dir() {
+  if (const char* c = std::getenv("COROLLA_CACHE"); c && *c) return expand_home(c);
+  return home_dir() + "/.cache/corolla";
+}
+
+std::optional<std::string> check_host(const std::string& host) {
+  if (host.empty()) return std::string("must not be empty");
+  for (unsigned char c : host)
+    if (std::isspace(c) || std::iscntrl(c) || c == '/')
+      return "must be a host name or an IP address, got " + toml_quote(host);
+  return std::nullopt;
+}
+
+std::string range_text(const BlockRange& r) { return std::to_string(r.first) + ":" + std::to_string(r.last); }
+
+}  // namespace
+
+std::string node_data_dir(const NodeConfig& config) {
+  if (!config.data_dir.empty()) return expand_home(config.data_dir);
+  std::string name = config.public_name.empty() ? "default" : config.public_name;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  return cache_dir() + "/node-" + name;
+}
+
+void read_node_keys(TableReader& r, NodeConfig& c) {
+  if (r.get_string("model", c.model) && c.model.empty())
+    r.fail("model", "must not be empty: give a model directory, a .gguf file or \"demo\"");
+
+  int64_t num_blocks = 0;
+  const bool has_num = r.get_int("num_blocks", num_blocks, 1, kMaxInt);
+  std::string range;
+  const bool has_range = r.get_string("block_indices", range);
+  if (has_num && has_range)
+    r.fail("block_indices", "and '" + r.prefix() + "num_blocks' exclude each other: give one of them");
+  if (has_num) {
+    c.num_blocks = static_cast<int>(num_blocks);
+    c.block_indices.reset();
+  }
+  if (has_range) {
+    int64_t first = 0, last = 0;
+    if (auto problem = parse_block_range(range, first, last)) r.fail("block_indices", *problem);
+    c.block_indices = BlockRange{static_cast<int>(first), static_cast<int>(last)};
+    c.num_blocks.reset();
+  }
+
+  if (r.get_string("host", c.host))
+    if (auto problem = check_host(c.host)) r.fail("host", *problem);
+  int64_t port = 0;
+  if (r.get_int("port", port, 0, 65535)) c.port = static_cast<uint16_t>(port);
+
+  std::vector<std::string> peers;
+  const bool has_peers = r.get_string_array("initial_peers", peers);
+  for (size_t i = 0; i < peers.size(); ++i)
+    if (auto problem = check_peer_address(peers[i]))
+      r.fail("initial_peers", *problem, r.get_node("initial_peers")->as_array()->get(i));
+  bool new_swarm = false;
+  const bool has_new_swarm = r.get_bool("new_swarm", new_swarm);
+  if (has_peers && !peers.empty() && has_new_swarm && new_swarm)
+    r.fail("new_swarm", "and '" + r.prefix() + "initial_peers' exclude each other: a new swarm has no initial peers");
+  if (has_peers) {
+    c.initial_peers = std::move(peers);
+    if (!c.initial_peers.empty()) c.new_swarm = false;
+  }
+  if (has_new_swarm) {
+    c.new_swarm = new_swarm;
+    if (new_swarm) c.initial_peers.clear();
+  }
+
+  r.get_string("public_name", c.public_name);
+  if (r.get_string("dtype", c.dtype))
+    if (auto problem = check_dtype(c.dtype)) r.fail("dtype", *problem);
+  if (r.get_string("device", c.device))
+    if (auto problem = check_device(c.device)) r.fail("device", *problem);
+  r.get_string("data_dir", c.data_dir);
+  r.get_int("cache_tokens", c.cache_tokens, 1, std::numeric_limits<int64_t>::max());
+  int64_t v = 0;
+  if (r.get_int("threads", v, 0, kMaxThreads)) c.threads = static_cast<int>(v);
+  r.get_double("step_timeout_s", c.step_timeout_s, 0, true);
+  r.get_double("session_timeout_s", c.session_timeout_s, 0, true);
+  if (r.get_int("max_sessions", v, 1, kMaxInt)) c.max_sessions = static_cast<int>(v);
+  if (const toml::node* n = r.get_node("throughput")) {
+    const std::string want = "must be \"auto\", \"eval\" or a number >= 0 (requests per second), got ";
+    if (n->is_string()) {
+      if (auto problem = check_throughput(n->as_string()->get())) r.fail("throughput", *problem);
+      c.throughput = n->as_string()->get();
+    } else if (n->is_integer() && n->as_integer()->get() >= 0) {
+      c.throughput = std::to_string(n->as_integer()->get());
+    } else if (n->is_floating_point() && std::isfinite(n->as_floating_point()->get()) &&
+               n->as_floating_point()->get() >= 0) {
+      c.throughput = toml_double(n->as_floating_point()->get());
+    } else {
+      r.fail("throughput", want + describe_value(*n));
+    }
+  }
+  r.get_double("update_period_s", c.update_period_s, 0, true);
+}
+
+NodeConfig load_node_config(const std::string& toml_path) {
+  const toml::table table = parse_config_file(toml_path);
+  TableReader reader(table, toml_path);
+  NodeConfig config;
+  read_node_keys(reader, config);
+  reader.finish();
+  return config;
+}
+
+void validate(const NodeConfig& config, const std::string& source) { validate_node(config, source, ""); }
+
+void validate_node(const NodeConfig& c, const std::string& source, const std::string& prefix) {
+  auto fail = [&](const std::string& key, const std::string& problem) {
+    throw ConfigError(source + ": '" + prefix + key + "' " + problem);
+  };
+  auto positive = [&](const std::string& key, double v) {
+    if (!std::isfinite(v) || v <= 0) fail(key, "must be a number > 0, got " + toml_double(v));
+  };
+  if (c.model.empty()) fail("model", "is not set: give a model directory, a .gguf file or \"demo\"");
+  if (c.num_blocks && *c.num_blocks < 1)
+    fail("num_blocks", "must be an integer >= 1, got " + std::to_string(*c.num_blocks));
+  if (c.block_indices && (c.block_indices->first < 0 || c.block_indices->first >= c.block_indices->last))
+    fail("block_indices", "must be \"FIRST:LAST\" with 0 <= FIRST < LAST (e.g. \"10:20\"), got " +
+                              toml_quote(range_text(*c.block_indices)));
+  if (c.num_blocks && c.block_indices)
+    fail("num_blocks", "and '" + prefix + "block_indices' exclude each other: give one of them");
+  if (auto problem = check_host(c.host)) fail("host", *problem);
+  for (const auto& peer : c.initial_peers)
+    if (auto problem = check_peer_address(peer)) fail("initial_peers", *problem);
+  if (c.new_swarm && !c.initial_peers.empty())
+    fail("new_swarm", "and '" + prefix + "initial_peers' exclude each other: a new swarm has no initial peers");
+  if (auto problem = check_dtype(c.dtype)) fail("dtype", *problem);
+  if (auto problem = check_device(c.device)) fail("device", *problem);
+  if (c.cache_tokens < 1) fail("cache_tokens", "must be an integer >= 1, got " + std::to_string(c.cache_tokens));
+  if (c.threads < 0 || c.threads > kMaxThreads)
+    fail("threads", "must be an integer in 0.." + std::to_string(kMaxThreads) + ", got " + std::to_string(c.threads));
+  positive("step_timeout_s", c.step_timeout_s);
+  positive("session_timeout_s", c.session_timeout_s);
+  if (c.max_sessions < 1) fail("max_sessions", "must be an integer >= 1, got " + std::to_string(c.max_sessions));
+  if (auto problem = check_throughput(c.throughput)) fail("throughput", *problem);
+  positive("update_period_s", c.update_period_s);
+}
+
+std::string to_toml(const NodeConfig& c, const std::string& table) {
+  std::string out;
+  if (!table.empty()) out += table + "\n";
+  auto line = [&](const char* key, const std::string& value) { out += std::string(key) + " = " + value + "\n"; };
+  line("model", toml_quote(c.model));
+  if (c.num_blocks) line("num_blocks", std::to_string(*c.num_blocks));
+  if (c.block_indices) line("block_indices", toml_quote(range_text(*c.block_indices)));
+  if (!c.num_blocks && !c.block_indices) out += "# num_blocks, block_indices: not set (as many blocks as fit)\n";
+  line("host", toml_quote(c.host));
+  line("port", std::to_string(c.port));
+  line("initial_peers", toml_string_array(c.initial_peers));
+  line("new_swarm", c.new_swarm ? "true" : "false");
+  line("public_name", toml_quote(c.public_name));
+  line("dtype", toml_quote(c.dtype));
+  line("device", toml_quote(c.device));
+  line("threads", std::to_string(c.threads));
+  line("data_dir", toml_quote(node_data_dir(c)));
+  line("cache_tokens", std::to_string(c.cache_tokens));
+  line("max_sessions", std::to_string(c.max_sessions));
+  line("step_timeout_s", toml_double(c.step_timeout_s));
+  line("session_timeout_s", toml_double(c.session_timeout_s));
+  line("throughput", toml_quote(c.throughput));
+  line("update_period_s", toml_double(c.update_period_s));
+  return out;
+}
+
+}  // namespace corolla

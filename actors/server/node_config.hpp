@@ -1,0 +1,64 @@
+// The configuration of a server node: what it serves, where it listens, whom it joins, and its limits. Read from
+// a TOML file (config/node.toml documents every key), then overridden by command-line flags
+// (apps/corolla/node_flags.hpp). Key and flag names follow Petals' run_server where the meaning is the same.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/config/config_error.hpp"
+
+namespace corolla {
+
+// Blocks [first, last) of a model, written "first:last" in files and flags.
+struct BlockRange {
+  int first = 0;
+  int last = 0;
+  bool operator==(const BlockRange&) const = default;
+};
+
+struct NodeConfig {
+  std::string model;                        // model directory, .gguf file, or "demo"; required
+  std::optional<int> num_blocks;            // serve this many blocks, chosen where the swarm needs them
+  std::optional<BlockRange> block_indices;  // serve exactly these blocks (excludes num_blocks)
+  // Neither: the node picks as many blocks as its memory allows, where the swarm needs them.
+  std::string host = "127.0.0.1";           // address to listen on
+  uint16_t port = 0;                        // port to listen on; 0 picks a free one
+  std::vector<std::string> initial_peers;   // "HOST:PORT" of nodes already in the swarm
+  std::string public_name;                  // name shown to other peers; also names the default data_dir
+  std::string dtype = "auto";               // auto | f32 | f16 | bf16 | q8_0 | q4_0 | q4_1
+  std::string device = "cpu";               // cpu | cuda | cuda:N
+  std::string data_dir;                     // empty: node_data_dir() gives the default
+  int64_t cache_tokens = 8192;              // KV-cache tokens per hosted block
+  bool new_swarm = false;                   // start a new swarm (excludes initial_peers)
+  int threads = 0;                          // CPU threads; 0 = all cores
+  double step_timeout_s = 30;               // longest wait for the next step of an inference session
+  double session_timeout_s = 300;           // longest life of an inference session
+  int max_sessions = 64;                    // concurrent inference sessions
+  std::string throughput = "auto";          // "auto" (measure, cached), "eval" (measure again) or a number (rps)
+  double update_period_s = 60;              // how often the node announces its blocks to the DHT
+
+  bool operator==(const NodeConfig&) const = default;
+};
+
+// The directory for this node's database: data_dir with a leading "~" expanded, or, when data_dir is empty,
+// ${COROLLA_CACHE:-~/.cache/corolla}/node-<public_name or "default"> (characters other than letters, digits,
+// '.', '_' and '-' in the name become '_').
+std::string node_data_dir(const NodeConfig& config);
+
+// Reads a node's TOML file over the defaults. Every key is checked as it is read, and unknown keys are errors;
+// the messages name the file, the line and the key (see actors/config/config_file.hpp). 'model' may be absent
+// here (a flag can give it); validate() requires it. Throws ConfigError.
+NodeConfig load_node_config(const std::string& toml_path);
+
+// Checks a whole configuration (after flags have been applied, for instance): every value, the keys that
+// exclude each other, and that a model is given. Messages start with "SOURCE: ". Throws ConfigError.
+void validate(const NodeConfig& config, const std::string& source);
+
+// The configuration as a TOML document that load_node_config() reads back to the same values; data_dir is
+// written resolved (node_data_dir). `table` is "" for top-level keys, or a header such as "[[server]]".
+std::string to_toml(const NodeConfig& config, const std::string& table = "");
+
+}  // namespace corolla

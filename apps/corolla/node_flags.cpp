@@ -1,0 +1,174 @@
+#include "apps/corolla/node_flags.hpp"
+
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "actors/config/config_file.hpp"
+
+namespace corolla::cli {
+namespace {
+
+// A CLI11 validator from one of the value checks shared with the files (actors/config/config_file.hpp).
+CLI::Validator checked(std::optional<std::string> (*check)(const std::string&), const std::string& name) {
+  return CLI::Validator(
+      [check](std::string& value) {
+        auto problem = check(value);
+        return problem ? *problem : std::string();
+      },
+      "", name);
+}
+
+std::optional<std::string> check_block_range(const std::string& value) {
+  int64_t first = 0, last = 0;
+  return parse_block_range(value, first, last);
+}
+
+template <class T>
+std::string dflt(const T& value) {
+  std::ostringstream os;
+  os << " (default " << value << ")";
+  return os.str();
+}
+
+// Where a resolved configuration came from, for messages.
+std::string source_of(const std::string& config) {
+  return config.empty() ? std::string("command line") : config + " with the command-line flags";
+}
+
+}  // namespace
+
+void add_node_flags(CLI::App& cmd, NodeFlags& f) {
+  const NodeConfig d;
+  f.cmd = &cmd;
+  cmd.add_option("--config", f.config, "TOML file with the node's settings (config/node.toml documents them); "
+                                       "flags given here override it")
+      ->type_name("FILE");
+  cmd.add_option("--model", f.model, "Model directory (config.json + safetensors), .gguf file, or 'demo'")
+      ->type_name("PATH");
+  auto* num = cmd.add_option("--num_blocks", f.num_blocks,
+                             "Serve this many blocks, chosen where the swarm needs them (default: as many as fit)")
+                  ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  auto* range = cmd.add_option("--block_indices", f.block_indices, "Serve exactly blocks FIRST:LAST (e.g. 10:20)")
+                    ->check(checked(check_block_range, "FIRST:LAST"))
+                    ->type_name("FIRST:LAST");
+  num->excludes(range);
+  cmd.add_option("--host", f.host, "Address to listen on" + dflt(d.host));
+  cmd.add_option("--port", f.port, "Port to listen on; 0 picks a free one" + dflt(d.port))->check(CLI::Range(0, 65535));
+  auto* peers = cmd.add_option("--initial_peers", f.initial_peers,
+                               "HOST:PORT of nodes already in the swarm (several, separated by commas or spaces)")
+                    ->delimiter(',')
+                    ->check(checked(check_peer_address, "HOST:PORT"))
+                    ->type_name("HOST:PORT");
+  auto* fresh = cmd.add_flag("--new_swarm", f.new_swarm, "Start a new swarm (no initial peers)");
+  fresh->excludes(peers);
+  cmd.add_option("--public_name", f.public_name, "Name shown to other peers; also names the default data directory");
+  cmd.add_option("--dtype", f.dtype, "Serving dtype of weights: auto, f32, f16, bf16, q8_0, q4_0, q4_1" + dflt(d.dtype))
+      ->check(checked(check_dtype, "DTYPE"));
+  cmd.add_option("--device", f.device, "cpu, cuda or cuda:N" + dflt(d.device))->check(checked(check_device, "DEVICE"));
+  cmd.add_option("--data_dir", f.data_dir,
+                 "Directory of the node's database (default ${COROLLA_CACHE:-~/.cache/corolla}/node-PUBLIC_NAME)")
+      ->type_name("DIR");
+  cmd.add_option("--cache_tokens", f.cache_tokens, "KV-cache tokens per hosted block" + dflt(d.cache_tokens))
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  cmd.add_option("--threads", f.threads, "CPU threads; 0 = all cores" + dflt(d.threads))->check(CLI::Range(0, 4096));
+  cmd.add_option("--step_timeout", f.step_timeout,
+                 "Seconds to wait for the next step of an inference session" + dflt(d.step_timeout_s))
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--session_timeout", f.session_timeout,
+                 "Longest life of an inference session, in seconds" + dflt(d.session_timeout_s))
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--max_sessions", f.max_sessions, "Concurrent inference sessions" + dflt(d.max_sessions))
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  cmd.add_option("--throughput", f.throughput,
+                 "auto (measure once, then reuse), eval (measure again), or requests per second" + dflt(d.throughput))
+      ->check(checked(check_throughput, "THROUGHPUT"));
+  cmd.add_option("--update_period", f.update_period,
+                 "Seconds between announcements of the node's blocks to the DHT" + dflt(d.update_period_s))
+      ->check(CLI::PositiveNumber);
+}
+
+NodeConfig resolve_node_config(const NodeFlags& f) {
+  NodeConfig c = f.config.empty() ? NodeConfig{} : load_node_config(f.config);
+  auto given = [&](const char* name) { return f.cmd && f.cmd->count(name) > 0; };
+  if (given("--model")) c.model = f.model;
+  if (given("--num_blocks")) {
+    c.num_blocks = f.num_blocks;
+    c.block_indices.reset();
+  }
+  if (given("--block_indices")) {
+    int64_t first = 0, last = 0;
+    if (auto problem = parse_block_range(f.block_indices, first, last))
+      throw ConfigError("--block_indices: " + *problem);
+    c.block_indices = BlockRange{static_cast<int>(first), static_cast<int>(last)};
+    c.num_blocks.reset();
+  }
+  if (given("--host")) c.host = f.host;
+  if (given("--port")) c.port = static_cast<uint16_t>(f.port);
+  if (given("--initial_peers")) {
+    c.initial_peers = f.initial_peers;
+    c.new_swarm = false;
+  }
+  if (given("--new_swarm")) {
+    c.new_swarm = f.new_swarm;
+    if (c.new_swarm) c.initial_peers.clear();
+  }
+  if (given("--public_name")) c.public_name = f.public_name;
+  if (given("--dtype")) c.dtype = f.dtype;
+  if (given("--device")) c.device = f.device;
+  if (given("--data_dir")) c.data_dir = f.data_dir;
+  if (given("--cache_tokens")) c.cache_tokens = f.cache_tokens;
+  if (given("--threads")) c.threads = f.threads;
+  if (given("--step_timeout")) c.step_timeout_s = f.step_timeout;
+  if (given("--session_timeout")) c.session_timeout_s = f.session_timeout;
+  if (given("--max_sessions")) c.max_sessions = f.max_sessions;
+  if (given("--throughput")) c.throughput = f.throughput;
+  if (given("--update_period")) c.update_period_s = f.update_period;
+
+  const std::string source = source_of(f.config);
+  if (c.model.empty()) throw ConfigError(source + ": no model: pass --model, or set 'model' in the --config file");
+  validate(c, source);
+  return c;
+}
+
+void add_client_flags(CLI::App& cmd, ClientFlags& f) {
+  const ClientConfig d;
+  f.cmd = &cmd;
+  cmd.add_option("--config", f.config, "TOML file with the client's settings (config/client.toml documents them); "
+                                       "flags given here override it")
+      ->type_name("FILE");
+  cmd.add_option("--model", f.model, "Model directory (config.json + safetensors), .gguf file, or 'demo'")
+      ->type_name("PATH");
+  cmd.add_option("--initial_peers", f.initial_peers,
+                 "HOST:PORT of nodes in the swarm (several, separated by commas or spaces)")
+      ->delimiter(',')
+      ->check(checked(check_peer_address, "HOST:PORT"))
+      ->type_name("HOST:PORT");
+  cmd.add_option("--mode", f.mode, "push (servers forward to the next one) or relay (the client relays)" + dflt(d.mode))
+      ->check(CLI::IsMember({"push", "relay"}));
+  cmd.add_option("--max_length", f.max_length, "Longest session, prompt and generated tokens" + dflt(d.max_length))
+      ->check(CLI::Range(int64_t{1}, int64_t{std::numeric_limits<int32_t>::max()}));
+  cmd.add_option("--request_timeout", f.request_timeout,
+                 "Seconds to wait for a server's reply before trying another" + dflt(d.request_timeout_s))
+      ->check(CLI::PositiveNumber);
+}
+
+ClientConfig resolve_client_config(const ClientFlags& f) {
+  ClientConfig c = f.config.empty() ? ClientConfig{} : load_client_config(f.config);
+  auto given = [&](const char* name) { return f.cmd && f.cmd->count(name) > 0; };
+  if (given("--model")) c.model = f.model;
+  if (given("--initial_peers")) c.initial_peers = f.initial_peers;
+  if (given("--mode")) c.mode = f.mode;
+  if (given("--max_length")) c.max_length = f.max_length;
+  if (given("--request_timeout")) c.request_timeout_s = f.request_timeout;
+
+  const std::string source = source_of(f.config);
+  if (c.model.empty()) throw ConfigError(source + ": no model: pass --model, or set 'model' in the --config file");
+  if (c.initial_peers.empty())
+    throw ConfigError(source + ": no initial peers: pass --initial_peers HOST:PORT, or set 'initial_peers' in the "
+                               "--config file");
+  validate(c, source);
+  return c;
+}
+
+}  // namespace corolla::cli

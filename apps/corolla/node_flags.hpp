@@ -1,0 +1,59 @@
+// Command-line flags for nodes and clients, named after Petals' run_server where the meaning is the same. The
+// configuration is resolved in layers: the defaults, then the TOML file given with --config, then only the flags
+// actually given on the command line; then it is validated. A flag replaces what it conflicts with in the file:
+// --num_blocks drops the file's block_indices (and back), --initial_peers drops new_swarm (and back).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/client/client_config.hpp"
+#include "actors/server/node_config.hpp"
+
+namespace corolla::cli {
+
+// The raw flag values; CLI11 writes into them, so they must stay where they are once the flags are added.
+struct NodeFlags {
+  CLI::App* cmd = nullptr;  // set by add_node_flags; resolve_node_config() asks it which flags were given
+  std::string config;
+  std::string model;
+  int num_blocks = 0;
+  std::string block_indices;
+  std::string host;
+  int port = 0;
+  std::vector<std::string> initial_peers;
+  std::string public_name;
+  std::string dtype;
+  std::string device;
+  std::string data_dir;
+  int64_t cache_tokens = 0;
+  bool new_swarm = false;
+  int threads = 0;
+  double step_timeout = 0;
+  double session_timeout = 0;
+  int max_sessions = 0;
+  std::string throughput;
+  double update_period = 0;
+};
+
+void add_node_flags(CLI::App& cmd, NodeFlags& flags);
+// Throws ConfigError (from the file, or when the result is not a usable configuration).
+NodeConfig resolve_node_config(const NodeFlags& flags);
+
+struct ClientFlags {
+  CLI::App* cmd = nullptr;
+  std::string config;
+  std::string model;
+  std::vector<std::string> initial_peers;
+  std::string mode;
+  int64_t max_length = 0;
+  double request_timeout = 0;
+};
+
+void add_client_flags(CLI::App& cmd, ClientFlags& flags);
+// Throws ConfigError.
+ClientConfig resolve_client_config(const ClientFlags& flags);
+
+}  // namespace corolla::cli
