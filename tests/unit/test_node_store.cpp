@@ -15,40 +15,15 @@
 #include "actors/store/weights_cache.hpp"
 #include "actors/store/weights_record.hpp"
 #include "actors/store/xxhash64.hpp"
+#include "support/expect_error.hpp"
 #include "support/golden.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace corolla;
 using namespace corolla::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("corolla-store-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string str() const { return path.string(); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
-
-template <class F>
-void expect_error(F f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    BOOST_ERROR("no error was raised");
-  } catch (const std::exception& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments)
-      BOOST_TEST(msg.find(frag) != std::string::npos, "'" << msg << "' lacks '" << frag << "'");
-  }
-}
 
 Backend& cpu() {
   static auto b = make_cpu_backend(1);
