@@ -4,11 +4,13 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
+#include <type_traits>
 
 #include "actors/store/byte_order.hpp"
 #include "actors/store/node_store.hpp"
