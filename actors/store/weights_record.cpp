@@ -53,64 +53,59 @@ class Reader {
 }  // namespace
 
 EncodedWeightsRecord encode_weights_record(const std::vector<std::pair<std::string, Tensor>>& tensors) {
-  std::string dir;
+  // Where everything goes: the directory's size depends only on names, dtypes and ranks.
+  size_t dir_size = 0;
   for (const auto& [name, t] : tensors) {
     if (t.device() != Device::cpu)
       throw std::invalid_argument("weights record: tensor '" + name + "' is not on the host");
     if (name.size() > UINT16_MAX) throw std::invalid_argument("weights record: a tensor name is too long");
-    const std::string_view dtype = dtype_name(t.dtype());
-    store::put_le<uint16_t>(dir, static_cast<uint16_t>(name.size()));
-    dir += name;
-    store::put_le<uint8_t>(dir, static_cast<uint8_t>(dtype.size()));
-    dir += dtype;
-    store::put_le<uint8_t>(dir, static_cast<uint8_t>(t.rank()));
-    for (int i = 0; i < t.rank(); ++i) store::put_le<int64_t>(dir, t.dim(i));
-    store::put_le<uint64_t>(dir, 0);  // offset, filled in below
-    store::put_le<uint64_t>(dir, static_cast<uint64_t>(t.nbytes()));
+    dir_size += 2 + name.size() + 1 + dtype_name(t.dtype()).size() + 1 + 8 * static_cast<size_t>(t.rank()) + 16;
   }
-  // Offsets: the data starts after the header, each tensor at a multiple of 64.
+  const uint64_t data_start = align_up(kFixedHeader + dir_size);
   std::vector<uint64_t> offsets;
-  uint64_t at = align_up(kFixedHeader + dir.size());
+  uint64_t at = data_start;
   for (const auto& [name, t] : tensors) {
     offsets.push_back(at);
     at = align_up(at + static_cast<uint64_t>(t.nbytes()));
   }
   const uint64_t size = at + kChecksumSize;
-  {  // patch the offsets into the directory
-    size_t pos = 0;
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const auto& t = tensors[i].second;
-      pos += 2 + tensors[i].first.size() + 1 + dtype_name(t.dtype()).size() + 1 + 8 * static_cast<size_t>(t.rank());
-      for (int b = 0; b < 8; ++b) dir[pos + b] = static_cast<char>((offsets[i] >> (8 * b)) & 0xff);
-      pos += 16;
-    }
-  }
 
-  EncodedWeightsRecord rec;
-  rec.owned.reserve(2);
   std::string header;
+  header.reserve(data_start);
   header += kMagic;
   store::put_le<uint32_t>(header, kWeightsRecordVersion);
   store::put_le<uint64_t>(header, size);
   store::put_le<uint32_t>(header, static_cast<uint32_t>(tensors.size()));
-  store::put_le<uint32_t>(header, static_cast<uint32_t>(dir.size()));
-  header += dir;
-  header.resize(tensors.empty() ? header.size() : offsets[0], '\0');
+  store::put_le<uint32_t>(header, static_cast<uint32_t>(dir_size));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    const std::string_view dtype = dtype_name(t.dtype());
+    store::put_le<uint16_t>(header, static_cast<uint16_t>(name.size()));
+    header += name;
+    store::put_le<uint8_t>(header, static_cast<uint8_t>(dtype.size()));
+    header += dtype;
+    store::put_le<uint8_t>(header, static_cast<uint8_t>(t.rank()));
+    for (int d = 0; d < t.rank(); ++d) store::put_le<int64_t>(header, t.dim(d));
+    store::put_le<uint64_t>(header, offsets[i]);
+    store::put_le<uint64_t>(header, static_cast<uint64_t>(t.nbytes()));
+  }
+  header.resize(data_start, '\0');
+
+  EncodedWeightsRecord rec;
+  rec.owned.reserve(2);  // no reallocation: parts point into these strings
   rec.owned.push_back(std::move(header));
   rec.parts.push_back(rec.owned.back());
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i].second;
+    const uint64_t end = offsets[i] + static_cast<uint64_t>(t.nbytes());
     rec.parts.emplace_back(static_cast<const char*>(t.data()), static_cast<size_t>(t.nbytes()));
-    const uint64_t pad = align_up(offsets[i] + t.nbytes()) - (offsets[i] + t.nbytes());
-    if (pad) rec.parts.emplace_back(kZeros.data(), pad);
+    if (align_up(end) > end) rec.parts.emplace_back(kZeros.data(), align_up(end) - end);
   }
-  if (tensors.empty() && rec.owned[0].size() % kWeightsRecordAlign)
-    rec.parts.emplace_back(kZeros.data(), align_up(rec.owned[0].size()) - rec.owned[0].size());
-  store::XxHash64 h;
+  store::XxHash64 h(0);
   for (auto p : rec.parts) h.update(p);
   std::string trailer;
   store::put_le<uint64_t>(trailer, h.digest());
-  rec.owned.push_back(std::move(trailer));  // reserved above: the header's view stays valid
+  rec.owned.push_back(std::move(trailer));
   rec.parts.push_back(rec.owned.back());
   rec.size = size;
   return rec;

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include "actors/store/byte_order.hpp"
 #include "actors/store/node_store.hpp"
 #include "actors/store/weights_cache.hpp"
 #include "actors/store/weights_record.hpp"
@@ -213,6 +214,11 @@ BOOST_AUTO_TEST_CASE(record_round_trip_and_alignment) {
   const auto rec = encode_weights_record({{"a", a}, {"b", b}, {"c", c}});
   auto buffer = std::make_shared<std::string>(flatten(rec));
   BOOST_TEST(buffer->size() == rec.size);
+  BOOST_TEST(buffer->substr(0, 8) == std::string("CWTS\x01\0\0\0", 8));  // magic, format version 1
+  BOOST_TEST(store::get_le<uint64_t>(buffer->data() + 8) == rec.size);
+  BOOST_TEST(store::get_le<uint32_t>(buffer->data() + 16) == 3u);  // tensors
+  BOOST_TEST(store::get_le<uint64_t>(buffer->data() + rec.size - 8) ==
+             store::xxhash64(buffer->data(), rec.size - 8, 0));
   const auto tensors = decode_weights_record(buffer);
   BOOST_REQUIRE(tensors.size() == 3u);
   for (const auto& [name, t] : std::map<std::string, Tensor>{{"a", a}, {"b", b}, {"c", c}}) {
