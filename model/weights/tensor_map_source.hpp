@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include "model/weights/weight_source.hpp"
@@ -28,6 +29,11 @@ class TensorMapSource final : public WeightSource {
     return out;
   }
   std::string origin() const override { return origin_; }
+  TensorMeta meta(const std::string& name) const override {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) throw std::runtime_error(origin_ + ": tensor '" + name + "' is missing");
+    return {it->second.dtype(), it->second.shape()};
+  }
 
  private:
   ModelConfig config_;

@@ -67,6 +67,19 @@ class SafetensorsSource final : public WeightSource {
     return out;
   }
   std::string origin() const override { return dir_.string(); }
+  std::vector<std::string> files() const override {
+    std::vector<std::string> out = {(dir_ / "config.json").string()};
+    const fs::path index = dir_ / "model.safetensors.index.json";
+    if (fs::exists(index)) out.push_back(index.string());
+    for (auto& [name, shard] : shards_) out.push_back(shard->path());
+    return out;
+  }
+  TensorMeta meta(const std::string& name) const override {
+    auto it = files_.find(name);
+    if (it == files_.end()) throw std::runtime_error(dir_.string() + ": tensor '" + name + "' is missing");
+    const SafetensorsInfo* info = it->second->find(name);
+    return {info->dtype, info->shape};
+  }
 
  private:
   fs::path dir_;
@@ -98,6 +111,14 @@ class GgufSource final : public WeightSource {
   }
   std::string origin() const override { return gguf_->path(); }
   std::shared_ptr<const GgufFile> gguf() const override { return gguf_; }
+  std::vector<std::string> files() const override { return {gguf_->path()}; }
+  TensorMeta meta(const std::string& name) const override {
+    auto it = hf_to_gguf_.find(name);
+    if (it == hf_to_gguf_.end())
+      throw std::runtime_error(gguf_->path() + ": tensor '" + name + "' is missing (no GGUF tensor maps to it)");
+    const GgufTensorInfo* info = gguf_->find_tensor(it->second);
+    return {info->dtype, info->shape};  // un-permuting Q/K rows keeps dtype and shape
+  }
 
   Tensor get(const std::string& name) const override {
     auto it = hf_to_gguf_.find(name);

@@ -31,6 +31,19 @@ class WeightSource {
   virtual std::string origin() const = 0;
   // The GGUF file, when the source is one (tokenizer and chat template live in its metadata).
   virtual std::shared_ptr<const class GgufFile> gguf() const { return nullptr; }
+  // The files the config and tensors are read from (empty for sources held in memory): what a cache of converted
+  // weights checks for changes.
+  virtual std::vector<std::string> files() const { return {}; }
+  // A tensor's dtype and shape as get() would return them, without reading or converting its data where the
+  // format allows (the default calls get()). Throws like get() when it is absent.
+  struct TensorMeta {
+    DType dtype;
+    Shape shape;
+  };
+  virtual TensorMeta meta(const std::string& name) const {
+    const Tensor t = get(name);
+    return {t.dtype(), t.shape()};
+  }
 
   // Bytes of tensor data handed out by get() so far.
   uint64_t bytes_requested() const { return bytes_requested_.load(); }

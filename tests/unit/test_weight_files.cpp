@@ -7,7 +7,9 @@
 #include "model/block.hpp"
 #include "model/client_head.hpp"
 #include "model/weights/gguf_file.hpp"
+#include "support/expect_error.hpp"
 #include "support/golden.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace corolla;
 using namespace corolla::test;
@@ -15,37 +17,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("corolla-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
-
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
 }
 void write_file(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-// Runs f and checks that it throws an error whose message contains every fragment.
-template <class F>
-void expect_error(F f, std::initializer_list<std::string> fragments) {
-  try {
-    f();
-    BOOST_ERROR("no error was raised");
-  } catch (const std::exception& e) {
-    const std::string msg = e.what();
-    for (const auto& frag : fragments) BOOST_TEST(msg.find(frag) != std::string::npos, "'" << msg << "' lacks '" << frag << "'");
-  }
 }
 
 Backend& cpu() {
