@@ -1,0 +1,70 @@
+// The tokenizers against llama.cpp's external vectors (gpt-2, llama-bpe, llama-spm, qwen2): every text encodes,
+// without BOS/EOS and without parsing special-token text, to the expected ids; and decodes back to itself.
+// Skipped (exit 77) when the vectors are absent.
+#define BOOST_TEST_MODULE tokenizer_vectors
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "model/tokenizer/tokenizer.hpp"
+#include "model/weights/gguf_file.hpp"
+#include "tests/support/tokenizer_vectors.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+struct SkipWithoutVectors {
+  SkipWithoutVectors() { require_vectors_or_skip(); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(SkipWithoutVectors);
+
+std::string ids_text(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) {
+    s += ' ';
+    s += std::to_string(id);
+  }
+  return s;
+}
+
+constexpr EncodeOptions kRaw{.add_special = false, .parse_special = false};
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(every_text_encodes_to_the_expected_ids, bdata::make(kExternalVocabs), name) {
+  const Tokenizer tok = Tokenizer::from_gguf(*GgufFile::open(vocab_path(name)));
+  const auto cases = read_vectors(name);
+  size_t passed = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto got = tok.encode(cases[i].text, kRaw);
+    if (got == cases[i].ids) {
+      ++passed;
+    } else {
+      BOOST_ERROR(name << " case " << i << " text '" << cases[i].text << "'\n expected" << ids_text(cases[i].ids)
+                       << "\n got     " << ids_text(got));
+    }
+  }
+  BOOST_TEST_MESSAGE(name << ": " << passed << "/" << cases.size() << " texts encode as expected");
+  BOOST_TEST(passed == cases.size());
+  BOOST_TEST(cases.size() == 46u);
+}
+
+BOOST_DATA_TEST_CASE(every_text_decodes_back_to_itself, bdata::make(kExternalVocabs), name) {
+  const Tokenizer tok = Tokenizer::from_gguf(*GgufFile::open(vocab_path(name)));
+  for (const auto& c : read_vectors(name)) {
+    BOOST_TEST(tok.decode(c.ids) == c.text);
+    BOOST_TEST(tok.decode(tok.encode(c.text, kRaw)) == c.text);
+  }
+}
+
+BOOST_DATA_TEST_CASE(repeated_encoding_is_stable, bdata::make(kExternalVocabs), name) {
+  // The second pass runs from the word cache; it must give the same ids as the first.
+  const Tokenizer tok = Tokenizer::from_gguf(*GgufFile::open(vocab_path(name)));
+  const auto cases = read_vectors(name);
+  std::string all;
+  for (const auto& c : cases) all += c.text;
+  const auto first = tok.encode(all, kRaw);
+  BOOST_TEST(tok.encode(all, kRaw) == first);
+}
