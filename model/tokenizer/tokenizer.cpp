@@ -191,7 +191,7 @@ std::string Tokenizer::token_bytes(int32_t id, bool skip_special) const {
     }
     return bytes;
   }
-  const int b = byte_piece_value(p);
+  const int b = d_->decode_byte_fallback ? byte_piece_value(p) : -1;
   if (b >= 0) return std::string(1, static_cast<char>(b));
   std::string text = p;
   replace_all(text, kSpmSpace, " ");
@@ -221,7 +221,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
     };
     for (int32_t id : ids) {
       if (skip_special && is_special(id)) continue;
-      const int b = byte_piece_value(d_->vocab.piece(id));
+      const int b = d_->decode_byte_fallback ? byte_piece_value(d_->vocab.piece(id)) : -1;
       if (b >= 0) {
         run += static_cast<char>(b);
         continue;

@@ -77,6 +77,7 @@ struct TokenizerData {
   // ids → text.
   DecodeMode decode_mode = DecodeMode::byte_level;
   bool decode_strip_space = false;  // drop one leading space from the text (SentencePiece's dummy prefix)
+  bool decode_byte_fallback = false;  // SentencePiece mode: <0xXX> pieces stand for their byte
 
   std::string chat_template;
 

@@ -89,6 +89,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
     if (space_prefix) d->normalize.push_back({NormalizeStep::prepend, " ", ""});
     d->normalize.push_back({NormalizeStep::replace, " ", std::string(kSpmSpace)});
     d->decode_strip_space = space_prefix;
+    d->decode_byte_fallback = true;
     d->merges = spm_merges_from_scores(d->vocab);
     d->spm_word_split = spm_words_are_independent(d->vocab);
     d->bpe.byte_fallback = true;

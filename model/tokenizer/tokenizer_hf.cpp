@@ -145,7 +145,13 @@ void parse_decoder(const json& dec, TokenizerData& d) {
         d.decode_strip_space = step.value("start", 0) == 1;
       } else if (t == "ByteLevel") {
         d.decode_mode = DecodeMode::byte_level;
-      } else if (t != "Replace" && t != "ByteFallback" && t != "Fuse") {
+      } else if (t == "ByteFallback") {
+        d.decode_byte_fallback = true;
+      } else if (t == "Replace") {
+        auto [pattern, literal] = pattern_of(step.at("pattern"));
+        if (!literal || pattern != kSpmSpace || step.value("content", "") != " ")
+          unsupported("decoder (Replace other than \"▁\" by a space)", step);
+      } else if (t != "Fuse") {
         unsupported("decoder", step);
       }
     }
