@@ -5,6 +5,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "model/weights/gguf_file.hpp"
 #include "tests/support/tokenizer_vectors.hpp"
@@ -56,6 +57,17 @@ BOOST_DATA_TEST_CASE(every_text_decodes_back_to_itself, bdata::make(kExternalVoc
   for (const auto& c : read_vectors(name)) {
     BOOST_TEST(tok.decode(c.ids) == c.text);
     BOOST_TEST(tok.decode(tok.encode(c.text, kRaw)) == c.text);
+  }
+}
+
+BOOST_DATA_TEST_CASE(streaming_decodes_every_text, bdata::make(kExternalVocabs), name) {
+  const Tokenizer tok = Tokenizer::from_gguf(*GgufFile::open(vocab_path(name)));
+  for (const auto& c : read_vectors(name)) {
+    StreamDecoder stream(tok);
+    std::string joined;
+    for (int32_t id : c.ids) joined += stream.push(id);
+    joined += stream.flush();
+    BOOST_TEST(joined == c.text);
   }
 }
 
