@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({}).at(before), std::move(run));
   };
   add(corolla::cli::add_generate);
+  add(corolla::cli::add_tokenize);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
