@@ -68,6 +68,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
     const std::string pre = g.find_string("tokenizer.ggml.pre").value_or("default");
     d->pre = PreTokenizer::for_gguf_name(pre, &d->ignore_merges);
     add_bos = d->ignore_merges;  // llama.cpp: Llama-3-style vocabularies add BOS by default
+    // Qwen2's tokenizer.json normalizes to NFC (llama.cpp skips this; it only matters for decomposed text).
+    if (pre == "qwen2") d->normalize.push_back({NormalizeStep::unicode, "", "", NormalForm::nfc});
     const auto& merges = g.get_array("tokenizer.ggml.merges").strings;
     d->merges = MergeTable();
     for (size_t rank = 0; rank < merges.size(); ++rank) {
