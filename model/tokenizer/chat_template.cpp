@@ -1,5 +1,6 @@
 #include "model/tokenizer/chat_template.hpp"
 
+#include <ostream>
 #include <stdexcept>
 
 #include "model/tokenizer/tokenizer.hpp"
@@ -76,6 +77,8 @@ std::string_view to_string(ChatFormat f) {
   }
   return "plain";
 }
+
+std::ostream& operator<<(std::ostream& os, ChatFormat format) { return os << to_string(format); }
 
 ChatTemplate ChatTemplate::detect(std::string_view jinja, std::string bos, std::string eos) {
   ChatTemplate t;

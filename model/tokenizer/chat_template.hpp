@@ -10,6 +10,7 @@
 //   plain    "Role: content" lines, for models without a template
 #pragma once
 
+#include <iosfwd>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,7 @@ struct ChatMessage {
 
 enum class ChatFormat { chatml, llama3, llama2, mistral, plain };
 std::string_view to_string(ChatFormat format);
+std::ostream& operator<<(std::ostream& os, ChatFormat format);
 
 class ChatTemplate {
  public:

@@ -72,6 +72,7 @@ Tokenizer::Tokenizer(std::shared_ptr<const TokenizerData> data) : d_(std::move(d
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path)) return from_hf_dir(path);
+  if (path.filename() == "tokenizer.json") return from_hf_dir(path.parent_path().empty() ? "." : path.parent_path());
   if (!std::filesystem::exists(path)) throw std::runtime_error(path.string() + ": no such file or directory");
   return from_gguf(*GgufFile::open(path.string()));
 }

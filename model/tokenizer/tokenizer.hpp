@@ -34,7 +34,7 @@ class Tokenizer {
   // A directory holding tokenizer.json, and optionally tokenizer_config.json, chat_template.jinja and
   // generation_config.json.
   static Tokenizer from_hf_dir(const std::filesystem::path& dir);
-  // A GGUF file or a Hugging Face directory.
+  // A GGUF file, a Hugging Face directory, or the tokenizer.json in one.
   static Tokenizer load(const std::filesystem::path& path);
 
   // Throws std::invalid_argument naming the byte offset when `text` is not valid UTF-8.

@@ -5,6 +5,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "model/tokenizer/chat_template.hpp"
 #include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "model/weights/gguf_file.hpp"
@@ -79,4 +80,34 @@ BOOST_DATA_TEST_CASE(repeated_encoding_is_stable, bdata::make(kExternalVocabs), 
   for (const auto& c : cases) all += c.text;
   const auto first = tok.encode(all, kRaw);
   BOOST_TEST(tok.encode(all, kRaw) == first);
+}
+
+BOOST_AUTO_TEST_CASE(special_tokens_follow_the_metadata) {
+  auto load = [](const char* name) { return Tokenizer::from_gguf(*GgufFile::open(vocab_path(name))); };
+  const Tokenizer gpt2 = load("gpt-2"), llama3 = load("llama-bpe"), llama2 = load("llama-spm"), qwen2 = load("qwen2");
+  BOOST_TEST(gpt2.bos_id() == 50256);
+  BOOST_TEST(!gpt2.adds_bos());
+  BOOST_TEST(gpt2.encode("Hello world") == (std::vector<int32_t>{15496, 995}));
+
+  BOOST_TEST(llama3.adds_bos());
+  BOOST_TEST(llama3.eos_id() == 128001);
+  BOOST_TEST(llama3.is_eos(128009));  // <|eot_id|> ends a turn
+  BOOST_TEST(llama3.encode("<|start_header_id|>user").front() == 128000);
+  BOOST_TEST(llama3.encode("<|start_header_id|>user")[1] == 128006);
+  BOOST_TEST(llama3.encode("<|eot_id|>", kRaw).size() > 1u);  // plain text in raw mode
+
+  BOOST_TEST(llama2.adds_bos());
+  BOOST_TEST(llama2.encode("Hello world") == (std::vector<int32_t>{1, 15043, 3186}));
+  BOOST_TEST(llama2.decode(std::vector<int32_t>{1, 15043, 3186}) == "<s> Hello world");
+  BOOST_TEST(llama2.decode(std::vector<int32_t>{1, 15043, 3186}, true) == "Hello world");
+
+  BOOST_TEST(!qwen2.adds_bos());
+  BOOST_TEST(qwen2.is_eos(151645));  // <|im_end|>
+  const auto chat = ChatTemplate::for_tokenizer(qwen2);
+  BOOST_TEST(chat.format() == ChatFormat::chatml);
+  BOOST_TEST(chat.default_system() == "You are a helpful assistant");
+  const std::vector<ChatMessage> hello = {{"user", "Hi"}};
+  const auto ids = qwen2.encode(chat.render(hello, true), {.add_special = false, .parse_special = true});
+  BOOST_TEST(ids.front() == 151644);  // <|im_start|>
+  BOOST_TEST(std::count(ids.begin(), ids.end(), 151645) == 2);
 }

@@ -30,10 +30,6 @@ std::string text_or_empty(const json& j) { return j.is_string() ? j.get<std::str
 
 }  // namespace
 
-namespace corolla {
-std::ostream& operator<<(std::ostream& os, ChatFormat f) { return os << to_string(f); }
-}  // namespace corolla
-
 BOOST_AUTO_TEST_CASE(formats_are_recognised_from_the_templates) {
   const json g = golden();
   const std::map<std::string, ChatFormat> expected = {{"smollm2", ChatFormat::chatml},
