@@ -66,7 +66,11 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
     d->byte_level = true;
     d->decode_mode = DecodeMode::byte_level;
     const std::string pre = g.find_string("tokenizer.ggml.pre").value_or("default");
-    d->pre = PreTokenizer::for_gguf_name(pre, &d->ignore_merges);
+    try {
+      d->pre = PreTokenizer::for_gguf_name(pre, &d->ignore_merges);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(g.path() + ": tokenizer.ggml.pre: " + e.what());
+    }
     add_bos = d->ignore_merges;  // llama.cpp: Llama-3-style vocabularies add BOS by default
     // Qwen2's tokenizer.json normalizes to NFC (llama.cpp skips this; it only matters for decomposed text).
     if (pre == "qwen2") d->normalize.push_back({NormalizeStep::unicode, "", "", NormalForm::nfc});
