@@ -111,6 +111,8 @@ TEXTS = [
     "text with <|endoftext|> in the middle",
     "not quite special: <|im_start and im_end|> and <s and /s>",
     "a" * 300,
+    "fill the <mask> here,  <mask>\t<mask>x and <sep>  next <sep>\nend [NOTE] [NOTE]x",
+    "keeper keepers xkeeper keeper_ keeper. (keeper) gatekeeper keeper1 ékeeper keeperé 'keeper'",
     "supercalifragilisticexpialidocious antidisestablishmentarianism",
 ]
 
@@ -264,6 +266,10 @@ def make_bpe_smollm():
     tok = byte_level_tokenizer(pre, specials, 450)
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     tok.add_tokens([AddedToken("[NOTE]", special=False, normalized=False)])
+    # lstrip/rstrip and single_word as some models declare them.
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=False, special=True, normalized=False)])
+    tok.add_tokens([AddedToken("<sep>", lstrip=False, rstrip=True, special=False, normalized=False),
+                    AddedToken("keeper", single_word=True, special=False, normalized=False)])
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": "<|im_start|>",
