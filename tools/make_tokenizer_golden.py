@@ -112,7 +112,7 @@ TEXTS = [
     "not quite special: <|im_start and im_end|> and <s and /s>",
     "a" * 300,
     "fill the <mask> here,  <mask>\t<mask>x and <sep>  next <sep>\nend [NOTE] [NOTE]x",
-    "keeper keepers xkeeper keeper_ keeper. (keeper) gatekeeper keeper1 ékeeper keeperé 'keeper'",
+    "zorp zorps xzorp zorp_ zorp. (zorp) gatezorp zorp1 ézorp zorpé 'zorp' 灯zorp",
     "supercalifragilisticexpialidocious antidisestablishmentarianism",
 ]
 
@@ -269,7 +269,7 @@ def make_bpe_smollm():
     # lstrip/rstrip and single_word as some models declare them.
     tok.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=False, special=True, normalized=False)])
     tok.add_tokens([AddedToken("<sep>", lstrip=False, rstrip=True, special=False, normalized=False),
-                    AddedToken("keeper", single_word=True, special=False, normalized=False)])
+                    AddedToken("zorp", single_word=True, special=False, normalized=False)])
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": "<|im_start|>",
