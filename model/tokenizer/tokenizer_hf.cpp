@@ -235,8 +235,10 @@ void parse_tokenizer_json(const json& tj, TokenizerData& d) {
   parse_pre_tokenizer(tj.value("pre_tokenizer", json()), d);
   parse_decoder(tj.value("decoder", json()), d);
   parse_post_processor(tj.value("post_processor", json()), d);
-  // SentencePiece-style text without a pre-tokenizer is one long word; cut it where no merge can cross.
-  if (!d.byte_level && d.pre.empty() && !d.metaspace.enabled) d.spm_word_split = spm_words_are_independent(d.vocab);
+  // SentencePiece-style text without a pre-tokenizer split is one long word; cut it where no merge can cross.
+  if (!d.byte_level && !d.ignore_merges && d.pre.empty() &&
+      (!d.metaspace.enabled || d.metaspace.replacement == kSpmSpace))
+    d.spm_word_split = spm_words_are_independent(d.vocab);
 }
 
 // tokenizer_config.json: special tokens, BOS/EOS flags, chat template.
