@@ -54,7 +54,10 @@ std::string english_text(size_t bytes) {
       if (i == 0 && w[0] >= 'a' && w[0] <= 'z') w[0] = static_cast<char>(w[0] - 'a' + 'A');
       text += w;
       const int r = roll(rng);
-      if (r < 3) text += " " + std::to_string(rng() % 100000);
+      if (r < 3) {
+        text += ' ';
+        text += std::to_string(rng() % 100000);
+      }
       if (i + 1 < n) text += r < 12 ? ", " : " ";
     }
     text += roll(rng) < 15 ? ".\n\n" : ". ";
