@@ -1,4 +1,4 @@
-// UTF-8 helpers for the tokenizers: strict validation, lossy decoding (U+FFFD for ill-formed bytes, the way
+// Unicode for the tokenizers: strict validation, lossy decoding (U+FFFD for ill-formed bytes, the way
 // Rust's String::from_utf8_lossy and so Hugging Face tokenizers do it), and GPT-2's byte-to-unicode alphabet.
 #pragma once
 
