@@ -38,3 +38,11 @@ target_link_libraries(corolla::caf INTERFACE ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRAR
 find_package(CapnProto CONFIG REQUIRED)
 find_package(RocksDB 7 CONFIG REQUIRED)
 find_package(tomlplusplus 3 CONFIG REQUIRED)
+
+# PCRE2 (8-bit, with JIT): Unicode-aware regular expressions for the tokenizers' pre-tokenizer split rules.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET GLOBAL libpcre2-8)
+add_library(corolla::pcre2 ALIAS PkgConfig::PCRE2)
+# ICU (common library only): Unicode normalization (NFC, NFKC, ...) that some tokenizer.json files declare.
+pkg_check_modules(ICU_UC REQUIRED IMPORTED_TARGET GLOBAL icu-uc)
+add_library(corolla::icu ALIAS PkgConfig::ICU_UC)

@@ -9,7 +9,7 @@ packages=(
   build-essential cmake pkg-config git python3 python3-pip
   libcaf-dev capnproto libcapnp-dev librocksdb-dev libtomlplusplus-dev
   libboost-test-dev libboost-dev
-  libopenblas-pthread-dev libdnnl-dev libpcre2-dev
+  libopenblas-pthread-dev libdnnl-dev libpcre2-dev libicu-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev
 )
 missing=()

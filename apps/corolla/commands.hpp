@@ -10,5 +10,6 @@ namespace corolla::cli {
 using Runner = std::function<int()>;
 Runner add_generate(CLI::App& app);
 Runner add_config_check(CLI::App& app);
+Runner add_tokenize(CLI::App& app);
 
 }  // namespace corolla::cli

@@ -1,0 +1,102 @@
+// Chat templates against transformers' apply_chat_template with the models' real Jinja templates
+// (tests/data/chat_templates/golden.json, written by tools/make_tokenizer_golden.py).
+#define BOOST_TEST_MODULE chat_template
+#include <boost/test/unit_test.hpp>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "model/tokenizer/chat_template.hpp"
+#include "model/tokenizer/tokenizer.hpp"
+
+using namespace corolla;
+using json = nlohmann::json;
+
+namespace {
+
+json golden() {
+  std::ifstream f(std::string(COROLLA_TEST_DATA) + "/chat_templates/golden.json");
+  BOOST_REQUIRE(f);
+  return json::parse(f);
+}
+
+std::vector<ChatMessage> conversation(const json& j) {
+  std::vector<ChatMessage> out;
+  for (const json& m : j) out.push_back({m.at("role"), m.at("content")});
+  return out;
+}
+
+std::string text_or_empty(const json& j) { return j.is_string() ? j.get<std::string>() : std::string(); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(formats_are_recognised_from_the_templates) {
+  const json g = golden();
+  const std::map<std::string, ChatFormat> expected = {{"smollm2", ChatFormat::chatml},
+                                                      {"qwen2", ChatFormat::chatml},
+                                                      {"llama3", ChatFormat::llama3},
+                                                      {"llama2", ChatFormat::llama2},
+                                                      {"mistral", ChatFormat::mistral}};
+  for (const auto& [name, spec] : g.at("templates").items()) {
+    const auto t = ChatTemplate::detect(spec.at("template").get<std::string>(), "", "");
+    BOOST_TEST(to_string(t.format()) == to_string(expected.at(name)), name);
+  }
+  BOOST_TEST(ChatTemplate::detect(g["templates"]["smollm2"]["template"].get<std::string>(), "", "").default_system() ==
+             "You are a helpful AI assistant named SmolLM, trained by Hugging Face");
+  BOOST_TEST(ChatTemplate::detect(g["templates"]["qwen2"]["template"].get<std::string>(), "", "").default_system() ==
+             "You are a helpful assistant.");
+  BOOST_TEST(ChatTemplate::detect("", "", "").format() == ChatFormat::plain);
+  BOOST_TEST(ChatTemplate::detect("{{ messages }}", "", "").format() == ChatFormat::plain);
+}
+
+BOOST_AUTO_TEST_CASE(rendering_matches_transformers) {
+  const json g = golden();
+  size_t passed = 0;
+  for (const json& c : g.at("cases")) {
+    const std::string name = c.at("template");
+    const json& spec = g.at("templates").at(name);
+    const auto t = ChatTemplate::detect(spec.at("template").get<std::string>(), text_or_empty(spec.at("bos")),
+                                        text_or_empty(spec.at("eos")));
+    const auto messages = conversation(g.at("conversations").at(c.at("conversation").get<size_t>()));
+    const bool gen = c.at("add_generation_prompt");
+    const std::string label = name + " conversation " + c.at("conversation").dump() + (gen ? " +gen" : "");
+    if (c.contains("error")) {
+      try {
+        t.render(messages, gen);
+        BOOST_ERROR(label << ": expected the error '" << c.at("error").get<std::string>() << "'");
+      } catch (const std::invalid_argument& e) {
+        BOOST_TEST(std::string(e.what()) == c.at("error").get<std::string>(), label);
+        ++passed;
+      }
+    } else {
+      const std::string got = t.render(messages, gen);
+      BOOST_TEST(got == c.at("text").get<std::string>(), label);
+      passed += got == c.at("text").get<std::string>();
+    }
+  }
+  BOOST_TEST_MESSAGE(passed << "/" << g.at("cases").size() << " renderings match transformers");
+}
+
+BOOST_AUTO_TEST_CASE(templates_come_from_the_tokenizer_config) {
+  const std::string dir = std::string(COROLLA_TEST_DATA) + "/tokenizers/";
+  const auto smollm = ChatTemplate::for_tokenizer(Tokenizer::from_hf_dir(dir + "bpe-smollm"));
+  BOOST_TEST(smollm.format() == ChatFormat::chatml);
+  BOOST_TEST(!smollm.default_system().empty());
+  const auto llama3 = ChatTemplate::for_tokenizer(Tokenizer::from_hf_dir(dir + "bpe-llama3"));
+  BOOST_TEST(llama3.format() == ChatFormat::llama3);
+  const std::vector<ChatMessage> hello = {{"user", "Hi"}};
+  BOOST_TEST(llama3.render(hello, true) ==
+             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+             "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const auto llama2 = ChatTemplate::for_tokenizer(Tokenizer::from_hf_dir(dir + "spm-legacy"));
+  BOOST_TEST(llama2.format() == ChatFormat::llama2);
+  BOOST_TEST(llama2.render(hello, true) == "<s>[INST] Hi [/INST]");
+  const auto mistral = ChatTemplate::for_tokenizer(Tokenizer::from_hf_dir(dir + "spm-metaspace"));
+  BOOST_TEST(mistral.format() == ChatFormat::mistral);
+}
+
+BOOST_AUTO_TEST_CASE(plain_fallback) {
+  const auto t = ChatTemplate::detect("", "", "");
+  const std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", "Hi"}};
+  BOOST_TEST(t.render(m, true) == "System: Be brief.\nUser: Hi\nAssistant:");
+}

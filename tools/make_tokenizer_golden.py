@@ -1,0 +1,533 @@
+#!/usr/bin/env python3
+"""Golden data for Corolla's tokenizers and chat templates, produced by Hugging Face itself.
+
+Tokenizers: learns SMALL BPE vocabularies of our own (a plain deterministic trainer below, on text written
+for this project), builds Hugging Face `tokenizers` objects in the shapes real models use, and writes for each
+    tests/data/tokenizers/<name>/tokenizer.json, tokenizer_config.json, golden.json
+where golden.json holds texts with the ids HF `tokenizers` gives them (with and without special tokens) and
+the text HF decodes back, plus id sequences chosen to exercise decoding (split multi-byte characters, byte
+tokens, special tokens).
+
+  bpe-smollm    byte-level BPE, Digits(individual) + ByteLevel pre-tokenizer (SmolLM / GPT-2 style)
+  bpe-llama3    byte-level BPE, Llama-3 Split regex, ignore_merges, BOS added by TemplateProcessing
+  bpe-qwen2     byte-level BPE, NFC normalizer, Qwen2 Split regex (single digits)
+  spm-legacy    SentencePiece-style BPE with byte fallback, Prepend/Replace normalizer, Strip decoder
+                (Llama-2's tokenizer.json layout)
+  spm-metaspace SentencePiece-style BPE with byte fallback, Metaspace pre-tokenizer (prepend_scheme "first")
+                and Metaspace decoder (newer Llama/Mistral layout)
+
+Chat templates: renders conversations with transformers' apply_chat_template and the real Jinja templates of
+SmolLM2-Instruct, Qwen2-Instruct, Llama-3-Instruct, Llama-2-chat and Mistral-Instruct, and writes
+    tests/data/chat_templates/golden.json
+
+Needs the PyPI packages `tokenizers` and `transformers` (no model hub access). Output is deterministic; rerun
+after changing this script and commit the result:  python3 tools/make_tokenizer_golden.py
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT_TOK = ROOT / "tests" / "data" / "tokenizers"
+OUT_CHAT = ROOT / "tests" / "data" / "chat_templates"
+
+# Training text, written for this project.
+CORPUS = """
+The lighthouse keeper rose before dawn, as he had done for thirty-one years. He climbed the spiral stairs,
+counted the steps out of habit (there were 117 of them), and wiped the salt from the great lens. Outside,
+the sea was the colour of pewter and the gulls were already arguing over the harbour.
+
+"You'll want your coat," his daughter said when he came down. "The wind's turned north, and it isn't going
+to turn back before Thursday." She was right, of course; she usually was. They'd lived together in the
+cottage since her mother died, and between them they kept the light, the garden, and a ledger of every ship
+that passed: 4,312 entries, the oldest written in pencil that had faded almost to nothing.
+
+On the first Monday of each month a boat brought flour, lamp oil, letters and newspapers that were already a
+week old. The keeper read them anyway, slowly, from the front page to the tide tables. He didn't trust news
+that arrived too quickly. "If it matters," he liked to say, "it'll still matter next week."
+
+In the evenings they played chess by the stove. She won more often than he did, which pleased him more than
+he admitted. Sometimes, when the weather was calm, they walked along the cliff path to the old signal station
+and watched the lights of the fishing fleet go out one by one, like candles on a cake that nobody had wished on.
+
+Numbers in the ledger: 1, 12, 123, 1234, 12345, 3.14159, 2.71828, 1,000,000 and 0.5% of the total.
+Dates: 1999-12-31, 2024-02-29. Times: 07:45, 23:59. Prices: $19.99, €5, £12.50.
+Code: def add(a, b): return a + b  # adds two numbers
+      for (int i = 0; i < n; ++i) { sum += x[i]; }
+      if x != None and y >= 10: print("ok")
+Shouting: THE STORM IS COMING! DON'T GO OUT! WE'LL WAIT. I'M SURE. THEY'VE GONE.
+
+Le gardien du phare se levait avant l'aube. Il était fier de son travail, même en hiver.
+Der Leuchtturmwärter stand vor der Morgendämmerung auf. Über die Jahre hatte er viel gesehen.
+Смотритель маяка вставал до рассвета и поднимался по винтовой лестнице.
+灯台守は夜明け前に起きた。彼は三十一年間、毎朝そうしていた。
+灯塔看守人每天黎明前起床，擦亮巨大的透镜。
+¡Qué tormenta! ¿Vendrá el barco mañana? Ñandú, acción, corazón.
+Emoji: 🌊🌊 ⛵ 🐟🐟🐟 👍 ❤️ ☕
+"""
+
+# Texts the golden files record (written for this project).
+TEXTS = [
+    "",
+    " ",
+    "  ",
+    "\n",
+    "\n\n",
+    "\t",
+    " \t\n ",
+    "Hello world",
+    " Hello world",
+    "Hello  world",
+    "Hello world!  ",
+    "The lighthouse keeper rose before dawn.",
+    "the LIGHTHOUSE Keeper",
+    "I'm sure you'll see they've gone, don't you think? It's WE'LL and I'M and They'RE.",
+    "1 12 123 1234 12345 123456 1234567",
+    "3.14159 and 2,718.28 and 1e10",
+    "Version 2.0.1 released on 2024-02-29 at 07:45.",
+    "$19.99 €5 £12.50 ¥300",
+    "def add(a, b):\n    return a + b\n",
+    "for (int i = 0; i < n; ++i) {\n\tsum += x[i];\n}",
+    "line one\nline two\r\nline three\n\n\nend",
+    "   leading spaces and trailing spaces   ",
+    "Le gardien du phare se levait avant l'aube.",
+    "Über die Jahre hatte er viel gesehen: Größe, Maß, Straße.",
+    "Смотритель маяка вставал до рассвета.",
+    "灯台守は夜明け前に起きた。",
+    "灯塔看守人每天黎明前起床",
+    "Emoji: 🌊⛵🐟 👍🏽 👨‍👩‍👧 ❤️",
+    "Rare characters: ꙮ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 ∮ E⋅da = Q, 𓀀",
+    "Combining: e\u0301 a\u0300 n\u0303 (decomposed) é à ñ (composed)",
+    "Arabic: مرحبا بالعالم",
+    "Mixed123abc456DEF",
+    "!!!???...---",
+    "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n",
+    "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+    "<s>[INST] Who are you? [/INST] A keeper.</s>",
+    "text with <|endoftext|> in the middle",
+    "not quite special: <|im_start and im_end|> and <s and /s>",
+    "a" * 300,
+    "fill the <mask> here,  <mask>\t<mask>x and <sep>  next <sep>\nend [NOTE] [NOTE]x",
+    "zorp zorps xzorp zorp_ zorp. (zorp) gatezorp zorp1 ézorp zorpé 'zorp' 灯zorp",
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+]
+
+# Conversations for the chat template golden file.
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello"}],
+    [{"role": "system", "content": "You are a terse assistant."}, {"role": "user", "content": "What is 2+2?"}],
+    [
+        {"role": "user", "content": "Name a colour."},
+        {"role": "assistant", "content": "Blue."},
+        {"role": "user", "content": "Another one?"},
+    ],
+    [
+        {"role": "system", "content": "You keep a lighthouse."},
+        {"role": "user", "content": "  How many steps?  "},
+        {"role": "assistant", "content": "   There are 117 steps.   "},
+        {"role": "user", "content": "Thanks!\n"},
+    ],
+    [{"role": "user", "content": "Écris « bonjour » en 日本語, please.\nTwo lines."}],
+    [{"role": "assistant", "content": "I start."}, {"role": "user", "content": "Then I answer."}],
+]
+
+# The chat templates as the models publish them (tokenizer_config.json "chat_template").
+CHAT_TEMPLATES = {
+    "smollm2": {
+        "bos": "<|im_start|>",
+        "eos": "<|im_end|>",
+        "template": "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+        "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+        "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+        "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+    },
+    "qwen2": {
+        "bos": None,
+        "eos": "<|im_end|>",
+        "template": "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+        "{{ '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}"
+        "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+    },
+    "llama3": {
+        "bos": "<|begin_of_text|>",
+        "eos": "<|eot_id|>",
+        "template": "{% set loop_messages = messages %}{% for message in loop_messages %}"
+        "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim"
+        " + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}"
+        "{% endfor %}{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}",
+    },
+    "llama2": {
+        "bos": "<s>",
+        "eos": "</s>",
+        "template": "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+        "{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}"
+        "{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
+        "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        "{% if loop.index0 == 0 and system_message != false %}"
+        "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+        "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}"
+        "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+        "{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}",
+    },
+    "mistral": {
+        "bos": "<s>",
+        "eos": "</s>",
+        "template": "{{ bos_token }}{% for message in messages %}"
+        "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+        "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
+        "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}",
+    },
+}
+
+LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+SPM_SPACE = "\u2581"
+
+
+def corpus_lines():
+    return [line for line in CORPUS.split("\n") if line.strip()]
+
+
+def learn_merges(words, alphabet, n_merges):
+    """A plain, deterministic BPE trainer: repeatedly merge the most frequent adjacent pair (ties: the
+    smallest pair in string order). `words` maps a word (tuple of symbols) to its count."""
+    words = {tuple(w): c for w, c in words.items()}
+    merges = []
+    for _ in range(n_merges):
+        counts = {}
+        for w, c in words.items():
+            for pair in zip(w, w[1:]):
+                counts[pair] = counts.get(pair, 0) + c
+        if not counts:
+            break
+        best = min(counts, key=lambda p: (-counts[p], p))
+        if counts[best] < 2:
+            break
+        merges.append(best)
+        merged = {}
+        for w, c in words.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            merged[tuple(out)] = merged.get(tuple(out), 0) + c
+        words = merged
+    return merges
+
+
+def word_counts(pre_tokenizer, normalizer=None):
+    counts = {}
+    for line in corpus_lines():
+        if normalizer is not None:
+            line = normalizer.normalize_str(line)
+        for word, _ in pre_tokenizer.pre_tokenize_str(line):
+            counts[word] = counts.get(word, 0) + 1
+    return counts
+
+
+def byte_level_tokenizer(pre_tokenizer, specials, n_merges, normalizer=None, ignore_merges=False):
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    counts = word_counts(pre_tokenizer, normalizer)
+    merges = learn_merges({tuple(w): c for w, c in counts.items()}, alphabet, n_merges)
+    vocab = {}
+    for piece in specials + alphabet + [a + b for a, b in merges]:
+        vocab.setdefault(piece, len(vocab))
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=ignore_merges))
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials])
+    return tok
+
+
+def make_bpe_smollm():
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    pre = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+    )
+    tok = byte_level_tokenizer(pre, specials, 450)
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tok.add_tokens([AddedToken("[NOTE]", special=False, normalized=False)])
+    # lstrip/rstrip and single_word as some models declare them.
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=False, special=True, normalized=False)])
+    tok.add_tokens([AddedToken("<sep>", lstrip=False, rstrip=True, special=False, normalized=False),
+                    AddedToken("zorp", single_word=True, special=False, normalized=False)])
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|im_start|>",
+        "eos_token": "<|im_end|>",
+        "unk_token": "<|endoftext|>",
+        "chat_template": CHAT_TEMPLATES["smollm2"]["template"],
+    }
+    return tok, config
+
+
+def make_bpe_llama3():
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+    pre = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok = byte_level_tokenizer(pre, specials, 500, ignore_merges=True)
+    bos = tok.token_to_id("<|begin_of_text|>")
+    tok.post_processor = processors.Sequence(
+        [
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(
+                single="<|begin_of_text|> $A",
+                pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+                special_tokens=[("<|begin_of_text|>", bos)],
+            ),
+        ]
+    )
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "chat_template": CHAT_TEMPLATES["llama3"]["template"],
+    }
+    return tok, config
+
+
+def make_bpe_qwen2():
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    pre = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok = byte_level_tokenizer(pre, specials, 350, normalizer=normalizers.NFC())
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": None,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "add_bos_token": False,
+        "chat_template": CHAT_TEMPLATES["qwen2"]["template"],
+    }
+    return tok, config
+
+
+def train_spm_style(n_merges, min_char_count=3):
+    """A SentencePiece-style BPE: pieces start with ▁ and never cross words; characters seen fewer than
+    `min_char_count` times are left out so that byte fallback is used. Returns (vocab, merges) with <unk>,
+    <s>, </s> and the 256 byte tokens first, as Llama has them."""
+    pre = pre_tokenizers.Metaspace(replacement=SPM_SPACE, prepend_scheme="always", split=True)
+    counts = word_counts(pre)
+    chars = {}
+    for w, c in counts.items():
+        for ch in w:
+            chars[ch] = chars.get(ch, 0) + c
+    alphabet = sorted(ch for ch, c in chars.items() if c >= min_char_count)
+    known = set(alphabet)
+    # Words are cut at unknown characters, which never merge.
+    words = {}
+    for w, c in counts.items():
+        part = []
+        for ch in list(w) + [None]:
+            if ch in known:
+                part.append(ch)
+                continue
+            if part:
+                words[tuple(part)] = words.get(tuple(part), 0) + c
+            part = []
+    merges = learn_merges(words, alphabet, n_merges)
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    for piece in alphabet + [a + b for a, b in merges]:
+        vocab.setdefault(piece, len(vocab))
+    return vocab, [list(m) for m in merges]
+
+
+def spm_tokenizer_json(vocab, merges, layout):
+    specials = [
+        {"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+         "special": True}
+        for t in ("<unk>", "<s>", "</s>")
+    ]
+    data = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": specials,
+        "normalizer": None,
+        "pre_tokenizer": None,
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [
+                {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": "<s>", "type_id": 1}},
+                {"Sequence": {"id": "B", "type_id": 1}},
+            ],
+            "special_tokens": {"<s>": {"id": "<s>", "ids": [vocab["<s>"]], "tokens": ["<s>"]}},
+        },
+        "decoder": None,
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "<unk>",
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": merges,
+        },
+    }
+    if layout == "legacy":
+        data["normalizer"] = {
+            "type": "Sequence",
+            "normalizers": [
+                {"type": "Prepend", "prepend": SPM_SPACE},
+                {"type": "Replace", "pattern": {"String": " "}, "content": SPM_SPACE},
+            ],
+        }
+        data["decoder"] = {
+            "type": "Sequence",
+            "decoders": [
+                {"type": "Replace", "pattern": {"String": SPM_SPACE}, "content": " "},
+                {"type": "ByteFallback"},
+                {"type": "Fuse"},
+                {"type": "Strip", "content": " ", "start": 1, "stop": 0},
+            ],
+        }
+    else:
+        data["pre_tokenizer"] = {"type": "Metaspace", "replacement": SPM_SPACE, "prepend_scheme": "first", "split": False}
+        data["decoder"] = {"type": "Metaspace", "replacement": SPM_SPACE, "prepend_scheme": "first", "split": False}
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def make_spm(layout):
+    vocab, merges = train_spm_style(500)
+    tok = spm_tokenizer_json(vocab, merges, layout)
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "add_bos_token": True,
+        "add_eos_token": False,
+        "chat_template": CHAT_TEMPLATES["llama2" if layout == "legacy" else "mistral"]["template"],
+    }
+    return tok, config
+
+
+def decode_cases(tok):
+    """Id sequences that exercise decoding: each token of a text alone, multi-byte characters cut in two,
+    lone byte tokens, special tokens at the start."""
+    cases = []
+    for text in ["Größe 灯台 🌊 ꙮ", "Hello world", " two  spaces", "<|im_end|>Hello", "<s> Hello</s>"]:
+        ids = tok.encode(text, add_special_tokens=True).ids
+        cases.append(ids)
+        cases.append(ids[1:])
+        cases.append(ids[:-1])
+        cases.extend([[i] for i in ids])
+    vocab = tok.get_vocab()
+    byte_ids = [vocab[f"<0x{b:02X}>"] for b in (0xE7, 0x81, 0xAF, 0x41, 0xF0)] if "<0xE7>" in vocab else []
+    if byte_ids:
+        cases += [byte_ids, byte_ids[:2], byte_ids[1:], byte_ids[3:4] + byte_ids[0:3]]
+    unique = []
+    for c in cases:
+        if c not in unique:
+            unique.append(c)
+    return [
+        {"ids": ids, "text": tok.decode(ids, skip_special_tokens=False),
+         "text_skip_special": tok.decode(ids, skip_special_tokens=True)}
+        for ids in unique
+    ]
+
+
+def write_tokenizer(name, tok, config):
+    out = OUT_TOK / name
+    out.mkdir(parents=True, exist_ok=True)
+    tok.save(str(out / "tokenizer.json"), pretty=False)
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))  # the golden ids come from the file as written
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=1, ensure_ascii=False) + "\n")
+    cases = []
+    for text in TEXTS:
+        ids = tok.encode(text, add_special_tokens=False).ids
+        with_special = tok.encode(text, add_special_tokens=True).ids
+        cases.append(
+            {
+                "text": text,
+                "ids": ids,
+                "ids_with_special": with_special,
+                "decoded": tok.decode(ids, skip_special_tokens=False),
+                "decoded_skip_special": tok.decode(with_special, skip_special_tokens=True),
+            }
+        )
+    golden = {"tokenizers_version": __import__("tokenizers").__version__, "vocab_size": tok.get_vocab_size(),
+              "cases": cases, "decode_cases": decode_cases(tok)}
+    (out / "golden.json").write_text(json.dumps(golden, ensure_ascii=False, indent=0) + "\n")
+
+
+def write_chat_golden():
+    from transformers import PreTrainedTokenizerFast
+
+    base = Tokenizer(models.BPE(vocab={"a": 0}, merges=[]))
+    cases = []
+    for name, spec in CHAT_TEMPLATES.items():
+        hf = PreTrainedTokenizerFast(tokenizer_object=base, bos_token=spec["bos"], eos_token=spec["eos"])
+        for index, conversation in enumerate(CONVERSATIONS):
+            for add_generation_prompt in (False, True):
+                case = {"template": name, "conversation": index, "add_generation_prompt": add_generation_prompt}
+                try:
+                    case["text"] = hf.apply_chat_template(
+                        conversation, chat_template=spec["template"], tokenize=False,
+                        add_generation_prompt=add_generation_prompt,
+                    )
+                except Exception as e:  # the template raised: roles out of order, unsupported role
+                    case["error"] = str(e)
+                cases.append(case)
+    import transformers
+
+    golden = {"transformers_version": transformers.__version__, "templates": CHAT_TEMPLATES,
+              "conversations": CONVERSATIONS, "cases": cases}
+    OUT_CHAT.mkdir(parents=True, exist_ok=True)
+    (OUT_CHAT / "golden.json").write_text(json.dumps(golden, ensure_ascii=False, indent=1) + "\n")
+
+
+def main():
+    makers = {
+        "bpe-smollm": make_bpe_smollm,
+        "bpe-llama3": make_bpe_llama3,
+        "bpe-qwen2": make_bpe_qwen2,
+        "spm-legacy": lambda: make_spm("legacy"),
+        "spm-metaspace": lambda: make_spm("metaspace"),
+    }
+    for name, make in makers.items():
+        tok, config = make()
+        write_tokenizer(name, tok, config)
+    write_chat_golden()
+    total = sum(f.stat().st_size for d in (OUT_TOK, OUT_CHAT) for f in d.rglob("*") if f.is_file())
+    print(f"wrote {OUT_TOK} and {OUT_CHAT}: {total / 1024:.0f} KiB", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    main()
