@@ -55,7 +55,12 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
   auto& st = self->state;
   st.opt = std::move(opt);
   st.head = std::move(head);
-  st.connector = connector ? connector : spawn_connector(self->home_system());
+  if (connector) {
+    st.connector = connector;
+  } else {  // our own: it ends with us (pending connects would otherwise keep it alive until they time out)
+    st.connector = spawn_connector(self->home_system());
+    self->link_to(st.connector);
+  }
   return {
       [=](refresh_atom) -> caf::result<std::vector<server_info>> {
         auto rp = self->make_response_promise<std::vector<server_info>>();

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "actors/server/block_actor.hpp"
+#include "actors/store/weights_cache.hpp"
 #include "model/block.hpp"
 
 namespace corolla {
@@ -20,8 +21,15 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   server_node node;
   node.backend = std::shared_ptr<Backend>(make_backend(setup.device, setup.threads));
   const int64_t n = setup.last_block - setup.first_block;
+  // The cache pays only where loading converts (measured: docs/PERFORMANCE.md, "Weights cache"); serving the
+  // stored dtype uses the mapped file in place.
+  const std::string first_weight = block_tensor_name(setup.first_block, "mlp.up_proj.weight");
+  const bool converts = setup.dtype && source->has(first_weight) && source->meta(first_weight).dtype != *setup.dtype;
+  NodeStore* store = converts ? setup.store : nullptr;
+  const std::string digest = store ? model_digest(*source) : std::string();
   for (int64_t i = setup.first_block; i < setup.last_block; ++i) {
-    std::shared_ptr<Block> block = load_block(*source, i, *node.backend, {setup.dtype});
+    std::shared_ptr<Block> block = store ? load_block_cached(store, digest, *source, i, *node.backend, {setup.dtype})
+                                         : load_block(*source, i, *node.backend, {setup.dtype});
     node.blocks.push_back(spawn_block_actor(sys, std::move(block)));
     if (setup.progress) setup.progress(i, i - setup.first_block + 1, n);
   }

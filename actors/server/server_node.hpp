@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/server/span_gate.hpp"
+#include "actors/store/node_store.hpp"
 #include "kernels/backend.hpp"
 #include "model/weights/weight_source.hpp"
 
@@ -29,6 +30,8 @@ struct server_setup {
   caf::timespan step_timeout = std::chrono::seconds(30);
   caf::timespan session_timeout = std::chrono::seconds(300);
   uint64_t seed = 1;
+  // Optional: converted block weights are cached here when the serving dtype differs from the stored one.
+  NodeStore* store = nullptr;
   // Optional: called for each block as it loads (index, loaded so far, total) — progress on stderr.
   std::function<void(int64_t, int64_t, int64_t)> progress;
 };

@@ -1,11 +1,20 @@
-// corolla generate: run a whole model in this process and stream the new token ids.
+// corolla generate: generate with a whole model in this process, or through a swarm (--initial_peers), and
+// stream the new tokens (text when the prompt is text, ids when it is --prompt-ids).
+#include <caf/all.hpp>
 #include <chrono>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 
+#include "actors/client/client_api.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/system_config.hpp"
 #include "apps/corolla/commands.hpp"
 #include "model/local_model.hpp"
 #include "model/model_path.hpp"
+#include "model/tokenizer/chat_template.hpp"
+#include "model/tokenizer/stream_decoder.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 
 namespace corolla::cli {
 namespace {
@@ -13,6 +22,9 @@ namespace {
 struct GenerateOptions {
   std::string model;
   std::string prompt_ids;
+  std::string prompt;
+  std::string system;
+  bool raw = false;
   int64_t max_new_tokens = 32;
   float temperature = 0;
   int top_k = 0;
@@ -23,6 +35,8 @@ struct GenerateOptions {
   std::string device = "cpu";
   int threads = 0;
   bool ignore_eos = false;
+  std::vector<std::string> initial_peers;
+  std::string mode = "push";
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -45,20 +59,32 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-int run(const GenerateOptions& o) {
-  std::optional<DType> dtype;
-  if (o.dtype != "auto") {
-    dtype = parse_dtype(o.dtype);
-    if (!dtype) throw std::invalid_argument("--dtype: unknown dtype '" + o.dtype + "'");
+// Prints tokens as they come: decoded text (never a broken UTF-8 sequence) or space-separated ids.
+class TokenPrinter {
+ public:
+  explicit TokenPrinter(std::optional<Tokenizer> tokenizer) {
+    if (tokenizer) decoder_.emplace(std::move(*tokenizer));
   }
-  auto backend = make_backend(o.device, o.threads);
-  const auto t_load = std::chrono::steady_clock::now();
-  LocalModel model(open_weights(resolve_model_path(o.model)), *backend, dtype);
-  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-  std::cerr << "loaded " << model.config().arch << " (" << model.config().num_layers << " blocks, "
-            << model.weight_bytes() / 1e6 << " MB of block weights) in " << load_s << " s on " << backend->name()
-            << "\n";
+  void print(int32_t id) {
+    std::lock_guard lock(mutex_);
+    if (decoder_) std::cout << decoder_->push(id);
+    else std::cout << (count_ ? " " : "") << id;
+    ++count_;
+    std::cout << std::flush;
+  }
+  void finish() {
+    if (decoder_) std::cout << decoder_->flush();
+    std::cout << std::endl;
+  }
+  size_t count() const { return count_; }
 
+ private:
+  std::mutex mutex_;
+  std::optional<StreamDecoder> decoder_;
+  size_t count_ = 0;
+};
+
+GenerationParams generation_params(const GenerateOptions& o) {
   GenerationParams params;
   params.max_new_tokens = o.max_new_tokens;
   params.stop_at_eos = !o.ignore_eos;
@@ -68,45 +94,139 @@ int run(const GenerateOptions& o) {
   params.sampling.top_p = o.top_p;
   params.sampling.repetition_penalty = o.repetition_penalty;
   params.sampling.seed = o.seed;
+  params.sampling.validate();
+  return params;
+}
 
-  const auto prompt = parse_ids(o.prompt_ids);
-  auto t0 = std::chrono::steady_clock::now();
+// The prompt's ids, and the tokenizer when the prompt is text (to print text back).
+std::vector<int32_t> prompt_ids(const GenerateOptions& o, const std::string& model_path,
+                                std::optional<Tokenizer>& tokenizer) {
+  if (!o.prompt_ids.empty()) return parse_ids(o.prompt_ids);
+  tokenizer = Tokenizer::load(model_path);
+  const ChatTemplate chat = ChatTemplate::for_tokenizer(*tokenizer);
+  if (o.raw || chat.format() == ChatFormat::plain) return tokenizer->encode(o.prompt);
+  std::vector<ChatMessage> messages;
+  if (!o.system.empty()) messages.push_back({"system", o.system});
+  messages.push_back({"user", o.prompt});
+  return tokenizer->encode(chat.render(messages, true), {.add_special = false, .parse_special = true});
+}
+
+void report(size_t prompt_len, size_t n, double first_s, double total_s) {
+  std::cerr << "prompt " << prompt_len << " tokens in " << first_s * 1e3 << " ms; " << n << " tokens generated";
+  if (n > 1) std::cerr << ", " << (n - 1) / (total_s - first_s) << " tokens/s";
+  std::cerr << "\n";
+}
+
+int run_local(const GenerateOptions& o, const std::string& path) {
+  std::optional<DType> dtype;
+  if (o.dtype != "auto") {
+    dtype = parse_dtype(o.dtype);
+    if (!dtype) throw std::invalid_argument("--dtype: unknown dtype '" + o.dtype + "'");
+  }
+  std::optional<Tokenizer> tokenizer;
+  const auto prompt = prompt_ids(o, path, tokenizer);
+  const auto params = generation_params(o);
+  auto backend = make_backend(o.device, o.threads);
+  const auto t_load = std::chrono::steady_clock::now();
+  LocalModel model(open_weights(path), *backend, dtype);
+  std::cerr << "loaded " << model.config().arch << " (" << model.config().num_layers << " blocks, "
+            << model.weight_bytes() / 1e6 << " MB of block weights) in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count() << " s on "
+            << backend->name() << "\n";
+  TokenPrinter printer(std::move(tokenizer));
+  const auto t0 = std::chrono::steady_clock::now();
   auto t_first = t0;
-  size_t n = 0;
   generate(model, prompt, params, [&](int32_t id) {
-    if (n++ == 0) t_first = std::chrono::steady_clock::now();
-    std::cout << (n > 1 ? " " : "") << id << std::flush;
+    if (printer.count() == 0) t_first = std::chrono::steady_clock::now();
+    printer.print(id);
     return true;
   });
+  printer.finish();
   const auto t1 = std::chrono::steady_clock::now();
-  std::cout << "\n";
-  const double prefill = std::chrono::duration<double>(t_first - t0).count();
-  const double decode = std::chrono::duration<double>(t1 - t_first).count();
-  std::cerr << "prompt " << prompt.size() << " tokens in " << prefill * 1e3 << " ms; " << n << " tokens generated";
-  if (n > 1) std::cerr << ", " << (n - 1) / decode << " tokens/s";
-  std::cerr << "\n";
+  report(prompt.size(), printer.count(), std::chrono::duration<double>(t_first - t0).count(),
+         std::chrono::duration<double>(t1 - t0).count());
   return 0;
+}
+
+int run_swarm(const GenerateOptions& o, const std::string& path) {
+  std::optional<Tokenizer> tokenizer;
+  const auto prompt = prompt_ids(o, path, tokenizer);
+  const auto params = generation_params(o);
+  auto source = open_weights(path);
+  auto backend = std::shared_ptr<Backend>(make_cpu_backend(o.threads));
+  auto head = std::make_shared<const ClientHead>(*source, *backend);  // only the head's tensors are read
+
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  swarm_client_options opts;
+  opts.initial_peers = o.initial_peers;
+  opts.mode = o.mode == "relay" ? route_mode::relay : route_mode::push;
+  auto client = spawn_swarm_client(sys, opts, head);
+  auto printer = std::make_shared<TokenPrinter>(std::move(tokenizer));
+  auto printer_actor = sys.spawn([printer](caf::event_based_actor*) -> caf::behavior {
+    return {[printer](token_atom, int32_t id) { printer->print(id); }};
+  });
+  const int64_t max_length = static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
+  int rc = 0;
+  self->request(client, caf::infinite, open_session_request{max_length, 1})
+      .receive(
+          [&](caf::actor session) {
+            self->request(session, caf::infinite, generate_request{prompt, params, printer_actor})
+                .receive(
+                    [&](const generate_result& r) {
+                      // Tokens stream through the printer actor; wait until it has printed them all.
+                      while (printer->count() < r.tokens.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                      printer->finish();
+                      std::cerr << r.tokens.size() << " tokens in " << r.seconds << " s ("
+                                << r.tokens.size() / r.seconds << " tokens/s including the prompt)\n";
+                    },
+                    [&](caf::error& e) {
+                      std::cerr << "error: " << describe(e) << "\n";
+                      rc = 1;
+                    });
+            self->send(session, close_atom::value);
+          },
+          [&](caf::error& e) {
+            std::cerr << "error: " << describe(e) << "\n";
+            rc = 1;
+          });
+  self->send_exit(printer_actor, caf::exit_reason::user_shutdown);
+  self->send_exit(client, caf::exit_reason::user_shutdown);
+  return rc;
 }
 
 }  // namespace
 
 Runner add_generate(CLI::App& app) {
   auto o = std::make_shared<GenerateOptions>();
-  auto* cmd = app.add_subcommand("generate", "Generate tokens with a whole model in this process");
+  auto* cmd = app.add_subcommand("generate", "Generate with a model, in this process or through a swarm");
   cmd->add_option("--model", o->model, "Model directory (config.json + safetensors), .gguf file, or 'demo'")
       ->required();
-  cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated (e.g. 1,2,3)")->required();
+  auto* ids = cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated (e.g. 1,2,3)");
+  auto* text = cmd->add_option("--prompt", o->prompt, "Prompt text (in the model's chat template unless --raw)");
+  ids->excludes(text);
+  cmd->add_flag("--raw", o->raw, "Tokenize --prompt as it is, without the chat template");
+  cmd->add_option("--system", o->system, "System message for the chat template");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--temperature", o->temperature, "0 = greedy; > 0 samples")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repetition-penalty", o->repetition_penalty, "Penalty for repeated tokens (1 = off)");
   cmd->add_option("--seed", o->seed, "Random seed for sampling");
-  cmd->add_option("--dtype", o->dtype, "Serving dtype of weights: auto, f32, bf16, f16, q8_0, q4_0, q4_1");
-  cmd->add_option("--device", o->device, "cpu or cuda[:N]");
+  cmd->add_option("--dtype", o->dtype, "Serving dtype of weights (local): auto, f32, bf16, f16, q8_0, q4_0, q4_1");
+  cmd->add_option("--device", o->device, "cpu or cuda[:N] (local)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-sequence token");
-  return [o] { return run(*o); };
+  cmd->add_option("--initial_peers", o->initial_peers, "Generate through the servers at these HOST:PORT addresses")
+      ->delimiter(',');
+  cmd->add_option("--mode", o->mode, "push (server to server) or relay (through the client)")
+      ->check(CLI::IsMember({"push", "relay"}));
+  return [o] {
+    if (o->prompt_ids.empty() && o->prompt.empty()) throw std::invalid_argument("give --prompt or --prompt-ids");
+    const std::string path = resolve_model_path(o->model);
+    return o->initial_peers.empty() ? run_local(*o, path) : run_swarm(*o, path);
+  };
 }
 
 }  // namespace corolla::cli

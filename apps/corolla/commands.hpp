@@ -9,6 +9,7 @@ namespace corolla::cli {
 // Adds the subcommand to `app` and returns the function that runs it once the command line is parsed.
 using Runner = std::function<int()>;
 Runner add_generate(CLI::App& app);
+Runner add_serve(CLI::App& app);
 Runner add_config_check(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 

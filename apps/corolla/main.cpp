@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({}).at(before), std::move(run));
   };
   add(corolla::cli::add_generate);
+  add(corolla::cli::add_serve);
   add(corolla::cli::add_config_check);
   add(corolla::cli::add_tokenize);
   try {

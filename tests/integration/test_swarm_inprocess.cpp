@@ -171,4 +171,5 @@ BOOST_AUTO_TEST_CASE(hidden_states_match_the_local_blocks_within_1e_5) {
   Tensor want = local.forward(ids, pos, false);
   Tensor got = f.head->logits(*out);
   BOOST_TEST(max_abs_diff(got, want) < 1e-5f);
+  f.self->send(session, close_atom::value);
 }
