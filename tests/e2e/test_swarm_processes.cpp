@@ -1,0 +1,175 @@
+// Servers as real processes on 127.0.0.1, the client in this process: generation equals the single-process run,
+// tensors arrive zero-copy, bad input over the wire gets errors and the server keeps serving.
+#define BOOST_TEST_MODULE swarm_processes
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <boost/test/unit_test.hpp>
+#include <caf/all.hpp>
+#include <memory>
+#include <numeric>
+
+#include "actors/client/client_api.hpp"
+#include "actors/net/connector.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/system_config.hpp"
+#include "support/golden.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+
+namespace {
+
+struct process_swarm {
+  TempDir dir;
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  std::vector<std::string> addresses;
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  caf::actor connector = spawn_connector(sys);
+  std::unique_ptr<Backend> backend = make_cpu_backend(1);
+  std::shared_ptr<ClientHead> head;
+  std::vector<caf::actor> owned;
+
+  explicit process_swarm(const std::vector<std::string>& spans) {
+    for (size_t i = 0; i < spans.size(); ++i) {
+      servers.push_back(std::make_unique<ServerProcess>(std::vector<std::string>{
+          "--model", model_dir("llama"), "--block_indices", spans[i], "--port", "0", "--threads", "1",
+          "--data_dir", dir.str() + "/node" + std::to_string(i), "--cache_tokens", "2048"}));
+      addresses.push_back(servers.back()->address());
+    }
+    head = std::make_shared<ClientHead>(*open_weights(model_dir("llama")), *backend);
+  }
+  ~process_swarm() {
+    for (auto& a : owned) self->send_exit(a, caf::exit_reason::user_shutdown);
+    self->send_exit(connector, caf::exit_reason::user_shutdown);
+  }
+
+  caf::actor gate(size_t i) {
+    caf::actor out;
+    self->request(connector, std::chrono::seconds(10), resolve_atom::value, addresses[i])
+        .receive([&](caf::actor a) { out = a; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+    return out;
+  }
+
+  caf::actor session(route_mode mode) {
+    auto client = spawn_swarm_client(sys, {addresses, mode, std::chrono::seconds(20)}, head, connector);
+    owned.push_back(client);
+    caf::actor s;
+    self->request(client, caf::infinite, open_session_request{64, 1})
+        .receive([&](caf::actor a) { s = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+    owned.push_back(s);
+    return s;
+  }
+
+  template <class Reply, class Request>
+  caf::expected<Reply> ask(const caf::actor& dest, Request req) {
+    caf::expected<Reply> out = caf::error{};
+    self->request(dest, std::chrono::seconds(20), std::move(req))
+        .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+};
+
+std::vector<int32_t> generate(process_swarm& s, route_mode mode) {
+  auto session = s.session(mode);
+  generate_request req;
+  req.prompt = Golden("llama").ids("input_ids");
+  req.params.max_new_tokens = 32;
+  req.params.stop_at_eos = false;
+  auto r = s.ask<generate_result>(session, req);
+  BOOST_REQUIRE_MESSAGE(r, (r ? "" : describe(r.error())));
+  return r->tokens;
+}
+
+std::vector<int32_t> iota(size_t n, int32_t from = 0) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(three_servers_relay_match_the_local_run) {
+  process_swarm s({"0:2", "2:3", "3:4"});
+  BOOST_TEST(generate(s, route_mode::relay) == Golden("llama").ids("greedy_ids"), boost::test_tools::per_element());
+  // Logits of the whole prompt through the swarm equal the single-process ones within 1e-5.
+  auto session = s.session(route_mode::relay);
+  auto ids = Golden("llama").ids("input_ids");
+  auto out = s.ask<Tensor>(session, step_input{s.head->embed(ids, 1), iota(ids.size())});
+  BOOST_REQUIRE(out);
+  auto local_backend = make_cpu_backend(1);
+  LocalModel local(open_weights(model_dir("llama")), *local_backend);
+  local.reset(1, 64);
+  BOOST_TEST(max_abs_diff(s.head->logits(*out), local.forward(ids, iota(ids.size()), false)) < 1e-5f);
+}
+
+BOOST_AUTO_TEST_CASE(two_servers_push_match_the_local_run) {
+  process_swarm s({"0:2", "2:4"});
+  BOOST_TEST(generate(s, route_mode::push) == Golden("llama").ids("greedy_ids"), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(tensors_arrive_zero_copy) {
+  process_swarm s({"0:4"});
+  auto gate = s.gate(0);
+  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}});
+  BOOST_REQUIRE(opened);
+  Tensor hidden = s.head->embed(std::vector<int32_t>{5, 6, 7}, 1);
+  auto r = s.ask<step_reply>(gate, step_request{opened->session_id, 1, hidden, {0, 1, 2}, {}, {}});
+  BOOST_REQUIRE(r);
+  // The reply's tensor is a view into the bytes CAF received: its owner is that buffer.
+  auto buffer = std::static_pointer_cast<const std::vector<char>>(r->hidden.owner());
+  const char* p = static_cast<const char*>(r->hidden.data());
+  BOOST_TEST((p >= buffer->data() && p + r->hidden.nbytes() <= buffer->data() + buffer->size()));
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_over_the_wire_gets_errors_and_other_sessions_go_on) {
+  process_swarm s({"0:4"});
+  auto gate = s.gate(0);
+  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}});
+  BOOST_REQUIRE(opened);
+  const uint64_t sid = opened->session_id;
+  auto ids = Golden("llama").ids("input_ids");
+  std::vector<int32_t> first(ids.begin(), ids.begin() + 6), rest(ids.begin() + 6, ids.end());
+  BOOST_REQUIRE(s.ask<step_reply>(gate, step_request{sid, 1, s.head->embed(first, 1), iota(6), {}, {}}));
+
+  auto bad = s.ask<step_reply>(gate, step_request{sid, 2, Tensor::empty(DType::f32, {1, 1, 63}), {6}, {}, {}});
+  BOOST_TEST(is(bad.error(), errc::bad_request), describe(bad.error()));
+  bad = s.ask<step_reply>(gate, step_request{sid ^ 1, 2, s.head->embed(rest, 1), iota(6, 6), {}, {}});
+  BOOST_TEST(is(bad.error(), errc::unknown_session), describe(bad.error()));
+  bad = s.ask<step_reply>(gate, step_request{sid, 2, s.head->embed(rest, 1), iota(6, 11), {}, {}});
+  BOOST_TEST(is(bad.error(), errc::max_length_exceeded), describe(bad.error()));
+  auto wrong = s.ask<ack>(gate, std::string("not a request"));
+  BOOST_TEST(is(wrong.error(), errc::bad_request), describe(wrong.error()));
+
+  // Garbage bytes on the server's port: the connection is dropped, the server lives on.
+  std::string host;
+  uint16_t port = 0;
+  BOOST_REQUIRE(parse_address(s.addresses[0], host, port));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  BOOST_REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  std::string garbage(4096, '\0');
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(i * 131 + 7);
+  (void)!write(fd, garbage.data(), garbage.size());
+  usleep(200000);
+  close(fd);
+
+  // The session continues where it was: its logits equal the single-process run.
+  auto r = s.ask<step_reply>(gate, step_request{sid, 3, s.head->embed(rest, 1), iota(6, 6), {}, {}});
+  BOOST_REQUIRE_MESSAGE(r, (r ? "" : describe(r.error())));
+  auto local_backend = make_cpu_backend(1);
+  LocalModel local(open_weights(model_dir("llama")), *local_backend);
+  local.reset(1, 16);
+  Tensor want = local.forward(ids, iota(ids.size()), false);
+  Tensor got = s.head->logits(r->hidden);
+  BOOST_TEST(max_abs_diff(got.data_as<const float>(), want.data_as<const float>() + 6 * 256, 6 * 256) < 1e-5f);
+  BOOST_TEST(s.servers[0]->process().pid() > 0);
+}
