@@ -173,3 +173,19 @@ BOOST_AUTO_TEST_CASE(bad_input_over_the_wire_gets_errors_and_other_sessions_go_o
   BOOST_TEST(max_abs_diff(got.data_as<const float>(), want.data_as<const float>() + 6 * 256, 6 * 256) < 1e-5f);
   BOOST_TEST(s.servers[0]->process().pid() > 0);
 }
+
+BOOST_AUTO_TEST_CASE(the_example_client_streams_the_golden_tokens) {
+  TempDir dir;
+  ServerProcess a({"--model", model_dir("llama"), "--block_indices", "0:2", "--port", "0", "--data_dir", dir.str() + "/a"});
+  ServerProcess b({"--model", model_dir("llama"), "--block_indices", "2:4", "--port", "0", "--data_dir", dir.str() + "/b"});
+  auto ids = Golden("llama").ids("input_ids");
+  std::string prompt;
+  for (auto id : ids) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
+  ChildProcess example(std::string(COROLLA_BIN_DIR) + "/stream_tokens",
+                       {model_dir("llama"), a.address() + "," + b.address(), prompt, "32"});
+  std::string line = example.read_line();
+  std::vector<int32_t> got;
+  std::stringstream ss(line);
+  for (int32_t id; ss >> id;) got.push_back(id);
+  BOOST_TEST(got == Golden("llama").ids("greedy_ids"), boost::test_tools::per_element());
+}
