@@ -3,6 +3,7 @@
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <cstdint>
 #include <vector>
@@ -33,11 +34,14 @@ struct block_open_msg {
 struct block_close_msg {
   uint64_t session = 0;
 };
-// Gate -> block actor: run the block over `hidden` (in place) with the session's cache (session 0: no cache).
+// Gate -> block actor: run the block over `hidden` (in place) with the session's cache (session 0: no cache),
+// then hand the result to the block actors in `then`, in order; the last one replies to the gate. One message
+// per block instead of a request and a reply.
 struct block_run_msg {
   uint64_t session = 0;
   Tensor hidden;
   std::vector<int32_t> positions;
+  std::vector<caf::actor> then;
 };
 
 }  // namespace corolla

@@ -10,16 +10,37 @@
 namespace corolla {
 namespace {
 
-// Builds a message of root type W and writes it, segment table included, into one byte vector.
+// Fills a message of root type W.
 template <class W, class Fill>
-std::vector<char> build(Fill fill) {
-  capnp::MallocMessageBuilder mb;
+void fill_root(capnp::MessageBuilder& mb, Fill fill) {
   fill(mb.initRoot<W>(), mb.getOrphanage());
+}
+
+// The flat format (segment table, then segments) as one byte vector.
+std::vector<char> flatten(capnp::MessageBuilder& mb) {
   const size_t words = capnp::computeSerializedSizeInWords(mb);
   std::vector<char> out(words * sizeof(capnp::word));
   kj::ArrayOutputStream os(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data()), out.size()));
   capnp::writeMessage(os, mb);
   return out;
+}
+
+// The flat format written straight into CAF's serializer, as the byte sequence a std::vector<char> would be
+// (the receiver reads it into one), without an intermediate copy.
+caf::error stream(capnp::MessageBuilder& mb, caf::serializer& sink) {
+  struct SinkStream final : kj::OutputStream {
+    explicit SinkStream(caf::serializer& s) : sink(s) {}
+    void write(const void* buffer, size_t size) override {
+      if (!err) err = sink.apply_raw(size, const_cast<void*>(buffer));
+    }
+    caf::serializer& sink;
+    caf::error err;
+  } out(sink);
+  size_t bytes = capnp::computeSerializedSizeInWords(mb) * sizeof(capnp::word);
+  if (auto err = sink.begin_sequence(bytes)) return err;
+  capnp::writeMessage(out, mb);
+  if (out.err) return std::move(out.err);
+  return sink.end_sequence();
 }
 
 // Reads a message of root type W in place; problems land in `wire_error`, never in an exception.
@@ -67,15 +88,15 @@ std::vector<int32_t> get_positions(capnp::List<int32_t>::Reader r) {
 
 }  // namespace
 
-std::vector<char> encode(const info_request&) {
-  return build<wire::InfoRequest>([](auto, auto) {});
+void fill(const info_request&, capnp::MessageBuilder& mb) {
+  fill_root<wire::InfoRequest>(mb, [](auto, auto) {});
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, info_request& x) {
   parse<wire::InfoRequest>(std::move(bytes), x.wire_error, [](auto, auto&) {});
 }
 
-std::vector<char> encode(const server_info& x) {
-  return build<wire::ServerInfo>([&](wire::ServerInfo::Builder b, auto) {
+void fill(const server_info& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::ServerInfo>(mb, [&](wire::ServerInfo::Builder b, auto) {
     b.setVersion(x.version);
     b.setModel(x.model);
     b.setPublicName(x.public_name);
@@ -109,8 +130,8 @@ void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
   });
 }
 
-std::vector<char> encode(const open_session& x) {
-  return build<wire::OpenSession>([&](wire::OpenSession::Builder b, auto) {
+void fill(const open_session& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::OpenSession>(mb, [&](wire::OpenSession::Builder b, auto) {
     b.setMaxLength(x.max_length);
     b.setBatch(x.batch);
     b.setFirstBlock(x.first_block);
@@ -126,8 +147,8 @@ void decode(std::shared_ptr<std::vector<char>> bytes, open_session& x) {
   });
 }
 
-std::vector<char> encode(const session_opened& x) {
-  return build<wire::SessionOpened>([&](wire::SessionOpened::Builder b, auto) {
+void fill(const session_opened& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::SessionOpened>(mb, [&](wire::SessionOpened::Builder b, auto) {
     b.setSessionId(x.session_id);
     b.setCacheTokensLeft(x.cache_tokens_left);
   });
@@ -139,8 +160,8 @@ void decode(std::shared_ptr<std::vector<char>> bytes, session_opened& x) {
   });
 }
 
-std::vector<char> encode(const step_request& x) {
-  return build<wire::StepRequest>([&](wire::StepRequest::Builder b, capnp::Orphanage o) {
+void fill(const step_request& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::StepRequest>(mb, [&](wire::StepRequest::Builder b, capnp::Orphanage o) {
     b.setSessionId(x.session_id);
     b.setStepId(x.step_id);
     put_tensor(b.initHidden(), x.hidden, o);
@@ -162,8 +183,8 @@ void decode(std::shared_ptr<std::vector<char>> bytes, step_request& x) {
   });
 }
 
-std::vector<char> encode(const step_reply& x) {
-  return build<wire::StepReply>([&](wire::StepReply::Builder b, capnp::Orphanage o) {
+void fill(const step_reply& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::StepReply>(mb, [&](wire::StepReply::Builder b, capnp::Orphanage o) {
     b.setSessionId(x.session_id);
     b.setStepId(x.step_id);
     put_tensor(b.initHidden(), x.hidden, o);
@@ -177,8 +198,8 @@ void decode(std::shared_ptr<std::vector<char>> bytes, step_reply& x) {
   });
 }
 
-std::vector<char> encode(const forward_request& x) {
-  return build<wire::ForwardRequest>([&](wire::ForwardRequest::Builder b, capnp::Orphanage o) {
+void fill(const forward_request& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::ForwardRequest>(mb, [&](wire::ForwardRequest::Builder b, capnp::Orphanage o) {
     put_tensor(b.initHidden(), x.hidden, o);
     put_positions(b.initPositions(static_cast<unsigned>(x.positions.size())), x.positions);
   });
@@ -190,9 +211,9 @@ void decode(std::shared_ptr<std::vector<char>> bytes, forward_request& x) {
   });
 }
 
-std::vector<char> encode(const forward_reply& x) {
-  return build<wire::ForwardReply>(
-      [&](wire::ForwardReply::Builder b, capnp::Orphanage o) { put_tensor(b.initHidden(), x.hidden, o); });
+void fill(const forward_reply& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::ForwardReply>(
+      mb, [&](wire::ForwardReply::Builder b, capnp::Orphanage o) { put_tensor(b.initHidden(), x.hidden, o); });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, forward_reply& x) {
   parse<wire::ForwardReply>(std::move(bytes), x.wire_error, [&](wire::ForwardReply::Reader r, auto& keep) {
@@ -200,19 +221,42 @@ void decode(std::shared_ptr<std::vector<char>> bytes, forward_reply& x) {
   });
 }
 
-std::vector<char> encode(const close_session& x) {
-  return build<wire::CloseSession>([&](wire::CloseSession::Builder b, auto) { b.setSessionId(x.session_id); });
+void fill(const close_session& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::CloseSession>(mb, [&](wire::CloseSession::Builder b, auto) { b.setSessionId(x.session_id); });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, close_session& x) {
   parse<wire::CloseSession>(std::move(bytes), x.wire_error,
                             [&](wire::CloseSession::Reader r, auto&) { x.session_id = r.getSessionId(); });
 }
 
-std::vector<char> encode(const ack&) {
-  return build<wire::Ack>([](auto, auto) {});
+void fill(const ack&, capnp::MessageBuilder& mb) {
+  fill_root<wire::Ack>(mb, [](auto, auto) {});
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, ack& x) {
   parse<wire::Ack>(std::move(bytes), x.wire_error, [](auto, auto&) {});
 }
+
+#define COROLLA_WIRE_CODEC(T)                              \
+  std::vector<char> encode(const T& x) {                   \
+    capnp::MallocMessageBuilder mb;                        \
+    fill(x, mb);                                           \
+    return flatten(mb);                                    \
+  }                                                        \
+  caf::error write(const T& x, caf::serializer& sink) {    \
+    capnp::MallocMessageBuilder mb;                        \
+    fill(x, mb);                                           \
+    return stream(mb, sink);                               \
+  }
+
+COROLLA_WIRE_CODEC(info_request)
+COROLLA_WIRE_CODEC(server_info)
+COROLLA_WIRE_CODEC(open_session)
+COROLLA_WIRE_CODEC(session_opened)
+COROLLA_WIRE_CODEC(step_request)
+COROLLA_WIRE_CODEC(step_reply)
+COROLLA_WIRE_CODEC(forward_request)
+COROLLA_WIRE_CODEC(forward_reply)
+COROLLA_WIRE_CODEC(close_session)
+COROLLA_WIRE_CODEC(ack)
 
 }  // namespace corolla

@@ -31,6 +31,9 @@ corolla_config::corolla_config() {
   set("middleman.enable-automatic-connections", true);
   // Several servers and a client share two cores in local swarms.
   set("scheduler.max-threads", 2);
+  // A shared queue with blocking workers: work stealing polls, then sleeps between steals, which cost
+  // milliseconds per step once several processes share two cores (bench_hops: 0.7 -> 0.15 ms per hop).
+  set("scheduler.policy", caf::atom("sharing"));
 }
 
 }  // namespace corolla

@@ -45,7 +45,11 @@ caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_pt
         } catch (const std::exception& e) {
           return make_error(errc::internal, "block " + std::to_string(st.block->index()) + ": " + e.what());
         }
-        return std::move(m.hidden);
+        if (m.then.empty()) return std::move(m.hidden);
+        caf::actor next = m.then.front();
+        m.then.erase(m.then.begin());
+        self->delegate(next, std::move(m));
+        return caf::delegated<Tensor>{};
       },
   };
 }

@@ -38,6 +38,7 @@ struct gate_state {
   CacheBudget budget{0, 0};
   std::map<uint64_t, gate_session> sessions;
   std::map<caf::actor_addr, int> owners;  // monitored session owners, with their session counts
+  std::map<std::string, caf::actor> next_hops;  // servers that push routes continue to (monitored)
   std::mt19937_64 rng;
   static inline const char* name = "span_gate";
 };
@@ -81,20 +82,16 @@ void release_session(gate_actor* self, uint64_t id) {
   st.sessions.erase(it);
 }
 
-// Runs `hidden` through block actors [i, end) of the span, then calls done.
-void run_blocks(gate_actor* self, size_t i, size_t end, uint64_t session, Tensor hidden,
+// Runs `hidden` through block actors [first, end) of the span (they pass it along), then calls done.
+void run_blocks(gate_actor* self, size_t first, size_t end, uint64_t session, Tensor hidden,
                 std::shared_ptr<const std::vector<int32_t>> positions,
                 std::function<void(caf::expected<Tensor>)> done) {
-  if (i == end) {
-    done(std::move(hidden));
-    return;
-  }
   auto& st = self->state;
-  self->request(st.blocks[i], st.opt.step_timeout, block_run_msg{session, hidden, *positions})
-      .then([=](Tensor& out) { run_blocks(self, i + 1, end, session, std::move(out), positions, done); },
-            [=](caf::error& e) {
-              done(timeout_or(std::move(e), "block " + std::to_string(self->state.opt.first_block + i)));
-            });
+  std::vector<caf::actor> then(st.blocks.begin() + static_cast<std::ptrdiff_t>(first) + 1,
+                               st.blocks.begin() + static_cast<std::ptrdiff_t>(end));
+  self->request(st.blocks[first], st.opt.step_timeout, block_run_msg{session, std::move(hidden), *positions, then})
+      .then([=](Tensor& out) { done(std::move(out)); },
+            [=](caf::error& e) { done(timeout_or(std::move(e), "the step through " + span_name(self->state.opt))); });
 }
 
 // A private working copy on the backend (blocks transform in place; the caller's tensor must stay intact).
@@ -111,12 +108,21 @@ void finish_step(gate_actor* self, caf::response_promise rp, const step_request&
   const route_hop hop = req.next.front();
   step_request fwd{hop.session_id, req.step_id, std::move(out), req.positions,
                    std::vector<route_hop>(req.next.begin() + 1, req.next.end()), {}};
+  if (auto it = self->state.next_hops.find(hop.address); it != self->state.next_hops.end()) {
+    rp.delegate(it->second, std::move(fwd));
+    return;
+  }
   self->request(self->state.connector, std::chrono::seconds(10), resolve_atom::value, hop.address)
-      .then([=](caf::actor next) mutable { rp.delegate(next, std::move(fwd)); },
-            [=](caf::error& e) mutable {
-              rp.deliver(make_error(errc::peer_unavailable,
-                                    "next server " + hop.address + " is unreachable: " + describe(e)));
-            });
+      .then(
+          [=](caf::actor next) mutable {
+            self->monitor(next);
+            self->state.next_hops[hop.address] = next;
+            rp.delegate(next, std::move(fwd));
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(make_error(errc::peer_unavailable,
+                                  "next server " + hop.address + " is unreachable: " + describe(e)));
+          });
 }
 
 caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::actor> blocks,
@@ -131,6 +137,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
   for (auto& b : st.blocks) self->link_to(b);  // a block actor that dies takes the gate down, and vice versa
 
   self->set_down_handler([=](caf::down_msg& m) {
+    auto& hops = self->state.next_hops;
+    for (auto it = hops.begin(); it != hops.end();)
+      it = it->second.address() == m.source ? hops.erase(it) : std::next(it);
     std::vector<uint64_t> dead;
     for (auto& [id, s] : self->state.sessions)
       if (s.owner == m.source) dead.push_back(id);

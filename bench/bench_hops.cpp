@@ -1,0 +1,234 @@
+// Per-hop overhead of the swarm and the wire's throughput, each measured side by side with its baseline:
+//  1. single-token steps through 3 loopback servers (tiny blocks), push and relay, against the same blocks in
+//     this process: (swarm median - local median) / 3 hops;
+//  2. 1 MB activations to an echo actor in another process (Cap'n Proto over CAF) against a plain TCP echo.
+//
+//   bench_hops [MODEL_DIR] [STEPS]        (default: tests/data/models/llama, 300 steps)
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <numeric>
+
+#include "actors/client/client_api.hpp"
+#include "actors/net/connector.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/system_config.hpp"
+
+using namespace corolla;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Starts `corolla serve` and returns (pid, address) once it prints where it serves.
+std::pair<pid_t, std::string> start_server(const std::string& model, const std::string& span, int n) {
+  int fd[2];
+  if (pipe(fd) != 0) throw std::runtime_error("pipe");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd[1], 1);
+    close(fd[0]);
+    const std::string bin = std::string(COROLLA_BIN_DIR) + "/corolla";
+    const std::string dir = "/tmp/corolla-bench-hops-" + std::to_string(getppid()) + "-" + std::to_string(n);
+    execl(bin.c_str(), bin.c_str(), "serve", "--model", model.c_str(), "--block_indices", span.c_str(), "--port", "0",
+          "--threads", "1", "--data_dir", dir.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fd[1]);
+  FILE* out = fdopen(fd[0], "r");
+  char line[512] = {0};
+  if (!fgets(line, sizeof line, out)) throw std::runtime_error("server did not start");
+  std::string s(line);
+  s.erase(s.find_last_not_of("\n") + 1);
+  return {pid, s.substr(s.rfind(' ') + 1)};
+}
+
+void stop(pid_t pid) {
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+}
+
+// --- 1. per-hop overhead -------------------------------------------------------------------------------------
+void per_hop(const std::string& model, int steps) {
+  std::vector<std::pair<pid_t, std::string>> servers = {start_server(model, "0:2", 0), start_server(model, "2:3", 1),
+                                                         start_server(model, "3:4", 2)};
+  std::vector<std::string> peers;
+  for (auto& s : servers) peers.push_back(s.second);
+  auto backend = make_cpu_backend(1);
+  auto source = open_weights(model);
+  auto head = std::make_shared<const ClientHead>(*source, *backend);
+  LocalModel local(source, *backend);
+
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto time_steps = [&](route_mode mode) {
+    auto client = spawn_swarm_client(sys, {peers, mode, std::chrono::seconds(10)}, head);
+    caf::actor session;
+    self->request(client, caf::infinite, open_session_request{steps + 8, 1})
+        .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { throw std::runtime_error(describe(e)); });
+    std::vector<double> ms;
+    for (int i = 0; i < steps; ++i) {
+      Tensor h = head->embed(std::vector<int32_t>{static_cast<int32_t>(3 + i % 200)}, 1);
+      const auto t0 = clk::now();
+      self->request(session, caf::infinite, step_input{h, {i}})
+          .receive([](Tensor&) {}, [&](caf::error& e) { throw std::runtime_error(describe(e)); });
+      ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+    }
+    self->send(session, close_atom::value);
+    self->send_exit(client, caf::exit_reason::user_shutdown);
+    return median(ms);
+  };
+  local.reset(1, steps + 8);
+  std::vector<double> local_ms;
+  for (int i = 0; i < steps; ++i) {
+    const int32_t id = 3 + i % 200, pos = i;
+    const auto t0 = clk::now();
+    // The same blocks as the swarm runs (the head's embedding and logits are outside both timings' difference).
+    local.forward({&id, 1}, {&pos, 1}, true);
+    local_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+  }
+  const double local_med = median(local_ms);
+  const double push = time_steps(route_mode::push), relay = time_steps(route_mode::relay);
+  for (auto& s : servers) stop(s.first);
+  std::printf("per-hop overhead, 3 loopback servers, %d single-token steps (medians)\n", steps);
+  std::printf("  local (same blocks + head, one process): %.3f ms\n", local_med);
+  std::printf("  push : %.3f ms/step -> %.3f ms per hop\n", push, (push - local_med) / 3);
+  std::printf("  relay: %.3f ms/step -> %.3f ms per hop\n", relay, (relay - local_med) / 3);
+  std::printf("  relay / push: %.2f\n", relay / push);
+}
+
+// --- 2. 1 MB activations vs a plain TCP echo -----------------------------------------------------------------
+caf::behavior echo_actor(caf::event_based_actor*) {
+  return {[](forward_request& r) { return forward_reply{std::move(r.hidden), {}}; }};
+}
+
+int caf_echo_child(int ready_fd) {
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  auto echo = sys.spawn(echo_actor);
+  auto port = sys.middleman().publish(echo, 0, "127.0.0.1");
+  uint16_t p = port ? *port : 0;
+  (void)!write(ready_fd, &p, sizeof p);
+  pause();
+  return 0;
+}
+
+int tcp_echo_child(int ready_fd) {
+  const int srv = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  listen(srv, 1);
+  socklen_t len = sizeof a;
+  getsockname(srv, reinterpret_cast<sockaddr*>(&a), &len);
+  uint16_t p = ntohs(a.sin_port);
+  (void)!write(ready_fd, &p, sizeof p);
+  const int c = accept(srv, nullptr, nullptr);
+  int one = 1;
+  setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> buf(1 << 20);
+  for (;;) {  // length-prefixed messages, echoed back whole
+    uint32_t n;
+    if (recv(c, &n, 4, MSG_WAITALL) != 4) return 0;
+    buf.resize(n);
+    if (recv(c, buf.data(), n, MSG_WAITALL) != static_cast<ssize_t>(n)) return 0;
+    send(c, &n, 4, 0);
+    send(c, buf.data(), n, 0);
+  }
+}
+
+pid_t spawn_child(int (*body)(int), uint16_t& port) {
+  int fd[2];
+  if (pipe(fd) != 0) throw std::runtime_error("pipe");
+  const pid_t pid = fork();
+  if (pid == 0) _exit(body(fd[1]));
+  (void)!read(fd[0], &port, sizeof port);
+  close(fd[0]);
+  close(fd[1]);
+  return pid;
+}
+
+void throughput(int rounds) {
+  const int64_t floats = (1 << 20) / 4;  // 1 MiB of f32
+  uint16_t caf_port = 0, tcp_port = 0;
+  const pid_t caf_pid = spawn_child(caf_echo_child, caf_port);
+  const pid_t tcp_pid = spawn_child(tcp_echo_child, tcp_port);
+
+  std::vector<double> caf_ms, tcp_ms;
+  {
+    corolla_config cfg;
+    caf::actor_system sys{cfg};
+    caf::scoped_actor self{sys};
+    auto echo = sys.middleman().remote_actor("127.0.0.1", caf_port);
+    if (!echo) throw std::runtime_error("cannot reach the echo actor");
+    Tensor t = Tensor::empty(DType::f32, {1, floats / 2048, 2048});
+    for (int i = 0; i < rounds; ++i) {
+      const auto t0 = clk::now();
+      self->request(*echo, std::chrono::seconds(10), forward_request{t, {}, {}})
+          .receive([](forward_reply&) {}, [](caf::error&) {});
+      caf_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+    }
+    self->send_exit(*echo, caf::exit_reason::user_shutdown);
+  }
+  {
+    const int s = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(tcp_port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    int one = 1;
+    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::vector<char> buf(static_cast<size_t>(floats * 4));
+    for (int i = 0; i < rounds; ++i) {
+      const auto t0 = clk::now();
+      uint32_t n = static_cast<uint32_t>(buf.size());
+      send(s, &n, 4, 0);
+      send(s, buf.data(), n, 0);
+      recv(s, &n, 4, MSG_WAITALL);
+      recv(s, buf.data(), n, MSG_WAITALL);
+      tcp_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+    }
+    close(s);
+  }
+  kill(caf_pid, SIGKILL);
+  kill(tcp_pid, SIGKILL);
+  waitpid(caf_pid, nullptr, 0);
+  waitpid(tcp_pid, nullptr, 0);
+  const double c = median(caf_ms), t = median(tcp_ms);
+  std::printf("1 MiB activation round trips over loopback, %d rounds (medians)\n", rounds);
+  std::printf("  Corolla (Cap'n Proto over CAF): %.3f ms -> %.0f MB/s\n", c, 2 * 1.048576 / c * 1e3);
+  std::printf("  plain TCP echo                 : %.3f ms -> %.0f MB/s\n", t, 2 * 1.048576 / t * 1e3);
+  std::printf("  Corolla / TCP throughput: %.2f\n", t / c);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string model = argc > 1 ? argv[1] : std::string(COROLLA_SOURCE_DIR_STR) + "/tests/data/models/llama";
+  const int steps = argc > 2 ? std::atoi(argv[2]) : 300;
+  try {
+    per_hop(model, steps);
+    throughput(100);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
