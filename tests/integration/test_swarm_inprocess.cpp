@@ -173,3 +173,59 @@ BOOST_AUTO_TEST_CASE(hidden_states_match_the_local_blocks_within_1e_5) {
   BOOST_TEST(max_abs_diff(got, want) < 1e-5f);
   f.self->send(session, close_atom::value);
 }
+
+BOOST_AUTO_TEST_CASE(forward_without_cache_matches_the_local_uncached_forward) {
+  swarm_fixture f({{0, 4}});
+  Golden g("llama");
+  auto ids = g.ids("batch_input_ids");
+  std::vector<int32_t> pos(12);
+  std::iota(pos.begin(), pos.end(), 0);
+  pos.insert(pos.end(), pos.begin(), pos.end());
+  auto r = f.ask<forward_reply>(f.servers[0].gate, forward_request{f.head->embed(ids, 2), pos, {}});
+  BOOST_REQUIRE(r);
+  BOOST_TEST(max_abs_diff(f.head->logits(r->hidden), g.tensor("batch_logits")) < 1e-4f);
+}
+
+BOOST_AUTO_TEST_CASE(cache_is_freed_on_timeout_and_when_the_client_dies) {
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto connector = spawn_connector(sys);
+  server_setup setup;
+  setup.model = model_dir("llama");
+  setup.first_block = 0;
+  setup.last_block = 4;
+  setup.cache_tokens = 100;
+  setup.session_timeout = std::chrono::milliseconds(300);
+  auto node = start_server_node(sys, setup, connector);
+  auto cache_left = [&] {
+    int64_t left = -1;
+    self->request(node.gate, std::chrono::seconds(5), info_request{})
+        .receive([&](const server_info& i) { left = i.cache_tokens_left; }, [](caf::error&) {});
+    return left;
+  };
+  BOOST_TEST(cache_left() == 100);
+  // A session left idle past session_timeout is closed by the server.
+  uint64_t sid = 0;
+  self->request(node.gate, std::chrono::seconds(5), open_session{60, 1, 0, 0, {}})
+      .receive([&](const session_opened& o) { sid = o.session_id; }, [](caf::error&) {});
+  BOOST_TEST(cache_left() == 40);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  BOOST_TEST(cache_left() == 100);
+  caf::error err;
+  self->request(node.gate, std::chrono::seconds(5), close_session{sid, {}})
+      .receive([](const ack&) {}, [&](caf::error& e) { err = e; });
+  BOOST_TEST(is(err, errc::unknown_session));
+  // A session whose owner dies is freed at once.
+  auto owner = sys.spawn([gate = node.gate](caf::event_based_actor* me) -> caf::behavior {
+    me->request(gate, std::chrono::seconds(5), open_session{80, 1, 0, 0, {}}).then([](const session_opened&) {});
+    return {[](close_atom) {}};
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  BOOST_TEST(cache_left() == 20);
+  self->send_exit(owner, caf::exit_reason::kill);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  BOOST_TEST(cache_left() == 100);
+  self->send_exit(node.gate, caf::exit_reason::user_shutdown);
+  self->send_exit(connector, caf::exit_reason::user_shutdown);
+}
