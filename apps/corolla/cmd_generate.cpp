@@ -222,7 +222,8 @@ Runner add_generate(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--mode", o->mode, "push (server to server) or relay (through the client)")
       ->check(CLI::IsMember({"push", "relay"}));
-  return [o] {
+  return [o, cmd] {
+    if (cmd->count("--prompt") && o->prompt.empty()) throw std::invalid_argument("the prompt is empty");
     if (o->prompt_ids.empty() && o->prompt.empty()) throw std::invalid_argument("give --prompt or --prompt-ids");
     const std::string path = resolve_model_path(o->model);
     return o->initial_peers.empty() ? run_local(*o, path) : run_swarm(*o, path);

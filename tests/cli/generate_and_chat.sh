@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The demo model through the command line: a text answer from `generate` (in process and through a 3-server
+# swarm) and from `chat`, and clear errors for bad input. Exits 77 (skipped) when the demo model is absent.
+set -u
+bin="$1"
+demo="${COROLLA_CACHE:-$HOME/.cache/corolla}/demo/SmolLM2-135M-Instruct.Q4_1.gguf"
+[ -f "$demo" ] || { echo "SKIPPED: the demo model is not downloaded ($demo)"; exit 77; }
+fail=0
+check() {  # check NAME EXPECTED_SUBSTRING ACTUAL
+  if [[ "$3" == *"$2"* ]]; then echo "ok: $1"; else echo "FAILED: $1: expected '$2' in: $3"; fail=1; fi
+}
+out=$("$bin" generate --model demo --prompt "What is the capital of France?" --max-new-tokens 16 2>/dev/null)
+check "generate answers" "Paris" "$out"
+out=$(printf 'What is the capital of France?\n/reset\n/quit\n' | "$bin" chat --temperature 0 --max-new-tokens 16 2>/dev/null)
+check "chat answers" "Paris" "$out"
+check "chat resets" "(conversation cleared)" "$out"
+out=$(printf '\xff bad\n/quit\n' | "$bin" chat 2>/dev/null)
+check "chat rejects invalid UTF-8" "not valid UTF-8" "$out"
+out=$("$bin" generate --model demo --prompt "" 2>&1); check "empty prompt" "the prompt is empty" "$out"
+out=$("$bin" generate --model demo --prompt-ids 1,99999 2>&1); check "id beyond the vocabulary" "outside the vocabulary" "$out"
+long=$(python3 -c "print(','.join(['28']*9000))")
+out=$("$bin" generate --model demo --prompt-ids "$long" 2>&1); check "prompt beyond the context" "exceeds the context" "$out"
+out=$("$bin" generate --model demo --prompt $'\xff' 2>&1); check "invalid UTF-8 prompt" "not valid UTF-8" "$out"
+
+# Through a swarm of three servers on loopback, stopped by PID.
+dir=$(mktemp -d)
+pids=()
+peers=""
+for span in 0:10 10:20 20:30; do
+  "$bin" serve --model demo --block_indices "$span" --port 0 --data_dir "$dir/$span" > "$dir/out-$span" 2>/dev/null &
+  pids+=($!)
+done
+for span in 0:10 10:20 20:30; do
+  for _ in $(seq 100); do grep -q "serving" "$dir/out-$span" 2>/dev/null && break; sleep 0.1; done
+  peers="$peers${peers:+,}$(awk '{print $NF}' "$dir/out-$span")"
+done
+out=$("$bin" generate --model demo --prompt "What is the capital of France?" --max-new-tokens 16 --initial_peers "$peers" 2>/dev/null)
+check "generate through a 3-server swarm" "Paris" "$out"
+for pid in "${pids[@]}"; do kill "$pid"; done
+wait
+rm -rf "$dir"
+[ $fail = 0 ] && echo "all checks passed"
+exit $fail
