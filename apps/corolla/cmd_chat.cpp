@@ -2,6 +2,7 @@
 // turn feeds only the tokens the cache does not hold yet. Commands: /reset (start over), /quit.
 #include <iostream>
 
+#include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
 #include "model/local_model.hpp"
 #include "model/model_path.hpp"
@@ -18,11 +19,7 @@ struct ChatOptions {
   std::string system;
   int64_t context = 2048;
   int64_t max_new_tokens = 256;
-  float temperature = 0.7f;
-  int top_k = 40;
-  float top_p = 0.9f;
-  float repetition_penalty = 1.1f;
-  uint64_t seed = 0;
+  SamplingFlags sampling{0.7f, 40, 0.9f, 1.1f, 0};
   int threads = 0;
 };
 
@@ -72,14 +69,7 @@ int run(const ChatOptions& o) {
   auto backend = make_cpu_backend(o.threads);
   LocalModel model(open_weights(path), *backend);
   CachedConversation conversation(model, std::min<int64_t>(o.context, model.config().max_position));
-  SamplingParams sampling;
-  sampling.greedy = o.temperature == 0;
-  sampling.temperature = o.temperature > 0 ? o.temperature : 1.0f;
-  sampling.top_k = o.top_k;
-  sampling.top_p = o.top_p;
-  sampling.repetition_penalty = o.repetition_penalty;
-  sampling.seed = o.seed;
-  Sampler sampler(sampling);
+  Sampler sampler(o.sampling.params());
 
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
@@ -134,11 +124,7 @@ Runner add_chat(CLI::App& app) {
   cmd->add_option("--system", o->system, "System message");
   cmd->add_option("--context", o->context, "Tokens of conversation kept (KV cache size)")->check(CLI::Range(16, 1 << 20));
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Longest reply")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top-k", o->top_k, "0 = off")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", o->top_p, "1 = off")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--repetition-penalty", o->repetition_penalty, "1 = off");
-  cmd->add_option("--seed", o->seed, "Random seed");
+  add_sampling_flags(*cmd, o->sampling);
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");
   return [o] { return run(*o); };
 }

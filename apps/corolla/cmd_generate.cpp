@@ -9,6 +9,7 @@
 #include "actors/client/client_api.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
+#include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
 #include "model/local_model.hpp"
 #include "model/model_path.hpp"
@@ -26,11 +27,7 @@ struct GenerateOptions {
   std::string system;
   bool raw = false;
   int64_t max_new_tokens = 32;
-  float temperature = 0;
-  int top_k = 0;
-  float top_p = 1;
-  float repetition_penalty = 1;
-  uint64_t seed = 0;
+  SamplingFlags sampling;
   std::string dtype = "auto";
   std::string device = "cpu";
   int threads = 0;
@@ -38,26 +35,6 @@ struct GenerateOptions {
   std::vector<std::string> initial_peers;
   std::string mode = "push";
 };
-
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::string item;
-  std::stringstream ss(text);
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
-      throw std::invalid_argument("--prompt-ids: '" + item + "' is not a token id");
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  if (ids.empty()) throw std::invalid_argument("--prompt-ids: no token ids given");
-  return ids;
-}
 
 // Prints tokens as they come: decoded text (never a broken UTF-8 sequence) or space-separated ids.
 class TokenPrinter {
@@ -88,20 +65,18 @@ GenerationParams generation_params(const GenerateOptions& o) {
   GenerationParams params;
   params.max_new_tokens = o.max_new_tokens;
   params.stop_at_eos = !o.ignore_eos;
-  params.sampling.greedy = o.temperature == 0;
-  params.sampling.temperature = o.temperature > 0 ? o.temperature : 1.0f;
-  params.sampling.top_k = o.top_k;
-  params.sampling.top_p = o.top_p;
-  params.sampling.repetition_penalty = o.repetition_penalty;
-  params.sampling.seed = o.seed;
-  params.sampling.validate();
+  params.sampling = o.sampling.params();
   return params;
 }
 
 // The prompt's ids, and the tokenizer when the prompt is text (to print text back).
 std::vector<int32_t> prompt_ids(const GenerateOptions& o, const std::string& model_path,
                                 std::optional<Tokenizer>& tokenizer) {
-  if (!o.prompt_ids.empty()) return parse_ids(o.prompt_ids);
+  if (!o.prompt_ids.empty()) {
+    auto ids = parse_id_list(o.prompt_ids, "--prompt-ids");
+    if (ids.empty()) throw std::invalid_argument("--prompt-ids: no token ids given");
+    return ids;
+  }
   tokenizer = Tokenizer::load(model_path);
   const ChatTemplate chat = ChatTemplate::for_tokenizer(*tokenizer);
   if (o.raw || chat.format() == ChatFormat::plain) return tokenizer->encode(o.prompt);
@@ -209,11 +184,7 @@ Runner add_generate(CLI::App& app) {
   cmd->add_flag("--raw", o->raw, "Tokenize --prompt as it is, without the chat template");
   cmd->add_option("--system", o->system, "System message for the chat template");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--temperature", o->temperature, "0 = greedy; > 0 samples")->check(CLI::Range(0.0, 100.0));
-  cmd->add_option("--top-k", o->top_k, "Sample among the k most likely tokens (0 = all)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-p", o->top_p, "Nucleus sampling mass")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--repetition-penalty", o->repetition_penalty, "Penalty for repeated tokens (1 = off)");
-  cmd->add_option("--seed", o->seed, "Random seed for sampling");
+  add_sampling_flags(*cmd, o->sampling);
   cmd->add_option("--dtype", o->dtype, "Serving dtype of weights (local): auto, f32, bf16, f16, q8_0, q4_0, q4_1");
   cmd->add_option("--device", o->device, "cpu or cuda[:N] (local)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");

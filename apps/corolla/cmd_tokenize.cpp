@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
@@ -26,32 +27,6 @@ std::string read_input(const TokenizeOptions& o) {
   return s.str();
 }
 
-// Ids separated by spaces, commas or newlines.
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::string word;
-  auto flush = [&] {
-    if (word.empty()) return;
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
-      throw std::invalid_argument("not a token id: '" + word + "'");
-    ids.push_back(static_cast<int32_t>(v));
-    word.clear();
-  };
-  for (char c : text) {
-    if (c == ' ' || c == ',' || c == '\n' || c == '\t' || c == '\r') flush();
-    else word += c;
-  }
-  flush();
-  return ids;
-}
-
 }  // namespace
 
 Runner add_tokenize(CLI::App& app) {
@@ -69,7 +44,7 @@ Runner add_tokenize(CLI::App& app) {
     const Tokenizer tok = Tokenizer::load(o->model);
     const std::string input = read_input(*o);
     if (o->decode) {
-      std::cout << tok.decode(parse_ids(input)) << "\n";
+      std::cout << tok.decode(parse_id_list(input, "--decode")) << "\n";
       return 0;
     }
     const EncodeOptions opts{.add_special = !o->raw, .parse_special = !o->raw};
