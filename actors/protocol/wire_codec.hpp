@@ -1,4 +1,4 @@
-// Helpers shared by the Cap'n Proto encodings of wire messages (messages.cpp, actors/dht/dht_messages.cpp).
+// Functions shared by the Cap'n Proto encodings of wire messages (messages.cpp, actors/dht/dht_messages.cpp).
 // Include only from .cpp files: it pulls in Cap'n Proto.
 //
 //   void fill(const my_msg& x, capnp::MessageBuilder& mb) { wire_codec::fill_root<wire::MyMsg>(mb, ...); }
