@@ -1,70 +1,14 @@
 #include "actors/protocol/messages.hpp"
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/io.h>
-
+#include "actors/protocol/wire_codec.hpp"
 #include "actors/protocol/wire_tensor.hpp"
 #include "schema/server.capnp.h"
 
 namespace corolla {
 namespace {
 
-// Fills a message of root type W.
-template <class W, class Fill>
-void fill_root(capnp::MessageBuilder& mb, Fill fill) {
-  fill(mb.initRoot<W>(), mb.getOrphanage());
-}
-
-// The flat format (segment table, then segments) as one byte vector.
-std::vector<char> flatten(capnp::MessageBuilder& mb) {
-  const size_t words = capnp::computeSerializedSizeInWords(mb);
-  std::vector<char> out(words * sizeof(capnp::word));
-  kj::ArrayOutputStream os(kj::arrayPtr(reinterpret_cast<kj::byte*>(out.data()), out.size()));
-  capnp::writeMessage(os, mb);
-  return out;
-}
-
-// The flat format written straight into CAF's serializer, as the byte sequence a std::vector<char> would be
-// (the receiver reads it into one), without an intermediate copy.
-caf::error stream(capnp::MessageBuilder& mb, caf::serializer& sink) {
-  struct SinkStream final : kj::OutputStream {
-    explicit SinkStream(caf::serializer& s) : sink(s) {}
-    void write(const void* buffer, size_t size) override {
-      if (!err) err = sink.apply_raw(size, const_cast<void*>(buffer));
-    }
-    caf::serializer& sink;
-    caf::error err;
-  } out(sink);
-  size_t bytes = capnp::computeSerializedSizeInWords(mb) * sizeof(capnp::word);
-  if (auto err = sink.begin_sequence(bytes)) return err;
-  capnp::writeMessage(out, mb);
-  if (out.err) return std::move(out.err);
-  return sink.end_sequence();
-}
-
-// Reads a message of root type W in place; problems land in `wire_error`, never in an exception.
-template <class W, class Read>
-void parse(std::shared_ptr<std::vector<char>> bytes, std::string& wire_error, Read read) {
-  try {
-    if (bytes->size() % sizeof(capnp::word) != 0 || reinterpret_cast<uintptr_t>(bytes->data()) % 8 != 0) {
-      wire_error = "malformed message: " + std::to_string(bytes->size()) + " bytes are not whole 8-byte words";
-      return;
-    }
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = bytes->size() / sizeof(capnp::word) + 1024;
-    options.nestingLimit = 16;
-    capnp::FlatArrayMessageReader reader(
-        kj::arrayPtr(reinterpret_cast<const capnp::word*>(bytes->data()), bytes->size() / sizeof(capnp::word)),
-        options);
-    std::shared_ptr<const void> keep = bytes;
-    read(reader.getRoot<W>(), keep);
-  } catch (const kj::Exception& e) {
-    wire_error = "malformed message: " + std::string(e.getDescription().cStr());
-  } catch (const std::exception& e) {
-    wire_error = std::string("malformed message: ") + e.what();
-  }
-}
+using wire_codec::fill_root;
+using wire_codec::parse;
 
 template <class Builder>
 void put_tensor(Builder b, const Tensor& t, capnp::Orphanage o) {
@@ -235,18 +179,6 @@ void fill(const ack&, capnp::MessageBuilder& mb) {
 void decode(std::shared_ptr<std::vector<char>> bytes, ack& x) {
   parse<wire::Ack>(std::move(bytes), x.wire_error, [](auto, auto&) {});
 }
-
-#define COROLLA_WIRE_CODEC(T)                              \
-  std::vector<char> encode(const T& x) {                   \
-    capnp::MallocMessageBuilder mb;                        \
-    fill(x, mb);                                           \
-    return flatten(mb);                                    \
-  }                                                        \
-  caf::error write(const T& x, caf::serializer& sink) {    \
-    capnp::MallocMessageBuilder mb;                        \
-    fill(x, mb);                                           \
-    return stream(mb, sink);                               \
-  }
 
 COROLLA_WIRE_CODEC(info_request)
 COROLLA_WIRE_CODEC(server_info)

@@ -9,16 +9,12 @@
 
 #include <utility>
 
-#include <caf/error.hpp>
-#include <caf/serializer.hpp>
-#include <type_traits>
-#include <caf/meta/load_callback.hpp>
-#include <caf/meta/type_name.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "actors/protocol/wire_message.hpp"
 #include "kernels/tensor.hpp"
 
 namespace corolla {
@@ -93,25 +89,6 @@ struct ack {
 // Cap'n Proto encoding of each message (messages.cpp): encode() to bytes, write() straight into CAF's
 // serializer, decode() in place. Neither encode nor write throws: a tensor that cannot be written (not on the
 // host) is written empty and the receiver reports it.
-#define COROLLA_WIRE_MESSAGE(T)                                                  \
-  std::vector<char> encode(const T& x);                                          \
-  caf::error write(const T& x, caf::serializer& sink);                           \
-  void decode(std::shared_ptr<std::vector<char>> bytes, T& x);                   \
-  template <class Inspector>                                                     \
-  typename Inspector::result_type inspect(Inspector& f, T& x) {                  \
-    if constexpr (std::is_same_v<Inspector, caf::serializer>) {                  \
-      return write(x, f);                                                        \
-    } else if constexpr (Inspector::reads_state) {                               \
-      return f(caf::meta::type_name(#T));                                        \
-    } else {                                                                     \
-      auto bytes = std::make_shared<std::vector<char>>();                        \
-      return f(caf::meta::type_name(#T), *bytes, caf::meta::load_callback([&] {  \
-                 decode(std::move(bytes), x);                                    \
-                 return caf::error{};                                            \
-               }));                                                              \
-    }                                                                            \
-  }
-
 COROLLA_WIRE_MESSAGE(info_request)
 COROLLA_WIRE_MESSAGE(server_info)
 COROLLA_WIRE_MESSAGE(open_session)
@@ -122,7 +99,5 @@ COROLLA_WIRE_MESSAGE(forward_request)
 COROLLA_WIRE_MESSAGE(forward_reply)
 COROLLA_WIRE_MESSAGE(close_session)
 COROLLA_WIRE_MESSAGE(ack)
-
-#undef COROLLA_WIRE_MESSAGE
 
 }  // namespace corolla

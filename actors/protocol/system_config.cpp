@@ -2,6 +2,7 @@
 
 #include <caf/io/middleman.hpp>
 
+#include "actors/dht/dht_messages.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
 
@@ -18,6 +19,14 @@ void add_corolla_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<forward_reply>("corolla.forward_reply");
   cfg.add_message_type<close_session>("corolla.close_session");
   cfg.add_message_type<ack>("corolla.ack");
+  cfg.add_message_type<dht_ping_request>("corolla.dht_ping_request");
+  cfg.add_message_type<dht_ping_reply>("corolla.dht_ping_reply");
+  cfg.add_message_type<dht_find_node_request>("corolla.dht_find_node_request");
+  cfg.add_message_type<dht_find_node_reply>("corolla.dht_find_node_reply");
+  cfg.add_message_type<dht_find_value_request>("corolla.dht_find_value_request");
+  cfg.add_message_type<dht_find_value_reply>("corolla.dht_find_value_reply");
+  cfg.add_message_type<dht_store_request>("corolla.dht_store_request");
+  cfg.add_message_type<dht_store_reply>("corolla.dht_store_reply");
   cfg.add_error_category(kErrorCategory, render_error);
 }
 

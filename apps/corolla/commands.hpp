@@ -11,6 +11,7 @@ using Runner = std::function<int()>;
 Runner add_generate(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_chat(CLI::App& app);
+Runner add_dht(CLI::App& app);
 Runner add_config_check(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add(corolla::cli::add_generate);
   add(corolla::cli::add_serve);
   add(corolla::cli::add_chat);
+  add(corolla::cli::add_dht);
   add(corolla::cli::add_config_check);
   add(corolla::cli::add_tokenize);
   try {

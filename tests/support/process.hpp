@@ -125,4 +125,26 @@ class ServerProcess {
   std::string address_;
 };
 
+// `corolla dht` with the given flags; waits for its "dht node at HOST:PORT" line.
+class DhtProcess {
+ public:
+  explicit DhtProcess(std::vector<std::string> flags)
+      : process_(std::string(COROLLA_BIN_DIR) + "/corolla", with_dht(std::move(flags))) {
+    const std::string line = process_.read_line();
+    const std::string prefix = "dht node at ";
+    if (line.rfind(prefix, 0) != 0) throw std::runtime_error("unexpected DHT node output: " + line);
+    address_ = line.substr(prefix.size());
+  }
+  const std::string& address() const { return address_; }
+  ChildProcess& process() { return process_; }
+
+ private:
+  static std::vector<std::string> with_dht(std::vector<std::string> flags) {
+    flags.insert(flags.begin(), "dht");
+    return flags;
+  }
+  ChildProcess process_;
+  std::string address_;
+};
+
 }  // namespace corolla::test

@@ -1,0 +1,52 @@
+#include "actors/dht/announcer.hpp"
+
+#include <memory>
+#include <stdexcept>
+
+namespace corolla {
+
+std::string block_key(const std::string& model_prefix, int64_t block) {
+  return model_prefix + "." + std::to_string(block);
+}
+
+std::vector<dht_record> server_records(const std::string& model_prefix, const server_info& info) {
+  if (info.address.empty()) throw std::invalid_argument("a server announces itself under its address, and it has none");
+  if (info.first_block >= info.last_block)
+    throw std::invalid_argument("the server's span " + std::to_string(info.first_block) + ".." +
+                                std::to_string(info.last_block) + " is empty");
+  const std::vector<char> bytes = encode(info);
+  if (bytes.size() > kMaxDhtValueBytes)
+    throw std::invalid_argument("the server's info takes " + std::to_string(bytes.size()) +
+                                " bytes; DHT values are limited to " + std::to_string(kMaxDhtValueBytes));
+  const std::string value(bytes.begin(), bytes.end());
+  std::vector<dht_record> out;
+  for (int64_t b = info.first_block; b < info.last_block; ++b)
+    out.push_back({block_key(model_prefix, b), info.address, value});
+  return out;
+}
+
+std::vector<dht_put> announce_puts(const std::string& model_prefix, const server_info& info, DhtTime expiration) {
+  std::vector<dht_put> out;
+  for (auto& r : server_records(model_prefix, info))
+    out.push_back({std::move(r.key), std::move(r.subkey), std::move(r.value), expiration});
+  return out;
+}
+
+std::vector<announced_server> parse_servers(const DhtEntries& entries, std::vector<std::string>* problems) {
+  std::vector<announced_server> out;
+  for (const auto& [subkey, v] : entries) {
+    server_info info;
+    decode(std::make_shared<std::vector<char>>(v.value.begin(), v.value.end()), info);
+    std::string problem;
+    if (!info.wire_error.empty()) problem = info.wire_error;
+    else if (info.address != subkey) problem = "it names address '" + info.address + "'";
+    if (!problem.empty()) {
+      if (problems) problems->push_back("the entry of '" + subkey + "' is not a server's info: " + problem);
+      continue;
+    }
+    out.push_back({std::move(info), v.expiration});
+  }
+  return out;
+}
+
+}  // namespace corolla

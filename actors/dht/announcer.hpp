@@ -1,0 +1,39 @@
+// What a server announces in the DHT, and how readers parse it back (plain functions; the server's announcer
+// actor and the client's swarm view call them):
+//   key     "{model_prefix}.{block}"   one per hosted block, e.g. "llama-3-8b.12"
+//   subkey  the server's address       so each server holds its own entry under every block it serves
+//   value   encode(server_info)        Cap'n Proto bytes (schema/server.capnp), at most 64 KiB
+// Entries expire unless the server announces again.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "actors/dht/dht_api.hpp"
+#include "actors/protocol/messages.hpp"
+
+namespace corolla {
+
+// "{model_prefix}.{block}".
+std::string block_key(const std::string& model_prefix, int64_t block);
+
+struct dht_record {
+  std::string key, subkey, value;
+};
+
+// One record per block of the server's span [first_block, last_block). Throws std::invalid_argument when the info
+// has no address or an empty span, or its encoding is over the DHT's 64 KiB value limit.
+std::vector<dht_record> server_records(const std::string& model_prefix, const server_info& info);
+// The same as dht_put messages, expiring at `expiration`.
+std::vector<dht_put> announce_puts(const std::string& model_prefix, const server_info& info, DhtTime expiration);
+
+struct announced_server {
+  server_info info;
+  DhtTime expiration{};
+};
+
+// The servers in the entries of one block key (dht_get_reply::entries), in subkey order. An entry that does not
+// decode, or whose address is not its subkey, is left out and described in `problems` (when given).
+std::vector<announced_server> parse_servers(const DhtEntries& entries, std::vector<std::string>* problems = nullptr);
+
+}  // namespace corolla

@@ -1,0 +1,97 @@
+#include "actors/dht/bucket_actor.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/dht/dht_internal.hpp"
+#include "actors/dht/rpc.hpp"
+
+namespace corolla {
+namespace {
+
+struct bucket_state {
+  bucket_params p;
+  caf::actor node, connector;
+  KBucket bucket;
+  std::mt19937_64 rng;
+  caf::actor_clock::time_point last_activity;
+  bool pinging = false;
+  static inline const char* name = "dht_bucket";
+};
+
+using bucket_actor = caf::stateful_actor<bucket_state>;
+
+void publish(bucket_actor* self) {
+  self->send(self->state.node, bucket_view{self->state.p.index, self->state.bucket.contacts()});
+}
+
+// The bucket is full and a newcomer waits: is the least recently seen contact still alive?
+void ping_least_recent(bucket_actor* self) {
+  auto& st = self->state;
+  const Contact* lrs = st.bucket.least_recent();
+  if (st.pinging || !lrs || st.bucket.replacements().empty()) return;
+  st.pinging = true;
+  const Contact old = *lrs;
+  dht_call<dht_ping_reply>(
+      self, st.connector, old.address, st.p.rpc_timeout, dht_ping_request{to_wire(st.p.self), {}},
+      [=](const dht_ping_reply& r) {
+        auto& s = self->state;
+        s.pinging = false;
+        if (r.responder.id == id_bytes(old.id)) {
+          s.bucket.seen(old);  // alive: it stays, the newcomer keeps waiting
+        } else if (s.bucket.failed(old.id, true)) {  // another node answers at that address now
+          publish(self);
+        }
+      },
+      [=](const caf::error&) {
+        self->state.pinging = false;
+        if (self->state.bucket.failed(old.id, true)) publish(self);
+      });
+}
+
+caf::behavior bucket(bucket_actor* self, bucket_params p, caf::actor node, caf::actor connector) {
+  auto& st = self->state;
+  st.p = std::move(p);
+  st.node = std::move(node);
+  st.connector = std::move(connector);
+  st.bucket = KBucket(st.p.rules);
+  st.rng = rng_from_id(st.p.self.id, static_cast<uint64_t>(st.p.index) + 1);
+  st.last_activity = self->clock().now();
+  // Idleness is checked every quarter period, the first time at a random point of the first quarter, so buckets
+  // do not all refresh at once: an idle bucket refreshes between one and one and a quarter periods after its last
+  // activity.
+  const auto tick = std::max(caf::timespan{1}, st.p.refresh_period / 4);
+  self->delayed_send(self, caf::timespan{1 + static_cast<int64_t>(st.rng() % static_cast<uint64_t>(tick.count()))},
+                     refresh_atom::value);
+  return {
+      [=](const contact_seen& m) {
+        auto& s = self->state;
+        s.last_activity = self->clock().now();
+        switch (s.bucket.seen(m.contact)) {
+          case KBucket::Seen::added: publish(self); break;
+          case KBucket::Seen::updated: break;
+          case KBucket::Seen::replacement: ping_least_recent(self); break;
+        }
+      },
+      [=](const contact_failed& m) {
+        if (self->state.bucket.failed(m.id, m.stale)) publish(self);
+      },
+      [=](address_atom, const std::string& address) { self->state.p.self.address = address; },
+      [=](refresh_atom) {
+        auto& s = self->state;
+        const auto now = self->clock().now();
+        if (now - s.last_activity >= s.p.refresh_period) {
+          s.last_activity = now;
+          self->send(s.node, bucket_refresh{s.p.index, random_id_in_bucket(s.p.self.id, s.p.index, s.rng)});
+        }
+        self->delayed_send(self, tick, refresh_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_bucket(caf::event_based_actor* node, bucket_params params, caf::actor connector) {
+  return node->spawn<caf::linked>(bucket, std::move(params), caf::actor_cast<caf::actor>(node), std::move(connector));
+}
+
+}  // namespace corolla

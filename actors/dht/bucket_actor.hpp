@@ -1,0 +1,29 @@
+// A k-bucket as an actor, owned (and linked) by its DHT node. It applies KBucket's rules to the contacts the
+// node reports, pings the least recently seen contact when a newcomer finds the bucket full (evicting it only if
+// the ping fails), tells the node its members whenever they change (bucket_view), and, when idle for a refresh
+// period (checked every quarter period), asks the node to look up a random id in its range (bucket_refresh).
+//
+//   node -> bucket: contact_seen, contact_failed, (address_atom, "HOST:PORT")
+//   bucket -> node: bucket_view, bucket_refresh
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/timespan.hpp>
+
+#include "actors/dht/kbucket.hpp"
+
+namespace corolla {
+
+struct bucket_params {
+  int index = 0;  // 159 (the far half of the id space) .. 0
+  Contact self;   // the owning node (the sender of pings)
+  KBucket::Options rules;
+  caf::timespan rpc_timeout{};
+  caf::timespan refresh_period{};
+};
+
+// Spawned by `node`, linked to it.
+caf::actor spawn_bucket(caf::event_based_actor* node, bucket_params params, caf::actor connector);
+
+}  // namespace corolla

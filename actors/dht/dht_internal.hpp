@@ -1,0 +1,63 @@
+// Messages between a DHT node and the actors it owns (bucket actors, lookup actors); in-process only.
+#pragma once
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/dht/dht_messages.hpp"
+#include "actors/dht/kbucket.hpp"
+#include "actors/dht/storage.hpp"
+
+namespace corolla {
+
+using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
+using republish_atom = caf::atom_constant<caf::atom("republish")>;
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+
+// A contact answered (or sent us a request): node -> bucket, lookup -> node.
+struct contact_seen {
+  Contact contact;
+};
+// An RPC to `id` failed; `stale`: it was the liveness ping made for a waiting replacement.
+struct contact_failed {
+  NodeId id{};
+  bool stale = false;
+};
+// Bucket -> node: the bucket's members changed (the node routes with these views).
+struct bucket_view {
+  int index = 0;
+  std::vector<Contact> contacts;
+};
+// Bucket -> node: the bucket was idle for a refresh period; look up `target` (a random id in its range).
+struct bucket_refresh {
+  int index = 0;
+  NodeId target{};
+};
+// Lookup actor -> node, the reply to lookup_atom.
+struct lookup_result {
+  std::vector<Contact> closest;  // the closest contacts that answered, closest first (at most k)
+  DhtEntries entries;            // find_value: the merged live entries
+  size_t holders = 0;            // find_value: nodes that answered with entries
+  int hops = 0;
+  size_t queries = 0;
+};
+
+inline dht_contact to_wire(const Contact& c) { return {id_bytes(c.id), c.address}; }
+
+// nullopt when the id is not 20 bytes.
+inline std::optional<Contact> from_wire(const dht_contact& c) {
+  auto id = id_from_bytes(c.id);
+  if (!id) return std::nullopt;
+  return Contact{*id, c.address};
+}
+
+}  // namespace corolla
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::contact_seen)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::contact_failed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::bucket_view)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::bucket_refresh)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::lookup_result)

@@ -1,0 +1,86 @@
+// DHT RPCs between nodes (schema/dht.capnp). In one process they travel as these C++ values; across processes
+// each is written as its Cap'n Proto struct. Ids are carried as bytes and checked by the receiver (a 19-byte id
+// is a bad_request, not a crash); a malformed message arrives with `wire_error` set and gets bad_request.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/protocol/wire_message.hpp"
+
+namespace corolla {
+
+// Limits every node enforces (bad_request beyond them).
+inline constexpr size_t kMaxDhtValueBytes = 64 * 1024;
+inline constexpr size_t kMaxDhtSubkeyBytes = 1024;
+inline constexpr size_t kMaxDhtItemsPerStore = 256;
+
+
+struct dht_contact {
+  std::string id;       // 20 bytes
+  std::string address;  // empty: a client-mode node
+  bool operator==(const dht_contact&) const = default;
+};
+
+struct dht_item {
+  std::string subkey;
+  std::string value;
+  int64_t ttl_ns = 0;  // time left until expiration
+  bool operator==(const dht_item&) const = default;
+};
+
+struct dht_ping_request {
+  dht_contact sender;
+  std::string wire_error;
+};
+struct dht_ping_reply {
+  dht_contact responder;
+  std::string wire_error;
+};
+
+struct dht_find_node_request {
+  dht_contact sender;
+  std::string target;
+  std::string wire_error;
+};
+struct dht_find_node_reply {
+  dht_contact responder;
+  std::vector<dht_contact> contacts;
+  std::string wire_error;
+};
+
+struct dht_find_value_request {
+  dht_contact sender;
+  std::string key;
+  std::string wire_error;
+};
+struct dht_find_value_reply {
+  dht_contact responder;
+  std::vector<dht_item> items;
+  std::vector<dht_contact> contacts;
+  std::string wire_error;
+};
+
+struct dht_store_request {
+  dht_contact sender;
+  std::string key;
+  std::vector<dht_item> items;
+  std::string wire_error;
+};
+struct dht_store_reply {
+  dht_contact responder;
+  std::vector<bool> stored;
+  std::string wire_error;
+};
+
+COROLLA_WIRE_MESSAGE(dht_ping_request)
+COROLLA_WIRE_MESSAGE(dht_ping_reply)
+COROLLA_WIRE_MESSAGE(dht_find_node_request)
+COROLLA_WIRE_MESSAGE(dht_find_node_reply)
+COROLLA_WIRE_MESSAGE(dht_find_value_request)
+COROLLA_WIRE_MESSAGE(dht_find_value_reply)
+COROLLA_WIRE_MESSAGE(dht_store_request)
+COROLLA_WIRE_MESSAGE(dht_store_reply)
+
+}  // namespace corolla

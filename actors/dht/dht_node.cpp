@@ -1,0 +1,446 @@
+#include "actors/dht/dht_node.hpp"
+
+#include <caf/all.hpp>
+#include <map>
+#include <memory>
+#include <set>
+#include <stdexcept>
+
+#include "actors/dht/bucket_actor.hpp"
+#include "actors/dht/dht_internal.hpp"
+#include "actors/dht/lookup_actor.hpp"
+#include "actors/dht/rpc.hpp"
+
+namespace corolla {
+namespace {
+
+static_assert(std::is_same_v<caf::actor_clock::time_point, DhtTime>, "DHT times are actor clock times");
+
+struct dht_node_state {
+  dht_options opt;
+  Contact me;  // id and advertised address (empty in client mode)
+  caf::actor connector;
+  std::map<int, caf::actor> buckets;              // bucket index -> bucket actor (spawned when first needed)
+  std::map<int, std::vector<Contact>> views;      // bucket index -> its members, as the bucket last reported
+  DhtStorage storage;
+  std::mt19937_64 rng;
+  std::set<caf::actor> lookups;                   // running
+  static inline const char* name = "dht_node";
+};
+
+using node_actor = caf::stateful_actor<dht_node_state>;
+
+// An entry to store, with its absolute expiration.
+using Entry = std::pair<std::string, DhtValue>;
+
+int64_t ttl_ns(DhtTime expiration, DhtTime now) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(expiration - now).count();
+}
+
+std::vector<dht_item> to_items(const std::vector<Entry>& entries, DhtTime now) {
+  std::vector<dht_item> out;
+  out.reserve(entries.size());
+  for (const auto& [subkey, v] : entries) out.push_back({subkey, v.value, ttl_ns(v.expiration, now)});
+  return out;
+}
+
+std::string join(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+// --- routing table ----------------------------------------------------------------------------------------------
+
+void note_seen(node_actor* self, const Contact& c) {
+  auto& st = self->state;
+  if (c.address.empty() || c.id == st.me.id) return;
+  const int index = bucket_index(st.me.id, c.id);
+  auto& bucket = st.buckets[index];
+  if (!bucket) {
+    bucket_params p{index, st.me, KBucket::Options{st.opt.k, st.opt.max_failures, st.opt.k}, st.opt.rpc_timeout,
+                    st.opt.refresh_period};
+    bucket = spawn_bucket(self, std::move(p), st.connector);
+  }
+  self->send(bucket, contact_seen{c});
+}
+
+void note_failed(node_actor* self, const NodeId& id) {
+  auto& st = self->state;
+  if (auto it = st.buckets.find(bucket_index(st.me.id, id)); it != st.buckets.end())
+    self->send(it->second, contact_failed{id, false});
+}
+
+size_t contact_count(const dht_node_state& st) {
+  size_t n = 0;
+  for (const auto& [i, v] : st.views) n += v.size();
+  return n;
+}
+
+// The n known contacts closest to target (and `extra` ones), without `exclude`.
+std::vector<Contact> closest(const dht_node_state& st, const NodeId& target, size_t n,
+                             const std::vector<Contact>& extra = {}, const NodeId* exclude = nullptr) {
+  std::vector<Contact> all;
+  std::set<NodeId> ids;
+  auto add = [&](const Contact& c) {
+    if ((exclude && c.id == *exclude) || c.id == st.me.id || !ids.insert(c.id).second) return;
+    all.push_back(c);
+  };
+  for (const auto& [i, v] : st.views)
+    for (const auto& c : v) add(c);
+  for (const auto& c : extra) add(c);
+  return closest_contacts(std::move(all), target, n);
+}
+
+std::vector<dht_contact> wire_contacts(const std::vector<Contact>& cs) {
+  std::vector<dht_contact> out;
+  out.reserve(cs.size());
+  for (const auto& c : cs) out.push_back(to_wire(c));
+  return out;
+}
+
+// --- lookups ----------------------------------------------------------------------------------------------------
+
+template <class Then>
+void run_lookup(node_actor* self, const NodeId& target, bool find_value, const std::vector<Contact>& extra,
+                Then then) {
+  auto& st = self->state;
+  lookup_params p{target,
+                  find_value,
+                  st.me,
+                  Lookup::Options{st.opt.k, st.opt.alpha},
+                  st.opt.replicas,
+                  st.opt.rpc_timeout,
+                  st.opt.lookup_timeout,
+                  closest(st, target, st.opt.k, extra)};
+  auto lookup = spawn_lookup(self, std::move(p), st.connector);
+  st.lookups.insert(lookup);
+  // The lookup answers by its deadline; the margin covers the RPCs still in flight then.
+  self->request(lookup, st.opt.lookup_timeout + 2 * st.opt.rpc_timeout, lookup_atom::value)
+      .then(
+          [=](lookup_result& r) mutable {
+            self->state.lookups.erase(lookup);
+            then(std::move(r));
+          },
+          [=](caf::error&) mutable {
+            self->state.lookups.erase(lookup);
+            then(lookup_result{});
+          });
+}
+
+// Stores `entries` of `key` on the `replicas` nodes nearest to it among `found` (and this node, in server mode),
+// then calls done(stored, answered, problem): how many nodes stored every entry, how many answered, and the
+// first error met.
+template <class Done>
+void store_on_nearest(node_actor* self, const NodeId& key, std::vector<Entry> entries, const std::vector<Contact>& found,
+                      Done done) {
+  auto& st = self->state;
+  std::vector<Contact> targets = found;
+  if (!st.opt.client_mode) targets.push_back(st.me);
+  targets = closest_contacts(std::move(targets), key, st.opt.replicas);
+  struct Tally {
+    size_t pending = 0, stored = 0, answered = 0;
+    std::string problem;
+  };
+  auto tally = std::make_shared<Tally>();
+  tally->pending = targets.size();
+  auto finish_one = [=]() mutable {
+    if (--tally->pending == 0) done(tally->stored, tally->answered, tally->problem);
+  };
+  if (targets.empty()) {
+    done(0, 0, std::string("no DHT node is known (bootstrap first)"));
+    return;
+  }
+  const auto now = self->clock().now();
+  for (const auto& t : targets) {
+    if (t.id == st.me.id) {
+      bool all = true;
+      for (const auto& [subkey, v] : entries)
+        all = st.storage.put(key, subkey, v.value, v.expiration, now) == DhtStorage::Put::stored && all;
+      ++tally->answered;
+      if (all) ++tally->stored;
+      finish_one();
+      continue;
+    }
+    dht_call<dht_store_reply>(
+        self, st.connector, t.address, st.opt.rpc_timeout,
+        dht_store_request{to_wire(st.me), id_bytes(key), to_items(entries, now), {}},
+        [=](const dht_store_reply& r) mutable {
+          ++tally->answered;
+          bool all = r.stored.size() == entries.size();
+          for (bool s : r.stored) all = all && s;
+          if (all) ++tally->stored;
+          else if (tally->problem.empty()) tally->problem = t.address + " keeps a later-expiring entry";
+          if (auto c = from_wire(r.responder); c && c->id == t.id) note_seen(self, t);
+          finish_one();
+        },
+        [=](const caf::error& e) mutable {
+          note_failed(self, t.id);
+          if (tally->problem.empty()) tally->problem = t.address + ": " + describe(e);
+          finish_one();
+        });
+  }
+}
+
+// Entries nobody stored here again within a republish period go to the key's nearest nodes again.
+void republish(node_actor* self) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  std::map<NodeId, std::vector<Entry>> due;
+  st.storage.for_each(now, [&](const NodeId& key, const std::string& subkey, const DhtValue& v, DhtTime stored_at) {
+    if (now - stored_at >= st.opt.republish_period) due[key].emplace_back(subkey, v);
+  });
+  for (auto& [key, entries] : due) {
+    run_lookup(self, key, false, {}, [=, key = key, entries = std::move(entries)](lookup_result r) {
+      for (size_t first = 0; first < entries.size(); first += kMaxDhtItemsPerStore) {
+        std::vector<Entry> chunk(entries.begin() + static_cast<std::ptrdiff_t>(first),
+                                 entries.begin() + static_cast<std::ptrdiff_t>(
+                                                       std::min(entries.size(), first + kMaxDhtItemsPerStore)));
+        store_on_nearest(self, key, std::move(chunk), r.closest, [](size_t, size_t, const std::string&) {});
+      }
+    });
+  }
+}
+
+// --- requests from other nodes ----------------------------------------------------------------------------------
+
+std::string id_problem(const std::string& bytes, const char* what) {
+  if (bytes.size() == kIdBytes) return {};
+  return std::string(what) + " has " + std::to_string(bytes.size()) + " bytes; DHT ids have " +
+         std::to_string(kIdBytes);
+}
+
+// Why an incoming RPC is refused (empty: it is not). A sender that names an address is added to the table.
+std::string admit(node_actor* self, const std::string& wire_error, const dht_contact& sender) {
+  if (!wire_error.empty()) return wire_error;
+  if (self->state.opt.client_mode) return "this DHT node runs in client mode and serves no requests";
+  if (auto p = id_problem(sender.id, "the sender's id"); !p.empty()) return p;
+  if (sender.address.size() > 256) return "the sender's address is longer than 256 bytes";
+  return {};
+}
+
+caf::error refuse(const std::string& why) { return make_error(errc::bad_request, why); }
+
+std::string check_entry(const std::string& subkey, size_t value_bytes) {
+  if (value_bytes > kMaxDhtValueBytes)
+    return "the value of subkey '" + subkey.substr(0, 64) + "' has " + std::to_string(value_bytes) +
+           " bytes; the limit is " + std::to_string(kMaxDhtValueBytes);
+  if (subkey.size() > kMaxDhtSubkeyBytes)
+    return "a subkey has " + std::to_string(subkey.size()) + " bytes; the limit is " +
+           std::to_string(kMaxDhtSubkeyBytes);
+  return {};
+}
+
+caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) {
+  auto& st = self->state;
+  st.opt = std::move(opt);
+  st.me = Contact{st.opt.id, st.opt.client_mode ? std::string() : st.opt.address};
+  st.connector = std::move(connector);
+  st.storage = DhtStorage(DhtStorage::Options{st.opt.max_subkeys});
+  st.rng = rng_from_id(st.opt.id);
+  self->set_default_handler([](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+    return make_error(errc::bad_request, "unexpected message " + caf::to_string(x.content()));
+  });
+  if (!st.opt.client_mode) {
+    self->delayed_send(self, st.opt.purge_period, sweep_atom::value);
+    // The first republish comes between half a period and a period from now: nodes do not all republish at once.
+    const auto half = std::max<int64_t>(1, st.opt.republish_period.count() / 2);
+    self->delayed_send(self, caf::timespan{half + static_cast<int64_t>(st.rng() % static_cast<uint64_t>(half))},
+                       republish_atom::value);
+  }
+
+  return {
+      // --- RPCs from other nodes ---
+      [=](const dht_ping_request& req) -> caf::result<dht_ping_reply> {
+        if (auto why = admit(self, req.wire_error, req.sender); !why.empty()) return refuse(why);
+        note_seen(self, *from_wire(req.sender));
+        return dht_ping_reply{to_wire(self->state.me), {}};
+      },
+      [=](const dht_find_node_request& req) -> caf::result<dht_find_node_reply> {
+        if (auto why = admit(self, req.wire_error, req.sender); !why.empty()) return refuse(why);
+        if (auto p = id_problem(req.target, "the target id"); !p.empty()) return refuse(p);
+        const Contact sender = *from_wire(req.sender);
+        note_seen(self, sender);
+        auto& s = self->state;
+        return dht_find_node_reply{to_wire(s.me),
+                                   wire_contacts(closest(s, *id_from_bytes(req.target), s.opt.k, {}, &sender.id)), {}};
+      },
+      [=](const dht_find_value_request& req) -> caf::result<dht_find_value_reply> {
+        if (auto why = admit(self, req.wire_error, req.sender); !why.empty()) return refuse(why);
+        if (auto p = id_problem(req.key, "the key id"); !p.empty()) return refuse(p);
+        const Contact sender = *from_wire(req.sender);
+        note_seen(self, sender);
+        auto& s = self->state;
+        const NodeId key = *id_from_bytes(req.key);
+        const auto now = self->clock().now();
+        dht_find_value_reply reply{to_wire(s.me), {}, wire_contacts(closest(s, key, s.opt.k, {}, &sender.id)), {}};
+        for (const auto& [subkey, v] : s.storage.get(key, now))
+          reply.items.push_back({subkey, v.value, ttl_ns(v.expiration, now)});
+        return reply;
+      },
+      [=](const dht_store_request& req) -> caf::result<dht_store_reply> {
+        if (auto why = admit(self, req.wire_error, req.sender); !why.empty()) return refuse(why);
+        if (auto p = id_problem(req.key, "the key id"); !p.empty()) return refuse(p);
+        if (req.items.size() > kMaxDhtItemsPerStore)
+          return refuse(std::to_string(req.items.size()) + " items in one store; the limit is " +
+                        std::to_string(kMaxDhtItemsPerStore));
+        for (const auto& item : req.items)
+          if (auto p = check_entry(item.subkey, item.value.size()); !p.empty()) return refuse(p);
+        note_seen(self, *from_wire(req.sender));
+        auto& s = self->state;
+        const NodeId key = *id_from_bytes(req.key);
+        const auto now = self->clock().now();
+        dht_store_reply reply{to_wire(s.me), {}, {}};
+        for (const auto& item : req.items) {
+          const auto expiration = now + std::chrono::nanoseconds(std::max<int64_t>(item.ttl_ns, 0));
+          reply.stored.push_back(s.storage.put(key, item.subkey, item.value, expiration, now) ==
+                                 DhtStorage::Put::stored);
+        }
+        return reply;
+      },
+
+      // --- the actor API (dht_api.hpp) ---
+      [=](dht_put& req) -> caf::result<dht_put_reply> {
+        if (auto p = check_entry(req.subkey, req.value.size()); !p.empty()) return refuse(p);
+        if (req.expiration <= self->clock().now())
+          return refuse("the expiration of '" + req.key + "' / '" + req.subkey + "' is not in the future");
+        auto rp = self->make_response_promise<dht_put_reply>();
+        const NodeId key = key_id(req.key);
+        std::vector<Entry> entries{{req.subkey, DhtValue{std::move(req.value), req.expiration}}};
+        run_lookup(self, key, false, {}, [=, name = req.key](lookup_result r) mutable {
+          store_on_nearest(self, key, entries, r.closest,
+                           [=](size_t stored, size_t answered, const std::string& problem) mutable {
+                             if (stored > 0) rp.deliver(dht_put_reply{stored});
+                             else if (answered > 0) rp.deliver(refuse("'" + name + "' was not stored: " + problem));
+                             else rp.deliver(make_error(errc::peer_unavailable,
+                                                        "'" + name + "' was not stored: " + problem));
+                           });
+        });
+        return rp;
+      },
+      [=](const dht_get& req) -> caf::result<dht_get_reply> {
+        auto rp = self->make_response_promise<dht_get_reply>();
+        const NodeId key = key_id(req.key);
+        run_lookup(self, key, true, {}, [=](lookup_result r) mutable {
+          const auto now = self->clock().now();
+          dht_get_reply reply{{}, r.hops, r.queries, r.holders};
+          for (auto& [subkey, v] : r.entries)
+            if (v.expiration > now) reply.entries.emplace(subkey, std::move(v));
+          for (auto& [subkey, v] : self->state.storage.get(key, now)) {
+            auto [it, inserted] = reply.entries.try_emplace(subkey, v);
+            if (!inserted && v.expiration > it->second.expiration) it->second = v;
+          }
+          rp.deliver(std::move(reply));
+        });
+        return rp;
+      },
+      [=](const dht_bootstrap& req) -> caf::result<dht_bootstrap_reply> {
+        auto rp = self->make_response_promise<dht_bootstrap_reply>();
+        if (req.peers.empty()) {
+          rp.deliver(dht_bootstrap_reply{{}, contact_count(self->state)});
+          return rp;
+        }
+        struct Progress {
+          size_t pending = 0;
+          std::vector<std::string> answered;
+          std::vector<Contact> contacts;
+        };
+        auto prog = std::make_shared<Progress>();
+        prog->pending = req.peers.size();
+        const auto peers = req.peers;
+        // Once every peer answered or failed: look up our own id, then refresh each bucket farther away than the
+        // closest neighbour found.
+        auto joined = [=]() mutable {
+          if (prog->answered.empty()) {
+            rp.deliver(make_error(errc::peer_unavailable, "none of the initial peers answered: " + join(peers)));
+            return;
+          }
+          run_lookup(self, self->state.me.id, false, prog->contacts, [=](lookup_result r) mutable {
+            auto known = prog->contacts;
+            known.insert(known.end(), r.closest.begin(), r.closest.end());
+            int nearest = kIdBits - 1;
+            for (const auto& c : known) nearest = std::min(nearest, bucket_index(self->state.me.id, c.id));
+            auto left = std::make_shared<int>(kIdBits - 1 - nearest);
+            auto reply = [=]() mutable {
+              std::set<NodeId> ids;
+              for (const auto& c : known) ids.insert(c.id);
+              rp.deliver(dht_bootstrap_reply{prog->answered, ids.size()});
+            };
+            if (*left == 0) {
+              reply();
+              return;
+            }
+            for (int index = nearest + 1; index < kIdBits; ++index)
+              run_lookup(self, random_id_in_bucket(self->state.me.id, index, self->state.rng), false, known,
+                         [=](lookup_result) mutable {
+                           if (--*left == 0) reply();
+                         });
+          });
+        };
+        for (const auto& peer : peers)
+          dht_call<dht_ping_reply>(
+              self, self->state.connector, peer, self->state.opt.rpc_timeout, dht_ping_request{to_wire(self->state.me), {}},
+              [=](const dht_ping_reply& r) mutable {
+                if (auto c = from_wire(r.responder); c && c->id != self->state.me.id) {
+                  const Contact contact{c->id, peer};  // the address that worked for us
+                  note_seen(self, contact);
+                  prog->answered.push_back(peer);
+                  prog->contacts.push_back(contact);
+                }
+                if (--prog->pending == 0) joined();
+              },
+              [=](const caf::error&) mutable {
+                if (--prog->pending == 0) joined();
+              });
+        return rp;
+      },
+      [=](const dht_find_nodes& req) -> caf::result<dht_find_nodes_reply> {
+        auto rp = self->make_response_promise<dht_find_nodes_reply>();
+        const NodeId target = req.key.empty() ? req.target : key_id(req.key);
+        run_lookup(self, target, false, {}, [=](lookup_result r) mutable {
+          rp.deliver(dht_find_nodes_reply{std::move(r.closest), r.hops, r.queries});
+        });
+        return rp;
+      },
+      [=](const dht_info_request&) -> dht_info {
+        auto& s = self->state;
+        dht_info info{s.me.id, s.me.address, s.opt.client_mode, contact_count(s), s.buckets.size(), {},
+                      s.storage.keys(), s.storage.entries()};
+        for (const auto& [i, v] : s.views) info.table.insert(info.table.end(), v.begin(), v.end());
+        return info;
+      },
+      [=](address_atom, const std::string& address) {
+        auto& s = self->state;
+        if (s.opt.client_mode) return;
+        s.me.address = address;
+        for (auto& [i, b] : s.buckets) self->send(b, address_atom::value, address);
+      },
+
+      // --- from the node's own actors and timers ---
+      [=](const contact_seen& m) { note_seen(self, m.contact); },
+      [=](const contact_failed& m) { note_failed(self, m.id); },
+      [=](bucket_view& m) {
+        if (m.contacts.empty()) self->state.views.erase(m.index);
+        else self->state.views[m.index] = std::move(m.contacts);
+      },
+      [=](const bucket_refresh& m) { run_lookup(self, m.target, false, {}, [](lookup_result) {}); },
+      [=](sweep_atom) {
+        self->state.storage.purge(self->clock().now());
+        self->delayed_send(self, self->state.opt.purge_period, sweep_atom::value);
+      },
+      [=](republish_atom) {
+        republish(self);
+        self->delayed_send(self, self->state.opt.republish_period, republish_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_dht_node(caf::actor_system& sys, dht_options options, caf::actor connector) {
+  if (options.k == 0 || options.alpha == 0 || options.replicas == 0 || options.max_failures == 0)
+    throw std::invalid_argument("DHT options: k, alpha, replicas and max_failures must be at least 1");
+  return sys.spawn(dht_node, std::move(options), std::move(connector));
+}
+
+}  // namespace corolla

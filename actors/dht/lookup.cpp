@@ -1,0 +1,83 @@
+#include "actors/dht/lookup.hpp"
+
+#include <algorithm>
+
+namespace corolla {
+
+Lookup::Lookup(const NodeId& target, Options o, const NodeId& self, const std::vector<Contact>& initial)
+    : target_(target), self_(self), opt_(o) {
+  for (const auto& c : initial) add(c, 1);
+}
+
+void Lookup::add(const Contact& c, int depth) {
+  if (c.id == self_ || c.address.empty()) return;
+  auto [it, inserted] = candidates_.try_emplace(xor_distance(c.id, target_), Candidate{c, State::fresh, depth});
+  if (!inserted) it->second.depth = std::min(it->second.depth, depth);
+}
+
+Lookup::Candidate* Lookup::find(const NodeId& id) {
+  auto it = candidates_.find(xor_distance(id, target_));
+  return it == candidates_.end() ? nullptr : &it->second;
+}
+
+std::vector<Contact> Lookup::next() {
+  std::vector<Contact> out;
+  size_t live = 0;
+  for (auto& [d, c] : candidates_) {
+    if (live >= opt_.k || in_flight_ >= opt_.alpha) break;
+    if (c.state == State::failed) continue;
+    ++live;
+    if (c.state != State::fresh) continue;
+    c.state = State::in_flight;
+    ++in_flight_;
+    ++queries_;
+    out.push_back(c.contact);
+  }
+  return out;
+}
+
+void Lookup::answered(const NodeId& from, const std::vector<Contact>& learned) {
+  Candidate* c = find(from);
+  if (!c || c->state != State::in_flight) return;
+  c->state = State::answered;
+  --in_flight_;
+  const int depth = c->depth + 1;
+  for (const auto& l : learned) add(l, depth);
+}
+
+void Lookup::failed(const NodeId& from) {
+  Candidate* c = find(from);
+  if (!c || c->state != State::in_flight) return;
+  c->state = State::failed;
+  --in_flight_;
+}
+
+bool Lookup::finished() const {
+  if (in_flight_ > 0) return false;
+  size_t live = 0;
+  for (const auto& [d, c] : candidates_) {
+    if (live >= opt_.k) break;
+    if (c.state == State::failed) continue;
+    ++live;
+    if (c.state == State::fresh) return false;
+  }
+  return true;
+}
+
+std::vector<Contact> Lookup::closest_answered(size_t n) const {
+  std::vector<Contact> out;
+  for (const auto& [d, c] : candidates_) {
+    if (out.size() >= n) break;
+    if (c.state == State::answered) out.push_back(c.contact);
+  }
+  return out;
+}
+
+int Lookup::hops() const {
+  int h = 0;
+  for (const auto& [d, c] : candidates_)
+    if (c.state == State::answered) h = std::max(h, c.depth);
+  return h;
+}
+
+}  // namespace corolla

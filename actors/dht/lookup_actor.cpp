@@ -1,0 +1,140 @@
+#include "actors/dht/lookup_actor.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/dht/dht_internal.hpp"
+#include "actors/dht/rpc.hpp"
+
+namespace corolla {
+namespace {
+
+struct lookup_state {
+  lookup_params p;
+  caf::actor node, connector;
+  std::optional<Lookup> lookup;
+  lookup_result result;
+  std::vector<caf::typed_response_promise<lookup_result>> waiting;
+  bool done = false;
+  static inline const char* name = "dht_lookup";
+};
+
+using lookup_actor = caf::stateful_actor<lookup_state>;
+
+void finish(lookup_actor* self) {
+  auto& st = self->state;
+  if (st.done) return;
+  st.done = true;
+  st.result.closest = st.lookup->closest_answered(st.p.rules.k);
+  st.result.hops = st.lookup->hops();
+  st.result.queries = st.lookup->queries();
+  for (auto& rp : st.waiting) rp.deliver(st.result);
+  st.waiting.clear();
+  self->quit();
+}
+
+void merge(DhtEntries& into, const std::vector<dht_item>& items, DhtTime now) {
+  for (const auto& item : items) {
+    if (item.ttl_ns <= 0 || item.value.size() > kMaxDhtValueBytes) continue;
+    DhtValue v{item.value, now + std::chrono::nanoseconds(item.ttl_ns)};
+    auto [it, inserted] = into.try_emplace(item.subkey, v);
+    if (!inserted && v.expiration > it->second.expiration) it->second = std::move(v);
+  }
+}
+
+// Named contacts with well-formed ids; others are ignored.
+std::vector<Contact> usable(const std::vector<dht_contact>& cs) {
+  std::vector<Contact> out;
+  out.reserve(cs.size());
+  for (const auto& c : cs)
+    if (auto contact = from_wire(c); contact && !contact->address.empty()) out.push_back(std::move(*contact));
+  return out;
+}
+
+void pump(lookup_actor* self);
+
+void on_failure(lookup_actor* self, const Contact& c) {
+  self->state.lookup->failed(c.id);
+  self->send(self->state.node, contact_failed{c.id, false});
+  pump(self);
+}
+
+// The reply came from the node we asked (same id): it counts, and its contacts join the lookup.
+bool on_answer(lookup_actor* self, const Contact& c, const dht_contact& responder,
+               const std::vector<dht_contact>& contacts) {
+  if (responder.id != id_bytes(c.id)) {  // someone else lives at that address now
+    on_failure(self, c);
+    return false;
+  }
+  self->state.lookup->answered(c.id, usable(contacts));
+  self->send(self->state.node, contact_seen{c});
+  return true;
+}
+
+void pump(lookup_actor* self) {
+  auto& st = self->state;
+  if (st.done) return;
+  if (st.lookup->finished() || (st.p.find_value && st.result.holders >= st.p.replicas)) {
+    finish(self);
+    return;
+  }
+  const auto sender = to_wire(st.p.self);
+  for (const Contact& c : st.lookup->next()) {
+    if (st.p.find_value) {
+      dht_call<dht_find_value_reply>(
+          self, st.connector, c.address, st.p.rpc_timeout, dht_find_value_request{sender, id_bytes(st.p.target), {}},
+          [=](const dht_find_value_reply& r) {
+            if (self->state.done) return;
+            if (on_answer(self, c, r.responder, r.contacts)) {
+              if (!r.items.empty()) {
+                merge(self->state.result.entries, r.items, self->clock().now());
+                ++self->state.result.holders;
+              }
+              pump(self);
+            }
+          },
+          [=](const caf::error&) {
+            if (!self->state.done) on_failure(self, c);
+          });
+    } else {
+      dht_call<dht_find_node_reply>(
+          self, st.connector, c.address, st.p.rpc_timeout, dht_find_node_request{sender, id_bytes(st.p.target), {}},
+          [=](const dht_find_node_reply& r) {
+            if (self->state.done) return;
+            if (on_answer(self, c, r.responder, r.contacts)) pump(self);
+          },
+          [=](const caf::error&) {
+            if (!self->state.done) on_failure(self, c);
+          });
+    }
+  }
+}
+
+caf::behavior lookup(lookup_actor* self, lookup_params p, caf::actor node, caf::actor connector) {
+  auto& st = self->state;
+  st.p = std::move(p);
+  st.node = std::move(node);
+  st.connector = std::move(connector);
+  st.lookup.emplace(st.p.target, st.p.rules, st.p.self.id, st.p.initial);
+  return {
+      [=](lookup_atom) -> caf::result<lookup_result> {
+        auto& s = self->state;
+        if (s.done) return s.result;
+        auto rp = self->make_response_promise<lookup_result>();
+        s.waiting.push_back(rp);
+        if (s.waiting.size() == 1) {
+          self->delayed_send(self, s.p.deadline, deadline_atom::value);
+          pump(self);
+        }
+        return rp;
+      },
+      [=](deadline_atom) { finish(self); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_lookup(caf::event_based_actor* node, lookup_params params, caf::actor connector) {
+  return node->spawn<caf::linked>(lookup, std::move(params), caf::actor_cast<caf::actor>(node), std::move(connector));
+}
+
+}  // namespace corolla

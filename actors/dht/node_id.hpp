@@ -1,0 +1,45 @@
+// Kademlia ids: 160-bit numbers (20 bytes, most significant byte first). A node's id is its NodeStore node key;
+// a key's id is the SHA-1 of the key string. Distance is XOR, compared as a 160-bit number. Plain C++.
+//
+// Bucket index of a contact, seen from node `self`: the position of the highest bit in which their ids differ,
+// 159 (the far half of the id space) down to 0 (the contact differing only in the last bit).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include "actors/dht/sha1.hpp"
+
+namespace corolla {
+
+using NodeId = std::array<uint8_t, 20>;
+inline constexpr size_t kIdBytes = 20;
+inline constexpr int kIdBits = 160;
+
+// The id of a DHT key ("llama.12").
+inline NodeId key_id(std::string_view key) { return sha1(key); }
+
+NodeId xor_distance(const NodeId& a, const NodeId& b);
+// True when `a` is strictly closer to `target` than `b`.
+bool closer(const NodeId& a, const NodeId& b, const NodeId& target);
+// Number of leading bits in which a and b agree (160 when equal).
+int common_prefix_length(const NodeId& a, const NodeId& b);
+// 159 - common_prefix_length(self, other); -1 when the ids are equal.
+int bucket_index(const NodeId& self, const NodeId& other);
+// A random id in bucket `index` of `self`: self's bits above `index`, bit `index` flipped, the rest random.
+NodeId random_id_in_bucket(const NodeId& self, int index, std::mt19937_64& rng);
+// An RNG seeded from an id (and a salt, e.g. a bucket index): actors draw from it, never from random_device.
+std::mt19937_64 rng_from_id(const NodeId& id, uint64_t salt = 0);
+
+// The 20 bytes as a string (the wire form), and back: nullopt unless exactly 20 bytes.
+std::string id_bytes(const NodeId& id);
+std::optional<NodeId> id_from_bytes(std::string_view bytes);
+// Lower-case hexadecimal; short_hex: the first 8 digits (for logs).
+std::string id_hex(const NodeId& id);
+std::string short_hex(const NodeId& id);
+
+}  // namespace corolla

@@ -1,0 +1,54 @@
+#include "actors/dht/storage.hpp"
+
+namespace corolla {
+
+DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration,
+                                DhtTime now) {
+  if (expiration <= now) return Put::expired;
+  auto& dict = data_[key];
+  auto it = dict.find(subkey);
+  if (it == dict.end()) {
+    // Expired entries do not count against the limit.
+    if (dict.size() >= opt_.max_subkeys) std::erase_if(dict, [&](const auto& kv) { return kv.second.v.expiration <= now; });
+    if (dict.size() >= opt_.max_subkeys) return Put::full;
+    dict.emplace(subkey, Stored{{std::move(value), expiration}, now});
+    return Put::stored;
+  }
+  if (it->second.v.expiration > expiration && it->second.v.expiration > now) return Put::superseded;
+  it->second = Stored{{std::move(value), expiration}, now};
+  return Put::stored;
+}
+
+DhtEntries DhtStorage::get(const NodeId& key, DhtTime now) const {
+  DhtEntries out;
+  auto it = data_.find(key);
+  if (it == data_.end()) return out;
+  for (const auto& [subkey, s] : it->second)
+    if (s.v.expiration > now) out.emplace(subkey, s.v);
+  return out;
+}
+
+size_t DhtStorage::purge(DhtTime now) {
+  size_t dropped = 0;
+  for (auto it = data_.begin(); it != data_.end();) {
+    dropped += std::erase_if(it->second, [&](const auto& kv) { return kv.second.v.expiration <= now; });
+    it = it->second.empty() ? data_.erase(it) : std::next(it);
+  }
+  return dropped;
+}
+
+size_t DhtStorage::entries() const {
+  size_t n = 0;
+  for (const auto& [key, dict] : data_) n += dict.size();
+  return n;
+}
+
+void DhtStorage::for_each(DhtTime now,
+                          const std::function<void(const NodeId&, const std::string&, const DhtValue&, DhtTime)>& fn)
+    const {
+  for (const auto& [key, dict] : data_)
+    for (const auto& [subkey, s] : dict)
+      if (s.v.expiration > now) fn(key, subkey, s.v, s.stored_at);
+}
+
+}  // namespace corolla

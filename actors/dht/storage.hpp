@@ -1,0 +1,64 @@
+// What a DHT node stores: per key id, a dictionary subkey -> (value, expiration). Each subkey expires on its own
+// (one key such as "llama.12" holds one entry per server); reads return live entries only. Plain code: the time
+// is passed in (the actor clock's now(), so virtual time works).
+//
+// A put replaces the entry stored for the same subkey unless that entry expires later (so an old republished copy
+// never overwrites a fresh announcement). Entries already expired are refused, and so is a new subkey once the
+// key holds `max_subkeys`.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "actors/dht/node_id.hpp"
+
+namespace corolla {
+
+// The actor clock's time (caf::actor_clock::time_point is this type).
+using DhtTime = std::chrono::steady_clock::time_point;
+
+// A value and its absolute expiration time (in this process's actor clock).
+struct DhtValue {
+  std::string value;
+  DhtTime expiration{};
+  bool operator==(const DhtValue&) const = default;
+};
+
+using DhtEntries = std::map<std::string, DhtValue>;  // subkey -> value
+
+class DhtStorage {
+ public:
+  struct Options {
+    size_t max_subkeys = 1024;  // per key
+  };
+  enum class Put { stored, superseded, expired, full };
+
+  DhtStorage() : DhtStorage(Options{}) {}
+  explicit DhtStorage(Options o) : opt_(o) {}
+
+  Put put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration, DhtTime now);
+  // The live entries of `key` (empty when none).
+  DhtEntries get(const NodeId& key, DhtTime now) const;
+  // Drops expired entries (and keys left empty); returns how many entries went.
+  size_t purge(DhtTime now);
+
+  size_t keys() const { return data_.size(); }
+  size_t entries() const;
+  // Every live entry with the time it was last stored here (for republishing).
+  void for_each(DhtTime now,
+                const std::function<void(const NodeId& key, const std::string& subkey, const DhtValue& v,
+                                         DhtTime stored_at)>& fn) const;
+
+ private:
+  struct Stored {
+    DhtValue v;
+    DhtTime stored_at{};
+  };
+  Options opt_;
+  std::map<NodeId, std::map<std::string, Stored>> data_;
+};
+
+}  // namespace corolla

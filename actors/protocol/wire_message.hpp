@@ -1,0 +1,32 @@
+// COROLLA_WIRE_MESSAGE(T): declares the Cap'n Proto encoding of a message type T and the CAF inspector that
+// uses it. encode() writes T to bytes, write() streams it straight into CAF's serializer, decode() reads it in
+// place (problems land in T::wire_error; a malformed message never fails deserialization, which would drop it
+// silently). The definitions come from COROLLA_WIRE_CODEC (wire_codec.hpp) plus a fill() and a decode() per type.
+#pragma once
+
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/serializer.hpp>
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#define COROLLA_WIRE_MESSAGE(T)                                                  \
+  std::vector<char> encode(const T& x);                                          \
+  caf::error write(const T& x, caf::serializer& sink);                           \
+  void decode(std::shared_ptr<std::vector<char>> bytes, T& x);                   \
+  template <class Inspector>                                                     \
+  typename Inspector::result_type inspect(Inspector& f, T& x) {                  \
+    if constexpr (std::is_same_v<Inspector, caf::serializer>) {                  \
+      return write(x, f);                                                        \
+    } else if constexpr (Inspector::reads_state) {                               \
+      return f(caf::meta::type_name(#T));                                        \
+    } else {                                                                     \
+      auto bytes = std::make_shared<std::vector<char>>();                        \
+      return f(caf::meta::type_name(#T), *bytes, caf::meta::load_callback([&] {  \
+                 decode(std::move(bytes), x);                                    \
+                 return caf::error{};                                            \
+               }));                                                              \
+    }                                                                            \
+  }

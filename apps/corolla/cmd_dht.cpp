@@ -1,0 +1,108 @@
+// corolla dht: a bootstrap-only DHT node (it stores and routes, hosts no blocks) until SIGINT/SIGTERM. It prints
+// "dht node at HOST:PORT": the address other nodes take as --initial_peers.
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <iostream>
+#include <random>
+
+#include "actors/dht/dht_node.hpp"
+#include "actors/net/connector.hpp"
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/system_config.hpp"
+#include "actors/store/node_store.hpp"
+#include "apps/corolla/commands.hpp"
+#include "apps/corolla/wait_for_signal.hpp"
+
+namespace corolla::cli {
+namespace {
+
+struct DhtFlags {
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::vector<std::string> initial_peers;
+  std::string data_dir;
+};
+
+int run(const DhtFlags& f) {
+  block_stop_signals();
+  dht_options opt;
+  std::unique_ptr<NodeStore> store;
+  if (!f.data_dir.empty()) {
+    store = std::make_unique<NodeStore>(f.data_dir);
+    opt.id = store->node_key();  // the same id across restarts
+  } else {
+    std::random_device rd;
+    for (auto& b : opt.id) b = static_cast<uint8_t>(rd());
+  }
+
+  corolla_config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  caf::scoped_actor self{sys};
+  auto connector = spawn_connector(sys);
+  auto node = spawn_dht_node(sys, opt, connector);
+  auto stop = [&] {
+    self->send_exit(node, caf::exit_reason::user_shutdown);
+    self->send_exit(connector, caf::exit_reason::user_shutdown);
+  };
+
+  auto port = sys.middleman().publish(node, static_cast<uint16_t>(f.port), f.host.c_str(), true);
+  if (!port) {
+    stop();
+    throw std::runtime_error("cannot listen on " + f.host + ":" + std::to_string(f.port) + ": " +
+                             sys.render(port.error()));
+  }
+  const std::string address = f.host + ":" + std::to_string(*port);
+  self->send(node, address_atom::value, address);
+
+  if (!f.initial_peers.empty()) {
+    caf::error failed;
+    self->request(node, opt.lookup_timeout * 4, dht_bootstrap{f.initial_peers})
+        .receive(
+            [&](const dht_bootstrap_reply& r) {
+              std::cerr << "joined through " << r.answered.size() << " of " << f.initial_peers.size()
+                        << " initial peers; " << r.contacts << " contacts\n";
+            },
+            [&](caf::error& e) { failed = std::move(e); });
+    if (failed) {
+      sys.middleman().unpublish(node, *port);
+      stop();
+      std::cerr << "error: " << describe(failed) << "\n";
+      return 1;
+    }
+  }
+  std::cerr << "node id " << id_hex(opt.id) << "\n";
+  std::cout << "dht node at " << address << std::endl;
+
+  const int sig = wait_for_stop_signal();
+  std::cerr << "received signal " << sig << ", stopping\n";
+  sys.middleman().unpublish(node, *port);
+  stop();
+  return 0;
+}
+
+}  // namespace
+
+Runner add_dht(CLI::App& app) {
+  auto f = std::make_shared<DhtFlags>();
+  auto* cmd = app.add_subcommand("dht", "Run a DHT node that only stores and routes (a bootstrap peer for the swarm)");
+  cmd->add_option("--host", f->host, "Address to listen on (default 127.0.0.1)");
+  cmd->add_option("--port", f->port, "Port to listen on; 0 picks a free one (default 0)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--initial_peers", f->initial_peers,
+                  "HOST:PORT of DHT nodes already in the swarm (several, separated by commas or spaces)")
+      ->delimiter(',')
+      ->check(
+          [](const std::string& s) {
+            std::string host;
+            uint16_t port = 0;
+            return parse_address(s, host, port) ? std::string() : "'" + s + "' is not HOST:PORT";
+          },
+          "")
+      ->type_name("HOST:PORT");
+  cmd->add_option("--data_dir", f->data_dir, "Directory of the node's database, which keeps its id across restarts "
+                                              "(default: none, a new id each run)")
+      ->type_name("DIR");
+  return [f] { return run(*f); };
+}
+
+}  // namespace corolla::cli

@@ -1,0 +1,194 @@
+// DHT nodes as real processes on 127.0.0.1 (`corolla dht`: one bootstrap node, three joining through it) and
+// client-mode nodes in this process, each given one address: a value stored through one node is read through
+// another, every process holds a replica, and stopping a process (by its PID) leaves the value readable. Every
+// process started is stopped by its PID.
+#define BOOST_TEST_MODULE dht_processes
+#include <boost/test/unit_test.hpp>
+#include <caf/all.hpp>
+#include <chrono>
+#include <iostream>
+#include <memory>
+
+#include "actors/dht/announcer.hpp"
+#include "actors/dht/dht_node.hpp"
+#include "actors/net/connector.hpp"
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/system_config.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+template <class T>
+std::string why(const caf::expected<T>& r) {
+  return r ? std::string("ok") : describe(r.error());
+}
+
+struct dht_swarm {
+  TempDir dir;  // first: removed after the processes are stopped
+  std::vector<std::unique_ptr<DhtProcess>> nodes;
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  caf::actor connector = spawn_connector(sys);
+  std::vector<caf::actor> clients;
+  uint8_t next_client = 1;
+
+  // A bootstrap node, then `joining` nodes given its address (the first of them keeps its id in a data dir).
+  explicit dht_swarm(size_t joining) {
+    nodes.push_back(std::make_unique<DhtProcess>(std::vector<std::string>{"--port", "0"}));
+    for (size_t i = 0; i < joining; ++i) {
+      std::vector<std::string> flags{"--port", "0", "--initial_peers", nodes[0]->address()};
+      if (i == 0) flags.insert(flags.end(), {"--data_dir", dir.str() + "/node1"});
+      nodes.push_back(std::make_unique<DhtProcess>(flags));
+    }
+  }
+  ~dht_swarm() {
+    for (auto& c : clients) self->send_exit(c, caf::exit_reason::user_shutdown);
+    self->send_exit(connector, caf::exit_reason::user_shutdown);
+    for (auto& n : nodes)
+      if (n) n->process().stop();
+  }
+
+  // A client-mode node in this process that knows only `peer`.
+  caf::expected<caf::actor> client(const std::string& peer) {
+    dht_options o;
+    o.id = key_id("test client " + std::to_string(next_client++));
+    o.client_mode = true;
+    o.rpc_timeout = 3s;
+    clients.push_back(spawn_dht_node(sys, o, connector));
+    auto r = ask<dht_bootstrap_reply>(clients.back(), dht_bootstrap{{peer}});
+    if (!r) return r.error();
+    return clients.back();
+  }
+
+  template <class Reply, class Request>
+  caf::expected<Reply> ask(const caf::actor& dest, Request req) {
+    caf::expected<Reply> out = caf::error{};
+    self->request(dest, 60s, std::move(req))
+        .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  }
+
+  caf::actor_clock::time_point now() { return sys.clock().now(); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
+  const auto t0 = std::chrono::steady_clock::now();
+  dht_swarm s(3);
+  auto a = s.client(s.nodes[0]->address());
+  BOOST_REQUIRE_MESSAGE(a, why(a));
+  server_info info;
+  info.model = "llama";
+  info.address = "127.0.0.1:31337";
+  info.first_block = 4;
+  info.last_block = 6;
+  for (auto& put : announce_puts("llama", info, s.now() + 10min)) {
+    auto stored = s.ask<dht_put_reply>(*a, put);
+    BOOST_REQUIRE_MESSAGE(stored, why(stored));
+    BOOST_TEST(stored->replicas == 4u);  // every server node: fewer than the 5 replicas asked
+  }
+  auto plain = s.ask<dht_put_reply>(*a, dht_put{"greeting", "a", "hello", s.now() + 10min});
+  BOOST_REQUIRE_MESSAGE(plain, why(plain));
+
+  // Read through a client that knows only the third node.
+  auto b = s.client(s.nodes[2]->address());
+  BOOST_REQUIRE_MESSAGE(b, why(b));
+  auto got = s.ask<dht_get_reply>(*b, dht_get{"llama.5"});
+  BOOST_REQUIRE_MESSAGE(got, why(got));
+  auto servers = parse_servers(got->entries);
+  BOOST_REQUIRE(servers.size() == 1u);
+  BOOST_TEST(servers[0].info.address == "127.0.0.1:31337");
+  BOOST_TEST(servers[0].info.first_block == 4);
+
+  // Each process holds a replica (asked directly with a find_value RPC, as another node would).
+  for (auto& n : s.nodes) {
+    caf::actor peer;
+    s.self->request(s.connector, 10s, resolve_atom::value, n->address())
+        .receive([&](caf::actor p) { peer = p; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+    auto r = s.ask<dht_find_value_reply>(
+        peer, dht_find_value_request{dht_contact{id_bytes(key_id("probe")), ""}, id_bytes(key_id("greeting")), {}});
+    BOOST_REQUIRE_MESSAGE(r, why(r));
+    BOOST_REQUIRE(r->items.size() == 1u);
+    BOOST_TEST(r->items[0].value == "hello");
+    BOOST_TEST(r->contacts.size() == 3u);  // the other server nodes; clients are in nobody's table
+  }
+
+  // The bootstrap node goes away (stopped by its PID); the value stays readable through the others.
+  BOOST_TEST(s.nodes[0]->process().stop() == 0);
+  s.nodes[0].reset();
+  auto c = s.client(s.nodes[3]->address());
+  BOOST_REQUIRE_MESSAGE(c, why(c));
+  for (auto& reader : {*a, *b, *c}) {
+    auto r = s.ask<dht_get_reply>(reader, dht_get{"greeting"});
+    BOOST_REQUIRE_MESSAGE(r, why(r));
+    BOOST_TEST(r->entries["a"].value == "hello");
+  }
+  // And stores still work.
+  auto after = s.ask<dht_put_reply>(*c, dht_put{"greeting", "b", "again", s.now() + 10min});
+  BOOST_REQUIRE_MESSAGE(after, why(after));
+  BOOST_TEST(after->replicas == 3u);
+  auto both = s.ask<dht_get_reply>(*b, dht_get{"greeting"});
+  BOOST_REQUIRE(both);
+  BOOST_TEST(both->entries.size() == 2u);
+  std::cout << "dht e2e: 4 processes, 3 clients, one process stopped: "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s\n";
+}
+
+BOOST_AUTO_TEST_CASE(a_node_restarted_with_its_data_dir_keeps_its_id) {
+  TempDir dir;
+  std::string first_line;
+  auto id_of = [&](const std::string& address) {
+    corolla_config cfg;
+    caf::actor_system sys{cfg};
+    caf::scoped_actor self{sys};
+    auto connector = spawn_connector(sys);
+    std::string id;
+    self->request(connector, 10s, resolve_atom::value, address)
+        .receive(
+            [&](caf::actor peer) {
+              self->request(peer, 10s, dht_ping_request{dht_contact{id_bytes(key_id("probe")), ""}, {}})
+                  .receive([&](dht_ping_reply& r) { id = r.responder.id; },
+                           [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+            },
+            [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+    self->send_exit(connector, caf::exit_reason::user_shutdown);
+    return id;
+  };
+  std::string id1, id2;
+  {
+    DhtProcess n({"--port", "0", "--data_dir", dir.str()});
+    id1 = id_of(n.address());
+    BOOST_TEST(n.process().stop() == 0);
+  }
+  {
+    DhtProcess n({"--port", "0", "--data_dir", dir.str()});
+    id2 = id_of(n.address());
+  }
+  BOOST_TEST(id1.size() == 20u);
+  BOOST_TEST(id1 == id2);
+}
+
+BOOST_AUTO_TEST_CASE(bootstrap_fails_clearly_when_no_peer_answers) {
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto connector = spawn_connector(sys);
+  dht_options o;
+  o.id = key_id("lonely");
+  o.client_mode = true;
+  auto node = spawn_dht_node(sys, o, connector);
+  caf::error err;
+  self->request(node, 60s, dht_bootstrap{{"127.0.0.1:1", "127.0.0.1:2"}})
+      .receive([&](const dht_bootstrap_reply&) {}, [&](caf::error& e) { err = e; });
+  BOOST_TEST(describe(err) == "peer_unavailable: none of the initial peers answered: 127.0.0.1:1, 127.0.0.1:2");
+  self->send_exit(node, caf::exit_reason::user_shutdown);
+  self->send_exit(connector, caf::exit_reason::user_shutdown);
+}

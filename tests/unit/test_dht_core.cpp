@@ -1,0 +1,360 @@
+// The DHT's plain code: SHA-1 known answers, ids and XOR distance, k-bucket rules, storage with expiring
+// subkeys, and the iterative lookup state machine over a synthetic network.
+#define BOOST_TEST_MODULE dht_core
+#include <boost/test/unit_test.hpp>
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+#include <set>
+
+#include "actors/dht/kbucket.hpp"
+#include "actors/dht/lookup.hpp"
+#include "actors/dht/node_id.hpp"
+#include "actors/dht/sha1.hpp"
+#include "actors/dht/storage.hpp"
+
+using namespace corolla;
+using namespace std::chrono_literals;
+
+namespace {
+
+NodeId id_with(std::initializer_list<std::pair<size_t, uint8_t>> bytes) {
+  NodeId id{};
+  for (auto [i, b] : bytes) id[i] = b;
+  return id;
+}
+
+NodeId random_id(std::mt19937_64& rng) {
+  NodeId id;
+  for (auto& b : id) b = static_cast<uint8_t>(rng());
+  return id;
+}
+
+Contact contact(uint8_t last, uint8_t first = 0x80) {
+  return Contact{id_with({{0, first}, {19, last}}), "node-" + std::to_string(first) + "-" + std::to_string(last)};
+}
+
+}  // namespace
+
+// --- SHA-1 --------------------------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(sha1_known_answers) {
+  BOOST_TEST(to_hex(sha1("")) == "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+  BOOST_TEST(to_hex(sha1("abc")) == "a9993e364706816aba3e25717850c26c9cd0d89d");
+  BOOST_TEST(to_hex(sha1("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")) ==
+             "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+  BOOST_TEST(to_hex(sha1("The quick brown fox jumps over the lazy dog")) ==
+             "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12");
+  BOOST_TEST(to_hex(sha1(std::string(1000000, 'a'))) == "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
+  BOOST_TEST(to_hex(sha1("llama.12")) == "dcdda916516aeb0931599c56ecc334daf0ec075b");
+  std::string all_bytes;
+  for (int i = 0; i < 256; ++i) all_bytes.push_back(static_cast<char>(i));
+  BOOST_TEST(to_hex(sha1(all_bytes)) == "4916d6bdb7f78e6803698cab32d1586ea457dfc8");
+}
+
+BOOST_AUTO_TEST_CASE(sha1_padding_boundaries) {
+  const std::map<size_t, std::string> want = {
+      {55, "c1c8bbdc22796e28c0e15163d20899b65621d65a"},  {56, "c2db330f6083854c99d4b5bfb6e8f29f201be699"},
+      {63, "03f09f5b158a7a8cdad920bddc29b81c18a551f5"},  {64, "0098ba824b5c16427bd7a1122a5a442a25ec644d"},
+      {65, "11655326c708d70319be2610e8a57d9a5b959d3b"},  {119, "ee971065aaa017e0632a8ca6c77bb3bf8b1dfc56"},
+      {120, "f34c1488385346a55709ba056ddd08280dd4c6d6"}};
+  for (const auto& [n, hex] : want) BOOST_TEST(to_hex(sha1(std::string(n, 'a'))) == hex, "length " << n);
+}
+
+BOOST_AUTO_TEST_CASE(sha1_in_pieces_equals_one_shot) {
+  const std::string text(1000, 'x');
+  for (size_t piece : {1u, 7u, 63u, 64u, 65u, 333u}) {
+    Sha1 h;
+    for (size_t i = 0; i < text.size(); i += piece) h.update(std::string_view(text).substr(i, piece));
+    BOOST_TEST(to_hex(h.finish()) == to_hex(sha1(text)), "pieces of " << piece);
+  }
+}
+
+// --- ids ----------------------------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(xor_distance_and_bucket_index) {
+  const NodeId zero{};
+  const NodeId top = id_with({{0, 0x80}});
+  const NodeId last = id_with({{19, 0x01}});
+  BOOST_TEST(xor_distance(top, top) == zero);
+  BOOST_TEST(xor_distance(top, last) == id_with({{0, 0x80}, {19, 0x01}}));
+  BOOST_TEST(common_prefix_length(zero, zero) == 160);
+  BOOST_TEST(common_prefix_length(zero, top) == 0);
+  BOOST_TEST(common_prefix_length(zero, last) == 159);
+  BOOST_TEST(common_prefix_length(zero, id_with({{1, 0x10}})) == 11);
+  BOOST_TEST(bucket_index(zero, top) == 159);
+  BOOST_TEST(bucket_index(zero, last) == 0);
+  BOOST_TEST(bucket_index(zero, id_with({{1, 0x10}})) == 148);
+  BOOST_TEST(bucket_index(zero, zero) == -1);
+  // XOR is symmetric; closer compares distances to a target as 160-bit numbers.
+  BOOST_TEST(bucket_index(top, last) == bucket_index(last, top));
+  BOOST_TEST(closer(last, top, zero));
+  BOOST_TEST(!closer(top, last, zero));
+  BOOST_TEST(!closer(top, top, zero));
+  BOOST_TEST(closer(top, last, id_with({{0, 0xff}})));
+}
+
+BOOST_AUTO_TEST_CASE(random_ids_land_in_their_bucket) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 5; ++trial) {
+    const NodeId self = random_id(rng);
+    for (int index = 0; index < kIdBits; ++index)
+      BOOST_TEST(bucket_index(self, random_id_in_bucket(self, index, rng)) == index);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ids_from_bytes_must_have_20) {
+  const NodeId id = key_id("llama.12");
+  BOOST_TEST((id_from_bytes(id_bytes(id)) == id));
+  BOOST_TEST(!id_from_bytes(std::string(19, 'x')));
+  BOOST_TEST(!id_from_bytes(std::string(21, 'x')));
+  BOOST_TEST(!id_from_bytes(""));
+  BOOST_TEST(id_hex(id) == "dcdda916516aeb0931599c56ecc334daf0ec075b");
+  BOOST_TEST(short_hex(id) == "dcdda916");
+}
+
+BOOST_AUTO_TEST_CASE(rng_from_id_is_deterministic) {
+  const NodeId a = key_id("a"), b = key_id("b");
+  BOOST_TEST(rng_from_id(a)() == rng_from_id(a)());
+  BOOST_TEST(rng_from_id(a)() != rng_from_id(b)());
+  BOOST_TEST(rng_from_id(a, 1)() != rng_from_id(a, 2)());
+}
+
+// --- k-bucket rules -----------------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(bucket_keeps_old_contacts_and_queues_newcomers) {
+  KBucket b(KBucket::Options{3, 3, 2});
+  BOOST_TEST((b.seen(contact(1)) == KBucket::Seen::added));
+  BOOST_TEST((b.seen(contact(2)) == KBucket::Seen::added));
+  BOOST_TEST((b.seen(contact(3)) == KBucket::Seen::added));
+  BOOST_TEST(b.full());
+  BOOST_TEST((b.least_recent()->id == contact(1).id));
+  // Seen again: moves to the end (most recently seen).
+  BOOST_TEST((b.seen(contact(1)) == KBucket::Seen::updated));
+  BOOST_TEST((b.least_recent()->id == contact(2).id));
+  // Full: newcomers wait as replacements (the two most recent kept); members are untouched.
+  BOOST_TEST((b.seen(contact(4)) == KBucket::Seen::replacement));
+  BOOST_TEST((b.seen(contact(5)) == KBucket::Seen::replacement));
+  BOOST_TEST((b.seen(contact(6)) == KBucket::Seen::replacement));
+  BOOST_TEST(b.size() == 3u);
+  BOOST_TEST(!b.contains(contact(4).id));
+  BOOST_REQUIRE(b.replacements().size() == 2u);
+  BOOST_TEST((b.replacements()[0].id == contact(5).id));
+  BOOST_TEST((b.replacements()[1].id == contact(6).id));
+  // The least recently seen answered its ping: it stays, the newcomer keeps waiting.
+  BOOST_TEST((b.seen(contact(2)) == KBucket::Seen::updated));
+  BOOST_TEST(b.contains(contact(2).id));
+  BOOST_TEST(b.replacements().size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(bucket_evicts_after_failures_and_promotes_the_freshest_replacement) {
+  KBucket b(KBucket::Options{2, 3, 4});
+  b.seen(contact(1));
+  b.seen(contact(2));
+  b.seen(contact(3));  // waits
+  b.seen(contact(4));  // waits, fresher
+  BOOST_TEST(!b.failed(contact(1).id));
+  BOOST_TEST(!b.failed(contact(1).id));
+  BOOST_TEST(b.failures(contact(1).id) == 2u);
+  // A success resets the count.
+  b.seen(contact(1));
+  BOOST_TEST(b.failures(contact(1).id) == 0u);
+  BOOST_TEST(!b.failed(contact(1).id));
+  BOOST_TEST(!b.failed(contact(1).id));
+  BOOST_TEST(b.failed(contact(1).id));  // third in a row: evicted
+  BOOST_TEST(!b.contains(contact(1).id));
+  BOOST_TEST(b.contains(contact(4).id));  // the freshest replacement took the place
+  BOOST_TEST(b.size() == 2u);
+  BOOST_REQUIRE(b.replacements().size() == 1u);
+  // A failed liveness ping evicts at once when a replacement waits...
+  BOOST_TEST(b.failed(contact(2).id, true));
+  BOOST_TEST(b.contains(contact(3).id));
+  // ...but only counts as a failure when none does.
+  BOOST_TEST(!b.failed(contact(3).id, true));
+  BOOST_TEST(b.contains(contact(3).id));
+  // A failing replacement is dropped from the cache.
+  b.seen(contact(9));
+  BOOST_TEST(b.replacements().size() == 1u);
+  BOOST_TEST(!b.failed(contact(9).id));
+  BOOST_TEST(b.replacements().empty());
+}
+
+BOOST_AUTO_TEST_CASE(bucket_updates_a_moved_address) {
+  KBucket b;
+  b.seen(contact(1));
+  Contact moved = contact(1);
+  moved.address = "elsewhere:1";
+  b.seen(moved);
+  BOOST_TEST(b.contacts().front().address == "elsewhere:1");
+}
+
+BOOST_AUTO_TEST_CASE(closest_contacts_sorts_by_xor_distance) {
+  std::vector<Contact> cs = {contact(1, 0x80), contact(2, 0x40), contact(3, 0x01), contact(4, 0xc0)};
+  auto near = closest_contacts(cs, id_with({{0, 0x41}}), 2);
+  BOOST_REQUIRE(near.size() == 2u);
+  BOOST_TEST((near[0].id == contact(2, 0x40).id));
+  BOOST_TEST((near[1].id == contact(3, 0x01).id));
+  BOOST_TEST(closest_contacts(cs, NodeId{}, 10).size() == 4u);
+}
+
+// --- storage ------------------------------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(storage_subkeys_expire_separately) {
+  DhtStorage s;
+  const DhtTime t0 = DhtTime{} + 1h;
+  const NodeId key = key_id("llama.12");
+  BOOST_TEST((s.put(key, "server-a", "A", t0 + 10s, t0) == DhtStorage::Put::stored));
+  BOOST_TEST((s.put(key, "server-b", "B", t0 + 20s, t0) == DhtStorage::Put::stored));
+  auto live = s.get(key, t0 + 5s);
+  BOOST_REQUIRE(live.size() == 2u);
+  BOOST_TEST(live["server-a"].value == "A");
+  BOOST_TEST((live["server-b"].expiration == t0 + 20s));
+  live = s.get(key, t0 + 15s);
+  BOOST_REQUIRE(live.size() == 1u);
+  BOOST_TEST(live.count("server-b") == 1u);
+  BOOST_TEST(s.get(key, t0 + 20s).empty());  // expiration is exclusive
+  BOOST_TEST(s.get(key_id("other"), t0).empty());
+  BOOST_TEST(s.entries() == 2u);
+  BOOST_TEST(s.purge(t0 + 15s) == 1u);
+  BOOST_TEST(s.entries() == 1u);
+  BOOST_TEST(s.purge(t0 + 25s) == 1u);
+  BOOST_TEST(s.keys() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(storage_keeps_the_later_expiration) {
+  DhtStorage s;
+  const DhtTime t0 = DhtTime{} + 1h;
+  const NodeId key = key_id("k");
+  BOOST_TEST((s.put(key, "a", "new", t0 + 60s, t0) == DhtStorage::Put::stored));
+  // An older copy (expiring sooner) does not overwrite it.
+  BOOST_TEST((s.put(key, "a", "old", t0 + 30s, t0 + 1s) == DhtStorage::Put::superseded));
+  BOOST_TEST(s.get(key, t0 + 2s)["a"].value == "new");
+  // A fresher one (or the same expiration) does.
+  BOOST_TEST((s.put(key, "a", "newer", t0 + 90s, t0 + 2s) == DhtStorage::Put::stored));
+  BOOST_TEST((s.put(key, "a", "same", t0 + 90s, t0 + 3s) == DhtStorage::Put::stored));
+  BOOST_TEST(s.get(key, t0 + 3s)["a"].value == "same");
+  // Already expired: refused.
+  BOOST_TEST((s.put(key, "b", "x", t0, t0) == DhtStorage::Put::expired));
+  BOOST_TEST(s.get(key, t0 + 3s).count("b") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(storage_limits_subkeys_per_key) {
+  DhtStorage s(DhtStorage::Options{2});
+  const DhtTime t0 = DhtTime{} + 1h;
+  const NodeId key = key_id("k");
+  BOOST_TEST((s.put(key, "a", "1", t0 + 10s, t0) == DhtStorage::Put::stored));
+  BOOST_TEST((s.put(key, "b", "2", t0 + 20s, t0) == DhtStorage::Put::stored));
+  BOOST_TEST((s.put(key, "c", "3", t0 + 20s, t0) == DhtStorage::Put::full));
+  BOOST_TEST((s.put(key, "a", "1b", t0 + 20s, t0) == DhtStorage::Put::stored));  // an update is not a new subkey
+  // Once one expires, its place is free.
+  BOOST_TEST((s.put(key, "c", "3", t0 + 30s, t0 + 25s) == DhtStorage::Put::stored));
+  std::set<std::string> seen;
+  s.for_each(t0 + 25s, [&](const NodeId& k, const std::string& subkey, const DhtValue&, DhtTime stored_at) {
+    BOOST_TEST((k == key));
+    seen.insert(subkey + "@" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(stored_at - t0).count()));
+  });
+  BOOST_TEST((seen == std::set<std::string>{"c@25"}));
+}
+
+// --- lookup -------------------------------------------------------------------------------------------------------
+
+namespace {
+
+// A synthetic network: each node knows the k nodes closest to it and 20 random others; asked for a target, it
+// names the k it knows closest to it.
+struct SyntheticNetwork {
+  std::vector<Contact> nodes;
+  std::map<NodeId, std::vector<Contact>> knows;
+  std::set<NodeId> dead;
+
+  SyntheticNetwork(size_t n, size_t k, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    for (size_t i = 0; i < n; ++i) nodes.push_back({random_id(rng), "n" + std::to_string(i)});
+    for (const auto& node : nodes) {
+      auto near = closest_contacts(nodes, node.id, k + 1);
+      std::vector<Contact> table(near.begin() + 1, near.end());
+      for (int j = 0; j < 20; ++j) table.push_back(nodes[rng() % n]);
+      knows[node.id] = table;
+    }
+  }
+
+  // Runs a lookup from `from` to `target`, answering in order; checks that at most alpha are in flight.
+  Lookup run(const Contact& from, const NodeId& target, Lookup::Options o) {
+    Lookup l(target, o, from.id, closest_contacts(knows[from.id], target, o.k));
+    std::vector<Contact> flight;
+    for (int guard = 0; guard < 10000 && !l.finished(); ++guard) {
+      for (auto& c : l.next()) flight.push_back(c);
+      BOOST_REQUIRE(l.in_flight() <= o.alpha);
+      BOOST_REQUIRE(!flight.empty());
+      Contact c = flight.front();
+      flight.erase(flight.begin());
+      if (dead.count(c.id)) l.failed(c.id);
+      else l.answered(c.id, closest_contacts(knows[c.id], target, o.k));
+    }
+    BOOST_REQUIRE(l.finished());
+    return l;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(lookup_finds_the_k_closest) {
+  SyntheticNetwork net(500, 20, 3);
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    const NodeId target = random_id(rng);
+    const Contact& from = net.nodes[rng() % net.nodes.size()];
+    Lookup l = net.run(from, target, {20, 3});
+    std::vector<Contact> others;
+    for (const auto& c : net.nodes)
+      if (c.id != from.id) others.push_back(c);
+    auto want = closest_contacts(others, target, 20);
+    auto got = l.closest_answered(20);
+    BOOST_REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i) BOOST_TEST((got[i].id == want[i].id));
+    BOOST_TEST(l.hops() >= 1);
+    BOOST_TEST(l.hops() <= 18);  // 2 * log2(500)
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lookup_routes_around_failed_nodes) {
+  SyntheticNetwork net(300, 20, 5);
+  std::mt19937_64 rng(13);
+  for (size_t i = 0; i < net.nodes.size(); i += 5) net.dead.insert(net.nodes[i].id);  // 20% dead
+  for (int trial = 0; trial < 20; ++trial) {
+    const NodeId target = random_id(rng);
+    const Contact& from = net.nodes[1 + 5 * (rng() % 50)];
+    Lookup l = net.run(from, target, {20, 3});
+    std::vector<Contact> live;
+    for (const auto& c : net.nodes)
+      if (!net.dead.count(c.id) && c.id != from.id) live.push_back(c);
+    auto want = closest_contacts(live, target, 5);
+    auto got = l.closest_answered(5);
+    BOOST_REQUIRE(got.size() == 5u);
+    for (size_t i = 0; i < 5; ++i) BOOST_TEST((got[i].id == want[i].id));
+    for (const auto& c : l.closest_answered(20)) BOOST_TEST(!net.dead.count(c.id));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lookup_ignores_self_and_unknown_replies) {
+  const Contact self = contact(1);
+  Lookup l(NodeId{}, {20, 3}, self.id, {self, contact(2), contact(3)});
+  auto asked = l.next();
+  BOOST_REQUIRE(asked.size() == 2u);  // not self
+  l.answered(contact(9).id, {contact(4)});  // never asked: ignored
+  l.answered(asked[0].id, {self, contact(4)});
+  auto more = l.next();
+  BOOST_REQUIRE(more.size() == 1u);
+  BOOST_TEST((more[0].id == contact(4).id));
+  l.failed(asked[1].id);
+  l.answered(more[0].id, {});
+  BOOST_TEST(l.finished());
+  BOOST_TEST(l.queries() == 3u);
+  BOOST_TEST(l.hops() == 2);
+  BOOST_TEST(l.closest_answered(20).size() == 2u);
+  // No contacts at all: finished at once.
+  Lookup empty(NodeId{}, {20, 3}, self.id, {});
+  BOOST_TEST(empty.finished());
+  BOOST_TEST(empty.next().empty());
+}

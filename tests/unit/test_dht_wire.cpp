@@ -1,0 +1,160 @@
+// DHT wire messages (schema/dht.capnp): each survives encode/decode and a trip through CAF's serializer; a
+// malformed one arrives with wire_error set; ids keep their length (the receiving node checks it). And the
+// records a server announces (actors/dht/announcer.hpp) parse back.
+#define BOOST_TEST_MODULE dht_wire
+#include <boost/test/unit_test.hpp>
+#include <caf/all.hpp>
+#include <chrono>
+
+#include "actors/dht/announcer.hpp"
+#include "actors/dht/dht_messages.hpp"
+#include "actors/dht/node_id.hpp"
+#include "actors/protocol/system_config.hpp"
+
+using namespace corolla;
+using namespace std::chrono_literals;
+
+namespace {
+
+template <class T>
+T round_trip(const T& x) {
+  auto bytes = encode(x);
+  T out;
+  decode(std::make_shared<std::vector<char>>(std::move(bytes)), out);
+  return out;
+}
+
+// Through CAF's binary serializer, as a message crossing processes is.
+template <class T>
+T through_caf(caf::actor_system& sys, const T& x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink(sys, buf);
+  T copy = x;
+  BOOST_REQUIRE(!sink(copy));
+  T out;
+  caf::binary_deserializer source(sys, buf);
+  BOOST_REQUIRE(!source(out));
+  return out;
+}
+
+const dht_contact alice{id_bytes(key_id("alice")), "127.0.0.1:4001"};
+const dht_contact bob{id_bytes(key_id("bob")), "10.0.0.2:4002"};
+const dht_contact client{id_bytes(key_id("client")), ""};
+const std::vector<dht_item> items{{"server-a", std::string("\0\1\2bytes", 8), 30'000'000'000},
+                                  {"server-b", std::string(64 * 1024, 'x'), 1}};
+
+struct caf_fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf_fixture() {
+    add_corolla_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(requests_round_trip) {
+  caf_fixture f;
+  auto ping = round_trip(dht_ping_request{client, {}});
+  BOOST_TEST(ping.wire_error.empty());
+  BOOST_TEST((ping.sender == client));
+  auto find = round_trip(dht_find_node_request{alice, id_bytes(key_id("target")), {}});
+  BOOST_TEST((find.sender == alice));
+  BOOST_TEST(find.target == id_bytes(key_id("target")));
+  auto value = through_caf(*f.sys, dht_find_value_request{bob, id_bytes(key_id("llama.3")), {}});
+  BOOST_TEST(value.wire_error.empty());
+  BOOST_TEST((value.sender == bob));
+  BOOST_TEST(value.key == id_bytes(key_id("llama.3")));
+  auto store = through_caf(*f.sys, dht_store_request{alice, id_bytes(key_id("llama.3")), items, {}});
+  BOOST_TEST(store.wire_error.empty());
+  BOOST_TEST((store.items == items));
+  // Ids of the wrong length travel as they are: the receiver refuses them.
+  auto short_id = round_trip(dht_find_node_request{dht_contact{std::string(19, 'x'), "a:1"}, std::string(21, 'y'), {}});
+  BOOST_TEST(short_id.wire_error.empty());
+  BOOST_TEST(short_id.sender.id.size() == 19u);
+  BOOST_TEST(short_id.target.size() == 21u);
+}
+
+BOOST_AUTO_TEST_CASE(replies_round_trip) {
+  caf_fixture f;
+  auto pong = round_trip(dht_ping_reply{alice, {}});
+  BOOST_TEST((pong.responder == alice));
+  auto nodes = through_caf(*f.sys, dht_find_node_reply{alice, {bob, client}, {}});
+  BOOST_TEST((nodes.responder == alice));
+  BOOST_TEST((nodes.contacts == std::vector<dht_contact>{bob, client}));
+  auto found = round_trip(dht_find_value_reply{bob, items, {alice}, {}});
+  BOOST_TEST((found.items == items));
+  BOOST_TEST((found.contacts == std::vector<dht_contact>{alice}));
+  auto stored = through_caf(*f.sys, dht_store_reply{bob, {true, false, true}, {}});
+  BOOST_TEST((stored.stored == std::vector<bool>{true, false, true}));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_bytes_set_wire_error) {
+  dht_store_request x;
+  decode(std::make_shared<std::vector<char>>(std::vector<char>(24, '\x7f')), x);
+  BOOST_TEST(x.wire_error.find("malformed message") == 0u, x.wire_error);
+  dht_ping_request y;
+  decode(std::make_shared<std::vector<char>>(std::vector<char>(5, 0)), y);
+  BOOST_TEST(y.wire_error.find("not whole 8-byte words") != std::string::npos, y.wire_error);
+  // Another message's bytes read as a ping: fields missing are empty, nothing throws.
+  dht_ping_request z;
+  decode(std::make_shared<std::vector<char>>(encode(dht_store_reply{alice, {true}, {}})), z);
+  BOOST_TEST(z.wire_error.empty());
+}
+
+BOOST_AUTO_TEST_CASE(server_records_round_trip) {
+  server_info info;
+  info.version = "0.1.0";
+  info.model = "llama";
+  info.public_name = "alice's GPU";
+  info.address = "127.0.0.1:31337";
+  info.first_block = 10;
+  info.last_block = 13;
+  info.total_blocks = 32;
+  info.dtype = "bf16";
+  info.device = "cuda";
+  info.cache_tokens_left = 4096;
+  info.throughput = 123.5;
+  info.hidden_size = 4096;
+  auto records = server_records("llama-3-8b", info);
+  BOOST_REQUIRE(records.size() == 3u);
+  BOOST_TEST(records[0].key == "llama-3-8b.10");
+  BOOST_TEST(records[2].key == "llama-3-8b.12");
+  BOOST_TEST(records[1].subkey == "127.0.0.1:31337");
+  BOOST_TEST(block_key("m", 7) == "m.7");
+  const DhtTime exp = DhtTime{} + 2h;
+  auto puts = announce_puts("llama-3-8b", info, exp);
+  BOOST_REQUIRE(puts.size() == 3u);
+  BOOST_TEST((puts[1].expiration == exp));
+  BOOST_TEST(puts[1].value == records[1].value);
+
+  // A reader's view of block 11: this server, another one, and two entries that are not server infos.
+  server_info other = info;
+  other.address = "10.0.0.9:5000";
+  other.first_block = 11;
+  other.last_block = 12;
+  const auto other_value = server_records("llama-3-8b", other)[0].value;
+  DhtEntries entries{{info.address, {records[1].value, exp}},
+                     {other.address, {other_value, exp + 1s}},
+                     {"1.2.3.4:5", {"not capnp at all", exp}},
+                     {"5.6.7.8:9", {other_value, exp}}};  // names another address than its subkey
+  std::vector<std::string> problems;
+  auto servers = parse_servers(entries, &problems);
+  BOOST_REQUIRE(servers.size() == 2u);
+  BOOST_TEST(servers[0].info.address == "10.0.0.9:5000");
+  BOOST_TEST((servers[0].expiration == exp + 1s));
+  BOOST_TEST(servers[1].info.public_name == "alice's GPU");
+  BOOST_TEST(servers[1].info.first_block == 10);
+  BOOST_TEST(servers[1].info.throughput == 123.5);
+  BOOST_REQUIRE(problems.size() == 2u);
+  BOOST_TEST(problems[0].find("'1.2.3.4:5'") != std::string::npos, problems[0]);
+  BOOST_TEST(problems[1].find("names address '10.0.0.9:5000'") != std::string::npos, problems[1]);
+
+  server_info nowhere = info;
+  nowhere.address.clear();
+  BOOST_CHECK_THROW(server_records("m", nowhere), std::invalid_argument);
+  server_info empty_span = info;
+  empty_span.last_block = empty_span.first_block;
+  BOOST_CHECK_THROW(server_records("m", empty_span), std::invalid_argument);
+}
