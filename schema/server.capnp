@@ -23,6 +23,7 @@ struct ServerInfo {
   throughput @10 :Float64;    # tokens/s the server estimates for one inference step through its span
   hiddenSize @11 :Int64;
   sessions @12 :Int64;
+  state @13 :Text;            # "joining", "online" or "offline" (as announced in the DHT)
 }
 
 struct OpenSession {

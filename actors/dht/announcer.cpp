@@ -1,9 +1,28 @@
 #include "actors/dht/announcer.hpp"
 
+#include <cctype>
+#include <filesystem>
 #include <memory>
 #include <stdexcept>
 
+#include "model/weights/gguf_file.hpp"
+#include "model/weights/weight_source.hpp"
+
 namespace corolla {
+
+std::string default_model_prefix(const WeightSource& source) {
+  std::string name;
+  if (auto gguf = source.gguf()) name = gguf->find_string("general.name").value_or("");
+  if (name.empty()) {
+    std::filesystem::path p(source.origin());
+    if (p.filename().empty()) p = p.parent_path();
+    name = std::filesystem::is_directory(p) ? p.filename().string() : p.stem().string();
+  }
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') c = '-';
+  return name.empty() ? "model" : name;
+}
+
 
 std::string block_key(const std::string& model_prefix, int64_t block) {
   return model_prefix + "." + std::to_string(block);

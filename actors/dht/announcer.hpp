@@ -14,6 +14,14 @@
 
 namespace corolla {
 
+// The swarm id servers and clients agree on when none is given: the model's name (GGUF general.name, else the
+// directory or file name), with every character outside [A-Za-z0-9_-] replaced by '-' (a '.' would clash
+// with the block separator). Two swarms on one DHT never mix as long as their prefixes differ.
+std::string default_model_prefix(const class WeightSource& source);
+
+// The key listing the swarms served (subkey = model prefix, value = its block count as text).
+inline constexpr const char* kModelsKey = "_corolla.models";
+
 // "{model_prefix}.{block}".
 std::string block_key(const std::string& model_prefix, int64_t block);
 

@@ -54,6 +54,7 @@ void fill(const server_info& x, capnp::MessageBuilder& mb) {
     b.setThroughput(x.throughput);
     b.setHiddenSize(x.hidden_size);
     b.setSessions(x.sessions);
+    b.setState(x.state);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
@@ -71,6 +72,7 @@ void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
     x.throughput = r.getThroughput();
     x.hidden_size = r.getHiddenSize();
     x.sessions = r.getSessions();
+    x.state = r.getState();
   });
 }
 

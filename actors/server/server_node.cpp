@@ -49,7 +49,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.step_timeout = setup.step_timeout;
   o.session_timeout = setup.session_timeout;
   o.seed = setup.seed;
-  node.gate = spawn_span_gate(sys, o, node.blocks, node.backend, std::move(connector));
+  node.gate = spawn_span_gate(sys, o, node.blocks, node.backend, std::move(connector), setup.dht);
   node.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return node;
 }

@@ -30,6 +30,8 @@ struct server_setup {
   caf::timespan step_timeout = std::chrono::seconds(30);
   caf::timespan session_timeout = std::chrono::seconds(300);
   uint64_t seed = 1;
+  // Optional: the server's DHT node, to which the gate hands DHT RPCs.
+  caf::actor dht;
   // Optional: converted block weights are cached here when the serving dtype differs from the stored one.
   NodeStore* store = nullptr;
   // Optional: called for each block as it loads (index, loaded so far, total) — progress on stderr.

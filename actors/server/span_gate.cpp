@@ -4,6 +4,7 @@
 #include <map>
 #include <random>
 
+#include "actors/dht/dht_messages.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
@@ -35,6 +36,7 @@ struct gate_state {
   std::vector<caf::actor> blocks;
   std::shared_ptr<Backend> backend;
   caf::actor connector;
+  caf::actor dht;
   CacheBudget budget{0, 0};
   std::map<uint64_t, gate_session> sessions;
   std::map<caf::actor_addr, int> owners;  // monitored session owners, with their session counts
@@ -125,13 +127,22 @@ void finish_step(gate_actor* self, caf::response_promise rp, const step_request&
           });
 }
 
+// Hands a DHT RPC to the server's DHT node (which replies to the caller), or refuses it.
+template <class Reply, class Request>
+caf::result<Reply> to_dht(gate_actor* self, Request& req) {
+  if (!self->state.dht) return make_error(errc::bad_request, "this server runs no DHT node");
+  self->delegate(self->state.dht, std::move(req));
+  return caf::delegated<Reply>{};
+}
+
 caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::actor> blocks,
-                        std::shared_ptr<Backend> backend, caf::actor connector) {
+                        std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.blocks = std::move(blocks);
   st.backend = std::move(backend);
   st.connector = std::move(connector);
+  st.dht = std::move(dht);
   st.budget = CacheBudget(st.opt.cache_tokens, static_cast<int64_t>(st.blocks.size()));
   st.rng.seed(st.opt.seed);
   for (auto& b : st.blocks) self->link_to(b);  // a block actor that dies takes the gate down, and vice versa
@@ -154,11 +165,21 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
   return {
       [=](const info_request&) -> server_info {
         const auto& s = self->state;
-        return server_info{s.opt.version,     s.opt.model_name,  s.opt.public_name,
-                           s.opt.address,     s.opt.dtype,       s.opt.device,
-                           s.opt.first_block, s.opt.last_block,  s.opt.total_blocks,
-                           s.budget.tokens_left_per_block(),     s.opt.hidden_size,
-                           static_cast<int64_t>(s.sessions.size()), s.opt.throughput, {}};
+        server_info i;
+        i.version = s.opt.version;
+        i.model = s.opt.model_name;
+        i.public_name = s.opt.public_name;
+        i.address = s.opt.address;
+        i.dtype = s.opt.dtype;
+        i.device = s.opt.device;
+        i.first_block = s.opt.first_block;
+        i.last_block = s.opt.last_block;
+        i.total_blocks = s.opt.total_blocks;
+        i.cache_tokens_left = s.budget.tokens_left_per_block();
+        i.hidden_size = s.opt.hidden_size;
+        i.sessions = static_cast<int64_t>(s.sessions.size());
+        i.throughput = s.opt.throughput;
+        return i;
       },
       [=](const open_session& req) -> caf::result<session_opened> {
         auto& s = self->state;
@@ -303,6 +324,10 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         return ack{};
       },
       [=](address_atom, const std::string& address) { self->state.opt.address = address; },
+      [=](dht_ping_request& r) { return to_dht<dht_ping_reply>(self, r); },
+      [=](dht_find_node_request& r) { return to_dht<dht_find_node_reply>(self, r); },
+      [=](dht_find_value_request& r) { return to_dht<dht_find_value_reply>(self, r); },
+      [=](dht_store_request& r) { return to_dht<dht_store_reply>(self, r); },
       [=](sweep_atom) {
         auto& s = self->state;
         const auto now = self->clock().now();
@@ -318,8 +343,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
 }  // namespace
 
 caf::actor spawn_span_gate(caf::actor_system& sys, gate_options options, std::vector<caf::actor> blocks,
-                           std::shared_ptr<Backend> backend, caf::actor connector) {
-  return sys.spawn(span_gate, std::move(options), std::move(blocks), std::move(backend), std::move(connector));
+                           std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht) {
+  return sys.spawn(span_gate, std::move(options), std::move(blocks), std::move(backend), std::move(connector),
+                   std::move(dht));
 }
 
 }  // namespace corolla

@@ -29,7 +29,9 @@ struct gate_options {
 
 // (address_atom, "HOST:PORT") tells the gate where it was published (announced in its info).
 // `blocks` are the block actors of the span in order; `connector` resolves addresses of further servers.
+// `dht` (optional) is the server's DHT node: the gate is the server's one published actor, so it hands DHT RPCs
+// (ping, find_node, find_value, store) to it.
 caf::actor spawn_span_gate(caf::actor_system& sys, gate_options options, std::vector<caf::actor> blocks,
-                           std::shared_ptr<Backend> backend, caf::actor connector);
+                           std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht = {});
 
 }  // namespace corolla

@@ -1,0 +1,23 @@
+// The announcer: keeps a server's ServerInfo in the DHT under "{model_prefix}.{block}" for each hosted block.
+// It announces at once, then every `period` (entries expire after 2 × period unless refreshed), and at once on a
+// state change. (close_atom) announces "offline" and replies when that is stored, so a graceful shutdown is
+// visible to clients before the server goes.
+//
+//   send(announcer, state_atom::value, "online")       request(announcer, t, close_atom::value) -> ack
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <string>
+
+namespace corolla {
+
+struct announcer_options {
+  std::string model_prefix;
+  caf::timespan period = std::chrono::seconds(60);
+  std::string state = "online";
+};
+
+caf::actor spawn_announcer(caf::actor_system& sys, announcer_options options, caf::actor gate, caf::actor dht);
+
+}  // namespace corolla
