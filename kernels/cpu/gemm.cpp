@@ -27,11 +27,13 @@ void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Te
   const DType wt = w.dtype();
   const char* wdata = static_cast<const char*>(w.data());
   if (m <= kMatvecMaxRows) {
-    const MatvecFn mv = best_matvec_kernels().for_dtype(wt);
-    // Split rows of w across threads; each thread handles all m rows of x for its rows of w.
-    for (int64_t i = 0; i < m; ++i) {
-      float* yi = y + i * n;
-      pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) { mv(wdata, k, x + i * k, yi, r0, r1); });
+    // Split rows of w across threads; each thread reads its rows once for all m rows of x.
+    if (m == 1) {
+      const MatvecFn mv = best_matvec_kernels().for_dtype(wt);
+      pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) { mv(wdata, k, x, y, r0, r1); });
+    } else {
+      const MatvecRowsFn mv = best_matvec_kernels().rows_for_dtype(wt);
+      pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) { mv(wdata, k, x, m, y, n, r0, r1); });
     }
     return;
   }

@@ -89,10 +89,19 @@ void mv_q4_1(const void* w, int64_t k, const float* x, float* y, int64_t r0, int
   }
 }
 
+// The reference for several activation rows: one pass over the weights per row.
+template <MatvecFn F>
+void rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  for (int64_t i = 0; i < m; ++i) F(w, k, x + i * k, y + i * ldy, r0, r1);
+}
+
 }  // namespace
 
 const MatvecKernels& scalar_matvec_kernels() {
-  static const MatvecKernels k{"scalar", mv_f32, mv_f16, mv_bf16, mv_q8_0, mv_q4_0, mv_q4_1};
+  static const MatvecKernels k{"scalar",          mv_f32,          mv_f16,          mv_bf16,
+                               mv_q8_0,           mv_q4_0,         mv_q4_1,         rows<mv_f32>,
+                               rows<mv_f16>,      rows<mv_bf16>,   rows<mv_q8_0>,   rows<mv_q4_0>,
+                               rows<mv_q4_1>};
   return k;
 }
 

@@ -1,0 +1,243 @@
+// AVX-512 matrix-vector kernels (F/BW/VL with FMA and F16C). This file alone is compiled with AVX-512 flags.
+//
+// Shape of every kernel: weights are consumed in chunks of 32 values (a quantized block, or 32 plain values),
+// each decoded in registers into two vectors of 16 f32 and multiplied into f32 accumulators. R weight rows run
+// side by side (R streams of loads in flight), and up to M = 4 activation rows share each decoded chunk, so a
+// small batch reads the weights once.
+//
+// Everything here has internal linkage and uses no inline function or template from a header shared with the
+// portable code: a copy compiled for AVX-512 must never be the one the linker keeps for the whole program.
+#include <immintrin.h>
+
+#include <cstdlib>
+
+#include "kernels/cpu/matvec.hpp"
+
+namespace corolla {
+namespace {
+
+constexpr int64_t kChunk = 32;
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+inline float bfloat_to_float(uint16_t h) {
+  return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(static_cast<uint32_t>(h) << 16))));
+}
+
+// --- decoders: chunk c of a row -> two vectors of 16 f32, in the order of the prepared x -------------------------
+
+struct DecF32 {
+  static constexpr bool kPermutesX = false;
+  static constexpr int64_t kChunkBytes = 128;
+  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+    const float* p = reinterpret_cast<const float*>(row) + c * kChunk;
+    a = _mm512_loadu_ps(p);
+    b = _mm512_loadu_ps(p + 16);
+  }
+  static float at(const char* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+};
+
+struct DecF16 {
+  static constexpr bool kPermutesX = false;
+  static constexpr int64_t kChunkBytes = 64;
+  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+    const char* p = row + c * kChunkBytes;
+    a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
+  }
+  static float at(const char* row, int64_t i) { return half_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
+};
+
+// bf16 is the top half of an f32: in each 32-bit lane holding two bf16, the even element is lane << 16 and the
+// odd one is lane & 0xffff0000. x is de-interleaved once per call to match (evens then odds per chunk).
+struct DecBf16 {
+  static constexpr bool kPermutesX = true;
+  static constexpr int64_t kChunkBytes = 64;
+  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+    const __m512i v = _mm512_loadu_si512(row + c * kChunkBytes);
+    a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  static float at(const char* row, int64_t i) { return bfloat_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
+};
+
+struct DecQ8_0 {
+  static constexpr bool kPermutesX = false;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ8_0);
+  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+    const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(row) + c;
+    const __m512 d = _mm512_set1_ps(half_to_float(blk->d));
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
+    const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs + 16));
+    a = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)));
+    b = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)));
+  }
+  static float at(const char*, int64_t) { return 0; }  // k is a multiple of 32: no tail
+};
+
+// q4: the 16 possible weights of a block form a table of 16 f32 (d * (q - 8), or d * q + m); vpermps picks the
+// entry from the low 4 bits of each 32-bit lane, so a nibble becomes its dequantized weight in one step.
+inline __m512 q4_values(__m512 table, __m512i lanes) { return _mm512_permutexvar_ps(lanes, table); }
+
+struct DecQ4_0 {
+  static constexpr bool kPermutesX = false;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ4_0);
+  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+    const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + c;
+    const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    const __m512 table = _mm512_mul_ps(_mm512_set1_ps(half_to_float(blk->d)), levels);
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs)));
+    a = q4_values(table, q);                          // values 0..15: low nibbles
+    b = q4_values(table, _mm512_srli_epi32(q, 4));  // values 16..31: high nibbles
+  }
+  static float at(const char*, int64_t) { return 0; }
+};
+
+struct DecQ4_1 {
+  static constexpr bool kPermutesX = false;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ4_1);
+  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+    const BlockQ4_1* blk = reinterpret_cast<const BlockQ4_1*>(row) + c;
+    const __m512 levels = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    // d * q + m rounded twice, as the scalar dequantizer does.
+    const __m512 table = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(half_to_float(blk->d)), levels),
+                                       _mm512_set1_ps(half_to_float(blk->m)));
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs)));
+    a = q4_values(table, q);
+    b = q4_values(table, _mm512_srli_epi32(q, 4));
+  }
+  static float at(const char*, int64_t) { return 0; }
+};
+
+// --- the driver ------------------------------------------------------------------------------------------------
+
+// Rows [r, r + R) against M rows of prepared x (row stride xs): out[i][j] = dot over the whole chunks.
+template <class D, int R, int M>
+inline void dot_rows(const char* w, int64_t stride, int64_t nc, const float* xp, int64_t xs, float (&out)[R][M]) {
+  __m512 acc[R][M];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < M; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < nc; ++c) {
+    const float* xc = xp + c * kChunk;
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      __m512 a, b;
+      D::load(w + i * stride, c, a, b);
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j) {
+        acc[i][j] = _mm512_fmadd_ps(a, _mm512_loadu_ps(xc + j * xs), acc[i][j]);
+        acc[i][j] = _mm512_fmadd_ps(b, _mm512_loadu_ps(xc + j * xs + 16), acc[i][j]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < M; ++j) out[i][j] = _mm512_reduce_add_ps(acc[i][j]);
+}
+
+template <class D, int R, int M>
+inline void rows_of(const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
+                    float* y, int64_t ldy, int64_t r) {
+  const int64_t nc = k / kChunk;
+  float out[R][M];
+  dot_rows<D, R, M>(w + r * stride, stride, nc, xp, xs, out);
+  for (int i = 0; i < R; ++i) {
+    const char* row = w + (r + i) * stride;
+    for (int j = 0; j < M; ++j) {
+      float s = out[i][j];
+      for (int64_t t = nc * kChunk; t < k; ++t) s += D::at(row, t) * x[j * k + t];
+      y[j * ldy + r + i] = s;
+    }
+  }
+}
+
+// Weight rows per pass: more rows keep more loads in flight; R * M accumulators must fit the 32 registers.
+template <int M>
+constexpr int kRowsPerPass = M == 1 ? 4 : M == 2 ? 4 : 4;
+
+template <class D, int M>
+void run(const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs, float* y,
+         int64_t ldy, int64_t r0, int64_t r1) {
+  constexpr int R = kRowsPerPass<M>;
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) rows_of<D, R, M>(w, stride, k, x, xp, xs, y, ldy, r);
+  for (; r < r1; ++r) rows_of<D, 1, M>(w, stride, k, x, xp, xs, y, ldy, r);
+}
+
+// Per-thread scratch for the de-interleaved activations (bf16 only).
+struct Scratch {
+  float* data = nullptr;
+  int64_t cap = 0;
+  ~Scratch() { std::free(data); }
+  float* get(int64_t n) {
+    if (n > cap) {
+      std::free(data);
+      cap = n;
+      data = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>((n * 4 + 63) / 64 * 64)));
+    }
+    return data;
+  }
+};
+thread_local Scratch scratch;
+
+// x rows [m, k] -> per chunk of 32: the 16 even elements, then the 16 odd ones (whole chunks only).
+const float* deinterleave(const float* x, int64_t m, int64_t k) {
+  const int64_t nc = k / kChunk;
+  float* out = scratch.get(m * nc * kChunk + 1);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t c = 0; c < nc; ++c) {
+      const __m512 lo = _mm512_loadu_ps(x + j * k + c * kChunk);
+      const __m512 hi = _mm512_loadu_ps(x + j * k + c * kChunk + 16);
+      float* o = out + (j * nc + c) * kChunk;
+      _mm512_storeu_ps(o, _mm512_permutex2var_ps(lo, even, hi));
+      _mm512_storeu_ps(o + 16, _mm512_permutex2var_ps(lo, odd, hi));
+    }
+  return out;
+}
+
+template <class D>
+void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const char* wb = static_cast<const char*>(w);
+  const int64_t stride = (k / kChunk) * D::kChunkBytes + (k % kChunk) * (D::kChunkBytes / kChunk);
+  for (int64_t i0 = 0; i0 < m; i0 += kMatvecMaxRows) {
+    const int64_t mm = min64(kMatvecMaxRows, m - i0);
+    const float* xi = x + i0 * k;
+    float* yi = y + i0 * ldy;
+    const float* xp = xi;
+    int64_t xs = k;
+    if constexpr (D::kPermutesX) {
+      xp = deinterleave(xi, mm, k);
+      xs = (k / kChunk) * kChunk;
+    }
+    switch (mm) {
+      case 1: run<D, 1>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      case 2: run<D, 2>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      case 3: run<D, 3>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      default: run<D, 4>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+    }
+  }
+}
+
+template <class D>
+void mv(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  mv_rows<D>(w, k, x, 1, y, 0, r0, r1);
+}
+
+}  // namespace
+
+const MatvecKernels& avx512_matvec_kernels() {
+  static const MatvecKernels k{"avx512",         mv<DecF32>,          mv<DecF16>,          mv<DecBf16>,
+                               mv<DecQ8_0>,      mv<DecQ4_0>,         mv<DecQ4_1>,         mv_rows<DecF32>,
+                               mv_rows<DecF16>,  mv_rows<DecBf16>,    mv_rows<DecQ8_0>,    mv_rows<DecQ4_0>,
+                               mv_rows<DecQ4_1>};
+  return k;
+}
+
+}  // namespace corolla
