@@ -36,6 +36,15 @@ MatvecRowsFn MatvecKernels::rows_for_dtype(DType t) const {
   }
 }
 
+const float* f16_to_f32_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = f16_to_f32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
+}
+
 namespace {
 
 #if defined(COROLLA_HAVE_X86_KERNELS)

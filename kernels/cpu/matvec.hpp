@@ -38,6 +38,10 @@ const MatvecKernels& avx2_matvec_kernels();    // AVX2 + FMA + F16C
 const MatvecKernels& avx512_matvec_kernels();  // AVX-512 F/BW/VL (plus the AVX2 set)
 #endif
 
+// f16 -> f32 for all 65536 halves (256 KiB, built on first use). The SIMD kernels read the scales of quantized
+// blocks through it: a table load is cheaper than converting one half at a time in vector registers.
+const float* f16_to_f32_table();
+
 // Every kernel set this CPU runs, scalar first, best last (ignores COROLLA_ISA).
 std::vector<const MatvecKernels*> available_matvec_kernels();
 // The best set this CPU runs at or below `cap` ("scalar", "avx2", "avx512"; null or empty: no cap). An unknown

@@ -37,21 +37,21 @@ inline float hsum(__m256 v) {
 struct DecF32 {
   static constexpr bool kPermutesX = false;
   static constexpr int64_t kChunkBytes = 128;
-  static void load(const char* row, int64_t c, __m256 (&v)[4]) {
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
     const float* p = reinterpret_cast<const float*>(row) + c * kChunk;
     for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(p + 8 * i);
   }
-  static float at(const char* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+  float at(const char* row, int64_t i) const { return reinterpret_cast<const float*>(row)[i]; }
 };
 
 struct DecF16 {
   static constexpr bool kPermutesX = false;
   static constexpr int64_t kChunkBytes = 64;
-  static void load(const char* row, int64_t c, __m256 (&v)[4]) {
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
     const char* p = row + c * kChunkBytes;
     for (int i = 0; i < 4; ++i) v[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * i)));
   }
-  static float at(const char* row, int64_t i) { return half_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
+  float at(const char* row, int64_t i) const { return half_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
 };
 
 // bf16 is the top half of an f32: in each 32-bit lane holding two bf16, the even element is lane << 16 and the
@@ -59,7 +59,7 @@ struct DecF16 {
 struct DecBf16 {
   static constexpr bool kPermutesX = true;
   static constexpr int64_t kChunkBytes = 64;
-  static void load(const char* row, int64_t c, __m256 (&v)[4]) {
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
     const __m256i mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
     for (int h = 0; h < 2; ++h) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * kChunkBytes + 32 * h));
@@ -67,71 +67,71 @@ struct DecBf16 {
       v[2 * h + 1] = _mm256_castsi256_ps(_mm256_and_si256(q, mask));
     }
   }
-  static float at(const char* row, int64_t i) { return bfloat_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
+  float at(const char* row, int64_t i) const { return bfloat_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
 };
 
-// 16 signed bytes -> two vectors of 8 f32 scaled by d.
-inline void bytes_to_f32(__m128i q, __m256 d, __m256& lo, __m256& hi) {
-  lo = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
-  hi = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(q, q))));
-}
-
-struct DecQ8_0 {
+// Block scales come from the f16 table: a scalar load broadcast from memory uses no vector shuffle port.
+struct DecQuant {
   static constexpr bool kPermutesX = false;
+  const float* f16;
+  __m256 scale(uint16_t h) const { return _mm256_broadcast_ss(f16 + h); }
+  float at(const char*, int64_t) const { return 0; }  // k is a multiple of 32: no tail
+};
+
+struct DecQ8_0 : DecQuant {
   static constexpr int64_t kChunkBytes = sizeof(BlockQ8_0);
-  static void load(const char* row, int64_t c, __m256 (&v)[4]) {
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
     const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(row) + c;
-    const __m256 d = _mm256_set1_ps(half_to_float(blk->d));
+    const __m256 d = scale(blk->d);
     for (int i = 0; i < 4; ++i)
       v[i] = _mm256_mul_ps(
           d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->qs + 8 * i)))));
   }
-  static float at(const char*, int64_t) { return 0; }  // k is a multiple of 32: no tail
 };
 
-// q4 nibbles -> bytes: the low nibbles are values 0..15 of the block, the high nibbles values 16..31.
-inline void nibbles(const uint8_t* qs, __m128i& lo, __m128i& hi) {
-  const __m128i m4 = _mm_set1_epi8(0x0f);
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  lo = _mm_and_si128(v, m4);
-  hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+// q4 nibbles -> four vectors of 8 int32: bytes 0..7 and 8..15 widened straight from memory; their low nibbles are
+// values 0..15 of the block, their high nibbles values 16..31.
+inline void nibbles(const uint8_t* qs, __m256i (&q)[4]) {
+  const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs + 8)));
+  const __m256i m4 = _mm256_set1_epi32(0x0f);
+  q[0] = _mm256_and_si256(lo, m4);
+  q[1] = _mm256_and_si256(hi, m4);
+  q[2] = _mm256_srli_epi32(lo, 4);
+  q[3] = _mm256_srli_epi32(hi, 4);
 }
 
-struct DecQ4_0 {
-  static constexpr bool kPermutesX = false;
+// Dequantized as one FMA per vector: d * q + offset. d * q is exact in f32 (an f16 times a 4-bit integer), so the
+// single rounding gives the same value as the scalar code's d * (q - 8) and d * q + m.
+struct DecQ4_0 : DecQuant {
   static constexpr int64_t kChunkBytes = sizeof(BlockQ4_0);
-  static void load(const char* row, int64_t c, __m256 (&v)[4]) {
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
     const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + c;
-    const __m256 d = _mm256_set1_ps(half_to_float(blk->d));
-    __m128i lo, hi;
-    nibbles(blk->qs, lo, hi);
-    const __m128i eight = _mm_set1_epi8(8);
-    bytes_to_f32(_mm_sub_epi8(lo, eight), d, v[0], v[1]);
-    bytes_to_f32(_mm_sub_epi8(hi, eight), d, v[2], v[3]);
+    const __m256 d = scale(blk->d);
+    const __m256 offset = _mm256_mul_ps(d, _mm256_set1_ps(-8.f));
+    __m256i q[4];
+    nibbles(blk->qs, q);
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[i]), d, offset);
   }
-  static float at(const char*, int64_t) { return 0; }
 };
 
-struct DecQ4_1 {
-  static constexpr bool kPermutesX = false;
+struct DecQ4_1 : DecQuant {
   static constexpr int64_t kChunkBytes = sizeof(BlockQ4_1);
-  static void load(const char* row, int64_t c, __m256 (&v)[4]) {
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
     const BlockQ4_1* blk = reinterpret_cast<const BlockQ4_1*>(row) + c;
-    const __m256 d = _mm256_set1_ps(half_to_float(blk->d));
-    const __m256 m = _mm256_set1_ps(half_to_float(blk->m));
-    __m128i lo, hi;
-    nibbles(blk->qs, lo, hi);
-    bytes_to_f32(lo, d, v[0], v[1]);
-    bytes_to_f32(hi, d, v[2], v[3]);
-    for (int i = 0; i < 4; ++i) v[i] = _mm256_add_ps(v[i], m);  // d * q + m rounded twice, as the scalar code does
+    const __m256 d = scale(blk->d);
+    const __m256 m = scale(blk->m);
+    __m256i q[4];
+    nibbles(blk->qs, q);
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q[i]), d, m);
   }
-  static float at(const char*, int64_t) { return 0; }
 };
 
 // --- the driver ------------------------------------------------------------------------------------------------
 
 template <class D, int R, int M>
-inline void dot_rows(const char* w, int64_t stride, int64_t nc, const float* xp, int64_t xs, float (&out)[R][M]) {
+inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, const float* xp, int64_t xs,
+                     float (&out)[R][M]) {
   __m256 acc[R][M];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
@@ -142,7 +142,7 @@ inline void dot_rows(const char* w, int64_t stride, int64_t nc, const float* xp,
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       __m256 v[4];
-      D::load(w + i * stride, c, v);
+      dec.load(w + i * stride, c, v);
 #pragma GCC unroll 4
       for (int j = 0; j < M; ++j)
 #pragma GCC unroll 4
@@ -156,16 +156,16 @@ inline void dot_rows(const char* w, int64_t stride, int64_t nc, const float* xp,
 }
 
 template <class D, int R, int M>
-inline void rows_of(const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
-                    float* y, int64_t ldy, int64_t r) {
+inline void rows_of(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp,
+                    int64_t xs, float* y, int64_t ldy, int64_t r) {
   const int64_t nc = k / kChunk;
   float out[R][M];
-  dot_rows<D, R, M>(w + r * stride, stride, nc, xp, xs, out);
+  dot_rows<D, R, M>(dec, w + r * stride, stride, nc, xp, xs, out);
   for (int i = 0; i < R; ++i) {
     const char* row = w + (r + i) * stride;
     for (int j = 0; j < M; ++j) {
       float s = out[i][j];
-      for (int64_t t = nc * kChunk; t < k; ++t) s += D::at(row, t) * x[j * k + t];
+      for (int64_t t = nc * kChunk; t < k; ++t) s += dec.at(row, t) * x[j * k + t];
       y[j * ldy + r + i] = s;
     }
   }
@@ -176,12 +176,12 @@ template <int M>
 constexpr int kRowsPerPass = M <= 2 ? 4 : 2;
 
 template <class D, int M>
-void run(const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs, float* y,
-         int64_t ldy, int64_t r0, int64_t r1) {
+void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
+         float* y, int64_t ldy, int64_t r0, int64_t r1) {
   constexpr int R = kRowsPerPass<M>;
   int64_t r = r0;
-  for (; r + R <= r1; r += R) rows_of<D, R, M>(w, stride, k, x, xp, xs, y, ldy, r);
-  for (; r < r1; ++r) rows_of<D, 1, M>(w, stride, k, x, xp, xs, y, ldy, r);
+  for (; r + R <= r1; r += R) rows_of<D, R, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
+  for (; r < r1; ++r) rows_of<D, 1, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
 }
 
 // Per-thread scratch for the de-interleaved activations (bf16 only).
@@ -223,6 +223,8 @@ const float* deinterleave(const float* x, int64_t m, int64_t k) {
 template <class D>
 void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const char* wb = static_cast<const char*>(w);
+  D dec{};
+  if constexpr (requires { dec.f16; }) dec.f16 = f16_to_f32_table();
   const int64_t stride = (k / kChunk) * D::kChunkBytes + (k % kChunk) * (D::kChunkBytes / kChunk);
   for (int64_t i0 = 0; i0 < m; i0 += kMatvecMaxRows) {
     const int64_t mm = min64(kMatvecMaxRows, m - i0);
@@ -235,10 +237,10 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
       xs = (k / kChunk) * kChunk;
     }
     switch (mm) {
-      case 1: run<D, 1>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
-      case 2: run<D, 2>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
-      case 3: run<D, 3>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
-      default: run<D, 4>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      case 1: run<D, 1>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      case 2: run<D, 2>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      case 3: run<D, 3>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      default: run<D, 4>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
     }
   }
 }

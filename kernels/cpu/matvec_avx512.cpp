@@ -27,27 +27,28 @@ inline float bfloat_to_float(uint16_t h) {
 }
 
 // --- decoders: chunk c of a row -> two vectors of 16 f32, in the order of the prepared x -------------------------
+// A decoder is a small value passed to the driver; quantized ones carry the f16 -> f32 table for block scales.
 
 struct DecF32 {
   static constexpr bool kPermutesX = false;
   static constexpr int64_t kChunkBytes = 128;
-  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+  void load(const char* row, int64_t c, __m512& a, __m512& b) const {
     const float* p = reinterpret_cast<const float*>(row) + c * kChunk;
     a = _mm512_loadu_ps(p);
     b = _mm512_loadu_ps(p + 16);
   }
-  static float at(const char* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+  float at(const char* row, int64_t i) const { return reinterpret_cast<const float*>(row)[i]; }
 };
 
 struct DecF16 {
   static constexpr bool kPermutesX = false;
   static constexpr int64_t kChunkBytes = 64;
-  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+  void load(const char* row, int64_t c, __m512& a, __m512& b) const {
     const char* p = row + c * kChunkBytes;
     a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32)));
   }
-  static float at(const char* row, int64_t i) { return half_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
+  float at(const char* row, int64_t i) const { return half_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
 };
 
 // bf16 is the top half of an f32: in each 32-bit lane holding two bf16, the even element is lane << 16 and the
@@ -55,67 +56,69 @@ struct DecF16 {
 struct DecBf16 {
   static constexpr bool kPermutesX = true;
   static constexpr int64_t kChunkBytes = 64;
-  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+  void load(const char* row, int64_t c, __m512& a, __m512& b) const {
     const __m512i v = _mm512_loadu_si512(row + c * kChunkBytes);
     a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
     b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
   }
-  static float at(const char* row, int64_t i) { return bfloat_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
+  float at(const char* row, int64_t i) const {
+    return bfloat_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+  }
 };
 
-struct DecQ8_0 {
+// Block scales come from the f16 table: a scalar load broadcast from memory uses no vector shuffle port.
+struct DecQuant {
   static constexpr bool kPermutesX = false;
+  const float* f16;
+  __m512 scale(uint16_t h) const { return _mm512_set1_ps(f16[h]); }
+  float at(const char*, int64_t) const { return 0; }  // k is a multiple of 32: no tail
+};
+
+struct DecQ8_0 : DecQuant {
   static constexpr int64_t kChunkBytes = sizeof(BlockQ8_0);
-  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+  void load(const char* row, int64_t c, __m512& a, __m512& b) const {
     const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(row) + c;
-    const __m512 d = _mm512_set1_ps(half_to_float(blk->d));
+    const __m512 d = scale(blk->d);
     const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs));
     const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs + 16));
     a = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)));
     b = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)));
   }
-  static float at(const char*, int64_t) { return 0; }  // k is a multiple of 32: no tail
 };
 
 // q4: the 16 possible weights of a block form a table of 16 f32 (d * (q - 8), or d * q + m); vpermps picks the
 // entry from the low 4 bits of each 32-bit lane, so a nibble becomes its dequantized weight in one step.
-inline __m512 q4_values(__m512 table, __m512i lanes) { return _mm512_permutexvar_ps(lanes, table); }
-
-struct DecQ4_0 {
-  static constexpr bool kPermutesX = false;
+struct DecQ4_0 : DecQuant {
   static constexpr int64_t kChunkBytes = sizeof(BlockQ4_0);
-  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+  void load(const char* row, int64_t c, __m512& a, __m512& b) const {
     const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(row) + c;
     const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-    const __m512 table = _mm512_mul_ps(_mm512_set1_ps(half_to_float(blk->d)), levels);
+    const __m512 table = _mm512_mul_ps(scale(blk->d), levels);
     const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs)));
-    a = q4_values(table, q);                          // values 0..15: low nibbles
-    b = q4_values(table, _mm512_srli_epi32(q, 4));  // values 16..31: high nibbles
+    a = _mm512_permutexvar_ps(q, table);                          // values 0..15: low nibbles
+    b = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);  // values 16..31: high nibbles
   }
-  static float at(const char*, int64_t) { return 0; }
 };
 
-struct DecQ4_1 {
-  static constexpr bool kPermutesX = false;
+struct DecQ4_1 : DecQuant {
   static constexpr int64_t kChunkBytes = sizeof(BlockQ4_1);
-  static void load(const char* row, int64_t c, __m512& a, __m512& b) {
+  void load(const char* row, int64_t c, __m512& a, __m512& b) const {
     const BlockQ4_1* blk = reinterpret_cast<const BlockQ4_1*>(row) + c;
     const __m512 levels = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    // d * q + m rounded twice, as the scalar dequantizer does.
-    const __m512 table = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(half_to_float(blk->d)), levels),
-                                       _mm512_set1_ps(half_to_float(blk->m)));
+    // d * q is exact in f32 (an f16 times a 4-bit integer): one rounding, the same value as the scalar d * q + m.
+    const __m512 table = _mm512_fmadd_ps(scale(blk->d), levels, scale(blk->m));
     const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs)));
-    a = q4_values(table, q);
-    b = q4_values(table, _mm512_srli_epi32(q, 4));
+    a = _mm512_permutexvar_ps(q, table);
+    b = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
   }
-  static float at(const char*, int64_t) { return 0; }
 };
 
 // --- the driver ------------------------------------------------------------------------------------------------
 
 // Rows [r, r + R) against M rows of prepared x (row stride xs): out[i][j] = dot over the whole chunks.
 template <class D, int R, int M>
-inline void dot_rows(const char* w, int64_t stride, int64_t nc, const float* xp, int64_t xs, float (&out)[R][M]) {
+inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, const float* xp, int64_t xs,
+                     float (&out)[R][M]) {
   __m512 acc[R][M];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
@@ -126,7 +129,7 @@ inline void dot_rows(const char* w, int64_t stride, int64_t nc, const float* xp,
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       __m512 a, b;
-      D::load(w + i * stride, c, a, b);
+      dec.load(w + i * stride, c, a, b);
 #pragma GCC unroll 4
       for (int j = 0; j < M; ++j) {
         acc[i][j] = _mm512_fmadd_ps(a, _mm512_loadu_ps(xc + j * xs), acc[i][j]);
@@ -141,16 +144,16 @@ inline void dot_rows(const char* w, int64_t stride, int64_t nc, const float* xp,
 }
 
 template <class D, int R, int M>
-inline void rows_of(const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
-                    float* y, int64_t ldy, int64_t r) {
+inline void rows_of(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp,
+                    int64_t xs, float* y, int64_t ldy, int64_t r) {
   const int64_t nc = k / kChunk;
   float out[R][M];
-  dot_rows<D, R, M>(w + r * stride, stride, nc, xp, xs, out);
+  dot_rows<D, R, M>(dec, w + r * stride, stride, nc, xp, xs, out);
   for (int i = 0; i < R; ++i) {
     const char* row = w + (r + i) * stride;
     for (int j = 0; j < M; ++j) {
       float s = out[i][j];
-      for (int64_t t = nc * kChunk; t < k; ++t) s += D::at(row, t) * x[j * k + t];
+      for (int64_t t = nc * kChunk; t < k; ++t) s += dec.at(row, t) * x[j * k + t];
       y[j * ldy + r + i] = s;
     }
   }
@@ -161,12 +164,12 @@ template <int M>
 constexpr int kRowsPerPass = M == 1 ? 4 : M == 2 ? 4 : 4;
 
 template <class D, int M>
-void run(const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs, float* y,
-         int64_t ldy, int64_t r0, int64_t r1) {
+void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
+         float* y, int64_t ldy, int64_t r0, int64_t r1) {
   constexpr int R = kRowsPerPass<M>;
   int64_t r = r0;
-  for (; r + R <= r1; r += R) rows_of<D, R, M>(w, stride, k, x, xp, xs, y, ldy, r);
-  for (; r < r1; ++r) rows_of<D, 1, M>(w, stride, k, x, xp, xs, y, ldy, r);
+  for (; r + R <= r1; r += R) rows_of<D, R, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
+  for (; r < r1; ++r) rows_of<D, 1, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
 }
 
 // Per-thread scratch for the de-interleaved activations (bf16 only).
@@ -205,6 +208,8 @@ const float* deinterleave(const float* x, int64_t m, int64_t k) {
 template <class D>
 void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   const char* wb = static_cast<const char*>(w);
+  D dec{};
+  if constexpr (requires { dec.f16; }) dec.f16 = f16_to_f32_table();
   const int64_t stride = (k / kChunk) * D::kChunkBytes + (k % kChunk) * (D::kChunkBytes / kChunk);
   for (int64_t i0 = 0; i0 < m; i0 += kMatvecMaxRows) {
     const int64_t mm = min64(kMatvecMaxRows, m - i0);
@@ -217,10 +222,10 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
       xs = (k / kChunk) * kChunk;
     }
     switch (mm) {
-      case 1: run<D, 1>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
-      case 2: run<D, 2>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
-      case 3: run<D, 3>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
-      default: run<D, 4>(wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      case 1: run<D, 1>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      case 2: run<D, 2>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      case 3: run<D, 3>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+      default: run<D, 4>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
     }
   }
 }
