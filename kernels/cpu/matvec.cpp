@@ -36,6 +36,18 @@ MatvecRowsFn MatvecKernels::rows_for_dtype(DType t) const {
   }
 }
 
+DequantFn MatvecKernels::dequant_for_dtype(DType t) const {
+  switch (t) {
+    case DType::f32: return [](const void* src, float* dst, int64_t n) { corolla::to_f32(DType::f32, src, dst, n); };
+    case DType::f16: return f16_to_f32;
+    case DType::bf16: return bf16_to_f32;
+    case DType::q8_0: return q8_0_to_f32;
+    case DType::q4_0: return q4_0_to_f32;
+    case DType::q4_1: return q4_1_to_f32;
+    default: throw std::invalid_argument("no conversion kernel for weights of dtype " + std::string(dtype_name(t)));
+  }
+}
+
 const float* f16_to_f32_table() {
   static const std::vector<float> table = [] {
     std::vector<float> t(65536);

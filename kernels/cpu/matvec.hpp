@@ -23,12 +23,18 @@ using MatvecFn = void (*)(const void* w, int64_t k, const float* x, float* y, in
 using MatvecRowsFn = void (*)(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy,
                               int64_t row_begin, int64_t row_end);
 
+// Weights to f32: n values (a multiple of 32 for quantized types) from src to dst, as to_f32() in dtype.hpp does.
+// The GEMM path converts tiles of weights with it.
+using DequantFn = void (*)(const void* src, float* dst, int64_t n);
+
 struct MatvecKernels {
   const char* isa;  // "scalar", "avx2", "avx512"
   MatvecFn f32, f16, bf16, q8_0, q4_0, q4_1;
   MatvecRowsFn f32_rows, f16_rows, bf16_rows, q8_0_rows, q4_0_rows, q4_1_rows;
+  DequantFn f16_to_f32, bf16_to_f32, q8_0_to_f32, q4_0_to_f32, q4_1_to_f32;
   MatvecFn for_dtype(DType t) const;
   MatvecRowsFn rows_for_dtype(DType t) const;
+  DequantFn dequant_for_dtype(DType t) const;  // f32 included (a copy)
 };
 
 const MatvecKernels& scalar_matvec_kernels();

@@ -17,7 +17,11 @@ namespace {
 
 constexpr int64_t kChunk = 32;
 
+// Weight bytes per tile when several groups of x rows run over the same weights (well inside a core's L2).
+constexpr int64_t kTileBytes = 256 * 1024;
+
 inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -226,21 +230,27 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
   D dec{};
   if constexpr (requires { dec.f16; }) dec.f16 = f16_to_f32_table();
   const int64_t stride = (k / kChunk) * D::kChunkBytes + (k % kChunk) * (D::kChunkBytes / kChunk);
-  for (int64_t i0 = 0; i0 < m; i0 += kMatvecMaxRows) {
-    const int64_t mm = min64(kMatvecMaxRows, m - i0);
-    const float* xi = x + i0 * k;
-    float* yi = y + i0 * ldy;
-    const float* xp = xi;
-    int64_t xs = k;
-    if constexpr (D::kPermutesX) {
-      xp = deinterleave(xi, mm, k);
-      xs = (k / kChunk) * kChunk;
-    }
-    switch (mm) {
-      case 1: run<D, 1>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
-      case 2: run<D, 2>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
-      case 3: run<D, 3>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
-      default: run<D, 4>(dec, wb, stride, k, xi, xp, xs, yi, ldy, r0, r1); break;
+  const float* xp = x;  // x as the kernels read it, row stride xs
+  int64_t xs = k;
+  if constexpr (D::kPermutesX) {
+    xp = deinterleave(x, m, k);
+    xs = (k / kChunk) * kChunk;
+  }
+  // More rows of x than one pass takes: go through the weights in tiles that stay in L2 and run every group of
+  // x rows over each tile, so the weights still come from memory once.
+  const int64_t tile = m <= kMatvecMaxRows ? r1 - r0 : max64(4, kTileBytes / stride / 4 * 4);
+  for (int64_t t0 = r0; t0 < r1; t0 += tile) {
+    const int64_t t1 = min64(r1, t0 + tile);
+    for (int64_t i0 = 0; i0 < m; i0 += kMatvecMaxRows) {
+      const float* xi = x + i0 * k;
+      const float* xpi = xp + i0 * xs;
+      float* yi = y + i0 * ldy;
+      switch (min64(kMatvecMaxRows, m - i0)) {
+        case 1: run<D, 1>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1); break;
+        case 2: run<D, 2>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1); break;
+        case 3: run<D, 3>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1); break;
+        default: run<D, 4>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1); break;
+      }
     }
   }
 }
@@ -250,13 +260,53 @@ void mv(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t 
   mv_rows<D>(w, k, x, 1, y, 0, r0, r1);
 }
 
+// Dequantization for the GEMM path, in natural order (bf16 has its own decoder: the matvec one de-interleaves).
+struct DecBf16Natural {
+  static constexpr int64_t kChunkBytes = 64;
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
+    for (int i = 0; i < 4; ++i)
+      v[i] = _mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c * kChunkBytes + 16 * i))),
+          16));
+  }
+  float at(const char* row, int64_t i) const { return bfloat_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
+};
+
+template <class D>
+void dequant(const void* src, float* dst, int64_t n) {
+  D dec{};
+  if constexpr (requires { dec.f16; }) dec.f16 = f16_to_f32_table();
+  const char* s = static_cast<const char*>(src);
+  const int64_t nc = n / kChunk;
+  for (int64_t c = 0; c < nc; ++c) {
+    __m256 v[4];
+    dec.load(s, c, v);
+    for (int i = 0; i < 4; ++i) _mm256_storeu_ps(dst + c * kChunk + 8 * i, v[i]);
+  }
+  for (int64_t i = nc * kChunk; i < n; ++i) dst[i] = dec.at(s, i);
+}
+
 }  // namespace
 
 const MatvecKernels& avx2_matvec_kernels() {
-  static const MatvecKernels k{"avx2",          mv<DecF32>,          mv<DecF16>,          mv<DecBf16>,
-                               mv<DecQ8_0>,     mv<DecQ4_0>,         mv<DecQ4_1>,         mv_rows<DecF32>,
-                               mv_rows<DecF16>, mv_rows<DecBf16>,    mv_rows<DecQ8_0>,    mv_rows<DecQ4_0>,
-                               mv_rows<DecQ4_1>};
+  static const MatvecKernels k{.isa = "avx2",
+                               .f32 = mv<DecF32>,
+                               .f16 = mv<DecF16>,
+                               .bf16 = mv<DecBf16>,
+                               .q8_0 = mv<DecQ8_0>,
+                               .q4_0 = mv<DecQ4_0>,
+                               .q4_1 = mv<DecQ4_1>,
+                               .f32_rows = mv_rows<DecF32>,
+                               .f16_rows = mv_rows<DecF16>,
+                               .bf16_rows = mv_rows<DecBf16>,
+                               .q8_0_rows = mv_rows<DecQ8_0>,
+                               .q4_0_rows = mv_rows<DecQ4_0>,
+                               .q4_1_rows = mv_rows<DecQ4_1>,
+                               .f16_to_f32 = dequant<DecF16>,
+                               .bf16_to_f32 = dequant<DecBf16Natural>,
+                               .q8_0_to_f32 = dequant<DecQ8_0>,
+                               .q4_0_to_f32 = dequant<DecQ4_0>,
+                               .q4_1_to_f32 = dequant<DecQ4_1>};
   return k;
 }
 

@@ -150,28 +150,72 @@ BOOST_AUTO_TEST_CASE(several_activation_rows_share_one_pass) {
       }
   for (const MatvecKernels* ks : available_matvec_kernels())
     for (DType t : {DType::f32, DType::bf16}) check_kernels(*ks, t, 10, 77, 3, 1, 9, seed++);
+  // More rows of x than one pass takes, over weights large enough to be split into several L2 tiles.
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : kWeightTypes) check_kernels(*ks, t, 150, 2048 + 32, 9, 5, 149, seed++);
 }
+
+BOOST_AUTO_TEST_CASE(dequantization_matches_to_f32_exactly) {
+  uint32_t seed = 250;
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : kWeightTypes)
+      for (int64_t n : {32, 64, 96, 4096, 4096 + 32 * 7}) {
+        const Weights w = make_weights(t, 1, n, seed++);
+        std::vector<float> got(static_cast<size_t>(n) + 1, -7.f);
+        ks->dequant_for_dtype(t)(w.stored.data(), got.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          BOOST_REQUIRE_MESSAGE(got[static_cast<size_t>(i)] == w.dequantized[static_cast<size_t>(i)],
+                                ks->isa << " " << dtype_name(t) << " n=" << n << " at " << i);
+        BOOST_TEST(got[static_cast<size_t>(n)] == -7.f);  // nothing written past n
+      }
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : {DType::f32, DType::f16, DType::bf16})
+      for (int64_t n : {1, 31, 45}) {
+        const Weights w = make_weights(t, 1, n, seed++);
+        std::vector<float> got(static_cast<size_t>(n));
+        ks->dequant_for_dtype(t)(w.stored.data(), got.data(), n);
+        BOOST_TEST(got == w.dequantized, ks->isa << " " << dtype_name(t) << " n=" << n);
+      }
+}
+
+namespace {
+double matmul_error(const Weights& w, int64_t n, int64_t k, int64_t m, const std::vector<float>& x,
+                    const std::vector<float>& y) {
+  double worst = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t r = 0; r < n; ++r) {
+      double ref, scale;
+      reference(w.dequantized, k, x.data() + i * k, r, ref, scale);
+      worst = std::max(worst, std::fabs(y[static_cast<size_t>(i * n + r)] - ref) / std::max(scale, 1e-30));
+    }
+  return worst;
+}
+}  // namespace
 
 BOOST_AUTO_TEST_CASE(cpu_matmul_matches_naive_reference) {
   ThreadPool pool(2);
-  init_blas_single_threaded();
   uint32_t seed = 300;
-  // n = 300 rows split over 2 threads gives each more than one 128-row conversion tile on the GEMM path.
+  // n = 300 rows split over 2 threads; the GEMM path converts weights in tiles of 128 rows. Every m goes through
+  // cpu_matmul (which picks a path), the matrix-vector path and the GEMM path with each library.
   const int64_t n = 300, k = 160;
   for (DType t : kWeightTypes) {
     const Weights w = make_weights(t, n, k, seed++);
-    for (int64_t m : {1, 2, 3, 4, 5, 6, 37}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 9, 33, 37}) {
       const std::vector<float> x = randn(m * k, seed++);
       std::vector<float> y(static_cast<size_t>(m * n), -1.f);
       cpu_matmul(pool, x.data(), m, k, w.stored, y.data());
-      double worst = 0;
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t r = 0; r < n; ++r) {
-          double ref, scale;
-          reference(w.dequantized, k, x.data() + i * k, r, ref, scale);
-          worst = std::max(worst, std::fabs(y[static_cast<size_t>(i * n + r)] - ref) / std::max(scale, 1e-30));
-        }
-      BOOST_TEST(worst < kTolerance, "cpu_matmul " << dtype_name(t) << " m=" << m << ": error " << worst);
+      BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matmul " << dtype_name(t) << " m=" << m);
+      std::fill(y.begin(), y.end(), -1.f);
+      cpu_matvec_rows(pool, x.data(), m, k, w.stored, y.data());
+      BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matvec_rows " << dtype_name(t) << " m=" << m);
+      for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas}) {
+        if (!gemm_library_available(lib)) continue;
+        std::fill(y.begin(), y.end(), -1.f);
+        cpu_gemm(pool, lib, x.data(), m, k, w.stored, y.data());
+        BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance,
+                   "cpu_gemm (" << (lib == GemmLibrary::onednn ? "oneDNN" : "OpenBLAS") << ") " << dtype_name(t)
+                                << " m=" << m);
+      }
     }
   }
 }
