@@ -175,6 +175,38 @@ int main(int argc, char** argv) {
   for (int i = 0; i < kMethods; ++i) std::printf(" %12.1f", flops_total / seconds[i] / 1e9);
   std::printf("  %.2f\n", std::min({seconds[2], seconds[3], seconds[4]}) / seconds[0]);
 
+  // Where the matrix-vector path (weights read as stored, once per L2 tile for all rows) and the GEMM path
+  // (weights converted to f32 per tile, then oneDNN) cross, on the gate/up projection.
+  {
+    const int64_t n = 5632, k = 2048;
+    Tensor wf = Tensor::empty(DType::f32, {n, k});
+    fill_random(wf.data_as<float>(), n * k, 17);
+    std::printf("\nmatrix-vector path vs GEMM path, %lldx%lld, ms (cpu_matmul switches above %lld rows for f32, %lld "
+                "for other weights)\n%-6s",
+                static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(kMatvecMaxRowsF32),
+                static_cast<long long>(kMatvecMaxRowsConverted), "dtype");
+    const int64_t ms[] = {4, 8, 16, 32, 64};
+    for (int64_t mm : ms) std::printf("   m=%-3lld mv / gemm", static_cast<long long>(mm));
+    std::printf("\n");
+    for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
+      const Tensor w = wf.cast(t);
+      std::printf("%-6s", std::string(dtype_name(t)).c_str());
+      for (int64_t mm : ms) {
+        std::vector<float> x(static_cast<size_t>(mm * k)), y(static_cast<size_t>(mm * n));
+        fill_random(x.data(), mm * k, 3);
+        auto timed = [&](auto&& fn) {
+          fn();
+          return best_time(std::max(reps, 3), fn);
+        };
+        const double tm = timed([&] { cpu_matvec_rows(pool, x.data(), mm, k, w, y.data()); });
+        const double tg = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), mm, k, w, y.data()); });
+        std::printf("   %7.2f / %6.2f", tm * 1e3, tg * 1e3);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+
   // Idle threads: CPU time burnt in the second after each library's last GEMM (several servers share the cores).
   std::printf("\nidle CPU over the 1 s after a GEMM (ms):");
   {

@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   const double bw = measure_read_bandwidth(pool, mib << 20, 5);
   std::printf("bench_matvec: %d threads, weights replicated past %zu MiB, best of %d passes, load average %s\n",
               threads, mib, reps, load_average().c_str());
-  std::printf("read bandwidth (plain sweep, same threads): %.1f GB/s\n\n", bw);
+  std::printf("read bandwidth (best bench_memory sweep, same threads): %.1f GB/s\n\n", bw);
 
   std::printf("%-6s %-10s %-12s", "dtype", "matrix", "shape");
   for (const MatvecKernels* s : sets) std::printf(" %9s GB/s  ratio", s->isa);

@@ -18,10 +18,18 @@ double thread_cpu_s();   // CPU time of the calling thread, seconds
 // A 64-byte aligned buffer of `bytes`, every page touched (so the sweep measures memory, not page faults).
 std::shared_ptr<char> aligned_buffer(size_t bytes);
 
-// Reads all of buf[0, bytes) once with the pool's threads; returns a checksum so the loads are not elided.
-uint64_t read_sweep(ThreadPool& pool, const char* buf, size_t bytes);
+// A read sweep with loads of a given width: one core's bandwidth grows with it, so the machine's bandwidth is the
+// best of the widths it runs.
+enum class SweepWidth { plain, avx2, avx512 };
+const char* sweep_name(SweepWidth width);
+bool sweep_available(SweepWidth width);
 
-// Best read bandwidth (GB/s) over `reps` sweeps of a buffer of `bytes`, with the pool's threads.
+// Reads all of buf[0, bytes) once with the pool's threads; returns a checksum so the loads are not elided.
+uint64_t read_sweep(ThreadPool& pool, const char* buf, size_t bytes, SweepWidth width);
+
+// Best read bandwidth (GB/s) over `reps` sweeps of a buffer of `bytes` with the pool's threads: with one width,
+// or the best of all widths this CPU runs.
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps, SweepWidth width);
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps);
 
 // Runs fn `reps` times and returns the fastest time in seconds.

@@ -16,6 +16,8 @@ namespace corolla {
 namespace {
 
 constexpr int64_t kChunk = 32;
+// Software prefetch distance in each weight row (see matvec_avx512.cpp).
+constexpr int64_t kPrefetchBytes = 512;
 
 // Weight bytes per tile when several groups of x rows run over the same weights (well inside a core's L2).
 constexpr int64_t kTileBytes = 256 * 1024;
@@ -146,6 +148,7 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       __m256 v[4];
+      _mm_prefetch(w + i * stride + c * D::kChunkBytes + kPrefetchBytes, _MM_HINT_T0);
       dec.load(w + i * stride, c, v);
 #pragma GCC unroll 4
       for (int j = 0; j < M; ++j)

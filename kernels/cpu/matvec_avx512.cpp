@@ -17,6 +17,10 @@ namespace corolla {
 namespace {
 
 constexpr int64_t kChunk = 32;
+// Software prefetch distance in each weight row. Measured on a 2-core AVX-512 VM (bench_matvec, 2 threads): 512
+// bytes ahead lifted bf16 from 0.90 to 1.0 of the read bandwidth and q8_0 / q4 by 20-30%; 256, 1024 and 2048
+// (into L2) did less.
+constexpr int64_t kPrefetchBytes = 512;
 
 // Weight bytes per tile when several groups of x rows run over the same weights (well inside a core's L2).
 constexpr int64_t kTileBytes = 256 * 1024;
@@ -133,6 +137,7 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       __m512 a, b;
+      _mm_prefetch(w + i * stride + c * D::kChunkBytes + kPrefetchBytes, _MM_HINT_T0);
       dec.load(w + i * stride, c, a, b);
 #pragma GCC unroll 4
       for (int j = 0; j < M; ++j) {
@@ -163,9 +168,10 @@ inline void rows_of(const D& dec, const char* w, int64_t stride, int64_t k, cons
   }
 }
 
-// Weight rows per pass: more rows keep more loads in flight; R * M accumulators must fit the 32 registers.
+// Weight rows per pass: more rows keep more loads in flight (8 rows beat 4 for q8_0 from memory, by about 20%);
+// R * M accumulators must fit in the 32 registers.
 template <int M>
-constexpr int kRowsPerPass = M == 1 ? 4 : M == 2 ? 4 : 4;
+constexpr int kRowsPerPass = M == 1 ? 8 : 4;
 
 template <class D, int M>
 void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
