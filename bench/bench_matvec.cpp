@@ -1,9 +1,10 @@
 // bench_matvec: decode matrix-vector products at TinyLlama-1.1B shapes, for every weight dtype and instruction
-// set, as achieved GB/s of weight reading and as a fraction of the machine's read bandwidth measured in the same
-// run with the same threads. Each matrix is replicated until the copies exceed --mib (default 1 GiB) and the copies
-// are read in turn, so the weights come from memory, as a whole model's do, not from the last-level cache.
+// set, as achieved GB/s of weight reading and as a fraction of the read bandwidth of a plain sweep (bench_memory's
+// widest loads) over the same buffer with the same threads, the two alternated so that both see the same moments
+// of a shared machine. Each matrix is replicated until the copies exceed --mib (default 1 GiB) and the copies are
+// read in turn, so the weights come from memory, as a whole model's do, not from the last-level cache.
 // A second table shows small-batch decode: m = 2..4 activation rows sharing one pass over the weights.
-//   bench_matvec [--threads=2] [--mib=1024] [--reps=3] [--isa=simd|all|best] [--dtypes=f32,f16,bf16,q8_0,q4_0,q4_1]
+//   bench_matvec [--threads=2] [--mib=1024] [--reps=5] [--isa=simd|all|best] [--dtypes=f32,f16,bf16,q8_0,q4_0,q4_1]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -68,9 +69,14 @@ Replicas replicate(const Tensor& w, size_t min_total) {
   return r;
 }
 
-// Seconds per matrix for y = W x with m activation rows, best of `reps` passes over all copies.
-double time_matvec(ThreadPool& pool, const MatvecKernels& ks, DType t, const Replicas& w, int64_t n, int64_t k,
-                   int64_t m, int reps) {
+// Bandwidth (GB/s) of y = W x with m activation rows over all copies, and of a plain read sweep over the same
+// copies, alternated `reps` times (best of each): both see the same moments of a shared machine.
+struct Measured {
+  double matvec_gbs, sweep_gbs;
+};
+
+Measured measure(ThreadPool& pool, const MatvecKernels& ks, DType t, const Replicas& w, int64_t n, int64_t k,
+                 int64_t m, int reps) {
   std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
   fill_random(x.data(), m * k, 99);
   const MatvecFn mv = ks.for_dtype(t);
@@ -86,8 +92,22 @@ double time_matvec(ThreadPool& pool, const MatvecKernels& ks, DType t, const Rep
       }
     }
   };
+  const size_t total = static_cast<size_t>(w.bytes) * static_cast<size_t>(w.copies);
+  volatile uint64_t sink = 0;
+  auto sweep = [&] {
+    for (SweepWidth width : {SweepWidth::avx512, SweepWidth::avx2, SweepWidth::plain})
+      if (sweep_available(width)) {
+        sink = sink + read_sweep(pool, w.buf.get(), total / 256 * 256, width);
+        return;
+      }
+  };
   pass();  // warm-up
-  return best_time(reps, pass) / w.copies;
+  double best_pass = 1e30, best_sweep = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    best_sweep = std::min(best_sweep, best_time(1, sweep));
+    best_pass = std::min(best_pass, best_time(1, pass));
+  }
+  return {static_cast<double>(total) / best_pass / 1e9, static_cast<double>(total / 256 * 256) / best_sweep / 1e9};
 }
 
 }  // namespace
@@ -95,7 +115,7 @@ double time_matvec(ThreadPool& pool, const MatvecKernels& ks, DType t, const Rep
 int main(int argc, char** argv) {
   const int threads = std::stoi(arg(argc, argv, "threads", "2"));
   const size_t mib = std::stoul(arg(argc, argv, "mib", "1024"));
-  const int reps = std::stoi(arg(argc, argv, "reps", "3"));
+  const int reps = std::stoi(arg(argc, argv, "reps", "5"));
   const std::string isa = arg(argc, argv, "isa", "simd");
   const std::vector<std::string> dtype_names = split(arg(argc, argv, "dtypes", "f32,f16,bf16,q8_0,q4_0,q4_1"));
 
@@ -108,7 +128,8 @@ int main(int argc, char** argv) {
   const double bw = measure_read_bandwidth(pool, mib << 20, 5);
   std::printf("bench_matvec: %d threads, weights replicated past %zu MiB, best of %d passes, load average %s\n",
               threads, mib, reps, load_average().c_str());
-  std::printf("read bandwidth (best bench_memory sweep, same threads): %.1f GB/s\n\n", bw);
+  std::printf("read bandwidth (best bench_memory sweep, same threads): %.1f GB/s; ratios below are to a sweep of\n"
+              "the same weights alternated with the kernel\n\n", bw);
 
   std::printf("%-6s %-10s %-12s", "dtype", "matrix", "shape");
   for (const MatvecKernels* s : sets) std::printf(" %9s GB/s  ratio", s->isa);
@@ -127,7 +148,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown dtype %s\n", name.c_str());
       return 2;
     }
-    std::vector<double> total_bytes(sets.size()), total_s(sets.size());
+    std::vector<double> total_bytes(sets.size()), total_s(sets.size()), total_sweep_s(sets.size());
     for (const Shape2& sh : kShapes) {
       Tensor f = Tensor::empty(DType::f32, {sh.n, sh.k});
       fill_random(f.data_as<float>(), sh.n * sh.k, static_cast<uint64_t>(sh.n * 31 + sh.k));
@@ -138,31 +159,30 @@ int main(int argc, char** argv) {
       std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(sh.n), static_cast<long long>(sh.k));
       std::printf("%-6s %-10s %-12s", name.c_str(), sh.name, shape);
       for (size_t i = 0; i < sets.size(); ++i) {
-        const double s = time_matvec(pool, *sets[i], *t, rep, sh.n, sh.k, 1, reps);
-        const double gbs = static_cast<double>(rep.bytes) / s / 1e9;
+        const Measured r = measure(pool, *sets[i], *t, rep, sh.n, sh.k, 1, reps);
         total_bytes[i] += static_cast<double>(rep.bytes);
-        total_s[i] += s;
-        std::printf(" %14.1f %6.2f", gbs, gbs / bw);
+        total_s[i] += static_cast<double>(rep.bytes) / (r.matvec_gbs * 1e9);
+        total_sweep_s[i] += static_cast<double>(rep.bytes) / (r.sweep_gbs * 1e9);
+        std::printf(" %14.1f %6.2f", r.matvec_gbs, r.matvec_gbs / r.sweep_gbs);
       }
       std::printf("\n");
       std::fflush(stdout);
       if (sh.n == 2048 && sh.k == 5632) {
         // Small batches on the down projection: time for m rows relative to one row (m separate passes: m).
         Batch b{*t, {}};
-        const double one = time_matvec(pool, best, *t, rep, sh.n, sh.k, 1, reps);
+        const double one = measure(pool, best, *t, rep, sh.n, sh.k, 1, reps).matvec_gbs;
         for (int64_t m = 1; m <= kMatvecMaxRows; ++m)
-          b.ratio[m] = time_matvec(pool, best, *t, rep, sh.n, sh.k, m, reps) / one;
+          b.ratio[m] = one / measure(pool, best, *t, rep, sh.n, sh.k, m, reps).matvec_gbs;
         batches.push_back(b);
       }
     }
     std::printf("%-6s %-23s", name.c_str(), "all five (one layer+head)");
-    for (size_t i = 0; i < sets.size(); ++i) {
-      const double gbs = total_bytes[i] / total_s[i] / 1e9;
-      std::printf(" %14.1f %6.2f", gbs, gbs / bw);
-    }
+    for (size_t i = 0; i < sets.size(); ++i)
+      std::printf(" %14.1f %6.2f", total_bytes[i] / total_s[i] / 1e9, total_sweep_s[i] / total_s[i]);
     std::printf("\n\n");
   }
 
+  std::printf("read bandwidth measured again at the end: %.1f GB/s\n\n", measure_read_bandwidth(pool, mib << 20, 5));
   std::printf("small-batch decode, %s, down proj 2048x5632: time for m activation rows / time for one row\n",
               best.isa);
   std::printf("%-6s", "dtype");

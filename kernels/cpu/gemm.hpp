@@ -17,8 +17,9 @@ namespace corolla {
 void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
 
 // Up to this many rows of x, cpu_matmul uses the matrix-vector kernels rather than a GEMM: for f32 weights, and
-// for weights that the GEMM path would have to convert.
-inline constexpr int64_t kMatvecMaxRowsF32 = 8;
+// for weights that the GEMM path would have to convert. bench_gemm measured the two paths crossing near 32-64 rows
+// (f32) and 64 rows (others) on a 2-core AVX-512 machine; these limits stay below that.
+inline constexpr int64_t kMatvecMaxRowsF32 = 16;
 inline constexpr int64_t kMatvecMaxRowsConverted = 32;
 int64_t matvec_max_rows(DType weights);
 
