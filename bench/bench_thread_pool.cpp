@@ -3,6 +3,7 @@
 // CPU time of an idle pool over one second (must be about zero: several servers share two cores).
 //   bench_thread_pool [--threads=2]
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -46,7 +47,12 @@ int main(int argc, char** argv) {
   // two kernels, or between two tokens). Ideal wall time: work / threads. On a loaded machine the tail (p90, mean)
   // shows how long the caller waits for workers that the OS has not scheduled.
   const double work = 200e-6;
-  auto job = [&](int64_t b, int64_t e) { busy_for(work * static_cast<double>(e - b) / 64); };
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int64_t> worker_pieces{0};  // pieces of work run by the workers
+  auto job = [&](int64_t b, int64_t e) {
+    if (std::this_thread::get_id() != caller) worker_pieces += e - b;
+    busy_for(work * static_cast<double>(e - b) / 64);
+  };
   std::printf("  job of %.0f us of work (ideal %.0f us), after a gap of caller-only work; load average %s\n", work * 1e6,
               work / threads * 1e6, load_average().c_str());
   std::printf("  %10s %12s %12s %12s %26s\n", "gap (us)", "median (us)", "p90 (us)", "mean (us)",
@@ -55,19 +61,19 @@ int main(int argc, char** argv) {
     std::vector<double> wall;
     const int n = gap < 1e-3 ? 1000 : 200;
     const double cpu0 = process_cpu_s(), main0 = thread_cpu_s();
+    worker_pieces = 0;
     for (int i = 0; i < n; ++i) {
       busy_for(gap);
       const double t0 = wall_s();
       pool.parallel_for(64, 1, job);
       wall.push_back(wall_s() - t0);
     }
-    // The workers' CPU time beyond the work they took over is what they burnt waiting for jobs.
+    // The workers' CPU time beyond the work they did is what they burnt waiting for jobs.
     const double worker_cpu = (process_cpu_s() - cpu0) - (thread_cpu_s() - main0);
     double mean = 0;
     for (double w : wall) mean += w;
     mean /= static_cast<double>(wall.size());
-    const double main_share = (thread_cpu_s() - main0) / n - gap;  // the caller's part of the work
-    const double waiting = worker_cpu / n - std::max(0.0, work - main_share);
+    const double waiting = (worker_cpu - work * static_cast<double>(worker_pieces.load()) / 64) / n;
     std::sort(wall.begin(), wall.end());
     std::printf("  %10.0f %12.1f %12.1f %12.1f %26.1f\n", gap * 1e6, median(wall) * 1e6, wall[wall.size() * 9 / 10] * 1e6,
                 mean * 1e6, std::max(0.0, waiting) * 1e6);
