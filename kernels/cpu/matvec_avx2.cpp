@@ -187,7 +187,15 @@ void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x,
          float* y, int64_t ldy, int64_t r0, int64_t r1) {
   constexpr int R = kRowsPerPass<M>;
   int64_t r = r0;
-  for (; r + R <= r1; r += R) rows_of<D, R, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
+  for (; r + R <= r1; r += R) {
+    // The in-row prefetch runs 512 bytes ahead of the loads, so the first bytes of every row would start cold:
+    // fetch them for the next group of rows now.
+    if (r + 2 * R <= r1)
+      for (int i = 0; i < R; ++i)
+        for (int64_t b = 0; b < kPrefetchBytes && b < stride; b += 64)
+          _mm_prefetch(w + (r + R + i) * stride + b, _MM_HINT_T0);
+    rows_of<D, R, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
+  }
   for (; r < r1; ++r) rows_of<D, 1, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
 }
 
