@@ -5,17 +5,13 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
-#include <stdexcept>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <vector>
 
 #include "kernels/cpu/matvec.hpp"
 
-#if defined(COROLLA_HAVE_DNNL)
-#include <oneapi/dnnl/dnnl.hpp>
 extern "C" void omp_set_num_threads(int);
-#endif
-
 extern "C" void openblas_set_num_threads(int);
 
 namespace corolla {
@@ -30,7 +26,6 @@ void openblas_sgemm(int64_t m, int64_t rows, int64_t k, const float* x, const fl
               static_cast<int>(ldy));
 }
 
-#if defined(COROLLA_HAVE_DNNL)
 // y[m, rows] (leading dimension ldy) = x[m, k] · w[rows, k]ᵀ with oneDNN on the calling thread only: OpenMP is set
 // to one thread in every thread that calls it, so oneDNN never starts an OpenMP team (whose idle threads would
 // spin on cores other servers share). Primitives are cached per thread and shape.
@@ -61,21 +56,12 @@ void onednn_sgemm(int64_t m, int64_t rows, int64_t k, const float* x, const floa
                           {DNNL_ARG_DST, memory(dst, engine, y)}});
   t.stream.wait();
 }
-#endif
 
 }  // namespace
 
 void init_blas_single_threaded() {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
-bool gemm_library_available(GemmLibrary lib) {
-#if defined(COROLLA_HAVE_DNNL)
-  return true;
-#else
-  return lib == GemmLibrary::openblas;
-#endif
 }
 
 int64_t matvec_max_rows(DType weights) {
@@ -86,8 +72,7 @@ void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Te
   if (m <= matvec_max_rows(w.dtype())) {
     cpu_matvec_rows(pool, x, m, k, w, y);
   } else {
-    cpu_gemm(pool, gemm_library_available(GemmLibrary::onednn) ? GemmLibrary::onednn : GemmLibrary::openblas, x, m, k,
-             w, y);
+    cpu_gemm(pool, GemmLibrary::onednn, x, m, k, w, y);
   }
 }
 
@@ -109,13 +94,7 @@ void cpu_gemm(ThreadPool& pool, GemmLibrary lib, const float* x, int64_t m, int6
   const int64_t n = w.dim(0);
   const DType wt = w.dtype();
   const char* wdata = static_cast<const char*>(w.data());
-  if (!gemm_library_available(lib)) throw std::invalid_argument("cpu_matmul: oneDNN is not built in");
-  auto sgemm = lib == GemmLibrary::openblas ? openblas_sgemm :
-#if defined(COROLLA_HAVE_DNNL)
-                                            onednn_sgemm;
-#else
-                                            openblas_sgemm;
-#endif
+  auto sgemm = lib == GemmLibrary::openblas ? openblas_sgemm : onednn_sgemm;
   if (lib == GemmLibrary::openblas) init_blas_single_threaded();
   const int64_t row_bytes = storage_bytes(wt, k);
   const DequantFn dequant = best_matvec_kernels().dequant_for_dtype(wt);

@@ -209,7 +209,6 @@ BOOST_AUTO_TEST_CASE(cpu_matmul_matches_naive_reference) {
       cpu_matvec_rows(pool, x.data(), m, k, w.stored, y.data());
       BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matvec_rows " << dtype_name(t) << " m=" << m);
       for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas}) {
-        if (!gemm_library_available(lib)) continue;
         std::fill(y.begin(), y.end(), -1.f);
         cpu_gemm(pool, lib, x.data(), m, k, w.stored, y.data());
         BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance,
