@@ -13,13 +13,15 @@
 
 namespace corolla {
 
-// Up to this many rows of x share one pass over the weights (small-batch decode); more go to the GEMM path.
+// Up to this many rows of x share one pass over the weights (small-batch decode). The kernels take more rows in
+// groups of this many over L2-sized tiles of weights; when cpu_matmul switches to a GEMM is set in gemm.hpp.
 inline constexpr int64_t kMatvecMaxRows = 4;
 
 using MatvecFn = void (*)(const void* w, int64_t k, const float* x, float* y, int64_t row_begin, int64_t row_end);
 
 // Several activation rows at once: y[i * ldy + r] = dot(w[r, :], x[i * k .. i * k + k)) for i < m and r in
-// [row_begin, row_end), with 1 <= m <= kMatvecMaxRows. The weights are read once for all m rows.
+// [row_begin, row_end), m >= 1. The SIMD kernels read the weights from memory once for all m rows (the scalar
+// reference reads them once per row).
 using MatvecRowsFn = void (*)(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy,
                               int64_t row_begin, int64_t row_end);
 
