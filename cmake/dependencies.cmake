@@ -14,15 +14,17 @@ add_library(corolla::openblas INTERFACE IMPORTED)
 target_include_directories(corolla::openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
 target_link_libraries(corolla::openblas INTERFACE ${OPENBLAS_LIBRARY})
 
-# oneDNN is only used by the GEMM benchmark that compares it with OpenBLAS. Debian's dnnl CMake config asks for
-# OpenCL (its GPU runtime), so find the library directly.
+# oneDNN runs the prefill GEMM (kernels/cpu/gemm.cpp; why: docs/PERFORMANCE.md, "CPU kernels"). Debian's dnnl
+# CMake config asks for OpenCL (its GPU runtime), so find the library directly. Its threading runtime is OpenMP
+# (libgomp), which Corolla holds to one thread per calling thread.
 find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
 find_library(DNNL_LIBRARY dnnl)
-if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY)
-  add_library(corolla::dnnl INTERFACE IMPORTED)
-  target_include_directories(corolla::dnnl INTERFACE ${DNNL_INCLUDE_DIR})
-  target_link_libraries(corolla::dnnl INTERFACE ${DNNL_LIBRARY})
+if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY)
+  message(FATAL_ERROR "oneDNN not found: install libdnnl-dev (tools/setup.sh does)")
 endif()
+add_library(corolla::dnnl INTERFACE IMPORTED)
+target_include_directories(corolla::dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+target_link_libraries(corolla::dnnl INTERFACE ${DNNL_LIBRARY} gomp)
 
 # C++ Actor Framework 0.17 (Debian ships no CMake config for it).
 find_path(CAF_INCLUDE_DIR caf/all.hpp)

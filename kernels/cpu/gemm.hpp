@@ -1,20 +1,37 @@
 // y[M, N] = x[M, K] · w[N, K]ᵀ on the CPU for any weight dtype.
-// Small M (decode) goes through the matrix-vector kernels, reading weights as stored. Larger M (prefill) goes to
-// OpenBLAS sgemm; non-f32 weights are converted to f32 one tile of rows at a time, so the conversion stays in
-// cache and costs O(N·K) against the GEMM's O(M·N·K).
+// Small M (decode, small batches) goes through the matrix-vector kernels, reading the weights as stored and once
+// for all M rows (up to kMatvecMaxRows per pass, in L2-sized tiles beyond that). Larger M (prefill) goes to
+// oneDNN's f32 GEMM run single-threaded in each chunk of the pool; non-f32 weights are
+// converted to f32 one tile of rows at a time, so the conversion stays in cache and costs O(N·K) against the
+// GEMM's O(M·N·K). The limits between the two were measured with bench_gemm (docs/PERFORMANCE.md).
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/tensor.hpp"
 
 namespace corolla {
 
-// Up to this many rows of x, the weights are streamed once per row by the matrix-vector kernels.
-inline constexpr int64_t kMatvecMaxRows = 4;
-
 void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
+
+// Up to this many rows of x, cpu_matmul uses the matrix-vector kernels rather than a GEMM: for f32 weights, and
+// for weights that the GEMM path would have to convert. bench_gemm measured the two paths crossing near 32-64 rows
+// (f32) and 64 rows (others) on a 2-core AVX-512 machine; these limits stay below that.
+inline constexpr int64_t kMatvecMaxRowsF32 = 16;
+inline constexpr int64_t kMatvecMaxRowsConverted = 32;
+int64_t matvec_max_rows(DType weights);
+
+// The two paths of cpu_matmul, for benchmarks and tests that compare them.
+// The matrix-vector path, for any m.
+void cpu_matvec_rows(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
+// The GEMM path with a given library (cpu_matmul uses oneDNN; OpenBLAS was the previous choice, kept for the
+// comparison). Both run single-threaded inside the chunks of Corolla's pool: OpenBLAS through
+// init_blas_single_threaded(), oneDNN by setting OpenMP to one thread in every thread that calls it (so it never
+// starts an OpenMP team; other OpenMP code in those threads is affected too).
+enum class GemmLibrary { openblas, onednn };
+void cpu_gemm(ThreadPool& pool, GemmLibrary lib, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
 
 // Pins OpenBLAS to one thread: Corolla parallelises around it with ThreadPool, whose idle threads block.
 void init_blas_single_threaded();

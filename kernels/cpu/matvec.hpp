@@ -1,23 +1,60 @@
 // Matrix-vector products for single-token decode: y[r] = dot(w[r, :], x) for rows r in [row_begin, row_end).
 // They read weights in their stored dtype (bf16, f16, q8_0, q4_0, q4_1, f32) and never convert them up front:
 // decode is bound by memory bandwidth, so the weight bytes read per token are what counts.
+//
+// Activations and accumulation are f32 in every kernel set (quantized weights are dequantized in registers, the
+// activations are never quantized), so the SIMD kernels agree with the scalar ones to f32 rounding.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/dtype.hpp"
 
 namespace corolla {
 
+// Up to this many rows of x share one pass over the weights (small-batch decode). The kernels take more rows in
+// groups of this many over L2-sized tiles of weights; when cpu_matmul switches to a GEMM is set in gemm.hpp.
+inline constexpr int64_t kMatvecMaxRows = 4;
+
 using MatvecFn = void (*)(const void* w, int64_t k, const float* x, float* y, int64_t row_begin, int64_t row_end);
+
+// Several activation rows at once: y[i * ldy + r] = dot(w[r, :], x[i * k .. i * k + k)) for i < m and r in
+// [row_begin, row_end), m >= 1. The SIMD kernels read the weights from memory once for all m rows (the scalar
+// reference reads them once per row).
+using MatvecRowsFn = void (*)(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy,
+                              int64_t row_begin, int64_t row_end);
+
+// Weights to f32: n values (a multiple of 32 for quantized types) from src to dst, as to_f32() in dtype.hpp does.
+// The GEMM path converts tiles of weights with it.
+using DequantFn = void (*)(const void* src, float* dst, int64_t n);
 
 struct MatvecKernels {
   const char* isa;  // "scalar", "avx2", "avx512"
   MatvecFn f32, f16, bf16, q8_0, q4_0, q4_1;
+  MatvecRowsFn f32_rows, f16_rows, bf16_rows, q8_0_rows, q4_0_rows, q4_1_rows;
+  DequantFn f16_to_f32, bf16_to_f32, q8_0_to_f32, q4_0_to_f32, q4_1_to_f32;
   MatvecFn for_dtype(DType t) const;
+  MatvecRowsFn rows_for_dtype(DType t) const;
+  DequantFn dequant_for_dtype(DType t) const;  // f32 included (a copy)
 };
 
 const MatvecKernels& scalar_matvec_kernels();
+#if defined(COROLLA_HAVE_X86_KERNELS)
+// Compiled with their own ISA flags: call them only on a CPU that runs them (see available_matvec_kernels()).
+const MatvecKernels& avx2_matvec_kernels();    // AVX2 + FMA + F16C
+const MatvecKernels& avx512_matvec_kernels();  // AVX-512 F/BW/VL (plus the AVX2 set)
+#endif
+
+// f16 -> f32 for all 65536 halves (256 KiB, built on first use). The SIMD kernels read the scales of quantized
+// blocks through it: a table load is cheaper than converting one half at a time in vector registers.
+const float* f16_to_f32_table();
+
+// Every kernel set this CPU runs, scalar first, best last (ignores COROLLA_ISA).
+std::vector<const MatvecKernels*> available_matvec_kernels();
+// The best set this CPU runs at or below `cap` ("scalar", "avx2", "avx512"; null or empty: no cap). An unknown
+// cap is reported on stderr and ignored.
+const MatvecKernels& pick_matvec_kernels(const char* cap);
 // The best kernels this CPU runs (checked once at run time). COROLLA_ISA=scalar|avx2|avx512 caps the choice.
 const MatvecKernels& best_matvec_kernels();
 

@@ -89,10 +89,38 @@ void mv_q4_1(const void* w, int64_t k, const float* x, float* y, int64_t r0, int
   }
 }
 
+// The reference for several activation rows: one pass over the weights per row.
+template <MatvecFn F>
+void rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  for (int64_t i = 0; i < m; ++i) F(w, k, x + i * k, y + i * ldy, r0, r1);
+}
+
+template <DType T>
+void dequant(const void* src, float* dst, int64_t n) {
+  to_f32(T, src, dst, n);
+}
+
 }  // namespace
 
 const MatvecKernels& scalar_matvec_kernels() {
-  static const MatvecKernels k{"scalar", mv_f32, mv_f16, mv_bf16, mv_q8_0, mv_q4_0, mv_q4_1};
+  static const MatvecKernels k{.isa = "scalar",
+                               .f32 = mv_f32,
+                               .f16 = mv_f16,
+                               .bf16 = mv_bf16,
+                               .q8_0 = mv_q8_0,
+                               .q4_0 = mv_q4_0,
+                               .q4_1 = mv_q4_1,
+                               .f32_rows = rows<mv_f32>,
+                               .f16_rows = rows<mv_f16>,
+                               .bf16_rows = rows<mv_bf16>,
+                               .q8_0_rows = rows<mv_q8_0>,
+                               .q4_0_rows = rows<mv_q4_0>,
+                               .q4_1_rows = rows<mv_q4_1>,
+                               .f16_to_f32 = dequant<DType::f16>,
+                               .bf16_to_f32 = dequant<DType::bf16>,
+                               .q8_0_to_f32 = dequant<DType::q8_0>,
+                               .q4_0_to_f32 = dequant<DType::q4_0>,
+                               .q4_1_to_f32 = dequant<DType::q4_1>};
   return k;
 }
 

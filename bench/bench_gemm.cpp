@@ -1,0 +1,258 @@
+// bench_gemm: prefill GEMM, y[M, N] = x[M, K] · w[N, K]ᵀ with M = 512 tokens at TinyLlama-1.1B shapes, all with
+// the same number of threads, measured side by side:
+//   corolla/dnnl f32, bf16   cpu_matmul with oneDNN run single-threaded per chunk by Corolla's pool (bf16 weights
+//                            converted to f32 one tile of rows at a time)
+//   corolla/blas f32, bf16   the same with OpenBLAS sgemm per chunk
+//   openblas                 cblas_sgemm alone, OpenBLAS's own threads
+//   onednn f32           oneDNN matmul on the weights as stored (w read as a [K, N] "ba" matrix, no copy)
+//   onednn f32 packed    the same with weights reordered once into oneDNN's preferred layout (not timed)
+//   onednn bf16 (pk)     oneDNN matmul with bf16 weights (as stored, or packed) and x rounded to bf16 (timed)
+// then the CPU time each library's idle threads burn in the second after its last GEMM.
+//   bench_gemm [--threads=2] [--m=512] [--reps=2]
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_util.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/tensor.hpp"
+
+extern "C" void openblas_set_num_threads(int);
+extern "C" void omp_set_num_threads(int);
+extern "C" char* openblas_get_corename();
+
+using namespace corolla;
+using namespace corolla::bench;
+
+namespace {
+
+struct Shape2 {
+  const char* name;
+  int64_t n, k;
+};
+constexpr Shape2 kShapes[] = {{"q/o proj", 2048, 2048},   {"k/v proj", 256, 2048},   {"gate/up", 5632, 2048},
+                              {"down", 2048, 5632},       {"lm head", 32000, 2048}};
+
+void fill_random(float* p, int64_t n, uint64_t seed) {
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    p[i] = static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
+  }
+}
+
+// One oneDNN matmul for a shape: src [M, K] (f32 or bf16), weights [K, N] viewed over our [N, K] rows, dst f32.
+struct DnnlMatmul {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  dnnl::matmul prim;
+  dnnl::memory src, wei, dst;
+  dnnl::memory src_f32;  // the f32 activations, reordered to bf16 on every call when the matmul is bf16
+  dnnl::reorder to_bf16;
+  bool bf16 = false;
+
+  int threads;
+
+  DnnlMatmul(int64_t m, int64_t n, int64_t k, bool use_bf16, bool packed, void* w, float* x, float* y, int nthr)
+      : bf16(use_bf16), threads(nthr) {
+    omp_set_num_threads(threads);  // cpu_matmul sets this thread to one OpenMP thread; oneDNN alone gets all
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const dt t = use_bf16 ? dt::bf16 : dt::f32;
+    const dnnl::memory::desc src_md({m, k}, t, tag::ab);
+    const dnnl::memory::desc wei_stored({k, n}, t, tag::ba);
+    const dnnl::memory::desc wei_md = packed ? dnnl::memory::desc({k, n}, t, tag::any) : wei_stored;
+    const dnnl::memory::desc dst_md({m, n}, dt::f32, tag::ab);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, wei_md, dst_md), eng);
+    prim = dnnl::matmul(pd);
+    dnnl::memory stored(wei_stored, eng, w);
+    if (pd.weights_desc() != wei_stored) {
+      wei = dnnl::memory(pd.weights_desc(), eng);
+      dnnl::reorder(stored, wei).execute(strm, stored, wei);
+      strm.wait();
+    } else {
+      wei = stored;
+    }
+    dst = dnnl::memory(dst_md, eng, y);
+    src_f32 = dnnl::memory(dnnl::memory::desc({m, k}, dt::f32, tag::ab), eng, x);
+    if (use_bf16) {
+      src = dnnl::memory(src_md, eng);
+      to_bf16 = dnnl::reorder(src_f32, src);
+    } else {
+      src = src_f32;
+    }
+    omp_set_num_threads(1);
+  }
+  void run() {
+    omp_set_num_threads(threads);
+    if (bf16) to_bf16.execute(strm, src_f32, src);
+    prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+    strm.wait();
+    omp_set_num_threads(1);
+  }
+};
+
+int thread_count() {
+  int n = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "Threads:", 8) == 0) n = std::atoi(line + 8);
+    std::fclose(f);
+  }
+  return n;
+}
+
+double idle_cpu_ms_over_1s() {
+  const double c0 = process_cpu_s();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  return (process_cpu_s() - c0) * 1e3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int threads = std::stoi(arg(argc, argv, "threads", "2"));
+  const int64_t m = std::stoll(arg(argc, argv, "m", "512"));
+  const int reps = std::stoi(arg(argc, argv, "reps", "2"));
+  ThreadPool pool(threads);
+  init_blas_single_threaded();
+
+  const char* names[] = {"corolla/dnnl", "corolla/blas", "openblas", "onednn", "onednn pk",
+                         "corolla/dnnl", "corolla/blas", "onednn", "onednn pk"};
+  const char* types[] = {"f32", "f32", "f32", "f32", "f32", "bf16 w", "bf16 w", "bf16 w+x", "bf16 w+x"};
+  constexpr int kMethods = 9;
+  std::printf("bench_gemm: M = %lld tokens, %d threads, best of %d runs, load average %s, OpenBLAS core %s\n",
+              static_cast<long long>(m), threads, reps, load_average().c_str(), openblas_get_corename());
+  std::printf("GFLOP/s (wall clock; last line: GFLOP per CPU-second of the process); ratio = corolla/dnnl f32 / the\n"
+              "fastest f32 library alone\n");
+  std::printf("%-10s %-11s", "", "");
+  for (const char* t : types) std::printf(" %12s", t);
+  std::printf("\n%-10s %-11s", "matrix", "N x K");
+  for (const char* n : names) std::printf(" %12s", n);
+  std::printf("  ratio\n");
+
+  double flops_total = 0, seconds[kMethods] = {}, cpu_seconds[kMethods] = {};
+  for (const Shape2& sh : kShapes) {
+    const int64_t n = sh.n, k = sh.k;
+    Tensor wf = Tensor::empty(DType::f32, {n, k});
+    fill_random(wf.data_as<float>(), n * k, static_cast<uint64_t>(n + k));
+    const Tensor wb = wf.cast(DType::bf16);
+    std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+    fill_random(x.data(), m * k, 5);
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    flops_total += flops;
+
+    double t[kMethods];
+    int method = 0;  // which method `timed` runs, for its CPU time
+    auto timed = [&](auto&& fn) {
+      fn();  // warm-up (and first-touch of y)
+      double best_cpu = 1e30;
+      const double best = best_time(reps, [&] {
+        const double c0 = process_cpu_s();
+        fn();
+        best_cpu = std::min(best_cpu, process_cpu_s() - c0);
+      });
+      cpu_seconds[method] += best_cpu;
+      return best;
+    };
+    method = 0;
+    t[0] = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wf, y.data()); });
+    method = 1;
+    t[1] = timed([&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wf, y.data()); });
+    method = 5;
+    t[5] = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wb, y.data()); });
+    method = 6;
+    t[6] = timed([&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wb, y.data()); });
+    openblas_set_num_threads(threads);
+    method = 2;
+    t[2] = timed([&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                  static_cast<int>(k), 1.f, x.data(), static_cast<int>(k), wf.data_as<const float>(),
+                  static_cast<int>(k), 0.f, y.data(), static_cast<int>(n));
+    });
+    openblas_set_num_threads(1);
+    for (int v = 0; v < 4; ++v) {
+      const bool bf16 = v >= 2, packed = v % 2 == 1;
+      DnnlMatmul mm(m, n, k, bf16, packed, bf16 ? wb.data() : wf.data(), x.data(), y.data(), threads);
+      method = bf16 ? 7 + v - 2 : 3 + v;
+      t[method] = timed([&] { mm.run(); });
+    }
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(n), static_cast<long long>(k));
+    std::printf("%-10s %-11s", sh.name, shape);
+    for (int i = 0; i < kMethods; ++i) {
+      std::printf(" %12.1f", flops / t[i] / 1e9);
+      seconds[i] += t[i];
+    }
+    std::printf("  %.2f\n", std::min({t[2], t[3], t[4]}) / t[0]);
+    std::fflush(stdout);
+  }
+  std::printf("%-22s", "all five");
+  for (int i = 0; i < kMethods; ++i) std::printf(" %12.1f", flops_total / seconds[i] / 1e9);
+  std::printf("  %.2f\n", std::min({seconds[2], seconds[3], seconds[4]}) / seconds[0]);
+  // Per CPU-second: what each core delivers, a figure that other processes on the shared cores disturb less.
+  std::printf("%-22s", "all five, per CPU-s");
+  for (int i = 0; i < kMethods; ++i) std::printf(" %12.1f", flops_total / cpu_seconds[i] / 1e9);
+  std::printf("  %.2f\n", std::min({cpu_seconds[2], cpu_seconds[3], cpu_seconds[4]}) / cpu_seconds[0]);
+
+  // Where the matrix-vector path (weights read as stored, once per L2 tile for all rows) and the GEMM path
+  // (weights converted to f32 per tile, then oneDNN) cross, on the gate/up projection.
+  {
+    const int64_t n = 5632, k = 2048;
+    Tensor wf = Tensor::empty(DType::f32, {n, k});
+    fill_random(wf.data_as<float>(), n * k, 17);
+    std::printf("\nmatrix-vector path vs GEMM path, %lldx%lld, ms (cpu_matmul switches above %lld rows for f32, %lld "
+                "for other weights)\n%-6s",
+                static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(kMatvecMaxRowsF32),
+                static_cast<long long>(kMatvecMaxRowsConverted), "dtype");
+    const int64_t ms[] = {4, 8, 16, 32, 64};
+    for (int64_t mm : ms) std::printf("   m=%-3lld mv / gemm", static_cast<long long>(mm));
+    std::printf("\n");
+    for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0}) {
+      const Tensor w = wf.cast(t);
+      std::printf("%-6s", std::string(dtype_name(t)).c_str());
+      for (int64_t mm : ms) {
+        std::vector<float> x(static_cast<size_t>(mm * k)), y(static_cast<size_t>(mm * n));
+        fill_random(x.data(), mm * k, 3);
+        auto timed = [&](auto&& fn) {
+          fn();
+          return best_time(std::max(reps, 3), fn);
+        };
+        const double tm = timed([&] { cpu_matvec_rows(pool, x.data(), mm, k, w, y.data()); });
+        const double tg = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), mm, k, w, y.data()); });
+        std::printf("   %7.2f / %6.2f", tm * 1e3, tg * 1e3);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+
+  // Idle threads: CPU time burnt in the second after each library's last GEMM (several servers share the cores).
+  std::printf("\nidle CPU over the 1 s after a GEMM (ms):");
+  {
+    Tensor wf = Tensor::empty(DType::f32, {2048, 2048});
+    std::vector<float> x(static_cast<size_t>(m * 2048)), y(static_cast<size_t>(m * 2048));
+    cpu_matmul(pool, x.data(), m, 2048, wf, y.data());
+    std::printf(" corolla pool %.1f (%d threads in the process),", idle_cpu_ms_over_1s(), thread_count());
+    openblas_set_num_threads(threads);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), 2048, 2048, 1.f, x.data(), 2048,
+                wf.data_as<const float>(), 2048, 0.f, y.data(), 2048);
+    std::printf(" openblas %.1f,", idle_cpu_ms_over_1s());
+    openblas_set_num_threads(1);
+    DnnlMatmul f32(m, 2048, 2048, false, false, wf.data(), x.data(), y.data(), threads);
+    f32.run();
+    std::printf(" onednn (OpenMP) %.1f\n", idle_cpu_ms_over_1s());
+  }
+  return 0;
+}

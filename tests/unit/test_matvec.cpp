@@ -1,0 +1,220 @@
+// Matrix-vector kernels of every instruction set this CPU runs, against the scalar kernels and against a
+// double-precision reference on the dequantized weights; cpu_matmul (decode and prefill paths) against a naive
+// reference.
+//
+// "Within 1e-5 relative" is measured against the dot product's own scale, sum_i |w_i x_i|: when the terms cancel,
+// |y| can be arbitrarily small while f32 rounding is not.
+#define BOOST_TEST_MODULE matvec
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/matvec.hpp"
+#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/tensor.hpp"
+
+using namespace corolla;
+
+namespace {
+
+constexpr DType kWeightTypes[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1};
+constexpr double kTolerance = 1e-5;
+
+std::vector<float> randn(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Weights [n, k] stored as `t`, and the same weights dequantized back to f32 (what every kernel must compute with).
+struct Weights {
+  Tensor stored;
+  std::vector<float> dequantized;
+};
+
+Weights make_weights(DType t, int64_t n, int64_t k, uint32_t seed) {
+  const std::vector<float> w = randn(n * k, seed);
+  Tensor f = Tensor::empty(DType::f32, {n, k});
+  std::copy(w.begin(), w.end(), f.data_as<float>());
+  Weights out{f.cast(t), std::vector<float>(static_cast<size_t>(n * k))};
+  to_f32(t, out.stored.data(), out.dequantized.data(), n * k);
+  return out;
+}
+
+// The reference: y = W x in double, and the scale sum |w_i x_i| the tolerance is relative to.
+void reference(const std::vector<float>& w, int64_t k, const float* x, int64_t r, double& y, double& scale) {
+  y = 0;
+  scale = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    const double p = static_cast<double>(w[static_cast<size_t>(r * k + i)]) * x[i];
+    y += p;
+    scale += std::fabs(p);
+  }
+}
+
+std::string label(const MatvecKernels& ks, DType t, int64_t n, int64_t k, int64_t m) {
+  return std::string(ks.isa) + " " + std::string(dtype_name(t)) + " [" + std::to_string(n) + "x" +
+         std::to_string(k) + "] m=" + std::to_string(m);
+}
+
+// Runs one kernel set on rows [r0, r1) of an [n, k] matrix for m activation rows and checks every output: against
+// the scalar kernels, against the double reference, and that rows outside the range are left alone.
+void check_kernels(const MatvecKernels& ks, DType t, int64_t n, int64_t k, int64_t m, int64_t r0, int64_t r1,
+                   uint32_t seed) {
+  const Weights w = make_weights(t, n, k, seed);
+  const std::vector<float> x = randn(m * k, seed + 1);
+  const float sentinel = -12345.f;
+  const int64_t ldy = n + 3;
+  std::vector<float> y(static_cast<size_t>(m * ldy), sentinel), ys(y.size(), sentinel);
+  if (m == 1) {
+    ks.for_dtype(t)(w.stored.data(), k, x.data(), y.data(), r0, r1);
+  } else {
+    ks.rows_for_dtype(t)(w.stored.data(), k, x.data(), m, y.data(), ldy, r0, r1);
+  }
+  const MatvecFn scalar = scalar_matvec_kernels().for_dtype(t);
+  for (int64_t i = 0; i < m; ++i) scalar(w.stored.data(), k, x.data() + i * k, ys.data() + i * ldy, r0, r1);
+
+  const std::string what = label(ks, t, n, k, m);
+  double worst_ref = 0, worst_scalar = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t r = 0; r < ldy; ++r) {
+      const float got = y[static_cast<size_t>(i * ldy + r)];
+      if (r < r0 || r >= r1) {
+        BOOST_REQUIRE_MESSAGE(got == sentinel, what << ": row " << r << " outside [" << r0 << ", " << r1
+                                                    << ") was written");
+        continue;
+      }
+      double ref, scale;
+      reference(w.dequantized, k, x.data() + i * k, r, ref, scale);
+      scale = std::max(scale, 1e-30);
+      worst_ref = std::max(worst_ref, std::fabs(got - ref) / scale);
+      worst_scalar = std::max(worst_scalar, std::fabs(got - ys[static_cast<size_t>(i * ldy + r)]) / scale);
+    }
+  BOOST_TEST(worst_ref < kTolerance, what << ": error vs double reference " << worst_ref);
+  BOOST_TEST(worst_scalar < kTolerance, what << ": error vs scalar kernels " << worst_scalar);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(lists_the_instruction_sets_of_this_cpu) {
+  const auto sets = available_matvec_kernels();
+  BOOST_REQUIRE(!sets.empty());
+  BOOST_TEST(std::string(sets.front()->isa) == "scalar");
+  std::string names;
+  for (const MatvecKernels* s : sets) names += std::string(" ") + s->isa;
+  BOOST_TEST_MESSAGE("kernel sets on this CPU:" << names << "; chosen: " << best_matvec_kernels().isa);
+  BOOST_TEST(std::string(pick_matvec_kernels("scalar").isa) == "scalar");
+  BOOST_TEST(std::string(pick_matvec_kernels(nullptr).isa) == sets.back()->isa);
+  BOOST_TEST(std::string(pick_matvec_kernels("avx512").isa) == sets.back()->isa);
+  const std::string capped = pick_matvec_kernels("avx2").isa;
+  BOOST_TEST((capped == "avx2" || capped == "scalar"));
+}
+
+BOOST_AUTO_TEST_CASE(every_dtype_and_isa_matches_scalar_and_double_reference) {
+  uint32_t seed = 1;
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : kWeightTypes) {
+      // Odd row counts (leftovers after the multi-row passes), K = 32 (one chunk), K a multiple of 32 but not 64,
+      // and a model-sized K.
+      check_kernels(*ks, t, 37, 32, 1, 0, 37, seed++);
+      check_kernels(*ks, t, 37, 96, 1, 0, 37, seed++);
+      check_kernels(*ks, t, 13, 160, 1, 0, 13, seed++);
+      check_kernels(*ks, t, 9, 2080, 1, 0, 9, seed++);
+      // Row ranges that start and end inside the matrix, as a thread's share does.
+      check_kernels(*ks, t, 37, 224, 1, 5, 30, seed++);
+      check_kernels(*ks, t, 37, 224, 1, 17, 18, seed++);
+      check_kernels(*ks, t, 37, 224, 1, 36, 37, seed++);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(plain_dtypes_accept_any_k) {
+  uint32_t seed = 100;
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : {DType::f32, DType::f16, DType::bf16})
+      for (int64_t k : {1, 7, 31, 33, 45, 100, 1000}) check_kernels(*ks, t, 11, k, 1, 2, 11, seed++);
+}
+
+BOOST_AUTO_TEST_CASE(several_activation_rows_share_one_pass) {
+  uint32_t seed = 200;
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : kWeightTypes)
+      for (int64_t m = 2; m <= kMatvecMaxRows + 3; ++m) {
+        check_kernels(*ks, t, 23, 96, m, 0, 23, seed++);
+        check_kernels(*ks, t, 37, 160, m, 3, 34, seed++);
+      }
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : {DType::f32, DType::bf16}) check_kernels(*ks, t, 10, 77, 3, 1, 9, seed++);
+  // More rows of x than one pass takes, over weights large enough to be split into several L2 tiles.
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : kWeightTypes) check_kernels(*ks, t, 150, 2048 + 32, 9, 5, 149, seed++);
+}
+
+BOOST_AUTO_TEST_CASE(dequantization_matches_to_f32_exactly) {
+  uint32_t seed = 250;
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : kWeightTypes)
+      for (int64_t n : {32, 64, 96, 4096, 4096 + 32 * 7}) {
+        const Weights w = make_weights(t, 1, n, seed++);
+        std::vector<float> got(static_cast<size_t>(n) + 1, -7.f);
+        ks->dequant_for_dtype(t)(w.stored.data(), got.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          BOOST_REQUIRE_MESSAGE(got[static_cast<size_t>(i)] == w.dequantized[static_cast<size_t>(i)],
+                                ks->isa << " " << dtype_name(t) << " n=" << n << " at " << i);
+        BOOST_TEST(got[static_cast<size_t>(n)] == -7.f);  // nothing written past n
+      }
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : {DType::f32, DType::f16, DType::bf16})
+      for (int64_t n : {1, 31, 45}) {
+        const Weights w = make_weights(t, 1, n, seed++);
+        std::vector<float> got(static_cast<size_t>(n));
+        ks->dequant_for_dtype(t)(w.stored.data(), got.data(), n);
+        BOOST_TEST(got == w.dequantized, ks->isa << " " << dtype_name(t) << " n=" << n);
+      }
+}
+
+namespace {
+double matmul_error(const Weights& w, int64_t n, int64_t k, int64_t m, const std::vector<float>& x,
+                    const std::vector<float>& y) {
+  double worst = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t r = 0; r < n; ++r) {
+      double ref, scale;
+      reference(w.dequantized, k, x.data() + i * k, r, ref, scale);
+      worst = std::max(worst, std::fabs(y[static_cast<size_t>(i * n + r)] - ref) / std::max(scale, 1e-30));
+    }
+  return worst;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(cpu_matmul_matches_naive_reference) {
+  ThreadPool pool(2);
+  uint32_t seed = 300;
+  // n = 300 rows split over 2 threads; the GEMM path converts weights in tiles of 128 rows. Every m goes through
+  // cpu_matmul (which picks a path), the matrix-vector path and the GEMM path with each library.
+  const int64_t n = 300, k = 160;
+  for (DType t : kWeightTypes) {
+    const Weights w = make_weights(t, n, k, seed++);
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 9, 17, 33, 37}) {
+      const std::vector<float> x = randn(m * k, seed++);
+      std::vector<float> y(static_cast<size_t>(m * n), -1.f);
+      cpu_matmul(pool, x.data(), m, k, w.stored, y.data());
+      BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matmul " << dtype_name(t) << " m=" << m);
+      std::fill(y.begin(), y.end(), -1.f);
+      cpu_matvec_rows(pool, x.data(), m, k, w.stored, y.data());
+      BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matvec_rows " << dtype_name(t) << " m=" << m);
+      for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas}) {
+        std::fill(y.begin(), y.end(), -1.f);
+        cpu_gemm(pool, lib, x.data(), m, k, w.stored, y.data());
+        BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance,
+                   "cpu_gemm (" << (lib == GemmLibrary::onednn ? "oneDNN" : "OpenBLAS") << ") " << dtype_name(t)
+                                << " m=" << m);
+      }
+    }
+  }
+}
