@@ -9,6 +9,7 @@
 #pragma once
 
 #include <caf/actor.hpp>
+#include <array>
 #include <caf/actor_system.hpp>
 #include <memory>
 #include <string>
@@ -24,9 +25,14 @@ namespace corolla {
 enum class route_mode { relay, push };
 
 struct swarm_client_options {
-  std::vector<std::string> initial_peers;  // HOST:PORT of servers to ask for their info
+  // HOST:PORT of DHT nodes (any server, or a `corolla dht` node) when model_prefix is set; otherwise of servers,
+  // each asked directly for its info.
+  std::vector<std::string> initial_peers;
   route_mode mode = route_mode::push;
   caf::timespan request_timeout = std::chrono::seconds(30);
+  // The swarm to join through the DHT ("{model_prefix}.{block}" keys); empty: ask initial_peers directly.
+  std::string model_prefix;
+  std::array<uint8_t, 20> dht_id{};  // the client's DHT node id (random per client)
 };
 
 struct open_session_request {

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <iostream>
 #include <mutex>
+#include <random>
 #include <sstream>
 
 #include "actors/client/client_api.hpp"
+#include "actors/dht/announcer.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "apps/corolla/cli_inputs.hpp"
@@ -137,6 +139,9 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   swarm_client_options opts;
   opts.initial_peers = o.initial_peers;
   opts.mode = o.mode == "relay" ? route_mode::relay : route_mode::push;
+  opts.model_prefix = default_model_prefix(*source);  // find the servers through the DHT
+  std::random_device rd;
+  for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
   auto client = spawn_swarm_client(sys, opts, head);
   auto printer = std::make_shared<TokenPrinter>(std::move(tokenizer));
   auto printer_actor = sys.spawn([printer](caf::event_based_actor*) -> caf::behavior {
@@ -189,7 +194,8 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu or cuda[:N] (local)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-sequence token");
-  cmd->add_option("--initial_peers", o->initial_peers, "Generate through the servers at these HOST:PORT addresses")
+  cmd->add_option("--initial_peers", o->initial_peers,
+                  "Generate through the swarm: HOST:PORT of any of its servers or DHT nodes")
       ->delimiter(',');
   cmd->add_option("--mode", o->mode, "push (server to server) or relay (through the client)")
       ->check(CLI::IsMember({"push", "relay"}));

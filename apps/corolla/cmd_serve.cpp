@@ -2,9 +2,13 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <iostream>
+#include <map>
 #include <random>
 
 #include "actors/balance/block_selection.hpp"
+#include "actors/dht/announcer.hpp"
+#include "actors/dht/dht_node.hpp"
+#include "actors/server/announcer.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
@@ -19,21 +23,28 @@
 namespace corolla::cli {
 namespace {
 
-// What the initial peers serve (peers that do not answer are left out).
-std::vector<server_info> ask_peers(caf::scoped_actor& self, const caf::actor& connector,
-                                   const std::vector<std::string>& peers) {
-  std::vector<server_info> infos;
-  for (const auto& peer : peers) {
-    self->request(connector, std::chrono::seconds(10), resolve_atom::value, peer)
+// What the swarm serves, read from the DHT (every block's key).
+std::vector<server_info> read_swarm(caf::scoped_actor& self, const caf::actor& dht, const std::string& prefix,
+                                    int64_t total_blocks) {
+  std::map<std::string, server_info> found;
+  for (int64_t b = 0; b < total_blocks; ++b)
+    self->request(dht, std::chrono::seconds(30), dht_get{block_key(prefix, b)})
         .receive(
-            [&](caf::actor gate) {
-              self->request(gate, std::chrono::seconds(10), info_request{})
-                  .receive([&](server_info& i) { infos.push_back(std::move(i)); },
-                           [&](caf::error& e) { std::cerr << "peer " << peer << ": " << describe(e) << "\n"; });
+            [&](dht_get_reply& r) {
+              for (auto& s : parse_servers(r.entries))
+                if (s.info.state != "offline") found[s.info.address] = std::move(s.info);
             },
-            [&](caf::error& e) { std::cerr << "peer " << peer << ": " << describe(e) << "\n"; });
-  }
-  return infos;
+            [&](caf::error& e) { std::cerr << "reading block " << b << " from the DHT: " << describe(e) << "\n"; });
+  std::vector<server_info> out;
+  for (auto& [address, info] : found) out.push_back(std::move(info));
+  return out;
+}
+
+void bootstrap(caf::scoped_actor& self, const caf::actor& dht, const std::vector<std::string>& peers) {
+  caf::error failure;
+  self->request(dht, std::chrono::seconds(60), dht_bootstrap{peers})
+      .receive([](const dht_bootstrap_reply&) {}, [&](caf::error& e) { failure = std::move(e); });
+  if (failure) throw std::runtime_error("joining the swarm: " + describe(failure));
 }
 
 int run(const NodeConfig& cfg) {
@@ -45,6 +56,15 @@ int run(const NodeConfig& cfg) {
   caf::actor_system sys{sys_cfg};
   caf::scoped_actor self{sys};
   auto connector = spawn_connector(sys);
+  NodeStore store(node_data_dir(cfg));
+
+  // The server's DHT node; until the gate is published it only asks (others learn its address afterwards).
+  dht_options dopt;
+  dopt.id = store.node_key();
+  auto dht = spawn_dht_node(sys, dopt, connector);
+  const std::string prefix = default_model_prefix(*source);
+  const bool joins = !cfg.new_swarm && !cfg.initial_peers.empty();
+  if (joins) bootstrap(self, dht, cfg.initial_peers);
 
   server_setup setup;
   setup.model = source->origin();
@@ -52,7 +72,7 @@ int run(const NodeConfig& cfg) {
     setup.first_block = cfg.block_indices->first;
     setup.last_block = cfg.block_indices->last;
   } else if (cfg.num_blocks) {
-    const auto infos = ask_peers(self, connector, cfg.initial_peers);
+    const auto infos = joins ? read_swarm(self, dht, prefix, total) : std::vector<server_info>{};
     setup.first_block = choose_first_block(block_throughputs(infos, total), std::min<int64_t>(*cfg.num_blocks, total));
     setup.last_block = setup.first_block + std::min<int64_t>(*cfg.num_blocks, total);
   } else {
@@ -73,8 +93,8 @@ int run(const NodeConfig& cfg) {
     std::cerr << "\rloading block " << block << " (" << done << "/" << n << ")" << (done == n ? "\n" : "")
               << std::flush;
   };
-  NodeStore store(node_data_dir(cfg));
   setup.store = &store;
+  setup.dht = dht;
   server_node node = start_server_node(sys, setup, connector, source);
 
   auto port = sys.middleman().publish(node.gate, cfg.port, cfg.host.c_str(), true);
@@ -85,16 +105,23 @@ int run(const NodeConfig& cfg) {
   }
   const std::string address = cfg.host + ":" + std::to_string(*port);
   self->send(node.gate, address_atom::value, address);
+  self->send(dht, address_atom::value, address);
+  if (joins) bootstrap(self, dht, cfg.initial_peers);  // now as a full node others add to their tables
+  announcer_options aopt;
+  aopt.model_prefix = prefix;
+  aopt.period = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.update_period_s));
+  auto announcer = spawn_announcer(sys, aopt, node.gate, dht);
   std::cerr << "loaded blocks " << setup.first_block << ":" << setup.last_block << " in " << node.load_seconds
             << " s on " << node.backend->name() << "\n";
-  std::cout << "serving blocks " << setup.first_block << ":" << setup.last_block << " of "
-            << node.options.model_name << " at " << address << std::endl;
+  std::cout << "serving blocks " << setup.first_block << ":" << setup.last_block << " of " << prefix << " at "
+            << address << std::endl;
 
   const int sig = wait_for_stop_signal();
-  std::cerr << "received signal " << sig << ", stopping\n";
+  std::cerr << "received signal " << sig << ", announcing offline and stopping\n";
+  self->request(announcer, std::chrono::seconds(5), close_atom::value)
+      .receive([](const ack&) {}, [](caf::error&) {});
   sys.middleman().unpublish(node.gate, *port);
-  self->send_exit(node.gate, caf::exit_reason::user_shutdown);
-  self->send_exit(connector, caf::exit_reason::user_shutdown);
+  for (auto& a : {announcer, node.gate, dht, connector}) self->send_exit(a, caf::exit_reason::user_shutdown);
   return 0;
 }
 

@@ -1,14 +1,18 @@
-// A client scripted through Corolla's CAF actor API: connect to a swarm, open an inference session, generate
-// greedily and print each token id as the swarm produces it.
+// A client scripted through Corolla's CAF actor API: join a swarm through the DHT, open an inference session,
+// generate greedily and print each token id as the swarm produces it.
 //
 //   stream_tokens MODEL_DIR_OR_GGUF HOST:PORT[,HOST:PORT...] ID[,ID...] [MAX_NEW_TOKENS]
+//
+// HOST:PORT: any server or DHT node of the swarm (only one is needed).
 //
 // MODEL is the client's own copy of the model: only its embeddings, final norm and LM head are read.
 #include <caf/all.hpp>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #include "actors/client/client_api.hpp"
+#include "actors/dht/announcer.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
 
@@ -67,7 +71,12 @@ int main(int argc, char** argv) {
   corolla_config cfg;  // the middleman, Corolla's message types and error category
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto client = spawn_swarm_client(sys, {split(argv[2]), route_mode::push}, head);
+  swarm_client_options options;
+  options.initial_peers = split(argv[2]);  // any servers or DHT nodes of the swarm
+  options.model_prefix = default_model_prefix(*open_weights(argv[1]));  // the swarm's DHT keys
+  std::random_device rd;
+  for (auto& byte : options.dht_id) byte = static_cast<uint8_t>(rd());
+  auto client = spawn_swarm_client(sys, options, head);
   auto out = sys.spawn(printer);
 
   int rc = 0;

@@ -189,3 +189,54 @@ BOOST_AUTO_TEST_CASE(the_example_client_streams_the_golden_tokens) {
   for (int32_t id; ss >> id;) got.push_back(id);
   BOOST_TEST(got == Golden("llama").ids("greedy_ids"), boost::test_tools::per_element());
 }
+
+// The swarm found through the DHT only: a bootstrap node, three servers that join through it, and a client that
+// knows nothing but the bootstrap node's address. A server that stops gracefully announces itself offline.
+BOOST_AUTO_TEST_CASE(a_client_given_only_the_bootstrap_address_finds_the_servers) {
+  TempDir dir;
+  DhtProcess boot({"--port", "0", "--data_dir", dir.str() + "/boot"});
+  std::vector<std::unique_ptr<ServerProcess>> servers;
+  int n = 0;
+  for (const char* span : {"0:2", "2:3", "3:4"})
+    servers.push_back(std::make_unique<ServerProcess>(std::vector<std::string>{
+        "--model", model_dir("llama"), "--block_indices", span, "--port", "0", "--initial_peers", boot.address(),
+        "--data_dir", dir.str() + "/s" + std::to_string(n++)}));
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto backend = make_cpu_backend(1);
+  auto source = open_weights(model_dir("llama"));
+  auto head = std::make_shared<const ClientHead>(*source, *backend);
+  swarm_client_options options;
+  options.initial_peers = {boot.address()};
+  options.model_prefix = "llama";
+  options.dht_id[0] = 42;
+  auto client = spawn_swarm_client(sys, options, head);
+
+  std::vector<server_info> seen;
+  self->request(client, std::chrono::seconds(30), refresh_atom::value)
+      .receive([&](std::vector<server_info>& v) { seen = v; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  BOOST_TEST(seen.size() == 3u);
+
+  caf::actor session;
+  self->request(client, caf::infinite, open_session_request{64, 1})
+      .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+  generate_request req;
+  req.prompt = Golden("llama").ids("input_ids");
+  req.params.max_new_tokens = 32;
+  req.params.stop_at_eos = false;
+  std::vector<int32_t> out;
+  self->request(session, caf::infinite, req)
+      .receive([&](const generate_result& r) { out = r.tokens; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  BOOST_TEST(out == Golden("llama").ids("greedy_ids"), boost::test_tools::per_element());
+  self->send(session, close_atom::value);
+
+  // Graceful stop: the server announces "offline" before it goes, and the client no longer lists it.
+  const std::string gone = servers[1]->address();
+  servers[1]->process().stop();
+  self->request(client, std::chrono::seconds(30), refresh_atom::value)
+      .receive([&](std::vector<server_info>& v) { seen = v; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  BOOST_TEST(seen.size() == 2u);
+  for (const auto& s : seen) BOOST_TEST(s.address != gone);
+  self->send_exit(client, caf::exit_reason::user_shutdown);
+}
