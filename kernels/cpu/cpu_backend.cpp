@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -188,34 +189,12 @@ class CpuBackend final : public Backend {
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
                  float scale, Tensor& out) override {
     require(q.rank() == 4 && k_cache.rank() == 4, "attention: q " + q.describe() + ", cache " + k_cache.describe());
-    const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3);
-    const int64_t slots = k_cache.dim(1), hkv = k_cache.dim(2);
-    require(k_cache.dim(0) == b && k_cache.dim(3) == hd && hq % hkv == 0,
+    const int64_t hq = q.dim(2), hkv = k_cache.dim(2);
+    require(k_cache.dim(0) == q.dim(0) && k_cache.dim(3) == q.dim(3) && hq % hkv == 0,
             "attention: q " + q.describe() + " does not fit cache " + k_cache.describe());
     require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
-    const int64_t group = hq / hkv;
-    const float* pq = q.data_as<const float>();
-    const float* pk = k_cache.data_as<const float>();
-    const float* pv = v_cache.data_as<const float>();
-    float* po = out.data_as<float>();
-    pool_->parallel_for(b * t * hq, 1, [&](int64_t w0, int64_t w1) {
-      std::vector<float> scores(static_cast<size_t>(slots));
-      for (int64_t w = w0; w < w1; ++w) {
-        const int64_t bi = w / (t * hq), ti = (w / hq) % t, h = w % hq, kvh = h / group;
-        const int64_t last = positions[static_cast<size_t>(bi * t + ti)];
-        const float* qv = pq + ((bi * t + ti) * hq + h) * hd;
-        for (int64_t s = 0; s <= last; ++s)
-          scores[static_cast<size_t>(s)] = dot(qv, pk + ((bi * slots + s) * hkv + kvh) * hd, hd) * scale;
-        softmax_row(scores.data(), last + 1);
-        float* o = po + ((bi * t + ti) * hq + h) * hd;
-        std::fill(o, o + hd, 0.f);
-        for (int64_t s = 0; s <= last; ++s) {
-          const float p = scores[static_cast<size_t>(s)];
-          const float* vv = pv + ((bi * slots + s) * hkv + kvh) * hd;
-          for (int64_t i = 0; i < hd; ++i) o[i] += p * vv[i];
-        }
-      }
-    });
+    require(static_cast<int64_t>(positions.size()) == q.dim(0) * q.dim(1), "attention: positions do not match tokens");
+    cpu_attention(*pool_, q, k_cache, v_cache, positions, scale, out);
   }
 
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
@@ -233,15 +212,6 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  static void softmax_row(float* p, int64_t n) {
-    float mx = -INFINITY;
-    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, p[i]);
-    float sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += (p[i] = std::exp(p[i] - mx));
-    const float inv = 1.f / sum;
-    for (int64_t i = 0; i < n; ++i) p[i] *= inv;
-  }
-
   std::shared_ptr<ThreadPool> pool_;
 };
 

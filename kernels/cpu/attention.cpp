@@ -1,0 +1,112 @@
+#include "kernels/cpu/attention.hpp"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+extern "C" void omp_set_num_threads(int);
+
+namespace corolla {
+namespace {
+
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = 0;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (float v : acc) s += v;
+  return s;
+}
+
+struct Dims {
+  int64_t b, t, hq, hd, slots, hkv, group;
+};
+
+// One (token, head) at a time: reads the cached keys and values once per query (decode).
+void attention_by_token(ThreadPool& pool, const Dims& d, const float* pq, const float* pk, const float* pv,
+                        std::span<const int32_t> positions, float scale, float* po) {
+  pool.parallel_for(d.b * d.t * d.hq, 1, [&](int64_t w0, int64_t w1) {
+    std::vector<float> scores(static_cast<size_t>(d.slots));
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t bi = w / (d.t * d.hq), ti = (w / d.hq) % d.t, h = w % d.hq, kvh = h / d.group;
+      const int64_t last = positions[static_cast<size_t>(bi * d.t + ti)];
+      const float* qv = pq + ((bi * d.t + ti) * d.hq + h) * d.hd;
+      for (int64_t s = 0; s <= last; ++s)
+        scores[static_cast<size_t>(s)] = dot(qv, pk + ((bi * d.slots + s) * d.hkv + kvh) * d.hd, d.hd) * scale;
+      softmax_row(scores.data(), last + 1);
+      float* o = po + ((bi * d.t + ti) * d.hq + h) * d.hd;
+      std::fill(o, o + d.hd, 0.f);
+      for (int64_t s = 0; s <= last; ++s) {
+        const float p = scores[static_cast<size_t>(s)];
+        const float* vv = pv + ((bi * d.slots + s) * d.hkv + kvh) * d.hd;
+        for (int64_t i = 0; i < d.hd; ++i) o[i] += p * vv[i];
+      }
+    }
+  });
+}
+
+// One (sequence, head) at a time with two GEMMs over the strided cache (prefill).
+void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const float* pk, const float* pv,
+                       std::span<const int32_t> positions, float scale, float* po) {
+  pool.parallel_for(d.b * d.hq, 1, [&](int64_t w0, int64_t w1) {
+    omp_set_num_threads(1);  // oneDNN computes in this thread only
+    thread_local std::vector<float> scores;
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t bi = w / d.hq, h = w % d.hq, kvh = h / d.group;
+      const int32_t* pos = positions.data() + bi * d.t;
+      const int64_t span = *std::max_element(pos, pos + d.t) + 1;  // cache slots any query of this sequence sees
+      scores.resize(static_cast<size_t>(d.t * span));
+      const float* q0 = pq + (bi * d.t * d.hq + h) * d.hd;
+      const float* k0 = pk + (bi * d.slots * d.hkv + kvh) * d.hd;
+      const float* v0 = pv + (bi * d.slots * d.hkv + kvh) * d.hd;
+      float* o0 = po + (bi * d.t * d.hq + h) * d.hd;
+      // scores[t, s] = scale · q_t · k_s
+      if (dnnl_sgemm('N', 'T', d.t, span, d.hd, scale, q0, d.hq * d.hd, k0, d.hkv * d.hd, 0.f, scores.data(), span) !=
+          dnnl_success)
+        throw std::runtime_error("attention: oneDNN sgemm failed");
+      for (int64_t ti = 0; ti < d.t; ++ti) {
+        float* row = scores.data() + ti * span;
+        const int64_t last = pos[ti];
+        softmax_row(row, last + 1);
+        std::fill(row + last + 1, row + span, 0.f);  // causal mask: later slots get no weight
+      }
+      // out[t, :] = Σ_s p[t, s] · v_s
+      if (dnnl_sgemm('N', 'N', d.t, d.hd, span, 1.f, scores.data(), span, v0, d.hkv * d.hd, 0.f, o0, d.hq * d.hd) !=
+          dnnl_success)
+        throw std::runtime_error("attention: oneDNN sgemm failed");
+    }
+  });
+}
+
+}  // namespace
+
+void softmax_row(float* p, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, p[i]);
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += (p[i] = std::exp(p[i] - mx));
+  const float inv = 1.f / sum;
+  for (int64_t i = 0; i < n; ++i) p[i] *= inv;
+}
+
+void cpu_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                   std::span<const int32_t> positions, float scale, Tensor& out) {
+  const Dims d{q.dim(0), q.dim(1), q.dim(2), q.dim(3), k_cache.dim(1), k_cache.dim(2), q.dim(2) / k_cache.dim(2)};
+  for (int32_t p : positions)
+    if (p < 0 || p >= d.slots)
+      throw std::invalid_argument("attention: position " + std::to_string(p) + " outside the cache of " +
+                                  std::to_string(d.slots) + " tokens");
+  const float* pq = q.data_as<const float>();
+  const float* pk = k_cache.data_as<const float>();
+  const float* pv = v_cache.data_as<const float>();
+  float* po = out.data_as<float>();
+  if (d.t >= kAttentionGemmTokens) attention_by_gemm(pool, d, pq, pk, pv, positions, scale, po);
+  else attention_by_token(pool, d, pq, pk, pv, positions, scale, po);
+}
+
+}  // namespace corolla

@@ -1,0 +1,24 @@
+// Causal grouped-query attention over a KV cache on the CPU (the Backend::attention contract).
+// Few query tokens (decode): one pass over the cached keys and values per (token, head). Many (prefill): per
+// (sequence, head), scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place (strided, no
+// gathering), with the causal mask and softmax between them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/cpu/thread_pool.hpp"
+#include "kernels/tensor.hpp"
+
+namespace corolla {
+
+// From this many query tokens per sequence the GEMM path is used.
+inline constexpr int64_t kAttentionGemmTokens = 8;
+
+void cpu_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                   std::span<const int32_t> positions, float scale, Tensor& out);
+
+// In-place softmax of one row of n values.
+void softmax_row(float* p, int64_t n);
+
+}  // namespace corolla
