@@ -24,6 +24,12 @@ struct ServerInfo {
   hiddenSize @11 :Int64;
   sessions @12 :Int64;
   state @13 :Text;            # "joining", "online" or "offline" (as announced in the DHT)
+  pings @14 :List(Ping);      # measured round trips to servers of the next blocks (routing input)
+}
+
+struct Ping {
+  address @0 :Text;
+  rttMs @1 :Float64;          # smoothed (EWMA) round-trip time of an info request, milliseconds
 }
 
 struct OpenSession {

@@ -252,6 +252,13 @@ std::optional<std::string> parse_block_range(const std::string& value, int64_t& 
   return std::nullopt;
 }
 
+std::optional<std::string> check_swarm_id(const std::string& value) {
+  for (char ch : value)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-')
+      return "must hold only letters, digits, '_' and '-', got " + toml_quote(value);
+  return std::nullopt;
+}
+
 std::optional<std::string> check_dtype(const std::string& value) {
   static const char* const kNames[] = {"auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"};
   for (const char* n : kNames)

@@ -79,6 +79,8 @@ std::optional<std::string> check_peer_address(const std::string& value);
 std::optional<std::string> parse_block_range(const std::string& value, int64_t& first, int64_t& last);
 // "auto", f32, f16, bf16, q8_0, q4_0, q4_1.
 std::optional<std::string> check_dtype(const std::string& value);
+// A swarm id: empty (derived from the model) or letters, digits, '_' and '-'.
+std::optional<std::string> check_swarm_id(const std::string& value);
 // "cpu", "cuda" or "cuda:N".
 std::optional<std::string> check_device(const std::string& value);
 // "auto", "eval" or a non-negative number (requests per second).

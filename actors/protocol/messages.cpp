@@ -55,6 +55,11 @@ void fill(const server_info& x, capnp::MessageBuilder& mb) {
     b.setHiddenSize(x.hidden_size);
     b.setSessions(x.sessions);
     b.setState(x.state);
+    auto pings = b.initPings(static_cast<unsigned>(x.pings.size()));
+    for (unsigned i = 0; i < x.pings.size(); ++i) {
+      pings[i].setAddress(x.pings[i].first);
+      pings[i].setRttMs(x.pings[i].second);
+    }
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
@@ -73,6 +78,7 @@ void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
     x.hidden_size = r.getHiddenSize();
     x.sessions = r.getSessions();
     x.state = r.getState();
+    for (auto p : r.getPings()) x.pings.emplace_back(p.getAddress(), p.getRttMs());
   });
 }
 

@@ -28,6 +28,7 @@ struct server_info {
   int64_t first_block = 0, last_block = 0, total_blocks = 0;
   int64_t cache_tokens_left = 0, hidden_size = 0, sessions = 0;
   std::string state = "online";  // joining, online, offline
+  std::vector<std::pair<std::string, double>> pings;  // next servers' address -> smoothed RTT in ms
   double throughput = 0;
   std::string wire_error;
 };

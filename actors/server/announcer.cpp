@@ -1,6 +1,7 @@
 #include "actors/server/announcer.hpp"
 
 #include <caf/all.hpp>
+#include <map>
 
 #include "actors/dht/announcer.hpp"
 #include "actors/protocol/atoms.hpp"
@@ -11,14 +12,59 @@ namespace {
 
 struct announcer_state {
   announcer_options opt;
-  caf::actor gate, dht;
+  caf::actor gate, dht, connector;
+  std::map<std::string, double> rtt_ms;  // next servers, smoothed
   static inline const char* name = "announcer";
 };
 
 using announcer_actor = caf::stateful_actor<announcer_state>;
 
-// Reads the gate's info, stamps the state, stores one record per block (plus the models list); calls done with
-// the number of records stored.
+constexpr size_t kMaxPinged = 8;
+constexpr double kRttSmoothing = 0.3;  // weight of the newest sample
+
+// Pings the servers announced for block `next` and smooths their round-trip times; calls done when all answered
+// or failed (a server that fails is forgotten).
+void measure_pings(announcer_actor* self, int64_t next, std::function<void()> done) {
+  auto& st = self->state;
+  self->request(st.dht, std::chrono::seconds(10), dht_get{block_key(st.opt.model_prefix, next)})
+      .then(
+          [=](dht_get_reply& r) {
+            std::vector<std::string> targets;
+            for (auto& s : parse_servers(r.entries))
+              if (s.info.state == "online" && targets.size() < kMaxPinged) targets.push_back(s.info.address);
+            if (targets.empty()) return done();
+            auto pending = std::make_shared<size_t>(targets.size());
+            auto finish = [=] {
+              if (--*pending == 0) done();
+            };
+            for (const auto& address : targets) {
+              auto forget = [=](caf::error&) {
+                self->state.rtt_ms.erase(address);
+                finish();
+              };
+              self->request(self->state.connector, std::chrono::seconds(5), resolve_atom::value, address)
+                  .then(
+                      [=](caf::actor peer) {
+                        const auto t0 = self->clock().now();
+                        self->request(peer, std::chrono::seconds(5), info_request{})
+                            .then(
+                                [=](const server_info&) {
+                                  const double ms =
+                                      std::chrono::duration<double, std::milli>(self->clock().now() - t0).count();
+                                  auto [it, fresh] = self->state.rtt_ms.emplace(address, ms);
+                                  if (!fresh) it->second = kRttSmoothing * ms + (1 - kRttSmoothing) * it->second;
+                                  finish();
+                                },
+                                forget);
+                      },
+                      forget);
+            }
+          },
+          [=](caf::error&) { done(); });
+}
+
+// Reads the gate's info, stamps the state and pings, stores one record per block (plus the models list); calls
+// done with the number of records stored.
 void announce(announcer_actor* self, std::function<void(size_t)> done) {
   auto& st = self->state;
   self->request(st.gate, std::chrono::seconds(10), info_request{})
@@ -26,6 +72,7 @@ void announce(announcer_actor* self, std::function<void(size_t)> done) {
           [=](server_info& info) {
             auto& st = self->state;
             info.state = st.opt.state;
+            for (auto& [address, ms] : st.rtt_ms) info.pings.emplace_back(address, ms);
             const DhtTime expiration = self->clock().now() + 2 * st.opt.period;
             std::vector<dht_put> puts;
             try {
@@ -51,14 +98,23 @@ void announce(announcer_actor* self, std::function<void(size_t)> done) {
           [=](caf::error&) { done(0); });
 }
 
-caf::behavior announcer(announcer_actor* self, announcer_options opt, caf::actor gate, caf::actor dht) {
+caf::behavior announcer(announcer_actor* self, announcer_options opt, caf::actor gate, caf::actor dht,
+                        caf::actor connector) {
   self->state.opt = std::move(opt);
   self->state.gate = std::move(gate);
   self->state.dht = std::move(dht);
+  self->state.connector = std::move(connector);
   self->send(self, refresh_atom::value);
   return {
       [=](refresh_atom) {
-        announce(self, [](size_t) {});
+        // The span's end is in the info; ping that block's servers, then announce.
+        self->request(self->state.gate, std::chrono::seconds(10), info_request{})
+            .then(
+                [=](const server_info& info) {
+                  if (info.last_block >= info.total_blocks) return announce(self, [](size_t) {});
+                  measure_pings(self, info.last_block, [=] { announce(self, [](size_t) {}); });
+                },
+                [=](caf::error&) {});
         self->delayed_send(self, self->state.opt.period, refresh_atom::value);
       },
       [=](state_atom, const std::string& state) {
@@ -79,8 +135,9 @@ caf::behavior announcer(announcer_actor* self, announcer_options opt, caf::actor
 
 }  // namespace
 
-caf::actor spawn_announcer(caf::actor_system& sys, announcer_options options, caf::actor gate, caf::actor dht) {
-  return sys.spawn(announcer, std::move(options), std::move(gate), std::move(dht));
+caf::actor spawn_announcer(caf::actor_system& sys, announcer_options options, caf::actor gate, caf::actor dht,
+                           caf::actor connector) {
+  return sys.spawn(announcer, std::move(options), std::move(gate), std::move(dht), std::move(connector));
 }
 
 }  // namespace corolla

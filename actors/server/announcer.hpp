@@ -18,6 +18,9 @@ struct announcer_options {
   std::string state = "online";
 };
 
-caf::actor spawn_announcer(caf::actor_system& sys, announcer_options options, caf::actor gate, caf::actor dht);
+// Before each announcement it pings (an info request) the servers announced for the block after its span and
+// announces their smoothed round-trip times, which clients use to route.
+caf::actor spawn_announcer(caf::actor_system& sys, announcer_options options, caf::actor gate, caf::actor dht,
+                           caf::actor connector);
 
 }  // namespace corolla

@@ -94,6 +94,8 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
   }
 
   r.get_string("public_name", c.public_name);
+  if (r.get_string("swarm_id", c.swarm_id))
+    if (auto problem = check_swarm_id(c.swarm_id)) r.fail("swarm_id", *problem);
   if (r.get_string("dtype", c.dtype))
     if (auto problem = check_dtype(c.dtype)) r.fail("dtype", *problem);
   if (r.get_string("device", c.device))
@@ -141,6 +143,7 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
     if (!std::isfinite(v) || v <= 0) fail(key, "must be a number > 0, got " + toml_double(v));
   };
   if (c.model.empty()) fail("model", "is not set: give a model directory, a .gguf file or \"demo\"");
+  if (auto problem = check_swarm_id(c.swarm_id)) fail("swarm_id", *problem);
   if (c.num_blocks && *c.num_blocks < 1)
     fail("num_blocks", "must be an integer >= 1, got " + std::to_string(*c.num_blocks));
   if (c.block_indices && (c.block_indices->first < 0 || c.block_indices->first >= c.block_indices->last))
@@ -178,6 +181,7 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("initial_peers", toml_string_array(c.initial_peers));
   line("new_swarm", c.new_swarm ? "true" : "false");
   line("public_name", toml_quote(c.public_name));
+  line("swarm_id", toml_quote(c.swarm_id));
   line("dtype", toml_quote(c.dtype));
   line("device", toml_quote(c.device));
   line("threads", std::to_string(c.threads));

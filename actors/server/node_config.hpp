@@ -27,6 +27,7 @@ struct NodeConfig {
   std::string host = "127.0.0.1";           // address to listen on
   uint16_t port = 0;                        // port to listen on; 0 picks a free one
   std::vector<std::string> initial_peers;   // "HOST:PORT" of nodes already in the swarm
+  std::string swarm_id;                     // DHT key prefix of the swarm; "" = derived from the model's name
   std::string public_name;                  // name shown to other peers; also names the default data_dir
   std::string dtype = "auto";               // auto | f32 | f16 | bf16 | q8_0 | q4_0 | q4_1
   std::string device = "cpu";               // cpu | cuda | cuda:N

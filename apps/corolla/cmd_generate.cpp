@@ -36,6 +36,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::vector<std::string> initial_peers;
   std::string mode = "push";
+  std::string swarm_id;
 };
 
 // Prints tokens as they come: decoded text (never a broken UTF-8 sequence) or space-separated ids.
@@ -139,7 +140,7 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   swarm_client_options opts;
   opts.initial_peers = o.initial_peers;
   opts.mode = o.mode == "relay" ? route_mode::relay : route_mode::push;
-  opts.model_prefix = default_model_prefix(*source);  // find the servers through the DHT
+  opts.model_prefix = o.swarm_id.empty() ? default_model_prefix(*source) : o.swarm_id;  // the swarm's DHT keys
   std::random_device rd;
   for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
   auto client = spawn_swarm_client(sys, opts, head);
@@ -199,6 +200,7 @@ Runner add_generate(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--mode", o->mode, "push (server to server) or relay (through the client)")
       ->check(CLI::IsMember({"push", "relay"}));
+  cmd->add_option("--swarm_id", o->swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)");
   return [o, cmd] {
     if (cmd->count("--prompt") && o->prompt.empty()) throw std::invalid_argument("the prompt is empty");
     if (o->prompt_ids.empty() && o->prompt.empty()) throw std::invalid_argument("give --prompt or --prompt-ids");

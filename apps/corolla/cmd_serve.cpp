@@ -62,7 +62,7 @@ int run(const NodeConfig& cfg) {
   dht_options dopt;
   dopt.id = store.node_key();
   auto dht = spawn_dht_node(sys, dopt, connector);
-  const std::string prefix = default_model_prefix(*source);
+  const std::string prefix = cfg.swarm_id.empty() ? default_model_prefix(*source) : cfg.swarm_id;
   const bool joins = !cfg.new_swarm && !cfg.initial_peers.empty();
   if (joins) bootstrap(self, dht, cfg.initial_peers);
 
@@ -110,7 +110,7 @@ int run(const NodeConfig& cfg) {
   announcer_options aopt;
   aopt.model_prefix = prefix;
   aopt.period = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.update_period_s));
-  auto announcer = spawn_announcer(sys, aopt, node.gate, dht);
+  auto announcer = spawn_announcer(sys, aopt, node.gate, dht, connector);
   std::cerr << "loaded blocks " << setup.first_block << ":" << setup.last_block << " in " << node.load_seconds
             << " s on " << node.backend->name() << "\n";
   std::cout << "serving blocks " << setup.first_block << ":" << setup.last_block << " of " << prefix << " at "

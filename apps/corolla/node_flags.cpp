@@ -63,6 +63,8 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   auto* fresh = cmd.add_flag("--new_swarm", f.new_swarm, "Start a new swarm (no initial peers)");
   fresh->excludes(peers);
   cmd.add_option("--public_name", f.public_name, "Name shown to other peers; also names the default data directory");
+  cmd.add_option("--swarm_id", f.swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)")
+      ->check(checked(check_swarm_id, "ID"));
   cmd.add_option("--dtype", f.dtype, "Serving dtype of weights: auto, f32, f16, bf16, q8_0, q4_0, q4_1" + dflt(d.dtype))
       ->check(checked(check_dtype, "DTYPE"));
   cmd.add_option("--device", f.device, "cpu, cuda or cuda:N" + dflt(d.device))->check(checked(check_device, "DEVICE"));
@@ -114,6 +116,7 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
     if (c.new_swarm) c.initial_peers.clear();
   }
   if (given("--public_name")) c.public_name = f.public_name;
+  if (given("--swarm_id")) c.swarm_id = f.swarm_id;
   if (given("--dtype")) c.dtype = f.dtype;
   if (given("--device")) c.device = f.device;
   if (given("--data_dir")) c.data_dir = f.data_dir;

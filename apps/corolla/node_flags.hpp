@@ -25,6 +25,7 @@ struct NodeFlags {
   int port = 0;
   std::vector<std::string> initial_peers;
   std::string public_name;
+  std::string swarm_id;
   std::string dtype;
   std::string device;
   std::string data_dir;

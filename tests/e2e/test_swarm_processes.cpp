@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(a_client_given_only_the_bootstrap_address_finds_the_servers
   for (const char* span : {"0:2", "2:3", "3:4"})
     servers.push_back(std::make_unique<ServerProcess>(std::vector<std::string>{
         "--model", model_dir("llama"), "--block_indices", span, "--port", "0", "--initial_peers", boot.address(),
-        "--data_dir", dir.str() + "/s" + std::to_string(n++)}));
+        "--data_dir", dir.str() + "/s" + std::to_string(n++), "--swarm_id", "e2e-swarm", "--update_period", "0.5"}));
   corolla_config cfg;
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
@@ -209,7 +209,7 @@ BOOST_AUTO_TEST_CASE(a_client_given_only_the_bootstrap_address_finds_the_servers
   auto head = std::make_shared<const ClientHead>(*source, *backend);
   swarm_client_options options;
   options.initial_peers = {boot.address()};
-  options.model_prefix = "llama";
+  options.model_prefix = "e2e-swarm";
   options.dht_id[0] = 42;
   auto client = spawn_swarm_client(sys, options, head);
 
@@ -217,6 +217,15 @@ BOOST_AUTO_TEST_CASE(a_client_given_only_the_bootstrap_address_finds_the_servers
   self->request(client, std::chrono::seconds(30), refresh_atom::value)
       .receive([&](std::vector<server_info>& v) { seen = v; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
   BOOST_TEST(seen.size() == 3u);
+  // Each server pings the servers of the block after its span and announces the round trips (routing input).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  self->request(client, std::chrono::seconds(30), refresh_atom::value)
+      .receive([&](std::vector<server_info>& v) { seen = v; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  for (const auto& s : seen) {
+    if (s.last_block == 4) continue;
+    BOOST_TEST_REQUIRE(s.pings.size() == 1u, s.address << " announces " << s.pings.size() << " pings");
+    BOOST_TEST((s.pings[0].second > 0 && s.pings[0].second < 1000));
+  }
 
   caf::actor session;
   self->request(client, caf::infinite, open_session_request{64, 1})
@@ -239,4 +248,19 @@ BOOST_AUTO_TEST_CASE(a_client_given_only_the_bootstrap_address_finds_the_servers
   BOOST_TEST(seen.size() == 2u);
   for (const auto& s : seen) BOOST_TEST(s.address != gone);
   self->send_exit(client, caf::exit_reason::user_shutdown);
+}
+
+// A server started with --num_blocks reads the swarm from the DHT and takes the weakest-covered blocks.
+BOOST_AUTO_TEST_CASE(num_blocks_picks_the_uncovered_span) {
+  TempDir dir;
+  DhtProcess boot({"--port", "0", "--data_dir", dir.str() + "/boot"});
+  ServerProcess a({"--model", model_dir("llama"), "--block_indices", "0:2", "--port", "0", "--initial_peers",
+                   boot.address(), "--data_dir", dir.str() + "/a"});
+  ServerProcess b({"--model", model_dir("llama"), "--num_blocks", "2", "--port", "0", "--initial_peers",
+                   boot.address(), "--data_dir", dir.str() + "/b"});
+  ServerProcess c({"--model", model_dir("llama"), "--num_blocks", "3", "--port", "0", "--initial_peers",
+                   boot.address(), "--data_dir", dir.str() + "/c"});
+  BOOST_TEST(b.line().rfind("serving blocks 2:4 ", 0) == 0u, b.line());
+  // Blocks 0..3 are each covered once now: the first window of 3 wins the tie.
+  BOOST_TEST(c.line().rfind("serving blocks 0:3 ", 0) == 0u, c.line());
 }

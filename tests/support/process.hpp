@@ -112,8 +112,11 @@ class ServerProcess {
     if (line.rfind("serving blocks", 0) != 0 || at == std::string::npos)
       throw std::runtime_error("unexpected server output: " + line);
     address_ = line.substr(at + 4);
+    line_ = line;
   }
   const std::string& address() const { return address_; }
+  // The "serving blocks A:B of M at HOST:PORT" line.
+  const std::string& line() const { return line_; }
   ChildProcess& process() { return process_; }
 
  private:
@@ -123,6 +126,7 @@ class ServerProcess {
   }
   ChildProcess process_;
   std::string address_;
+  std::string line_;
 };
 
 // `corolla dht` with the given flags; waits for its "dht node at HOST:PORT" line.
