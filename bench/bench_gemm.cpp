@@ -35,22 +35,7 @@ using namespace corolla::bench;
 
 namespace {
 
-struct Shape2 {
-  const char* name;
-  int64_t n, k;
-};
-constexpr Shape2 kShapes[] = {{"q/o proj", 2048, 2048},   {"k/v proj", 256, 2048},   {"gate/up", 5632, 2048},
-                              {"down", 2048, 5632},       {"lm head", 32000, 2048}};
 
-void fill_random(float* p, int64_t n, uint64_t seed) {
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (int64_t i = 0; i < n; ++i) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    p[i] = static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
-  }
-}
 
 int thread_count() {
   int n = 0;
@@ -93,7 +78,7 @@ int main(int argc, char** argv) {
   std::printf("  ratio\n");
 
   double flops_total = 0, seconds[kMethods] = {}, cpu_seconds[kMethods] = {};
-  for (const Shape2& sh : kShapes) {
+  for (const MatrixShape& sh : kTinyLlamaShapes) {
     const int64_t n = sh.n, k = sh.k;
     Tensor wf = Tensor::empty(DType::f32, {n, k});
     fill_random(wf.data_as<float>(), n * k, static_cast<uint64_t>(n + k));

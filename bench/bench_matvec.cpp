@@ -21,24 +21,6 @@ using namespace corolla::bench;
 
 namespace {
 
-struct Shape2 {
-  const char* name;
-  int64_t n, k;
-};
-// TinyLlama-1.1B: hidden 2048, 4 KV heads of 64 (k/v proj 256 rows), intermediate 5632, vocabulary 32000.
-constexpr Shape2 kShapes[] = {{"q/o proj", 2048, 2048},   {"k/v proj", 256, 2048},   {"gate/up", 5632, 2048},
-                              {"down", 2048, 5632},       {"lm head", 32000, 2048}};
-
-// Uniform values in [-1, 1) from a fast generator (the benchmark needs plausible data, not good randomness).
-void fill_random(float* p, int64_t n, uint64_t seed) {
-  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (int64_t i = 0; i < n; ++i) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    p[i] = static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
-  }
-}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -180,7 +162,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     std::vector<double> total_bytes(sets.size()), total_s(sets.size()), total_sweep_s(sets.size());
-    for (const Shape2& sh : kShapes) {
+    for (const MatrixShape& sh : kTinyLlamaShapes) {
       Tensor f = Tensor::empty(DType::f32, {sh.n, sh.k});
       fill_random(f.data_as<float>(), sh.n * sh.k, static_cast<uint64_t>(sh.n * 31 + sh.k));
       const Tensor w = f.cast(*t);

@@ -140,4 +140,14 @@ std::string arg(int argc, char** argv, const std::string& name, const std::strin
   return fallback;
 }
 
+void fill_random(float* p, int64_t n, uint64_t seed) {
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    p[i] = static_cast<float>(static_cast<int64_t>(s >> 40) - (1 << 23)) / static_cast<float>(1 << 23);
+  }
+}
+
 }  // namespace corolla::bench

@@ -48,6 +48,19 @@ double best_time(int reps, F&& fn) {
 // The 1-minute load average (/proc/loadavg), to judge how busy the shared cores were during a run.
 std::string load_average();
 
+// Matrix shapes [rows N, columns K] of TinyLlama-1.1B: hidden 2048, 4 KV heads of 64 (k/v proj 256 rows),
+// intermediate 5632, vocabulary 32000.
+struct MatrixShape {
+  const char* name;
+  int64_t n, k;
+};
+inline constexpr MatrixShape kTinyLlamaShapes[] = {{"q/o proj", 2048, 2048}, {"k/v proj", 256, 2048},
+                                                   {"gate/up", 5632, 2048},  {"down", 2048, 5632},
+                                                   {"lm head", 32000, 2048}};
+
+// Uniform values in [-1, 1) from a fast generator (benchmarks need plausible data, not good randomness).
+void fill_random(float* p, int64_t n, uint64_t seed);
+
 // Value of `--name=value` in argv, or `fallback`.
 std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback);
 

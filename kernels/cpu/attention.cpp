@@ -1,4 +1,5 @@
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/dot.hpp"
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -12,16 +13,6 @@ extern "C" void omp_set_num_threads(int);
 namespace corolla {
 namespace {
 
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (float v : acc) s += v;
-  return s;
-}
 
 struct Dims {
   int64_t b, t, hq, hd, slots, hkv, group;

@@ -8,6 +8,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/dot.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -26,16 +27,6 @@ void require_f32(const Tensor& t, const char* op, const char* arg) {
           std::string(op) + ": " + arg + " must be a host f32 tensor, got " + t.describe());
 }
 
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (float v : acc) s += v;
-  return s;
-}
 
 class CpuBackend final : public Backend {
  public:
