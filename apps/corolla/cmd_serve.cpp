@@ -9,6 +9,7 @@
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/server/announcer.hpp"
+#include "actors/server/node_supervisor.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
@@ -111,6 +112,7 @@ int run(const NodeConfig& cfg) {
   aopt.model_prefix = prefix;
   aopt.period = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.update_period_s));
   auto announcer = spawn_announcer(sys, aopt, node.gate, dht, connector);
+  auto supervisor = spawn_node_supervisor(sys, {node.gate, dht, announcer});
   std::cerr << "loaded blocks " << setup.first_block << ":" << setup.last_block << " in " << node.load_seconds
             << " s on " << node.backend->name() << "\n";
   std::cout << "serving blocks " << setup.first_block << ":" << setup.last_block << " of " << prefix << " at "
@@ -118,10 +120,9 @@ int run(const NodeConfig& cfg) {
 
   const int sig = wait_for_stop_signal();
   std::cerr << "received signal " << sig << ", announcing offline and stopping\n";
-  self->request(announcer, std::chrono::seconds(5), close_atom::value)
-      .receive([](const ack&) {}, [](caf::error&) {});
+  self->request(supervisor, std::chrono::seconds(10), close_atom::value).receive([](const ack&) {}, [](caf::error&) {});
   sys.middleman().unpublish(node.gate, *port);
-  for (auto& a : {announcer, node.gate, dht, connector}) self->send_exit(a, caf::exit_reason::user_shutdown);
+  self->send_exit(connector, caf::exit_reason::user_shutdown);
   return 0;
 }
 

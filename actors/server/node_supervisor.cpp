@@ -1,0 +1,48 @@
+#include "actors/server/node_supervisor.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/messages.hpp"
+
+namespace corolla {
+namespace {
+
+struct supervisor_state {
+  server_parts parts;
+  static inline const char* name = "server_node";
+};
+
+caf::behavior node_supervisor(caf::stateful_actor<supervisor_state>* self, server_parts parts) {
+  self->state.parts = parts;
+  for (const auto& a : {parts.gate, parts.dht, parts.announcer})
+    if (a) self->link_to(a);
+  return {
+      [=](const info_request& req) {
+        self->delegate(self->state.parts.gate, req);
+        return caf::delegated<server_info>{};
+      },
+      [=](close_atom) -> caf::result<ack> {
+        auto rp = self->make_response_promise<ack>();
+        auto stop = [=]() mutable {
+          rp.deliver(ack{});
+          self->quit(caf::exit_reason::user_shutdown);  // the links take the gate, blocks and DHT node down
+        };
+        if (!self->state.parts.announcer) {
+          stop();
+          return rp;
+        }
+        self->request(self->state.parts.announcer, std::chrono::seconds(5), close_atom::value)
+            .then([=](const ack&) mutable { stop(); }, [=](caf::error&) mutable { stop(); });
+        return rp;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_node_supervisor(caf::actor_system& sys, server_parts parts) {
+  return sys.spawn(node_supervisor, std::move(parts));
+}
+
+}  // namespace corolla
