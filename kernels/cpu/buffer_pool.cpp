@@ -1,0 +1,46 @@
+#include "kernels/cpu/buffer_pool.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace corolla {
+
+BufferPool::~BufferPool() {
+  for (auto& [bytes, p] : free_) std::free(p);
+}
+
+std::shared_ptr<void> BufferPool::acquire(size_t bytes) {
+  const size_t rounded = (bytes + 63) / 64 * 64 + 64;
+  void* p = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = free_.find(rounded); it != free_.end()) {
+      p = it->second;
+      cached_ -= rounded;
+      free_.erase(it);
+    }
+  }
+  if (!p && !(p = std::aligned_alloc(64, rounded))) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  // The pool outlives its buffers only if someone holds it: the deleter keeps it alive.
+  std::weak_ptr<BufferPool> pool = weak_from_this();
+  return std::shared_ptr<void>(p, [pool, rounded](void* q) {
+    if (auto owner = pool.lock()) owner->release(q, rounded);
+    else std::free(q);
+  });
+}
+
+void BufferPool::release(void* p, size_t bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    if (cached_ + bytes <= max_cached_) {
+      free_.emplace(bytes, p);
+      cached_ += bytes;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+}  // namespace corolla
