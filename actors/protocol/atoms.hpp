@@ -25,6 +25,7 @@ using route_atom = caf::atom_constant<caf::atom("route")>;
 using open_atom = caf::atom_constant<caf::atom("open")>;
 using address_atom = caf::atom_constant<caf::atom("address")>;
 using state_atom = caf::atom_constant<caf::atom("state")>;
+using blocks_atom = caf::atom_constant<caf::atom("blocks")>;
 
 // Gate -> block actor: create / drop this session's KV cache.
 struct block_open_msg {

@@ -71,7 +71,7 @@ void announce(announcer_actor* self, std::function<void(size_t)> done) {
       .then(
           [=](server_info& info) {
             auto& st = self->state;
-            info.state = st.opt.state;
+            if (st.opt.state == "offline") info.state = "offline";  // otherwise the gate's: joining or online
             for (auto& [address, ms] : st.rtt_ms) info.pings.emplace_back(address, ms);
             const DhtTime expiration = self->clock().now() + 2 * st.opt.period;
             std::vector<dht_put> puts;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/messages.hpp"
 #include "actors/server/block_actor.hpp"
 #include "actors/store/weights_cache.hpp"
 #include "model/block.hpp"
@@ -11,8 +13,7 @@
 namespace corolla {
 
 server_node start_server_node(caf::actor_system& sys, const server_setup& setup, caf::actor connector,
-                              std::shared_ptr<WeightSource> source) {
-  const auto t0 = std::chrono::steady_clock::now();
+                              std::shared_ptr<WeightSource> source, bool load_now) {
   if (!source) source = open_weights(setup.model);
   const ModelConfig& c = source->config();
   if (setup.first_block < 0 || setup.last_block > c.num_layers || setup.first_block >= setup.last_block)
@@ -20,19 +21,6 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
                              " are not a span of the model's " + std::to_string(c.num_layers) + " blocks");
   server_node node;
   node.backend = std::shared_ptr<Backend>(make_backend(setup.device, setup.threads));
-  const int64_t n = setup.last_block - setup.first_block;
-  // The cache pays only where loading converts (measured: docs/PERFORMANCE.md, "Weights cache"); serving the
-  // stored dtype uses the mapped file in place.
-  const std::string first_weight = block_tensor_name(setup.first_block, "mlp.up_proj.weight");
-  const bool converts = setup.dtype && source->has(first_weight) && source->meta(first_weight).dtype != *setup.dtype;
-  NodeStore* store = converts ? setup.store : nullptr;
-  const std::string digest = store ? model_digest(*source) : std::string();
-  for (int64_t i = setup.first_block; i < setup.last_block; ++i) {
-    std::shared_ptr<Block> block = store ? load_block_cached(store, digest, *source, i, *node.backend, {setup.dtype})
-                                         : load_block(*source, i, *node.backend, {setup.dtype});
-    node.blocks.push_back(spawn_block_actor(sys, std::move(block)));
-    if (setup.progress) setup.progress(i, i - setup.first_block + 1, n);
-  }
   gate_options& o = node.options;
   o.version = COROLLA_VERSION_STRING;
   o.model_name = std::filesystem::path(source->origin()).filename().string();
@@ -49,9 +37,33 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.step_timeout = setup.step_timeout;
   o.session_timeout = setup.session_timeout;
   o.seed = setup.seed;
-  node.gate = spawn_span_gate(sys, o, node.blocks, node.backend, std::move(connector), setup.dht);
-  node.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  node.gate = spawn_span_gate(sys, o, {}, node.backend, std::move(connector), setup.dht);
+  if (load_now) load_server_blocks(sys, node, setup, *source);
   return node;
+}
+
+void load_server_blocks(caf::actor_system& sys, server_node& node, const server_setup& setup,
+                        const WeightSource& source) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t n = setup.last_block - setup.first_block;
+  // The cache pays only where loading converts (measured: docs/PERFORMANCE.md, "Weights cache"); serving the
+  // stored dtype uses the mapped file in place.
+  const std::string first_weight = block_tensor_name(setup.first_block, "mlp.up_proj.weight");
+  const bool converts = setup.dtype && source.has(first_weight) && source.meta(first_weight).dtype != *setup.dtype;
+  NodeStore* store = converts ? setup.store : nullptr;
+  const std::string digest = store ? model_digest(source) : std::string();
+  for (int64_t i = setup.first_block; i < setup.last_block; ++i) {
+    std::shared_ptr<Block> block = store ? load_block_cached(store, digest, source, i, *node.backend, {setup.dtype})
+                                         : load_block(source, i, *node.backend, {setup.dtype});
+    node.blocks.push_back(spawn_block_actor(sys, std::move(block)));
+    if (setup.progress) setup.progress(i, i - setup.first_block + 1, n);
+  }
+  caf::scoped_actor self{sys};
+  caf::error failure;
+  self->request(node.gate, caf::infinite, blocks_atom::value, node.blocks)
+      .receive([](const ack&) {}, [&](caf::error& e) { failure = std::move(e); });
+  if (failure) throw std::runtime_error("installing the blocks: " + caf::to_string(failure));
+  node.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace corolla

@@ -46,9 +46,13 @@ struct server_node {
   double load_seconds = 0;
 };
 
-// Loads the blocks (only their tensors are read) and spawns the actors. Throws std::runtime_error with a clear
-// message on bad weights or a bad span.
+// Spawns the gate and, with load_now, loads the blocks (only their tensors are read) and installs their actors.
+// Without it the gate answers as "joining" (info works, sessions are refused) until load_server_blocks runs: a
+// server publishes and announces itself before a long load. Throws std::runtime_error with a clear message on
+// bad weights or a bad span.
 server_node start_server_node(caf::actor_system& sys, const server_setup& setup, caf::actor connector,
-                              std::shared_ptr<WeightSource> source = nullptr);
+                              std::shared_ptr<WeightSource> source = nullptr, bool load_now = true);
+void load_server_blocks(caf::actor_system& sys, server_node& node, const server_setup& setup,
+                        const WeightSource& source);
 
 }  // namespace corolla

@@ -143,7 +143,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
   st.backend = std::move(backend);
   st.connector = std::move(connector);
   st.dht = std::move(dht);
-  st.budget = CacheBudget(st.opt.cache_tokens, static_cast<int64_t>(st.blocks.size()));
+  st.budget = CacheBudget(st.opt.cache_tokens, st.opt.last_block - st.opt.first_block);
   st.rng.seed(st.opt.seed);
   for (auto& b : st.blocks) self->link_to(b);  // a block actor that dies takes the gate down, and vice versa
 
@@ -179,11 +179,23 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         i.hidden_size = s.opt.hidden_size;
         i.sessions = static_cast<int64_t>(s.sessions.size());
         i.throughput = s.opt.throughput;
+        i.state = s.blocks.empty() ? "joining" : "online";
         return i;
+      },
+      [=](blocks_atom, const std::vector<caf::actor>& blocks) -> caf::result<ack> {
+        auto& s = self->state;
+        if (!s.blocks.empty() ||
+            static_cast<int64_t>(blocks.size()) != s.opt.last_block - s.opt.first_block)
+          return make_error(errc::bad_request, "the gate's blocks are already installed or do not match its span");
+        s.blocks = blocks;
+        for (auto& b : s.blocks) self->link_to(b);
+        return ack{};
       },
       [=](const open_session& req) -> caf::result<session_opened> {
         auto& s = self->state;
         if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+        if (s.blocks.empty())
+          return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
         if (req.max_length < 1 || req.max_length > s.opt.max_position)
           return make_error(errc::bad_request, "max_length " + std::to_string(req.max_length) + " is outside 1.." +
                                                    std::to_string(s.opt.max_position));
@@ -305,6 +317,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
       [=](forward_request& req) -> caf::result<forward_reply> {
         auto& s = self->state;
         if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+        if (s.blocks.empty())
+          return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
         if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
           return make_error(errc::bad_request, msg);
         auto rp = self->make_response_promise<forward_reply>();

@@ -96,7 +96,8 @@ int run(const NodeConfig& cfg) {
   };
   setup.store = &store;
   setup.dht = dht;
-  server_node node = start_server_node(sys, setup, connector, source);
+  // The gate first: published and announced as "joining" while the blocks load.
+  server_node node = start_server_node(sys, setup, connector, source, false);
 
   auto port = sys.middleman().publish(node.gate, cfg.port, cfg.host.c_str(), true);
   if (!port) {
@@ -113,6 +114,8 @@ int run(const NodeConfig& cfg) {
   aopt.period = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.update_period_s));
   auto announcer = spawn_announcer(sys, aopt, node.gate, dht, connector);
   auto supervisor = spawn_node_supervisor(sys, {node.gate, dht, announcer});
+  load_server_blocks(sys, node, setup, *source);
+  self->send(announcer, state_atom::value, "online");  // announce at once, not at the next period
   std::cerr << "loaded blocks " << setup.first_block << ":" << setup.last_block << " in " << node.load_seconds
             << " s on " << node.backend->name() << "\n";
   std::cout << "serving blocks " << setup.first_block << ":" << setup.last_block << " of " << prefix << " at "

@@ -229,3 +229,35 @@ BOOST_AUTO_TEST_CASE(cache_is_freed_on_timeout_and_when_the_client_dies) {
   self->send_exit(node.gate, caf::exit_reason::user_shutdown);
   self->send_exit(connector, caf::exit_reason::user_shutdown);
 }
+
+BOOST_AUTO_TEST_CASE(a_server_is_joining_until_its_blocks_are_loaded) {
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto connector = spawn_connector(sys);
+  server_setup setup;
+  setup.model = model_dir("llama");
+  setup.first_block = 1;
+  setup.last_block = 3;
+  auto source = open_weights(setup.model);
+  auto node = start_server_node(sys, setup, connector, source, false);
+  auto state = [&] {
+    std::string s;
+    self->request(node.gate, std::chrono::seconds(5), info_request{})
+        .receive([&](const server_info& i) { s = i.state; }, [](caf::error&) {});
+    return s;
+  };
+  BOOST_TEST(state() == "joining");
+  caf::error err;
+  self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}})
+      .receive([](const session_opened&) {}, [&](caf::error& e) { err = e; });
+  BOOST_TEST(is(err, errc::peer_unavailable), describe(err));
+  load_server_blocks(sys, node, setup, *source);
+  BOOST_TEST(state() == "online");
+  bool opened = false;
+  self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}})
+      .receive([&](const session_opened&) { opened = true; }, [](caf::error&) {});
+  BOOST_TEST(opened);
+  self->send_exit(node.gate, caf::exit_reason::user_shutdown);
+  self->send_exit(connector, caf::exit_reason::user_shutdown);
+}
