@@ -74,6 +74,25 @@ struct swarm_fixture {
   }
 };
 
+// An actor system with a connector, for tests that start a server by hand.
+struct bare_system {
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  caf::actor connector = spawn_connector(sys);
+  caf::actor gate;  // stopped with the fixture once a test sets it
+  ~bare_system() {
+    if (gate) self->send_exit(gate, caf::exit_reason::user_shutdown);
+    self->send_exit(connector, caf::exit_reason::user_shutdown);
+  }
+  server_info info() {
+    server_info out;
+    self->request(gate, std::chrono::seconds(5), info_request{})
+        .receive([&](server_info& i) { out = std::move(i); }, [](caf::error&) {});
+    return out;
+  }
+};
+
 std::vector<int32_t> generate_through(swarm_fixture& f, route_mode mode, int64_t n) {
   auto session = f.open(f.client(mode));
   Golden g("llama");
@@ -187,23 +206,18 @@ BOOST_AUTO_TEST_CASE(forward_without_cache_matches_the_local_uncached_forward) {
 }
 
 BOOST_AUTO_TEST_CASE(cache_is_freed_on_timeout_and_when_the_client_dies) {
-  corolla_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  auto connector = spawn_connector(sys);
+  bare_system f;
+  auto& sys = f.sys;
+  auto& self = f.self;
   server_setup setup;
   setup.model = model_dir("llama");
   setup.first_block = 0;
   setup.last_block = 4;
   setup.cache_tokens = 100;
   setup.session_timeout = std::chrono::milliseconds(300);
-  auto node = start_server_node(sys, setup, connector);
-  auto cache_left = [&] {
-    int64_t left = -1;
-    self->request(node.gate, std::chrono::seconds(5), info_request{})
-        .receive([&](const server_info& i) { left = i.cache_tokens_left; }, [](caf::error&) {});
-    return left;
-  };
+  auto node = start_server_node(sys, setup, f.connector);
+  f.gate = node.gate;
+  auto cache_left = [&] { return f.info().cache_tokens_left; };
   BOOST_TEST(cache_left() == 100);
   // A session left idle past session_timeout is closed by the server.
   uint64_t sid = 0;
@@ -226,38 +240,26 @@ BOOST_AUTO_TEST_CASE(cache_is_freed_on_timeout_and_when_the_client_dies) {
   self->send_exit(owner, caf::exit_reason::kill);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   BOOST_TEST(cache_left() == 100);
-  self->send_exit(node.gate, caf::exit_reason::user_shutdown);
-  self->send_exit(connector, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_CASE(a_server_is_joining_until_its_blocks_are_loaded) {
-  corolla_config cfg;
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  auto connector = spawn_connector(sys);
+  bare_system f;
   server_setup setup;
   setup.model = model_dir("llama");
   setup.first_block = 1;
   setup.last_block = 3;
   auto source = open_weights(setup.model);
-  auto node = start_server_node(sys, setup, connector, source, false);
-  auto state = [&] {
-    std::string s;
-    self->request(node.gate, std::chrono::seconds(5), info_request{})
-        .receive([&](const server_info& i) { s = i.state; }, [](caf::error&) {});
-    return s;
-  };
-  BOOST_TEST(state() == "joining");
+  auto node = start_server_node(f.sys, setup, f.connector, source, false);
+  f.gate = node.gate;
+  BOOST_TEST(f.info().state == "joining");
   caf::error err;
-  self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}})
+  f.self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}})
       .receive([](const session_opened&) {}, [&](caf::error& e) { err = e; });
   BOOST_TEST(is(err, errc::peer_unavailable), describe(err));
-  load_server_blocks(sys, node, setup, *source);
-  BOOST_TEST(state() == "online");
+  load_server_blocks(f.sys, node, setup, *source);
+  BOOST_TEST(f.info().state == "online");
   bool opened = false;
-  self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}})
+  f.self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}})
       .receive([&](const session_opened&) { opened = true; }, [](caf::error&) {});
   BOOST_TEST(opened);
-  self->send_exit(node.gate, caf::exit_reason::user_shutdown);
-  self->send_exit(connector, caf::exit_reason::user_shutdown);
 }
