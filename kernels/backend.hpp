@@ -42,7 +42,8 @@ class Backend {
   // Per row of x[M, D]: y = (x - mean) / sqrt(var + eps) * w + b.
   virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
   // Rotary embedding in place on x[N, H, Dh] (N = batch·tokens), rotate-half layout as in Hugging Face:
-  // pairs (i, i + Dh/2) rotate by angle positions[n] · inv_freq[i], i < Dh/2.
+  // pairs (i, i + Dh/2) rotate by angle positions[n] · inv_freq[i], i < Dh/2. The rotation is orthogonal, so
+  // rope with negated positions is both its inverse and its gradient.
   virtual void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) = 0;
   // out = silu(gate) · up, elementwise.
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
@@ -59,6 +60,24 @@ class Backend {
                          std::span<const int32_t> positions, float scale, Tensor& out) = 0;
   // out[i, :] = table[ids[i], :] as f32; table [V, D] of any weight dtype.
   virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) = 0;
+
+  // --- gradients ----------------------------------------------------------------------------------------------
+  // Training keeps block weights frozen: these give gradients with respect to activations, plus the weight
+  // gradient of a client's own small f32 matrices (a classification head). All f32.
+  // dx[M, K] = dy[M, N] · w[N, K]: the gradient of matmul with respect to x (w of any weight dtype).
+  virtual void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) = 0;
+  // dw[N, K] += dy[M, N]ᵀ · x[M, K]: the gradient of matmul with respect to an f32 weight, accumulated.
+  virtual void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) = 0;
+  // Per row of x[M, D]: dx = the gradient of rms_norm(x, w, eps) with respect to x, given dy.
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) = 0;
+  // For out = silu(gate) · up: d_gate and d_up from d_out (d_gate may be d_out).
+  virtual void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                                 Tensor& d_up) = 0;
+  // The gradient of causal self-attention within each sequence (the stateless forward: query t of a sequence
+  // attends to keys 0..t of the same sequence). q [B, T, Hq, Dh], k, v [B, T, Hkv, Dh] (after RoPE), d_out
+  // [B, T, Hq·Dh]; writes dq, dk, dv shaped like q, k, v. The softmax is recomputed from q and k.
+  virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                                  float scale, Tensor& dq, Tensor& dk, Tensor& dv) = 0;
 };
 
 // "cpu" or "cuda" / "cuda:N". Throws std::runtime_error naming what is missing (no CUDA build, no GPU).

@@ -8,9 +8,11 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/attention_backward.hpp"
 #include "kernels/cpu/buffer_pool.hpp"
 #include "kernels/cpu/dot.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/matmul_backward.hpp"
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 
@@ -205,6 +207,90 @@ class CpuBackend final : public Backend {
       to_f32(table.dtype(), static_cast<const char*>(table.data()) + ids[i] * row_bytes,
              out.data_as<float>() + static_cast<int64_t>(i) * d, d);
     }
+  }
+
+  // --- gradients ----------------------------------------------------------------------------------------------
+  void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override {
+    require_f32(dy, "matmul_backward", "dy");
+    require_f32(dx, "matmul_backward", "dx");
+    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul_backward: unsupported weight " + w.describe());
+    const int64_t n = w.dim(0), k = w.dim(1), m = rows_of(dy);
+    require(dy.dim(-1) == n, "matmul_backward: dy " + dy.describe() + " does not match weight " + w.describe());
+    require(rows_of(dx) == m && dx.dim(-1) == k, "matmul_backward: dx " + dx.describe() + " is not [" +
+                                                     std::to_string(m) + ", " + std::to_string(k) + "]");
+    cpu_matmul_backward(*pool_, dy.data_as<const float>(), m, w, dx.data_as<float>());
+  }
+
+  void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
+    require_f32(dy, "matmul_weight_grad", "dy");
+    require_f32(x, "matmul_weight_grad", "x");
+    require_f32(dw, "matmul_weight_grad", "dw");
+    const int64_t m = rows_of(dy), n = dy.dim(-1), k = x.dim(-1);
+    require(rows_of(x) == m && dw.rank() == 2 && dw.dim(0) == n && dw.dim(1) == k,
+            "matmul_weight_grad: dy " + dy.describe() + ", x " + x.describe() + " and dw " + dw.describe() +
+                " do not fit");
+    cpu_matmul_weight_grad(*pool_, dy.data_as<const float>(), x.data_as<const float>(), m, n, k, dw.data_as<float>());
+  }
+
+  void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
+    require_f32(x, "rms_norm_backward", "x");
+    require_f32(w, "rms_norm_backward", "weight");
+    require_f32(dy, "rms_norm_backward", "dy");
+    require_f32(dx, "rms_norm_backward", "dx");
+    const int64_t d = x.dim(-1), m = rows_of(x);
+    require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
+            "rms_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
+    const float* px = x.data_as<const float>();
+    const float* pw = w.data_as<const float>();
+    const float* pdy = dy.data_as<const float>();
+    float* pdx = dx.data_as<float>();
+    // y = x · r · w with r = (mean(x²) + eps)^-½:  dx = r · (w ∘ dy) − x · r³ · mean(x ∘ w ∘ dy).
+    pool_->parallel_for(m, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = px + r * d;
+        const float* gr = pdy + r * d;
+        const float inv = 1.f / std::sqrt(dot(xr, xr, d) / static_cast<float>(d) + eps);
+        float s = 0;
+        for (int64_t i = 0; i < d; ++i) s += xr[i] * pw[i] * gr[i];
+        const float c = s / static_cast<float>(d) * inv * inv * inv;
+        for (int64_t i = 0; i < d; ++i) pdx[r * d + i] = inv * pw[i] * gr[i] - xr[i] * c;
+      }
+    });
+  }
+
+  void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                         Tensor& d_up) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &d_out, &d_gate, &d_up}) require_f32(*t, "silu_mul_backward", "tensors");
+    const int64_t n = gate.numel();
+    require(up.numel() == n && d_out.numel() == n && d_gate.numel() == n && d_up.numel() == n,
+            "silu_mul_backward: shapes differ");
+    const float* g = gate.data_as<const float>();
+    const float* u = up.data_as<const float>();
+    const float* d = d_out.data_as<const float>();
+    float* dg = d_gate.data_as<float>();
+    float* du = d_up.data_as<float>();
+    // silu(g) = g·s with s = sigmoid(g); silu'(g) = s · (1 + g · (1 − s)).
+    pool_->parallel_for(n, 256, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float s = 1.f / (1.f + std::exp(-g[i]));
+        const float grad = d[i];
+        du[i] = grad * g[i] * s;
+        dg[i] = grad * u[i] * s * (1.f + g[i] * (1.f - s));
+      }
+    });
+  }
+
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out, float scale,
+                          Tensor& dq, Tensor& dk, Tensor& dv) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &d_out, &dq, &dk, &dv}) require_f32(*t, "attention_backward", "tensors");
+    require(q.rank() == 4 && k.rank() == 4 && v.shape() == k.shape(),
+            "attention_backward: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
+    require(k.dim(0) == q.dim(0) && k.dim(1) == q.dim(1) && k.dim(3) == q.dim(3) && q.dim(2) % k.dim(2) == 0,
+            "attention_backward: k " + k.describe() + " does not fit q " + q.describe());
+    require(d_out.numel() == q.numel() && dq.numel() == q.numel() && dk.numel() == k.numel() &&
+                dv.numel() == v.numel(),
+            "attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
+    cpu_attention_backward(*pool_, q, k, v, d_out, scale, dq, dk, dv);
   }
 
  private:

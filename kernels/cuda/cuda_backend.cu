@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -462,6 +463,114 @@ class CudaBackend final : public Backend {
     const auto* dev_ids = static_cast<const int32_t*>(args_->put(ids.data(), ids.size_bytes()));
     gpu::embed(table.dtype(), table.data(), dev_ids, static_cast<int64_t>(ids.size()), d, out.data_as<float>(),
                ctx_->stream);
+  }
+
+  // --- gradients ------------------------------------------------------------------------------------------------
+  // dx = dy · w. Column-major view: dxᵀ (k × m) = W (k × n) · dyᵀ (n × m). f32 throughout: non-f32 weights are
+  // converted to f32 one tile of rows at a time (gradients are not rounded to 16 bits).
+  void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override {
+    require_f32(dy, "matmul_backward", "dy");
+    require_f32(dx, "matmul_backward", "dx");
+    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul_backward: unsupported weight " + w.describe());
+    require_device(w, "matmul_backward", "weight");
+    const int64_t n = w.dim(0), k = w.dim(1), m = rows_of(dy);
+    require(dy.dim(-1) == n, "matmul_backward: dy " + dy.describe() + " does not match weight " + w.describe());
+    require(rows_of(dx) == m && dx.dim(-1) == k, "matmul_backward: dx " + dx.describe() + " is not [" +
+                                                     std::to_string(m) + ", " + std::to_string(k) + "]");
+    require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
+            "matmul_backward: dimensions beyond 2^31 are not supported");
+    DeviceScope scope(ctx_->device);
+    if (m == 0 || k == 0) return;
+    float* pdx = dx.data_as<float>();
+    if (n == 0) {
+      check(cudaMemsetAsync(pdx, 0, static_cast<size_t>(m * k) * sizeof(float), ctx_->stream), "cudaMemset");
+      return;
+    }
+    const float alpha = 1.f, zero = 0.f, one = 1.f;
+    const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
+    const float* pdy = dy.data_as<const float>();
+    if (w.dtype() == DType::f32) {
+      check_blas(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, ik, im, in, &alpha, w.data(), CUDA_R_32F, ik, pdy,
+                              CUDA_R_32F, in, &zero, pdx, CUDA_R_32F, ik, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (matmul_backward)");
+      return;
+    }
+    const int64_t tile_rows = std::max<int64_t>(1, std::min<int64_t>(n, kDequantTileBytes / (k * 4)));
+    auto* tile = static_cast<float*>(tile_->get(static_cast<size_t>(tile_rows * k) * 4));
+    const int64_t row_bytes = storage_bytes(w.dtype(), k);
+    for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
+      const int64_t rows = std::min(tile_rows, n - r0);
+      gpu::dequantize_to_f32(w.dtype(), static_cast<const char*>(w.data()) + r0 * row_bytes, rows * k, tile,
+                             ctx_->stream);
+      check_blas(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, ik, im, static_cast<int>(rows), &alpha, tile,
+                              CUDA_R_32F, ik, pdy + r0, CUDA_R_32F, in, r0 == 0 ? &zero : &one, pdx, CUDA_R_32F, ik,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (matmul_backward tile)");
+    }
+  }
+
+  // dw += dyᵀ · x. Column-major view: dwᵀ (k × n) += xᵀ (k × m) · dy (m × n).
+  void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
+    require_f32(dy, "matmul_weight_grad", "dy");
+    require_f32(x, "matmul_weight_grad", "x");
+    require_f32(dw, "matmul_weight_grad", "dw");
+    const int64_t m = rows_of(dy), n = dy.dim(-1), k = x.dim(-1);
+    require(rows_of(x) == m && dw.rank() == 2 && dw.dim(0) == n && dw.dim(1) == k,
+            "matmul_weight_grad: dy " + dy.describe() + ", x " + x.describe() + " and dw " + dw.describe() +
+                " do not fit");
+    DeviceScope scope(ctx_->device);
+    if (m == 0 || n == 0 || k == 0) return;
+    const float alpha = 1.f, one = 1.f;
+    check_blas(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(k), static_cast<int>(n),
+                            static_cast<int>(m), &alpha, x.data(), CUDA_R_32F, static_cast<int>(k), dy.data(),
+                            CUDA_R_32F, static_cast<int>(n), &one, dw.data(), CUDA_R_32F, static_cast<int>(k),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx (matmul_weight_grad)");
+  }
+
+  void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
+    require_f32(x, "rms_norm_backward", "x");
+    require_f32(w, "rms_norm_backward", "weight");
+    require_f32(dy, "rms_norm_backward", "dy");
+    require_f32(dx, "rms_norm_backward", "dx");
+    const int64_t d = x.dim(-1), m = rows_of(x);
+    require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
+            "rms_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
+    DeviceScope scope(ctx_->device);
+    gpu::rms_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
+                           dx.data_as<float>(), m, d, ctx_->stream);
+  }
+
+  void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                         Tensor& d_up) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &d_out, &d_gate, &d_up}) require_f32(*t, "silu_mul_backward", "tensors");
+    const int64_t n = gate.numel();
+    require(up.numel() == n && d_out.numel() == n && d_gate.numel() == n && d_up.numel() == n,
+            "silu_mul_backward: shapes differ");
+    DeviceScope scope(ctx_->device);
+    gpu::silu_mul_backward(gate.data_as<const float>(), up.data_as<const float>(), d_out.data_as<const float>(),
+                           d_gate.data_as<float>(), d_up.data_as<float>(), n, ctx_->stream);
+  }
+
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out, float scale,
+                          Tensor& dq, Tensor& dk, Tensor& dv) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &d_out, &dq, &dk, &dv}) require_f32(*t, "attention_backward", "tensors");
+    require(q.rank() == 4 && k.rank() == 4 && v.shape() == k.shape(),
+            "attention_backward: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
+    const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3), hkv = k.dim(2);
+    require(k.dim(0) == b && k.dim(1) == t && k.dim(3) == hd && hkv > 0 && hq % hkv == 0,
+            "attention_backward: k " + k.describe() + " does not fit q " + q.describe());
+    require(d_out.numel() == q.numel() && dq.numel() == q.numel() && dk.numel() == k.numel() &&
+                dv.numel() == v.numel(),
+            "attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
+    require(hd <= gpu::kAttentionMaxHeadDim, "attention_backward: head_dim " + std::to_string(hd) + " above " +
+                                                 std::to_string(gpu::kAttentionMaxHeadDim) + " is not supported");
+    DeviceScope scope(ctx_->device);
+    Tensor stats = device_tensor(DType::f32, {2, b * t * hq});
+    float* lse = stats.data_as<float>();
+    gpu::attention_backward(q.data_as<const float>(), k.data_as<const float>(), v.data_as<const float>(),
+                            d_out.data_as<const float>(), scale, dq.data_as<float>(), dk.data_as<float>(),
+                            dv.data_as<float>(), lse, lse + b * t * hq, b, t, hq, hkv, hd, ctx_->stream);
   }
 
  private:

@@ -55,4 +55,18 @@ void attention(const float* q, const float* k_cache, const float* v_cache, const
                float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
                cudaStream_t stream);
 
+// --- backward.cu -----------------------------------------------------------------------------------------------
+void rms_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows, int64_t d,
+                       cudaStream_t stream);
+// d_gate may alias d_out.
+void silu_mul_backward(const float* gate, const float* up, const float* d_out, float* d_gate, float* d_up, int64_t n,
+                       cudaStream_t stream);
+// out[count] (f32) = the first count elements of w (any weight dtype).
+void dequantize_to_f32(DType wt, const void* w, int64_t count, float* out, cudaStream_t stream);
+// q, d_out, dq [batch, tokens, hq, head_dim]; k, v, dk, dv [batch, tokens, hkv, head_dim]; lse, delta: scratch of
+// batch·tokens·hq floats each. Causal within each sequence.
+void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale, float* dq,
+                        float* dk, float* dv, float* lse, float* delta, int64_t batch, int64_t tokens, int64_t hq,
+                        int64_t hkv, int64_t head_dim, cudaStream_t stream);
+
 }  // namespace corolla::gpu

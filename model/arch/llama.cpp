@@ -73,14 +73,9 @@ class LlamaBlock final : public Block {
 
   void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache) override {
     Backend& be = backend_;
+    check_shapes(hidden, positions);
     const int64_t b = hidden.dim(0), t = hidden.dim(1), d = c_.hidden_size, m = b * t;
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
-    if (hidden.rank() != 3 || hidden.dim(2) != d)
-      throw std::invalid_argument("block " + std::to_string(index_) + ": hidden states " + hidden.describe() +
-                                  " are not [batch, tokens, " + std::to_string(d) + "]");
-    if (static_cast<int64_t>(positions.size()) != m)
-      throw std::invalid_argument("block " + std::to_string(index_) + ": " + std::to_string(positions.size()) +
-                                  " positions for " + std::to_string(m) + " tokens");
     // Without a cache each sequence gets a scratch cache of its own t tokens (slot = index in the sequence), so
     // positions may have gaps: they only rotate queries and keys.
     KVCache scratch;
@@ -112,7 +107,7 @@ class LlamaBlock final : public Block {
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);
     be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, cache->k, cache->v);
-    be.attention(q.reshaped({b, t, hq, hd}), cache->k, cache->v, slots, 1.0f / std::sqrt(static_cast<float>(hd)), att);
+    be.attention(q.reshaped({b, t, hq, hd}), cache->k, cache->v, slots, attention_scale(), att);
     be.matmul(att, w_.wo, nullptr, n);
     be.add(x, n, x);
 
@@ -126,7 +121,98 @@ class LlamaBlock final : public Block {
     be.add(x, n, x);
   }
 
+  void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad) override {
+    Backend& be = backend_;
+    check_shapes(hidden_in, positions);
+    if (grad.shape() != hidden_in.shape())
+      throw std::invalid_argument("block " + std::to_string(index_) + ": gradient " + grad.describe() +
+                                  " does not match the hidden states " + hidden_in.describe());
+    const int64_t b = hidden_in.dim(0), t = hidden_in.dim(1), d = c_.hidden_size, m = b * t;
+    const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim, ff = c_.intermediate_size;
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+    const Tensor x = hidden_in.reshaped({m, d});
+    const Saved s = recompute(x, b, t, positions);
+    Tensor dy = grad.reshaped({m, d});  // becomes dL/dh, then dL/dx, in place
+    Tensor dn = be.alloc(DType::f32, {m, d}), tmp = be.alloc(DType::f32, {m, d});
+
+    // y = h + down(silu(gate) · up), gate = n2·Wgᵀ, up = n2·Wuᵀ, n2 = rms_norm(h)
+    Tensor d_gate = be.alloc(DType::f32, {m, ff}), d_up = be.alloc(DType::f32, {m, ff});
+    be.matmul_backward(dy, w_.w_down, d_gate);
+    be.silu_mul_backward(s.gate, s.up, d_gate, d_gate, d_up);
+    be.matmul_backward(d_gate, w_.w_gate, dn);
+    be.matmul_backward(d_up, w_.w_up, tmp);
+    be.add(dn, tmp, dn);
+    be.rms_norm_backward(s.h, w_.ffn_norm, eps, dn, tmp);
+    be.add(dy, tmp, dy);
+
+    // h = x + o_proj(attention(rope(q), rope(k), v)), q, k, v projections of n1 = rms_norm(x)
+    Tensor d_att = be.alloc(DType::f32, {m, hq * hd});
+    be.matmul_backward(dy, w_.wo, d_att);
+    Tensor dq = be.alloc(DType::f32, {m, hq * hd}), dk = be.alloc(DType::f32, {m, hkv * hd});
+    Tensor dv = be.alloc(DType::f32, {m, hkv * hd});
+    be.attention_backward(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}),
+                          d_att, attention_scale(), dq, dk, dv);
+    std::vector<int32_t> back(positions.begin(), positions.end());
+    for (int32_t& p : back) p = -p;  // the inverse rotation is the gradient of RoPE
+    Tensor dq3 = dq.reshaped({m, hq, hd}), dk3 = dk.reshaped({m, hkv, hd});
+    be.rope(dq3, back, inv_freq_);
+    be.rope(dk3, back, inv_freq_);
+    be.matmul_backward(dq, w_.wq, dn);
+    be.matmul_backward(dk, w_.wk, tmp);
+    be.add(dn, tmp, dn);
+    be.matmul_backward(dv, w_.wv, tmp);
+    be.add(dn, tmp, dn);
+    be.rms_norm_backward(x, w_.attn_norm, eps, dn, tmp);
+    be.add(dy, tmp, dy);
+  }
+
  private:
+  // What the backward needs of one stateless forward: q and k after RoPE, v, the residual stream h after
+  // attention, and the MLP's gate and up projections.
+  struct Saved {
+    Tensor q, k, v, h, gate, up;
+  };
+
+  float attention_scale() const { return 1.0f / std::sqrt(static_cast<float>(c_.head_dim)); }
+
+  void check_shapes(const Tensor& hidden, std::span<const int32_t> positions) const {
+    if (hidden.rank() != 3 || hidden.dim(2) != c_.hidden_size)
+      throw std::invalid_argument("block " + std::to_string(index_) + ": hidden states " + hidden.describe() +
+                                  " are not [batch, tokens, " + std::to_string(c_.hidden_size) + "]");
+    if (static_cast<int64_t>(positions.size()) != hidden.dim(0) * hidden.dim(1))
+      throw std::invalid_argument("block " + std::to_string(index_) + ": " + std::to_string(positions.size()) +
+                                  " positions for " + std::to_string(hidden.dim(0) * hidden.dim(1)) + " tokens");
+  }
+
+  // The stateless forward of x [b·t, D] up to the MLP's gate and up projections, keeping what backward needs.
+  // Each sequence's keys and values are its own cache, slot = index in the sequence (as forward without cache).
+  Saved recompute(const Tensor& x, int64_t b, int64_t t, std::span<const int32_t> positions) {
+    Backend& be = backend_;
+    const int64_t m = b * t, d = c_.hidden_size, hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
+    const float eps = static_cast<float>(c_.rms_norm_eps);
+    Saved s{be.alloc(DType::f32, {m, hq * hd}),          be.alloc(DType::f32, {m, hkv * hd}),
+            be.alloc(DType::f32, {m, hkv * hd}),         be.alloc(DType::f32, {m, d}),
+            be.alloc(DType::f32, {m, c_.intermediate_size}), be.alloc(DType::f32, {m, c_.intermediate_size})};
+    Tensor n = be.alloc(DType::f32, {m, d}), att = be.alloc(DType::f32, {m, hq * hd});
+    be.rms_norm(x, w_.attn_norm, eps, n);
+    be.matmul(n, w_.wq, w_.bq.defined() ? &w_.bq : nullptr, s.q);
+    be.matmul(n, w_.wk, w_.bk.defined() ? &w_.bk : nullptr, s.k);
+    be.matmul(n, w_.wv, w_.bv.defined() ? &w_.bv : nullptr, s.v);
+    Tensor q3 = s.q.reshaped({m, hq, hd}), k3 = s.k.reshaped({m, hkv, hd});
+    be.rope(q3, positions, inv_freq_);
+    be.rope(k3, positions, inv_freq_);
+    std::vector<int32_t> slots(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
+    be.attention(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}), slots,
+                 attention_scale(), att);
+    be.matmul(att, w_.wo, nullptr, n);
+    be.add(x, n, s.h);
+    be.rms_norm(s.h, w_.ffn_norm, eps, n);
+    be.matmul(n, w_.w_gate, nullptr, s.gate);
+    be.matmul(n, w_.w_up, nullptr, s.up);
+    return s;
+  }
+
   int64_t index_;
   Backend& backend_;
   ModelConfig c_;

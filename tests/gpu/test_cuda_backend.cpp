@@ -292,6 +292,65 @@ BOOST_AUTO_TEST_CASE(attention_over_a_long_cache) {
   check_attention(1, 2, 8, 2, 64, 10000, {4000, 9999}, 71);
 }
 
+BOOST_AUTO_TEST_CASE(matmul_gradients_match_cpu) {
+  for (DType t : kWeightTypes)
+    for (int64_t m : {1, 37}) {
+      // n large enough that quantized weights span several f32 tiles would need ~1 GB; one tile is checked here.
+      const int64_t n = 96, k = 160;
+      const Tensor w = random_tensor({n, k}, 90, 1.f / std::sqrt(static_cast<float>(k))).cast(t);
+      const Tensor dy = random_tensor({m, n}, 91);
+      Tensor want = Tensor::empty(DType::f32, {m, k});
+      cpu().matmul_backward(dy, w, want);
+      Tensor got = gpu().alloc(DType::f32, {m, k});
+      gpu().matmul_backward(up(dy), up(w), got);
+      expect_close(got, want, 1e-5, "matmul_backward " + dt(t) + " m=" + std::to_string(m));
+    }
+  const Tensor dy = random_tensor({33, 20}, 92), x = random_tensor({33, 48}, 93), dw0 = random_tensor({20, 48}, 94);
+  Tensor want = dw0.clone();
+  cpu().matmul_weight_grad(dy, x, want);
+  Tensor got = up(dw0);
+  gpu().matmul_weight_grad(up(dy), up(x), got);
+  expect_close(got, want, 1e-5, "matmul_weight_grad");
+}
+
+BOOST_AUTO_TEST_CASE(norm_and_mlp_gradients_match_cpu) {
+  const Tensor x = random_tensor({5, 300}, 95), w = random_tensor({300}, 96), dy = random_tensor({5, 300}, 97);
+  Tensor want = Tensor::empty(DType::f32, {5, 300});
+  cpu().rms_norm_backward(x, w, 1e-5f, dy, want);
+  Tensor got = gpu().alloc(DType::f32, {5, 300});
+  gpu().rms_norm_backward(up(x), up(w), 1e-5f, up(dy), got);
+  expect_close(got, want, 1e-5, "rms_norm_backward");
+
+  const Tensor g = random_tensor({3, 1000}, 98, 4.f), u = random_tensor({3, 1000}, 99);
+  Tensor want_g = Tensor::empty(DType::f32, g.shape()), want_u = Tensor::empty(DType::f32, g.shape());
+  cpu().silu_mul_backward(g, u, random_tensor({3, 1000}, 100), want_g, want_u);
+  Tensor got_g = up(random_tensor({3, 1000}, 100)), got_u = gpu().alloc(DType::f32, g.shape());
+  gpu().silu_mul_backward(up(g), up(u), got_g, got_g, got_u);  // d_gate aliases d_out
+  expect_close(got_g, want_g, 1e-5, "silu_mul_backward d_gate");
+  expect_close(got_u, want_u, 1e-5, "silu_mul_backward d_up");
+}
+
+BOOST_AUTO_TEST_CASE(attention_gradients_match_cpu) {
+  struct Case {
+    int64_t b, t, hq, hkv, hd;
+  };
+  for (const Case c : {Case{2, 37, 8, 2, 64}, Case{1, 5, 4, 4, 80}, Case{1, 130, 4, 1, 128}, Case{1, 3, 2, 1, 256}}) {
+    const Tensor q = random_tensor({c.b, c.t, c.hq, c.hd}, 101), k = random_tensor({c.b, c.t, c.hkv, c.hd}, 102);
+    const Tensor v = random_tensor({c.b, c.t, c.hkv, c.hd}, 103), d = random_tensor({c.b, c.t, c.hq * c.hd}, 104);
+    const float scale = 1.f / std::sqrt(static_cast<float>(c.hd));
+    Tensor dq = Tensor::empty(DType::f32, q.shape()), dk = Tensor::empty(DType::f32, k.shape());
+    Tensor dv = Tensor::empty(DType::f32, v.shape());
+    cpu().attention_backward(q, k, v, d, scale, dq, dk, dv);
+    Tensor gq = gpu().alloc(DType::f32, q.shape()), gk = gpu().alloc(DType::f32, k.shape());
+    Tensor gv = gpu().alloc(DType::f32, v.shape());
+    gpu().attention_backward(up(q), up(k), up(v), up(d), scale, gq, gk, gv);
+    const std::string what = "t=" + std::to_string(c.t) + " hd=" + std::to_string(c.hd);
+    expect_close(gq, dq, 1e-4, "attention_backward dq " + what);
+    expect_close(gk, dk, 1e-4, "attention_backward dk " + what);
+    expect_close(gv, dv, 1e-4, "attention_backward dv " + what);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_arguments_throw_invalid_argument) {
   const Tensor w_host = random_tensor({8, 32}, 80);
   Tensor x = up(random_tensor({1, 32}, 81));

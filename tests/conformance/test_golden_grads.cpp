@@ -1,0 +1,110 @@
+// Gradients through the blocks against torch autograd (tools/make_golden_grads.py): each block's backward, and a
+// whole stack with deep prompts, within 1e-4 in fp32.
+#define BOOST_TEST_MODULE golden_grads
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+#include <cstdlib>
+#include <numeric>
+
+#include "model/block.hpp"
+#include "model/train/span_training.hpp"
+#include "support/golden.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+constexpr float kTol = 1e-4f;
+const char* kModels[] = {"llama", "mistral", "qwen2", "llama3-rope"};
+
+// COROLLA_TEST_DEVICE=cuda runs the same checks on the CUDA backend; the CPU otherwise.
+Backend& backend() {
+  static auto b = [] {
+    const char* device = std::getenv("COROLLA_TEST_DEVICE");
+    return make_backend(device && *device ? device : "cpu");
+  }();
+  return *b;
+}
+
+struct Stack {
+  std::shared_ptr<WeightSource> source;
+  std::vector<std::unique_ptr<Block>> blocks;
+  std::vector<Block*> ptrs;
+  explicit Stack(const std::string& name) : source(open_weights(model_dir(name))) {
+    for (int64_t i = 0; i < source->config().num_layers; ++i) {
+      blocks.push_back(load_block(*source, i, backend()));
+      ptrs.push_back(blocks.back().get());
+    }
+  }
+};
+
+// Positions 0..T-1 of every sequence of x [B, T, D].
+std::vector<int32_t> positions_of(const Tensor& x) {
+  std::vector<int32_t> p(static_cast<size_t>(x.dim(0) * x.dim(1)));
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<int32_t>(i % static_cast<size_t>(x.dim(1)));
+  return p;
+}
+
+Tensor on_backend(const Tensor& host) { return backend().device() == Device::cpu ? host.clone() : backend().upload(host); }
+
+Tensor row(const Tensor& t, int64_t i) {
+  Tensor r = t.slice_rows(i, i + 1);
+  Shape s = t.rank() == 4 ? Shape{t.dim(1), t.dim(2), t.dim(3)} : Shape{t.dim(1), t.dim(2)};
+  return r.reshaped(s);
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(block_backward_matches_autograd, bdata::make(kModels), name) {
+  Stack stack(name);
+  Golden g(name, "grads");
+  const Tensor x = g.tensor("block_input"), dy = g.tensor("block_grad_output");
+  const auto pos = positions_of(x);
+  for (size_t l = 0; l < stack.blocks.size(); ++l) {
+    Tensor h = on_backend(x);
+    stack.blocks[l]->forward(h, pos, nullptr);
+    BOOST_TEST(max_abs_diff(backend().download(h), row(g.tensor("block_outputs"), l)) < kTol, "block " << l);
+    Tensor grad = on_backend(dy);
+    stack.blocks[l]->backward(on_backend(x), pos, grad);
+    const float err = max_abs_diff(backend().download(grad), row(g.tensor("block_grad_inputs"), l));
+    BOOST_TEST(err < kTol, "block " << l << ": gradient differs by " << err);
+  }
+}
+
+BOOST_DATA_TEST_CASE(stack_with_deep_prompts_matches_autograd, bdata::make(kModels), name) {
+  Stack stack(name);
+  Golden g(name, "grads");
+  const Tensor x = g.tensor("block_input"), dy = g.tensor("block_grad_output"), prompts = g.tensor("span_prompts");
+  const auto pos = positions_of(x);
+  Tensor out = span_forward(stack.ptrs, x, pos, prompts, backend());
+  BOOST_TEST(max_abs_diff(out, g.tensor("span_output")) < kTol);
+  SpanGradients grads = span_backward(stack.ptrs, x, dy, pos, prompts, backend());
+  const float err_in = max_abs_diff(grads.grad_in, g.tensor("span_grad_input"));
+  const float err_p = max_abs_diff(grads.grad_prompts, g.tensor("span_grad_prompts"));
+  BOOST_TEST(err_in < kTol, "input gradient differs by " << err_in << " (largest " << max_abs(grads.grad_in) << ")");
+  BOOST_TEST(err_p < kTol, "prompt gradient differs by " << err_p);
+  // The inputs are left as they were.
+  BOOST_TEST(max_abs_diff(x, Golden(name, "grads").tensor("block_input")) == 0.f);
+}
+
+BOOST_AUTO_TEST_CASE(bad_prompts_are_named) {
+  Stack stack("llama");
+  Golden g("llama", "grads");
+  const Tensor x = g.tensor("block_input");
+  const auto pos = positions_of(x);
+  auto fails_with = [&](const Tensor& prompts, const std::string& words) {
+    try {
+      span_forward(stack.ptrs, x, pos, prompts, backend());
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find(words) != std::string::npos, e.what());
+      return;
+    }
+    BOOST_FAIL("no error for prompts " << prompts.describe());
+  };
+  fails_with(Tensor::empty(DType::f32, {3, 2, 4, 64}), "prompts for 3 blocks");
+  fails_with(Tensor::empty(DType::f32, {4, 1, 4, 64}), "do not match the hidden states");
+  fails_with(Tensor::empty(DType::f32, {4, 2, 13, 64}), "longer than the 12 tokens");
+  fails_with(Tensor::empty(DType::f32, {4, 2, 64}), "prompts must be f32[blocks, batch, prompt_len, hidden]");
+}
