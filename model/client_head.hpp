@@ -22,6 +22,12 @@ class ClientHead {
   // Logits [rows, vocab] on the host for hidden [rows, hidden] (any leading shape; the last dim is hidden).
   Tensor logits(const Tensor& hidden) const;
 
+  // The head's tensors on the backend, for training (gradients flow back through the final norm and the head).
+  Backend& backend() const { return backend_; }
+  const Tensor& embeddings() const { return embeddings_; }
+  const Tensor& norm_weight() const { return norm_; }
+  const Tensor& lm_head_weight() const { return lm_head_; }
+
  private:
   Backend& backend_;
   ModelConfig config_;

@@ -24,7 +24,7 @@ struct SpanGradients {
 // A message naming what is wrong with `prompts` for hidden states [B, T, D] through n_blocks blocks ("" if fine).
 std::string check_prompts(const Tensor& prompts, const Tensor& hidden, int64_t n_blocks);
 // True when `prompts` holds prompts (an empty tensor means none).
-inline bool has_prompts(const Tensor& prompts) { return prompts.numel() > 0; }
+inline bool has_prompts(const Tensor& prompts) { return prompts.defined() && prompts.numel() > 0; }
 
 // hidden[:, :P] += prompts[i] (hidden on the backend, prompts on the host).
 void add_block_prompts(Backend& backend, Tensor& hidden, const Tensor& prompts, int64_t i);

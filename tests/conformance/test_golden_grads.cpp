@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "model/block.hpp"
+#include "model/train/local_training.hpp"
 #include "model/train/span_training.hpp"
 #include "support/golden.hpp"
 
@@ -107,4 +108,80 @@ BOOST_AUTO_TEST_CASE(bad_prompts_are_named) {
   fails_with(Tensor::empty(DType::f32, {4, 1, 4, 64}), "do not match the hidden states");
   fails_with(Tensor::empty(DType::f32, {4, 2, 13, 64}), "longer than the 12 tokens");
   fails_with(Tensor::empty(DType::f32, {4, 2, 64}), "prompts must be f32[blocks, batch, prompt_len, hidden]");
+}
+
+namespace {
+
+TrainingBatch golden_batch(const Golden& g, bool labelled) {
+  const auto ids = g.ids("train_ids");
+  std::vector<TrainingExample> ex(2);
+  for (size_t i = 0; i < 2; ++i) {
+    ex[i].ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(i * 12), ids.begin() + static_cast<std::ptrdiff_t>((i + 1) * 12));
+    if (labelled) ex[i].label = static_cast<int32_t>(g.ids("cls_labels")[i]);
+  }
+  return make_batch(ex, 0);
+}
+
+Tensor param(const PromptTuning& t, const std::string& name, bool grad) {
+  for (auto& [n, v] : grad ? t.gradients() : t.parameters())
+    if (n == name) return v;
+  BOOST_FAIL("no parameter " << name);
+  return {};
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(deep_prompt_tuning_loss_and_gradients_match_autograd, bdata::make(kModels), name) {
+  auto source = open_weights(model_dir(name));
+  auto head = std::make_shared<ClientHead>(*source, backend());
+  LocalBlocks blocks(*source, backend());
+  Golden g(name, "grads");
+  PromptTuning tuning(head, {.mode = TuningMode::deep_ptune, .pre_seq_len = 4});
+  tuning.set_parameters({{"prompts", g.tensor("ptune_prompts")}, {"deep_prompts", g.tensor("ptune_deep_prompts")}});
+  const TrainingBatch batch = golden_batch(g, false);
+  const BlockInputs in = tuning.inputs(batch);
+  const HeadLoss loss = tuning.loss(batch, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, backend()));
+  BOOST_TEST(std::fabs(loss.loss - g.tensor("ptune_loss").data_as<float>()[0]) < kTol);
+  SpanGradients grads = span_backward(blocks.blocks(), in.hidden, loss.grad, in.positions, in.prompts, backend());
+  tuning.accumulate(batch, grads.grad_in, grads.grad_prompts);
+  BOOST_TEST(max_abs_diff(param(tuning, "prompts", true), g.tensor("ptune_grad_prompts")) < kTol);
+  BOOST_TEST(max_abs_diff(param(tuning, "deep_prompts", true), g.tensor("ptune_grad_deep_prompts")) < kTol);
+}
+
+BOOST_DATA_TEST_CASE(classifier_loss_and_gradients_match_autograd, bdata::make(kModels), name) {
+  auto source = open_weights(model_dir(name));
+  auto head = std::make_shared<ClientHead>(*source, backend());
+  LocalBlocks blocks(*source, backend());
+  Golden g(name, "grads");
+  PromptTuning tuning(head, {.mode = TuningMode::ptune, .pre_seq_len = 4, .head = TrainingHead::classifier});
+  tuning.set_parameters({{"prompts", g.tensor("ptune_prompts")}, {"score", g.tensor("cls_score")}});
+  const TrainingBatch batch = golden_batch(g, true);
+  const BlockInputs in = tuning.inputs(batch);
+  BOOST_TEST(!has_prompts(in.prompts));
+  const HeadLoss loss = tuning.loss(batch, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, backend()));
+  BOOST_TEST(std::fabs(loss.loss - g.tensor("cls_loss").data_as<float>()[0]) < kTol);
+  SpanGradients grads = span_backward(blocks.blocks(), in.hidden, loss.grad, in.positions, in.prompts, backend());
+  tuning.accumulate(batch, grads.grad_in, grads.grad_prompts);
+  BOOST_TEST(max_abs_diff(param(tuning, "score", true), g.tensor("cls_grad_score")) < kTol);
+  BOOST_TEST(max_abs_diff(param(tuning, "prompts", true), g.tensor("cls_grad_prompts")) < kTol);
+}
+
+BOOST_DATA_TEST_CASE(adam_steps_follow_torch, bdata::make(kModels), name) {
+  auto source = open_weights(model_dir(name));
+  auto head = std::make_shared<ClientHead>(*source, backend());
+  LocalBlocks blocks(*source, backend());
+  Golden g(name, "grads");
+  TuningOptions opt{.mode = TuningMode::deep_ptune, .pre_seq_len = 4};
+  opt.adam.lr = g.tensor("adam_lr").data_as<float>()[0];
+  PromptTuning tuning(head, opt);
+  tuning.set_parameters({{"prompts", g.tensor("ptune_prompts")}, {"deep_prompts", g.tensor("ptune_deep_prompts")}});
+  const TrainingBatch batch = golden_batch(g, false);
+  const Tensor want = g.tensor("adam_losses");
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double loss = local_train_step(tuning, blocks, batch);
+    BOOST_TEST(std::fabs(loss - want.data_as<float>()[i]) < kTol, "step " << i << ": " << loss);
+  }
+  BOOST_TEST(tuning.steps() == want.numel());
+  BOOST_TEST(max_abs_diff(param(tuning, "prompts", false), g.tensor("adam_prompts")) < kTol);
+  BOOST_TEST(max_abs_diff(param(tuning, "deep_prompts", false), g.tensor("adam_deep_prompts")) < kTol);
 }
