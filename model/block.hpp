@@ -28,6 +28,8 @@ class Block {
  public:
   virtual ~Block() = default;
   virtual int64_t index() const = 0;
+  // The backend the block computes on (its inputs and outputs live there).
+  virtual Backend& backend() const = 0;
   // Transforms hidden [B, T, D] (f32, on the backend's device) in place. Token b·T + t sits at positions[b·T + t].
   // With a cache, its K/V are stored at slot = position and it attends to slots 0..position (the history must
   // be contiguous). Without one, each sequence attends causally to its own T tokens, whatever their positions.

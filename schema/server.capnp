@@ -25,6 +25,7 @@ struct ServerInfo {
   sessions @12 :Int64;
   state @13 :Text;            # "joining", "online" or "offline" (as announced in the DHT)
   pings @14 :List(Ping);      # measured round trips to servers of the next blocks (routing input)
+  adapters @15 :List(Text);   # LoRA adapters loaded (requests name one to apply it)
 }
 
 struct Ping {
@@ -65,13 +66,37 @@ struct StepReply {
   hidden @2 :Tensor;
 }
 
+# The stateless forward (training, Petals' rpc_forward): no session, no cache; each sequence attends to its own
+# tokens. Optional deep prompts [blocks, batch, promptLen, hidden] are added to the first promptLen positions
+# before each block.
 struct ForwardRequest {
   hidden @0 :Tensor;
   positions @1 :List(Int32);
+  prompts @2 :Tensor;             # absent: none
+  firstBlock @3 :Int64;           # the blocks to run, [firstBlock, lastBlock); both 0 = the whole span
+  lastBlock @4 :Int64;
+  adapter @5 :Text;               # LoRA adapter to apply ("" = none)
 }
 
 struct ForwardReply {
   hidden @0 :Tensor;
+}
+
+# The stateless backward (Petals' rpc_backward): the server recomputes the forward from `hidden` (the blocks'
+# input the client kept), then returns the gradients of that input and of the prompts.
+struct BackwardRequest {
+  hidden @0 :Tensor;              # [batch, tokens, hidden]: the input of the first block
+  gradOutput @1 :Tensor;          # gradient of the last block's output, same shape
+  positions @2 :List(Int32);
+  prompts @3 :Tensor;             # absent: none
+  firstBlock @4 :Int64;
+  lastBlock @5 :Int64;
+  adapter @6 :Text;
+}
+
+struct BackwardReply {
+  gradInput @0 :Tensor;
+  gradPrompts @1 :Tensor;         # absent when the request had no prompts
 }
 
 struct CloseSession {

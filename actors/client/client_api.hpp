@@ -6,6 +6,7 @@
 //       [&](const generate_result& r) { ... });   // printer receives (token_atom, id) as tokens are chosen
 //   self->request(session, timeout, step_input{hidden, positions}) -> Tensor   // raw hidden states in/out
 //   self->send(session, close_atom::value);
+//   self->request(client, timeout, open_training_request{}) -> caf::actor   // training: see training_api.hpp
 #pragma once
 
 #include <caf/actor.hpp>
@@ -17,6 +18,7 @@
 
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/messages.hpp"
+#include "actors/client/training_api.hpp"
 #include "model/client_head.hpp"
 #include "model/local_model.hpp"
 

@@ -5,6 +5,7 @@
 
 #include "actors/client/client_api.hpp"
 #include "actors/client/inference_session.hpp"
+#include "actors/client/training_session.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/net/connector.hpp"
@@ -144,6 +145,18 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
                       self->send_exit(session, caf::exit_reason::user_shutdown);
                       rp.deliver(std::move(e));
                     });
+        });
+        return rp;
+      },
+      // Training: a session over the swarm's blocks (actors/client/training_session.hpp).
+      [=](const open_training_request& req) -> caf::result<caf::actor> {
+        auto rp = self->make_response_promise<caf::actor>();
+        refresh(self, [=](std::vector<server_info> infos) mutable {
+          auto& st = self->state;
+          auto session = open_training_session(self->home_system(), st.connector, self, std::move(infos), req,
+                                               st.opt.request_timeout, st.head->config().num_layers);
+          if (session) rp.deliver(*session);
+          else rp.deliver(session.error());
         });
         return rp;
       },

@@ -6,6 +6,7 @@
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/tensor.hpp"
@@ -46,9 +47,35 @@ struct block_run_msg {
   std::vector<caf::actor> then;
 };
 
+// Gate -> block actors: the stateless forward, or forward then backward, of a chain of blocks (training).
+// On the way forward block `index` adds its deep prompts (prompts[index]), keeps its input when a backward
+// follows, runs its forward and passes the message to chain[index + 1]. The last block of a backward runs its
+// backward instead and sends the message back down the chain; each block turns `grad` into the gradient of its
+// input and stores its prompts' share. The block that finishes replies with a block_train_result.
+struct block_train_msg {
+  Tensor hidden;                   // forward: the running hidden states (on the backend)
+  std::vector<int32_t> positions;
+  Tensor prompts;                  // [chain.size(), B, P, D] host, or undefined
+  std::string adapter;             // LoRA adapter ("" = none)
+  std::vector<caf::actor> chain;   // the request's block actors, in order
+  size_t index = 0;                // this block's place in the chain
+  bool backward = false;           // a backward follows the forward
+  bool going_back = false;         // the backward has started
+  Tensor grad;                     // backward: the running gradient (on the backend)
+  std::vector<Tensor> inputs;      // backward: each block's input, kept on the way forward
+  Tensor grad_prompts;             // backward: [chain.size(), B, P, D] host
+};
+struct block_train_result {
+  Tensor hidden;        // forward: the output
+  Tensor grad;          // backward: the gradient of the first block's input
+  Tensor grad_prompts;  // backward with prompts
+};
+
 }  // namespace corolla
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::Tensor)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_train_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_train_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_open_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_close_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_run_msg)

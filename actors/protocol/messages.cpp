@@ -60,6 +60,8 @@ void fill(const server_info& x, capnp::MessageBuilder& mb) {
       pings[i].setAddress(x.pings[i].first);
       pings[i].setRttMs(x.pings[i].second);
     }
+    auto adapters = b.initAdapters(static_cast<unsigned>(x.adapters.size()));
+    for (unsigned i = 0; i < x.adapters.size(); ++i) adapters.set(i, x.adapters[i]);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
@@ -79,6 +81,7 @@ void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
     x.sessions = r.getSessions();
     x.state = r.getState();
     for (auto p : r.getPings()) x.pings.emplace_back(p.getAddress(), p.getRttMs());
+    for (auto a : r.getAdapters()) x.adapters.emplace_back(a);
   });
 }
 
@@ -154,12 +157,20 @@ void fill(const forward_request& x, capnp::MessageBuilder& mb) {
   fill_root<wire::ForwardRequest>(mb, [&](wire::ForwardRequest::Builder b, capnp::Orphanage o) {
     put_tensor(b.initHidden(), x.hidden, o);
     put_positions(b.initPositions(static_cast<unsigned>(x.positions.size())), x.positions);
+    if (x.prompts.defined() && x.prompts.numel() > 0) put_tensor(b.initPrompts(), x.prompts, o);
+    b.setFirstBlock(x.first_block);
+    b.setLastBlock(x.last_block);
+    b.setAdapter(x.adapter);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, forward_request& x) {
   parse<wire::ForwardRequest>(std::move(bytes), x.wire_error, [&](wire::ForwardRequest::Reader r, auto& keep) {
     x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
     x.positions = get_positions(r.getPositions());
+    if (x.wire_error.empty() && r.hasPrompts()) x.wire_error = read_tensor(r.getPrompts(), keep, "prompts", x.prompts);
+    x.first_block = r.getFirstBlock();
+    x.last_block = r.getLastBlock();
+    x.adapter = r.getAdapter();
   });
 }
 
@@ -170,6 +181,43 @@ void fill(const forward_reply& x, capnp::MessageBuilder& mb) {
 void decode(std::shared_ptr<std::vector<char>> bytes, forward_reply& x) {
   parse<wire::ForwardReply>(std::move(bytes), x.wire_error, [&](wire::ForwardReply::Reader r, auto& keep) {
     x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
+  });
+}
+
+void fill(const backward_request& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::BackwardRequest>(mb, [&](wire::BackwardRequest::Builder b, capnp::Orphanage o) {
+    put_tensor(b.initHidden(), x.hidden, o);
+    put_tensor(b.initGradOutput(), x.grad_output, o);
+    put_positions(b.initPositions(static_cast<unsigned>(x.positions.size())), x.positions);
+    if (x.prompts.defined() && x.prompts.numel() > 0) put_tensor(b.initPrompts(), x.prompts, o);
+    b.setFirstBlock(x.first_block);
+    b.setLastBlock(x.last_block);
+    b.setAdapter(x.adapter);
+  });
+}
+void decode(std::shared_ptr<std::vector<char>> bytes, backward_request& x) {
+  parse<wire::BackwardRequest>(std::move(bytes), x.wire_error, [&](wire::BackwardRequest::Reader r, auto& keep) {
+    x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
+    if (x.wire_error.empty()) x.wire_error = read_tensor(r.getGradOutput(), keep, "grad_output", x.grad_output);
+    x.positions = get_positions(r.getPositions());
+    if (x.wire_error.empty() && r.hasPrompts()) x.wire_error = read_tensor(r.getPrompts(), keep, "prompts", x.prompts);
+    x.first_block = r.getFirstBlock();
+    x.last_block = r.getLastBlock();
+    x.adapter = r.getAdapter();
+  });
+}
+
+void fill(const backward_reply& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::BackwardReply>(mb, [&](wire::BackwardReply::Builder b, capnp::Orphanage o) {
+    put_tensor(b.initGradInput(), x.grad_input, o);
+    if (x.grad_prompts.defined() && x.grad_prompts.numel() > 0) put_tensor(b.initGradPrompts(), x.grad_prompts, o);
+  });
+}
+void decode(std::shared_ptr<std::vector<char>> bytes, backward_reply& x) {
+  parse<wire::BackwardReply>(std::move(bytes), x.wire_error, [&](wire::BackwardReply::Reader r, auto& keep) {
+    x.wire_error = read_tensor(r.getGradInput(), keep, "grad_input", x.grad_input);
+    if (x.wire_error.empty() && r.hasGradPrompts())
+      x.wire_error = read_tensor(r.getGradPrompts(), keep, "grad_prompts", x.grad_prompts);
   });
 }
 
@@ -196,6 +244,8 @@ COROLLA_WIRE_CODEC(step_request)
 COROLLA_WIRE_CODEC(step_reply)
 COROLLA_WIRE_CODEC(forward_request)
 COROLLA_WIRE_CODEC(forward_reply)
+COROLLA_WIRE_CODEC(backward_request)
+COROLLA_WIRE_CODEC(backward_reply)
 COROLLA_WIRE_CODEC(close_session)
 COROLLA_WIRE_CODEC(ack)
 

@@ -29,6 +29,7 @@ struct server_info {
   int64_t cache_tokens_left = 0, hidden_size = 0, sessions = 0;
   std::string state = "online";  // joining, online, offline
   std::vector<std::pair<std::string, double>> pings;  // next servers' address -> smoothed RTT in ms
+  std::vector<std::string> adapters;                   // LoRA adapters loaded
   double throughput = 0;
   std::string wire_error;
 };
@@ -68,14 +69,35 @@ struct step_reply {
   std::string wire_error;
 };
 
+// The stateless forward and backward (training). Blocks [first_block, last_block) of the server's span (0, 0:
+// all of it); prompts [blocks, batch, prompt_len, hidden] or undefined for none; adapter "" for none.
 struct forward_request {
   Tensor hidden;
   std::vector<int32_t> positions;
+  Tensor prompts;
+  int64_t first_block = 0, last_block = 0;
+  std::string adapter;
   std::string wire_error;
 };
 
 struct forward_reply {
   Tensor hidden;
+  std::string wire_error;
+};
+
+struct backward_request {
+  Tensor hidden;                   // the input of the first block, as the client sent it to the forward
+  Tensor grad_output;              // gradient of the last block's output
+  std::vector<int32_t> positions;
+  Tensor prompts;
+  int64_t first_block = 0, last_block = 0;
+  std::string adapter;
+  std::string wire_error;
+};
+
+struct backward_reply {
+  Tensor grad_input;
+  Tensor grad_prompts;  // undefined when the request had no prompts
   std::string wire_error;
 };
 
@@ -99,6 +121,8 @@ COROLLA_WIRE_MESSAGE(step_request)
 COROLLA_WIRE_MESSAGE(step_reply)
 COROLLA_WIRE_MESSAGE(forward_request)
 COROLLA_WIRE_MESSAGE(forward_reply)
+COROLLA_WIRE_MESSAGE(backward_request)
+COROLLA_WIRE_MESSAGE(backward_reply)
 COROLLA_WIRE_MESSAGE(close_session)
 COROLLA_WIRE_MESSAGE(ack)
 

@@ -17,6 +17,8 @@ void add_corolla_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<step_reply>("corolla.step_reply");
   cfg.add_message_type<forward_request>("corolla.forward_request");
   cfg.add_message_type<forward_reply>("corolla.forward_reply");
+  cfg.add_message_type<backward_request>("corolla.backward_request");
+  cfg.add_message_type<backward_reply>("corolla.backward_reply");
   cfg.add_message_type<close_session>("corolla.close_session");
   cfg.add_message_type<ack>("corolla.ack");
   cfg.add_message_type<dht_ping_request>("corolla.dht_ping_request");

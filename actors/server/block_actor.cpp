@@ -5,6 +5,7 @@
 
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
+#include "actors/server/block_training.hpp"
 
 namespace corolla {
 namespace {
@@ -51,6 +52,7 @@ caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_pt
         self->delegate(next, std::move(m));
         return caf::delegated<Tensor>{};
       },
+      [=](block_train_msg& m) { return block_train_step(self, *self->state.block, m); },
   };
 }
 

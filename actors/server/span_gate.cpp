@@ -9,6 +9,7 @@
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
 #include "actors/server/cache_budget.hpp"
+#include "actors/server/gate_training.hpp"
 
 namespace corolla {
 namespace {
@@ -314,6 +315,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                    });
         return rp;
       },
+      // Training (stateless, Petals' rpc_forward / rpc_backward): block actors chained by block_train_msg.
       [=](forward_request& req) -> caf::result<forward_reply> {
         auto& s = self->state;
         if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
@@ -321,13 +323,43 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
           return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
         if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
           return make_error(errc::bad_request, msg);
+        auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts);
+        if (!chain) return std::move(chain.error());
         auto rp = self->make_response_promise<forward_reply>();
-        auto positions = std::make_shared<const std::vector<int32_t>>(std::move(req.positions));
-        run_blocks(self, 0, s.blocks.size(), 0, working_copy(*s.backend, req.hidden), positions,
-                   [=](caf::expected<Tensor> out) mutable {
-                     if (!out) rp.deliver(out.error());
-                     else rp.deliver(forward_reply{self->state.backend->download(*out), {}});
-                   });
+        auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
+                                    std::move(req.adapter));
+        caf::actor first = msg.chain.front();
+        self->request(first, s.opt.step_timeout, std::move(msg))
+            .then([=](block_train_result& r) mutable { rp.deliver(forward_reply{std::move(r.hidden), {}}); },
+                  [=](caf::error& e) mutable {
+                    rp.deliver(timeout_or(std::move(e), "the forward through " + span_name(self->state.opt)));
+                  });
+        return rp;
+      },
+      [=](backward_request& req) -> caf::result<backward_reply> {
+        auto& s = self->state;
+        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+        if (s.blocks.empty())
+          return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
+        if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
+          return make_error(errc::bad_request, msg);
+        if (req.grad_output.dtype() != DType::f32 || req.grad_output.shape() != req.hidden.shape())
+          return make_error(errc::bad_request, "the output gradient " + req.grad_output.describe() +
+                                                   " does not match the hidden states " + req.hidden.describe());
+        auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts);
+        if (!chain) return std::move(chain.error());
+        auto rp = self->make_response_promise<backward_reply>();
+        auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
+                                    std::move(req.adapter), &req.grad_output);
+        caf::actor first = msg.chain.front();
+        self->request(first, s.opt.step_timeout, std::move(msg))
+            .then(
+                [=](block_train_result& r) mutable {
+                  rp.deliver(backward_reply{std::move(r.grad), std::move(r.grad_prompts), {}});
+                },
+                [=](caf::error& e) mutable {
+                  rp.deliver(timeout_or(std::move(e), "the backward through " + span_name(self->state.opt)));
+                });
         return rp;
       },
       [=](const close_session& req) -> caf::result<ack> {

@@ -41,6 +41,7 @@ class LlamaBlock final : public Block {
   }
 
   int64_t index() const override { return index_; }
+  Backend& backend() const override { return backend_; }
 
   int64_t weight_bytes() const override {
     int64_t n = 0;

@@ -11,19 +11,18 @@ void require(const std::string& problem) {
   if (!problem.empty()) throw std::invalid_argument(problem);
 }
 
-// A private copy on the backend (blocks transform their input in place).
+}  // namespace
+
 Tensor working_copy(Backend& backend, const Tensor& host) {
   return backend.device() == Device::cpu ? host.clone() : backend.upload(host);
 }
 
-// A copy of a tensor already on the backend: added to a zero-filled one, so it never leaves the device.
+// Added to a zero-filled tensor, so it never leaves the device.
 Tensor device_copy(Backend& backend, const Tensor& t) {
   Tensor out = backend.alloc(DType::f32, t.shape());
   backend.add(out, t, out);
   return out;
 }
-
-}  // namespace
 
 std::string check_prompts(const Tensor& prompts, const Tensor& hidden, int64_t n_blocks) {
   if (!has_prompts(prompts)) return {};

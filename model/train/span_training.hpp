@@ -31,6 +31,11 @@ void add_block_prompts(Backend& backend, Tensor& hidden, const Tensor& prompts, 
 // grad[:, :P] of grad [B, T, D] on the backend, written into prompt_grads[i] (host [n, B, P, D]).
 void store_prompt_grad(Backend& backend, const Tensor& grad, Tensor& prompt_grads, int64_t i);
 
+// A private copy of a host tensor on the backend (blocks and backward transform their arguments in place).
+Tensor working_copy(Backend& backend, const Tensor& host);
+// A copy of a tensor already on the backend, made on the device.
+Tensor device_copy(Backend& backend, const Tensor& t);
+
 // hidden [B, T, D] (host) through `blocks` in order, with prompts; returns the output on the host.
 Tensor span_forward(std::span<Block* const> blocks, const Tensor& hidden, std::span<const int32_t> positions,
                     const Tensor& prompts, Backend& backend);

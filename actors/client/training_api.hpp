@@ -1,0 +1,91 @@
+// The CAF actor API for training small parameters on the client while the blocks stay frozen, locally or on the
+// swarm (see docs/client-api.md, "Training"):
+//
+//   caf::actor blocks = <reply to open_training_request sent to a swarm client>;    // the swarm's blocks
+//   caf::actor blocks = spawn_local_block_runner(sys, source, backend);              // or every block in-process
+//   caf::actor trainer = spawn_trainer(sys, head, blocks, tuning_options);
+//   self->request(trainer, t, train_step{batch}) -> train_step_result{step, loss, tokens, seconds}
+//   self->request(trainer, t, save_atom::value, "prompts.safetensors") -> ack
+//   self->request(trainer, t, params_atom::value) -> trained_parameters
+//
+// A block runner answers the stateless forward and backward of every block of the model:
+//   blocks_forward{hidden [B, S, D], positions, prompts [L, B, P, D] or none} -> blocks_forward_result{out, pass}
+//   blocks_backward{pass, grad_out}  -> blocks_backward_result{grad_in, grad_prompts}
+// (the runner keeps what a pass's backward needs; a pass is backed up once).
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/messages.hpp"
+#include "model/train/prompt_tuning.hpp"
+#include "model/weights/weight_source.hpp"
+
+namespace corolla {
+
+using save_atom = caf::atom_constant<caf::atom("save")>;
+using params_atom = caf::atom_constant<caf::atom("params")>;
+
+struct open_training_request {
+  std::string adapter;              // LoRA adapter the servers apply ("" = none); routes use only servers with it
+  int64_t max_batch_tokens = 4096;  // larger batches are split into sub-batches with routes of their own
+};
+
+struct blocks_forward {
+  Tensor hidden;                   // [B, S, D] f32, host
+  std::vector<int32_t> positions;  // one per token
+  Tensor prompts;                  // deep prompts [L, B, P, D], or undefined
+};
+struct blocks_forward_result {
+  Tensor hidden;      // the last block's output [B, S, D]
+  uint64_t pass = 0;  // names this forward for its backward
+};
+struct blocks_backward {
+  uint64_t pass = 0;
+  Tensor grad_output;  // [B, S, D]
+};
+struct blocks_backward_result {
+  Tensor grad_input;    // [B, S, D]
+  Tensor grad_prompts;  // [L, B, P, D], or undefined without prompts
+};
+
+// Reply to params_atom: the trainable tensors by name (copies).
+struct trained_parameters {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+};
+
+struct train_step {
+  TrainingBatch batch;
+};
+struct train_step_result {
+  int64_t step = 0;     // steps taken so far
+  double loss = 0;      // before this step's update
+  int64_t tokens = 0;   // real tokens of the batch
+  double seconds = 0;   // wall time of the step (forward, backward, update)
+};
+
+// Every block of `source` in this process, on `backend` (which must outlive the actor). Spawned detached.
+caf::actor spawn_local_block_runner(caf::actor_system& sys, std::shared_ptr<WeightSource> source,
+                                    std::shared_ptr<Backend> backend);
+
+// The training loop's actor: owns the trainable parameters (PromptTuning) and runs steps through `blocks`.
+// Spawned detached (the loss over a large vocabulary is computed in it).
+caf::actor spawn_trainer(caf::actor_system& sys, std::shared_ptr<const ClientHead> head, caf::actor blocks,
+                         TuningOptions options, caf::timespan step_timeout = std::chrono::minutes(10));
+
+}  // namespace corolla
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::open_training_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::blocks_forward)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::blocks_forward_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::blocks_backward)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::blocks_backward_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::trained_parameters)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::train_step)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::train_step_result)

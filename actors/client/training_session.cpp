@@ -1,0 +1,437 @@
+#include "actors/client/training_session.hpp"
+
+#include <caf/all.hpp>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "actors/client/batch_split.hpp"
+#include "actors/protocol/errors.hpp"
+#include "model/train/span_training.hpp"
+
+namespace corolla {
+namespace {
+
+// Passes kept for a backward; older ones are dropped (a forward that never gets its backward).
+constexpr size_t kKeptPasses = 4;
+
+// One server of a sub-batch's route and what its first block receives (kept for the backward, and for a
+// replacement server).
+struct hop_run {
+  planned_hop plan;
+  Tensor input;  // host [b, S, D]
+};
+
+struct part_state {
+  int64_t b0 = 0, b1 = 0;          // the batch rows of this sub-batch
+  std::vector<int32_t> positions;
+  Tensor prompts;                  // [L, b, P, D], or undefined
+  std::vector<hop_run> route;
+  Tensor output;                   // forward: the last block's output
+  Tensor grad_prompts;             // backward: [L, b, P, D]
+};
+
+struct pass_state {
+  Shape shape;                     // [B, S, D]
+  Shape prompt_shape;              // [L, B, P, D] when prompts were sent
+  bool prompts = false;
+  std::vector<part_state> parts;
+};
+using pass_ptr = std::shared_ptr<pass_state>;
+
+// A request in flight to a server, failed by hand when the server's connection dies (CAF would only time it out).
+struct pending_call {
+  std::shared_ptr<bool> settled;
+  std::function<void(caf::error)> fail;
+};
+
+struct session_state {
+  training_session_options opt;
+  caf::actor connector, client;
+  std::vector<server_info> servers;
+  std::set<std::string> excluded;  // servers that failed a request of this session
+  std::map<std::string, caf::actor> gates;
+  std::map<caf::actor_addr, std::string> gate_names;
+  std::map<std::string, std::vector<pending_call>> pending;
+  std::map<uint64_t, pass_ptr> passes;
+  uint64_t next_pass = 1;
+  std::vector<std::string> last_routes;  // of the latest forward or backward, one line per sub-batch
+  static inline const char* name = "training_session";
+};
+
+using session_actor = caf::stateful_actor<session_state>;
+using tensor_cont = std::function<void(caf::expected<Tensor>)>;
+
+// The servers a route may use: online, serving the adapter asked for.
+std::vector<server_info> usable(const session_state& st) {
+  std::vector<server_info> out;
+  for (const auto& s : st.servers) {
+    if (s.state != "online") continue;
+    if (!st.opt.adapter.empty() &&
+        std::find(s.adapters.begin(), s.adapters.end(), st.opt.adapter) == s.adapters.end())
+      continue;
+    out.push_back(s);
+  }
+  return out;
+}
+
+// A route over [first, last) avoiding `avoid` when that is possible (to spread sub-batches), never using
+// excluded servers.
+route_plan plan(const session_state& st, int64_t first, int64_t last, const std::set<std::string>& avoid = {}) {
+  const auto servers = usable(st);
+  std::set<std::string> skip = st.excluded;
+  skip.insert(avoid.begin(), avoid.end());
+  route_plan p = plan_route(servers, first, last, skip);
+  if (!p.ok() && !avoid.empty()) p = plan_route(servers, first, last, st.excluded);
+  if (!p.ok() && !st.opt.adapter.empty()) p.error += " with adapter '" + st.opt.adapter + "'";
+  return p;
+}
+
+bool replaceable(const caf::error& e) {
+  // Our own bad input would fail on any server: report it instead of trying another.
+  return !is(e, errc::bad_request);
+}
+
+// Sends `req` to the server at `address` (resolved once, then monitored). on_reply or on_error runs exactly once.
+template <class Reply, class Request>
+void ask_server(session_actor* self, const std::string& address, Request req, std::function<void(Reply&)> on_reply,
+                std::function<void(caf::error)> on_error) {
+  auto send = [=, req = std::move(req)](caf::actor gate) mutable {
+    auto settled = std::make_shared<bool>(false);
+    auto& calls = self->state.pending[address];
+    calls.erase(std::remove_if(calls.begin(), calls.end(), [](const pending_call& c) { return *c.settled; }),
+                calls.end());
+    calls.push_back({settled, on_error});
+    self->request(gate, self->state.opt.request_timeout, std::move(req))
+        .then(
+            [=](Reply& r) {
+              if (*settled) return;
+              *settled = true;
+              if (!r.wire_error.empty()) return on_error(make_error(errc::bad_request, r.wire_error));
+              on_reply(r);
+            },
+            [=](caf::error& e) {
+              if (*settled) return;
+              *settled = true;
+              if (e == caf::sec::request_timeout) e = make_error(errc::timeout, "server " + address + " timed out");
+              on_error(std::move(e));
+            });
+  };
+  if (auto it = self->state.gates.find(address); it != self->state.gates.end()) return send(it->second);
+  self->request(self->state.connector, self->state.opt.request_timeout, resolve_atom::value, address)
+      .then(
+          [=](caf::actor gate) mutable {
+            auto& st = self->state;
+            if (!st.gates.count(address)) {
+              st.gates[address] = gate;
+              st.gate_names[gate.address()] = address;
+              self->monitor(gate);
+            }
+            send(st.gates[address]);
+          },
+          [=](caf::error& e) {
+            on_error(make_error(errc::peer_unavailable, "server " + address + " is unreachable: " + describe(e)));
+          });
+}
+
+Tensor prompt_slice(const part_state& part, const planned_hop& hop) {
+  return has_prompts(part.prompts) ? part.prompts.slice_rows(hop.first, hop.last) : Tensor{};
+}
+
+// Leaves out the server of hop k of part j and re-plans its blocks over the others (with a fresh view of the swarm
+// when the client can give one); cont(error, number of hops that replace it).
+void replace_hop(session_actor* self, pass_ptr p, size_t j, size_t k, caf::error cause,
+                 std::function<void(caf::error, size_t)> cont) {
+  const planned_hop failed = p->parts[j].route[k].plan;
+  self->state.excluded.insert(failed.address);
+  auto replan = [=] {
+    auto& route = p->parts[j].route;
+    route_plan again = plan(self->state, failed.first, failed.last);
+    if (!again.ok())
+      return cont(make_error(errc::no_route, "server " + failed.address + " failed (" + describe(cause) +
+                                                 ") and no other can take over: " + again.error),
+                  0);
+    Tensor input = route[k].input;
+    route.erase(route.begin() + static_cast<std::ptrdiff_t>(k));
+    std::vector<hop_run> fresh;
+    for (auto& h : again.hops) fresh.push_back({h, {}});
+    fresh.front().input = input;
+    route.insert(route.begin() + static_cast<std::ptrdiff_t>(k), fresh.begin(), fresh.end());
+    cont(caf::error{}, fresh.size());
+  };
+  if (!self->state.client) return replan();
+  self->request(self->state.client, self->state.opt.request_timeout, refresh_atom::value)
+      .then(
+          [=](std::vector<server_info>& infos) {
+            if (!infos.empty()) self->state.servers = std::move(infos);
+            replan();
+          },
+          [=](caf::error&) { replan(); });
+}
+
+// Runs hops [k, end) of part j forward, each from its kept input, keeping the input of the next; cont gets the
+// output of hop end - 1. A failing server is replaced and the forward resumes from its input.
+void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t end, tensor_cont cont) {
+  const part_state& part = p->parts[j];
+  const hop_run& hop = part.route[k];
+  forward_request req{hop.input,       part.positions,  prompt_slice(part, hop.plan),
+                      hop.plan.first, hop.plan.last, self->state.opt.adapter, {}};
+  ask_server<forward_reply>(
+      self, hop.plan.address, std::move(req),
+      [=](forward_reply& r) {
+        auto& route = p->parts[j].route;
+        if (k + 1 < route.size()) route[k + 1].input = r.hidden;
+        if (k + 1 == end) return cont(std::move(r.hidden));
+        forward_hops(self, p, j, k + 1, end, cont);
+      },
+      [=](caf::error e) {
+        if (!replaceable(e)) return cont(std::move(e));
+        replace_hop(self, p, j, k, e, [=](caf::error re, size_t n) {
+          if (re) return cont(std::move(re));
+          forward_hops(self, p, j, k, end + n - 1, cont);
+        });
+      });
+}
+
+// Runs hops k, k - 1, ..., 0 of part j backward from `grad` (the gradient of hop k's output); cont gets the
+// gradient of the part's input. A failing server is replaced; its replacements recompute their forward from the
+// kept input first.
+void backward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor grad, tensor_cont cont) {
+  const part_state& part = p->parts[j];
+  const hop_run& hop = part.route[k];
+  backward_request req{hop.input,      grad,          part.positions,          prompt_slice(part, hop.plan),
+                       hop.plan.first, hop.plan.last, self->state.opt.adapter, {}};
+  ask_server<backward_reply>(
+      self, hop.plan.address, std::move(req),
+      [=](backward_reply& r) {
+        part_state& part = p->parts[j];
+        const planned_hop& plan = part.route[k].plan;
+        if (has_prompts(part.prompts)) {
+          Tensor dst = part.grad_prompts.slice_rows(plan.first, plan.last);
+          if (r.grad_prompts.shape() != dst.shape())
+            return cont(make_error(errc::bad_request, "server " + plan.address + " returned prompt gradients " +
+                                                          r.grad_prompts.describe() + ", expected " + dst.describe()));
+          std::memcpy(dst.data(), r.grad_prompts.data(), static_cast<size_t>(dst.nbytes()));
+        }
+        if (r.grad_input.shape() != part.route[k].input.shape())
+          return cont(make_error(errc::bad_request, "server " + plan.address + " returned an input gradient " +
+                                                        r.grad_input.describe()));
+        if (k == 0) return cont(std::move(r.grad_input));
+        backward_hops(self, p, j, k - 1, std::move(r.grad_input), cont);
+      },
+      [=](caf::error e) {
+        if (!replaceable(e)) return cont(std::move(e));
+        replace_hop(self, p, j, k, e, [=](caf::error re, size_t n) {
+          if (re) return cont(std::move(re));
+          if (n == 1) return backward_hops(self, p, j, k, grad, cont);
+          forward_hops(self, p, j, k, k + n - 1, [=](caf::expected<Tensor> out) {
+            if (!out) return cont(out.error());
+            backward_hops(self, p, j, k + n - 1, grad, cont);
+          });
+        });
+      });
+}
+
+// Rows [b0, b1) of prompts [L, B, P, D] as a tensor of their own [L, b, P, D].
+Tensor prompt_rows(const Tensor& prompts, int64_t b0, int64_t b1) {
+  const int64_t l = prompts.dim(0), b = prompts.dim(1), row = prompts.dim(2) * prompts.dim(3);
+  Tensor out = Tensor::empty(DType::f32, {l, b1 - b0, prompts.dim(2), prompts.dim(3)});
+  for (int64_t i = 0; i < l; ++i)
+    std::memcpy(out.data_as<float>() + i * (b1 - b0) * row, prompts.data_as<const float>() + (i * b + b0) * row,
+                static_cast<size_t>((b1 - b0) * row) * 4);
+  return out;
+}
+
+// Joins the parts' tensors (each [.., b, ...] along the batch dimension `batch_dim` 0 or 1) into one.
+Tensor join_parts(const pass_state& p, const std::function<const Tensor&(const part_state&)>& get, Shape shape,
+                  int batch_dim) {
+  if (p.parts.size() == 1) return get(p.parts.front());
+  Tensor out = Tensor::empty(DType::f32, shape);
+  const int64_t outer = batch_dim == 0 ? 1 : shape[0], b = shape[batch_dim];
+  const int64_t row = shape.numel() / outer / b;
+  for (const auto& part : p.parts) {
+    const Tensor& t = get(part);
+    const int64_t n = part.b1 - part.b0;
+    for (int64_t i = 0; i < outer; ++i)
+      std::memcpy(out.data_as<float>() + (i * b + part.b0) * row, t.data_as<const float>() + i * n * row,
+                  static_cast<size_t>(n * row) * 4);
+  }
+  return out;
+}
+
+std::vector<std::string> describe_routes(const pass_state& p) {
+  std::vector<std::string> out;
+  for (const auto& part : p.parts) {
+    std::string line;
+    for (const auto& h : part.route)
+      line += (line.empty() ? "" : " ") + h.plan.address + " [" + std::to_string(h.plan.first) + ", " +
+              std::to_string(h.plan.last) + ")";
+    out.push_back(line);
+  }
+  return out;
+}
+
+// Calls each part's job concurrently; done(error) once all succeeded or at the first failure.
+void for_each_part(pass_ptr p, std::function<void(size_t, std::function<void(caf::error)>)> job,
+                   std::function<void(caf::error)> done) {
+  auto left = std::make_shared<size_t>(p->parts.size());
+  auto failed = std::make_shared<bool>(false);
+  for (size_t j = 0; j < p->parts.size(); ++j)
+    job(j, [=](caf::error e) {
+      if (*failed) return;
+      if (e) {
+        *failed = true;
+        return done(std::move(e));
+      }
+      if (--*left == 0) done(caf::error{});
+    });
+}
+
+caf::behavior training_session(session_actor* self, caf::actor connector, caf::actor client,
+                               std::vector<server_info> servers, training_session_options opt) {
+  auto& st = self->state;
+  st.opt = std::move(opt);
+  st.connector = std::move(connector);
+  st.client = std::move(client);
+  st.servers = std::move(servers);
+  self->set_down_handler([=](caf::down_msg& m) {
+    auto& st = self->state;
+    auto name = st.gate_names.find(m.source);
+    if (name == st.gate_names.end()) return;
+    const std::string address = name->second;
+    st.gate_names.erase(name);
+    st.gates.erase(address);
+    auto calls = std::move(st.pending[address]);
+    st.pending.erase(address);
+    for (auto& c : calls)
+      if (!*c.settled) {
+        *c.settled = true;
+        c.fail(make_error(errc::peer_unavailable, "server " + address + " went away"));
+      }
+  });
+  return {
+      [=](blocks_forward& req) -> caf::result<blocks_forward_result> {
+        auto& st = self->state;
+        const Tensor& h = req.hidden;
+        if (h.dtype() != DType::f32 || h.rank() != 3 || h.dim(0) < 1 || h.dim(1) < 1)
+          return make_error(errc::bad_request, "hidden states must be f32[batch, tokens, hidden], got " + h.describe());
+        if (static_cast<int64_t>(req.positions.size()) != h.dim(0) * h.dim(1))
+          return make_error(errc::bad_request, std::to_string(req.positions.size()) + " positions for " +
+                                                   std::to_string(h.dim(0) * h.dim(1)) + " tokens");
+        if (auto problem = check_prompts(req.prompts, h, st.opt.num_blocks); !problem.empty())
+          return make_error(errc::bad_request, problem);
+        auto p = std::make_shared<pass_state>();
+        p->shape = h.shape();
+        p->prompts = has_prompts(req.prompts);
+        if (p->prompts) p->prompt_shape = req.prompts.shape();
+        std::set<std::string> used;
+        int64_t b0 = 0;
+        for (int64_t n : split_batch_evenly(h.dim(0), h.dim(1), st.opt.max_batch_tokens)) {
+          part_state part;
+          part.b0 = b0;
+          part.b1 = b0 + n;
+          b0 += n;
+          part.positions.assign(req.positions.begin() + part.b0 * h.dim(1), req.positions.begin() + part.b1 * h.dim(1));
+          if (p->prompts)
+            part.prompts = p->parts.empty() && part.b1 == h.dim(0) ? req.prompts : prompt_rows(req.prompts, part.b0, part.b1);
+          route_plan r = plan(st, 0, st.opt.num_blocks, used);
+          if (!r.ok()) return make_error(errc::no_route, r.error);
+          for (auto& hop : r.hops) {
+            used.insert(hop.address);
+            part.route.push_back({hop, {}});
+          }
+          part.route.front().input = h.slice_rows(part.b0, part.b1);
+          p->parts.push_back(std::move(part));
+        }
+        auto rp = self->make_response_promise<blocks_forward_result>();
+        for_each_part(
+            p,
+            [=](size_t j, std::function<void(caf::error)> part_done) {
+              forward_hops(self, p, j, 0, p->parts[j].route.size(), [=](caf::expected<Tensor> out) {
+                if (!out) return part_done(out.error());
+                p->parts[j].output = std::move(*out);
+                part_done(caf::error{});
+              });
+            },
+            [=](caf::error e) mutable {
+              if (e) {
+                rp.deliver(std::move(e));
+                return;
+              }
+              auto& st = self->state;
+              st.last_routes = describe_routes(*p);
+              const uint64_t pass = st.next_pass++;
+              st.passes[pass] = p;
+              while (st.passes.size() > kKeptPasses) st.passes.erase(st.passes.begin());
+              rp.deliver(blocks_forward_result{
+                  join_parts(*p, [](const part_state& s) -> const Tensor& { return s.output; }, p->shape, 0), pass});
+            });
+        return rp;
+      },
+      [=](blocks_backward& req) -> caf::result<blocks_backward_result> {
+        auto& st = self->state;
+        auto it = st.passes.find(req.pass);
+        if (it == st.passes.end())
+          return make_error(errc::bad_request, "no forward pass " + std::to_string(req.pass) + " to back up");
+        pass_ptr p = it->second;
+        if (req.grad_output.dtype() != DType::f32 || req.grad_output.shape() != p->shape)
+          return make_error(errc::bad_request, "the output gradient " + req.grad_output.describe() +
+                                                   " does not match the forward's " + p->shape.str());
+        st.passes.erase(it);
+        auto rp = self->make_response_promise<blocks_backward_result>();
+        const Tensor grad = req.grad_output;
+        for_each_part(
+            p,
+            [=](size_t j, std::function<void(caf::error)> part_done) {
+              part_state& part = p->parts[j];
+              if (p->prompts) part.grad_prompts = Tensor::empty(DType::f32, part.prompts.shape());
+              backward_hops(self, p, j, part.route.size() - 1, grad.slice_rows(part.b0, part.b1),
+                            [=](caf::expected<Tensor> g) {
+                              if (!g) return part_done(g.error());
+                              p->parts[j].output = std::move(*g);  // now the input gradient
+                              part_done(caf::error{});
+                            });
+            },
+            [=](caf::error e) mutable {
+              if (e) {
+                rp.deliver(std::move(e));
+                return;
+              }
+              self->state.last_routes = describe_routes(*p);
+              blocks_backward_result out;
+              out.grad_input =
+                  join_parts(*p, [](const part_state& s) -> const Tensor& { return s.output; }, p->shape, 0);
+              if (p->prompts)
+                out.grad_prompts = join_parts(
+                    *p, [](const part_state& s) -> const Tensor& { return s.grad_prompts; }, p->prompt_shape, 1);
+              rp.deliver(std::move(out));
+            });
+        return rp;
+      },
+      // The servers of the latest forward's or backward's routes, one line per sub-batch.
+      [=](route_atom) { return self->state.last_routes; },
+  };
+}
+
+}  // namespace
+
+caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
+                                                std::vector<server_info> servers, const open_training_request& req,
+                                                caf::timespan request_timeout, int64_t num_blocks) {
+  if (req.max_batch_tokens < 1)
+    return make_error(errc::bad_request, "max_batch_tokens must be positive, got " + std::to_string(req.max_batch_tokens));
+  training_session_options opt{request_timeout, req.adapter, req.max_batch_tokens, num_blocks};
+  session_state probe;
+  probe.opt = opt;
+  probe.servers = servers;
+  if (servers.empty()) return make_error(errc::no_route, "no server answered");
+  if (route_plan r = plan(probe, 0, num_blocks); !r.ok()) return make_error(errc::no_route, r.error);
+  return spawn_training_session(sys, std::move(connector), std::move(client), std::move(servers), std::move(opt));
+}
+
+caf::actor spawn_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
+                                  std::vector<server_info> servers, training_session_options options) {
+  return sys.spawn(training_session, std::move(connector), std::move(client), std::move(servers), std::move(options));
+}
+
+}  // namespace corolla

@@ -1,0 +1,39 @@
+// A training session: the swarm as a block runner (training_api.hpp). Stateless towards the servers, like Petals:
+// the forward sends each span's input to a server of the span and keeps it; the backward sends it again with the
+// gradient, the server recomputing its forward before its backward.
+//
+// Batches above max_batch_tokens are split into sub-batches (split_batch_evenly), each with a route of its own,
+// run concurrently. A server that fails a request (error, timeout, lost connection) is left out for the rest of
+// the session and its span is re-planned over the others (possibly several servers); in a backward the new
+// servers first recompute the forward of that span from the kept input, so the step completes.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <string>
+#include <vector>
+
+#include "actors/client/route_planner.hpp"
+#include "actors/client/training_api.hpp"
+
+namespace corolla {
+
+struct training_session_options {
+  caf::timespan request_timeout = std::chrono::seconds(30);
+  std::string adapter;
+  int64_t max_batch_tokens = 4096;
+  int64_t num_blocks = 0;
+};
+
+// The swarm client's answer to open_training_request: a session over `servers`, once a route covers every block
+// (with the adapter, if one is asked for); no_route otherwise.
+caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
+                                                std::vector<server_info> servers, const open_training_request& req,
+                                                caf::timespan request_timeout, int64_t num_blocks);
+
+// `servers`: the swarm as the client sees it now; `client` (optional) is asked (refresh_atom) for a fresh view
+// when a server must be replaced.
+caf::actor spawn_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
+                                  std::vector<server_info> servers, training_session_options options);
+
+}  // namespace corolla

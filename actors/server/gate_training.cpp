@@ -1,0 +1,40 @@
+#include "actors/server/gate_training.hpp"
+
+#include "actors/protocol/errors.hpp"
+#include "model/train/span_training.hpp"
+
+namespace corolla {
+
+caf::expected<std::vector<caf::actor>> training_chain(const gate_options& opt, const std::vector<caf::actor>& blocks,
+                                                      int64_t first_block, int64_t last_block, const Tensor& hidden,
+                                                      const Tensor& prompts) {
+  int64_t first = first_block, last = last_block;
+  if (first == 0 && last == 0) first = opt.first_block, last = opt.last_block;
+  if (first < opt.first_block || last > opt.last_block || first >= last)
+    return make_error(errc::unknown_block, "blocks " + std::to_string(first) + ".." + std::to_string(last - 1) +
+                                               " are not all served here (blocks " +
+                                               std::to_string(opt.first_block) + ".." +
+                                               std::to_string(opt.last_block - 1) + ")");
+  if (auto problem = check_prompts(prompts, hidden, last - first); !problem.empty())
+    return make_error(errc::bad_request, problem);
+  return std::vector<caf::actor>(blocks.begin() + (first - opt.first_block), blocks.begin() + (last - opt.first_block));
+}
+
+block_train_msg training_message(Backend& backend, std::vector<caf::actor> chain, const Tensor& hidden,
+                                 std::vector<int32_t> positions, const Tensor& prompts, std::string adapter,
+                                 const Tensor* grad) {
+  block_train_msg m;
+  m.hidden = working_copy(backend, hidden);
+  m.positions = std::move(positions);
+  if (has_prompts(prompts)) m.prompts = prompts;
+  m.adapter = std::move(adapter);
+  m.chain = std::move(chain);
+  if (grad) {
+    m.backward = true;
+    m.grad = working_copy(backend, *grad);
+    if (has_prompts(prompts)) m.grad_prompts = Tensor::empty(DType::f32, prompts.shape());
+  }
+  return m;
+}
+
+}  // namespace corolla
