@@ -1,8 +1,12 @@
 #include "model/local_model.hpp"
 
 #include <numeric>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+
+#include "model/train/prompt_tuning.hpp"
+#include "model/train/span_training.hpp"
 
 namespace corolla {
 
@@ -30,13 +34,26 @@ void LocalModel::reset(int64_t batch, int64_t max_length) {
 Tensor LocalModel::forward(std::span<const int32_t> ids, std::span<const int32_t> positions, bool last_only) {
   if (caches_.empty()) throw std::logic_error("LocalModel::forward before reset()");
   if (positions.size() != ids.size()) throw std::invalid_argument("one position per token id is needed");
+  return forward_hidden(head_.embed(ids, batch_), positions, last_only);
+}
+
+Tensor LocalModel::forward_hidden(Tensor hidden, std::span<const int32_t> positions, bool last_only,
+                                  const Tensor& deep_prompts) {
+  if (caches_.empty()) throw std::logic_error("LocalModel::forward before reset()");
+  if (hidden.rank() != 3 || hidden.dim(0) != batch_ || static_cast<int64_t>(positions.size()) != hidden.dim(0) * hidden.dim(1))
+    throw std::invalid_argument("hidden states " + hidden.describe() + " with " + std::to_string(positions.size()) +
+                                " positions do not fit a batch of " + std::to_string(batch_));
+  if (auto problem = check_prompts(deep_prompts, hidden, static_cast<int64_t>(blocks_.size())); !problem.empty())
+    throw std::invalid_argument(problem);
   const int64_t max_length = caches_.front().max_length();
   for (int32_t p : positions)
     if (p < 0 || p >= max_length)
       throw std::invalid_argument("position " + std::to_string(p) + " is beyond max_length " +
                                   std::to_string(max_length));
-  Tensor hidden = head_.embed(ids, batch_);
-  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i]->forward(hidden, positions, &caches_[i]);
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (has_prompts(deep_prompts)) add_block_prompts(backend_, hidden, deep_prompts, static_cast<int64_t>(i));
+    blocks_[i]->forward(hidden, positions, &caches_[i]);
+  }
   const int64_t t = hidden.dim(1);
   cached_length_ = std::max<int64_t>(cached_length_, positions.back() + 1);
   if (!last_only) return head_.logits(hidden);
@@ -55,19 +72,36 @@ Tensor LocalModel::forward_uncached(std::span<const int32_t> ids, int64_t batch,
 }
 
 std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt, const GenerationParams& params,
-                              const std::function<bool(int32_t)>& on_token) {
+                              const std::function<bool(int32_t)>& on_token, const TunedPrompts* tuned) {
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
-  const int64_t total = static_cast<int64_t>(prompt.size()) + params.max_new_tokens;
+  const int64_t prefix = tuned ? tuned->length() : 0;
+  const int64_t total = prefix + static_cast<int64_t>(prompt.size()) + params.max_new_tokens;
   if (total > model.config().max_position)
     throw std::invalid_argument("prompt of " + std::to_string(prompt.size()) + " tokens plus " +
+                                (prefix ? std::to_string(prefix) + " tuned prompts plus " : std::string()) +
                                 std::to_string(params.max_new_tokens) + " new tokens exceeds the context of " +
                                 std::to_string(model.config().max_position));
   model.reset(1, total);
   Sampler sampler(params.sampling);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
-  std::vector<int32_t> positions(prompt.size());
+  std::vector<int32_t> positions(static_cast<size_t>(prefix) + prompt.size());
   std::iota(positions.begin(), positions.end(), 0);
-  Tensor logits = model.forward(prompt, positions, true);
+  Tensor logits;
+  if (!tuned) {
+    logits = model.forward(prompt, positions, true);
+  } else {
+    // The tuned prompts, then the prompt's embeddings: one sequence [1, P + T, D].
+    const int64_t d = model.config().hidden_size, t = static_cast<int64_t>(prompt.size());
+    Backend& be = model.head().backend();
+    const Tensor embeds = be.download(model.head().embed(prompt, 1));
+    Tensor hidden = Tensor::empty(DType::f32, {1, prefix + t, d});
+    std::memcpy(hidden.data(), tuned->prompts.data(), static_cast<size_t>(prefix * d) * 4);
+    std::memcpy(hidden.data_as<float>() + prefix * d, embeds.data(), static_cast<size_t>(t * d) * 4);
+    Tensor deep;
+    if (tuned->deep_prompts.defined())
+      deep = tuned->deep_prompts.reshaped({tuned->deep_prompts.dim(0), 1, prefix, d});
+    logits = model.forward_hidden(be.upload(hidden), positions, true, deep);
+  }
   std::vector<int32_t> out;
   const auto& eos = model.config().eos_token_ids;
   for (int64_t i = 0; i < params.max_new_tokens; ++i) {
@@ -77,7 +111,7 @@ std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt
     if (on_token && !on_token(next)) break;
     if (params.stop_at_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
     if (i + 1 == params.max_new_tokens) break;
-    const int32_t pos = static_cast<int32_t>(history.size() - 1);
+    const int32_t pos = static_cast<int32_t>(prefix + static_cast<int64_t>(history.size()) - 1);
     logits = model.forward({&next, 1}, {&pos, 1}, true);
   }
   return out;

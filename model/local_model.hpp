@@ -13,6 +13,8 @@
 
 namespace corolla {
 
+struct TunedPrompts;  // model/train/prompt_tuning.hpp
+
 class LocalModel {
  public:
   LocalModel(std::shared_ptr<WeightSource> source, Backend& backend, std::optional<DType> dtype = std::nullopt);
@@ -26,6 +28,11 @@ class LocalModel {
   // Feeds ids [batch, T] at `positions` (one per id) through every block with the caches; returns the logits of
   // every token [batch·T, vocab] or, with last_only, of the last token of each sequence [batch, vocab].
   Tensor forward(std::span<const int32_t> ids, std::span<const int32_t> positions, bool last_only);
+  // The same from hidden states [batch, T, hidden] on the backend (token embeddings, or tuned prompts followed by
+  // them). Deep prompts [L, batch, P, hidden] (host; undefined for none) are added to the first P of these T
+  // tokens before each block (Petals' deep prompt tuning: only the call that starts the sequences passes them).
+  Tensor forward_hidden(Tensor hidden, std::span<const int32_t> positions, bool last_only,
+                        const Tensor& deep_prompts = Tensor());
   // Same without touching the caches (each sequence attends only to its own ids).
   Tensor forward_uncached(std::span<const int32_t> ids, int64_t batch, std::span<const int32_t> positions);
   int64_t cached_length() const { return cached_length_; }
@@ -48,7 +55,8 @@ struct GenerationParams {
 
 // Generates after `prompt` (one sequence). on_token is called with each new id as soon as it is chosen and may
 // return false to stop. Returns the new ids.
+// With `tuned` (prompt tuning), its prompts come first (and its deep prompts enter every block with them).
 std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt, const GenerationParams& params,
-                              const std::function<bool(int32_t)>& on_token = {});
+                              const std::function<bool(int32_t)>& on_token = {}, const TunedPrompts* tuned = nullptr);
 
 }  // namespace corolla

@@ -18,6 +18,7 @@
 #include "model/tokenizer/chat_template.hpp"
 #include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
+#include "model/train/prompt_tuning.hpp"
 
 namespace corolla::cli {
 namespace {
@@ -37,6 +38,7 @@ struct GenerateOptions {
   std::vector<std::string> initial_peers;
   std::string mode = "push";
   std::string swarm_id;
+  std::string prompts;  // tuned prompts (corolla finetune --out)
 };
 
 // Prints tokens as they come: decoded text (never a broken UTF-8 sequence) or space-separated ids.
@@ -111,14 +113,19 @@ int run_local(const GenerateOptions& o, const std::string& path) {
             << model.weight_bytes() / 1e6 << " MB of block weights) in "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count() << " s on "
             << backend->name() << "\n";
+  std::optional<TunedPrompts> tuned;
+  if (!o.prompts.empty()) tuned = load_tuned_prompts(o.prompts, model.config());
   TokenPrinter printer(std::move(tokenizer));
   const auto t0 = std::chrono::steady_clock::now();
   auto t_first = t0;
-  generate(model, prompt, params, [&](int32_t id) {
-    if (printer.count() == 0) t_first = std::chrono::steady_clock::now();
-    printer.print(id);
-    return true;
-  });
+  generate(
+      model, prompt, params,
+      [&](int32_t id) {
+        if (printer.count() == 0) t_first = std::chrono::steady_clock::now();
+        printer.print(id);
+        return true;
+      },
+      tuned ? &*tuned : nullptr);
   printer.finish();
   const auto t1 = std::chrono::steady_clock::now();
   report(prompt.size(), printer.count(), std::chrono::duration<double>(t_first - t0).count(),
@@ -201,6 +208,7 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--mode", o->mode, "push (server to server) or relay (through the client)")
       ->check(CLI::IsMember({"push", "relay"}));
   cmd->add_option("--swarm_id", o->swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)");
+  cmd->add_option("--prompts", o->prompts, "Tuned prompts to put first (a file saved by `corolla finetune --out`)");
   return [o, cmd] {
     if (cmd->count("--prompt") && o->prompt.empty()) throw std::invalid_argument("the prompt is empty");
     if (o->prompt_ids.empty() && o->prompt.empty()) throw std::invalid_argument("give --prompt or --prompt-ids");

@@ -14,5 +14,6 @@ Runner add_chat(CLI::App& app);
 Runner add_dht(CLI::App& app);
 Runner add_config_check(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
+Runner add_finetune(CLI::App& app);
 
 }  // namespace corolla::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(corolla::cli::add_dht);
   add(corolla::cli::add_config_check);
   add(corolla::cli::add_tokenize);
+  add(corolla::cli::add_finetune);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
