@@ -180,7 +180,7 @@ void throughput(int rounds) {
     Tensor t = Tensor::empty(DType::f32, {1, floats / 2048, 2048});
     for (int i = 0; i < rounds; ++i) {
       const auto t0 = clk::now();
-      self->request(*echo, std::chrono::seconds(10), forward_request{t, {}, {}})
+      self->request(*echo, std::chrono::seconds(10), forward_request{t, {}, {}, 0, 0, {}, {}})
           .receive([](forward_reply&) {}, [](caf::error&) {});
       caf_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
     }

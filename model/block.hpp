@@ -12,6 +12,7 @@
 
 #include "kernels/backend.hpp"
 #include "model/config.hpp"
+#include "model/lora.hpp"
 #include "model/weights/weight_source.hpp"
 
 namespace corolla {
@@ -33,11 +34,14 @@ class Block {
   // Transforms hidden [B, T, D] (f32, on the backend's device) in place. Token b·T + t sits at positions[b·T + t].
   // With a cache, its K/V are stored at slot = position and it attends to slots 0..position (the history must
   // be contiguous). Without one, each sequence attends causally to its own T tokens, whatever their positions.
-  virtual void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache) = 0;
+  // With `lora`, the adapter's pairs add to the projections they target (model/lora.hpp).
+  virtual void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache,
+                       const BlockLora* lora = nullptr) = 0;
   // The gradient of the stateless forward (no cache) with respect to its input. hidden_in [B, T, D] is what that
   // forward received, grad [B, T, D] the gradient of its output; grad is replaced by the gradient of hidden_in.
   // The forward is recomputed here (servers keep nothing between requests); the weights stay frozen.
-  virtual void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad) = 0;
+  virtual void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,
+                        const BlockLora* lora = nullptr) = 0;
   virtual KVCache make_cache(int64_t batch, int64_t max_length) = 0;
   // Bytes of weights held (in the serving dtype).
   virtual int64_t weight_bytes() const = 0;

@@ -52,7 +52,7 @@ Tensor LocalModel::forward_hidden(Tensor hidden, std::span<const int32_t> positi
                                   std::to_string(max_length));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (has_prompts(deep_prompts)) add_block_prompts(backend_, hidden, deep_prompts, static_cast<int64_t>(i));
-    blocks_[i]->forward(hidden, positions, &caches_[i]);
+    blocks_[i]->forward(hidden, positions, &caches_[i], adapter_ ? adapter_->block(blocks_[i]->index()) : nullptr);
   }
   const int64_t t = hidden.dim(1);
   cached_length_ = std::max<int64_t>(cached_length_, positions.back() + 1);
@@ -67,7 +67,7 @@ Tensor LocalModel::forward_hidden(Tensor hidden, std::span<const int32_t> positi
 
 Tensor LocalModel::forward_uncached(std::span<const int32_t> ids, int64_t batch, std::span<const int32_t> positions) {
   Tensor hidden = head_.embed(ids, batch);
-  for (auto& b : blocks_) b->forward(hidden, positions, nullptr);
+  for (auto& b : blocks_) b->forward(hidden, positions, nullptr, adapter_ ? adapter_->block(b->index()) : nullptr);
   return head_.logits(hidden);
 }
 

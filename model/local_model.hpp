@@ -20,6 +20,8 @@ class LocalModel {
   LocalModel(std::shared_ptr<WeightSource> source, Backend& backend, std::optional<DType> dtype = std::nullopt);
 
   const ModelConfig& config() const { return head_.config(); }
+  // Applies a LoRA adapter (loaded for every block) from now on; nullptr removes it.
+  void set_adapter(std::shared_ptr<const LoraAdapter> adapter) { adapter_ = std::move(adapter); }
   const ClientHead& head() const { return head_; }
   int64_t weight_bytes() const;
 
@@ -43,6 +45,7 @@ class LocalModel {
   ClientHead head_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<KVCache> caches_;
+  std::shared_ptr<const LoraAdapter> adapter_;
   int64_t batch_ = 0;
   int64_t cached_length_ = 0;
 };

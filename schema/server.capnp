@@ -39,6 +39,7 @@ struct OpenSession {
   # The blocks of the server's span this session runs, [firstBlock, lastBlock); both 0 = the whole span.
   firstBlock @2 :Int64;
   lastBlock @3 :Int64;
+  adapter @4 :Text;               # LoRA adapter applied to every step ("" = none)
 }
 
 struct SessionOpened {

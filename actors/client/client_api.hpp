@@ -38,8 +38,12 @@ struct swarm_client_options {
 };
 
 struct open_session_request {
-  int64_t max_length = 2048;
-  int64_t batch = 1;
+  // A constructor rather than an aggregate: {max_length, batch} stays complete as fields are added.
+  open_session_request(int64_t max_length = 2048, int64_t batch = 1, std::string adapter = {})
+      : max_length(max_length), batch(batch), adapter(std::move(adapter)) {}
+  int64_t max_length;
+  int64_t batch;
+  std::string adapter;  // LoRA adapter the servers apply ("" = none); only servers that hold it are used
 };
 
 struct generate_request {

@@ -40,7 +40,8 @@ void open_hops(session_actor* self, size_t i, std::function<void(caf::error)> do
       .then(
           [=](caf::actor gate) {
             self->state.hops[i].gate = gate;
-            open_session req{self->state.opt.max_length, self->state.opt.batch, plan.first, plan.last, {}};
+            open_session req{self->state.opt.max_length, self->state.opt.batch, plan.first, plan.last,
+                             self->state.opt.adapter, {}};
             self->request(gate, self->state.opt.request_timeout, std::move(req))
                 .then(
                     [=](const session_opened& r) {

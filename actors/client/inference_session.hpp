@@ -18,6 +18,7 @@ struct session_options {
   caf::timespan request_timeout = std::chrono::seconds(30);
   int64_t max_length = 2048;
   int64_t batch = 1;
+  std::string adapter;  // LoRA adapter every server applies ("" = none)
 };
 
 // The session answers (open_atom) with an ack once every server of `route` has opened its part.

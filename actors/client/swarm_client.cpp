@@ -95,6 +95,14 @@ void refresh(client_actor* self, std::function<void(std::vector<server_info>)> d
           [=](caf::error&) { keep({}); });
 }
 
+// The servers that hold a LoRA adapter.
+std::vector<server_info> with_adapter(std::vector<server_info> infos, const std::string& adapter) {
+  std::erase_if(infos, [&](const server_info& s) {
+    return std::find(s.adapters.begin(), s.adapters.end(), adapter) == s.adapters.end();
+  });
+  return infos;
+}
+
 caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::shared_ptr<const ClientHead> head,
                            caf::actor connector) {
   auto& st = self->state;
@@ -132,12 +140,14 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
             return;
           }
           const int64_t blocks = st.head->config().num_layers;
+          if (!req.adapter.empty()) infos = with_adapter(std::move(infos), req.adapter);
           route_plan plan = plan_route(infos, 0, blocks, {}, req.max_length * req.batch);
+          if (!plan.ok() && !req.adapter.empty()) plan.error += " with adapter '" + req.adapter + "'";
           if (!plan.ok()) {
             rp.deliver(make_error(errc::no_route, plan.error));
             return;
           }
-          session_options so{st.opt.mode, st.opt.request_timeout, req.max_length, req.batch};
+          session_options so{st.opt.mode, st.opt.request_timeout, req.max_length, req.batch, req.adapter};
           auto session = spawn_inference_session(self->home_system(), st.head, st.connector, so, plan.hops);
           self->request(session, st.opt.request_timeout * 4, open_atom::value)
               .then([=](const ack&) mutable { rp.deliver(session); },

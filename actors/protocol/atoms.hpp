@@ -45,6 +45,7 @@ struct block_run_msg {
   Tensor hidden;
   std::vector<int32_t> positions;
   std::vector<caf::actor> then;
+  std::string adapter;  // LoRA adapter ("" = none)
 };
 
 // Gate -> block actors: the stateless forward, or forward then backward, of a chain of blocks (training).

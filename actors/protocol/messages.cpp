@@ -91,6 +91,7 @@ void fill(const open_session& x, capnp::MessageBuilder& mb) {
     b.setBatch(x.batch);
     b.setFirstBlock(x.first_block);
     b.setLastBlock(x.last_block);
+    b.setAdapter(x.adapter);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, open_session& x) {
@@ -99,6 +100,7 @@ void decode(std::shared_ptr<std::vector<char>> bytes, open_session& x) {
     x.batch = r.getBatch();
     x.first_block = r.getFirstBlock();
     x.last_block = r.getLastBlock();
+    x.adapter = r.getAdapter();
   });
 }
 

@@ -39,6 +39,7 @@ struct open_session {
   int64_t batch = 1;
   int64_t first_block = 0;  // the blocks of the server's span to run, [first, last); 0, 0 = all of them
   int64_t last_block = 0;
+  std::string adapter;      // LoRA adapter applied to every step ("" = none)
   std::string wire_error;
 };
 

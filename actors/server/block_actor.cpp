@@ -12,12 +12,30 @@ namespace {
 
 struct block_state {
   std::shared_ptr<Block> block;
+  std::shared_ptr<const adapter_set> adapters;
+  // This block's pairs of the adapter `name` (nullptr for none, or when it leaves this block alone); false when
+  // the server has no such adapter.
+  bool lora(const std::string& name, const BlockLora*& out) const {
+    out = nullptr;
+    if (name.empty()) return true;
+    if (!adapters) return false;
+    auto it = adapters->find(name);
+    if (it == adapters->end()) return false;
+    out = it->second->block(block->index());
+    return true;
+  }
   std::unordered_map<uint64_t, KVCache> caches;
   static inline const char* name = "block";
 };
 
-caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_ptr<Block> block) {
+caf::error unknown_adapter(const std::string& name) {
+  return make_error(errc::bad_request, "this server has no adapter '" + name + "'");
+}
+
+caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_ptr<Block> block,
+                          std::shared_ptr<const adapter_set> adapters) {
   self->state.block = std::move(block);
+  self->state.adapters = std::move(adapters);
   return {
       [=](const block_open_msg& m) -> caf::result<void> {
         try {
@@ -39,8 +57,10 @@ caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_pt
                                                          " has no cache for session " + std::to_string(m.session));
           cache = &it->second;
         }
+        const BlockLora* lora = nullptr;
+        if (!st.lora(m.adapter, lora)) return unknown_adapter(m.adapter);
         try {
-          st.block->forward(m.hidden, m.positions, cache);
+          st.block->forward(m.hidden, m.positions, cache, lora);
         } catch (const std::invalid_argument& e) {
           return make_error(errc::bad_request, e.what());
         } catch (const std::exception& e) {
@@ -52,14 +72,19 @@ caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_pt
         self->delegate(next, std::move(m));
         return caf::delegated<Tensor>{};
       },
-      [=](block_train_msg& m) { return block_train_step(self, *self->state.block, m); },
+      [=](block_train_msg& m) -> caf::result<block_train_result> {
+        const BlockLora* lora = nullptr;
+        if (!self->state.lora(m.adapter, lora)) return unknown_adapter(m.adapter);
+        return block_train_step(self, *self->state.block, lora, m);
+      },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block) {
-  return sys.spawn<caf::detached>(block_actor, std::move(block));
+caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block,
+                             std::shared_ptr<const adapter_set> adapters) {
+  return sys.spawn<caf::detached>(block_actor, std::move(block), std::move(adapters));
 }
 
 }  // namespace corolla

@@ -7,10 +7,19 @@
 #include <caf/actor_system.hpp>
 #include <memory>
 
+#include <map>
+#include <string>
+
 #include "model/block.hpp"
+#include "model/lora.hpp"
 
 namespace corolla {
 
-caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block);
+// LoRA adapters a server loaded, by name.
+using adapter_set = std::map<std::string, std::shared_ptr<const LoraAdapter>>;
+
+// `adapters` (optional): what requests may name; the block applies its share of the one named.
+caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block,
+                             std::shared_ptr<const adapter_set> adapters = nullptr);
 
 }  // namespace corolla

@@ -12,6 +12,8 @@ namespace corolla {
 
 // Runs this block's part of `m`, then passes `m` to the next block of the chain (by delegation, so the last one
 // answers the gate directly) or answers with the result. Bad shapes are bad_request errors, never a crash.
-caf::result<block_train_result> block_train_step(caf::local_actor* self, Block& block, block_train_msg& m);
+// `lora`: this block's pairs of the adapter the request names (nullptr for none).
+caf::result<block_train_result> block_train_step(caf::local_actor* self, Block& block, const BlockLora* lora,
+                                                 block_train_msg& m);
 
 }  // namespace corolla

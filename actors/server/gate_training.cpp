@@ -1,13 +1,24 @@
 #include "actors/server/gate_training.hpp"
 
+#include <algorithm>
+
 #include "actors/protocol/errors.hpp"
 #include "model/train/span_training.hpp"
 
 namespace corolla {
 
+std::string check_adapter(const gate_options& opt, const std::string& adapter) {
+  if (adapter.empty() || std::find(opt.adapters.begin(), opt.adapters.end(), adapter) != opt.adapters.end())
+    return {};
+  std::string held;
+  for (const auto& a : opt.adapters) held += (held.empty() ? "" : ", ") + a;
+  return "unknown adapter '" + adapter + "' (this server holds " + (held.empty() ? std::string("none") : held) + ")";
+}
+
 caf::expected<std::vector<caf::actor>> training_chain(const gate_options& opt, const std::vector<caf::actor>& blocks,
                                                       int64_t first_block, int64_t last_block, const Tensor& hidden,
-                                                      const Tensor& prompts) {
+                                                      const Tensor& prompts, const std::string& adapter) {
+  if (auto problem = check_adapter(opt, adapter); !problem.empty()) return make_error(errc::bad_request, problem);
   int64_t first = first_block, last = last_block;
   if (first == 0 && last == 0) first = opt.first_block, last = opt.last_block;
   if (first < opt.first_block || last > opt.last_block || first >= last)

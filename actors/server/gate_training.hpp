@@ -13,10 +13,13 @@
 namespace corolla {
 
 // The block actors of [first_block, last_block) (0, 0: the whole span), after checking that the span serves them
-// and that `prompts` fit them and `hidden`. Errors are unknown_block or bad_request with a readable message.
+// that `prompts` fit them and `hidden`, and that the server holds the adapter. Errors are unknown_block or bad_request with a readable message.
 caf::expected<std::vector<caf::actor>> training_chain(const gate_options& opt, const std::vector<caf::actor>& blocks,
                                                       int64_t first_block, int64_t last_block, const Tensor& hidden,
-                                                      const Tensor& prompts);
+                                                      const Tensor& prompts, const std::string& adapter);
+
+// "" when the server holds the adapter a request names (or none is named), else a message saying which it has.
+std::string check_adapter(const gate_options& opt, const std::string& adapter);
 
 // The message that runs `chain` forward (and back, with `grad` set) over working copies of the request's tensors
 // on `backend`.

@@ -39,6 +39,22 @@ std::optional<std::string> check_host(const std::string& host) {
 
 std::string range_text(const BlockRange& r) { return std::to_string(r.first) + ":" + std::to_string(r.last); }
 
+// Adapters are named by their directory: two with one name could not be told apart.
+std::optional<std::string> check_adapters(const std::vector<std::string>& dirs) {
+  std::vector<std::string> names;
+  for (const auto& d : dirs) {
+    std::string trimmed = d;
+    while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+    const std::string name = trimmed.substr(trimmed.find_last_of('/') + 1);
+    if (name.empty() || name == "." || name == "..")
+      return "must be adapter directories with a name, got " + toml_quote(d);
+    for (const auto& n : names)
+      if (n == name) return "name two adapters '" + name + "' (requests name an adapter by its directory's name)";
+    names.push_back(name);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string node_data_dir(const NodeConfig& config) {
@@ -122,6 +138,8 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
     }
   }
   r.get_double("update_period_s", c.update_period_s, 0, true);
+  if (r.get_string_array("adapters", c.adapters))
+    if (auto problem = check_adapters(c.adapters)) r.fail("adapters", *problem);
 }
 
 NodeConfig load_node_config(const std::string& toml_path) {
@@ -166,6 +184,7 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
   if (c.max_sessions < 1) fail("max_sessions", "must be an integer >= 1, got " + std::to_string(c.max_sessions));
   if (auto problem = check_throughput(c.throughput)) fail("throughput", *problem);
   positive("update_period_s", c.update_period_s);
+  if (auto problem = check_adapters(c.adapters)) fail("adapters", *problem);
 }
 
 std::string to_toml(const NodeConfig& c, const std::string& table) {
@@ -192,6 +211,7 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("session_timeout_s", toml_double(c.session_timeout_s));
   line("throughput", toml_quote(c.throughput));
   line("update_period_s", toml_double(c.update_period_s));
+  line("adapters", toml_string_array(c.adapters));
   return out;
 }
 

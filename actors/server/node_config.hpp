@@ -40,6 +40,7 @@ struct NodeConfig {
   int max_sessions = 64;                    // concurrent inference sessions
   std::string throughput = "auto";          // "auto" (measure, cached), "eval" (measure again) or a number (rps)
   double update_period_s = 60;              // how often the node announces its blocks to the DHT
+  std::vector<std::string> adapters;        // PEFT LoRA adapter directories; requests name one by its directory name
 
   bool operator==(const NodeConfig&) const = default;
 };

@@ -37,6 +37,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.step_timeout = setup.step_timeout;
   o.session_timeout = setup.session_timeout;
   o.seed = setup.seed;
+  for (const auto& dir : setup.adapters) o.adapters.push_back(adapter_name(dir));
   node.gate = spawn_span_gate(sys, o, {}, node.backend, std::move(connector), setup.dht);
   if (load_now) load_server_blocks(sys, node, setup, *source);
   return node;
@@ -52,10 +53,15 @@ void load_server_blocks(caf::actor_system& sys, server_node& node, const server_
   const bool converts = setup.dtype && source.has(first_weight) && source.meta(first_weight).dtype != *setup.dtype;
   NodeStore* store = converts ? setup.store : nullptr;
   const std::string digest = store ? model_digest(source) : std::string();
+  auto adapters = std::make_shared<adapter_set>();
+  for (const auto& dir : setup.adapters) {
+    auto adapter = LoraAdapter::load(dir, source.config(), setup.first_block, setup.last_block, *node.backend);
+    (*adapters)[adapter->name()] = std::move(adapter);
+  }
   for (int64_t i = setup.first_block; i < setup.last_block; ++i) {
     std::shared_ptr<Block> block = store ? load_block_cached(store, digest, source, i, *node.backend, {setup.dtype})
                                          : load_block(source, i, *node.backend, {setup.dtype});
-    node.blocks.push_back(spawn_block_actor(sys, std::move(block)));
+    node.blocks.push_back(spawn_block_actor(sys, std::move(block), adapters));
     if (setup.progress) setup.progress(i, i - setup.first_block + 1, n);
   }
   caf::scoped_actor self{sys};

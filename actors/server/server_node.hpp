@@ -34,6 +34,8 @@ struct server_setup {
   caf::actor dht;
   // Optional: converted block weights are cached here when the serving dtype differs from the stored one.
   NodeStore* store = nullptr;
+  // LoRA adapter directories (PEFT format) to load for the span; requests name them by directory name.
+  std::vector<std::string> adapters;
   // Optional: called for each block as it loads (index, loaded so far, total) — progress on stderr.
   std::function<void(int64_t, int64_t, int64_t)> progress;
 };

@@ -18,6 +18,7 @@ using clock_type = caf::actor_clock::clock_type;
 
 struct gate_session {
   uint64_t id = 0;
+  std::string adapter;            // LoRA adapter applied to every step ("" = none)
   caf::actor_addr owner;
   int64_t batch = 1, max_length = 0;
   size_t first = 0, last = 0;     // indices into the gate's block actors
@@ -87,12 +88,13 @@ void release_session(gate_actor* self, uint64_t id) {
 
 // Runs `hidden` through block actors [first, end) of the span (they pass it along), then calls done.
 void run_blocks(gate_actor* self, size_t first, size_t end, uint64_t session, Tensor hidden,
-                std::shared_ptr<const std::vector<int32_t>> positions,
+                std::shared_ptr<const std::vector<int32_t>> positions, std::string adapter,
                 std::function<void(caf::expected<Tensor>)> done) {
   auto& st = self->state;
   std::vector<caf::actor> then(st.blocks.begin() + static_cast<std::ptrdiff_t>(first) + 1,
                                st.blocks.begin() + static_cast<std::ptrdiff_t>(end));
-  self->request(st.blocks[first], st.opt.step_timeout, block_run_msg{session, std::move(hidden), *positions, then})
+  self->request(st.blocks[first], st.opt.step_timeout,
+                block_run_msg{session, std::move(hidden), *positions, then, std::move(adapter)})
       .then([=](Tensor& out) { done(std::move(out)); },
             [=](caf::error& e) { done(timeout_or(std::move(e), "the step through " + span_name(self->state.opt))); });
 }
@@ -181,6 +183,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         i.sessions = static_cast<int64_t>(s.sessions.size());
         i.throughput = s.opt.throughput;
         i.state = s.blocks.empty() ? "joining" : "online";
+        i.adapters = s.opt.adapters;
         return i;
       },
       [=](blocks_atom, const std::vector<caf::actor>& blocks) -> caf::result<ack> {
@@ -207,6 +210,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (first < s.opt.first_block || last > s.opt.last_block || first >= last)
           return make_error(errc::unknown_block, "blocks " + std::to_string(first) + ".." + std::to_string(last - 1) +
                                                      " are not all served here (" + span_name(s.opt) + ")");
+        if (auto problem = check_adapter(s.opt, req.adapter); !problem.empty())
+          return make_error(errc::bad_request, problem);
         if (static_cast<int64_t>(s.sessions.size()) >= s.opt.max_sessions)
           return make_error(errc::out_of_cache, "the server already holds its maximum of " +
                                                     std::to_string(s.opt.max_sessions) + " sessions");
@@ -219,6 +224,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         do id = s.rng(); while (id == 0 || s.sessions.count(id));
         gate_session session;
         session.id = id;
+        session.adapter = req.adapter;
         session.owner = caf::actor_cast<caf::actor_addr>(self->current_sender());
         session.batch = req.batch;
         session.max_length = req.max_length;
@@ -293,7 +299,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         const uint64_t id = session.id;
         auto positions = std::make_shared<const std::vector<int32_t>>(req.positions);
         run_blocks(self, session.first, session.last, id, working_copy(*s.backend, req.hidden), positions,
-                   [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
+                   session.adapter, [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
                      auto it = self->state.sessions.find(id);
                      if (it == self->state.sessions.end()) {
                        rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
@@ -323,7 +329,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
           return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
         if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
           return make_error(errc::bad_request, msg);
-        auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts);
+        auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts,
+                                    req.adapter);
         if (!chain) return std::move(chain.error());
         auto rp = self->make_response_promise<forward_reply>();
         auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
@@ -346,7 +353,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (req.grad_output.dtype() != DType::f32 || req.grad_output.shape() != req.hidden.shape())
           return make_error(errc::bad_request, "the output gradient " + req.grad_output.describe() +
                                                    " does not match the hidden states " + req.hidden.describe());
-        auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts);
+        auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts,
+                                    req.adapter);
         if (!chain) return std::move(chain.error());
         auto rp = self->make_response_promise<backward_reply>();
         auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,

@@ -25,6 +25,7 @@ struct gate_options {
   caf::timespan session_timeout = std::chrono::seconds(300);
   double throughput = 0;
   uint64_t seed = 1;             // session ids are drawn from an RNG seeded with this
+  std::vector<std::string> adapters;  // LoRA adapters the block actors hold, by name
 };
 
 // (address_atom, "HOST:PORT") tells the gate where it was published (announced in its info).

@@ -18,6 +18,7 @@
 #include "model/tokenizer/chat_template.hpp"
 #include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
+#include "model/lora.hpp"
 #include "model/train/prompt_tuning.hpp"
 
 namespace corolla::cli {
@@ -39,6 +40,7 @@ struct GenerateOptions {
   std::string mode = "push";
   std::string swarm_id;
   std::string prompts;  // tuned prompts (corolla finetune --out)
+  std::string adapter;  // LoRA adapter: its name on the swarm, or its directory in this process
 };
 
 // Prints tokens as they come: decoded text (never a broken UTF-8 sequence) or space-separated ids.
@@ -113,6 +115,8 @@ int run_local(const GenerateOptions& o, const std::string& path) {
             << model.weight_bytes() / 1e6 << " MB of block weights) in "
             << std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count() << " s on "
             << backend->name() << "\n";
+  if (!o.adapter.empty())
+    model.set_adapter(LoraAdapter::load(o.adapter, model.config(), 0, model.config().num_layers, *backend));
   std::optional<TunedPrompts> tuned;
   if (!o.prompts.empty()) tuned = load_tuned_prompts(o.prompts, model.config());
   TokenPrinter printer(std::move(tokenizer));
@@ -157,7 +161,7 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   });
   const int64_t max_length = static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
   int rc = 0;
-  self->request(client, caf::infinite, open_session_request{max_length, 1})
+  self->request(client, caf::infinite, open_session_request{max_length, 1, o.adapter})
       .receive(
           [&](caf::actor session) {
             self->request(session, caf::infinite, generate_request{prompt, params, printer_actor})
@@ -209,6 +213,9 @@ Runner add_generate(CLI::App& app) {
       ->check(CLI::IsMember({"push", "relay"}));
   cmd->add_option("--swarm_id", o->swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)");
   cmd->add_option("--prompts", o->prompts, "Tuned prompts to put first (a file saved by `corolla finetune --out`)");
+  cmd->add_option("--adapter", o->adapter,
+                  "LoRA adapter to apply: its name on the swarm's servers (--adapters), or its directory (PEFT "
+                  "format) when generating in this process");
   return [o, cmd] {
     if (cmd->count("--prompt") && o->prompt.empty()) throw std::invalid_argument("the prompt is empty");
     if (o->prompt_ids.empty() && o->prompt.empty()) throw std::invalid_argument("give --prompt or --prompt-ids");

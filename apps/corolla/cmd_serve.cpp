@@ -19,6 +19,7 @@
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
+#include "model/lora.hpp"
 #include "model/model_path.hpp"
 
 namespace corolla::cli {
@@ -96,6 +97,12 @@ int run(const NodeConfig& cfg) {
   };
   setup.store = &store;
   setup.dht = dht;
+  setup.adapters = cfg.adapters;
+  // A bad adapter is reported before anything is published (adapters are small: reading them twice is cheap).
+  for (const auto& dir : cfg.adapters) {
+    auto check = LoraAdapter::load(dir, source->config(), setup.first_block, setup.last_block, *make_cpu_backend(1));
+    std::cerr << "adapter '" << check->name() << "': rank " << check->rank() << ", scale " << check->scale() << "\n";
+  }
   // The gate first: published and announced as "joining" while the blocks load.
   server_node node = start_server_node(sys, setup, connector, source, false);
 

@@ -88,6 +88,9 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   cmd.add_option("--update_period", f.update_period,
                  "Seconds between announcements of the node's blocks to the DHT" + dflt(d.update_period_s))
       ->check(CLI::PositiveNumber);
+  cmd.add_option("--adapters", f.adapters,
+                 "PEFT LoRA adapter directories to load; requests name one by its directory's name")
+      ->type_name("DIR");
 }
 
 NodeConfig resolve_node_config(const NodeFlags& f) {
@@ -127,6 +130,7 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
   if (given("--max_sessions")) c.max_sessions = f.max_sessions;
   if (given("--throughput")) c.throughput = f.throughput;
   if (given("--update_period")) c.update_period_s = f.update_period;
+  if (given("--adapters")) c.adapters = f.adapters;
 
   const std::string source = source_of(f.config);
   if (c.model.empty()) throw ConfigError(source + ": no model: pass --model, or set 'model' in the --config file");

@@ -37,6 +37,7 @@ struct NodeFlags {
   int max_sessions = 0;
   std::string throughput;
   double update_period = 0;
+  std::vector<std::string> adapters;
 };
 
 void add_node_flags(CLI::App& cmd, NodeFlags& flags);

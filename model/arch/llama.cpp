@@ -72,7 +72,7 @@ class LlamaBlock final : public Block {
             backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim})};
   }
 
-  void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache) override {
+  void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache, const BlockLora* lora) override {
     Backend& be = backend_;
     check_shapes(hidden, positions);
     const int64_t b = hidden.dim(0), t = hidden.dim(1), d = c_.hidden_size, m = b * t;
@@ -101,28 +101,29 @@ class LlamaBlock final : public Block {
     Tensor att = be.alloc(DType::f32, {m, hq * hd});
 
     be.rms_norm(x, w_.attn_norm, static_cast<float>(c_.rms_norm_eps), n);
-    be.matmul(n, w_.wq, w_.bq.defined() ? &w_.bq : nullptr, q);
-    be.matmul(n, w_.wk, w_.bk.defined() ? &w_.bk : nullptr, k);
-    be.matmul(n, w_.wv, w_.bv.defined() ? &w_.bv : nullptr, v);
+    project(n, Projection::q, lora, q);
+    project(n, Projection::k, lora, k);
+    project(n, Projection::v, lora, v);
     Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);
     be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, cache->k, cache->v);
     be.attention(q.reshaped({b, t, hq, hd}), cache->k, cache->v, slots, attention_scale(), att);
-    be.matmul(att, w_.wo, nullptr, n);
+    project(att, Projection::o, lora, n);
     be.add(x, n, x);
 
     Tensor gate = be.alloc(DType::f32, {m, c_.intermediate_size});
     Tensor up = be.alloc(DType::f32, {m, c_.intermediate_size});
     be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.rms_norm_eps), n);
-    be.matmul(n, w_.w_gate, nullptr, gate);
-    be.matmul(n, w_.w_up, nullptr, up);
+    project(n, Projection::gate, lora, gate);
+    project(n, Projection::up, lora, up);
     be.silu_mul(gate, up, gate);
-    be.matmul(gate, w_.w_down, nullptr, n);
+    project(gate, Projection::down, lora, n);
     be.add(x, n, x);
   }
 
-  void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad) override {
+  void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,
+                const BlockLora* lora) override {
     Backend& be = backend_;
     check_shapes(hidden_in, positions);
     if (grad.shape() != hidden_in.shape())
@@ -132,23 +133,23 @@ class LlamaBlock final : public Block {
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim, ff = c_.intermediate_size;
     const float eps = static_cast<float>(c_.rms_norm_eps);
     const Tensor x = hidden_in.reshaped({m, d});
-    const Saved s = recompute(x, b, t, positions);
+    const Saved s = recompute(x, b, t, positions, lora);
     Tensor dy = grad.reshaped({m, d});  // becomes dL/dh, then dL/dx, in place
     Tensor dn = be.alloc(DType::f32, {m, d}), tmp = be.alloc(DType::f32, {m, d});
 
     // y = h + down(silu(gate) · up), gate = n2·Wgᵀ, up = n2·Wuᵀ, n2 = rms_norm(h)
     Tensor d_gate = be.alloc(DType::f32, {m, ff}), d_up = be.alloc(DType::f32, {m, ff});
-    be.matmul_backward(dy, w_.w_down, d_gate);
+    project_backward(dy, Projection::down, lora, d_gate);
     be.silu_mul_backward(s.gate, s.up, d_gate, d_gate, d_up);
-    be.matmul_backward(d_gate, w_.w_gate, dn);
-    be.matmul_backward(d_up, w_.w_up, tmp);
+    project_backward(d_gate, Projection::gate, lora, dn);
+    project_backward(d_up, Projection::up, lora, tmp);
     be.add(dn, tmp, dn);
     be.rms_norm_backward(s.h, w_.ffn_norm, eps, dn, tmp);
     be.add(dy, tmp, dy);
 
     // h = x + o_proj(attention(rope(q), rope(k), v)), q, k, v projections of n1 = rms_norm(x)
     Tensor d_att = be.alloc(DType::f32, {m, hq * hd});
-    be.matmul_backward(dy, w_.wo, d_att);
+    project_backward(dy, Projection::o, lora, d_att);
     Tensor dq = be.alloc(DType::f32, {m, hq * hd}), dk = be.alloc(DType::f32, {m, hkv * hd});
     Tensor dv = be.alloc(DType::f32, {m, hkv * hd});
     be.attention_backward(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}),
@@ -158,10 +159,10 @@ class LlamaBlock final : public Block {
     Tensor dq3 = dq.reshaped({m, hq, hd}), dk3 = dk.reshaped({m, hkv, hd});
     be.rope(dq3, back, inv_freq_);
     be.rope(dk3, back, inv_freq_);
-    be.matmul_backward(dq, w_.wq, dn);
-    be.matmul_backward(dk, w_.wk, tmp);
+    project_backward(dq, Projection::q, lora, dn);
+    project_backward(dk, Projection::k, lora, tmp);
     be.add(dn, tmp, dn);
-    be.matmul_backward(dv, w_.wv, tmp);
+    project_backward(dv, Projection::v, lora, tmp);
     be.add(dn, tmp, dn);
     be.rms_norm_backward(x, w_.attn_norm, eps, dn, tmp);
     be.add(dy, tmp, dy);
@@ -187,7 +188,7 @@ class LlamaBlock final : public Block {
 
   // The stateless forward of x [b·t, D] up to the MLP's gate and up projections, keeping what backward needs.
   // Each sequence's keys and values are its own cache, slot = index in the sequence (as forward without cache).
-  Saved recompute(const Tensor& x, int64_t b, int64_t t, std::span<const int32_t> positions) {
+  Saved recompute(const Tensor& x, int64_t b, int64_t t, std::span<const int32_t> positions, const BlockLora* lora) {
     Backend& be = backend_;
     const int64_t m = b * t, d = c_.hidden_size, hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
     const float eps = static_cast<float>(c_.rms_norm_eps);
@@ -196,9 +197,9 @@ class LlamaBlock final : public Block {
             be.alloc(DType::f32, {m, c_.intermediate_size}), be.alloc(DType::f32, {m, c_.intermediate_size})};
     Tensor n = be.alloc(DType::f32, {m, d}), att = be.alloc(DType::f32, {m, hq * hd});
     be.rms_norm(x, w_.attn_norm, eps, n);
-    be.matmul(n, w_.wq, w_.bq.defined() ? &w_.bq : nullptr, s.q);
-    be.matmul(n, w_.wk, w_.bk.defined() ? &w_.bk : nullptr, s.k);
-    be.matmul(n, w_.wv, w_.bv.defined() ? &w_.bv : nullptr, s.v);
+    project(n, Projection::q, lora, s.q);
+    project(n, Projection::k, lora, s.k);
+    project(n, Projection::v, lora, s.v);
     Tensor q3 = s.q.reshaped({m, hq, hd}), k3 = s.k.reshaped({m, hkv, hd});
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);
@@ -206,12 +207,55 @@ class LlamaBlock final : public Block {
     for (int64_t i = 0; i < m; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
     be.attention(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}), slots,
                  attention_scale(), att);
-    be.matmul(att, w_.wo, nullptr, n);
+    project(att, Projection::o, lora, n);
     be.add(x, n, s.h);
     be.rms_norm(s.h, w_.ffn_norm, eps, n);
-    be.matmul(n, w_.w_gate, nullptr, s.gate);
-    be.matmul(n, w_.w_up, nullptr, s.up);
+    project(n, Projection::gate, lora, s.gate);
+    project(n, Projection::up, lora, s.up);
     return s;
+  }
+
+  const Tensor& weight(Projection p) const {
+    switch (p) {
+      case Projection::q: return w_.wq;
+      case Projection::k: return w_.wk;
+      case Projection::v: return w_.wv;
+      case Projection::o: return w_.wo;
+      case Projection::gate: return w_.w_gate;
+      case Projection::up: return w_.w_up;
+      case Projection::down: return w_.w_down;
+    }
+    return w_.wq;
+  }
+  const Tensor* bias(Projection p) const {
+    const Tensor* b = p == Projection::q ? &w_.bq : p == Projection::k ? &w_.bk : p == Projection::v ? &w_.bv : nullptr;
+    return b && b->defined() ? b : nullptr;
+  }
+
+  // y = x·Wᵀ (+ bias), plus the adapter's (x·Aᵀ)·(scale·B)ᵀ when it targets this projection.
+  void project(const Tensor& x, Projection p, const BlockLora* lora, Tensor& y) {
+    Backend& be = backend_;
+    be.matmul(x, weight(p), bias(p), y);
+    const LoraPair* pair = lora ? lora->get(p) : nullptr;
+    if (!pair) return;
+    const int64_t rows = x.numel() / x.dim(-1);
+    Tensor low = be.alloc(DType::f32, {rows, pair->a.dim(0)}), delta = be.alloc(DType::f32, y.shape());
+    be.matmul(x, pair->a, nullptr, low);
+    be.matmul(low, pair->b, nullptr, delta);
+    be.add(y, delta, y);
+  }
+
+  // dx = dy·W, plus dy·(scale·B)·A with the adapter.
+  void project_backward(const Tensor& dy, Projection p, const BlockLora* lora, Tensor& dx) {
+    Backend& be = backend_;
+    be.matmul_backward(dy, weight(p), dx);
+    const LoraPair* pair = lora ? lora->get(p) : nullptr;
+    if (!pair) return;
+    const int64_t rows = dy.numel() / dy.dim(-1);
+    Tensor low = be.alloc(DType::f32, {rows, pair->a.dim(0)}), delta = be.alloc(DType::f32, dx.shape());
+    be.matmul_backward(dy, pair->b, low);
+    be.matmul_backward(low, pair->a, delta);
+    be.add(dx, delta, dx);
   }
 
   int64_t index_;

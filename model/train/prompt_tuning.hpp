@@ -41,6 +41,15 @@ struct TuningOptions {
   uint64_t seed = 0;           // initial prompts and classifier weights
 };
 
+// `mode` with `pre_seq_len` prompt tokens and `head`, everything else as default.
+inline TuningOptions tuning_options(TuningMode mode, int64_t pre_seq_len, TrainingHead head = TrainingHead::lm) {
+  TuningOptions o;
+  o.mode = mode;
+  o.pre_seq_len = pre_seq_len;
+  o.head = head;
+  return o;
+}
+
 // What one step sends through the blocks.
 struct BlockInputs {
   Tensor hidden;                   // [B, P + T, D] host f32

@@ -59,19 +59,24 @@ void store_prompt_grad(Backend& backend, const Tensor& grad, Tensor& prompt_grad
     std::memcpy(dst + s * p * d, host.data_as<const float>() + s * t * d, static_cast<size_t>(p * d) * 4);
 }
 
+const BlockLora* lora_of(const LoraAdapter* adapter, const Block& block) {
+  return adapter ? adapter->block(block.index()) : nullptr;
+}
+
 Tensor span_forward(std::span<Block* const> blocks, const Tensor& hidden, std::span<const int32_t> positions,
-                    const Tensor& prompts, Backend& backend) {
+                    const Tensor& prompts, Backend& backend, const LoraAdapter* adapter) {
   require(check_prompts(prompts, hidden, static_cast<int64_t>(blocks.size())));
   Tensor h = working_copy(backend, hidden);
   for (size_t i = 0; i < blocks.size(); ++i) {
     if (has_prompts(prompts)) add_block_prompts(backend, h, prompts, static_cast<int64_t>(i));
-    blocks[i]->forward(h, positions, nullptr);
+    blocks[i]->forward(h, positions, nullptr, lora_of(adapter, *blocks[i]));
   }
   return backend.download(h);
 }
 
 SpanGradients span_backward(std::span<Block* const> blocks, const Tensor& hidden, const Tensor& grad_out,
-                            std::span<const int32_t> positions, const Tensor& prompts, Backend& backend) {
+                            std::span<const int32_t> positions, const Tensor& prompts, Backend& backend,
+                            const LoraAdapter* adapter) {
   const int64_t n = static_cast<int64_t>(blocks.size());
   require(check_prompts(prompts, hidden, n));
   if (grad_out.shape() != hidden.shape() || grad_out.dtype() != DType::f32)
@@ -85,14 +90,15 @@ SpanGradients span_backward(std::span<Block* const> blocks, const Tensor& hidden
     inputs.push_back(h);
     if (i + 1 < n) {
       h = device_copy(backend, h);
-      blocks[static_cast<size_t>(i)]->forward(h, positions, nullptr);
+      blocks[static_cast<size_t>(i)]->forward(h, positions, nullptr, lora_of(adapter, *blocks[static_cast<size_t>(i)]));
     }
   }
   SpanGradients out;
   if (has_prompts(prompts)) out.grad_prompts = Tensor::empty(DType::f32, prompts.shape());
   Tensor grad = working_copy(backend, grad_out);
   for (int64_t i = n - 1; i >= 0; --i) {
-    blocks[static_cast<size_t>(i)]->backward(inputs[static_cast<size_t>(i)], positions, grad);
+    Block& block = *blocks[static_cast<size_t>(i)];
+    block.backward(inputs[static_cast<size_t>(i)], positions, grad, lora_of(adapter, block));
     if (has_prompts(prompts)) store_prompt_grad(backend, grad, out.grad_prompts, i);
   }
   out.grad_in = backend.download(grad);

@@ -36,11 +36,13 @@ Tensor working_copy(Backend& backend, const Tensor& host);
 // A copy of a tensor already on the backend, made on the device.
 Tensor device_copy(Backend& backend, const Tensor& t);
 
-// hidden [B, T, D] (host) through `blocks` in order, with prompts; returns the output on the host.
+// hidden [B, T, D] (host) through `blocks` in order, with prompts (and a LoRA adapter); returns the output on the
+// host.
 Tensor span_forward(std::span<Block* const> blocks, const Tensor& hidden, std::span<const int32_t> positions,
-                    const Tensor& prompts, Backend& backend);
+                    const Tensor& prompts, Backend& backend, const LoraAdapter* adapter = nullptr);
 // The gradients of span_forward's input and prompts, given the gradient of its output (all host tensors).
 SpanGradients span_backward(std::span<Block* const> blocks, const Tensor& hidden, const Tensor& grad_out,
-                            std::span<const int32_t> positions, const Tensor& prompts, Backend& backend);
+                            std::span<const int32_t> positions, const Tensor& prompts, Backend& backend,
+                            const LoraAdapter* adapter = nullptr);
 
 }  // namespace corolla

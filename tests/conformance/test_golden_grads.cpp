@@ -136,7 +136,7 @@ BOOST_DATA_TEST_CASE(deep_prompt_tuning_loss_and_gradients_match_autograd, bdata
   auto head = std::make_shared<ClientHead>(*source, backend());
   LocalBlocks blocks(*source, backend());
   Golden g(name, "grads");
-  PromptTuning tuning(head, {.mode = TuningMode::deep_ptune, .pre_seq_len = 4});
+  PromptTuning tuning(head, tuning_options(TuningMode::deep_ptune, 4));
   tuning.set_parameters({{"prompts", g.tensor("ptune_prompts")}, {"deep_prompts", g.tensor("ptune_deep_prompts")}});
   const TrainingBatch batch = golden_batch(g, false);
   const BlockInputs in = tuning.inputs(batch);
@@ -153,7 +153,7 @@ BOOST_DATA_TEST_CASE(classifier_loss_and_gradients_match_autograd, bdata::make(k
   auto head = std::make_shared<ClientHead>(*source, backend());
   LocalBlocks blocks(*source, backend());
   Golden g(name, "grads");
-  PromptTuning tuning(head, {.mode = TuningMode::ptune, .pre_seq_len = 4, .head = TrainingHead::classifier});
+  PromptTuning tuning(head, tuning_options(TuningMode::ptune, 4, TrainingHead::classifier));
   tuning.set_parameters({{"prompts", g.tensor("ptune_prompts")}, {"score", g.tensor("cls_score")}});
   const TrainingBatch batch = golden_batch(g, true);
   const BlockInputs in = tuning.inputs(batch);
@@ -171,7 +171,7 @@ BOOST_DATA_TEST_CASE(adam_steps_follow_torch, bdata::make(kModels), name) {
   auto head = std::make_shared<ClientHead>(*source, backend());
   LocalBlocks blocks(*source, backend());
   Golden g(name, "grads");
-  TuningOptions opt{.mode = TuningMode::deep_ptune, .pre_seq_len = 4};
+  TuningOptions opt = tuning_options(TuningMode::deep_ptune, 4);
   opt.adam.lr = g.tensor("adam_lr").data_as<float>()[0];
   PromptTuning tuning(head, opt);
   tuning.set_parameters({{"prompts", g.tensor("ptune_prompts")}, {"deep_prompts", g.tensor("ptune_deep_prompts")}});

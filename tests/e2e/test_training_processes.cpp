@@ -1,7 +1,8 @@
 // Training through servers that are real processes on 127.0.0.1: `corolla finetune` learns a tiny task through a
 // 2-server swarm (the loss falls by more than half in 50 steps) and `corolla generate --prompts` uses what it
 // learned; training through the servers follows the local run step for step (within 1e-5); a server killed in
-// the middle of training is replaced and the run still follows the local one.
+// the middle of training is replaced and the run still follows the local one. Servers started with --adapters
+// apply the LoRA adapter `corolla generate --adapter` names: PEFT's greedy tokens.
 #define BOOST_TEST_MODULE training_processes
 #include <boost/test/unit_test.hpp>
 #include <caf/all.hpp>
@@ -60,6 +61,15 @@ std::vector<std::string> all_lines(ChildProcess& p) {
   return lines;
 }
 
+// A client that asks these servers directly (no DHT).
+swarm_client_options client_options(std::vector<std::string> peers, route_mode mode, caf::timespan timeout) {
+  swarm_client_options o;
+  o.initial_peers = std::move(peers);
+  o.mode = mode;
+  o.request_timeout = timeout;
+  return o;
+}
+
 template <class T>
 std::string why(const caf::expected<T>& r) {
   return r ? std::string() : describe(r.error());
@@ -77,7 +87,7 @@ struct training_client {
   caf::actor session;
 
   explicit training_client(std::vector<std::string> addresses) {
-    owned.push_back(spawn_swarm_client(sys, {addresses, route_mode::relay, std::chrono::seconds(20)}, head));
+    owned.push_back(spawn_swarm_client(sys, client_options(addresses, route_mode::relay, std::chrono::seconds(20)), head));
     self->request(owned.back(), caf::infinite, open_training_request{})
         .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
     owned.push_back(session);
@@ -103,7 +113,7 @@ struct training_client {
 };
 
 TuningOptions deep_options() {
-  TuningOptions opt{.mode = TuningMode::deep_ptune, .pre_seq_len = 4};
+  TuningOptions opt = tuning_options(TuningMode::deep_ptune, 4);
   opt.adam.lr = 0.05f;
   return opt;
 }
@@ -214,4 +224,32 @@ BOOST_AUTO_TEST_CASE(a_server_killed_mid_training_is_replaced) {
   SpanGradients want = span_backward(blocks.blocks(), in.hidden, grad, in.positions, in.prompts, *c.backend);
   BOOST_TEST(max_abs_diff(back->grad_input, want.grad_in) < 1e-5f);
   BOOST_TEST(max_abs_diff(back->grad_prompts, want.grad_prompts) < 1e-5f);
+}
+
+BOOST_AUTO_TEST_CASE(generate_with_an_adapter_through_server_processes) {
+  TempDir dir;
+  const std::string adapters = model_dir("llama") + "/adapters/";
+  ServerProcess a({"--model", model_dir("llama"), "--block_indices", "0:2", "--port", "0", "--threads", "1",
+                   "--data_dir", dir.str() + "/a", "--adapters", adapters + "lora-attn", adapters + "lora-mlp"});
+  ServerProcess b({"--model", model_dir("llama"), "--block_indices", "2:4", "--port", "0", "--threads", "1",
+                   "--data_dir", dir.str() + "/b", "--adapters", adapters + "lora-mlp/"});
+  auto golden = SafetensorsFile::open(adapters + "lora-mlp/golden.safetensors");
+  std::string prompt, want;
+  for (int64_t i = 0; i < golden->tensor("input_ids").numel(); ++i)
+    prompt += (i ? "," : "") + std::to_string(golden->tensor("input_ids").data_as<const int64_t>()[i]);
+  for (int64_t i = 0; i < golden->tensor("greedy_ids").numel(); ++i)
+    want += (i ? " " : "") + std::to_string(golden->tensor("greedy_ids").data_as<const int64_t>()[i]);
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"generate", "--model", model_dir("llama"), "--prompt-ids", prompt,
+                                     "--max-new-tokens", "16", "--ignore-eos", "--threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ChildProcess p(std::string(COROLLA_BIN_DIR) + "/corolla", args);
+    auto lines = all_lines(p);
+    p.stop();
+    return lines.empty() ? std::string() : lines.front();
+  };
+  BOOST_TEST(generate({"--adapter", "lora-mlp", "--initial_peers", a.address() + "," + b.address()}) == want);
+  BOOST_TEST(generate({"--adapter", adapters + "lora-mlp"}) == want);  // in this process
+  // lora-attn is on the first server only: no route, and the command says why.
+  BOOST_TEST(generate({"--adapter", "lora-attn", "--initial_peers", a.address() + "," + b.address()}).empty());
 }

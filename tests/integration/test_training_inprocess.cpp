@@ -1,10 +1,12 @@
 // Training through servers as actors in one process (the same code as across processes, minus the wire): the
 // servers' forward and backward equal the local blocks', a training run through the swarm follows the local run
 // step for step, sub-batches take routes of their own, a server lost before a backward is replaced, and bad
-// requests get errors that name the problem.
+// requests get errors that name the problem. LoRA adapters: servers list them, apply the one a request names
+// (generation and training equal the local model with the adapter), and routes use only servers that hold it.
 #define BOOST_TEST_MODULE training_inprocess
 #include <boost/test/unit_test.hpp>
 #include <caf/all.hpp>
+#include <map>
 #include <numeric>
 
 #include "actors/client/client_api.hpp"
@@ -21,6 +23,15 @@ using namespace corolla::test;
 
 namespace {
 
+// A client that asks these servers directly (no DHT).
+swarm_client_options client_options(std::vector<std::string> peers, route_mode mode, caf::timespan timeout) {
+  swarm_client_options o;
+  o.initial_peers = std::move(peers);
+  o.mode = mode;
+  o.request_timeout = timeout;
+  return o;
+}
+
 struct training_swarm {
   corolla_config cfg;
   caf::actor_system sys{cfg};
@@ -33,9 +44,12 @@ struct training_swarm {
   std::shared_ptr<ClientHead> head = std::make_shared<ClientHead>(*source, *client_backend);
   std::vector<caf::actor> owned;
 
-  explicit training_swarm(std::vector<std::pair<int64_t, int64_t>> spans) {
+  // adapters[i]: the adapter directories server i loads.
+  explicit training_swarm(std::vector<std::pair<int64_t, int64_t>> spans,
+                          std::vector<std::vector<std::string>> adapters = {}) {
     for (size_t i = 0; i < spans.size(); ++i) {
       server_setup setup;
+      if (i < adapters.size()) setup.adapters = adapters[i];
       setup.model = model_dir("llama");
       setup.first_block = spans[i].first;
       setup.last_block = spans[i].second;
@@ -58,9 +72,13 @@ struct training_swarm {
     return a;
   }
 
+  caf::actor client(route_mode mode = route_mode::relay) {
+    return keep(spawn_swarm_client(sys, client_options(addresses, mode, std::chrono::seconds(10)), head, connector));
+  }
+
   // A training session over the swarm (the client's block runner).
   caf::actor session(open_training_request req = {}) {
-    auto client = keep(spawn_swarm_client(sys, {addresses, route_mode::relay, std::chrono::seconds(10)}, head, connector));
+    auto client = this->client();
     caf::actor s;
     self->request(client, caf::infinite, req)
         .receive([&](caf::actor a) { s = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
@@ -158,7 +176,7 @@ BOOST_AUTO_TEST_CASE(bad_training_requests_get_errors_naming_the_problem) {
 
 BOOST_AUTO_TEST_CASE(training_through_two_servers_follows_the_local_run) {
   training_swarm f({{0, 2}, {2, 4}});
-  TuningOptions opt{.mode = TuningMode::deep_ptune, .pre_seq_len = 4};
+  TuningOptions opt = tuning_options(TuningMode::deep_ptune, 4);
   opt.adam.lr = 0.05f;
   auto remote = f.keep(spawn_trainer(f.sys, f.head, f.session(), opt));
   auto local_backend = make_cpu_backend(1);
@@ -184,7 +202,7 @@ BOOST_AUTO_TEST_CASE(sub_batches_take_routes_of_their_own) {
   training_swarm f({{0, 4}, {0, 4}});
   // 4 sequences of 4 + 12 tokens with at most 32 tokens per request: two sub-batches, one per server.
   auto session = f.session({"", 32});
-  TuningOptions opt{.mode = TuningMode::deep_ptune, .pre_seq_len = 4};
+  TuningOptions opt = tuning_options(TuningMode::deep_ptune, 4);
   PromptTuning tuning(f.head, opt);
   const TrainingBatch batch = example_batch();
   const BlockInputs in = tuning.inputs(batch);
@@ -210,7 +228,7 @@ BOOST_AUTO_TEST_CASE(a_server_lost_before_the_backward_is_replaced) {
   // Blocks 2..3 on two servers; the one the forward used dies before the backward.
   training_swarm f({{0, 2}, {2, 4}, {2, 4}});
   auto session = f.session();
-  PromptTuning tuning(f.head, {.mode = TuningMode::deep_ptune, .pre_seq_len = 4});
+  PromptTuning tuning(f.head, tuning_options(TuningMode::deep_ptune, 4));
   const TrainingBatch batch = example_batch();
   const BlockInputs in = tuning.inputs(batch);
   auto fwd = f.ask<blocks_forward_result>(session, blocks_forward{in.hidden, in.positions, in.prompts});
@@ -244,12 +262,86 @@ BOOST_AUTO_TEST_CASE(bad_training_input_on_the_client_gets_clear_errors) {
   auto b = f.ask<blocks_backward_result>(session, blocks_backward{42, h});
   BOOST_TEST(describe(b.error()).find("no forward pass 42") != std::string::npos, describe(b.error()));
   // A classifier batch without labels, through the trainer.
-  auto trainer = f.keep(spawn_trainer(f.sys, f.head, session, {.head = TrainingHead::classifier}));
+  auto trainer = f.keep(spawn_trainer(f.sys, f.head, session, tuning_options(TuningMode::ptune, 16, TrainingHead::classifier)));
   auto t = f.ask<train_step_result>(trainer, train_step{example_batch()});
   BOOST_TEST(describe(t.error()).find("needs a label for every example") != std::string::npos, describe(t.error()));
   // A route that cannot exist.
-  auto client = f.keep(spawn_swarm_client(f.sys, {f.addresses, route_mode::relay, std::chrono::seconds(5)}, f.head, f.connector));
+  auto client = f.keep(spawn_swarm_client(f.sys, client_options(f.addresses, route_mode::relay, std::chrono::seconds(5)), f.head, f.connector));
   auto s = f.ask<caf::actor>(client, open_training_request{"no-such-adapter", 4096});
   BOOST_TEST(is(s.error(), errc::no_route), describe(s.error()));
   BOOST_TEST(describe(s.error()).find("no-such-adapter") != std::string::npos, describe(s.error()));
+}
+
+namespace {
+
+std::string adapter_dir(const std::string& name) { return model_dir("llama") + "/adapters/" + name; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(servers_apply_the_adapter_a_request_names) {
+  // Blocks 0..1 on a server with both adapters, 2..3 on one with lora-attn and on one with none.
+  training_swarm f({{0, 2}, {2, 4}, {2, 4}},
+                   {{adapter_dir("lora-attn"), adapter_dir("lora-mlp")}, {adapter_dir("lora-attn")}, {}});
+  auto infos = f.ask<std::vector<server_info>>(f.client(), refresh_atom::value);
+  BOOST_REQUIRE(infos);
+  std::map<std::string, std::vector<std::string>> listed;
+  for (auto& i : *infos) listed[i.address] = i.adapters;
+  BOOST_TEST((listed[f.addresses[0]] == std::vector<std::string>{"lora-attn", "lora-mlp"}));
+  BOOST_TEST((listed[f.addresses[1]] == std::vector<std::string>{"lora-attn"}));
+  BOOST_TEST(listed[f.addresses[2]].empty());
+
+  // Generation with the adapter through the swarm: PEFT's greedy tokens, through the servers that hold it.
+  for (auto mode : {route_mode::relay, route_mode::push}) {
+    caf::actor session;
+    f.self->request(f.client(mode), caf::infinite, open_session_request{64, 1, "lora-attn"})
+        .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+    f.keep(session);
+    auto golden = SafetensorsFile::open(adapter_dir("lora-attn") + "/golden.safetensors");
+    auto to_ids = [](const Tensor& t) {
+      return std::vector<int32_t>(t.data_as<const int64_t>(), t.data_as<const int64_t>() + t.numel());
+    };
+    generate_request req;
+    req.prompt = to_ids(golden->tensor("input_ids"));
+    req.params.max_new_tokens = 16;
+    req.params.stop_at_eos = false;
+    auto r = f.ask<generate_result>(session, req);
+    BOOST_REQUIRE_MESSAGE(r, why(r));
+    BOOST_TEST(r->tokens == to_ids(golden->tensor("greedy_ids")), boost::test_tools::per_element());
+    auto route = f.ask<std::vector<std::string>>(session, route_atom::value);
+    BOOST_REQUIRE(route);
+    for (const auto& hop : *route) BOOST_TEST(hop.find(f.addresses[2]) == std::string::npos, hop);
+  }
+  // lora-mlp covers blocks 0..1 only: no route.
+  auto none = f.ask<caf::actor>(f.client(), open_session_request{64, 1, "lora-mlp"});
+  BOOST_TEST(is(none.error(), errc::no_route), why(none));
+  BOOST_TEST(why(none).find("lora-mlp") != std::string::npos, why(none));
+
+  // A server asked for an adapter it does not hold says which it has.
+  auto bad = f.ask<session_opened>(f.servers[1].gate, open_session{16, 1, 0, 0, "lora-mlp", {}});
+  BOOST_TEST(is(bad.error(), errc::bad_request));
+  BOOST_TEST(why(bad).find("unknown adapter 'lora-mlp' (this server holds lora-attn)") != std::string::npos, why(bad));
+  const Tensor x = Golden("llama", "grads").tensor("block_input");
+  auto fwd = f.ask<forward_reply>(f.servers[2].gate, forward_request{x, positions_of(2, 12), {}, 0, 0, "lora-attn", {}});
+  BOOST_TEST(why(fwd).find("holds none") != std::string::npos, why(fwd));
+
+  // Training with the adapter through the swarm follows local training with it.
+  TuningOptions opt = tuning_options(TuningMode::deep_ptune, 4);
+  opt.adam.lr = 0.05f;
+  auto remote = f.keep(spawn_trainer(f.sys, f.head, f.session({"lora-attn", 4096}), opt));
+  auto backend = make_cpu_backend(1);
+  auto adapter = LoraAdapter::load(adapter_dir("lora-attn"), f.source->config(), 0, 4, *backend);
+  PromptTuning local(f.head, opt);
+  LocalBlocks blocks(*f.source, *backend);
+  const TrainingBatch batch = example_batch();
+  for (int step = 0; step < 3; ++step) {
+    auto r = f.ask<train_step_result>(remote, train_step{batch});
+    BOOST_REQUIRE_MESSAGE(r, why(r));
+    const BlockInputs in = local.inputs(batch);
+    const HeadLoss loss =
+        local.loss(batch, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, *backend, adapter.get()));
+    SpanGradients g = span_backward(blocks.blocks(), in.hidden, loss.grad, in.positions, in.prompts, *backend, adapter.get());
+    local.accumulate(batch, g.grad_in, g.grad_prompts);
+    local.apply();
+    BOOST_TEST(std::fabs(r->loss - loss.loss) < 1e-5, "step " << step << ": " << r->loss << " vs " << loss.loss);
+  }
 }
