@@ -6,6 +6,7 @@
 #include <set>
 
 #include "actors/client/batch_split.hpp"
+#include "actors/client/session_messages.hpp"
 #include "actors/protocol/errors.hpp"
 #include "model/train/span_training.hpp"
 
@@ -50,6 +51,7 @@ struct session_state {
   caf::actor connector, client;
   std::vector<server_info> servers;
   std::set<std::string> excluded;  // servers that failed a request of this session
+  std::set<std::string> banned;    // servers the swarm client had banned when the session opened
   std::map<std::string, caf::actor> gates;
   std::map<caf::actor_addr, std::string> gate_names;
   std::map<std::string, std::vector<pending_call>> pending;
@@ -98,6 +100,7 @@ void ask_server(session_actor* self, const std::string& address, Request req, st
                 std::function<void(caf::error)> on_error) {
   auto send = [=, req = std::move(req)](caf::actor gate) mutable {
     auto settled = std::make_shared<bool>(false);
+    const auto start = self->clock().now();
     auto& calls = self->state.pending[address];
     calls.erase(std::remove_if(calls.begin(), calls.end(), [](const pending_call& c) { return *c.settled; }),
                 calls.end());
@@ -108,6 +111,10 @@ void ask_server(session_actor* self, const std::string& address, Request req, st
               if (*settled) return;
               *settled = true;
               if (!r.wire_error.empty()) return on_error(make_error(errc::bad_request, r.wire_error));
+              if (self->state.client) {  // the swarm client learns the server's latency
+                const double ms = std::chrono::duration<double, std::milli>(self->clock().now() - start).count();
+                self->send(self->state.client, peer_report{address, true, ms, {}});
+              }
               on_reply(r);
             },
             [=](caf::error& e) {
@@ -142,31 +149,34 @@ Tensor prompt_slice(const part_state& part, const planned_hop& hop) {
 // when the client can give one); cont(error, number of hops that replace it).
 void replace_hop(session_actor* self, pass_ptr p, size_t j, size_t k, caf::error cause,
                  std::function<void(caf::error, size_t)> cont) {
+  auto& st = self->state;
   const planned_hop failed = p->parts[j].route[k].plan;
-  self->state.excluded.insert(failed.address);
-  auto replan = [=] {
-    auto& route = p->parts[j].route;
-    route_plan again = plan(self->state, failed.first, failed.last);
-    if (!again.ok())
+  st.excluded.insert(failed.address);
+  if (st.client) self->send(st.client, peer_report{failed.address, false, 0, describe(cause)});
+  auto splice = [=](caf::expected<std::vector<planned_hop>> hops) {
+    if (!hops)
       return cont(make_error(errc::no_route, "server " + failed.address + " failed (" + describe(cause) +
-                                                 ") and no other can take over: " + again.error),
+                                                 ") and no other can take over: " + describe(hops.error())),
                   0);
+    auto& route = p->parts[j].route;
     Tensor input = route[k].input;
     route.erase(route.begin() + static_cast<std::ptrdiff_t>(k));
     std::vector<hop_run> fresh;
-    for (auto& h : again.hops) fresh.push_back({h, {}});
+    for (auto& h : *hops) fresh.push_back({h, {}});
     fresh.front().input = input;
     route.insert(route.begin() + static_cast<std::ptrdiff_t>(k), fresh.begin(), fresh.end());
     cont(caf::error{}, fresh.size());
   };
-  if (!self->state.client) return replan();
-  self->request(self->state.client, self->state.opt.request_timeout, refresh_atom::value)
-      .then(
-          [=](std::vector<server_info>& infos) {
-            if (!infos.empty()) self->state.servers = std::move(infos);
-            replan();
-          },
-          [=](caf::error&) { replan(); });
+  if (!st.client) {
+    route_plan again = plan(st, failed.first, failed.last);
+    if (!again.ok()) return splice(make_error(errc::no_route, again.error));
+    return splice(std::move(again.hops));
+  }
+  // The swarm client plans over its current view of the swarm, skipping the servers it bans.
+  self->request(st.client, st.opt.request_timeout,
+                replan_request{failed.first, failed.last, 0, st.excluded, st.opt.adapter})
+      .then([=](std::vector<planned_hop>& hops) { splice(std::move(hops)); },
+            [=](caf::error& e) { splice(std::move(e)); });
 }
 
 // Runs hops [k, end) of part j forward, each from its kept input, keeping the input of the next; cont gets the
@@ -288,12 +298,14 @@ void for_each_part(pass_ptr p, std::function<void(size_t, std::function<void(caf
 }
 
 caf::behavior training_session(session_actor* self, caf::actor connector, caf::actor client,
-                               std::vector<server_info> servers, training_session_options opt) {
+                               std::vector<server_info> servers, std::set<std::string> banned,
+                               training_session_options opt) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.connector = std::move(connector);
   st.client = std::move(client);
   st.servers = std::move(servers);
+  st.banned = std::move(banned);
   self->set_down_handler([=](caf::down_msg& m) {
     auto& st = self->state;
     auto name = st.gate_names.find(m.source);
@@ -324,7 +336,7 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
         p->shape = h.shape();
         p->prompts = has_prompts(req.prompts);
         if (p->prompts) p->prompt_shape = req.prompts.shape();
-        std::set<std::string> used;
+        std::set<std::string> used = st.banned;  // avoided while other servers cover the blocks
         int64_t b0 = 0;
         for (int64_t n : split_batch_evenly(h.dim(0), h.dim(1), st.opt.max_batch_tokens)) {
           part_state part;
@@ -416,8 +428,9 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
 }  // namespace
 
 caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
-                                                std::vector<server_info> servers, const open_training_request& req,
-                                                caf::timespan request_timeout, int64_t num_blocks) {
+                                                std::vector<server_info> servers, std::set<std::string> banned,
+                                                const open_training_request& req, caf::timespan request_timeout,
+                                                int64_t num_blocks) {
   if (req.max_batch_tokens < 1)
     return make_error(errc::bad_request, "max_batch_tokens must be positive, got " + std::to_string(req.max_batch_tokens));
   training_session_options opt{request_timeout, req.adapter, req.max_batch_tokens, num_blocks};
@@ -426,12 +439,15 @@ caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::act
   probe.servers = servers;
   if (servers.empty()) return make_error(errc::no_route, "no server answered");
   if (route_plan r = plan(probe, 0, num_blocks); !r.ok()) return make_error(errc::no_route, r.error);
-  return spawn_training_session(sys, std::move(connector), std::move(client), std::move(servers), std::move(opt));
+  return spawn_training_session(sys, std::move(connector), std::move(client), std::move(servers), std::move(banned),
+                                std::move(opt));
 }
 
 caf::actor spawn_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
-                                  std::vector<server_info> servers, training_session_options options) {
-  return sys.spawn(training_session, std::move(connector), std::move(client), std::move(servers), std::move(options));
+                                  std::vector<server_info> servers, std::set<std::string> banned,
+                                  training_session_options options) {
+  return sys.spawn(training_session, std::move(connector), std::move(client), std::move(servers), std::move(banned),
+                   std::move(options));
 }
 
 }  // namespace corolla

@@ -4,12 +4,14 @@
 //
 // Batches above max_batch_tokens are split into sub-batches (split_batch_evenly), each with a route of its own,
 // run concurrently. A server that fails a request (error, timeout, lost connection) is left out for the rest of
-// the session and its span is re-planned over the others (possibly several servers); in a backward the new
-// servers first recompute the forward of that span from the kept input, so the step completes.
+// the session (and reported to the swarm client, which bans it) and its span is re-planned over the others
+// (possibly several servers) by the swarm client; in a backward the new servers first recompute the forward of
+// that span from the kept input, so the step completes.
 #pragma once
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,15 +27,19 @@ struct training_session_options {
   int64_t num_blocks = 0;
 };
 
-// The swarm client's answer to open_training_request: a session over `servers`, once a route covers every block
-// (with the adapter, if one is asked for); no_route otherwise.
+// The swarm client's answer to open_training_request: a session over `servers` (those holding the adapter asked
+// for), once a route covers every block; no_route otherwise. Routes avoid `banned` servers while others cover
+// the blocks.
 caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
-                                                std::vector<server_info> servers, const open_training_request& req,
-                                                caf::timespan request_timeout, int64_t num_blocks);
+                                                std::vector<server_info> servers, std::set<std::string> banned,
+                                                const open_training_request& req, caf::timespan request_timeout,
+                                                int64_t num_blocks);
 
-// `servers`: the swarm as the client sees it now; `client` (optional) is asked (refresh_atom) for a fresh view
-// when a server must be replaced.
+// `servers`: the swarm as the client sees it now. `client` (optional): the swarm client, asked for replacement
+// routes (replan_request) and told how servers did (peer_report); without one the session re-plans over
+// `servers` itself.
 caf::actor spawn_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
-                                  std::vector<server_info> servers, training_session_options options);
+                                  std::vector<server_info> servers, std::set<std::string> banned,
+                                  training_session_options options);
 
 }  // namespace corolla

@@ -1,5 +1,5 @@
-// Gradient kernels (training through frozen blocks): RMSNorm, SwiGLU, causal self-attention, and the conversion of
-// weights to f32 tiles for the matmul gradient. f32 throughout, the CPU backend's formulas.
+// Gradient kernels (training through frozen blocks): RMSNorm, SwiGLU and causal self-attention. f32 throughout,
+// the CPU backend's formulas.
 //
 // Attention backward in three passes, each a warp per row (lanes split the head dimension, ≤ 256 = 32 · 8):
 //   1. per (token, head): the softmax's log-sum-exp and D = rowsum(dO ∘ O), O recomputed;
@@ -44,13 +44,6 @@ __global__ void silu_mul_backward_kernel(const float* g, const float* u, const f
     du[i] = grad * gi * s;
     dg[i] = grad * ui * s * (1.f + gi * (1.f - s));
   }
-}
-
-template <DType T>
-__global__ void dequantize_f32_kernel(const void* __restrict__ w, int64_t count, float* __restrict__ out) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = load_elem<T>(w, i);
 }
 
 struct AttnDims {
@@ -217,13 +210,6 @@ void silu_mul_backward(const float* gate, const float* up, const float* d_out, f
   silu_mul_backward_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(gate, up, d_out, d_gate, d_up,
                                                                                       n);
   check_launch("silu_mul_backward");
-}
-
-void dequantize_to_f32(DType wt, const void* w, int64_t count, float* out, cudaStream_t stream) {
-  dispatch_weight(wt, [&]<DType T>() {
-    dequantize_f32_kernel<T><<<blocks_for(count, 256), 256, 0, stream>>>(w, count, out);
-  });
-  check_launch("dequantize_to_f32");
 }
 
 void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale, float* dq,

@@ -25,10 +25,11 @@ inline constexpr int64_t kMatvecMaxRows = 4;
 // converted in registers; activations stay f32 and sums are f32. `sm_count` sizes the grid.
 void matvec(DType wt, const void* w, const float* x, float* y, int64_t m, int64_t n, int64_t k, int sm_count,
             cudaStream_t stream);
-// out[rows·k] (f16) = the first rows·k elements of w (any weight dtype), saturated to ±65504.
-void dequantize_to_f16(DType wt, const void* w, int64_t rows, int64_t k, void* out, cudaStream_t stream);
-// out[n] (f16 or bf16) = x[n] rounded to nearest even; f16 saturates to ±65504 instead of overflowing to inf.
-void cast_activations(const float* x, int64_t n, DType to, void* out, cudaStream_t stream);
+// out[rows·k] (f32) = the first rows·k elements of w (any weight dtype), exactly.
+void dequantize_to_f32(DType wt, const void* w, int64_t rows, int64_t k, float* out, cudaStream_t stream);
+// x[n] = hi[n] + lo[n] in f16 or bf16 (`to`): hi = x rounded to nearest even, lo = the rounding error rounded.
+// Two 16-bit GEMMs over hi and lo carry about twice the 16-bit type's precision (f16 saturates at ±65504).
+void split_activations(const float* x, int64_t n, DType to, void* hi, void* lo, cudaStream_t stream);
 // y[i, j] += bias[j] for y[m, n].
 void add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t stream);
 
@@ -61,8 +62,6 @@ void rms_norm_backward(const float* x, const float* w, float eps, const float* d
 // d_gate may alias d_out.
 void silu_mul_backward(const float* gate, const float* up, const float* d_out, float* d_gate, float* d_up, int64_t n,
                        cudaStream_t stream);
-// out[count] (f32) = the first count elements of w (any weight dtype).
-void dequantize_to_f32(DType wt, const void* w, int64_t count, float* out, cudaStream_t stream);
 // q, d_out, dq [batch, tokens, hq, head_dim]; k, v, dk, dv [batch, tokens, hkv, head_dim]; lse, delta: scratch of
 // batch·tokens·hq floats each. Causal within each sequence.
 void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale, float* dq,
