@@ -76,6 +76,8 @@ int run(int trials) {
   o.request_timeout = 10s;
   o.bans.base = 100ms;  // each trial restarts the faulted server; a long ban would only shift the load
   auto client = spawn_swarm_client(sys, o, head);
+  // The client ends before the actor system is destroyed, also when a trial throws.
+  std::shared_ptr<void> end_client(nullptr, [&](void*) { caf::anon_send_exit(client, caf::exit_reason::user_shutdown); });
   for (size_t seen = 0; seen < s.servers.size();) {  // until every server has announced itself
     self->request(client, 10s, refresh_atom::value)
         .receive([&](std::vector<server_info>& v) { seen = v.size(); }, [&](caf::error&) {});
@@ -100,9 +102,13 @@ int run(int trials) {
   for (auto& k : kinds)
     for (int t = 0; t < trials; ++t) {
       caf::actor session;
-      self->request(client, 60s, open_session_request{64, 1})
-          .receive([&](caf::actor a) { session = a; },
-                   [&](caf::error& e) { throw std::runtime_error("open: " + describe(e)); });
+      std::string open_error;
+      for (int attempt = 0; attempt < 20 && !session; ++attempt) {  // the DHT view may lag behind a restart
+        if (attempt > 0) std::this_thread::sleep_for(250ms);
+        self->request(client, 60s, open_session_request{64, 1})
+            .receive([&](caf::actor a) { session = a; }, [&](caf::error& e) { open_error = describe(e); });
+      }
+      if (!session) throw std::runtime_error("open: " + open_error);
       std::vector<std::string> route;
       self->request(session, 10s, route_atom::value)
           .receive([&](std::vector<std::string>& r) { route = r; }, [&](caf::error&) {});
@@ -137,7 +143,7 @@ int run(int trials) {
               [&](caf::error&) {});
       self->send(session, close_atom::value);
       k.ms.push_back(std::chrono::duration<double, std::milli>(*recovered_at - *fault_at).count());
-      s.servers[victim]->process().stop();
+      s.servers[victim]->process().kill_hard();  // frozen or dead: no graceful stop to wait for
       s.start(victim);
     }
   std::printf("recovery time, fault to next token (%d trials each; tiny model, so replay compute is negligible)\n",
@@ -150,7 +156,6 @@ int run(int trials) {
     std::printf("  %-18s p50 %7.1f ms   p99 %7.1f ms\n", k.name, percentile(k.after_detection_ms, 0.5),
                 percentile(k.after_detection_ms, 0.99));
   std::printf("outputs different from the fault-free run: %d\n", wrong);
-  self->send_exit(client, caf::exit_reason::user_shutdown);
   return wrong == 0 ? 0 : 1;
 }
 

@@ -160,6 +160,43 @@ void refresh(client_actor* self, std::function<void(std::vector<server_info>)> d
           [=](caf::error&) { keep({}); });
 }
 
+// How many times opening a session reads the swarm again when the first view has no route (DHT lookups that
+// met a dead node, a record between expiry and republishing).
+constexpr int kOpenAttempts = 3;
+
+// Plans a route over the whole model from a fresh view of the swarm and opens a session on it.
+void open_session(client_actor* self, open_session_request req, caf::response_promise rp, int attempt) {
+  refresh(self, [=](std::vector<server_info> infos) mutable {
+    auto& st = self->state;
+    const int64_t blocks = st.head->config().num_layers;
+    route_plan plan =
+        plan_avoiding(self, with_adapter(infos, req.adapter), 0, blocks, req.max_length * req.batch, {});
+    if (!plan.ok() && attempt + 1 < kOpenAttempts) return open_session(self, req, rp, attempt + 1);
+    if (infos.empty()) {
+      rp.deliver(make_error(errc::no_route, st.dht ? "no server of swarm '" + st.opt.model_prefix +
+                                                         "' is announced in the DHT (initial peers: " +
+                                                         std::to_string(st.opt.initial_peers.size()) + ")"
+                                                   : std::string("none of the initial peers answered")));
+      return;
+    }
+    if (!plan.ok()) {
+      rp.deliver(make_error(errc::no_route, plan.error + adapter_note(req.adapter)));
+      return;
+    }
+    session_options so{st.opt.mode, st.opt.request_timeout,   req.max_length,
+                       req.batch,   st.opt.recovery_timeout, req.adapter};
+    auto session = spawn_inference_session(self->home_system(), st.head, st.connector,
+                                           caf::actor_cast<caf::actor>(self), so, plan.hops);
+    track_session(self, session);
+    self->request(session, st.opt.request_timeout * 4, open_atom::value)
+        .then([=](const ack&) mutable { rp.deliver(session); },
+              [=](caf::error& e) mutable {
+                self->send_exit(session, caf::exit_reason::user_shutdown);
+                rp.deliver(std::move(e));
+              });
+  });
+}
+
 caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::shared_ptr<const ClientHead> head,
                            caf::actor connector) {
   auto& st = self->state;
@@ -194,34 +231,7 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
       },
       [=](const open_session_request& req) -> caf::result<caf::actor> {
         auto rp = self->make_response_promise<caf::actor>();
-        refresh(self, [=](std::vector<server_info> infos) mutable {
-          auto& st = self->state;
-          if (infos.empty()) {
-            rp.deliver(make_error(errc::no_route, st.dht ? "no server of swarm '" + st.opt.model_prefix +
-                                                               "' is announced in the DHT (initial peers: " +
-                                                               std::to_string(st.opt.initial_peers.size()) + ")"
-                                                         : std::string("none of the initial peers answered")));
-            return;
-          }
-          const int64_t blocks = st.head->config().num_layers;
-          route_plan plan =
-              plan_avoiding(self, with_adapter(infos, req.adapter), 0, blocks, req.max_length * req.batch, {});
-          if (!plan.ok()) {
-            rp.deliver(make_error(errc::no_route, plan.error + adapter_note(req.adapter)));
-            return;
-          }
-          session_options so{st.opt.mode,    st.opt.request_timeout,   req.max_length,
-                             req.batch,      st.opt.recovery_timeout, req.adapter};
-          auto session = spawn_inference_session(self->home_system(), st.head, st.connector,
-                                                 caf::actor_cast<caf::actor>(self), so, plan.hops);
-          track_session(self, session);
-          self->request(session, st.opt.request_timeout * 4, open_atom::value)
-              .then([=](const ack&) mutable { rp.deliver(session); },
-                    [=](caf::error& e) mutable {
-                      self->send_exit(session, caf::exit_reason::user_shutdown);
-                      rp.deliver(std::move(e));
-                    });
-        });
+        open_session(self, req, rp, 0);
         return rp;
       },
       // A replacement route: from the servers known already when they cover the blocks (a recovery should not
