@@ -261,7 +261,7 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
           auto& st = self->state;
           auto banned = st.book->banned_peers(ReputationBook::now_ms());
           auto session = open_training_session(self->home_system(), st.connector, caf::actor_cast<caf::actor>(self),
-                                               with_adapter(std::move(infos), req.adapter), std::move(banned), req,
+                                               std::move(infos), std::move(banned), req,
                                                st.opt.request_timeout, st.head->config().num_layers);
           if (!session) {
             rp.deliver(session.error());
