@@ -61,6 +61,9 @@ struct generate_request {
   std::vector<int32_t> prompt;   // appended to what the session already holds
   GenerationParams params;
   caf::actor subscriber;         // optional: receives (token_atom, int32_t id) for each new token
+  // Optional: tuned prompt embeddings [P, hidden] (prompt tuning, `corolla finetune --mode ptune`) placed before
+  // the prompt; only at the start of a session.
+  Tensor prefix;
 };
 
 struct generate_result {

@@ -1,6 +1,7 @@
 #include "actors/client/inference_session.hpp"
 
 #include <caf/all.hpp>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -406,17 +407,29 @@ struct generation {
   caf::actor_clock::time_point start;
 };
 
-void generate_step(session_actor* self, std::shared_ptr<generation> g, std::vector<int32_t> ids) {
+// Embeddings of `ids`, after the tuned prompt embeddings `prefix` [P, D] when there are some: [1, P + T, D].
+Tensor embed_after(const ClientHead& head, const std::vector<int32_t>& ids, const Tensor& prefix) {
+  Tensor embeds = head.backend().download(head.embed(ids, 1));
+  if (!prefix.defined()) return embeds;
+  const int64_t p = prefix.dim(0), t = embeds.dim(1), d = embeds.dim(2);
+  Tensor out = Tensor::empty(DType::f32, {1, p + t, d});
+  std::memcpy(out.data(), prefix.data(), static_cast<size_t>(prefix.nbytes()));
+  std::memcpy(out.data_as<float>() + p * d, embeds.data(), static_cast<size_t>(embeds.nbytes()));
+  return out;
+}
+
+void generate_step(session_actor* self, std::shared_ptr<generation> g, std::vector<int32_t> ids,
+                   Tensor prefix = Tensor()) {
   auto& st = self->state;
   Tensor hidden;
   try {
-    hidden = st.head->embed(ids, 1);
+    hidden = embed_after(*st.head, ids, prefix);
   } catch (const std::exception& e) {
     st.busy = false;
     g->rp.deliver(make_error(errc::bad_request, e.what()));
     return;
   }
-  std::vector<int32_t> positions(ids.size());
+  std::vector<int32_t> positions(static_cast<size_t>(hidden.dim(1)));
   std::iota(positions.begin(), positions.end(), static_cast<int32_t>(st.length));
   run_route(self, hidden, positions, [=](caf::expected<Tensor> out) {
     auto& st = self->state;
@@ -425,7 +438,7 @@ void generate_step(session_actor* self, std::shared_ptr<generation> g, std::vect
       g->rp.deliver(out.error());
       return;
     }
-    st.length += static_cast<int64_t>(ids.size());
+    st.length += static_cast<int64_t>(positions.size());
     st.tokens.insert(st.tokens.end(), ids.begin(), ids.end());
     const int64_t t = out->dim(1), d = out->dim(2);
     Tensor logits = st.head->logits(out->reshaped({t, d}).slice_rows(t - 1, t));
@@ -493,7 +506,19 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
         auto& st = self->state;
         if (st.busy || st.current) return make_error(errc::bad_request, "a generation is already running in this session");
         if (req.prompt.empty()) return make_error(errc::bad_request, "the prompt is empty");
-        const int64_t need = st.length + static_cast<int64_t>(req.prompt.size()) + req.params.max_new_tokens;
+        const int64_t prefix = req.prefix.defined() ? req.prefix.dim(0) : 0;
+        if (req.prefix.defined()) {
+          if (req.prefix.dtype() != DType::f32 || req.prefix.rank() != 2 ||
+              req.prefix.dim(1) != st.head->config().hidden_size)
+            return make_error(errc::bad_request, "tuned prompts must be f32[length, " +
+                                                     std::to_string(st.head->config().hidden_size) + "], got " +
+                                                     req.prefix.describe());
+          if (st.length > 0)
+            return make_error(errc::bad_request, "tuned prompts go at the start of a session, which holds " +
+                                                     std::to_string(st.length) + " tokens already");
+        }
+        const int64_t need =
+            st.length + prefix + static_cast<int64_t>(req.prompt.size()) + req.params.max_new_tokens;
         if (need > st.opt.max_length)
           return make_error(errc::max_length_exceeded,
                             "the session holds " + std::to_string(st.length) + " tokens; " +
@@ -509,9 +534,10 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
         g->rp = self->make_response_promise<generate_result>();
         g->start = self->clock().now();
         std::vector<int32_t> prompt = req.prompt;
+        Tensor prefix_embeddings = req.prefix;
         g->req = std::move(req);
         st.busy = true;
-        generate_step(self, g, std::move(prompt));
+        generate_step(self, g, std::move(prompt), std::move(prefix_embeddings));
         return g->rp;
       },
       // A forwarding server's copy of its output (push mode): the next hop's input, kept for its history.

@@ -197,6 +197,25 @@ void open_session(client_actor* self, open_session_request req, caf::response_pr
   });
 }
 
+// Opens a training session over a fresh view of the swarm, reading it again when the first view has no route
+// (as open_session does).
+void open_training(client_actor* self, open_training_request req, caf::response_promise rp, int attempt) {
+  refresh(self, [=](std::vector<server_info> infos) mutable {
+    auto& st = self->state;
+    auto session = open_training_session(self->home_system(), st.connector, caf::actor_cast<caf::actor>(self),
+                                         std::move(infos), st.book->banned_peers(ReputationBook::now_ms()), req,
+                                         st.opt.request_timeout, st.head->config().num_layers);
+    if (!session && is(session.error(), errc::no_route) && attempt + 1 < kOpenAttempts)
+      return open_training(self, req, rp, attempt + 1);
+    if (!session) {
+      rp.deliver(session.error());
+      return;
+    }
+    track_session(self, *session);
+    rp.deliver(*session);
+  });
+}
+
 caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::shared_ptr<const ClientHead> head,
                            caf::actor connector) {
   auto& st = self->state;
@@ -257,19 +276,7 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
       // for replacement routes (replan_request) and reports how each server did (peer_report).
       [=](const open_training_request& req) -> caf::result<caf::actor> {
         auto rp = self->make_response_promise<caf::actor>();
-        refresh(self, [=](std::vector<server_info> infos) mutable {
-          auto& st = self->state;
-          auto banned = st.book->banned_peers(ReputationBook::now_ms());
-          auto session = open_training_session(self->home_system(), st.connector, caf::actor_cast<caf::actor>(self),
-                                               std::move(infos), std::move(banned), req,
-                                               st.opt.request_timeout, st.head->config().num_layers);
-          if (!session) {
-            rp.deliver(session.error());
-            return;
-          }
-          track_session(self, *session);
-          rp.deliver(*session);
-        });
+        open_training(self, req, rp, 0);
         return rp;
       },
       [=](const peer_report& r) {

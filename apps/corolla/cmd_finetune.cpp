@@ -95,6 +95,7 @@ caf::actor open_blocks(caf::actor_system& sys, caf::scoped_actor& self, const Fi
   swarm_client_options opts;
   opts.initial_peers = o.initial_peers;
   opts.model_prefix = o.swarm_id.empty() ? default_model_prefix(*source) : o.swarm_id;
+  opts.data_dir = corolla_cache_dir() + "/client";  // server reputations and bans, shared with `corolla generate`
   std::random_device rd;
   for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
   owned.push_back(spawn_swarm_client(sys, opts, std::move(head)));

@@ -144,6 +144,13 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   auto source = open_weights(path);
   auto backend = std::shared_ptr<Backend>(make_cpu_backend(o.threads));
   auto head = std::make_shared<const ClientHead>(*source, *backend);  // only the head's tensors are read
+  std::optional<TunedPrompts> tuned;
+  if (!o.prompts.empty()) {
+    tuned = load_tuned_prompts(o.prompts, head->config());
+    if (tuned->deep_prompts.defined())
+      throw std::invalid_argument(o.prompts + " holds deep prompts (deep_ptune): generate with them in this process "
+                                              "(without --initial_peers); through a swarm only ptune prompts apply");
+  }
 
   corolla_config cfg;
   caf::actor_system sys{cfg};
@@ -160,12 +167,14 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   auto printer_actor = sys.spawn([printer](caf::event_based_actor*) -> caf::behavior {
     return {[printer](token_atom, int32_t id) { printer->print(id); }};
   });
-  const int64_t max_length = static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
+  const int64_t max_length =
+      (tuned ? tuned->length() : 0) + static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
   int rc = 0;
   self->request(client, caf::infinite, open_session_request{max_length, 1, o.adapter})
       .receive(
           [&](caf::actor session) {
-            self->request(session, caf::infinite, generate_request{prompt, params, printer_actor})
+            generate_request req{prompt, params, printer_actor, tuned ? tuned->prompts : Tensor()};
+            self->request(session, caf::infinite, std::move(req))
                 .receive(
                     [&](const generate_result& r) {
                       // Tokens stream through the printer actor; wait until it has printed them all.

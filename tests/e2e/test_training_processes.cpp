@@ -141,16 +141,20 @@ BOOST_AUTO_TEST_CASE(finetune_through_two_servers_learns_the_phrase_and_generate
   BOOST_REQUIRE_EQUAL(losses.size(), 50u);
   BOOST_TEST(losses.back() < losses.front() / 2, "loss " << losses.front() << " -> " << losses.back());
 
-  // With the trained prompts first, the model continues the phrase from its first token.
-  ChildProcess generate(std::string(COROLLA_BIN_DIR) + "/corolla",
-                        {"generate", "--model", model_dir("llama"), "--prompt-ids", "17", "--max-new-tokens", "9",
-                         "--ignore-eos", "--prompts", prompts});
-  const std::string line = generate.read_line();
-  std::vector<int32_t> got;
-  std::istringstream ids(line);
-  for (int32_t id; ids >> id;) got.push_back(id);
+  // With the trained prompts first, the model continues the phrase from its first token: in this process and
+  // through the swarm.
   const std::vector<int32_t> want(kPhrase.begin() + 1, kPhrase.end());
-  BOOST_TEST(got == want, boost::test_tools::per_element());
+  for (bool swarm : {false, true}) {
+    std::vector<std::string> args = {"generate", "--model",  model_dir("llama"), "--prompt-ids", "17",
+                                     "--max-new-tokens", "9", "--ignore-eos", "--prompts", prompts};
+    if (swarm) args.insert(args.end(), {"--initial_peers", a->address() + "," + b->address()});
+    ChildProcess generate(std::string(COROLLA_BIN_DIR) + "/corolla", args);
+    const std::string line = generate.read_line();
+    std::vector<int32_t> got;
+    std::istringstream ids(line);
+    for (int32_t id; ids >> id;) got.push_back(id);
+    BOOST_TEST(got == want, boost::test_tools::per_element());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(training_through_two_server_processes_follows_the_local_run) {
