@@ -46,6 +46,8 @@ struct gen_state {
   int64_t max_length = 0;
   int64_t fed = 0;                // positions the session holds
   std::optional<int32_t> drawn;   // the last token drawn, not yet fed
+  std::unique_ptr<StreamDecoder> decoder;  // the session's text, across jobs
+  bool decoder_skips = true;
   bool busy = false;
   static inline const char* name = "api_generation";
 };
@@ -65,7 +67,7 @@ void fail(gen_actor* self, const std::shared_ptr<running>& r, const ApiError& e)
 void finish(gen_actor* self, const std::shared_ptr<running>& r, const std::string& reason) {
   auto& st = self->state;
   st.busy = false;
-  r->chunk += r->text->finish();
+  r->chunk += r->text->finish(r->job->flush_at_end);
   r->result.last_text = std::move(r->chunk);
   r->result.last_tokens = r->since_chunk;
   r->result.text = r->text->shown();
@@ -168,6 +170,7 @@ caf::behavior generation_actor(gen_actor* self, Engine* engine, std::shared_ptr<
                   st.max_length = max_length;
                   st.fed = 0;
                   st.drawn.reset();
+                  st.decoder.reset();
                   engine->counters().sessions_opened++;
                   done(nullptr);
                 },
@@ -192,7 +195,11 @@ caf::behavior generation_actor(gen_actor* self, Engine* engine, std::shared_ptr<
         r->result.prompt_tokens = static_cast<int64_t>(r->job->input.size());
         std::vector<std::string> stops;
         for (const auto& s : r->job->stops) stops.push_back(s.text);
-        r->text = std::make_unique<TextStream>(st.model->tokenizer, r->job->skip_special, stops, r->job->trim_stop);
+        if (!st.decoder || st.decoder_skips != r->job->skip_special) {
+          st.decoder = std::make_unique<StreamDecoder>(st.model->tokenizer, r->job->skip_special);
+          st.decoder_skips = r->job->skip_special;
+        }
+        r->text = std::make_unique<TextStream>(*st.decoder, stops, r->job->trim_stop);
         if (r->job->max_new_tokens < 1) return fail(self, r, bad_request("max_new_tokens must be at least 1"));
         st.busy = true;
         step(self, r);

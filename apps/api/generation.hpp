@@ -48,6 +48,7 @@ struct GenJob {
   std::vector<StopSequence> stops;
   bool trim_stop = true;            // true: text ends before a stop sequence; false: includes it
   bool skip_special = true;         // leave special tokens' text out
+  bool flush_at_end = true;         // false: a character left incomplete waits for the session's next job
   bool stop_at_eos = true;
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
 

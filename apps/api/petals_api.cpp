@@ -42,6 +42,7 @@ std::shared_ptr<GenJob> petals_job(Engine& engine, const ApiModel& m, const json
   job->sampling = petals_sampling(req);
   job->trim_stop = false;
   job->skip_special = false;
+  job->flush_at_end = false;
   const auto max_new = get_int(req, "max_new_tokens");
   const auto max_length = get_int(req, "max_length");
   if (!max_new && !max_length) throw bad_request("give max_new_tokens or max_length", "max_new_tokens");

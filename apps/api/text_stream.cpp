@@ -4,8 +4,8 @@
 
 namespace corolla::api {
 
-TextStream::TextStream(Tokenizer tokenizer, bool skip_special, std::vector<std::string> stops, bool trim_stop)
-    : decoder_(std::move(tokenizer), skip_special), trim_(trim_stop) {
+TextStream::TextStream(StreamDecoder& decoder, std::vector<std::string> stops, bool trim_stop)
+    : decoder_(decoder), trim_(trim_stop) {
   for (auto& s : stops)
     if (!s.empty()) stops_.push_back(std::move(s));
 }
@@ -54,10 +54,10 @@ TextStream::Update TextStream::push(int32_t id) {
   return u;
 }
 
-std::string TextStream::finish() {
+std::string TextStream::finish(bool flush) {
   if (done_) return {};
   done_ = true;
-  all_ += decoder_.flush();
+  if (flush) all_ += decoder_.flush();
   std::string rest = all_.substr(shown_);
   shown_ = all_.size();
   return rest;

@@ -20,7 +20,9 @@ namespace corolla::api {
 
 class TextStream {
  public:
-  TextStream(Tokenizer tokenizer, bool skip_special, std::vector<std::string> stops, bool trim_stop);
+  // `decoder` may outlive the stream: a session's decoder carries the bytes of a character that is still
+  // incomplete from one generation to the next.
+  TextStream(StreamDecoder& decoder, std::vector<std::string> stops, bool trim_stop);
 
   struct Update {
     std::string text;               // new text that may be shown now (possibly empty)
@@ -28,8 +30,10 @@ class TextStream {
   };
   // Adds one generated token.
   Update push(int32_t id);
-  // Ends the stream without a stop sequence (end of sequence, length, cancelled): the text still held back.
-  std::string finish();
+  // Ends the stream without a stop sequence (end of sequence, length, cancelled): the text still held back, and
+  // with `flush` the decoder's incomplete character (as U+FFFD); without it that character stays in the decoder
+  // for the next stream.
+  std::string finish(bool flush = true);
 
   // Every byte decoded so far (before trimming).
   const std::string& all() const { return all_; }
@@ -41,7 +45,7 @@ class TextStream {
  private:
   size_t holdback() const;
 
-  StreamDecoder decoder_;
+  StreamDecoder& decoder_;
   std::vector<std::string> stops_;
   bool trim_;
   std::string all_;
