@@ -5,7 +5,7 @@
 namespace corolla::api {
 
 ApiServer::ApiServer(caf::actor_system& sys, ApiConfig config, caf::actor connector)
-    : engine_(std::make_unique<Engine>(sys, std::move(config), std::move(connector))),
+    : engine_(std::make_shared<Engine>(sys, std::move(config), std::move(connector))),
       http_(std::make_unique<HttpServer>()) {
   add_openai_routes(*http_, *engine_);
   add_petals_routes(*http_, *engine_);

@@ -25,7 +25,7 @@ class ApiServer {
   Engine& engine() { return *engine_; }
 
  private:
-  std::unique_ptr<Engine> engine_;
+  std::shared_ptr<Engine> engine_;
   std::unique_ptr<HttpServer> http_;
 };
 

@@ -51,7 +51,7 @@ namespace corolla::api {
 namespace {
 
 struct state_reader_state {
-  Engine* engine = nullptr;
+  std::weak_ptr<Engine> engine;
   caf::actor dht;
   bool bootstrapped = false;
   nlohmann::json cached;
@@ -99,7 +99,8 @@ void deliver(state_reader* self, nlohmann::json state) {
 }
 
 void read_models(state_reader* self, std::string dht_error) {
-  Engine* engine = self->state.engine;
+  std::shared_ptr<Engine> engine = self->state.engine.lock();
+  if (!engine) return;
   const auto& models = engine->models();
   struct acc {
     std::vector<std::map<std::string, server_info>> servers;
@@ -157,12 +158,14 @@ void read_models(state_reader* self, std::string dht_error) {
               });
 }
 
-caf::behavior state_reader_actor(state_reader* self, Engine* engine, caf::actor dht) {
-  self->state.engine = engine;
+caf::behavior state_reader_actor(state_reader* self, std::weak_ptr<Engine> weak_engine, caf::actor dht) {
+  self->state.engine = weak_engine;
   self->state.dht = dht;
   return {
       [=](state_request& req) {
         auto& st = self->state;
+        auto engine = st.engine.lock();
+        if (!engine) return;
         auto cb = std::move(req.cb);
         const auto ttl = std::chrono::duration_cast<caf::timespan>(
             std::chrono::duration<double>(engine->config().state_ttl_s));
@@ -218,12 +221,11 @@ Engine::Engine(caf::actor_system& sys, ApiConfig config, caf::actor connector)
   dopt.client_mode = true;
   dopt.rpc_timeout = std::chrono::seconds(5);
   dht_ = spawn_dht_node(sys_, dopt, connector_);
-  state_reader_ = sys_.spawn(state_reader_actor, this, dht_);
 }
 
 Engine::~Engine() {
   for (auto& m : models_) caf::anon_send_exit(m->client, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(state_reader_, caf::exit_reason::user_shutdown);
+  if (state_reader_) caf::anon_send_exit(state_reader_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(dht_, caf::exit_reason::user_shutdown);
 }
 
@@ -268,6 +270,8 @@ double Engine::uptime_s() const {
 }
 
 void Engine::read_state(std::function<void(const nlohmann::json&)> done) {
+  std::lock_guard lock(reader_mutex_);
+  if (!state_reader_) state_reader_ = sys_.spawn(state_reader_actor, weak_from_this(), dht_);
   caf::anon_send(state_reader_, state_request{std::move(done)});
 }
 

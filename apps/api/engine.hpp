@@ -56,7 +56,8 @@ struct Counters {
   std::atomic<int64_t> sessions_opened{0}, sessions_refused{0};
 };
 
-class Engine {
+// Always held by a shared_ptr (make_shared): the actors of sessions keep it alive while they run.
+class Engine : public std::enable_shared_from_this<Engine> {
  public:
   // Loads every model's tokenizer and head and spawns a swarm client for each (through `connector`). Throws
   // std::runtime_error naming the model that fails to load.
@@ -92,7 +93,8 @@ class Engine {
   ApiConfig config_;
   caf::actor connector_;
   caf::actor dht_;  // client-mode DHT node for reading server announcements
-  caf::actor state_reader_;
+  std::mutex reader_mutex_;
+  caf::actor state_reader_;  // spawned on first use
   std::vector<std::shared_ptr<ApiModel>> models_;
   std::atomic<int64_t> active_{0};
   Counters counters_;

@@ -39,7 +39,7 @@ struct running {
 };
 
 struct gen_state {
-  Engine* engine = nullptr;
+  std::shared_ptr<Engine> engine;  // kept alive while the session runs
   std::shared_ptr<ApiModel> model;
   caf::actor session;             // the inference session (none until opened, or after it failed)
   std::string lost;               // why the session is gone, when it is
@@ -146,7 +146,7 @@ void step(gen_actor* self, std::shared_ptr<running> r) {
           });
 }
 
-caf::behavior generation_actor(gen_actor* self, Engine* engine, std::shared_ptr<ApiModel> model) {
+caf::behavior generation_actor(gen_actor* self, std::shared_ptr<Engine> engine, std::shared_ptr<ApiModel> model) {
   self->state.engine = engine;
   self->state.model = std::move(model);
   return {
@@ -161,6 +161,7 @@ caf::behavior generation_actor(gen_actor* self, Engine* engine, std::shared_ptr<
             std::chrono::duration<double>(engine->config().request_timeout_s * 4));
         auto done = std::move(cmd.done);
         const int64_t max_length = cmd.max_length;
+        auto engine = st.engine;
         self->request(st.model->client, timeout, open_session_request{max_length, 1})
             .then(
                 [=](caf::actor session) {
@@ -215,7 +216,7 @@ caf::behavior generation_actor(gen_actor* self, Engine* engine, std::shared_ptr<
 }  // namespace
 
 GenerationSession::GenerationSession(Engine& engine, std::shared_ptr<ApiModel> model)
-    : model_(model), actor_(engine.system().spawn(generation_actor, &engine, std::move(model))) {}
+    : model_(model), actor_(engine.system().spawn(generation_actor, engine.shared_from_this(), std::move(model))) {}
 
 GenerationSession::~GenerationSession() { close(); }
 

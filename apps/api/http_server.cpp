@@ -57,7 +57,8 @@ struct HttpServer::Impl {
 
 class WsConnection : public std::enable_shared_from_this<WsConnection> {
  public:
-  WsConnection(tcp::socket&& socket) : ws_(std::move(socket)) {}
+  WsConnection(tcp::socket&& socket, std::shared_ptr<HttpServer::Impl> impl)
+      : impl_(std::move(impl)), ws_(std::move(socket)) {}
 
   void accept(Request req, WsHandler handler) {
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
@@ -140,6 +141,7 @@ class WsConnection : public std::enable_shared_from_this<WsConnection> {
     if (f) f();
   }
 
+  std::shared_ptr<HttpServer::Impl> impl_;  // first: the io_context outlives the socket
   websocket::stream<beast::tcp_stream> ws_;
   beast::flat_buffer buffer_;
   std::deque<std::string> queue_;
@@ -159,7 +161,7 @@ void WebSocketSession::close() { conn_->close(); }
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
   HttpConnection(tcp::socket&& socket, std::shared_ptr<HttpServer::Impl> impl)
-      : stream_(std::move(socket)), impl_(std::move(impl)) {}
+      : impl_(std::move(impl)), stream_(std::move(socket)) {}
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
@@ -243,7 +245,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       auto it = impl_->ws_routes.find(path);
       if (it != impl_->ws_routes.end()) {
         stream_.expires_never();
-        auto ws = std::make_shared<WsConnection>(stream_.release_socket());
+        auto ws = std::make_shared<WsConnection>(stream_.release_socket(), impl_);
         HttpServer::Impl::track(impl_->ws_open, impl_->mutex, ws);
         if (impl_->on_response) impl_->on_response(path, 101);
         ws->accept(std::move(req), it->second);
@@ -359,10 +361,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
     if (sse_ && !gone_) lost();
   }
 
+  std::shared_ptr<HttpServer::Impl> impl_;  // first: the io_context outlives the socket
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  std::shared_ptr<HttpServer::Impl> impl_;
   std::string route_;
   std::atomic<uint64_t> exchange_{0};
   bool keep_alive_ = false;

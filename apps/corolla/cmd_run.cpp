@@ -107,8 +107,8 @@ int run(const RunOptions& o) {
     cfg.max_sessions = o.max_sessions;
     cfg.models.push_back({o.model == "demo" ? "demo" : "", path, o.tokenizer.empty() ? "" : o.tokenizer, ""});
     if (!o.prompt.empty()) {
-      api::Engine engine(sys, cfg, connector);
-      rc = answer(engine, o);
+      auto engine = std::make_shared<api::Engine>(sys, cfg, connector);
+      rc = answer(*engine, o);
     } else {
       api::ApiServer server(sys, cfg, connector);
       const uint16_t port = server.start(1);

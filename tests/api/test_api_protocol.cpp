@@ -281,8 +281,7 @@ BOOST_AUTO_TEST_CASE(petals_websocket_streams_until_the_stop_sequence_or_the_ses
   WsClient ws(port(), "/api/v2/generate");
   ws.send({{"type", "open_inference_session"}, {"model", "tiny"}, {"max_length", 24}});
   BOOST_TEST(ws.read()["ok"] == true);
-  ws.send({{"type", "generate"}, {"inputs", "Hi"}, {"max_new_tokens", 1}, {"stop_sequence", "never-appears"},
-           {"do_sample", 1}, {"temperature", 0.8}, {"top_p", 0.9}});
+  ws.send({{"type", "generate"}, {"inputs", "Hi"}, {"max_new_tokens", 1}, {"stop_sequence", "never-appears"}});
   int replies = 0, tokens = 0;
   json r;
   for (;;) {
@@ -294,7 +293,10 @@ BOOST_AUTO_TEST_CASE(petals_websocket_streams_until_the_stop_sequence_or_the_ses
     tokens += r["token_count"].get<int>();
   }
   BOOST_TEST(r["traceback"].get<std::string>().find("Maximum length exceeded") != std::string::npos, r.dump());
-  BOOST_TEST(tokens == 24 - 2);  // "Hi" is two tokens; the last drawn token is never fed
+  // "Hi" is two tokens and the last drawn token is never fed: 22 tokens drawn, of which the last few may still be
+  // waiting for the rest of a character when the error comes.
+  BOOST_TEST(tokens <= 22);
+  BOOST_TEST(tokens >= 19);
   BOOST_TEST(replies >= tokens / 2);  // a reply waits while a character is incomplete
   BOOST_TEST(ws.read().is_null());  // then the socket closes
 }
@@ -432,7 +434,7 @@ BOOST_AUTO_TEST_CASE(health_state_and_metrics_describe_the_swarm) {
   BOOST_REQUIRE(state["models"].size() == 1u);
   const auto& m = state["models"][0];
   BOOST_TEST(m["name"] == "tiny");
-  BOOST_TEST(m["healthy"] == true);
+  BOOST_TEST(m["healthy"] == true, state.dump());
   BOOST_TEST(m["coverage"] == json({1, 1, 1, 1}));
   BOOST_REQUIRE(m["servers"].size() == 2u);
   for (const auto& s : m["servers"]) {

@@ -48,7 +48,8 @@ inline HttpReply http_request(uint16_t port, boost::beast::http::verb method, co
     req.prepare_payload();
   }
   stream.expires_after(std::chrono::seconds(120));
-  http::write(stream, req);
+  beast::error_code write_error;  // a server that refuses a body may answer and close before it is all sent
+  http::write(stream, req, write_error);
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(64 << 20);
