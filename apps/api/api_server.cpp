@@ -1,5 +1,7 @@
 #include "apps/api/api_server.hpp"
 
+#include <algorithm>
+
 #include "apps/api/api_routes.hpp"
 
 namespace corolla::api {
@@ -17,7 +19,7 @@ ApiServer::ApiServer(caf::actor_system& sys, ApiConfig config, caf::actor connec
 ApiServer::~ApiServer() { stop(); }
 
 uint16_t ApiServer::start(int threads) {
-  return http_->listen(engine_->config().host, engine_->config().port, threads);
+  return http_->listen(engine_->config().host, engine_->config().port, std::max(1, threads));
 }
 
 void ApiServer::stop() {

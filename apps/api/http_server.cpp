@@ -445,13 +445,18 @@ uint16_t HttpServer::listen(const std::string& host, uint16_t port, int threads)
   if (ec) fail("listen");
   const uint16_t bound = impl_->acceptor->local_endpoint().port();
   impl_->do_accept(impl_);
-  for (int i = 0; i < std::max(1, threads); ++i) impl_->threads.emplace_back([impl = impl_] { impl->ioc.run(); });
+  for (int i = 0; i < threads; ++i) impl_->threads.emplace_back([impl = impl_] { impl->ioc.run(); });
   return bound;
 }
 
 void HttpServer::stop() {
-  if (!impl_ || impl_->threads.empty()) return;
+  if (!impl_) return;
   auto impl = impl_;
+  if (impl->threads.empty()) {  // never started (or a probe): just close the acceptor
+    beast::error_code ec;
+    if (impl->acceptor) impl->acceptor->close(ec);
+    return;
+  }
   net::post(impl->ioc, [impl] {
     beast::error_code ec;
     if (impl->acceptor) impl->acceptor->close(ec);
@@ -469,6 +474,11 @@ void HttpServer::stop() {
   for (auto& t : impl->threads)
     if (t.joinable()) t.join();
   impl->threads.clear();
+}
+
+void check_can_listen(const std::string& host, uint16_t port) {
+  HttpServer probe;
+  probe.listen(host, port, 0);
 }
 
 // ---------------------------------------------------------------------------------------------- Helpers

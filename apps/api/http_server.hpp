@@ -89,8 +89,8 @@ class HttpServer {
   // Called for every answered request: (route or path, status), for metrics.
   void on_response(std::function<void(const std::string&, int)> f);
 
-  // Binds and starts `threads` threads. Returns the port (useful with port 0). Throws std::runtime_error with
-  // the address when it cannot listen.
+  // Binds and starts `threads` threads (at least 1 to serve). Returns the port (useful with port 0). Throws
+  // std::runtime_error with the address when it cannot listen.
   uint16_t listen(const std::string& host, uint16_t port, int threads = 1);
   void stop();
 
@@ -99,6 +99,10 @@ class HttpServer {
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+// Throws what HttpServer::listen would when host:port cannot be bound (checked by binding it for a moment), so a
+// command can fail before it starts anything slow.
+void check_can_listen(const std::string& host, uint16_t port);
 
 // Helpers for handlers.
 // The path of a target without its query string.

@@ -79,6 +79,7 @@ int answer(api::Engine& engine, const RunOptions& o) {
 int run(const RunOptions& o) {
   block_stop_signals();
   const std::string path = resolve_model_path(o.model);
+  if (o.prompt.empty() && o.port != 0) api::check_can_listen(o.host, static_cast<uint16_t>(o.port));
   corolla_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   auto connector = spawn_connector(sys);
