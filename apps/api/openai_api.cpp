@@ -62,6 +62,7 @@ struct Plan {
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;
+  bool ignore_eos = false;  // extension (as vLLM's): generate max_tokens whatever the model says, for benchmarks
 };
 
 int64_t choose_max_tokens(const Engine& engine, const json& body, const ApiModel& m, int64_t prompt_len,
@@ -100,6 +101,7 @@ void common_fields(Engine& engine, const json& body, Plan& p) {
   }
   p.stop = get_string_list(body, "stop", 16);
   p.stream = get_bool(body, "stream").value_or(false);
+  p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   if (auto it = body.find("stream_options"); it != body.end() && it->is_object())
     p.include_usage = get_bool(*it, "include_usage").value_or(false);
   (void)engine;
@@ -125,6 +127,7 @@ void run(Engine& engine, const Responder& res, Plan plan, const std::string& rou
   for (const auto& s : plan.stop) job->stops.push_back({s, -1});
   job->trim_stop = true;
   job->skip_special = true;
+  job->stop_at_eos = !plan.ignore_eos;
   const int64_t prompt_len = static_cast<int64_t>(plan.prompt.size());
   // Frees the slot before the answer goes out, so a client's next request finds it free.
   auto slot_box = std::make_shared<Engine::Slot>(std::move(slot));
