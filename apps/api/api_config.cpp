@@ -70,4 +70,28 @@ void validate(const ApiConfig& c, const std::string& source) {
     fail("default_max_tokens", "must not exceed max_new_tokens (" + std::to_string(c.max_new_tokens) + ")");
 }
 
+std::string to_toml(const ApiConfig& c) {
+  std::string out;
+  auto line = [&](const char* key, const std::string& value) { out += std::string(key) + " = " + value + "\n"; };
+  line("host", toml_quote(c.host));
+  line("port", std::to_string(c.port));
+  line("web_dir", toml_quote(c.web_dir));
+  line("initial_peers", toml_string_array(c.initial_peers));
+  line("mode", toml_quote(c.mode));
+  line("request_timeout_s", toml_double(c.request_timeout_s));
+  line("max_sessions", std::to_string(c.max_sessions));
+  line("max_length", std::to_string(c.max_length));
+  line("max_new_tokens", std::to_string(c.max_new_tokens));
+  line("default_max_tokens", std::to_string(c.default_max_tokens));
+  line("state_ttl_s", toml_double(c.state_ttl_s));
+  for (const auto& m : c.models) {
+    out += "\n[[model]]\n";
+    line("name", toml_quote(m.name));
+    line("path", toml_quote(m.path));
+    line("tokenizer", toml_quote(m.tokenizer));
+    line("swarm_id", toml_quote(m.swarm_id));
+  }
+  return out;
+}
+
 }  // namespace corolla::api

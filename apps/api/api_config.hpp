@@ -39,5 +39,7 @@ struct ApiConfig {
 ApiConfig load_api_config(const std::string& toml_path);
 // Checks the whole configuration (after flags). Throws ConfigError with messages starting "SOURCE: ".
 void validate(const ApiConfig& config, const std::string& source);
+// The configuration as TOML that load_api_config() reads back to the same values.
+std::string to_toml(const ApiConfig& config);
 
 }  // namespace corolla::api
