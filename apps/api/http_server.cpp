@@ -193,7 +193,6 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       self->on_gone_ = std::move(f);
     });
   }
-  bool keep_alive() const { return keep_alive_; }
   void shutdown() {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
       beast::error_code ec;
@@ -395,7 +394,6 @@ std::shared_ptr<SseStream> Responder::start_sse(int status) const {
   return std::make_shared<SseStream>(conn_, exchange_);
 }
 
-bool Responder::keep_alive() const { return conn_->keep_alive(); }
 
 void SseStream::event(const std::string& data) { conn_->sse_chunk(exchange_, "data: " + data + "\n\n", false); }
 void SseStream::end() { conn_->sse_chunk(exchange_, "", true); }

@@ -48,8 +48,6 @@ class Responder {
   void json(int status, const nlohmann::json& body) const;
   void text(int status, std::string body, const std::string& content_type) const;
   std::shared_ptr<SseStream> start_sse(int status = 200) const;
-  // Whether the request asked to keep the connection open (set on responses automatically).
-  bool keep_alive() const;
 
  private:
   std::shared_ptr<HttpConnection> conn_;

@@ -98,6 +98,21 @@ def main():
             WebDriverWait(driver, 120).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg.assistant .meta")) == 2)
             check(len(driver.find_elements(By.CSS_SELECTOR, ".msg.user")) == 2, "a second turn")
             driver.save_screenshot(os.path.join(SHOTS, "chat-2.png"))
+            # An error is shown in words, and Retry sends the message again.
+            max_tokens.clear()
+            max_tokens.send_keys("100000")
+            box.send_keys("Hello")
+            driver.find_element(By.ID, "send").click()
+            WebDriverWait(driver, 60).until(lambda d: d.find_element(By.ID, "error").is_displayed())
+            error = driver.find_element(By.ID, "error-text").text
+            check("at most" in error and "max_tokens" in error, "a bad setting shows the API's message: %r" % error)
+            driver.save_screenshot(os.path.join(SHOTS, "chat-error.png"))
+            max_tokens.clear()
+            max_tokens.send_keys("16")
+            driver.find_element(By.ID, "retry").click()
+            WebDriverWait(driver, 120).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".msg.assistant .meta")) == 3)
+            check(not driver.find_element(By.ID, "error").is_displayed(), "Retry succeeds and clears the error")
+            check(len(driver.find_elements(By.CSS_SELECTOR, ".msg.user")) == 3, "the retried message shows once")
             # The health page draws each server's span.
             driver.get(run.base + "/health")
             wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".model table tr td"))
