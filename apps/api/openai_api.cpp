@@ -92,7 +92,7 @@ int64_t choose_max_tokens(const Engine& engine, const json& body, const ApiModel
   return std::min(fallback, m.context - prompt_len);
 }
 
-void common_fields(Engine& engine, const json& body, Plan& p) {
+void common_fields(const json& body, Plan& p) {
   if (auto n = get_int(body, "n"); n && *n != 1) throw bad_request("only n = 1 is supported", "n");
   for (const char* k : {"logprobs", "top_logprobs", "best_of", "suffix", "tools", "functions", "response_format"}) {
     auto it = body.find(k);
@@ -104,7 +104,6 @@ void common_fields(Engine& engine, const json& body, Plan& p) {
   p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   if (auto it = body.find("stream_options"); it != body.end() && it->is_object())
     p.include_usage = get_bool(*it, "include_usage").value_or(false);
-  (void)engine;
 }
 
 json usage_json(int64_t prompt, int64_t completion) {
@@ -113,7 +112,7 @@ json usage_json(int64_t prompt, int64_t completion) {
 
 // Opens a session, runs the job and answers: one JSON body, or server-sent events. `chunk_json(text, finish)`
 // builds one streamed chunk; `whole_json(result)` the whole answer.
-void run(Engine& engine, const Responder& res, Plan plan, const std::string& route,
+void run(Engine& engine, const Responder& res, Plan plan,
          std::function<json(const std::string& text, const json& finish_reason)> chunk_json,
          std::function<json(const GenResult&)> whole_json, std::function<json()> first_chunk) {
   ApiError err;
@@ -190,7 +189,6 @@ void run(Engine& engine, const Responder& res, Plan plan, const std::string& rou
       session->run(job);
     });
   }
-  (void)route;
 }
 
 template <class F>
@@ -216,7 +214,7 @@ void chat_completions(Engine& engine, const Request& req, const Responder& res) 
     } catch (const std::invalid_argument& e) {
       throw bad_request(std::string("messages: ") + e.what(), "messages");
     }
-    common_fields(engine, body, p);
+    common_fields(body, p);
     p.sampling = openai_sampling(body, 1.0);
     p.max_tokens = choose_max_tokens(engine, body, *p.model, static_cast<int64_t>(p.prompt.size()),
                                      engine.config().default_max_tokens);
@@ -250,7 +248,7 @@ void chat_completions(Engine& engine, const Request& req, const Responder& res) 
                                             {"finish_reason", r.finish_reason == "length" ? "length" : "stop"}}})},
                   {"usage", usage_json(prompt_len, r.completion_tokens)}};
     };
-    run(engine, res, std::move(p), "/v1/chat/completions", chunk, whole, first);
+    run(engine, res, std::move(p), chunk, whole, first);
   });
 }
 
@@ -291,7 +289,7 @@ void completions(Engine& engine, const Request& req, const Responder& res) {
       throw bad_request("'prompt' must be a string or an array of token ids", "prompt");
     }
     if (p.prompt.empty()) throw bad_request("the prompt is empty", "prompt");
-    common_fields(engine, body, p);
+    common_fields(body, p);
     const bool echo = get_bool(body, "echo").value_or(false);
     p.sampling = openai_sampling(body, 1.0);
     p.max_tokens = choose_max_tokens(engine, body, *p.model, static_cast<int64_t>(p.prompt.size()), 16);
@@ -320,7 +318,7 @@ void completions(Engine& engine, const Request& req, const Responder& res) {
                                             {"finish_reason", r.finish_reason == "length" ? "length" : "stop"}}})},
                   {"usage", usage_json(prompt_len, r.completion_tokens)}};
     };
-    run(engine, res, std::move(p), "/v1/completions", chunk, whole, first);
+    run(engine, res, std::move(p), chunk, whole, first);
   });
 }
 
