@@ -1,10 +1,14 @@
-// The swarm client: knows the servers (for now by asking the initial peers for their info), plans routes and
-// opens inference sessions over them.
+// The swarm client: knows the servers (from the DHT, or by asking the initial peers for their info), plans
+// routes and opens inference sessions over them, and keeps the servers' reputations: its sessions report how
+// each request went, failures ban a server (with exponential backoff), and routes skip banned servers.
 #include <caf/all.hpp>
+#include <iostream>
 #include <map>
 
 #include "actors/client/client_api.hpp"
 #include "actors/client/inference_session.hpp"
+#include "actors/client/reputation_book.hpp"
+#include "actors/client/session_messages.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/net/connector.hpp"
@@ -20,10 +24,48 @@ struct client_state {
   caf::actor dht;           // client-mode DHT node, when joining through the DHT
   bool bootstrapped = false;
   std::vector<server_info> servers;
+  std::unique_ptr<ReputationBook> book;
+  // The sessions opened, shared with the exit handler (which runs after the state is gone).
+  std::shared_ptr<std::vector<caf::actor_addr>> sessions = std::make_shared<std::vector<caf::actor_addr>>();
+  ~client_state() {
+    try {
+      if (book) book->flush();
+    } catch (const std::exception&) {  // the store went away; nothing to save it to
+    }
+  }
   static inline const char* name = "swarm_client";
 };
 
+// How often learned reputations are written to the store (failures are written at once).
+constexpr auto kReputationFlushPeriod = std::chrono::seconds(10);
+
+// The store behind the reputation book, or none (in memory) when there is no data_dir or it cannot be opened
+// (another client process holds it).
+std::shared_ptr<NodeStore> open_reputation_store(const std::string& dir) {
+  if (dir.empty()) return nullptr;
+  try {
+    return std::make_shared<NodeStore>(dir);
+  } catch (const std::exception& e) {
+    std::cerr << "warning: server reputations are kept in memory only: " << e.what() << "\n";
+    return nullptr;
+  }
+}
+
 using client_actor = caf::stateful_actor<client_state>;
+
+// A route over [first, last) that skips banned servers and `avoid`. When bans leave no route, earlier bans give
+// way (a restarted server may be back); `avoid` (the servers that just failed this session) never does.
+route_plan plan_avoiding(client_actor* self, const std::vector<server_info>& infos, int64_t first, int64_t last,
+                         int64_t min_cache, const std::set<std::string>& avoid) {
+  auto excluded = self->state.book->banned_peers(ReputationBook::now_ms());
+  excluded.insert(avoid.begin(), avoid.end());
+  route_plan plan = plan_route(infos, first, last, excluded, min_cache);
+  if (!plan.ok()) {
+    route_plan relaxed = plan_route(infos, first, last, avoid, min_cache);
+    if (relaxed.ok()) return relaxed;
+  }
+  return plan;
+}
 
 // Asks every initial peer for its info; peers that do not answer are left out.
 void poll_peers(client_actor* self, std::function<void(std::vector<server_info>)> done) {
@@ -99,6 +141,13 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
   auto& st = self->state;
   st.opt = std::move(opt);
   st.head = std::move(head);
+  st.book = std::make_unique<ReputationBook>(st.opt.bans, open_reputation_store(st.opt.data_dir));
+  // Sessions need their client (for replacement routes); they end with it.
+  self->attach_functor([sessions = st.sessions](const caf::error&) {
+    for (auto& s : *sessions)
+      if (auto a = caf::actor_cast<caf::actor>(s)) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  });
+  self->delayed_send(self, kReputationFlushPeriod, sweep_atom::value);
   if (connector) {
     st.connector = connector;
   } else {  // our own: it ends with us (pending connects would otherwise keep it alive until they time out)
@@ -131,13 +180,19 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
             return;
           }
           const int64_t blocks = st.head->config().num_layers;
-          route_plan plan = plan_route(infos, 0, blocks, {}, req.max_length * req.batch);
+          route_plan plan = plan_avoiding(self, infos, 0, blocks, req.max_length * req.batch, {});
           if (!plan.ok()) {
             rp.deliver(make_error(errc::no_route, plan.error));
             return;
           }
-          session_options so{st.opt.mode, st.opt.request_timeout, req.max_length, req.batch};
-          auto session = spawn_inference_session(self->home_system(), st.head, st.connector, so, plan.hops);
+          session_options so{st.opt.mode, st.opt.request_timeout, req.max_length, req.batch, st.opt.recovery_timeout};
+          auto session = spawn_inference_session(self->home_system(), st.head, st.connector,
+                                                 caf::actor_cast<caf::actor>(self), so, plan.hops);
+          auto& live = *st.sessions;
+          live.erase(std::remove_if(live.begin(), live.end(),
+                                    [](const caf::actor_addr& a) { return !caf::actor_cast<caf::actor>(a); }),
+                     live.end());
+          live.push_back(session.address());
           self->request(session, st.opt.request_timeout * 4, open_atom::value)
               .then([=](const ack&) mutable { rp.deliver(session); },
                     [=](caf::error& e) mutable {
@@ -146,6 +201,32 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
                     });
         });
         return rp;
+      },
+      // A replacement route: from the servers known already when they cover the blocks (a recovery should not
+      // wait for DHT lookups, which may be querying the very node that died), then the view is refreshed.
+      [=](const replan_request& req) -> caf::result<std::vector<planned_hop>> {
+        auto& st = self->state;
+        route_plan cached = plan_avoiding(self, st.servers, req.first, req.last, req.min_cache_tokens, req.avoid);
+        if (cached.ok()) {
+          refresh(self, [](std::vector<server_info>) {});
+          return std::move(cached.hops);
+        }
+        auto rp = self->make_response_promise<std::vector<planned_hop>>();
+        refresh(self, [=](std::vector<server_info> infos) mutable {
+          route_plan plan = plan_avoiding(self, infos, req.first, req.last, req.min_cache_tokens, req.avoid);
+          if (plan.ok()) rp.deliver(std::move(plan.hops));
+          else rp.deliver(make_error(errc::no_route, plan.error));
+        });
+        return rp;
+      },
+      [=](const peer_report& r) {
+        auto& book = *self->state.book;
+        if (r.ok) book.record_success(r.address, r.latency_ms);
+        else book.record_failure(r.address, ReputationBook::now_ms());
+      },
+      [=](sweep_atom) {
+        self->state.book->flush();
+        self->delayed_send(self, kReputationFlushPeriod, sweep_atom::value);
       },
   };
 }

@@ -26,6 +26,7 @@ using open_atom = caf::atom_constant<caf::atom("open")>;
 using address_atom = caf::atom_constant<caf::atom("address")>;
 using state_atom = caf::atom_constant<caf::atom("state")>;
 using blocks_atom = caf::atom_constant<caf::atom("blocks")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
 
 // Gate -> block actor: create / drop this session's KV cache.
 struct block_open_msg {

@@ -86,6 +86,7 @@ int run(const NodeConfig& cfg) {
   setup.public_name = cfg.public_name;
   setup.cache_tokens = cfg.cache_tokens;
   setup.max_sessions = cfg.max_sessions;
+  setup.inject_step_errors_after = cfg.inject_step_errors_after;
   setup.step_timeout = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.step_timeout_s));
   setup.session_timeout =
       std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.session_timeout_s));
