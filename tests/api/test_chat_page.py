@@ -9,7 +9,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 
 from corolla_run import ROOT, CorollaRun, skip
 
@@ -65,29 +64,28 @@ def main():
             max_tokens.clear()
             max_tokens.send_keys("48" if run.demo else "200")
             box = driver.find_element(By.ID, "input")
+            # Record, in the page, the reply's length at every change while it is marked as streaming.
+            driver.execute_script("""
+              window.__lengths = [];
+              new MutationObserver(() => {
+                const all = document.querySelectorAll('.msg.assistant');
+                const last = all[all.length - 1];
+                if (last && last.classList.contains('streaming'))
+                  window.__lengths.push(last.querySelector('.text').textContent.length);
+              }).observe(document.getElementById('dialogue'), {subtree: true, childList: true, characterData: true});
+            """)
             box.send_keys("What is the capital of France?")
             driver.find_element(By.ID, "send").click()
-            # Watch the reply grow while it is still streaming.
-            lengths, streaming_seen = set(), False
-            deadline = time.time() + 120
-            while time.time() < deadline:
-                replies = driver.find_elements(By.CSS_SELECTOR, ".msg.assistant")
-                if replies:
-                    text = replies[-1].find_element(By.CSS_SELECTOR, ".text").text
-                    streaming = "streaming" in replies[-1].get_attribute("class")
-                    if streaming and text:
-                        streaming_seen = True
-                        lengths.add(len(text))
-                    if replies[-1].find_elements(By.CSS_SELECTOR, ".meta"):
-                        break
-                time.sleep(0.02)
+            WebDriverWait(driver, 120).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".msg.assistant .meta"))
+            lengths = sorted(set(n for n in driver.execute_script("return window.__lengths") if n > 0))
+            streaming_seen = len(lengths) >= 2
             reply = driver.find_elements(By.CSS_SELECTOR, ".msg.assistant")
             check(bool(reply), "an assistant reply appeared")
             text = reply[-1].find_element(By.CSS_SELECTOR, ".text").text if reply else ""
             meta = reply[-1].find_elements(By.CSS_SELECTOR, ".meta") if reply else []
             check(len(text) > 0, "the reply has text: %r" % text[:80])
             check(bool(meta) and "tokens" in meta[0].text, "the reply ends with its token count and speed")
-            check(streaming_seen, "text showed while the reply was still streaming (%d lengths seen)" % len(lengths))
+            check(streaming_seen, "the reply grew piece by piece while streaming (lengths %s)" % lengths[:8])
             if run.demo:
                 check("Paris" in text, "the demo model answers Paris")
             check(not driver.find_element(By.ID, "error").is_displayed(), "no error shown")
