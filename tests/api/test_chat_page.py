@@ -62,7 +62,7 @@ def main():
             temperature.send_keys("0")
             max_tokens = driver.find_element(By.ID, "max_tokens")
             max_tokens.clear()
-            max_tokens.send_keys("48" if run.demo else "100")  # two turns fit the tiny model's 512 positions
+            max_tokens.send_keys("48" if run.demo else "40")  # three turns fit the tiny model's 512 positions
             box = driver.find_element(By.ID, "input")
             # Record, in the page, the reply's length at every change while it is marked as streaming.
             driver.execute_script("""
