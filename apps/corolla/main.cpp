@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
     corolla::cli::Runner run = adder(app);
     commands.emplace_back(app.get_subcommands({}).at(before), std::move(run));
   };
+  add(corolla::cli::add_run);
   add(corolla::cli::add_generate);
   add(corolla::cli::add_serve);
   add(corolla::cli::add_chat);
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   add(corolla::cli::add_config_check);
   add(corolla::cli::add_tokenize);
   add(corolla::cli::add_finetune);
+  add(corolla::cli::add_api);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
