@@ -58,6 +58,10 @@ struct open_session_request {
 };
 
 struct generate_request {
+  // A constructor rather than an aggregate: {prompt, params, subscriber} stays complete as fields are added.
+  generate_request(std::vector<int32_t> prompt = {}, GenerationParams params = {}, caf::actor subscriber = {},
+                   Tensor prefix = {})
+      : prompt(std::move(prompt)), params(params), subscriber(std::move(subscriber)), prefix(std::move(prefix)) {}
   std::vector<int32_t> prompt;   // appended to what the session already holds
   GenerationParams params;
   caf::actor subscriber;         // optional: receives (token_atom, int32_t id) for each new token
