@@ -8,6 +8,7 @@
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/net/connector.hpp"
+#include "actors/net/pings.hpp"
 #include "actors/protocol/errors.hpp"
 
 namespace corolla {
@@ -20,6 +21,7 @@ struct client_state {
   caf::actor dht;           // client-mode DHT node, when joining through the DHT
   bool bootstrapped = false;
   std::vector<server_info> servers;
+  std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // smoothed round trips to servers (routing)
   static inline const char* name = "swarm_client";
 };
 
@@ -130,20 +132,27 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
                                                          : std::string("none of the initial peers answered")));
             return;
           }
-          const int64_t blocks = st.head->config().num_layers;
-          route_plan plan = plan_route(infos, 0, blocks, {}, req.max_length * req.batch);
-          if (!plan.ok()) {
-            rp.deliver(make_error(errc::no_route, plan.error));
-            return;
-          }
-          session_options so{st.opt.mode, st.opt.request_timeout, req.max_length, req.batch};
-          auto session = spawn_inference_session(self->home_system(), st.head, st.connector, so, plan.hops);
-          self->request(session, st.opt.request_timeout * 4, open_atom::value)
-              .then([=](const ack&) mutable { rp.deliver(session); },
-                    [=](caf::error& e) mutable {
-                      self->send_exit(session, caf::exit_reason::user_shutdown);
-                      rp.deliver(std::move(e));
-                    });
+          // Measure (and smooth) the round trips to the servers, then take the chain of least expected latency.
+          std::vector<std::string> addresses;
+          for (const auto& s : infos) addresses.push_back(s.address);
+          const auto ping_timeout = std::min<caf::timespan>(st.opt.request_timeout, std::chrono::seconds(2));
+          ping_peers(self, st.connector, addresses, st.rtts, ping_timeout, [=]() mutable {
+            auto& st = self->state;
+            const int64_t blocks = st.head->config().num_layers;
+            route_plan plan = plan_route(infos, 0, blocks, {}, req.max_length * req.batch, {}, st.rtts->ms);
+            if (!plan.ok()) {
+              rp.deliver(make_error(errc::no_route, plan.error));
+              return;
+            }
+            session_options so{st.opt.mode, st.opt.request_timeout, req.max_length, req.batch};
+            auto session = spawn_inference_session(self->home_system(), st.head, st.connector, so, plan.hops);
+            self->request(session, st.opt.request_timeout * 4, open_atom::value)
+                .then([=](const ack&) mutable { rp.deliver(session); },
+                      [=](caf::error& e) mutable {
+                        self->send_exit(session, caf::exit_reason::user_shutdown);
+                        rp.deliver(std::move(e));
+                      });
+          });
         });
         return rp;
       },

@@ -37,6 +37,8 @@ struct NodeFlags {
   int max_sessions = 0;
   std::string throughput;
   double update_period = 0;
+  double balance_quality = 0;
+  double mean_balance_check_period = 0;
 };
 
 void add_node_flags(CLI::App& cmd, NodeFlags& flags);

@@ -1,0 +1,46 @@
+// Servers started with num_blocks place themselves and rebalance, all in one process under the deterministic
+// scheduler (virtual time): the production actors (gate, DHT node, announcer, loader, balancer) of every server.
+#define BOOST_TEST_MODULE balance_swarm
+#include <boost/test/unit_test.hpp>
+#include <iostream>
+
+#include "support/balance_swarm.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Twelve heterogeneous servers over 24 blocks: throughputs 2..100 (tokens/s per block), spans of 4..12 blocks.
+const std::vector<swarm_member_spec> kTwelve{{100, 8}, {80, 6},  {60, 10}, {50, 8}, {40, 12}, {30, 6},
+                                             {25, 8},  {20, 10}, {15, 6},  {10, 8}, {5, 12},  {2, 4}};
+
+std::string strengths(BalanceSwarm& w) {
+  std::string out;
+  for (double t : w.block_strength()) out += std::to_string(static_cast<int>(t)) + " ";
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(twelve_servers_started_together_converge_to_full_coverage) {
+  BalanceSwarm w(24);
+  swarm_options o;
+  w.start(kTwelve, o, true);
+  // All read an empty DHT at the same instant, so all took the first window: the last blocks are uncovered.
+  const double initial = w.min_block();
+  BOOST_TEST(initial == 0.0, strengths(w));
+  w.advance(20min);
+  const size_t moves_at_20 = w.moves();
+  w.advance(10min);
+  const double final_min = w.min_block();
+  std::cout << "12 servers together: min block " << initial << " -> " << final_min << " of ideal " << w.ideal()
+            << " (" << final_min / w.ideal() << ") after " << w.moves() << " moves; blocks: " << strengths(w)
+            << "\n";
+  BOOST_TEST(final_min > 0.0, strengths(w));
+  BOOST_TEST(w.moves() > 0u);
+  BOOST_TEST(w.moves() == moves_at_20, "still moving after 20 minutes");  // settled
+  BOOST_TEST(final_min / w.ideal() >= 0.7, strengths(w));
+  for (const auto& m : w.members) BOOST_TEST(!BalanceSwarm::failed(m), m.address);
+}
