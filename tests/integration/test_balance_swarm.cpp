@@ -44,3 +44,28 @@ BOOST_AUTO_TEST_CASE(twelve_servers_started_together_converge_to_full_coverage) 
   BOOST_TEST(final_min / w.ideal() >= 0.7, strengths(w));
   for (const auto& m : w.members) BOOST_TEST(!BalanceSwarm::failed(m), m.address);
 }
+
+BOOST_AUTO_TEST_CASE(rebalancing_raises_the_weakest_block_of_servers_started_one_by_one) {
+  // Arrivals where each server's first choice, good at the time, leaves the swarm uneven once the fast ones
+  // arrive late (one of bench_balance's swarms). The same arrivals twice: with balancing off (balance_quality 0:
+  // the initial choice only) and on.
+  const std::vector<swarm_member_spec> arrivals{{13, 12}, {58, 11}, {4, 9},  {7, 8},  {50, 9},  {19, 12},
+                                                {66, 7},  {11, 4},  {7, 8},  {13, 12}, {7, 6}, {59, 8}};
+  auto run = [&](double quality, size_t& moves) {
+    BalanceSwarm w(24);
+    swarm_options o;
+    o.balance_quality = quality;
+    w.start(arrivals, o, false);
+    w.advance(30min);
+    moves = w.moves();
+    for (const auto& m : w.members) BOOST_TEST(!BalanceSwarm::failed(m), m.address);
+    return w.min_block() / w.ideal();
+  };
+  size_t moves_off = 0, moves_on = 0;
+  const double off = run(0, moves_off), on = run(0.75, moves_on);
+  std::cout << "12 servers one by one: min block / ideal " << off << " without rebalancing, " << on << " with ("
+            << moves_on << " moves)\n";
+  BOOST_TEST(moves_off == 0u);
+  BOOST_TEST(moves_on > 0u);
+  BOOST_TEST(on > off);
+}
