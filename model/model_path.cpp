@@ -6,16 +6,19 @@
 
 namespace corolla {
 
-std::string demo_model_path() {
-  std::string cache;
+std::string corolla_cache_dir() {
+  const char* h = std::getenv("HOME");
+  const std::string home = h ? h : ".";
   if (const char* c = std::getenv("COROLLA_CACHE"); c && *c) {
-    cache = c;
-  } else {
-    const char* home = std::getenv("HOME");
-    cache = std::string(home ? home : ".") + "/.cache/corolla";
+    const std::string dir = c;
+    if (dir == "~") return home;
+    if (dir.rfind("~/", 0) == 0) return home + dir.substr(1);
+    return dir;
   }
-  return cache + "/demo/" + kDemoModelFile;
+  return home + "/.cache/corolla";
 }
+
+std::string demo_model_path() { return corolla_cache_dir() + "/demo/" + kDemoModelFile; }
 
 std::string resolve_model_path(const std::string& name) {
   if (name != "demo") return name;

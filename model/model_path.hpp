@@ -8,6 +8,8 @@ namespace corolla {
 
 inline constexpr const char* kDemoModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
+// ${COROLLA_CACHE:-~/.cache/corolla} (a leading "~" expanded): the demo model, node and client databases.
+std::string corolla_cache_dir();
 // The demo model's path (whether or not it exists yet).
 std::string demo_model_path();
 // `name` itself, or the demo path for "demo"; throws with the command to run when the demo is not downloaded.

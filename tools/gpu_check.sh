@@ -64,6 +64,10 @@ if grep -q "(Skipped)\|\*\*\*Skipped" "$logs/ctest.log"; then
 fi
 tests_line=$(grep -E "tests passed|tests failed" "$logs/ctest.log" | tail -n 1 || true)
 
+step "golden models on the GPU (COROLLA_TEST_DEVICE=cuda)"
+cmake --build "$build" -j"$(nproc)" --target test_golden_models >>"$logs/build.log" 2>&1 || fail "build test_golden_models"
+COROLLA_TEST_DEVICE=cuda "$build/bin/test_golden_models" 2>&1 | tee "$logs/golden.log" | tail -n 3 || test_status=1
+
 step "decode microbenchmark (bench_cuda_decode ${BENCH_TOKENS:-128})"
 bench_status=0
 timeout 300 "$build/bin/bench_cuda_decode" "${BENCH_TOKENS:-128}" 2>&1 | tee "$logs/bench.log" || bench_status=$?

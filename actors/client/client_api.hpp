@@ -5,7 +5,12 @@
 //   self->request(session, timeout, generate_request{prompt, params, printer}).receive(
 //       [&](const generate_result& r) { ... });   // printer receives (token_atom, id) as tokens are chosen
 //   self->request(session, timeout, step_input{hidden, positions}) -> Tensor   // raw hidden states in/out
+//   self->request(session, timeout, stats_atom::value) -> session_stats   // failures and recoveries so far
 //   self->send(session, close_atom::value);
+//
+// A session survives the failure of its servers (a crash, a freeze, error replies): it bans the server, finds
+// replacements for that server's blocks in the swarm, replays the blocks' history to them and goes on with the
+// same output.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -15,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/client/reputation_book.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/messages.hpp"
 #include "model/client_head.hpp"
@@ -33,6 +39,11 @@ struct swarm_client_options {
   // The swarm to join through the DHT ("{model_prefix}.{block}" keys); empty: ask initial_peers directly.
   std::string model_prefix;
   std::array<uint8_t, 20> dht_id{};  // the client's DHT node id (random per client)
+  // Where the client keeps what it learned about servers (reputation, bans) across restarts; empty: in memory.
+  std::string data_dir;
+  ban_policy bans;
+  // How long a session keeps trying to replace a failed server before it gives up on the step.
+  caf::timespan recovery_timeout = std::chrono::seconds(60);
 };
 
 struct open_session_request {
@@ -51,6 +62,13 @@ struct generate_result {
   double seconds = 0;            // wall time of the generation
 };
 
+// What a session went through (stats_atom).
+struct session_stats {
+  int64_t steps = 0;                       // steps completed
+  std::vector<double> recovery_seconds;    // per recovered step: from the fault's detection to the step's end
+  std::vector<std::string> failures;       // "HOST:PORT: what went wrong", in order
+};
+
 struct step_input {
   Tensor hidden;                   // [batch, tokens, hidden] f32 on the host
   std::vector<int32_t> positions;  // one per token
@@ -66,3 +84,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::open_session_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::generate_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::generate_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::step_input)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::session_stats)

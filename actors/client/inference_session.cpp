@@ -1,98 +1,400 @@
 #include "actors/client/inference_session.hpp"
 
 #include <caf/all.hpp>
+#include <map>
 #include <numeric>
+#include <optional>
+#include <set>
 
+#include "actors/client/session_history.hpp"
+#include "actors/client/session_messages.hpp"
 #include "actors/protocol/errors.hpp"
 
 namespace corolla {
 namespace {
 
+using steady = std::chrono::steady_clock;
+using tensor_done = std::function<void(caf::expected<Tensor>)>;
+using error_done = std::function<void(caf::error)>;
+
+// A step may meet this many failures (each followed by a recovery) before the session gives up on it.
+constexpr int kMaxFaultsPerStep = 16;
+// How long a push step waits for the forwarding servers' output copies after the last server replied, before
+// asking those servers again (they answer a repeated step id from their last output).
+constexpr auto kCopyGrace = std::chrono::milliseconds(200);
+
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+
 struct session_hop {
   planned_hop plan;
   caf::actor gate;
   uint64_t session_id = 0;
+  bool down = false;                   // its node went down while no step was running
+  std::vector<history_entry> history;  // every input this hop has taken, in order
+};
+
+// The step in flight.
+struct step_run {
+  uint64_t step = 0;
+  Tensor input;
+  std::shared_ptr<const std::vector<int32_t>> positions;
+  tensor_done done;
+  uint64_t attempt = 0;                       // replies to older attempts are ignored
+  std::vector<std::optional<Tensor>> inputs;  // per hop: what it took in this attempt
+  std::optional<Tensor> output;               // the last hop's output (push: it may come before the copies)
+  bool fetching = false;                      // missing copies are being asked for
+  bool recovering = false;
+  std::optional<steady::time_point> fault;    // the step's first fault
+  int faults = 0;
 };
 
 struct session_state {
   std::shared_ptr<const ClientHead> head;
   caf::actor connector;
+  caf::actor client;
   session_options opt;
   std::vector<session_hop> hops;
   uint64_t next_step = 1;
+  uint64_t attempts = 0;
+  std::shared_ptr<step_run> current;
+  uint64_t next_timer = 1;
+  std::map<uint64_t, std::function<void()>> timers;
   int64_t length = 0;            // positions used so far (batch 1 generation)
   std::vector<int32_t> tokens;   // every id fed so far, for the repetition penalty
   bool busy = false;
+  session_stats stats;
   static inline const char* name = "inference_session";
 };
 
 using session_actor = caf::stateful_actor<session_state>;
-using tensor_done = std::function<void(caf::expected<Tensor>)>;
 
-void open_hops(session_actor* self, size_t i, std::function<void(caf::error)> done) {
-  auto& st = self->state;
-  if (i == st.hops.size()) {
-    done(caf::error{});
-    return;
-  }
-  const planned_hop plan = st.hops[i].plan;
-  self->request(st.connector, st.opt.request_timeout, resolve_atom::value, plan.address)
-      .then(
-          [=](caf::actor gate) {
-            self->state.hops[i].gate = gate;
-            open_session req{self->state.opt.max_length, self->state.opt.batch, plan.first, plan.last, {}};
-            self->request(gate, self->state.opt.request_timeout, std::move(req))
-                .then(
-                    [=](const session_opened& r) {
-                      self->state.hops[i].session_id = r.session_id;
-                      open_hops(self, i + 1, done);
-                    },
-                    [=](caf::error& e) { done(e); });
-          },
-          [=](caf::error& e) { done(e); });
+void after(session_actor* self, caf::timespan delay, std::function<void()> fn) {
+  const uint64_t id = self->state.next_timer++;
+  self->state.timers[id] = std::move(fn);
+  self->delayed_send(self, delay, retry_atom::value, id);
 }
 
-// Client relay: hop by hop, the client sending each server's output to the next.
-void relay(session_actor* self, size_t i, uint64_t step, Tensor hidden, std::shared_ptr<std::vector<int32_t>> pos,
-           tensor_done done) {
+double ms_since(steady::time_point t0) {
+  return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
+}
+
+// Errors that say the request was wrong are the caller's; everything else is the server's (or the network's).
+bool is_server_failure(const caf::error& e) {
+  return !(is(e, errc::bad_request) || is(e, errc::max_length_exceeded));
+}
+
+std::string blocks_name(const planned_hop& h) {
+  return "blocks " + std::to_string(h.first) + ".." + std::to_string(h.last - 1);
+}
+
+void report(session_actor* self, const std::string& address, bool ok, double latency_ms, std::string what = {}) {
+  if (self->state.client) self->send(self->state.client, peer_report{address, ok, latency_ms, std::move(what)});
+}
+
+void close_hop(session_actor* self, const session_hop& h) {
+  if (!h.gate) return;
+  if (h.session_id) caf::anon_send(h.gate, close_session{h.session_id, {}});  // its ack is of no use
+  self->demonitor(h.gate);
+}
+
+// Resolves the hop's server and opens its part of the session (monitoring the server from then on).
+void open_hop(session_actor* self, std::shared_ptr<session_hop> hop, error_done done) {
+  const auto& opt = self->state.opt;
+  self->request(self->state.connector, opt.request_timeout, resolve_atom::value, hop->plan.address)
+      .then(
+          [=](caf::actor gate) {
+            hop->gate = gate;
+            self->monitor(gate);
+            const auto& o = self->state.opt;
+            self->request(gate, o.request_timeout, open_session{o.max_length, o.batch, hop->plan.first, hop->plan.last, {}})
+                .then(
+                    [=](const session_opened& r) {
+                      hop->session_id = r.session_id;
+                      done(caf::error{});
+                    },
+                    [=](caf::error& e) { done(std::move(e)); });
+          },
+          [=](caf::error& e) { done(std::move(e)); });
+}
+
+// Runs `inputs` through `hop`, one request each, in order; collects the outputs.
+void replay_through(session_actor* self, std::shared_ptr<session_hop> hop, std::vector<history_entry> inputs,
+                    size_t i, std::shared_ptr<std::vector<history_entry>> outputs, error_done done) {
+  if (i == inputs.size()) return done(caf::error{});
+  const uint64_t step = self->state.next_step++;
+  step_request req{hop->session_id, step, inputs[i].hidden, inputs[i].positions, {}, {}};
+  self->request(hop->gate, self->state.opt.request_timeout, std::move(req))
+      .then(
+          [=](step_reply& r) {
+            if (!r.wire_error.empty())
+              return done(make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
+            outputs->push_back({std::move(r.hidden), inputs[i].positions});
+            replay_through(self, hop, inputs, i + 1, outputs, done);
+          },
+          [=](caf::error& e) { done(std::move(e)); });
+}
+
+// Opens the replacement hops one by one and replays `history` through them (each hop's history becomes the
+// inputs it took). On failure, names the replacement that failed.
+using replacement_done = std::function<void(caf::error, std::string failed_address)>;
+
+void build_replacements(session_actor* self, std::shared_ptr<std::vector<std::shared_ptr<session_hop>>> hops,
+                        size_t j, std::vector<history_entry> inputs, replacement_done done) {
+  if (j == hops->size()) return done(caf::error{}, {});
+  auto hop = (*hops)[j];
+  open_hop(self, hop, [=](caf::error e) {
+    if (e) return done(std::move(e), hop->plan.address);
+    auto outputs = std::make_shared<std::vector<history_entry>>();
+    const auto t0 = steady::now();
+    replay_through(self, hop, inputs, 0, outputs, [=](caf::error e) {
+      if (e) return done(std::move(e), hop->plan.address);
+      if (!inputs.empty()) report(self, hop->plan.address, true, ms_since(t0));
+      hop->history = inputs;
+      build_replacements(self, hops, j + 1, std::move(*outputs), done);
+    });
+  });
+}
+
+// Finds servers for the blocks of `failed`, opens them, replays the failed hop's history, and splices them into
+// the chain at `k`. Retries until the deadline. The failed server itself is left out of the first try only;
+// after that the swarm client's bans (which each failed try extends) keep failing servers away, and give way when
+// nothing else covers the blocks: a server that was restarted meanwhile is welcome again.
+void replace_span(session_actor* self, size_t k, std::shared_ptr<const session_hop> failed,
+                  caf::actor_clock::time_point deadline, int round, error_done done) {
   auto& st = self->state;
-  if (i == st.hops.size()) {
-    done(std::move(hidden));
-    return;
-  }
-  step_request req{st.hops[i].session_id, step, std::move(hidden), *pos, {}, {}};
+  auto retry = [=](caf::error why) {
+    const auto delay = std::min<caf::timespan>(std::chrono::milliseconds(50) * (int64_t{1} << std::min(round, 6)),
+                                               std::chrono::seconds(1));
+    if (self->clock().now() + delay > deadline)
+      return done(make_error(errc::no_route, "found no working replacement for " + blocks_name(failed->plan) +
+                                                 " in time; last problem: " + describe(why)));
+    after(self, delay, [=] { replace_span(self, k, failed, deadline, round + 1, done); });
+  };
+  std::set<std::string> avoid;
+  if (round == 0) avoid.insert(failed->plan.address);
+  const int64_t cache = st.opt.max_length * st.opt.batch;
+  self->request(st.client, st.opt.request_timeout, replan_request{failed->plan.first, failed->plan.last, cache, avoid})
+      .then(
+          [=](std::vector<planned_hop>& plan) {
+            auto hops = std::make_shared<std::vector<std::shared_ptr<session_hop>>>();
+            for (auto& p : plan) hops->push_back(std::make_shared<session_hop>(session_hop{p, {}, 0, false, {}}));
+            build_replacements(self, hops, 0, merge_for_replay(failed->history), [=](caf::error e, std::string bad) {
+              if (e) {
+                for (auto& h : *hops) close_hop(self, *h);
+                if (!is_server_failure(e)) return done(std::move(e));  // our own request: any server would refuse it
+                self->state.stats.failures.push_back(bad + ": " + describe(e));
+                report(self, bad, false, 0, describe(e));
+                return retry(std::move(e));
+              }
+              auto& hs = self->state.hops;
+              hs.erase(hs.begin() + static_cast<std::ptrdiff_t>(k));
+              std::vector<session_hop> fresh;
+              for (auto& h : *hops) fresh.push_back(std::move(*h));
+              hs.insert(hs.begin() + static_cast<std::ptrdiff_t>(k), std::make_move_iterator(fresh.begin()),
+                        std::make_move_iterator(fresh.end()));
+              done(caf::error{});
+            });
+          },
+          [=](caf::error& e) { retry(std::move(e)); });
+}
+
+void recover_hop(session_actor* self, size_t k, error_done done) {
+  auto failed = std::make_shared<const session_hop>(self->state.hops[k]);
+  close_hop(self, *failed);
+  replace_span(self, k, failed, self->clock().now() + self->state.opt.recovery_timeout, 0, std::move(done));
+}
+
+// Opens every hop that has no session yet, replacing those that fail to open.
+void open_route(session_actor* self, error_done done) {
+  auto& st = self->state;
+  size_t i = 0;
+  while (i < st.hops.size() && st.hops[i].session_id) ++i;
+  if (i == st.hops.size()) return done(caf::error{});
+  auto hop = std::make_shared<session_hop>(st.hops[i]);
+  open_hop(self, hop, [=](caf::error e) {
+    auto& hs = self->state.hops;
+    if (i >= hs.size() || hs[i].plan.address != hop->plan.address) return done(make_error(errc::internal, "route changed while opening"));
+    if (!e) {
+      hs[i].gate = hop->gate;
+      hs[i].session_id = hop->session_id;
+      return open_route(self, done);
+    }
+    if (!is_server_failure(e)) return done(std::move(e));
+    hs[i].gate = hop->gate;
+    self->state.stats.failures.push_back(hop->plan.address + ": " + describe(e));
+    report(self, hop->plan.address, false, 0, describe(e));
+    recover_hop(self, i, [=](caf::error e) {
+      if (e) return done(std::move(e));
+      open_route(self, done);
+    });
+  });
+}
+
+// --- steps -----------------------------------------------------------------------------------------------------
+
+void attempt(session_actor* self, std::shared_ptr<step_run> run);
+
+void finish(session_actor* self, std::shared_ptr<step_run> run, caf::expected<Tensor> out) {
+  if (self->state.current == run) self->state.current.reset();
+  run->done(std::move(out));
+}
+
+// The step went through: each hop's input joins its history.
+void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
+  auto& st = self->state;
+  for (size_t i = 0; i < st.hops.size(); ++i)
+    st.hops[i].history.push_back({std::move(*run->inputs[i]), *run->positions});
+  ++st.stats.steps;
+  if (run->fault)
+    st.stats.recovery_seconds.push_back(std::chrono::duration<double>(steady::now() - *run->fault).count());
+  finish(self, run, std::move(out));
+}
+
+// Hop `k` failed this step: ban it, replace it, run the step again. Errors that are the request's own end the
+// step.
+void fail(session_actor* self, std::shared_ptr<step_run> run, size_t k, caf::error e) {
+  auto& st = self->state;
+  if (!is_server_failure(e)) return finish(self, run, std::move(e));
+  if (!run->fault) run->fault = steady::now();
+  const std::string address = st.hops[k].plan.address;
+  st.stats.failures.push_back(address + ": " + describe(e));
+  report(self, address, false, 0, describe(e));
+  if (++run->faults > kMaxFaultsPerStep)
+    return finish(self, run, make_error(errc::peer_unavailable, "gave up on the step after " +
+                                                                    std::to_string(kMaxFaultsPerStep) +
+                                                                    " server failures; the last: " + describe(e)));
+  run->attempt = ++st.attempts;  // whatever the failed attempt still sends back is ignored
+  run->recovering = true;
+  recover_hop(self, k, [=](caf::error err) {
+    run->recovering = false;
+    if (self->state.current != run) return;
+    if (err) return finish(self, run, std::move(err));
+    attempt(self, run);
+  });
+}
+
+bool stale(session_actor* self, const std::shared_ptr<step_run>& run, uint64_t a) {
+  return self->state.current != run || run->attempt != a || run->recovering;
+}
+
+void relay(session_actor* self, std::shared_ptr<step_run> run, size_t i, Tensor hidden) {
+  auto& st = self->state;
+  if (i == st.hops.size()) return complete(self, run, std::move(hidden));
+  run->inputs[i] = hidden;
+  const uint64_t a = run->attempt;
+  const auto t0 = steady::now();
+  step_request req{st.hops[i].session_id, run->step, std::move(hidden), *run->positions, {}, {}};
   self->request(st.hops[i].gate, st.opt.request_timeout, std::move(req))
       .then(
           [=](step_reply& r) {
-            if (!r.wire_error.empty()) return done(make_error(errc::bad_request, r.wire_error));
-            relay(self, i + 1, step, std::move(r.hidden), pos, done);
+            if (stale(self, run, a)) return;
+            if (!r.wire_error.empty())
+              return fail(self, run, i, make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
+            report(self, self->state.hops[i].plan.address, true, ms_since(t0));
+            relay(self, run, i + 1, std::move(r.hidden));
           },
-          [=](caf::error& e) { done(e); });
+          [=](caf::error& e) {
+            if (!stale(self, run, a)) fail(self, run, i, std::move(e));
+          });
 }
 
-// Server-to-server push: the first server gets the whole route; the last one replies.
-void push(session_actor* self, uint64_t step, Tensor hidden, std::shared_ptr<std::vector<int32_t>> pos,
-          tensor_done done) {
+// In a push step, the hop that has not sent its output copy is the one that failed (each server sends its copy
+// before it forwards); when every copy is in, the last hop failed.
+size_t suspect(session_actor* self, const step_run& run) {
+  const size_t n = self->state.hops.size();
+  for (size_t i = 1; i < n; ++i)
+    if (!run.inputs[i]) return i - 1;
+  return n - 1;
+}
+
+void try_complete(session_actor* self, std::shared_ptr<step_run> run);
+
+// Asks hop j-1 again for its output (the same step id: it answers from its last output), the input of hop j.
+void fetch_copy(session_actor* self, std::shared_ptr<step_run> run, size_t j) {
   auto& st = self->state;
-  step_request req{st.hops[0].session_id, step, std::move(hidden), *pos, {}, {}};
+  const uint64_t a = run->attempt;
+  step_request req{st.hops[j - 1].session_id, run->step, *run->inputs[j - 1], *run->positions, {}, {}};
+  self->request(st.hops[j - 1].gate, st.opt.request_timeout, std::move(req))
+      .then(
+          [=](step_reply& r) {
+            if (stale(self, run, a)) return;
+            if (!r.wire_error.empty())
+              return fail(self, run, j - 1, make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
+            run->inputs[j] = std::move(r.hidden);
+            run->fetching = false;
+            try_complete(self, run);
+          },
+          [=](caf::error& e) {
+            if (!stale(self, run, a)) fail(self, run, j - 1, std::move(e));
+          });
+}
+
+void try_complete(session_actor* self, std::shared_ptr<step_run> run) {
+  size_t missing = 0;
+  for (size_t i = 1; i < run->inputs.size() && !missing; ++i)
+    if (!run->inputs[i]) missing = i;
+  if (!missing) return complete(self, run, *run->output);
+  if (run->fetching) return;
+  run->fetching = true;
+  const uint64_t a = run->attempt;
+  after(self, kCopyGrace, [=] {
+    if (stale(self, run, a)) return;
+    size_t j = 0;
+    for (size_t i = 1; i < run->inputs.size() && !j; ++i)
+      if (!run->inputs[i]) j = i;
+    if (!j) return complete(self, run, *run->output);
+    fetch_copy(self, run, j);
+  });
+}
+
+void push(session_actor* self, std::shared_ptr<step_run> run) {
+  auto& st = self->state;
+  step_request req{st.hops[0].session_id, run->step, run->input, *run->positions, {}, {}};
   for (size_t i = 1; i < st.hops.size(); ++i) req.next.push_back({st.hops[i].plan.address, st.hops[i].session_id});
+  const uint64_t a = run->attempt;
+  const auto t0 = steady::now();
   self->request(st.hops[0].gate, st.opt.request_timeout * static_cast<int64_t>(st.hops.size()), std::move(req))
       .then(
           [=](step_reply& r) {
-            if (!r.wire_error.empty()) return done(make_error(errc::bad_request, r.wire_error));
-            done(std::move(r.hidden));
+            if (stale(self, run, a)) return;
+            if (!r.wire_error.empty())
+              return fail(self, run, suspect(self, *run),
+                          make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
+            const double per_hop = ms_since(t0) / static_cast<double>(self->state.hops.size());
+            for (auto& h : self->state.hops) report(self, h.plan.address, true, per_hop);
+            run->output = std::move(r.hidden);
+            try_complete(self, run);
           },
-          [=](caf::error& e) { done(e); });
+          [=](caf::error& e) {
+            if (!stale(self, run, a)) fail(self, run, suspect(self, *run), std::move(e));
+          });
+}
+
+void attempt(session_actor* self, std::shared_ptr<step_run> run) {
+  auto& st = self->state;
+  run->attempt = ++st.attempts;
+  for (size_t k = 0; k < st.hops.size(); ++k)
+    if (st.hops[k].down)
+      return fail(self, run, k, make_error(errc::peer_unavailable, "server " + st.hops[k].plan.address + " went down"));
+  run->inputs.assign(st.hops.size(), std::nullopt);
+  run->inputs[0] = run->input;
+  run->output.reset();
+  run->fetching = false;
+  if (st.opt.mode == route_mode::push && st.hops.size() > 1) push(self, run);
+  else relay(self, run, 0, run->input);
 }
 
 void run_route(session_actor* self, Tensor hidden, std::vector<int32_t> positions, tensor_done done) {
-  auto pos = std::make_shared<std::vector<int32_t>>(std::move(positions));
-  const uint64_t step = self->state.next_step++;
-  if (self->state.opt.mode == route_mode::push && self->state.hops.size() > 1)
-    push(self, step, std::move(hidden), pos, std::move(done));
-  else
-    relay(self, 0, step, std::move(hidden), pos, std::move(done));
+  auto run = std::make_shared<step_run>();
+  run->step = self->state.next_step++;
+  run->input = std::move(hidden);
+  run->positions = std::make_shared<const std::vector<int32_t>>(std::move(positions));
+  run->done = std::move(done);
+  self->state.current = run;
+  attempt(self, run);
 }
+
+// --- generation ------------------------------------------------------------------------------------------------
 
 struct generation {
   caf::typed_response_promise<generate_result> rp;
@@ -143,27 +445,41 @@ void generate_step(session_actor* self, std::shared_ptr<generation> g, std::vect
 }
 
 caf::behavior inference_session(session_actor* self, std::shared_ptr<const ClientHead> head, caf::actor connector,
-                                session_options opt, std::vector<planned_hop> route) {
+                                caf::actor client, session_options opt, std::vector<planned_hop> route) {
   auto& st = self->state;
   st.head = std::move(head);
   st.connector = std::move(connector);
+  st.client = std::move(client);
   st.opt = opt;
-  for (auto& h : route) st.hops.push_back({h, {}, 0});
-  auto close_all = [=] {
-    for (auto& h : self->state.hops)
-      if (h.gate && h.session_id) self->send(h.gate, close_session{h.session_id, {}});
-  };
+  for (auto& h : route) st.hops.push_back({h, {}, 0, false, {}});
+  // A server's node going down (killed, or frozen past the middleman's heartbeat timeout) fails the step in
+  // flight at once: CAF does not fail requests pending at a node that is gone.
+  self->set_down_handler([=](caf::down_msg& m) {
+    auto& st = self->state;
+    std::optional<size_t> first;
+    for (size_t k = 0; k < st.hops.size(); ++k)
+      if (st.hops[k].gate && st.hops[k].gate.address() == m.source) {
+        st.hops[k].down = true;
+        if (!first) first = k;
+      }
+    auto run = st.current;
+    if (first && run && !run->recovering)
+      fail(self, run, *first,
+           make_error(errc::peer_unavailable, "server " + st.hops[*first].plan.address + " went down (" +
+                                                  caf::to_string(m.reason) + ")"));
+  });
   // If the session dies without close_atom, each server notices (it monitors the session) and frees its part.
   return {
       [=](open_atom) -> caf::result<ack> {
         auto rp = self->make_response_promise<ack>();
-        open_hops(self, 0, [=](caf::error e) mutable {
+        open_route(self, [=](caf::error e) mutable {
           if (e) rp.deliver(std::move(e));
           else rp.deliver(ack{});
         });
         return rp;
       },
       [=](step_input& in) -> caf::result<Tensor> {
+        if (self->state.current) return make_error(errc::bad_request, "a step is already running in this session");
         auto rp = self->make_response_promise<Tensor>();
         run_route(self, std::move(in.hidden), std::move(in.positions), [=](caf::expected<Tensor> out) mutable {
           if (out) rp.deliver(std::move(*out));
@@ -173,7 +489,7 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
       },
       [=](generate_request& req) -> caf::result<generate_result> {
         auto& st = self->state;
-        if (st.busy) return make_error(errc::bad_request, "a generation is already running in this session");
+        if (st.busy || st.current) return make_error(errc::bad_request, "a generation is already running in this session");
         if (req.prompt.empty()) return make_error(errc::bad_request, "the prompt is empty");
         const int64_t need = st.length + static_cast<int64_t>(req.prompt.size()) + req.params.max_new_tokens;
         if (need > st.opt.max_length)
@@ -196,6 +512,25 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
         generate_step(self, g, std::move(prompt));
         return g->rp;
       },
+      // A forwarding server's copy of its output (push mode): the next hop's input, kept for its history.
+      [=](step_reply& copy) {
+        auto& st = self->state;
+        auto run = st.current;
+        if (!run || copy.step_id != run->step || !copy.wire_error.empty() || run->recovering) return;
+        for (size_t j = 0; j + 1 < st.hops.size() && j + 1 < run->inputs.size(); ++j)
+          if (st.hops[j].session_id == copy.session_id) {
+            run->inputs[j + 1] = std::move(copy.hidden);
+            break;
+          }
+        if (run->output) try_complete(self, run);
+      },
+      [=](retry_atom, uint64_t id) {
+        auto it = self->state.timers.find(id);
+        if (it == self->state.timers.end()) return;
+        auto fn = std::move(it->second);
+        self->state.timers.erase(it);
+        fn();
+      },
       [=](route_atom) -> std::vector<std::string> {
         std::vector<std::string> out;
         for (auto& h : self->state.hops)
@@ -203,8 +538,9 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
                         ")");
         return out;
       },
+      [=](stats_atom) -> session_stats { return self->state.stats; },
       [=](close_atom) {
-        close_all();
+        for (auto& h : self->state.hops) close_hop(self, h);
         self->quit();
       },
   };
@@ -213,8 +549,10 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
 }  // namespace
 
 caf::actor spawn_inference_session(caf::actor_system& sys, std::shared_ptr<const ClientHead> head,
-                                   caf::actor connector, session_options options, std::vector<planned_hop> route) {
-  return sys.spawn(inference_session, std::move(head), std::move(connector), options, std::move(route));
+                                   caf::actor connector, caf::actor client, session_options options,
+                                   std::vector<planned_hop> route) {
+  return sys.spawn(inference_session, std::move(head), std::move(connector), std::move(client), options,
+                   std::move(route));
 }
 
 }  // namespace corolla

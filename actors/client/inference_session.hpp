@@ -1,6 +1,13 @@
 // An inference session: one chain of servers holding this conversation's KV caches. It embeds tokens, sends
 // hidden states through the chain (client relay: server by server; push: to the first server with the route,
 // the last replying), samples, and streams tokens out.
+//
+// Fault tolerance: the session keeps, per hop, every hidden state that hop has taken (its history; in push mode
+// each forwarding server sends the client a copy of its output). When a hop fails (its node goes down or
+// freezes, a request times out, it replies with a server-side error), the session reports it to the swarm
+// client (which bans the server), asks it for a new chain over that hop's blocks only, opens sessions there,
+// replays the history to rebuild their caches, and runs the failed step again. Hops that did not fail keep their
+// sessions; they answer a repeated step id from their last output instead of applying it twice.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -18,10 +25,13 @@ struct session_options {
   caf::timespan request_timeout = std::chrono::seconds(30);
   int64_t max_length = 2048;
   int64_t batch = 1;
+  caf::timespan recovery_timeout = std::chrono::seconds(60);
 };
 
-// The session answers (open_atom) with an ack once every server of `route` has opened its part.
+// The session answers (open_atom) with an ack once every server of `route` has opened its part (replacing those
+// that fail to open). `client` is the swarm client that plans replacement routes and keeps reputations.
 caf::actor spawn_inference_session(caf::actor_system& sys, std::shared_ptr<const ClientHead> head,
-                                   caf::actor connector, session_options options, std::vector<planned_hop> route);
+                                   caf::actor connector, caf::actor client, session_options options,
+                                   std::vector<planned_hop> route);
 
 }  // namespace corolla

@@ -1,10 +1,14 @@
-// The swarm client: knows the servers (for now by asking the initial peers for their info), plans routes and
-// opens inference sessions over them.
+// The swarm client: knows the servers (from the DHT, or by asking the initial peers for their info), plans
+// routes and opens inference sessions over them, and keeps the servers' reputations: its sessions report how
+// each request went, failures ban a server (with exponential backoff), and routes skip banned servers.
 #include <caf/all.hpp>
+#include <iostream>
 #include <map>
 
 #include "actors/client/client_api.hpp"
 #include "actors/client/inference_session.hpp"
+#include "actors/client/reputation_book.hpp"
+#include "actors/client/session_messages.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/net/connector.hpp"
@@ -22,10 +26,49 @@ struct client_state {
   bool bootstrapped = false;
   std::vector<server_info> servers;
   std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // smoothed round trips to servers (routing)
+  std::unique_ptr<ReputationBook> book;
+  // The sessions opened, shared with the exit handler (which runs after the state is gone).
+  std::shared_ptr<std::vector<caf::actor_addr>> sessions = std::make_shared<std::vector<caf::actor_addr>>();
+  ~client_state() {
+    try {
+      if (book) book->flush();
+    } catch (const std::exception&) {  // the store went away; nothing to save it to
+    }
+  }
   static inline const char* name = "swarm_client";
 };
 
+// How often learned reputations are written to the store (failures are written at once).
+constexpr auto kReputationFlushPeriod = std::chrono::seconds(10);
+
+// The store behind the reputation book, or none (in memory) when there is no data_dir or it cannot be opened
+// (another client process holds it).
+std::shared_ptr<NodeStore> open_reputation_store(const std::string& dir) {
+  if (dir.empty()) return nullptr;
+  try {
+    return std::make_shared<NodeStore>(dir);
+  } catch (const std::exception& e) {
+    std::cerr << "warning: server reputations are kept in memory only: " << e.what() << "\n";
+    return nullptr;
+  }
+}
+
 using client_actor = caf::stateful_actor<client_state>;
+
+// A route over [first, last) that skips banned servers and `avoid`. When bans leave no route, earlier bans give
+// way (a restarted server may be back); `avoid` (the servers that just failed this session) never does.
+route_plan plan_avoiding(client_actor* self, const std::vector<server_info>& infos, int64_t first, int64_t last,
+                         int64_t min_cache, const std::set<std::string>& avoid) {
+  auto excluded = self->state.book->banned_peers(ReputationBook::now_ms());
+  excluded.insert(avoid.begin(), avoid.end());
+  const auto& rtt_ms = self->state.rtts->ms;
+  route_plan plan = plan_route(infos, first, last, excluded, min_cache, {}, rtt_ms);
+  if (!plan.ok()) {
+    route_plan relaxed = plan_route(infos, first, last, avoid, min_cache, {}, rtt_ms);
+    if (relaxed.ok()) return relaxed;
+  }
+  return plan;
+}
 
 // Asks every initial peer for its info; peers that do not answer are left out.
 void poll_peers(client_actor* self, std::function<void(std::vector<server_info>)> done) {
@@ -96,11 +139,71 @@ void refresh(client_actor* self, std::function<void(std::vector<server_info>)> d
           [=](caf::error&) { keep({}); });
 }
 
+// How many times opening a session reads the swarm again when the first view has no route (DHT lookups that
+// met a dead node, a record between expiry and republishing).
+constexpr int kOpenAttempts = 3;
+
+void open_on_view(client_actor* self, open_session_request req, caf::response_promise rp, int attempt,
+                  std::vector<server_info> infos);
+
+// Plans a route over the whole model from a fresh view of the swarm (the round trips to its servers measured
+// first: routes take the least expected latency) and opens a session on it.
+void open_session(client_actor* self, open_session_request req, caf::response_promise rp, int attempt) {
+  refresh(self, [=](std::vector<server_info> infos) mutable {
+    auto& st = self->state;
+    std::vector<std::string> addresses;
+    for (const auto& s : infos) addresses.push_back(s.address);
+    const auto ping_timeout = std::min<caf::timespan>(st.opt.request_timeout, std::chrono::seconds(2));
+    ping_peers(self, st.connector, addresses, st.rtts, ping_timeout,
+               [=]() mutable { open_on_view(self, req, rp, attempt, std::move(infos)); });
+  });
+}
+
+void open_on_view(client_actor* self, open_session_request req, caf::response_promise rp, int attempt,
+                  std::vector<server_info> infos) {
+  auto& st = self->state;
+  const int64_t blocks = st.head->config().num_layers;
+  route_plan plan = plan_avoiding(self, infos, 0, blocks, req.max_length * req.batch, {});
+  if (!plan.ok() && attempt + 1 < kOpenAttempts) return open_session(self, req, rp, attempt + 1);
+  if (infos.empty()) {
+    rp.deliver(make_error(errc::no_route, st.dht ? "no server of swarm '" + st.opt.model_prefix +
+                                                       "' is announced in the DHT (initial peers: " +
+                                                       std::to_string(st.opt.initial_peers.size()) + ")"
+                                                 : std::string("none of the initial peers answered")));
+    return;
+  }
+  if (!plan.ok()) {
+    rp.deliver(make_error(errc::no_route, plan.error));
+    return;
+  }
+  session_options so{st.opt.mode, st.opt.request_timeout, req.max_length, req.batch, st.opt.recovery_timeout};
+  auto session = spawn_inference_session(self->home_system(), st.head, st.connector,
+                                         caf::actor_cast<caf::actor>(self), so, plan.hops);
+  auto& live = *st.sessions;
+  live.erase(std::remove_if(live.begin(), live.end(),
+                            [](const caf::actor_addr& a) { return !caf::actor_cast<caf::actor>(a); }),
+             live.end());
+  live.push_back(session.address());
+  self->request(session, st.opt.request_timeout * 4, open_atom::value)
+      .then([=](const ack&) mutable { rp.deliver(session); },
+            [=](caf::error& e) mutable {
+              self->send_exit(session, caf::exit_reason::user_shutdown);
+              rp.deliver(std::move(e));
+            });
+}
+
 caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::shared_ptr<const ClientHead> head,
                            caf::actor connector) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.head = std::move(head);
+  st.book = std::make_unique<ReputationBook>(st.opt.bans, open_reputation_store(st.opt.data_dir));
+  // Sessions need their client (for replacement routes); they end with it.
+  self->attach_functor([sessions = st.sessions](const caf::error&) {
+    for (auto& s : *sessions)
+      if (auto a = caf::actor_cast<caf::actor>(s)) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  });
+  self->delayed_send(self, kReputationFlushPeriod, sweep_atom::value);
   if (connector) {
     st.connector = connector;
   } else {  // our own: it ends with us (pending connects would otherwise keep it alive until they time out)
@@ -123,38 +226,34 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
       },
       [=](const open_session_request& req) -> caf::result<caf::actor> {
         auto rp = self->make_response_promise<caf::actor>();
+        open_session(self, req, rp, 0);
+        return rp;
+      },
+      // A replacement route: from the servers known already when they cover the blocks (a recovery should not
+      // wait for DHT lookups, which may be querying the very node that died), then the view is refreshed.
+      [=](const replan_request& req) -> caf::result<std::vector<planned_hop>> {
+        auto& st = self->state;
+        route_plan cached = plan_avoiding(self, st.servers, req.first, req.last, req.min_cache_tokens, req.avoid);
+        if (cached.ok()) {
+          refresh(self, [](std::vector<server_info>) {});
+          return std::move(cached.hops);
+        }
+        auto rp = self->make_response_promise<std::vector<planned_hop>>();
         refresh(self, [=](std::vector<server_info> infos) mutable {
-          auto& st = self->state;
-          if (infos.empty()) {
-            rp.deliver(make_error(errc::no_route, st.dht ? "no server of swarm '" + st.opt.model_prefix +
-                                                               "' is announced in the DHT (initial peers: " +
-                                                               std::to_string(st.opt.initial_peers.size()) + ")"
-                                                         : std::string("none of the initial peers answered")));
-            return;
-          }
-          // Measure (and smooth) the round trips to the servers, then take the chain of least expected latency.
-          std::vector<std::string> addresses;
-          for (const auto& s : infos) addresses.push_back(s.address);
-          const auto ping_timeout = std::min<caf::timespan>(st.opt.request_timeout, std::chrono::seconds(2));
-          ping_peers(self, st.connector, addresses, st.rtts, ping_timeout, [=]() mutable {
-            auto& st = self->state;
-            const int64_t blocks = st.head->config().num_layers;
-            route_plan plan = plan_route(infos, 0, blocks, {}, req.max_length * req.batch, {}, st.rtts->ms);
-            if (!plan.ok()) {
-              rp.deliver(make_error(errc::no_route, plan.error));
-              return;
-            }
-            session_options so{st.opt.mode, st.opt.request_timeout, req.max_length, req.batch};
-            auto session = spawn_inference_session(self->home_system(), st.head, st.connector, so, plan.hops);
-            self->request(session, st.opt.request_timeout * 4, open_atom::value)
-                .then([=](const ack&) mutable { rp.deliver(session); },
-                      [=](caf::error& e) mutable {
-                        self->send_exit(session, caf::exit_reason::user_shutdown);
-                        rp.deliver(std::move(e));
-                      });
-          });
+          route_plan plan = plan_avoiding(self, infos, req.first, req.last, req.min_cache_tokens, req.avoid);
+          if (plan.ok()) rp.deliver(std::move(plan.hops));
+          else rp.deliver(make_error(errc::no_route, plan.error));
         });
         return rp;
+      },
+      [=](const peer_report& r) {
+        auto& book = *self->state.book;
+        if (r.ok) book.record_success(r.address, r.latency_ms);
+        else book.record_failure(r.address, ReputationBook::now_ms());
+      },
+      [=](sweep_atom) {
+        self->state.book->flush();
+        self->delayed_send(self, kReputationFlushPeriod, sweep_atom::value);
       },
   };
 }

@@ -29,6 +29,7 @@ using blocks_atom = caf::atom_constant<caf::atom("blocks")>;
 using span_atom = caf::atom_constant<caf::atom("span")>;
 using load_atom = caf::atom_constant<caf::atom("load")>;
 using balance_atom = caf::atom_constant<caf::atom("balance")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
 
 // Gate -> block actor: create / drop this session's KV cache.
 struct block_open_msg {

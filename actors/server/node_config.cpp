@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "actors/server/node_config_toml.hpp"
+#include "model/model_path.hpp"
 
 namespace corolla {
 namespace {
@@ -24,10 +25,7 @@ std::string expand_home(const std::string& path) {
   return path;
 }
 
-std::string cache_dir() {
-  if (const char* c = std::getenv("COROLLA_CACHE"); c && *c) return expand_home(c);
-  return home_dir() + "/.cache/corolla";
-}
+std::string cache_dir() { return corolla_cache_dir(); }
 
 std::optional<std::string> check_host(const std::string& host) {
   if (host.empty()) return std::string("must not be empty");
@@ -107,6 +105,7 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
   r.get_double("step_timeout_s", c.step_timeout_s, 0, true);
   r.get_double("session_timeout_s", c.session_timeout_s, 0, true);
   if (r.get_int("max_sessions", v, 1, kMaxInt)) c.max_sessions = static_cast<int>(v);
+  r.get_int("inject_step_errors_after", c.inject_step_errors_after, -1, std::numeric_limits<int64_t>::max());
   if (const toml::node* n = r.get_node("throughput")) {
     const std::string want = "must be \"auto\", \"eval\" or a number >= 0 (requests per second), got ";
     if (n->is_string()) {
@@ -195,6 +194,7 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("max_sessions", std::to_string(c.max_sessions));
   line("step_timeout_s", toml_double(c.step_timeout_s));
   line("session_timeout_s", toml_double(c.session_timeout_s));
+  if (c.inject_step_errors_after >= 0) line("inject_step_errors_after", std::to_string(c.inject_step_errors_after));
   line("throughput", toml_quote(c.throughput));
   line("update_period_s", toml_double(c.update_period_s));
   line("balance_quality", toml_double(c.balance_quality));

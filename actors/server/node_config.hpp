@@ -38,6 +38,7 @@ struct NodeConfig {
   double step_timeout_s = 30;               // longest wait for the next step of an inference session
   double session_timeout_s = 300;           // longest life of an inference session
   int max_sessions = 64;                    // concurrent inference sessions
+  int64_t inject_step_errors_after = -1;    // chaos testing: fail every step after this many (-1: never)
   std::string throughput = "auto";          // "auto" (measure, cached), "eval" (measure again) or a number (rps)
   double update_period_s = 60;              // how often the node announces its blocks to the DHT
   double balance_quality = 0.75;            // with num_blocks: move when the swarm's weakest block is below this

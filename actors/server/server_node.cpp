@@ -38,6 +38,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.max_position = c.max_position;
   o.cache_tokens = setup.cache_tokens;
   o.max_sessions = setup.max_sessions;
+  o.inject_step_errors_after = setup.inject_step_errors_after;
   o.step_timeout = setup.step_timeout;
   o.session_timeout = setup.session_timeout;
   o.seed = setup.seed;

@@ -30,6 +30,7 @@ struct server_setup {
   std::string public_name;
   int64_t cache_tokens = 8192;
   int64_t max_sessions = 64;
+  int64_t inject_step_errors_after = -1;  // chaos testing: every step after this many fails (-1: never)
   caf::timespan step_timeout = std::chrono::seconds(30);
   caf::timespan session_timeout = std::chrono::seconds(300);
   uint64_t seed = 1;

@@ -42,6 +42,7 @@ struct gate_state {
   std::map<caf::actor_addr, int> owners;  // monitored session owners, with their session counts
   std::map<std::string, caf::actor> next_hops;  // servers that push routes continue to (monitored)
   std::mt19937_64 rng;
+  int64_t steps_served = 0;
   static inline const char* name = "span_gate";
 };
 
@@ -101,12 +102,16 @@ Tensor working_copy(Backend& backend, const Tensor& host) {
   return backend.device() == Device::cpu ? host.clone() : backend.upload(host);
 }
 
-// Replies with the step's output, or passes it to the next server of a push route.
-void finish_step(gate_actor* self, caf::response_promise rp, const step_request& req, Tensor out) {
+// Replies with the step's output, or passes it to the next server of a push route. A forwarding server first
+// sends the requester (the client's session) a copy of its output: the next server's input, which the client
+// keeps to rebuild that server's cache elsewhere should it fail.
+void finish_step(gate_actor* self, caf::response_promise rp, const step_request& req, Tensor out,
+                 const caf::actor& requester) {
   if (req.next.empty()) {
     rp.deliver(step_reply{req.session_id, req.step_id, std::move(out), {}});
     return;
   }
+  if (requester) self->send(requester, step_reply{req.session_id, req.step_id, out, {}});
   const route_hop hop = req.next.front();
   step_request fwd{hop.session_id, req.step_id, std::move(out), req.positions,
                    std::vector<route_hop>(req.next.begin() + 1, req.next.end()), {}};
@@ -281,12 +286,16 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                                                        span_name(s.opt) + " (closed, timed out, or never opened)");
         gate_session& session = it->second;
         session.last_active = self->clock().now();
+        const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
         // A response promise takes over the reply: create it only once no error is returned directly.
         if (session.has_output && req.step_id == session.last_step) {  // a retry: answer again, do not re-apply
           auto rp = self->make_response_promise<step_reply>();
-          finish_step(self, rp, req, session.last_output);
+          finish_step(self, rp, req, session.last_output, requester);
           return rp;
         }
+        if (s.opt.inject_step_errors_after >= 0 && s.steps_served >= s.opt.inject_step_errors_after)
+          return make_error(errc::internal, "injected fault: this server fails every step after its first " +
+                                                std::to_string(s.opt.inject_step_errors_after));
         if (session.running)
           return make_error(errc::bad_request, "step " + std::to_string(session.running_step) +
                                                    " of this session is still running");
@@ -336,7 +345,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                      sess.last_step = req.step_id;
                      sess.has_output = true;
                      sess.last_output = self->state.backend->download(*out);
-                     finish_step(self, rp, req, sess.last_output);
+                     ++self->state.steps_served;
+                     finish_step(self, rp, req, sess.last_output, requester);
                    });
         return rp;
       },

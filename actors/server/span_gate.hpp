@@ -21,6 +21,9 @@ struct gate_options {
   int64_t max_position = 0;      // the model's context length
   int64_t cache_tokens = 8192;   // KV-cache tokens per hosted block
   int64_t max_sessions = 64;
+  // Chaos testing: once this many steps have been served, every further step is answered with an `internal`
+  // error (-1: never). Lets tests and drills exercise the clients' failover against a misbehaving server.
+  int64_t inject_step_errors_after = -1;
   caf::timespan step_timeout = std::chrono::seconds(30);
   caf::timespan session_timeout = std::chrono::seconds(300);
   double throughput = 0;                          // announced for balancing (actors/server/throughput.hpp)

@@ -141,6 +141,7 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   opts.initial_peers = o.initial_peers;
   opts.mode = o.mode == "relay" ? route_mode::relay : route_mode::push;
   opts.model_prefix = o.swarm_id.empty() ? default_model_prefix(*source) : o.swarm_id;  // the swarm's DHT keys
+  opts.data_dir = corolla_cache_dir() + "/client";  // server reputations and bans, kept across runs
   std::random_device rd;
   for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
   auto client = spawn_swarm_client(sys, opts, head);

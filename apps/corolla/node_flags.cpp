@@ -82,6 +82,9 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
       ->check(CLI::PositiveNumber);
   cmd.add_option("--max_sessions", f.max_sessions, "Concurrent inference sessions" + dflt(d.max_sessions))
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  cmd.add_option("--inject_step_errors_after", f.inject_step_errors_after,
+                 "Chaos testing: answer every step after the first N with an error (-1: never)")
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   cmd.add_option("--throughput", f.throughput,
                  "auto (measure once, then reuse), eval (measure again), or requests per second" + dflt(d.throughput))
       ->check(checked(check_throughput, "THROUGHPUT"));
@@ -133,6 +136,7 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
   if (given("--step_timeout")) c.step_timeout_s = f.step_timeout;
   if (given("--session_timeout")) c.session_timeout_s = f.session_timeout;
   if (given("--max_sessions")) c.max_sessions = f.max_sessions;
+  if (given("--inject_step_errors_after")) c.inject_step_errors_after = f.inject_step_errors_after;
   if (given("--throughput")) c.throughput = f.throughput;
   if (given("--update_period")) c.update_period_s = f.update_period;
   if (given("--balance_quality")) c.balance_quality = f.balance_quality;

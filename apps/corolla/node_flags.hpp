@@ -35,6 +35,7 @@ struct NodeFlags {
   double step_timeout = 0;
   double session_timeout = 0;
   int max_sessions = 0;
+  int64_t inject_step_errors_after = -1;
   std::string throughput;
   double update_period = 0;
   double balance_quality = 0;

@@ -25,10 +25,11 @@ inline constexpr int64_t kMatvecMaxRows = 4;
 // converted in registers; activations stay f32 and sums are f32. `sm_count` sizes the grid.
 void matvec(DType wt, const void* w, const float* x, float* y, int64_t m, int64_t n, int64_t k, int sm_count,
             cudaStream_t stream);
-// out[rows·k] (f16) = the first rows·k elements of w (any weight dtype), saturated to ±65504.
-void dequantize_to_f16(DType wt, const void* w, int64_t rows, int64_t k, void* out, cudaStream_t stream);
-// out[n] (f16 or bf16) = x[n] rounded to nearest even; f16 saturates to ±65504 instead of overflowing to inf.
-void cast_activations(const float* x, int64_t n, DType to, void* out, cudaStream_t stream);
+// out[rows·k] (f32) = the first rows·k elements of w (any weight dtype), exactly.
+void dequantize_to_f32(DType wt, const void* w, int64_t rows, int64_t k, float* out, cudaStream_t stream);
+// x[n] = hi[n] + lo[n] in f16 or bf16 (`to`): hi = x rounded to nearest even, lo = the rounding error rounded.
+// Two 16-bit GEMMs over hi and lo carry about twice the 16-bit type's precision (f16 saturates at ±65504).
+void split_activations(const float* x, int64_t n, DType to, void* hi, void* lo, cudaStream_t stream);
 // y[i, j] += bias[j] for y[m, n].
 void add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t stream);
 

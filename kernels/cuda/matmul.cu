@@ -1,5 +1,5 @@
 // Matrix multiplication kernels: the matrix-vector product for decode (weights read once, as stored) and the
-// helpers of the cuBLAS path for prefill (weight dequantization and activation casts).
+// helpers of the cuBLAS path for prefill (weight dequantization and activation splits).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -109,24 +109,33 @@ __global__ void __launch_bounds__(kMatvecThreads)
 }
 
 template <DType T>
-__global__ void dequantize_kernel(const void* __restrict__ w, int64_t count, __half* __restrict__ out) {
+__global__ void dequantize_kernel(const void* __restrict__ w, int64_t count, float* __restrict__ out) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = __float2half_rn(fminf(fmaxf(load_elem<T>(w, i), -65504.f), 65504.f));
+    out[i] = load_elem<T>(w, i);
 }
 
-__global__ void cast_f16_kernel(const float* __restrict__ x, int64_t n, __half* __restrict__ out) {
+// x = hi + lo with hi, lo in the 16-bit type: hi carries x's leading bits, lo the rounding error of hi.
+__global__ void split_f16_kernel(const float* __restrict__ x, int64_t n, __half* __restrict__ hi,
+                                 __half* __restrict__ lo) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float v = x[i];
-    out[i] = __float2half_rn(isnan(v) ? v : fminf(fmaxf(v, -65504.f), 65504.f));
+    const __half h = __float2half_rn(isnan(v) ? v : fminf(fmaxf(v, -65504.f), 65504.f));
+    hi[i] = h;
+    lo[i] = __float2half_rn(v - __half2float(h));
   }
 }
 
-__global__ void cast_bf16_kernel(const float* __restrict__ x, int64_t n, __nv_bfloat16* __restrict__ out) {
+__global__ void split_bf16_kernel(const float* __restrict__ x, int64_t n, __nv_bfloat16* __restrict__ hi,
+                                  __nv_bfloat16* __restrict__ lo) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(x[i]);
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = x[i];
+    const __nv_bfloat16 h = __float2bfloat16_rn(v);
+    hi[i] = h;
+    lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
+  }
 }
 
 __global__ void add_bias_kernel(float* __restrict__ y, const float* __restrict__ bias, int64_t m, int64_t n) {
@@ -174,20 +183,21 @@ void matvec(DType wt, const void* w, const float* x, float* y, int64_t m, int64_
   });
 }
 
-void dequantize_to_f16(DType wt, const void* w, int64_t rows, int64_t k, void* out, cudaStream_t stream) {
+void dequantize_to_f32(DType wt, const void* w, int64_t rows, int64_t k, float* out, cudaStream_t stream) {
   const int64_t count = rows * k;
   dispatch_weight(wt, [&]<DType T>() {
-    dequantize_kernel<T><<<blocks_for(count, 256), 256, 0, stream>>>(w, count, static_cast<__half*>(out));
+    dequantize_kernel<T><<<blocks_for(count, 256), 256, 0, stream>>>(w, count, out);
   });
-  check_launch("dequantize_to_f16");
+  check_launch("dequantize_to_f32");
 }
 
-void cast_activations(const float* x, int64_t n, DType to, void* out, cudaStream_t stream) {
+void split_activations(const float* x, int64_t n, DType to, void* hi, void* lo, cudaStream_t stream) {
   if (to == DType::f16)
-    cast_f16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, n, static_cast<__half*>(out));
+    split_f16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, n, static_cast<__half*>(hi), static_cast<__half*>(lo));
   else
-    cast_bf16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, n, static_cast<__nv_bfloat16*>(out));
-  check_launch("cast_activations");
+    split_bf16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, n, static_cast<__nv_bfloat16*>(hi),
+                                                              static_cast<__nv_bfloat16*>(lo));
+  check_launch("split_activations");
 }
 
 void add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t stream) {

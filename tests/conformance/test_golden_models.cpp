@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE golden_models
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
+#include <cstdlib>
 #include <numeric>
 
 #include "model/local_model.hpp"
@@ -23,15 +24,19 @@ std::vector<int32_t> iota_positions(size_t n, int32_t start = 0) {
   return p;
 }
 
-Backend& cpu() {
-  static auto backend = make_cpu_backend();
-  return *backend;
+// COROLLA_TEST_DEVICE=cuda runs the same checks on the CUDA backend (tools/gpu_check.sh does); the CPU otherwise.
+Backend& backend() {
+  static auto b = [] {
+    const char* device = std::getenv("COROLLA_TEST_DEVICE");
+    return make_backend(device && *device ? device : "cpu");
+  }();
+  return *b;
 }
 
 }  // namespace
 
 BOOST_DATA_TEST_CASE(full_prompt_logits_match, bdata::make(kModels), name) {
-  LocalModel model(open_weights(model_dir(name)), cpu());
+  LocalModel model(open_weights(model_dir(name)), backend());
   Golden g(name);
   auto ids = g.ids("input_ids");
   model.reset(1, 64);
@@ -40,7 +45,7 @@ BOOST_DATA_TEST_CASE(full_prompt_logits_match, bdata::make(kModels), name) {
 }
 
 BOOST_DATA_TEST_CASE(token_by_token_with_cache_matches, bdata::make(kModels), name) {
-  LocalModel model(open_weights(model_dir(name)), cpu());
+  LocalModel model(open_weights(model_dir(name)), backend());
   Golden g(name);
   auto ids = g.ids("input_ids");
   Tensor full = g.tensor("logits_full"), steps = g.tensor("logits_steps");
@@ -55,7 +60,7 @@ BOOST_DATA_TEST_CASE(token_by_token_with_cache_matches, bdata::make(kModels), na
 }
 
 BOOST_DATA_TEST_CASE(greedy_generation_is_token_identical, bdata::make(kModels), name) {
-  LocalModel model(open_weights(model_dir(name)), cpu());
+  LocalModel model(open_weights(model_dir(name)), backend());
   Golden g(name);
   GenerationParams params;
   params.max_new_tokens = 32;
@@ -66,7 +71,7 @@ BOOST_DATA_TEST_CASE(greedy_generation_is_token_identical, bdata::make(kModels),
 }
 
 BOOST_DATA_TEST_CASE(batched_forward_matches, bdata::make(kModels), name) {
-  LocalModel model(open_weights(model_dir(name)), cpu());
+  LocalModel model(open_weights(model_dir(name)), backend());
   Golden g(name);
   auto ids = g.ids("batch_input_ids");
   const size_t t = ids.size() / 2;
@@ -80,7 +85,7 @@ BOOST_DATA_TEST_CASE(batched_forward_matches, bdata::make(kModels), name) {
 }
 
 BOOST_DATA_TEST_CASE(explicit_positions_are_honoured, bdata::make(kModels), name) {
-  LocalModel model(open_weights(model_dir(name)), cpu());
+  LocalModel model(open_weights(model_dir(name)), backend());
   Golden g(name);
   auto ids = g.ids("input_ids");
   // Uncached: positions 100..111 rotate the queries and keys; the sequence attends to itself only.
@@ -92,7 +97,7 @@ BOOST_DATA_TEST_CASE(explicit_positions_are_honoured, bdata::make(kModels), name
 }
 
 BOOST_AUTO_TEST_CASE(bf16_serving_stays_within_2e_2_relative_of_fp32) {
-  LocalModel model(open_weights(model_dir("llama")), cpu(), DType::bf16);
+  LocalModel model(open_weights(model_dir("llama")), backend(), DType::bf16);
   Golden g("llama");
   auto ids = g.ids("input_ids");
   model.reset(1, 64);
@@ -118,7 +123,7 @@ const GgufCase kGguf[] = {
 }  // namespace
 
 BOOST_DATA_TEST_CASE(gguf_matches_its_reference, bdata::make(kGguf), c) {
-  LocalModel model(open_weights(model_dir(c.model) + "/" + c.file), cpu());
+  LocalModel model(open_weights(model_dir(c.model) + "/" + c.file), backend());
   Golden g(c.model, c.golden);
   Golden base(c.model);
   auto ids = base.ids("input_ids");
@@ -147,7 +152,7 @@ BOOST_AUTO_TEST_CASE(gguf_and_safetensors_agree_within_dtype_tolerance) {
                                                   {"model-q8_0.gguf", 0.998},   {"model-q4_0.gguf", 0.85},
                                                   {"model-q4_1.gguf", 0.85}};
   for (auto [file, floor] : files) {
-    LocalModel model(open_weights(model_dir("llama") + "/" + file), cpu());
+    LocalModel model(open_weights(model_dir("llama") + "/" + file), backend());
     model.reset(1, 64);
     Tensor logits = model.forward(ids, iota_positions(ids.size()), false);
     BOOST_TEST_MESSAGE(file << ": cosine similarity to fp32 " << cosine(logits, want));

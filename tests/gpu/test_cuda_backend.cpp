@@ -62,13 +62,9 @@ void expect_close(const Tensor& got_device, const Tensor& want, double tol, cons
 std::string dt(DType t) { return std::string(dtype_name(t)); }
 
 // Tolerance of the matmul paths (see kernels/cuda/cuda_backend.cu): the matrix-vector path (m ≤ 4) does the CPU's
-// arithmetic; the cuBLAS path rounds activations to 16 bits for 16-bit and quantized weights.
-double matmul_tolerance(DType w, int64_t m, bool cublas_for_all = false) {
-  if ((m <= 4 && !cublas_for_all) || w == DType::f32) return 1e-4;
-  if (w == DType::bf16) return 1e-2;
-  if (w == DType::f16) return 2e-3;
-  return 5e-3;
-}
+// arithmetic; the cuBLAS path keeps about 16 bits of each activation for 16-bit weights (hi + lo) and runs
+// quantized weights dequantized to f32.
+constexpr double kMatmulTolerance = 1e-4;
 
 void check_matmul(Backend& backend, DType wt, int64_t m, int64_t n, int64_t k, bool bias, uint32_t seed,
                   double tol) {
@@ -124,7 +120,7 @@ BOOST_AUTO_TEST_CASE(matmul_matches_cpu_for_every_weight_dtype_and_row_count) {
   uint32_t seed = 100;
   for (DType wt : kWeightTypes)
     for (int64_t m : {1, 2, 3, 4, 5, 16, 33})
-      check_matmul(gpu(), wt, m, 72, 256, m % 2 == 1, seed += 10, matmul_tolerance(wt, m));
+      check_matmul(gpu(), wt, m, 72, 256, m % 2 == 1, seed += 10, kMatmulTolerance);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_at_model_shapes) {
@@ -132,7 +128,7 @@ BOOST_AUTO_TEST_CASE(matmul_at_model_shapes) {
   for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 2048}, {2048, 2048}, {5632, 2048}, {2048, 5632}})
     for (DType wt : {DType::bf16, DType::q4_0})
       for (int64_t m : {1, 4, 64}) check_matmul(gpu(), wt, m, n, k, false, static_cast<uint32_t>(n + k + m),
-                                                matmul_tolerance(wt, m));
+                                                kMatmulTolerance);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_with_odd_k_or_misaligned_x_takes_the_scalar_path) {
@@ -156,7 +152,7 @@ BOOST_AUTO_TEST_CASE(matmul_with_odd_k_or_misaligned_x_takes_the_scalar_path) {
 
 BOOST_AUTO_TEST_CASE(quantized_prefill_spans_several_dequantization_tiles) {
   // 32 MiB of f16 holds 2048 rows of k = 8192: 3000 rows take two tiles.
-  check_matmul(gpu(), DType::q8_0, 6, 3000, 8192, true, 11, matmul_tolerance(DType::q8_0, 6));
+  check_matmul(gpu(), DType::q8_0, 6, 3000, 8192, true, 11, kMatmulTolerance);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_through_cublas_for_decode_rows) {
@@ -164,7 +160,7 @@ BOOST_AUTO_TEST_CASE(matmul_through_cublas_for_decode_rows) {
   std::unique_ptr<Backend> b = make_backend("cuda");
   unsetenv("COROLLA_CUDA_MATVEC");
   BOOST_TEST(b->name().find("cuBLAS") != std::string::npos, b->name());
-  for (DType wt : kWeightTypes) check_matmul(*b, wt, 1, 72, 256, true, 12, matmul_tolerance(wt, 1, true));
+  for (DType wt : kWeightTypes) check_matmul(*b, wt, 1, 72, 256, true, 12, kMatmulTolerance);
 }
 
 BOOST_AUTO_TEST_CASE(norms_match_cpu) {
@@ -234,7 +230,8 @@ BOOST_AUTO_TEST_CASE(elementwise_ops_match_cpu) {
     Tensor sg = up(sw);
     cpu().softmax(sw);
     gpu().softmax(sg);
-    expect_close(sg, sw, 1e-5, "softmax d=" + std::to_string(d));
+    // Sums of up to 50000 exponentials in another order: about sqrt(d) roundings of 6e-8 apart.
+    expect_close(sg, sw, 5e-5, "softmax d=" + std::to_string(d));
   }
 }
 

@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(identity_key_persists_across_reopen) {
 
 BOOST_AUTO_TEST_CASE(throughput_and_reputation_round_trip) {
   TempDir d;
-  const PeerReputation alice{12, 3, 41.25, 1'700'000'000'123};
+  const PeerReputation alice{12, 3, 41.25, 1'700'000'000'123, 2};
   const PeerReputation bob{1, 0, 0.5, 0};
   {
     NodeStore s(d.str());
@@ -132,18 +132,26 @@ BOOST_AUTO_TEST_CASE(throughput_and_reputation_round_trip) {
 }
 
 BOOST_AUTO_TEST_CASE(reputation_layout_is_fixed_little_endian) {
-  const std::string bytes = encode_reputation({0x0102, 7, 1.0, -2});
+  const std::string bytes = encode_reputation({0x0102, 7, 1.0, -2, 3});
   BOOST_REQUIRE(bytes.size() == kReputationRecordSize);
-  const unsigned char want[33] = {1,                                           // layout version
+  const unsigned char want[37] = {2,                                           // layout version
                                   0x02, 0x01, 0, 0, 0, 0, 0, 0,                // successes
                                   7, 0, 0, 0, 0, 0, 0, 0,                      // failures
                                   0, 0, 0, 0, 0, 0, 0xf0, 0x3f,                // 1.0
-                                  0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};  // -2
+                                  0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,  // -2
+                                  3, 0, 0, 0};                                 // consecutive failures
   BOOST_TEST(std::memcmp(bytes.data(), want, sizeof want) == 0);
   BOOST_TEST(!decode_reputation(bytes.substr(1)).has_value());
   std::string other_version = bytes;
-  other_version[0] = 2;
+  other_version[0] = 3;
   BOOST_TEST(!decode_reputation(other_version).has_value());
+  // A v1 record (no consecutive-failure count) still reads.
+  std::string v1 = bytes.substr(0, 33);
+  v1[0] = 1;
+  const auto old = decode_reputation(v1);
+  BOOST_REQUIRE(old.has_value());
+  BOOST_TEST(old->failures == 7u);
+  BOOST_TEST(old->consecutive_failures == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_database_in_use_gives_a_clear_error) {

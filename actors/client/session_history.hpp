@@ -1,0 +1,23 @@
+// A span's history: the hidden states a span of servers has taken, step by step, so that a replacement server
+// can rebuild the span's KV cache by running them again (replay).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+
+namespace corolla {
+
+// One step's input to a span: hidden f32 [batch, tokens, hidden] on the host, positions [batch * tokens].
+struct history_entry {
+  Tensor hidden;
+  std::vector<int32_t> positions;
+};
+
+// Joins consecutive steps into as few replay steps as possible: a step joins the previous one when, for every
+// sequence, its first position follows that one's last. The result, run in order, writes the same cache entries
+// as the steps one by one (causal attention makes a joined step equal to its parts run in turn).
+std::vector<history_entry> merge_for_replay(const std::vector<history_entry>& steps);
+
+}  // namespace corolla

@@ -1,0 +1,364 @@
+// Sessions survive their servers' failures: real `corolla serve` processes on 127.0.0.1 joined through a DHT
+// bootstrap node, every span served by two servers, the client in this process. A server is killed (SIGKILL),
+// frozen (SIGSTOP), or replies with errors while a session generates; the output must equal the fault-free one,
+// token for token. A chaos run kills and restarts servers under 20 sessions.
+#define BOOST_TEST_MODULE failover_processes
+#include <boost/test/unit_test.hpp>
+#include <caf/all.hpp>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "actors/client/client_api.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/system_config.hpp"
+#include "support/golden.hpp"
+#include "support/process.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int64_t kNewTokens = 64;
+
+// Each swarm its own DHT key prefix: records of an earlier test's servers never mix in.
+std::string next_swarm_id() {
+  static int n = 0;
+  return "failover-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+}
+
+// Ends an actor when the fixture is destroyed, also when its constructor did not complete.
+struct exit_on_destroy {
+  caf::actor actor;
+  ~exit_on_destroy() {
+    if (actor) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  }
+};
+
+// The greedy continuation of `prompt` by the whole model in this process: what every run must produce.
+std::vector<int32_t> fault_free(const std::vector<int32_t>& prompt, int64_t n = kNewTokens) {
+  auto backend = make_cpu_backend(1);
+  LocalModel local(open_weights(model_dir("llama")), *backend);
+  GenerationParams p;
+  p.max_new_tokens = n;
+  p.stop_at_eos = false;
+  return generate(local, prompt, p);
+}
+
+struct server_slot {
+  std::string span, port = "0";
+  std::vector<std::string> extra;
+  std::unique_ptr<ServerProcess> process;
+};
+
+struct failover_swarm {
+  TempDir dir;
+  DhtProcess boot{{"--port", "0", "--data_dir", dir.str() + "/boot"}};
+  std::vector<server_slot> slots;
+  // The head (and the backend it computes on) outlive the actor system, whose actors use them to the end.
+  std::unique_ptr<Backend> backend = make_cpu_backend(1);
+  std::shared_ptr<const ClientHead> head;
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  std::string swarm_id = next_swarm_id();
+  swarm_client_options options;
+  exit_on_destroy client_guard;
+  caf::actor client;
+
+  // Servers over `spans` (each "A:B"), with extra flags per server where given.
+  explicit failover_swarm(std::vector<std::string> spans, std::map<size_t, std::vector<std::string>> extra = {},
+                          route_mode mode = route_mode::push) {
+    for (size_t i = 0; i < spans.size(); ++i) {
+      slots.push_back({spans[i], "0", extra[i], nullptr});
+      start(i);
+    }
+    head = std::make_shared<const ClientHead>(*open_weights(model_dir("llama")), *backend);
+    swarm_client_options o;
+    o.initial_peers = {boot.address()};
+    o.mode = mode;
+    o.request_timeout = 10s;
+    o.model_prefix = swarm_id;
+    o.dht_id[0] = 7;
+    o.data_dir = dir.str() + "/client";
+    o.recovery_timeout = 60s;
+    options = o;
+    client = spawn_swarm_client(sys, o, head);
+    wait_until_announced(spans.size());
+  }
+
+  // Until the client sees `n` servers online in the DHT (each announces itself once it has loaded its blocks).
+  void wait_until_announced(size_t n) {
+    std::vector<server_info> seen;
+    for (int i = 0; i < 100 && seen.size() < n; ++i) {
+      self->request(client, 10s, refresh_atom::value)
+          .receive([&](std::vector<server_info>& v) { seen = v; }, [&](caf::error&) {});
+      if (seen.size() < n) std::this_thread::sleep_for(100ms);
+    }
+    BOOST_REQUIRE_MESSAGE(seen.size() >= n, "only " << seen.size() << " of " << n << " servers announced");
+  }
+  ~failover_swarm() { self->send_exit(client, caf::exit_reason::user_shutdown); }
+
+  // A new client on the same data_dir, once the old one has let go of its database.
+  void restart_client() {
+    self->send_exit(client, caf::exit_reason::user_shutdown);
+    for (int i = 0; i < 100; ++i) {
+      try {
+        NodeStore probe(options.data_dir);
+        break;
+      } catch (const std::exception&) {
+        std::this_thread::sleep_for(50ms);
+      }
+    }
+    options.dht_id[0] += 1;
+    client = client_guard.actor = spawn_swarm_client(sys, options, head);
+  }
+
+  // Starts (or restarts, on the same port and with the same database: the same identity) server i.
+  void start(size_t i) {
+    auto& s = slots[i];
+    std::vector<std::string> args{"--model", model_dir("llama"), "--block_indices", s.span, "--port", s.port,
+                                  "--initial_peers", boot.address(), "--data_dir", dir.str() + "/s" + std::to_string(i),
+                                  "--swarm_id", swarm_id, "--update_period", "0.5", "--threads", "1"};
+    if (std::find(s.extra.begin(), s.extra.end(), "--cache_tokens") == s.extra.end())
+      args.insert(args.end(), {"--cache_tokens", "8192"});
+    args.insert(args.end(), s.extra.begin(), s.extra.end());
+    s.process = std::make_unique<ServerProcess>(args);
+    s.port = s.process->address().substr(s.process->address().rfind(':') + 1);
+  }
+  size_t slot_of(const std::string& address) const {
+    for (size_t i = 0; i < slots.size(); ++i)
+      if (slots[i].process && slots[i].process->address() == address) return i;
+    BOOST_FAIL("no server at " << address);
+    return 0;
+  }
+
+  caf::actor open(int64_t max_length = 128) {
+    caf::actor s;
+    self->request(client, 60s, open_session_request{max_length, 1})
+        .receive([&](caf::actor a) { s = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+    return s;
+  }
+  // The servers of the session's chain, in order ("HOST:PORT").
+  std::vector<std::string> route(const caf::actor& session) {
+    std::vector<std::string> out;
+    self->request(session, 10s, route_atom::value)
+        .receive([&](std::vector<std::string>& hops) {
+                   for (auto& h : hops) out.push_back(h.substr(0, h.find(' ')));
+                 },
+                 [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+    return out;
+  }
+  session_stats stats(const caf::actor& session) {
+    session_stats out;
+    self->request(session, 10s, stats_atom::value)
+        .receive([&](session_stats& s) { out = s; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+    return out;
+  }
+};
+
+// Generates kNewTokens greedily in `session`; `on_token(k)` runs on the token watcher's thread when the k-th new
+// token arrives, while the session is already sending the next step: faults land mid-generation.
+std::vector<int32_t> generate_with(failover_swarm& s, const caf::actor& session, const std::vector<int32_t>& prompt,
+                                   std::function<void(int)> on_token) {
+  auto count = std::make_shared<std::atomic<int>>(0);
+  auto watcher = s.sys.spawn([=](caf::event_based_actor*) -> caf::behavior {
+    return {[=](token_atom, int32_t) { on_token(++*count); }};
+  });
+  generate_request req;
+  req.prompt = prompt;
+  req.params.max_new_tokens = kNewTokens;
+  req.params.stop_at_eos = false;
+  req.subscriber = watcher;
+  std::vector<int32_t> out;
+  s.self->request(session, 120s, req)
+      .receive([&](const generate_result& r) { out = r.tokens; },
+               [&](caf::error& e) { BOOST_FAIL("generate: " << describe(e)); });
+  // The watcher may still be working through its mailbox: on_token refers to the caller's frame.
+  for (int i = 0; i < 500 && *count < static_cast<int>(out.size()); ++i) std::this_thread::sleep_for(10ms);
+  s.self->send_exit(watcher, caf::exit_reason::user_shutdown);
+  return out;
+}
+
+const std::vector<int32_t>& prompt() {
+  static const std::vector<int32_t> p = Golden("llama").ids("input_ids");
+  return p;
+}
+
+// Runs one generation, applying `fault` to the server of hop `hop` of the initial route after `at` tokens.
+void survive(failover_swarm& s, size_t hop, int at, const std::function<void(ChildProcess&)>& fault) {
+  auto session = s.open();
+  const auto route = s.route(session);
+  BOOST_REQUIRE(route.size() >= 2u);
+  const std::string victim = route[hop];
+  ChildProcess* p = &s.slots[s.slot_of(victim)].process->process();
+  auto out = generate_with(s, session, prompt(), [p, at, fault](int k) {
+    if (k == at) fault(*p);
+  });
+  BOOST_TEST(out == fault_free(prompt()), boost::test_tools::per_element());
+  const auto after = s.route(session);
+  BOOST_TEST((std::find(after.begin(), after.end(), victim) == after.end()), "the failed server is still in the route");
+  const auto st = s.stats(session);
+  BOOST_TEST(st.recovery_seconds.size() >= 1u);
+  for (double r : st.recovery_seconds) BOOST_TEST_MESSAGE("recovered in " << r * 1000 << " ms");
+  s.self->send(session, close_atom::value);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_killed_server_is_replaced_and_the_output_is_unchanged_push) {
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4"});
+  survive(s, 0, 20, [](ChildProcess& p) { p.kill_hard(); });
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_server_is_replaced_and_the_output_is_unchanged_relay) {
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4"}, {}, route_mode::relay);
+  survive(s, 1, 20, [](ChildProcess& p) { p.kill_hard(); });
+}
+
+BOOST_AUTO_TEST_CASE(a_frozen_server_is_detected_by_heartbeats_and_replaced) {
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4"});
+  const auto t0 = std::chrono::steady_clock::now();
+  survive(s, 1, 20, [](ChildProcess& p) { p.signal(SIGSTOP); });
+  // Detection within about 2 s (heartbeats every 200 ms, the connection dropped after 1 s of silence), not the
+  // 10 s request timeout.
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < 8s));
+}
+
+BOOST_AUTO_TEST_CASE(a_server_that_replies_with_errors_is_replaced) {
+  // The first 0:2 server takes more cache, so the initial route uses it; after 30 steps it answers with errors.
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4"}, {{0, {"--inject_step_errors_after", "30", "--cache_tokens", "16384"}}});
+  auto session = s.open();
+  const auto route = s.route(session);
+  BOOST_REQUIRE(route[0] == s.slots[0].process->address());
+  auto out = generate_with(s, session, prompt(), [](int) {});
+  BOOST_TEST(out == fault_free(prompt()), boost::test_tools::per_element());
+  const auto st = s.stats(session);
+  BOOST_REQUIRE(st.failures.size() >= 1u);
+  BOOST_TEST(st.failures[0].find("injected fault") != std::string::npos, st.failures[0]);
+  BOOST_TEST(s.route(session)[0] != s.slots[0].process->address());
+  s.self->send(session, close_atom::value);
+}
+
+BOOST_AUTO_TEST_CASE(two_failures_in_a_row) {
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4"});
+  auto session = s.open();
+  const auto route = s.route(session);
+  ChildProcess& first = s.slots[s.slot_of(route[0])].process->process();
+  ChildProcess& second = s.slots[s.slot_of(route[1])].process->process();
+  auto out = generate_with(s, session, prompt(), [&](int k) {
+    if (k == 10) first.kill_hard();
+    if (k == 11) second.kill_hard();
+  });
+  BOOST_TEST(out == fault_free(prompt()), boost::test_tools::per_element());
+  BOOST_TEST(s.stats(session).recovery_seconds.size() >= 2u);
+  s.self->send(session, close_atom::value);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_span_may_be_covered_by_several_servers) {
+  // The 0:4 server fails; only 0:2 and 2:4 remain: its history is replayed through both, in turn.
+  failover_swarm s({"0:4", "0:2", "2:4"}, {{0, {"--cache_tokens", "16384"}}});
+  auto session = s.open();
+  BOOST_REQUIRE(s.route(session).size() == 1u);
+  ChildProcess& whole = s.slots[0].process->process();
+  auto out = generate_with(s, session, prompt(), [&](int k) {
+    if (k == 15) whole.kill_hard();
+  });
+  BOOST_TEST(out == fault_free(prompt()), boost::test_tools::per_element());
+  BOOST_TEST(s.route(session).size() == 2u);
+  s.self->send(session, close_atom::value);
+}
+
+BOOST_AUTO_TEST_CASE(the_ban_is_remembered_by_the_next_client_process) {
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4"});
+  auto session = s.open();
+  const std::string victim = s.route(session)[0];
+  auto out = generate_with(s, session, prompt(), [&](int k) {
+    if (k == 5) s.slots[s.slot_of(victim)].process->process().kill_hard();
+  });
+  BOOST_TEST(out == fault_free(prompt()), boost::test_tools::per_element());
+  s.self->send(session, close_atom::value);
+  // The victim comes back (same port, same identity) and is announced again; a new client reading the same
+  // data_dir still holds it off: the ban outlived the client that made it.
+  s.start(s.slot_of(victim));
+  s.restart_client();
+  s.wait_until_announced(4);
+  for (int i = 0; i < 3; ++i) {
+    auto again = s.open();
+    BOOST_TEST(s.route(again)[0] != victim);
+    s.self->send(again, close_atom::value);
+  }
+}
+
+// 20 sessions generate concurrently, in rounds of 8 tokens with a pause between rounds (a user reading), while
+// servers are killed and restarted at random.
+BOOST_AUTO_TEST_CASE(chaos_every_session_completes_with_its_fault_free_output) {
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4", "0:4"});
+  constexpr int kSessions = 20, kRounds = 12, kPerRound = 8;
+  std::vector<std::vector<int32_t>> prompts, want, got(kSessions);
+  std::vector<std::string> errors(kSessions);
+  for (int i = 0; i < kSessions; ++i) {
+    std::vector<int32_t> p = prompt();
+    p[0] = (p[0] + 7 * i) % static_cast<int32_t>(s.head->config().vocab_size);
+    prompts.push_back(p);
+    want.push_back(fault_free(p, kRounds * kPerRound));
+  }
+  std::vector<caf::actor> sessions;
+  for (int i = 0; i < kSessions; ++i) sessions.push_back(s.open(kRounds * kPerRound + 16));
+
+  std::atomic<int> running{kSessions};
+  int kills = 0, restarts = 0;
+  std::thread chaos([&] {
+    std::mt19937 rng(2024);
+    while (running > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30 + rng() % 90));
+      const size_t i = rng() % s.slots.size();
+      auto& slot = s.slots[i];
+      if (slot.process->process().pid() > 0) {
+        slot.process->process().kill_hard();
+        ++kills;
+      } else {
+        s.start(i);
+        ++restarts;
+      }
+    }
+  });
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kSessions; ++i)
+    clients.emplace_back([&, i] {
+      caf::scoped_actor me{s.sys};
+      std::mt19937 pause(static_cast<unsigned>(i));
+      auto& g = got[static_cast<size_t>(i)];
+      for (int r = 0; r < kRounds && errors[static_cast<size_t>(i)].empty(); ++r) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(40 + pause() % 80));
+        generate_request req;
+        req.prompt = r == 0 ? prompts[static_cast<size_t>(i)] : std::vector<int32_t>{g.back()};
+        req.params.max_new_tokens = kPerRound;
+        req.params.stop_at_eos = false;
+        me->request(sessions[static_cast<size_t>(i)], 120s, req)
+            .receive([&](const generate_result& res) { g.insert(g.end(), res.tokens.begin(), res.tokens.end()); },
+                     [&](caf::error& e) {
+                       errors[static_cast<size_t>(i)] = "round " + std::to_string(r) + ": " + describe(e);
+                     });
+      }
+      --running;
+    });
+  for (auto& t : clients) t.join();
+  chaos.join();
+  BOOST_TEST_MESSAGE("chaos: " << kills << " kills, " << restarts << " restarts");
+  BOOST_TEST(kills >= 4);
+  size_t recoveries = 0;
+  for (int i = 0; i < kSessions; ++i) {
+    BOOST_TEST(errors[static_cast<size_t>(i)].empty(), "session " << i << ": " << errors[static_cast<size_t>(i)]);
+    BOOST_TEST(got[static_cast<size_t>(i)] == want[static_cast<size_t>(i)], boost::test_tools::per_element());
+    recoveries += s.stats(sessions[static_cast<size_t>(i)]).recovery_seconds.size();
+  }
+  BOOST_TEST_MESSAGE("recoveries: " << recoveries);
+  BOOST_TEST(recoveries >= 1u);
+}

@@ -1,0 +1,112 @@
+// The plain pieces behind session failover: the reputation book (bans with exponential backoff, persistence,
+// penalties) and the merging of a span's history into replay steps.
+#define BOOST_TEST_MODULE failover_pieces
+#include <boost/test/unit_test.hpp>
+#include <numeric>
+
+#include "actors/client/reputation_book.hpp"
+#include "actors/client/session_history.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+history_entry entry(int64_t batch, int64_t tokens, int64_t hidden, int32_t first_position, float base) {
+  history_entry e{Tensor::empty(DType::f32, {batch, tokens, hidden}), {}};
+  float* p = e.hidden.data_as<float>();
+  for (int64_t i = 0; i < e.hidden.numel(); ++i) p[i] = base + static_cast<float>(i);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < tokens; ++t) e.positions.push_back(first_position + static_cast<int32_t>(t));
+  return e;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(bans_double_with_each_failure_in_a_row_and_reset_after_a_success) {
+  ReputationBook book(ban_policy{15s, 60s});
+  const int64_t t = 1'000'000;
+  BOOST_TEST(!book.banned("a", t));
+  BOOST_TEST(book.record_failure("a", t).count() == 15'000);
+  BOOST_TEST(book.banned("a", t + 14'999));
+  BOOST_TEST(!book.banned("a", t + 15'000));
+  BOOST_TEST(book.record_failure("a", t + 20'000).count() == 30'000);
+  BOOST_TEST(book.record_failure("a", t + 60'000).count() == 60'000);
+  BOOST_TEST(book.record_failure("a", t + 130'000).count() == 60'000);  // capped
+  BOOST_TEST((book.banned_peers(t + 130'000) == std::set<std::string>{"a"}));
+  book.record_success("a", 10);
+  BOOST_TEST(book.record_failure("a", t + 300'000).count() == 15'000);  // the streak was broken
+  BOOST_TEST(book.get("a")->failures == 5u);
+  BOOST_TEST(book.get("a")->successes == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(latency_is_smoothed_and_unreliable_peers_cost_more) {
+  ReputationBook book;
+  book.record_success("fast", 10);
+  book.record_success("fast", 20);
+  BOOST_TEST(book.get("fast")->latency_ewma_ms == 12.0, boost::test_tools::tolerance(1e-9));
+  for (int i = 0; i < 8; ++i) book.record_success("flaky", 10);
+  book.record_failure("flaky", 0);
+  book.record_failure("flaky", 0);
+  BOOST_TEST(book.penalty_seconds("flaky") > book.penalty_seconds("fast"));
+  BOOST_TEST(book.penalty_seconds("fast") > 0.0);   // a small prior, never zero
+  BOOST_TEST(book.penalty_seconds("never-seen") > book.penalty_seconds("fast"));  // little evidence either way
+  BOOST_TEST(book.penalties().count("flaky") == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(reputations_and_bans_survive_a_restart) {
+  TempDir dir;
+  const int64_t t = ReputationBook::now_ms();
+  {
+    ReputationBook book({}, std::make_shared<NodeStore>(dir.str()));
+    book.record_success("127.0.0.1:5000", 7);
+    book.record_failure("127.0.0.1:6000", t);  // written at once
+    book.flush();
+  }
+  ReputationBook again({}, std::make_shared<NodeStore>(dir.str()));
+  BOOST_TEST(again.banned("127.0.0.1:6000", t + 1));
+  BOOST_TEST(!again.banned("127.0.0.1:5000", t + 1));
+  BOOST_TEST(again.get("127.0.0.1:5000")->successes == 1u);
+  BOOST_TEST(again.get("127.0.0.1:6000")->consecutive_failures == 1u);
+  // The next failure continues the streak the previous process started.
+  BOOST_TEST(again.record_failure("127.0.0.1:6000", t + 20'000).count() == 30'000);
+}
+
+BOOST_AUTO_TEST_CASE(consecutive_steps_merge_into_one_replay_step) {
+  // A prompt of 5 tokens, then 3 single-token steps: one replay step of 8 tokens, values in order.
+  std::vector<history_entry> h{entry(1, 5, 4, 0, 0), entry(1, 1, 4, 5, 100), entry(1, 1, 4, 6, 200),
+                               entry(1, 1, 4, 7, 300)};
+  auto merged = merge_for_replay(h);
+  BOOST_REQUIRE(merged.size() == 1u);
+  BOOST_TEST(merged[0].hidden.dim(1) == 8);
+  std::vector<int32_t> want(8);
+  std::iota(want.begin(), want.end(), 0);
+  BOOST_TEST(merged[0].positions == want, boost::test_tools::per_element());
+  const float* p = merged[0].hidden.data_as<const float>();
+  BOOST_TEST(p[0] == 0.f);
+  BOOST_TEST(p[19] == 19.f);   // the prompt's last value
+  BOOST_TEST(p[20] == 100.f);  // the first decode step
+  BOOST_TEST(p[31] == 303.f);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_that_goes_back_starts_a_new_replay_step) {
+  // Positions 0..3, then 2..3 again (a rewrite of the cache), then 4: [0..3], [2..4].
+  std::vector<history_entry> h{entry(1, 4, 2, 0, 0), entry(1, 2, 2, 2, 50), entry(1, 1, 2, 4, 90)};
+  auto merged = merge_for_replay(h);
+  BOOST_REQUIRE(merged.size() == 2u);
+  BOOST_TEST(merged[0].hidden.dim(1) == 4);
+  BOOST_TEST((merged[1].positions == std::vector<int32_t>{2, 3, 4}));
+  BOOST_TEST(merged[1].hidden.data_as<const float>()[4] == 90.f);
+}
+
+BOOST_AUTO_TEST_CASE(batched_steps_merge_sequence_by_sequence) {
+  // Two sequences: 2 tokens each, then 1 each. Sequence 1's rows follow sequence 0's in the merged tensor.
+  std::vector<history_entry> h{entry(2, 2, 1, 0, 0), entry(2, 1, 1, 2, 10)};
+  auto merged = merge_for_replay(h);
+  BOOST_REQUIRE(merged.size() == 1u);
+  const float* p = merged[0].hidden.data_as<const float>();
+  BOOST_TEST((std::vector<float>(p, p + 6) == std::vector<float>{0, 1, 10, 2, 3, 11}));
+  BOOST_TEST((merged[0].positions == std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
+}
