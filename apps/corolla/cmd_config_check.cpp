@@ -1,8 +1,9 @@
-// corolla config-check: load and validate a node, client or local-swarm configuration file, and print it
+// corolla config-check: load and validate a node, client, local-swarm or API configuration file, and print it
 // resolved (defaults filled in) as TOML.
 #include <iostream>
 
 #include "actors/client/swarm_config.hpp"
+#include "apps/api/api_config.hpp"
 #include "apps/corolla/commands.hpp"
 
 namespace corolla::cli {
@@ -12,6 +13,7 @@ struct CheckOptions {
   std::string node;
   std::string client;
   std::string swarm;
+  std::string api;
 };
 
 int run(const CheckOptions& o) {
@@ -27,6 +29,11 @@ int run(const CheckOptions& o) {
     const ClientConfig config = load_client_config(path);
     validate(config, path);
     text = to_toml(config);
+  } else if (!o.api.empty()) {
+    path = o.api;
+    const api::ApiConfig config = api::load_api_config(path);
+    api::validate(config, path);
+    text = api::to_toml(config);
   } else {
     path = o.swarm;
     text = to_toml(load_swarm_config(path));
@@ -46,6 +53,7 @@ Runner add_config_check(CLI::App& app) {
       ->type_name("FILE");
   which->add_option("--swarm", o->swarm, "A local swarm's file (config/swarm-local.toml documents it)")
       ->type_name("FILE");
+  which->add_option("--api", o->api, "The HTTP API's file (config/api.toml documents the keys)")->type_name("FILE");
   which->require_option(1);
   return [o] { return run(*o); };
 }

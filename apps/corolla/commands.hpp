@@ -14,5 +14,7 @@ Runner add_chat(CLI::App& app);
 Runner add_dht(CLI::App& app);
 Runner add_config_check(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
+Runner add_api(CLI::App& app);
+Runner add_run(CLI::App& app);
 
 }  // namespace corolla::cli

@@ -15,12 +15,14 @@ int main(int argc, char** argv) {
     corolla::cli::Runner run = adder(app);
     commands.emplace_back(app.get_subcommands({}).at(before), std::move(run));
   };
+  add(corolla::cli::add_run);
   add(corolla::cli::add_generate);
   add(corolla::cli::add_serve);
   add(corolla::cli::add_chat);
   add(corolla::cli::add_dht);
   add(corolla::cli::add_config_check);
   add(corolla::cli::add_tokenize);
+  add(corolla::cli::add_api);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,183 @@
+#include "apps/api/api_common.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <ctime>
+#include <random>
+
+namespace corolla::api {
+namespace {
+
+[[noreturn]] void wrong(const std::string& key, const std::string& what, const nlohmann::json& v) {
+  std::string shown = v.dump();
+  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+  throw bad_request("'" + key + "' must be " + what + ", got " + shown, key);
+}
+
+const nlohmann::json* field(const nlohmann::json& obj, const std::string& key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+}  // namespace
+
+std::optional<int64_t> get_int(const nlohmann::json& obj, const std::string& key) {
+  const auto* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+  }
+  if (v->is_string()) {
+    const auto& s = v->get_ref<const std::string&>();
+    int64_t out = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    if (ec == std::errc() && p == s.data() + s.size() && !s.empty()) return out;
+  }
+  wrong(key, "an integer", *v);
+}
+
+std::optional<double> get_number(const nlohmann::json& obj, const std::string& key) {
+  const auto* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (v->is_number()) return v->get<double>();
+  if (v->is_string()) {
+    const auto& s = v->get_ref<const std::string&>();
+    try {
+      size_t used = 0;
+      const double d = std::stod(s, &used);
+      if (used == s.size() && std::isfinite(d)) return d;
+    } catch (const std::exception&) {
+    }
+  }
+  wrong(key, "a number", *v);
+}
+
+std::optional<bool> get_bool(const nlohmann::json& obj, const std::string& key) {
+  const auto* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (v->is_boolean()) return v->get<bool>();
+  if (v->is_number_integer() && (v->get<int64_t>() == 0 || v->get<int64_t>() == 1)) return v->get<int64_t>() == 1;
+  if (v->is_string()) {
+    const auto& s = v->get_ref<const std::string&>();
+    if (s == "1" || s == "true" || s == "True") return true;
+    if (s == "0" || s == "false" || s == "False") return false;
+  }
+  wrong(key, "a boolean (true, false, 1 or 0)", *v);
+}
+
+std::optional<std::string> get_string(const nlohmann::json& obj, const std::string& key) {
+  const auto* v = field(obj, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) wrong(key, "a string", *v);
+  return v->get<std::string>();
+}
+
+std::vector<std::string> get_string_list(const nlohmann::json& obj, const std::string& key, size_t max_items) {
+  const auto* v = field(obj, key);
+  if (!v) return {};
+  std::vector<std::string> out;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const auto& item : *v) {
+      if (!item.is_string()) wrong(key, "a string or an array of strings", *v);
+      out.push_back(item.get<std::string>());
+    }
+  } else {
+    wrong(key, "a string or an array of strings", *v);
+  }
+  if (out.size() > max_items)
+    throw bad_request("'" + key + "' holds " + std::to_string(out.size()) + " items; at most " +
+                          std::to_string(max_items) + " are allowed",
+                      key);
+  for (const auto& s : out)
+    if (s.empty()) throw bad_request("'" + key + "' must not hold an empty string", key);
+  return out;
+}
+
+nlohmann::json parse_json_body(const std::string& body) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string what = e.what();
+    if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
+    throw bad_request("malformed JSON in the request body: " + what);
+  }
+  if (!j.is_object()) throw bad_request("the request body must be a JSON object");
+  return j;
+}
+
+namespace {
+SamplingParams checked(SamplingParams p) {
+  try {
+    p.validate();
+  } catch (const std::invalid_argument& e) {
+    throw bad_request(e.what());
+  }
+  return p;
+}
+uint64_t random_seed() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd();
+}
+}  // namespace
+
+SamplingParams openai_sampling(const nlohmann::json& body, double default_temperature) {
+  SamplingParams p;
+  const double t = get_number(body, "temperature").value_or(default_temperature);
+  if (t < 0 || t > 2) throw bad_request("'temperature' must be in 0..2, got " + std::to_string(t), "temperature");
+  p.greedy = t == 0;
+  p.temperature = p.greedy ? 1.0f : static_cast<float>(t);
+  const double top_p = get_number(body, "top_p").value_or(1.0);
+  if (top_p <= 0 || top_p > 1) throw bad_request("'top_p' must be in (0, 1], got " + std::to_string(top_p), "top_p");
+  p.top_p = static_cast<float>(top_p);
+  const int64_t top_k = get_int(body, "top_k").value_or(0);
+  if (top_k < 0 && top_k != -1) throw bad_request("'top_k' must be 0 (off) or more", "top_k");
+  p.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
+  p.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty").value_or(1.0));
+  for (const char* k : {"presence_penalty", "frequency_penalty"})
+    if (get_number(body, k).value_or(0.0) != 0.0)
+      throw bad_request(std::string("'") + k + "' is not supported; use 'repetition_penalty' (1 = off)", k);
+  const auto seed = get_int(body, "seed");
+  p.seed = seed ? static_cast<uint64_t>(*seed) : random_seed();
+  return checked(p);
+}
+
+SamplingParams petals_sampling(const nlohmann::json& body) {
+  SamplingParams p;
+  p.greedy = !get_bool(body, "do_sample").value_or(false);
+  p.temperature = static_cast<float>(get_number(body, "temperature").value_or(1.0));
+  if (p.greedy) p.temperature = 1.0f;
+  p.top_k = static_cast<int>(get_int(body, "top_k").value_or(0));
+  p.top_p = static_cast<float>(get_number(body, "top_p").value_or(1.0));
+  p.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty").value_or(1.0));
+  const auto seed = get_int(body, "seed");
+  p.seed = seed ? static_cast<uint64_t>(*seed) : random_seed();
+  return checked(p);
+}
+
+nlohmann::json openai_error_body(const ApiError& e) {
+  nlohmann::json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (e.status == 404 && e.param == "model") err["code"] = "model_not_found";
+  if (e.status == 429) err["code"] = "too_many_sessions";
+  return {{"error", err}};
+}
+
+void send_openai_error(const Responder& res, const ApiError& e) { res.json(e.status, openai_error_body(e)); }
+
+std::string random_hex(size_t chars) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < chars; ++i) out += digits[rng() % 16];
+  return out;
+}
+
+int64_t unix_time() { return static_cast<int64_t>(std::time(nullptr)); }
+
+}  // namespace corolla::api

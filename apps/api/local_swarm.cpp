@@ -1,0 +1,135 @@
+#include "apps/api/local_swarm.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <random>
+#include <set>
+
+#include "actors/dht/announcer.hpp"
+#include "actors/dht/dht_node.hpp"
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/server/announcer.hpp"
+#include "actors/server/node_supervisor.hpp"
+#include "actors/server/server_node.hpp"
+#include "model/weights/weight_source.hpp"
+
+namespace corolla::api {
+namespace {
+
+NodeId random_node_id() {
+  std::random_device rd;
+  NodeId id{};
+  for (auto& b : id) b = static_cast<uint8_t>(rd());
+  return id;
+}
+
+}  // namespace
+
+LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmOptions o)
+    : sys_(sys), connector_(std::move(connector)) {
+  auto source = open_weights(o.model);
+  const int64_t total = source->config().num_layers;
+  if (o.servers < 1 || o.servers > total)
+    throw std::runtime_error("a local swarm of " + std::to_string(o.servers) + " servers cannot split " +
+                             std::to_string(total) + " blocks");
+  swarm_id_ = default_model_prefix(*source);
+  caf::scoped_actor self{sys_};
+  // Makes an actor reachable at an address: a loopback port when publishing works, else an in-process name.
+  auto place = [&](const caf::actor& a, const std::string& name, uint16_t* port_out) {
+    std::string address = "inproc:" + name;
+    if (o.publish) {
+      auto port = sys_.middleman().publish(a, 0, o.host.c_str(), true);
+      if (port) {
+        address = o.host + ":" + std::to_string(*port);
+        *port_out = *port;
+      }
+    }
+    self->send(connector_, register_atom::value, address, a);
+    return address;
+  };
+  auto bootstrap = [&](const caf::actor& dht, const std::string& peer) {
+    caf::error failure;
+    self->request(dht, std::chrono::seconds(60), dht_bootstrap{{peer}})
+        .receive([](const dht_bootstrap_reply&) {}, [&](caf::error& e) { failure = std::move(e); });
+    if (failure) throw std::runtime_error("joining the local DHT: " + describe(failure));
+  };
+
+  dht_options dopt;
+  dopt.id = random_node_id();
+  dht_ = spawn_dht_node(sys_, dopt, connector_);
+  dht_address_ = place(dht_, "dht", &dht_port_);
+  self->send(dht_, address_atom::value, dht_address_);
+
+  for (int i = 0; i < o.servers; ++i) {
+    server_setup setup;
+    setup.model = source->origin();
+    setup.first_block = total * i / o.servers;
+    setup.last_block = total * (i + 1) / o.servers;
+    setup.public_name = "local-" + std::to_string(i);
+    setup.cache_tokens = o.cache_tokens;
+    setup.max_sessions = o.max_sessions;
+    setup.threads = o.threads;
+    setup.seed = std::random_device{}();
+    dht_options sopt;
+    sopt.id = random_node_id();
+    auto sdht = spawn_dht_node(sys_, sopt, connector_);
+    setup.dht = sdht;
+    bootstrap(sdht, dht_address_);
+    server_node node = start_server_node(sys_, setup, connector_, source, false);
+    uint16_t port = 0;
+    const std::string address = place(node.gate, "server-" + std::to_string(i), &port);
+    ports_.push_back(port);
+    gates_.push_back(node.gate);
+    self->send(node.gate, address_atom::value, address);
+    self->send(sdht, address_atom::value, address);
+    bootstrap(sdht, dht_address_);  // again, now as a full node the others add to their tables
+    announcer_options aopt;
+    aopt.model_prefix = swarm_id_;
+    aopt.period = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(o.announce_period_s));
+    auto announcer = spawn_announcer(sys_, aopt, node.gate, sdht, connector_);
+    supervisors_.push_back(spawn_node_supervisor(sys_, {node.gate, sdht, announcer}));
+    if (o.progress) o.progress(i, setup.first_block, setup.last_block);
+    load_server_blocks(sys_, node, setup, *source);
+    self->send(announcer, state_atom::value, "online");
+    addresses_.push_back(address);
+  }
+
+  // Wait until the DHT lists every block as served by an online server (announcements are asynchronous).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    std::set<int64_t> covered;
+    for (int64_t b = 0; b < total; ++b)
+      self->request(dht_, std::chrono::seconds(10), dht_get{block_key(swarm_id_, b)})
+          .receive(
+              [&](const dht_get_reply& r) {
+                for (auto& s : parse_servers(r.entries))
+                  if (s.info.state == "online") covered.insert(b);
+              },
+              [](caf::error&) {});
+    if (static_cast<int64_t>(covered.size()) == total) break;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("the local servers did not show up in the DHT within 60 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+LocalSwarm::~LocalSwarm() { stop(); }
+
+void LocalSwarm::stop() {
+  if (supervisors_.empty() && !dht_) return;
+  caf::scoped_actor self{sys_};
+  for (auto& s : supervisors_)
+    self->request(s, std::chrono::seconds(10), close_atom::value).receive([](const ack&) {}, [](caf::error&) {});
+  for (size_t i = 0; i < gates_.size(); ++i)
+    if (ports_[i]) sys_.middleman().unpublish(gates_[i], ports_[i]);
+  supervisors_.clear();
+  gates_.clear();
+  if (dht_) {
+    if (dht_port_) sys_.middleman().unpublish(dht_, dht_port_);
+    self->send_exit(dht_, caf::exit_reason::user_shutdown);
+    dht_ = nullptr;
+  }
+}
+
+}  // namespace corolla::api

@@ -1,0 +1,178 @@
+// Concurrent chat sessions through the whole stack: HTTP clients streaming /v1/chat/completions from the API,
+// which drives a swarm in this process (a DHT node and servers splitting the model, found through the DHT).
+// Prints, for 1 session and for N at once: completed sessions, time to the first token, per-session decode rate
+// and the aggregate rate of generated tokens. Results: docs/PERFORMANCE.md, "API: concurrent chat sessions".
+//
+//   bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3]
+#include <algorithm>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <caf/all.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "actors/net/connector.hpp"
+#include "actors/protocol/system_config.hpp"
+#include "apps/api/api_server.hpp"
+#include "apps/api/local_swarm.hpp"
+#include "model/model_path.hpp"
+
+using namespace corolla;
+using clk = std::chrono::steady_clock;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+struct Result {
+  bool ok = false;
+  std::string error;
+  int64_t tokens = 0;
+  double first_s = 0, total_s = 0;
+};
+
+// One streamed chat completion; the time of the first content chunk is taken as it arrives.
+Result chat(uint16_t port, const std::string& model, int i, int64_t tokens) {
+  Result out;
+  try {
+    boost::asio::io_context ioc;
+    boost::asio::ip::tcp::resolver resolver(ioc);
+    beast::tcp_stream stream(ioc);
+    stream.connect(resolver.resolve("127.0.0.1", std::to_string(port)));
+    nlohmann::json body = {
+        {"model", model},
+        {"messages", {{{"role", "user"}, {"content", "Write a story about a robot, number " + std::to_string(i) + "."}}}},
+        {"max_tokens", tokens}, {"temperature", 0.7}, {"seed", i}, {"ignore_eos", true}, {"stream", true},
+        {"stream_options", {{"include_usage", true}}}};
+    http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
+    req.body() = body.dump();
+    req.prepare_payload();
+    const auto t0 = clk::now();
+    http::write(stream, req);
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 << 20);
+    bool first = false;
+    std::string all;
+    auto on_chunk = [&](uint64_t, beast::string_view data, beast::error_code&) -> size_t {
+      if (!first && data.find("\"content\":\"") != beast::string_view::npos &&
+          data.find("\"content\":\"\"") == beast::string_view::npos) {
+        first = true;
+        out.first_s = std::chrono::duration<double>(clk::now() - t0).count();
+      }
+      all.append(data.data(), data.size());
+      return data.size();
+    };
+    parser.on_chunk_body(on_chunk);
+    http::read(stream, buffer, parser);
+    out.total_s = std::chrono::duration<double>(clk::now() - t0).count();
+    if (parser.get().result_int() != 200) {
+      out.error = "HTTP " + std::to_string(parser.get().result_int());
+      return out;
+    }
+    const auto at = all.rfind("\"completion_tokens\":");
+    if (at == std::string::npos || all.find("[DONE]") == std::string::npos) {
+      out.error = "no usage or [DONE]";
+      return out;
+    }
+    out.tokens = std::stoll(all.substr(at + 20));
+    out.ok = true;
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+  return out;
+}
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+void run_round(uint16_t port, const std::string& model, int sessions, int64_t tokens) {
+  std::vector<Result> results(static_cast<size_t>(sessions));
+  std::vector<std::thread> threads;
+  const auto t0 = clk::now();
+  for (int i = 0; i < sessions; ++i)
+    threads.emplace_back([&, i] { results[static_cast<size_t>(i)] = chat(port, model, i, tokens); });
+  for (auto& t : threads) t.join();
+  const double wall = std::chrono::duration<double>(clk::now() - t0).count();
+  int ok = 0;
+  int64_t total = 0;
+  std::vector<double> ttft, rate;
+  for (const auto& r : results) {
+    if (!r.ok) {
+      std::cerr << "  session failed: " << r.error << "\n";
+      continue;
+    }
+    ok++;
+    total += r.tokens;
+    ttft.push_back(r.first_s);
+    if (r.tokens > 1 && r.total_s > r.first_s) rate.push_back((r.tokens - 1) / (r.total_s - r.first_s));
+  }
+  std::printf("| %d | %d/%d | %lld | %.2f | %.0f / %.0f | %.1f / %.1f | %.1f |\n", sessions, ok, sessions,
+              static_cast<long long>(total), wall, pct(ttft, 0.5) * 1e3, pct(ttft, 0.95) * 1e3, pct(rate, 0.5),
+              pct(rate, 0.05), total / wall);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model = "demo";
+  int sessions = 32, servers = 3;
+  int64_t tokens = 64;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--model") model = argv[i + 1];
+    else if (a == "--sessions") sessions = std::stoi(argv[i + 1]);
+    else if (a == "--tokens") tokens = std::stoll(argv[i + 1]);
+    else if (a == "--servers") servers = std::stoi(argv[i + 1]);
+    else {
+      std::cerr << "usage: bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3]\n";
+      return 2;
+    }
+  }
+  try {
+    const std::string path = resolve_model_path(model);
+    corolla_config cfg;
+    caf::actor_system sys{cfg};
+    auto connector = spawn_connector(sys);
+    {
+      api::LocalSwarmOptions o;
+      o.model = path;
+      o.servers = servers;
+      o.publish = false;
+      o.cache_tokens = 32768;
+      o.max_sessions = 256;
+      api::LocalSwarm swarm(sys, connector, o);
+      api::ApiConfig c;
+      c.port = 0;
+      c.initial_peers = {swarm.dht_address()};
+      c.max_sessions = std::max(sessions, 1);
+      c.models.push_back({"bench", path, "", ""});
+      api::ApiServer server(sys, c, connector);
+      const uint16_t port = server.start(2);
+      std::printf("model %s, %d servers in this process, %lld new tokens per session (ignore_eos), %u cores\n\n",
+                  path.c_str(), servers, static_cast<long long>(tokens), std::thread::hardware_concurrency());
+      std::printf("| sessions | completed | tokens | wall s | first token ms (p50 / p95) | "
+                  "tokens/s per session (p50 / p5) | tokens/s, all sessions |\n|---|---|---|---|---|---|---|\n");
+      chat(port, "bench", 999, 8);  // warm-up
+      for (int n : {1, 8, sessions})
+        if (n <= sessions) run_round(port, "bench", n, tokens);
+      server.stop();
+      swarm.stop();
+    }
+    caf::anon_send_exit(connector, caf::exit_reason::user_shutdown);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
