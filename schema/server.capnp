@@ -20,12 +20,15 @@ struct ServerInfo {
   dtype @7 :Text;
   device @8 :Text;
   cacheTokensLeft @9 :Int64;  # KV-cache tokens per hosted block still free
-  throughput @10 :Float64;    # tokens/s the server estimates for one inference step through its span
+  throughput @10 :Float64;    # tokens/s per hosted block the server offers the swarm (what balancing sums)
   hiddenSize @11 :Int64;
   sessions @12 :Int64;
   state @13 :Text;            # "joining", "online" or "offline" (as announced in the DHT)
   pings @14 :List(Ping);      # measured round trips to servers of the next blocks (routing input)
-  adapters @15 :List(Text);   # LoRA adapters loaded (requests name one to apply it)
+  inferenceRps @15 :Float64;  # measured tokens/s of one block in single-token steps with a KV cache; 0 = unknown
+  forwardRps @16 :Float64;    # measured tokens/s of one block on 1024-token batches without a cache; 0 = unknown
+  networkRps @17 :Float64;    # tokens/s of hidden states the network carries (measured bandwidth); 0 = unknown
+  adapters @18 :List(Text);   # LoRA adapters loaded (requests name one to apply it)
 }
 
 struct Ping {
@@ -105,3 +108,8 @@ struct CloseSession {
 }
 
 struct Ack {}
+
+# A payload sent to a peer to measure the bandwidth between them; answered with an Ack once it has arrived.
+struct BandwidthProbe {
+  payload @0 :Data;
+}

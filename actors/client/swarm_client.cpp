@@ -13,6 +13,7 @@
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/net/connector.hpp"
+#include "actors/net/pings.hpp"
 #include "actors/protocol/errors.hpp"
 
 namespace corolla {
@@ -25,6 +26,7 @@ struct client_state {
   caf::actor dht;           // client-mode DHT node, when joining through the DHT
   bool bootstrapped = false;
   std::vector<server_info> servers;
+  std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // smoothed round trips to servers (routing)
   std::unique_ptr<ReputationBook> book;
   // The sessions opened, shared with the exit handler (which runs after the state is gone).
   std::shared_ptr<std::vector<caf::actor_addr>> sessions = std::make_shared<std::vector<caf::actor_addr>>();
@@ -60,9 +62,10 @@ route_plan plan_avoiding(client_actor* self, const std::vector<server_info>& inf
                          int64_t min_cache, const std::set<std::string>& avoid) {
   auto excluded = self->state.book->banned_peers(ReputationBook::now_ms());
   excluded.insert(avoid.begin(), avoid.end());
-  route_plan plan = plan_route(infos, first, last, excluded, min_cache);
+  const auto& rtt_ms = self->state.rtts->ms;
+  route_plan plan = plan_route(infos, first, last, excluded, min_cache, {}, rtt_ms);
   if (!plan.ok()) {
-    route_plan relaxed = plan_route(infos, first, last, avoid, min_cache);
+    route_plan relaxed = plan_route(infos, first, last, avoid, min_cache, {}, rtt_ms);
     if (relaxed.ok()) return relaxed;
   }
   return plan;
@@ -164,37 +167,51 @@ void refresh(client_actor* self, std::function<void(std::vector<server_info>)> d
 // met a dead node, a record between expiry and republishing).
 constexpr int kOpenAttempts = 3;
 
-// Plans a route over the whole model from a fresh view of the swarm and opens a session on it.
+void open_on_view(client_actor* self, open_session_request req, caf::response_promise rp, int attempt,
+                  std::vector<server_info> infos);
+
+// Plans a route over the whole model from a fresh view of the swarm (the round trips to its servers measured
+// first: routes take the least expected latency) and opens a session on it.
 void open_session(client_actor* self, open_session_request req, caf::response_promise rp, int attempt) {
   refresh(self, [=](std::vector<server_info> infos) mutable {
     auto& st = self->state;
-    const int64_t blocks = st.head->config().num_layers;
-    route_plan plan =
-        plan_avoiding(self, with_adapter(infos, req.adapter), 0, blocks, req.max_length * req.batch, {});
-    if (!plan.ok() && attempt + 1 < kOpenAttempts) return open_session(self, req, rp, attempt + 1);
-    if (infos.empty()) {
-      rp.deliver(make_error(errc::no_route, st.dht ? "no server of swarm '" + st.opt.model_prefix +
-                                                         "' is announced in the DHT (initial peers: " +
-                                                         std::to_string(st.opt.initial_peers.size()) + ")"
-                                                   : std::string("none of the initial peers answered")));
-      return;
-    }
-    if (!plan.ok()) {
-      rp.deliver(make_error(errc::no_route, plan.error + adapter_note(req.adapter)));
-      return;
-    }
-    session_options so{st.opt.mode, st.opt.request_timeout,   req.max_length,
-                       req.batch,   st.opt.recovery_timeout, req.adapter};
-    auto session = spawn_inference_session(self->home_system(), st.head, st.connector,
-                                           caf::actor_cast<caf::actor>(self), so, plan.hops);
-    track_session(self, session);
-    self->request(session, st.opt.request_timeout * 4, open_atom::value)
-        .then([=](const ack&) mutable { rp.deliver(session); },
-              [=](caf::error& e) mutable {
-                self->send_exit(session, caf::exit_reason::user_shutdown);
-                rp.deliver(std::move(e));
-              });
+    std::vector<std::string> addresses;
+    for (const auto& s : infos) addresses.push_back(s.address);
+    const auto ping_timeout = std::min<caf::timespan>(st.opt.request_timeout, std::chrono::seconds(2));
+    ping_peers(self, st.connector, addresses, st.rtts, ping_timeout,
+               [=]() mutable { open_on_view(self, req, rp, attempt, std::move(infos)); });
   });
+}
+
+void open_on_view(client_actor* self, open_session_request req, caf::response_promise rp, int attempt,
+                  std::vector<server_info> infos) {
+  auto& st = self->state;
+  const int64_t blocks = st.head->config().num_layers;
+  route_plan plan =
+      plan_avoiding(self, with_adapter(infos, req.adapter), 0, blocks, req.max_length * req.batch, {});
+  if (!plan.ok() && attempt + 1 < kOpenAttempts) return open_session(self, req, rp, attempt + 1);
+  if (infos.empty()) {
+    rp.deliver(make_error(errc::no_route, st.dht ? "no server of swarm '" + st.opt.model_prefix +
+                                                       "' is announced in the DHT (initial peers: " +
+                                                       std::to_string(st.opt.initial_peers.size()) + ")"
+                                                 : std::string("none of the initial peers answered")));
+    return;
+  }
+  if (!plan.ok()) {
+    rp.deliver(make_error(errc::no_route, plan.error + adapter_note(req.adapter)));
+    return;
+  }
+  session_options so{st.opt.mode, st.opt.request_timeout,   req.max_length,
+                     req.batch,   st.opt.recovery_timeout, req.adapter};
+  auto session = spawn_inference_session(self->home_system(), st.head, st.connector,
+                                         caf::actor_cast<caf::actor>(self), so, plan.hops);
+  track_session(self, session);
+  self->request(session, st.opt.request_timeout * 4, open_atom::value)
+      .then([=](const ack&) mutable { rp.deliver(session); },
+            [=](caf::error& e) mutable {
+              self->send_exit(session, caf::exit_reason::user_shutdown);
+              rp.deliver(std::move(e));
+            });
 }
 
 // Opens a training session over a fresh view of the swarm, reading it again when the first view has no route

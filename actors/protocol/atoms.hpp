@@ -27,6 +27,9 @@ using open_atom = caf::atom_constant<caf::atom("open")>;
 using address_atom = caf::atom_constant<caf::atom("address")>;
 using state_atom = caf::atom_constant<caf::atom("state")>;
 using blocks_atom = caf::atom_constant<caf::atom("blocks")>;
+using span_atom = caf::atom_constant<caf::atom("span")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;
+using balance_atom = caf::atom_constant<caf::atom("balance")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 
 // Gate -> block actor: create / drop this session's KV cache.

@@ -62,6 +62,9 @@ void fill(const server_info& x, capnp::MessageBuilder& mb) {
     }
     auto adapters = b.initAdapters(static_cast<unsigned>(x.adapters.size()));
     for (unsigned i = 0; i < x.adapters.size(); ++i) adapters.set(i, x.adapters[i]);
+    b.setInferenceRps(x.inference_rps);
+    b.setForwardRps(x.forward_rps);
+    b.setNetworkRps(x.network_rps);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
@@ -82,6 +85,9 @@ void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
     x.state = r.getState();
     for (auto p : r.getPings()) x.pings.emplace_back(p.getAddress(), p.getRttMs());
     for (auto a : r.getAdapters()) x.adapters.emplace_back(a);
+    x.inference_rps = r.getInferenceRps();
+    x.forward_rps = r.getForwardRps();
+    x.network_rps = r.getNetworkRps();
   });
 }
 
@@ -238,6 +244,19 @@ void decode(std::shared_ptr<std::vector<char>> bytes, ack& x) {
   parse<wire::Ack>(std::move(bytes), x.wire_error, [](auto, auto&) {});
 }
 
+void fill(const bandwidth_probe& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::BandwidthProbe>(mb, [&](wire::BandwidthProbe::Builder b, capnp::Orphanage o) {
+    // Referenced, not copied into the builder (as tensors are).
+    b.adoptPayload(o.referenceExternalData(
+        capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(x.payload.data()), x.payload.size())));
+  });
+}
+void decode(std::shared_ptr<std::vector<char>> bytes, bandwidth_probe& x) {
+  // The receiver only needs to know the bytes arrived: they are checked, not copied out.
+  parse<wire::BandwidthProbe>(std::move(bytes), x.wire_error,
+                              [&](wire::BandwidthProbe::Reader r, auto&) { x.received = r.getPayload().size(); });
+}
+
 COROLLA_WIRE_CODEC(info_request)
 COROLLA_WIRE_CODEC(server_info)
 COROLLA_WIRE_CODEC(open_session)
@@ -250,5 +269,6 @@ COROLLA_WIRE_CODEC(backward_request)
 COROLLA_WIRE_CODEC(backward_reply)
 COROLLA_WIRE_CODEC(close_session)
 COROLLA_WIRE_CODEC(ack)
+COROLLA_WIRE_CODEC(bandwidth_probe)
 
 }  // namespace corolla

@@ -30,7 +30,10 @@ struct server_info {
   std::string state = "online";  // joining, online, offline
   std::vector<std::pair<std::string, double>> pings;  // next servers' address -> smoothed RTT in ms
   std::vector<std::string> adapters;                   // LoRA adapters loaded
-  double throughput = 0;
+  double throughput = 0;     // tokens/s per hosted block offered to the swarm (what balancing sums)
+  double inference_rps = 0;  // measured per block: single-token steps with a KV cache; 0 = unknown
+  double forward_rps = 0;    // measured per block: 1024-token batches without a cache; 0 = unknown
+  double network_rps = 0;    // tokens/s of f32 hidden states the measured bandwidth carries; 0 = unknown
   std::string wire_error;
 };
 
@@ -111,6 +114,14 @@ struct ack {
   std::string wire_error;
 };
 
+// Bytes sent to a peer to measure the bandwidth to it (answered with an ack once they have arrived). The
+// receiver does not keep them: across processes it learns only how many arrived.
+struct bandwidth_probe {
+  std::vector<char> payload;  // what the sender sends
+  size_t received = 0;        // on arrival over the wire: the payload's size
+  std::string wire_error;
+};
+
 // Cap'n Proto encoding of each message (messages.cpp): encode() to bytes, write() straight into CAF's
 // serializer, decode() in place. Neither encode nor write throws: a tensor that cannot be written (not on the
 // host) is written empty and the receiver reports it.
@@ -126,5 +137,6 @@ COROLLA_WIRE_MESSAGE(backward_request)
 COROLLA_WIRE_MESSAGE(backward_reply)
 COROLLA_WIRE_MESSAGE(close_session)
 COROLLA_WIRE_MESSAGE(ack)
+COROLLA_WIRE_MESSAGE(bandwidth_probe)
 
 }  // namespace corolla

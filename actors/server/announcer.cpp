@@ -1,9 +1,10 @@
 #include "actors/server/announcer.hpp"
 
+#include <algorithm>
 #include <caf/all.hpp>
-#include <map>
 
 #include "actors/dht/announcer.hpp"
+#include "actors/net/pings.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 
@@ -13,14 +14,13 @@ namespace {
 struct announcer_state {
   announcer_options opt;
   caf::actor gate, dht, connector;
-  std::map<std::string, double> rtt_ms;  // next servers, smoothed
+  std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // next servers, smoothed
   static inline const char* name = "announcer";
 };
 
 using announcer_actor = caf::stateful_actor<announcer_state>;
 
 constexpr size_t kMaxPinged = 8;
-constexpr double kRttSmoothing = 0.3;  // weight of the newest sample
 
 // Pings the servers announced for block `next` and smooths their round-trip times; calls done when all answered
 // or failed (a server that fails is forgotten).
@@ -32,33 +32,11 @@ void measure_pings(announcer_actor* self, int64_t next, std::function<void()> do
             std::vector<std::string> targets;
             for (auto& s : parse_servers(r.entries))
               if (s.info.state == "online" && targets.size() < kMaxPinged) targets.push_back(s.info.address);
-            if (targets.empty()) return done();
-            auto pending = std::make_shared<size_t>(targets.size());
-            auto finish = [=] {
-              if (--*pending == 0) done();
-            };
-            for (const auto& address : targets) {
-              auto forget = [=](caf::error&) {
-                self->state.rtt_ms.erase(address);
-                finish();
-              };
-              self->request(self->state.connector, std::chrono::seconds(5), resolve_atom::value, address)
-                  .then(
-                      [=](caf::actor peer) {
-                        const auto t0 = self->clock().now();
-                        self->request(peer, std::chrono::seconds(5), info_request{})
-                            .then(
-                                [=](const server_info&) {
-                                  const double ms =
-                                      std::chrono::duration<double, std::milli>(self->clock().now() - t0).count();
-                                  auto [it, fresh] = self->state.rtt_ms.emplace(address, ms);
-                                  if (!fresh) it->second = kRttSmoothing * ms + (1 - kRttSmoothing) * it->second;
-                                  finish();
-                                },
-                                forget);
-                      },
-                      forget);
-            }
+            auto& known = self->state.rtts->ms;  // servers no longer next (gone, or this server moved)
+            for (auto it = known.begin(); it != known.end();)
+              it = std::find(targets.begin(), targets.end(), it->first) == targets.end() ? known.erase(it)
+                                                                                        : std::next(it);
+            ping_peers(self, self->state.connector, targets, self->state.rtts, std::chrono::seconds(5), done);
           },
           [=](caf::error&) { done(); });
 }
@@ -72,13 +50,13 @@ void announce(announcer_actor* self, std::function<void(size_t)> done) {
           [=](server_info& info) {
             auto& st = self->state;
             if (st.opt.state == "offline") info.state = "offline";  // otherwise the gate's: joining or online
-            for (auto& [address, ms] : st.rtt_ms) info.pings.emplace_back(address, ms);
+            for (auto& [address, ms] : st.rtts->ms) info.pings.emplace_back(address, ms);
             const DhtTime expiration = self->clock().now() + 2 * st.opt.period;
             std::vector<dht_put> puts;
             try {
               puts = announce_puts(st.opt.model_prefix, info, expiration);
             } catch (const std::exception&) {
-              done(0);  // no address yet: the next round announces
+              done(0);  // no address or no span yet: a later round announces
               return;
             }
             puts.push_back(dht_put{kModelsKey, st.opt.model_prefix, std::to_string(info.total_blocks), expiration});
@@ -117,9 +95,11 @@ caf::behavior announcer(announcer_actor* self, announcer_options opt, caf::actor
                 [=](caf::error&) {});
         self->delayed_send(self, self->state.opt.period, refresh_atom::value);
       },
-      [=](state_atom, const std::string& state) {
+      [=](state_atom, const std::string& state) -> caf::result<ack> {
         self->state.opt.state = state;
-        announce(self, [](size_t) {});
+        auto rp = self->make_response_promise<ack>();
+        announce(self, [=](size_t) mutable { rp.deliver(ack{}); });
+        return rp;
       },
       [=](close_atom) -> caf::result<ack> {
         self->state.opt.state = "offline";

@@ -3,7 +3,11 @@
 // state change. (close_atom) announces "offline" and replies when that is stored, so a graceful shutdown is
 // visible to clients before the server goes.
 //
-//   send(announcer, state_atom::value, "online")       request(announcer, t, close_atom::value) -> ack
+//   request(announcer, t, state_atom::value, "online") -> ack   announces now; "online" means the gate's own state
+//                                                                (joining while it loads), "offline" overrides it
+//   request(announcer, t, close_atom::value) -> ack              "offline", then the announcer exits
+// A server moving to other blocks announces "offline" (under its old blocks), moves the gate, then "online"
+// (joining under the new blocks while they load, online once they are installed).
 #pragma once
 
 #include <caf/actor.hpp>

@@ -82,8 +82,9 @@ caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_pt
 
 }  // namespace
 
-caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block,
+caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block, bool detached,
                              std::shared_ptr<const adapter_set> adapters) {
+  if (!detached) return sys.spawn(block_actor, std::move(block), std::move(adapters));
   return sys.spawn<caf::detached>(block_actor, std::move(block), std::move(adapters));
 }
 

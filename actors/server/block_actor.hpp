@@ -1,6 +1,7 @@
 // One hosted transformer block as an actor. It owns the block's weights and the KV caches of the sessions
-// that run through it. Spawned detached: its compute never stalls the scheduler that carries messages,
-// heartbeats and timeouts.
+// that run through it. Spawned detached by servers: its compute never stalls the scheduler that carries
+// messages, heartbeats and timeouts. Under a deterministic scheduler (tests, the simulator) every actor must run
+// on the scheduler's one thread, so there it is spawned like any other.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -18,8 +19,9 @@ namespace corolla {
 // LoRA adapters a server loaded, by name.
 using adapter_set = std::map<std::string, std::shared_ptr<const LoraAdapter>>;
 
-// `adapters` (optional): what requests may name; the block applies its share of the one named.
-caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block,
+// `detached` false: on the scheduler (the deterministic simulator); true in servers. `adapters` (optional): what
+// requests may name; the block applies its share of the one named.
+caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block, bool detached = true,
                              std::shared_ptr<const adapter_set> adapters = nullptr);
 
 }  // namespace corolla

@@ -139,6 +139,8 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
   r.get_double("update_period_s", c.update_period_s, 0, true);
   if (r.get_string_array("adapters", c.adapters))
     if (auto problem = check_adapters(c.adapters)) r.fail("adapters", *problem);
+  r.get_double("balance_quality", c.balance_quality, 0, false);
+  r.get_double("mean_balance_check_period_s", c.mean_balance_check_period_s, 0, true);
 }
 
 NodeConfig load_node_config(const std::string& toml_path) {
@@ -184,6 +186,9 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
   if (auto problem = check_throughput(c.throughput)) fail("throughput", *problem);
   positive("update_period_s", c.update_period_s);
   if (auto problem = check_adapters(c.adapters)) fail("adapters", *problem);
+  if (!std::isfinite(c.balance_quality) || c.balance_quality < 0)
+    fail("balance_quality", "must be a number >= 0, got " + toml_double(c.balance_quality));
+  positive("mean_balance_check_period_s", c.mean_balance_check_period_s);
 }
 
 std::string to_toml(const NodeConfig& c, const std::string& table) {
@@ -212,6 +217,8 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("throughput", toml_quote(c.throughput));
   line("update_period_s", toml_double(c.update_period_s));
   line("adapters", toml_string_array(c.adapters));
+  line("balance_quality", toml_double(c.balance_quality));
+  line("mean_balance_check_period_s", toml_double(c.mean_balance_check_period_s));
   return out;
 }
 

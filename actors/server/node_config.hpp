@@ -42,6 +42,9 @@ struct NodeConfig {
   std::string throughput = "auto";          // "auto" (measure, cached), "eval" (measure again) or a number (rps)
   double update_period_s = 60;              // how often the node announces its blocks to the DHT
   std::vector<std::string> adapters;        // PEFT LoRA adapter directories; requests name one by its directory name
+  double balance_quality = 0.75;            // with num_blocks: move when the swarm's weakest block is below this
+                                            // fraction of what moving could reach (0 never moves)
+  double mean_balance_check_period_s = 120; // with num_blocks: mean seconds between those checks
 
   bool operator==(const NodeConfig&) const = default;
 };

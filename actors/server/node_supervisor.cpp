@@ -15,7 +15,7 @@ struct supervisor_state {
 
 caf::behavior node_supervisor(caf::stateful_actor<supervisor_state>* self, server_parts parts) {
   self->state.parts = parts;
-  for (const auto& a : {parts.gate, parts.dht, parts.announcer})
+  for (const auto& a : {parts.gate, parts.dht, parts.announcer, parts.balancer, parts.loader})
     if (a) self->link_to(a);
   return {
       [=](const info_request& req) {
@@ -24,6 +24,11 @@ caf::behavior node_supervisor(caf::stateful_actor<supervisor_state>* self, serve
       },
       [=](close_atom) -> caf::result<ack> {
         auto rp = self->make_response_promise<ack>();
+        if (auto& b = self->state.parts.balancer) {  // unlinked: its exit must not stop the rest before "offline"
+          self->unlink_from(b);
+          self->send_exit(b, caf::exit_reason::user_shutdown);
+          b = nullptr;
+        }
         auto stop = [=]() mutable {
           rp.deliver(ack{});
           self->quit(caf::exit_reason::user_shutdown);  // the links take the gate, blocks and DHT node down
@@ -43,6 +48,22 @@ caf::behavior node_supervisor(caf::stateful_actor<supervisor_state>* self, serve
 
 caf::actor spawn_node_supervisor(caf::actor_system& sys, server_parts parts) {
   return sys.spawn(node_supervisor, std::move(parts));
+}
+
+supervised_server start_server_parts(caf::actor_system& sys, const server_node& node, const server_setup& setup,
+                                     std::shared_ptr<WeightSource> source, caf::actor dht, caf::actor connector,
+                                     announcer_options announce, std::optional<balancer_options> balance) {
+  supervised_server out;
+  out.parts.gate = node.gate;
+  out.parts.dht = dht;
+  out.parts.announcer = spawn_announcer(sys, std::move(announce), node.gate, dht, std::move(connector));
+  if (balance) {
+    out.parts.loader = spawn_block_loader(sys, setup, std::move(source), node.backend);
+    out.parts.balancer =
+        spawn_balancer(sys, std::move(*balance), node.gate, dht, out.parts.announcer, out.parts.loader);
+  }
+  out.supervisor = spawn_node_supervisor(sys, out.parts);
+  return out;
 }
 
 }  // namespace corolla

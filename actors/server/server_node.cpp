@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "actors/protocol/atoms.hpp"
+#include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
 #include "actors/server/block_actor.hpp"
 #include "actors/store/weights_cache.hpp"
@@ -16,11 +17,14 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
                               std::shared_ptr<WeightSource> source, bool load_now) {
   if (!source) source = open_weights(setup.model);
   const ModelConfig& c = source->config();
-  if (setup.first_block < 0 || setup.last_block > c.num_layers || setup.first_block >= setup.last_block)
+  const bool chosen_later = setup.first_block == 0 && setup.last_block == 0;
+  if (chosen_later && load_now) throw std::runtime_error("a server without a span cannot load its blocks now");
+  if (!chosen_later &&
+      (setup.first_block < 0 || setup.last_block > c.num_layers || setup.first_block >= setup.last_block))
     throw std::runtime_error("blocks " + std::to_string(setup.first_block) + ":" + std::to_string(setup.last_block) +
                              " are not a span of the model's " + std::to_string(c.num_layers) + " blocks");
   server_node node;
-  node.backend = std::shared_ptr<Backend>(make_backend(setup.device, setup.threads));
+  node.backend = setup.backend ? setup.backend : std::shared_ptr<Backend>(make_backend(setup.device, setup.threads));
   gate_options& o = node.options;
   o.version = COROLLA_VERSION_STRING;
   o.model_name = std::filesystem::path(source->origin()).filename().string();
@@ -39,32 +43,70 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.session_timeout = setup.session_timeout;
   o.seed = setup.seed;
   for (const auto& dir : setup.adapters) o.adapters.push_back(adapter_name(dir));
+  o.throughput = setup.throughput.throughput;
+  o.inference_rps = setup.throughput.inference_rps;
+  o.forward_rps = setup.throughput.forward_rps;
+  o.network_rps = setup.throughput.network_rps;
   node.gate = spawn_span_gate(sys, o, {}, node.backend, std::move(connector), setup.dht);
   if (load_now) load_server_blocks(sys, node, setup, *source);
   return node;
 }
 
-void load_server_blocks(caf::actor_system& sys, server_node& node, const server_setup& setup,
-                        const WeightSource& source) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t n = setup.last_block - setup.first_block;
+std::vector<caf::actor> load_block_actors(caf::actor_system& sys, const server_setup& setup, const WeightSource& source,
+                                          Backend& backend, int64_t first, int64_t last) {
   // The cache pays only where loading converts (measured: docs/PERFORMANCE.md, "Weights cache"); serving the
   // stored dtype uses the mapped file in place.
-  const std::string first_weight = block_tensor_name(setup.first_block, "mlp.up_proj.weight");
+  const std::string first_weight = block_tensor_name(first, "mlp.up_proj.weight");
   const bool converts = setup.dtype && source.has(first_weight) && source.meta(first_weight).dtype != *setup.dtype;
   NodeStore* store = converts ? setup.store : nullptr;
   const std::string digest = store ? model_digest(source) : std::string();
+  // The LoRA adapters' pairs for these blocks, shared by their actors.
   auto adapters = std::make_shared<adapter_set>();
   for (const auto& dir : setup.adapters) {
-    auto adapter = LoraAdapter::load(dir, source.config(), setup.first_block, setup.last_block, *node.backend);
+    auto adapter = LoraAdapter::load(dir, source.config(), first, last, backend);
     (*adapters)[adapter->name()] = std::move(adapter);
   }
-  for (int64_t i = setup.first_block; i < setup.last_block; ++i) {
-    std::shared_ptr<Block> block = store ? load_block_cached(store, digest, source, i, *node.backend, {setup.dtype})
-                                         : load_block(source, i, *node.backend, {setup.dtype});
-    node.blocks.push_back(spawn_block_actor(sys, std::move(block), adapters));
-    if (setup.progress) setup.progress(i, i - setup.first_block + 1, n);
+  std::vector<caf::actor> out;
+  try {
+    for (int64_t i = first; i < last; ++i) {
+      std::shared_ptr<Block> block = store ? load_block_cached(store, digest, source, i, backend, {setup.dtype})
+                                           : load_block(source, i, backend, {setup.dtype});
+      out.push_back(spawn_block_actor(sys, std::move(block), setup.detached, adapters));
+      if (setup.progress) setup.progress(i, i - first + 1, last - first);
+    }
+  } catch (...) {
+    for (auto& a : out) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    throw;
   }
+  return out;
+}
+
+caf::actor spawn_block_loader(caf::actor_system& sys, server_setup setup, std::shared_ptr<WeightSource> source,
+                              std::shared_ptr<Backend> backend) {
+  auto loader = [setup, source, backend](caf::event_based_actor* self) -> caf::behavior {
+    return {
+        [=](load_atom, int64_t first, int64_t last) -> caf::result<std::vector<caf::actor>> {
+          if (first < 0 || last > source->config().num_layers || first >= last)
+            return make_error(errc::bad_request, "blocks " + std::to_string(first) + ":" + std::to_string(last) +
+                                                     " are not a span of the model's " +
+                                                     std::to_string(source->config().num_layers) + " blocks");
+          try {
+            return load_block_actors(self->home_system(), setup, *source, *backend, first, last);
+          } catch (const std::exception& e) {
+            return make_error(errc::internal, "loading blocks " + std::to_string(first) + ":" +
+                                                  std::to_string(last) + ": " + e.what());
+          }
+        },
+    };
+  };
+  if (!setup.detached) return sys.spawn(loader);
+  return sys.spawn<caf::detached>(loader);
+}
+
+void load_server_blocks(caf::actor_system& sys, server_node& node, const server_setup& setup,
+                        const WeightSource& source) {
+  const auto t0 = std::chrono::steady_clock::now();
+  node.blocks = load_block_actors(sys, setup, source, *node.backend, setup.first_block, setup.last_block);
   caf::scoped_actor self{sys};
   caf::error failure;
   self->request(node.gate, caf::infinite, blocks_atom::value, node.blocks)

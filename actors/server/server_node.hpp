@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/server/span_gate.hpp"
+#include "actors/server/throughput.hpp"
 #include "actors/store/node_store.hpp"
 #include "kernels/backend.hpp"
 #include "model/weights/weight_source.hpp"
@@ -19,11 +20,13 @@ namespace corolla {
 
 struct server_setup {
   std::string model;               // directory or .gguf (already resolved)
-  int64_t first_block = 0;         // hosted span [first_block, last_block)
+  int64_t first_block = 0;         // hosted span [first_block, last_block); 0, 0 = chosen later (the balancer)
   int64_t last_block = 0;
   std::optional<DType> dtype;      // serving dtype; nullopt = as stored
   std::string device = "cpu";
   int threads = 0;
+  std::shared_ptr<Backend> backend;  // optional: the backend to use (made from device and threads otherwise)
+  throughput_info throughput;        // announced rates
   std::string public_name;
   int64_t cache_tokens = 8192;
   int64_t max_sessions = 64;
@@ -39,6 +42,9 @@ struct server_setup {
   std::vector<std::string> adapters;
   // Optional: called for each block as it loads (index, loaded so far, total) — progress on stderr.
   std::function<void(int64_t, int64_t, int64_t)> progress;
+  // Block actors (and the block loader) get threads of their own. A deterministic scheduler (tests, the
+  // simulator) runs every actor on its one thread: it sets this false.
+  bool detached = true;
 };
 
 struct server_node {
@@ -51,11 +57,22 @@ struct server_node {
 
 // Spawns the gate and, with load_now, loads the blocks (only their tensors are read) and installs their actors.
 // Without it the gate answers as "joining" (info works, sessions are refused) until load_server_blocks runs: a
-// server publishes and announces itself before a long load. Throws std::runtime_error with a clear message on
-// bad weights or a bad span.
+// server publishes and announces itself before a long load. An empty span (0, 0) leaves the choice to a
+// balancer (actors/balance/balancer.hpp), which needs load_now false. Throws std::runtime_error with a clear
+// message on bad weights or a bad span.
 server_node start_server_node(caf::actor_system& sys, const server_setup& setup, caf::actor connector,
                               std::shared_ptr<WeightSource> source = nullptr, bool load_now = true);
 void load_server_blocks(caf::actor_system& sys, server_node& node, const server_setup& setup,
                         const WeightSource& source);
+
+// Loads blocks [first, last) of `source` on `backend` (through the setup's weights cache where loading
+// converts) and spawns their actors, in order. Throws like load_block.
+std::vector<caf::actor> load_block_actors(caf::actor_system& sys, const server_setup& setup, const WeightSource& source,
+                                          Backend& backend, int64_t first, int64_t last);
+
+// The block loader: (load_atom, first, last) -> std::vector<caf::actor>, loading with load_block_actors (an
+// error naming the problem when that throws). Detached when setup.detached: loading takes seconds to minutes.
+caf::actor spawn_block_loader(caf::actor_system& sys, server_setup setup, std::shared_ptr<WeightSource> source,
+                              std::shared_ptr<Backend> backend);
 
 }  // namespace corolla

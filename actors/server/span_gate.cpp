@@ -187,17 +187,43 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         i.hidden_size = s.opt.hidden_size;
         i.sessions = static_cast<int64_t>(s.sessions.size());
         i.throughput = s.opt.throughput;
+        i.inference_rps = s.opt.inference_rps;
+        i.forward_rps = s.opt.forward_rps;
+        i.network_rps = s.opt.network_rps;
         i.state = s.blocks.empty() ? "joining" : "online";
         i.adapters = s.opt.adapters;
         return i;
       },
       [=](blocks_atom, const std::vector<caf::actor>& blocks) -> caf::result<ack> {
         auto& s = self->state;
-        if (!s.blocks.empty() ||
+        if (!s.blocks.empty() || blocks.empty() ||
             static_cast<int64_t>(blocks.size()) != s.opt.last_block - s.opt.first_block)
           return make_error(errc::bad_request, "the gate's blocks are already installed or do not match its span");
         s.blocks = blocks;
         for (auto& b : s.blocks) self->link_to(b);
+        return ack{};
+      },
+      [=](span_atom, int64_t first, int64_t last) -> caf::result<ack> {
+        auto& s = self->state;
+        if (first < 0 || last > s.opt.total_blocks || first >= last)
+          return make_error(errc::bad_request, "blocks " + std::to_string(first) + ":" + std::to_string(last) +
+                                                   " are not a span of the model's " +
+                                                   std::to_string(s.opt.total_blocks) + " blocks");
+        std::vector<uint64_t> ids;
+        for (const auto& [id, session] : s.sessions) ids.push_back(id);
+        for (uint64_t id : ids) release_session(self, id);
+        for (auto& b : s.blocks) {  // unlinked first: their exit must not take the gate down
+          self->unlink_from(b);
+          self->send_exit(b, caf::exit_reason::user_shutdown);
+        }
+        s.blocks.clear();
+        s.opt.first_block = first;
+        s.opt.last_block = last;
+        s.budget = CacheBudget(s.opt.cache_tokens, last - first);
+        return ack{};
+      },
+      [=](const bandwidth_probe& p) -> caf::result<ack> {
+        if (!p.wire_error.empty()) return make_error(errc::bad_request, p.wire_error);
         return ack{};
       },
       [=](const open_session& req) -> caf::result<session_opened> {

@@ -16,7 +16,7 @@ namespace corolla {
 
 struct gate_options {
   std::string version, model_name, public_name, address, dtype, device;
-  int64_t first_block = 0, last_block = 0, total_blocks = 0;  // hosted span [first, last)
+  int64_t first_block = 0, last_block = 0, total_blocks = 0;  // hosted span [first, last); empty until chosen
   int64_t hidden_size = 0;
   int64_t max_position = 0;      // the model's context length
   int64_t cache_tokens = 8192;   // KV-cache tokens per hosted block
@@ -26,12 +26,16 @@ struct gate_options {
   int64_t inject_step_errors_after = -1;
   caf::timespan step_timeout = std::chrono::seconds(30);
   caf::timespan session_timeout = std::chrono::seconds(300);
-  double throughput = 0;
+  double throughput = 0;                          // announced for balancing (actors/server/throughput.hpp)
+  double inference_rps = 0, forward_rps = 0, network_rps = 0;  // measured rates; 0 = unknown
   uint64_t seed = 1;             // session ids are drawn from an RNG seeded with this
   std::vector<std::string> adapters;  // LoRA adapters the block actors hold, by name
 };
 
 // (address_atom, "HOST:PORT") tells the gate where it was published (announced in its info).
+// (span_atom, first, last) -> ack moves the gate to another span: its sessions end (their next step gets
+// unknown_session), its block actors stop, and it is "joining" until (blocks_atom, actors) installs the new ones.
+// A gate spawned with an empty span is joining until a span is set and its blocks installed.
 // `blocks` are the block actors of the span in order; `connector` resolves addresses of further servers.
 // `dht` (optional) is the server's DHT node: the gate is the server's one published actor, so it hands DHT RPCs
 // (ping, find_node, find_value, store) to it.

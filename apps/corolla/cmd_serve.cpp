@@ -1,20 +1,23 @@
 // corolla serve: host a span of a model's blocks for the swarm until SIGINT/SIGTERM.
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <future>
 #include <iostream>
-#include <map>
+#include <mutex>
+#include <pthread.h>
 #include <random>
 
-#include "actors/balance/block_selection.hpp"
+#include "actors/balance/balancer.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
-#include "actors/server/announcer.hpp"
-#include "actors/server/node_supervisor.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
+#include "actors/server/network_probe.hpp"
+#include "actors/server/node_supervisor.hpp"
 #include "actors/server/server_node.hpp"
+#include "actors/server/throughput.hpp"
 #include "actors/store/node_store.hpp"
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/node_flags.hpp"
@@ -25,29 +28,42 @@
 namespace corolla::cli {
 namespace {
 
-// What the swarm serves, read from the DHT (every block's key).
-std::vector<server_info> read_swarm(caf::scoped_actor& self, const caf::actor& dht, const std::string& prefix,
-                                    int64_t total_blocks) {
-  std::map<std::string, server_info> found;
-  for (int64_t b = 0; b < total_blocks; ++b)
-    self->request(dht, std::chrono::seconds(30), dht_get{block_key(prefix, b)})
-        .receive(
-            [&](dht_get_reply& r) {
-              for (auto& s : parse_servers(r.entries))
-                if (s.info.state != "offline") found[s.info.address] = std::move(s.info);
-            },
-            [&](caf::error& e) { std::cerr << "reading block " << b << " from the DHT: " << describe(e) << "\n"; });
-  std::vector<server_info> out;
-  for (auto& [address, info] : found) out.push_back(std::move(info));
-  return out;
-}
-
 void bootstrap(caf::scoped_actor& self, const caf::actor& dht, const std::vector<std::string>& peers) {
   caf::error failure;
   self->request(dht, std::chrono::seconds(60), dht_bootstrap{peers})
       .receive([](const dht_bootstrap_reply&) {}, [&](caf::error& e) { failure = std::move(e); });
   if (failure) throw std::runtime_error("joining the swarm: " + describe(failure));
 }
+
+caf::timespan seconds(double s) {
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
+}
+
+// What the balancer reports, seen from the main thread: its first placement (or failure) through a future; a
+// later failure wakes the main thread from its wait for a stop signal.
+struct balance_watch {
+  std::mutex mutex;
+  std::promise<balancer_event> first;
+  bool placed = false;
+  std::string failure;
+  pthread_t main_thread = pthread_self();
+
+  void on_event(const balancer_event& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!placed && (e.kind == balancer_event::placed || e.kind == balancer_event::failed)) {
+      placed = true;
+      first.set_value(e);
+      return;
+    }
+    if (e.kind == balancer_event::moved)
+      std::cerr << "moved to blocks " << e.first << ":" << e.last << " (the swarm's weakest block "
+                << e.check.current_min << ", reachable " << e.check.reachable_min << ")" << std::endl;
+    if (e.kind == balancer_event::failed) {
+      failure = e.error;
+      pthread_kill(main_thread, SIGTERM);
+    }
+  }
+};
 
 int run(const NodeConfig& cfg) {
   block_stop_signals();
@@ -70,13 +86,13 @@ int run(const NodeConfig& cfg) {
 
   server_setup setup;
   setup.model = source->origin();
+  int64_t span_blocks = total;
   if (cfg.block_indices) {
     setup.first_block = cfg.block_indices->first;
     setup.last_block = cfg.block_indices->last;
+    span_blocks = setup.last_block - setup.first_block;
   } else if (cfg.num_blocks) {
-    const auto infos = joins ? read_swarm(self, dht, prefix, total) : std::vector<server_info>{};
-    setup.first_block = choose_first_block(block_throughputs(infos, total), std::min<int64_t>(*cfg.num_blocks, total));
-    setup.last_block = setup.first_block + std::min<int64_t>(*cfg.num_blocks, total);
+    span_blocks = std::min<int64_t>(*cfg.num_blocks, total);  // the balancer chooses where
   } else {
     setup.first_block = 0;
     setup.last_block = total;
@@ -84,13 +100,13 @@ int run(const NodeConfig& cfg) {
   if (cfg.dtype != "auto") setup.dtype = parse_dtype(cfg.dtype);
   setup.device = cfg.device;
   setup.threads = cfg.threads;
+  setup.backend = std::shared_ptr<Backend>(make_backend(setup.device, setup.threads));
   setup.public_name = cfg.public_name;
   setup.cache_tokens = cfg.cache_tokens;
   setup.max_sessions = cfg.max_sessions;
   setup.inject_step_errors_after = cfg.inject_step_errors_after;
-  setup.step_timeout = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.step_timeout_s));
-  setup.session_timeout =
-      std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.session_timeout_s));
+  setup.step_timeout = seconds(cfg.step_timeout_s);
+  setup.session_timeout = seconds(cfg.session_timeout_s);
   setup.seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
   setup.progress = [](int64_t block, int64_t done, int64_t n) {
     std::cerr << "\rloading block " << block << " (" << done << "/" << n << ")" << (done == n ? "\n" : "")
@@ -104,6 +120,20 @@ int run(const NodeConfig& cfg) {
     auto check = LoraAdapter::load(dir, source->config(), setup.first_block, setup.last_block, *make_cpu_backend(1));
     std::cerr << "adapter '" << check->name() << "': rank " << check->rank() << ", scale " << check->scale() << "\n";
   }
+
+  // What the server offers: compute rates measured (or cached, or given) and the bandwidth to a peer.
+  const network_estimate net = joins ? measure_network(sys, connector, cfg.initial_peers, source->config().hidden_size)
+                                     : network_estimate{};
+  setup.throughput = resolve_throughput(cfg.throughput, *source, *setup.backend, setup.dtype, span_blocks,
+                                        net.network_rps, &store);
+  const auto& tp = setup.throughput;
+  std::cerr << "throughput " << tp.throughput << " tokens/s per block (" << tp.source << "; inference "
+            << tp.inference_rps << ", forward " << tp.forward_rps << " tokens/s per block on "
+            << setup.backend->name() << "; network "
+            << (net.bytes_per_second > 0 ? std::to_string(net.bytes_per_second / 1e6) + " MB/s to " + net.peer
+                                         : std::string("not measured"))
+            << ")\n";
+
   // The gate first: published and announced as "joining" while the blocks load.
   server_node node = start_server_node(sys, setup, connector, source, false);
 
@@ -119,21 +149,61 @@ int run(const NodeConfig& cfg) {
   if (joins) bootstrap(self, dht, cfg.initial_peers);  // now as a full node others add to their tables
   announcer_options aopt;
   aopt.model_prefix = prefix;
-  aopt.period = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(cfg.update_period_s));
-  auto announcer = spawn_announcer(sys, aopt, node.gate, dht, connector);
-  auto supervisor = spawn_node_supervisor(sys, {node.gate, dht, announcer});
-  load_server_blocks(sys, node, setup, *source);
-  self->send(announcer, state_atom::value, "online");  // announce at once, not at the next period
-  std::cerr << "loaded blocks " << setup.first_block << ":" << setup.last_block << " in " << node.load_seconds
-            << " s on " << node.backend->name() << "\n";
-  std::cout << "serving blocks " << setup.first_block << ":" << setup.last_block << " of " << prefix << " at "
-            << address << std::endl;
+  aopt.period = seconds(cfg.update_period_s);
+
+  auto watch = std::make_shared<balance_watch>();
+  std::optional<balancer_options> balance;
+  if (cfg.num_blocks) {
+    balance.emplace();
+    balance->model_prefix = prefix;
+    balance->num_blocks = span_blocks;
+    balance->balance_quality = cfg.balance_quality;
+    balance->mean_check_period = seconds(cfg.mean_balance_check_period_s);
+    balance->seed = setup.seed;
+    balance->on_event = [watch](const balancer_event& e) { watch->on_event(e); };
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto server = start_server_parts(sys, node, setup, source, dht, connector, aopt, balance);
+  auto stop_all = [&] {
+    self->request(server.supervisor, std::chrono::seconds(10), close_atom::value)
+        .receive([](const ack&) {}, [](caf::error&) {});
+    sys.middleman().unpublish(node.gate, *port);
+    self->send_exit(connector, caf::exit_reason::user_shutdown);
+  };
+  int64_t first = setup.first_block, last = setup.last_block;
+  if (balance) {
+    // The balancer reads the swarm, chooses the span and loads it.
+    const balancer_event placed = watch->first.get_future().get();
+    if (placed.kind == balancer_event::failed) {
+      stop_all();
+      throw std::runtime_error(placed.error);
+    }
+    first = placed.first;
+    last = placed.last;
+  } else {
+    try {
+      load_server_blocks(sys, node, setup, *source);
+    } catch (...) {
+      stop_all();
+      throw;
+    }
+    self->request(server.parts.announcer, std::chrono::seconds(60), state_atom::value, "online")
+        .receive([](const ack&) {}, [](caf::error&) {});  // at once, not at the next period
+  }
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cerr << "loaded blocks " << first << ":" << last << " in " << load_s << " s on " << node.backend->name()
+            << "\n";
+  std::cout << "serving blocks " << first << ":" << last << " of " << prefix << " at " << address << std::endl;
 
   const int sig = wait_for_stop_signal();
-  std::cerr << "received signal " << sig << ", announcing offline and stopping\n";
-  self->request(supervisor, std::chrono::seconds(10), close_atom::value).receive([](const ack&) {}, [](caf::error&) {});
-  sys.middleman().unpublish(node.gate, *port);
-  self->send_exit(connector, caf::exit_reason::user_shutdown);
+  std::string failure;
+  {
+    std::lock_guard<std::mutex> lock(watch->mutex);
+    failure = watch->failure;
+  }
+  if (failure.empty()) std::cerr << "received signal " << sig << ", announcing offline and stopping\n";
+  stop_all();
+  if (!failure.empty()) throw std::runtime_error(failure);
   return 0;
 }
 

@@ -94,6 +94,14 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   cmd.add_option("--adapters", f.adapters,
                  "PEFT LoRA adapter directories to load; requests name one by its directory's name")
       ->type_name("DIR");
+  cmd.add_option("--balance_quality", f.balance_quality,
+                 "With --num_blocks: move to other blocks when the swarm's weakest block is below this fraction of "
+                 "what moving could reach; 0 never moves" + dflt(d.balance_quality))
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--mean_balance_check_period", f.mean_balance_check_period,
+                 "With --num_blocks: mean seconds between balance checks (each waits a random time in 0..2x this)" +
+                     dflt(d.mean_balance_check_period_s))
+      ->check(CLI::PositiveNumber);
 }
 
 NodeConfig resolve_node_config(const NodeFlags& f) {
@@ -135,6 +143,8 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
   if (given("--throughput")) c.throughput = f.throughput;
   if (given("--update_period")) c.update_period_s = f.update_period;
   if (given("--adapters")) c.adapters = f.adapters;
+  if (given("--balance_quality")) c.balance_quality = f.balance_quality;
+  if (given("--mean_balance_check_period")) c.mean_balance_check_period_s = f.mean_balance_check_period;
 
   const std::string source = source_of(f.config);
   if (c.model.empty()) throw ConfigError(source + ": no model: pass --model, or set 'model' in the --config file");

@@ -39,6 +39,8 @@ struct NodeFlags {
   std::string throughput;
   double update_period = 0;
   std::vector<std::string> adapters;
+  double balance_quality = 0;
+  double mean_balance_check_period = 0;
 };
 
 void add_node_flags(CLI::App& cmd, NodeFlags& flags);

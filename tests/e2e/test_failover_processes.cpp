@@ -232,8 +232,10 @@ BOOST_AUTO_TEST_CASE(a_frozen_server_is_detected_by_heartbeats_and_replaced) {
 }
 
 BOOST_AUTO_TEST_CASE(a_server_that_replies_with_errors_is_replaced) {
-  // The first 0:2 server takes more cache, so the initial route uses it; after 30 steps it answers with errors.
-  failover_swarm s({"0:2", "0:2", "2:4", "2:4"}, {{0, {"--inject_step_errors_after", "30", "--cache_tokens", "16384"}}});
+  // The first 0:2 server announces a far higher rate than the second, so the initial route (least expected
+  // latency) uses it; after 30 steps it answers with errors.
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4"},
+                   {{0, {"--inject_step_errors_after", "30", "--throughput", "1000000"}}, {1, {"--throughput", "1"}}});
   auto session = s.open();
   const auto route = s.route(session);
   BOOST_REQUIRE(route[0] == s.slots[0].process->address());
@@ -262,8 +264,10 @@ BOOST_AUTO_TEST_CASE(two_failures_in_a_row) {
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_span_may_be_covered_by_several_servers) {
-  // The 0:4 server fails; only 0:2 and 2:4 remain: its history is replayed through both, in turn.
-  failover_swarm s({"0:4", "0:2", "2:4"}, {{0, {"--cache_tokens", "16384"}}});
+  // The 0:4 server fails; only 0:2 and 2:4 remain: its history is replayed through both, in turn. (It announces
+  // a far higher rate than the others, so the first route is that one server.)
+  failover_swarm s({"0:4", "0:2", "2:4"},
+                   {{0, {"--throughput", "1000000"}}, {1, {"--throughput", "1"}}, {2, {"--throughput", "1"}}});
   auto session = s.open();
   BOOST_REQUIRE(s.route(session).size() == 1u);
   ChildProcess& whole = s.slots[0].process->process();

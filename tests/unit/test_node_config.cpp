@@ -82,6 +82,8 @@ session_timeout_s = 600
 max_sessions = 8
 throughput = 250.5
 update_period_s = 15
+balance_quality = 0.9
+mean_balance_check_period_s = 30
 )");
   const NodeConfig c = load_node_config(path);
   BOOST_TEST(c.model == "/models/llama");
@@ -103,6 +105,8 @@ update_period_s = 15
   BOOST_TEST(c.max_sessions == 8);
   BOOST_TEST(c.throughput == "250.5");
   BOOST_TEST(c.update_period_s == 15.0);
+  BOOST_TEST(c.balance_quality == 0.9);
+  BOOST_TEST(c.mean_balance_check_period_s == 30.0);
   validate(c, path);
 }
 
@@ -122,6 +126,8 @@ BOOST_FIXTURE_TEST_CASE(absent_keys_keep_their_defaults, Files) {
   BOOST_TEST(expected.max_sessions == 64);
   BOOST_TEST(expected.throughput == "auto");
   BOOST_TEST(expected.update_period_s == 60.0);
+  BOOST_TEST(expected.balance_quality == 0.75);
+  BOOST_TEST(expected.mean_balance_check_period_s == 120.0);
   // An empty file is a good file too; only validate() asks for a model.
   const NodeConfig empty = load_node_config(write("empty.toml", ""));
   BOOST_TEST((empty == NodeConfig{}));
@@ -179,6 +185,10 @@ BOOST_FIXTURE_TEST_CASE(out_of_range_values_are_errors, Files) {
              path + ":1: 'session_timeout_s' must be a number > 0, got 0");
   BOOST_TEST(node_error(*this, "update_period_s = -0.5\n") ==
              path + ":1: 'update_period_s' must be a number > 0, got -0.5");
+  BOOST_TEST(node_error(*this, "balance_quality = -1\n") ==
+             path + ":1: 'balance_quality' must be a number >= 0, got -1");
+  BOOST_TEST(node_error(*this, "mean_balance_check_period_s = 0\n") ==
+             path + ":1: 'mean_balance_check_period_s' must be a number > 0, got 0");
   BOOST_TEST(node_error(*this, "step_timeout_s = inf\n") ==
              path + ":1: 'step_timeout_s' must be a number > 0, got inf");
   BOOST_TEST(node_error(*this, "dtype = \"f8\"\n") ==
@@ -296,6 +306,8 @@ BOOST_FIXTURE_TEST_CASE(a_printed_node_configuration_reads_back_the_same, Files)
   c.max_sessions = 1;
   c.throughput = "eval";
   c.update_period_s = 2.5;
+  c.balance_quality = 1.5;
+  c.mean_balance_check_period_s = 7.25;
   BOOST_TEST((load_node_config(write("out.toml", to_toml(c))) == c));
   NodeConfig d;
   d.model = "demo";
@@ -496,6 +508,7 @@ BOOST_FIXTURE_TEST_CASE(flags_given_beat_the_file_and_flags_not_given_leave_it, 
                                          " --port 40000 --threads 0 --dtype q4_0 --step_timeout 2.5"
                                          " --public_name x --data_dir /d --cache_tokens 100 --device cuda:2"
                                          " --session_timeout 9 --max_sessions 3 --throughput 12 --update_period 4"
+                                         " --balance_quality 0 --mean_balance_check_period 5"
                                          " --model other.gguf --host 127.0.0.2");
   BOOST_TEST(c.port == 40000);
   BOOST_TEST(c.threads == 0);  // a flag given with the default value still beats the file
@@ -509,6 +522,8 @@ BOOST_FIXTURE_TEST_CASE(flags_given_beat_the_file_and_flags_not_given_leave_it, 
   BOOST_TEST(c.max_sessions == 3);
   BOOST_TEST(c.throughput == "12");
   BOOST_TEST(c.update_period_s == 4.0);
+  BOOST_TEST(c.balance_quality == 0.0);
+  BOOST_TEST(c.mean_balance_check_period_s == 5.0);
   BOOST_TEST(c.model == "other.gguf");
   BOOST_TEST(c.host == "127.0.0.2");
   // Untouched: from the file.
@@ -546,6 +561,7 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_parse_errors) {
                            "--model demo --block_indices 20:10", "--model demo --block_indices a:b",
                            "--model demo --port 70000", "--model demo --num_blocks 0", "--model demo --device gpu",
                            "--model demo --throughput fast", "--model demo --step_timeout 0",
+                           "--model demo --balance_quality -0.5", "--model demo --mean_balance_check_period 0",
                            "--model demo --num_blocks 3 --block_indices 0:3",
                            "--model demo --new_swarm --initial_peers a:1", "--model demo --num_block 3"}) {
     NodeCli cli;

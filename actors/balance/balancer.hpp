@@ -1,0 +1,49 @@
+// The balancer: the actor that decides which blocks a server started with num_blocks hosts, and moves it when
+// the swarm needs it elsewhere. One per such server, owned by the server_node supervisor.
+//
+// At start it reads the swarm from the DHT and takes the window of num_blocks blocks served the weakest
+// (choose_first_block), then loads it. Afterwards it checks every so often (a random delay, uniform in
+// [0, 2 × mean_check_period], so that servers started together do not check, and move, together) whether moving
+// would raise the swarm's weakest block enough (check_rebalance with balance_quality). A move never leaves a
+// block uncovered: check_rebalance allows it only when every block of the current span has another online
+// server, and the move goes
+//   announce "offline" (old blocks) -> gate to the new span ("joining") -> announce -> load -> install -> announce
+// Time and randomness come from the actor system (delayed messages, an RNG seeded with `seed`), so under a
+// deterministic scheduler (tests, the simulator) a swarm's whole history replays from its seeds.
+//
+// A failure to load ends the balancer with the error, and with it (through the supervisor's links) the server.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <functional>
+#include <string>
+
+#include "actors/balance/rebalance.hpp"
+
+namespace corolla {
+
+struct balancer_event {
+  enum kind_t { placed, checked, moved, failed } kind = placed;
+  int64_t first = 0, last = 0;  // the span served after a placement or move
+  rebalance_check check;        // checked and moved: the decision
+  std::string error;            // failed
+};
+
+struct balancer_options {
+  std::string model_prefix;
+  int64_t num_blocks = 1;
+  double balance_quality = 0.75;  // Petals' default; 0 never moves, above 1 moves whenever a better place exists
+  caf::timespan mean_check_period = std::chrono::seconds(120);  // Petals' mean_balance_check_period
+  caf::timespan request_timeout = std::chrono::seconds(60);     // DHT reads, announcements, the gate
+  uint64_t seed = 1;
+  // Called in the balancer's context on every event (logs, the command's "serving blocks" line, tests).
+  std::function<void(const balancer_event&)> on_event;
+};
+
+// `gate`: the server's span gate (its address and total_blocks are read from its info; spawned with an empty
+// span); `dht`: the server's DHT node; `announcer`: its announcer; `loader`: spawn_block_loader.
+caf::actor spawn_balancer(caf::actor_system& sys, balancer_options options, caf::actor gate, caf::actor dht,
+                          caf::actor announcer, caf::actor loader);
+
+}  // namespace corolla

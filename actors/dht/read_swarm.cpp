@@ -1,0 +1,38 @@
+#include "actors/dht/read_swarm.hpp"
+
+#include <caf/all.hpp>
+#include <map>
+#include <memory>
+
+#include "actors/dht/announcer.hpp"
+
+namespace corolla {
+
+void read_swarm(caf::event_based_actor* self, const caf::actor& dht, const std::string& model_prefix,
+                int64_t total_blocks, caf::timespan timeout, std::function<void(std::vector<server_info>)> done) {
+  if (total_blocks <= 0) return done({});
+  auto found = std::make_shared<std::map<std::string, announced_server>>();
+  auto pending = std::make_shared<int64_t>(total_blocks);
+  auto one_done = [=] {
+    if (--*pending > 0) return;
+    std::vector<server_info> out;
+    for (auto& [address, s] : *found)
+      if (s.info.state != "offline") out.push_back(std::move(s.info));
+    done(std::move(out));
+  };
+  for (int64_t b = 0; b < total_blocks; ++b)
+    self->request(dht, timeout, dht_get{block_key(model_prefix, b)})
+        .then(
+            [=](dht_get_reply& r) {
+              for (auto& s : parse_servers(r.entries)) {
+                auto [it, fresh] = found->emplace(s.info.address, s);
+                const bool newer = s.expiration > it->second.expiration ||
+                                   (s.expiration == it->second.expiration && it->second.info.state == "offline");
+                if (!fresh && newer) it->second = std::move(s);
+              }
+              one_done();
+            },
+            [=](caf::error&) { one_done(); });
+}
+
+}  // namespace corolla
