@@ -56,16 +56,18 @@ std::shared_ptr<NodeStore> open_reputation_store(const std::string& dir) {
 
 using client_actor = caf::stateful_actor<client_state>;
 
-// A route over [first, last) that skips banned servers and `avoid`. When bans leave no route, earlier bans give
-// way (a restarted server may be back); `avoid` (the servers that just failed this session) never does.
+// A route over [first, last) that skips banned servers and `avoid`, and charges the others their reputation
+// penalty. When bans leave no route, earlier bans give way (a restarted server may be back); `avoid` (the
+// servers that just failed this session) never does.
 route_plan plan_avoiding(client_actor* self, const std::vector<server_info>& infos, int64_t first, int64_t last,
                          int64_t min_cache, const std::set<std::string>& avoid) {
   auto excluded = self->state.book->banned_peers(ReputationBook::now_ms());
   excluded.insert(avoid.begin(), avoid.end());
   const auto& rtt_ms = self->state.rtts->ms;
-  route_plan plan = plan_route(infos, first, last, excluded, min_cache, {}, rtt_ms);
+  const auto penalty = self->state.book->penalties();  // unreliable servers cost their expected failure time
+  route_plan plan = plan_route(infos, first, last, excluded, min_cache, penalty, rtt_ms);
   if (!plan.ok()) {
-    route_plan relaxed = plan_route(infos, first, last, avoid, min_cache, {}, rtt_ms);
+    route_plan relaxed = plan_route(infos, first, last, avoid, min_cache, penalty, rtt_ms);
     if (relaxed.ok()) return relaxed;
   }
   return plan;
