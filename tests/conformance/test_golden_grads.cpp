@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "model/block.hpp"
+#include "model/local_model.hpp"
 #include "model/train/local_training.hpp"
 #include "model/train/span_training.hpp"
 #include "support/golden.hpp"
@@ -184,4 +185,24 @@ BOOST_DATA_TEST_CASE(adam_steps_follow_torch, bdata::make(kModels), name) {
   BOOST_TEST(tuning.steps() == want.numel());
   BOOST_TEST(max_abs_diff(param(tuning, "prompts", false), g.tensor("adam_prompts")) < kTol);
   BOOST_TEST(max_abs_diff(param(tuning, "deep_prompts", false), g.tensor("adam_deep_prompts")) < kTol);
+}
+
+// Generation with deep prompts goes through the KV cache (LocalModel::forward_hidden): it must equal the stateless
+// forward of the same prompts and tokens.
+BOOST_DATA_TEST_CASE(deep_prompts_through_the_cache_equal_the_stateless_forward, bdata::make(kModels), name) {
+  auto source = open_weights(model_dir(name));
+  LocalModel model(source, backend());
+  LocalBlocks blocks(*source, backend());
+  Golden g(name, "grads");
+  PromptTuning tuning(std::make_shared<ClientHead>(*source, backend()), tuning_options(TuningMode::deep_ptune, 4));
+  tuning.set_parameters({{"prompts", g.tensor("ptune_prompts")}, {"deep_prompts", g.tensor("ptune_deep_prompts")}});
+  const auto ids = g.ids("train_ids");
+  std::vector<TrainingExample> one(1);
+  one[0].ids.assign(ids.begin(), ids.begin() + 12);
+  const TrainingBatch batch = make_batch(one, 0);
+  const BlockInputs in = tuning.inputs(batch);
+  const Tensor stateless = model.head().logits(span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, backend()));
+  model.reset(1, 64);
+  const Tensor cached = model.forward_hidden(on_backend(in.hidden), in.positions, false, in.prompts);
+  BOOST_TEST(max_abs_diff(cached, stateless) < kTol);
 }
