@@ -100,7 +100,6 @@ void ask_server(session_actor* self, const std::string& address, Request req, st
                 std::function<void(caf::error)> on_error) {
   auto send = [=, req = std::move(req)](caf::actor gate) mutable {
     auto settled = std::make_shared<bool>(false);
-    const auto start = self->clock().now();
     auto& calls = self->state.pending[address];
     calls.erase(std::remove_if(calls.begin(), calls.end(), [](const pending_call& c) { return *c.settled; }),
                 calls.end());
@@ -110,11 +109,9 @@ void ask_server(session_actor* self, const std::string& address, Request req, st
             [=](Reply& r) {
               if (*settled) return;
               *settled = true;
-              if (!r.wire_error.empty()) return on_error(make_error(errc::bad_request, r.wire_error));
-              if (self->state.client) {  // the swarm client learns the server's latency
-                const double ms = std::chrono::duration<double, std::milli>(self->clock().now() - start).count();
-                self->send(self->state.client, peer_report{address, true, ms, {}});
-              }
+              // A garbled reply is the server's (or the network's) failure, not ours.
+              if (!r.wire_error.empty())
+                return on_error(make_error(errc::peer_unavailable, "garbled reply from " + address + ": " + r.wire_error));
               on_reply(r);
             },
             [=](caf::error& e) {

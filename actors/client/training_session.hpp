@@ -36,7 +36,8 @@ caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::act
                                                 int64_t num_blocks);
 
 // `servers`: the swarm as the client sees it now. `client` (optional): the swarm client, asked for replacement
-// routes (replan_request) and told how servers did (peer_report); without one the session re-plans over
+// routes (replan_request) and told of servers that fail (peer_report, which bans them; training requests take far
+// longer than inference steps, so their latencies are not reported); without one the session re-plans over
 // `servers` itself.
 caf::actor spawn_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
                                   std::vector<server_info> servers, std::set<std::string> banned,
