@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "actors/client/batch_split.hpp"
+#include "actors/client/batch_spread.hpp"
 #include "actors/client/session_messages.hpp"
 #include "actors/protocol/errors.hpp"
 #include "model/train/span_training.hpp"
@@ -333,22 +333,32 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
         p->shape = h.shape();
         p->prompts = has_prompts(req.prompts);
         if (p->prompts) p->prompt_shape = req.prompts.shape();
-        std::set<std::string> used = st.banned;  // avoided while other servers cover the blocks
-        int64_t b0 = 0;
-        for (int64_t n : split_batch_evenly(h.dim(0), h.dim(1), st.opt.max_batch_tokens)) {
+        // Sub-batches of at most max_batch_tokens tokens, each on the chain where it would finish earliest given
+        // the others (in proportion to the servers' forward rates), avoiding the servers the client bans while
+        // others cover the blocks.
+        batch_plan spread;
+        try {
+          const int64_t max_rows = std::max<int64_t>(1, st.opt.max_batch_tokens / h.dim(1));
+          std::set<std::string> avoid = st.excluded;
+          avoid.insert(st.banned.begin(), st.banned.end());
+          spread = spread_batch(usable(st), 0, st.opt.num_blocks, h.dim(0), h.dim(1), max_rows, avoid);
+          if (!spread.ok()) spread = spread_batch(usable(st), 0, st.opt.num_blocks, h.dim(0), h.dim(1), max_rows,
+                                                  st.excluded);
+        } catch (const std::invalid_argument& e) {
+          return make_error(errc::bad_request, e.what());
+        }
+        if (!spread.ok())
+          return make_error(errc::no_route, spread.error + (st.opt.adapter.empty()
+                                                                ? std::string()
+                                                                : " with adapter '" + st.opt.adapter + "'"));
+        for (const auto& planned : spread.parts) {
           part_state part;
-          part.b0 = b0;
-          part.b1 = b0 + n;
-          b0 += n;
+          part.b0 = planned.begin;
+          part.b1 = planned.end;
           part.positions.assign(req.positions.begin() + part.b0 * h.dim(1), req.positions.begin() + part.b1 * h.dim(1));
           if (p->prompts)
-            part.prompts = p->parts.empty() && part.b1 == h.dim(0) ? req.prompts : prompt_rows(req.prompts, part.b0, part.b1);
-          route_plan r = plan(st, 0, st.opt.num_blocks, used);
-          if (!r.ok()) return make_error(errc::no_route, r.error);
-          for (auto& hop : r.hops) {
-            used.insert(hop.address);
-            part.route.push_back({hop, {}});
-          }
+            part.prompts = part.b0 == 0 && part.b1 == h.dim(0) ? req.prompts : prompt_rows(req.prompts, part.b0, part.b1);
+          for (const auto& hop : planned.hops) part.route.push_back({hop, {}});
           part.route.front().input = h.slice_rows(part.b0, part.b1);
           p->parts.push_back(std::move(part));
         }

@@ -2,8 +2,8 @@
 // the forward sends each span's input to a server of the span and keeps it; the backward sends it again with the
 // gradient, the server recomputing its forward before its backward.
 //
-// Batches above max_batch_tokens are split into sub-batches (split_batch_evenly), each with a route of its own,
-// run concurrently. A server that fails a request (error, timeout, lost connection) is left out for the rest of
+// Batches above max_batch_tokens are split into sub-batches, each on a chain of its own (spread_batch: where it
+// would finish earliest, so in proportion to the servers' forward rates), run concurrently. A server that fails a request (error, timeout, lost connection) is left out for the rest of
 // the session (and reported to the swarm client, which bans it) and its span is re-planned over the others
 // (possibly several servers) by the swarm client; in a backward the new servers first recompute the forward of
 // that span from the kept input, so the step completes.
