@@ -218,7 +218,7 @@ class CpuBackend final : public Backend {
  private:
   std::shared_ptr<ThreadPool> pool_;
   // Activation buffers recycled across forwards (a 512-token prefill of a 1B model cycles about 60 MB).
-  std::shared_ptr<BufferPool> buffers_ = std::make_shared<BufferPool>(size_t{256} << 20);
+  std::shared_ptr<BufferPool> buffers_ = std::make_shared<BufferPool>(size_t{256} << 20, pool_);
 };
 
 }  // namespace
