@@ -1,5 +1,6 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/dot.hpp"
+#include "kernels/cpu/vector_math.hpp"
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -21,6 +22,7 @@ struct Dims {
 // One (token, head) at a time: reads the cached keys and values once per query (decode).
 void attention_by_token(ThreadPool& pool, const Dims& d, const float* pq, const float* pk, const float* pv,
                         std::span<const int32_t> positions, float scale, float* po) {
+  const auto softmax_row = best_vector_kernels().softmax_row;
   pool.parallel_for(d.b * d.t * d.hq, 1, [&](int64_t w0, int64_t w1) {
     std::vector<float> scores(static_cast<size_t>(d.slots));
     for (int64_t w = w0; w < w1; ++w) {
@@ -41,49 +43,44 @@ void attention_by_token(ThreadPool& pool, const Dims& d, const float* pq, const 
   });
 }
 
-// One (sequence, head) at a time with two GEMMs over the strided cache (prefill).
+// One (sequence, head) at a time with two GEMMs per block of queries over the strided cache (prefill).
 void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const float* pk, const float* pv,
                        std::span<const int32_t> positions, float scale, float* po) {
+  const auto softmax_row = best_vector_kernels().softmax_row;
   pool.parallel_for(d.b * d.hq, 1, [&](int64_t w0, int64_t w1) {
     omp_set_num_threads(1);  // oneDNN computes in this thread only
     thread_local std::vector<float> scores;
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t bi = w / d.hq, h = w % d.hq, kvh = h / d.group;
-      const int32_t* pos = positions.data() + bi * d.t;
-      const int64_t span = *std::max_element(pos, pos + d.t) + 1;  // cache slots any query of this sequence sees
-      scores.resize(static_cast<size_t>(d.t * span));
-      const float* q0 = pq + (bi * d.t * d.hq + h) * d.hd;
       const float* k0 = pk + (bi * d.slots * d.hkv + kvh) * d.hd;
       const float* v0 = pv + (bi * d.slots * d.hkv + kvh) * d.hd;
-      float* o0 = po + (bi * d.t * d.hq + h) * d.hd;
-      // scores[t, s] = scale · q_t · k_s
-      if (dnnl_sgemm('N', 'T', d.t, span, d.hd, scale, q0, d.hq * d.hd, k0, d.hkv * d.hd, 0.f, scores.data(), span) !=
-          dnnl_success)
-        throw std::runtime_error("attention: oneDNN sgemm failed");
-      for (int64_t ti = 0; ti < d.t; ++ti) {
-        float* row = scores.data() + ti * span;
-        const int64_t last = pos[ti];
-        softmax_row(row, last + 1);
-        std::fill(row + last + 1, row + span, 0.f);  // causal mask: later slots get no weight
+      for (int64_t t0 = 0; t0 < d.t; t0 += kAttentionQueryBlock) {
+        const int64_t rows = std::min(kAttentionQueryBlock, d.t - t0);
+        const int32_t* pos = positions.data() + bi * d.t + t0;
+        const int64_t span = *std::max_element(pos, pos + rows) + 1;  // cache slots any query of the block sees
+        scores.resize(static_cast<size_t>(rows * span));
+        const float* q0 = pq + ((bi * d.t + t0) * d.hq + h) * d.hd;
+        float* o0 = po + ((bi * d.t + t0) * d.hq + h) * d.hd;
+        // scores[t, s] = scale · q_t · k_s
+        if (dnnl_sgemm('N', 'T', rows, span, d.hd, scale, q0, d.hq * d.hd, k0, d.hkv * d.hd, 0.f, scores.data(),
+                       span) != dnnl_success)
+          throw std::runtime_error("attention: oneDNN sgemm failed");
+        for (int64_t ti = 0; ti < rows; ++ti) {
+          float* row = scores.data() + ti * span;
+          const int64_t last = pos[ti];
+          softmax_row(row, last + 1);
+          std::fill(row + last + 1, row + span, 0.f);  // causal mask: later slots get no weight
+        }
+        // out[t, :] = Σ_s p[t, s] · v_s
+        if (dnnl_sgemm('N', 'N', rows, d.hd, span, 1.f, scores.data(), span, v0, d.hkv * d.hd, 0.f, o0,
+                       d.hq * d.hd) != dnnl_success)
+          throw std::runtime_error("attention: oneDNN sgemm failed");
       }
-      // out[t, :] = Σ_s p[t, s] · v_s
-      if (dnnl_sgemm('N', 'N', d.t, d.hd, span, 1.f, scores.data(), span, v0, d.hkv * d.hd, 0.f, o0, d.hq * d.hd) !=
-          dnnl_success)
-        throw std::runtime_error("attention: oneDNN sgemm failed");
     }
   });
 }
 
 }  // namespace
-
-void softmax_row(float* p, int64_t n) {
-  float mx = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, p[i]);
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += (p[i] = std::exp(p[i] - mx));
-  const float inv = 1.f / sum;
-  for (int64_t i = 0; i < n; ++i) p[i] *= inv;
-}
 
 void cpu_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                    std::span<const int32_t> positions, float scale, Tensor& out) {

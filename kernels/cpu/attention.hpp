@@ -1,7 +1,8 @@
 // Causal grouped-query attention over a KV cache on the CPU (the Backend::attention contract).
 // Few query tokens (decode): one pass over the cached keys and values per (token, head). Many (prefill): per
-// (sequence, head), scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place (strided, no
-// gathering), with the causal mask and softmax between them.
+// (sequence, head) and block of kAttentionQueryBlock queries, scores = Q·Kᵀ and out = P·V as two oneDNN sgemm
+// calls over the cache in place (strided, no gathering), with the causal mask and softmax between them. Each
+// block multiplies only the cache slots its queries may see, so a causal prompt costs about half a full square.
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,10 @@ namespace corolla {
 
 // From this many query tokens per sequence the GEMM path is used.
 inline constexpr int64_t kAttentionGemmTokens = 8;
+// Queries per GEMM block on that path.
+inline constexpr int64_t kAttentionQueryBlock = 64;
 
 void cpu_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                    std::span<const int32_t> positions, float scale, Tensor& out);
-
-// In-place softmax of one row of n values.
-void softmax_row(float* p, int64_t n);
 
 }  // namespace corolla

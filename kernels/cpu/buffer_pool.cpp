@@ -6,6 +6,22 @@
 
 namespace corolla {
 
+namespace {
+// Below this a buffer is zeroed by the calling thread alone: the hand-off would cost more than it saves.
+constexpr size_t kParallelZeroBytes = size_t{1} << 20;
+constexpr int64_t kZeroGrainBytes = 64 * 1024;
+}  // namespace
+
+void BufferPool::zero(void* p, size_t bytes) {
+  if (!zero_with_ || bytes < kParallelZeroBytes) {
+    std::memset(p, 0, bytes);
+    return;
+  }
+  char* c = static_cast<char*>(p);
+  zero_with_->parallel_for(static_cast<int64_t>(bytes), kZeroGrainBytes,
+                           [c](int64_t b, int64_t e) { std::memset(c + b, 0, static_cast<size_t>(e - b)); });
+}
+
 BufferPool::~BufferPool() {
   for (auto& [bytes, p] : free_) std::free(p);
 }
@@ -22,7 +38,7 @@ std::shared_ptr<void> BufferPool::acquire(size_t bytes) {
     }
   }
   if (!p && !(p = std::aligned_alloc(64, rounded))) throw std::bad_alloc();
-  std::memset(p, 0, rounded);
+  zero(p, rounded);
   // The pool outlives its buffers only if someone holds it: the deleter keeps it alive.
   std::weak_ptr<BufferPool> pool = weak_from_this();
   return std::shared_ptr<void>(p, [pool, rounded](void* q) {

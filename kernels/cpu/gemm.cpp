@@ -3,6 +3,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string_view>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -17,7 +23,7 @@ extern "C" void openblas_set_num_threads(int);
 namespace corolla {
 namespace {
 
-// Rows of w converted per tile: 128 rows of K = 5632 are 2.9 MB of f32, about one core's share of L2+L3.
+// Rows of w packed (or converted) per tile: 128 rows of K = 2048 are 1 MB of f32, within a core's 2 MB L2.
 constexpr int64_t kTileRows = 128;
 
 void openblas_sgemm(int64_t m, int64_t rows, int64_t k, const float* x, const float* w, float* y, int64_t ldy) {
@@ -56,6 +62,80 @@ void onednn_sgemm(int64_t m, int64_t rows, int64_t k, const float* x, const floa
                           {DNNL_ARG_DST, memory(dst, engine, y)}});
   t.stream.wait();
 }
+
+// A growable 64-byte aligned float buffer (a thread's packed weight tile).
+class AlignedFloats {
+ public:
+  float* get(int64_t n) {
+    if (n > cap_) {
+      const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
+      data_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+      if (!data_) throw std::bad_alloc();
+      cap_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+  int64_t cap_ = 0;
+};
+
+// oneDNN's matmul on the calling thread for y[m, rows] (leading dimension ldy) = x[m, k] · wᵀ, with w's rows
+// packed into panels (PackFn, matvec.hpp). oneDNN's fast matmul kernels (brgemm) want a dense output, so they
+// write a per-thread [m, rows] buffer that is then copied out.
+class PackedSgemm {
+ public:
+  // The primitive for a shape, created once per thread; null where oneDNN has no fast kernel for packed weights
+  // (a CPU without AVX-512): the caller then takes the strided path.
+  static PackedSgemm* for_shape(int64_t m, int64_t rows, int64_t k) {
+    thread_local std::map<std::tuple<int64_t, int64_t, int64_t>, std::unique_ptr<PackedSgemm>> cache;
+    auto key = std::make_tuple(m, rows, k);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      if (cache.size() >= 64) cache.clear();  // prefill lengths vary: keep the cache small
+      omp_set_num_threads(1);                 // oneDNN computes in this thread only
+      auto p = std::make_unique<PackedSgemm>(m, rows, k);
+      if (!p->fast()) p.reset();
+      it = cache.emplace(key, std::move(p)).first;
+    }
+    return it->second.get();
+  }
+
+  PackedSgemm(int64_t m, int64_t rows, int64_t k)
+      : m_(m), rows_(rows), src_({m, k}, dt::f32, tag::ab), wei_({k, rows}, dt::f32, tag::BA16a64b),
+        dst_({m, rows}, dt::f32, tag::ab), pd_(dnnl::matmul::desc(src_, wei_, dst_), engine()) {}
+
+  bool fast() const { return std::string_view(pd_.impl_info_str()).find("ref") == std::string_view::npos; }
+
+  void run(const float* x, const float* panels, float* y, int64_t ldy) {
+    using dnnl::memory;
+    thread_local dnnl::stream stream(engine());
+    thread_local std::vector<float> out;
+    out.resize(static_cast<size_t>(m_ * rows_));
+    prim_.execute(stream, {{DNNL_ARG_SRC, memory(src_, engine(), const_cast<float*>(x))},
+                           {DNNL_ARG_WEIGHTS, memory(wei_, engine(), const_cast<float*>(panels))},
+                           {DNNL_ARG_DST, memory(dst_, engine(), out.data())}});
+    stream.wait();
+    for (int64_t i = 0; i < m_; ++i)
+      std::memcpy(y + i * ldy, out.data() + i * rows_, static_cast<size_t>(rows_) * sizeof(float));
+  }
+
+ private:
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  static const dnnl::engine& engine() {
+    static const dnnl::engine e(dnnl::engine::kind::cpu, 0);
+    return e;
+  }
+  int64_t m_, rows_;
+  dnnl::memory::desc src_, wei_, dst_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul prim_{pd_};
+};
 
 }  // namespace
 
@@ -98,7 +178,20 @@ void cpu_gemm(ThreadPool& pool, GemmLibrary lib, const float* x, int64_t m, int6
   if (lib == GemmLibrary::openblas) init_blas_single_threaded();
   const int64_t row_bytes = storage_bytes(wt, k);
   const DequantFn dequant = best_matvec_kernels().dequant_for_dtype(wt);
+  const PackFn pack = best_matvec_kernels().pack_for_dtype(wt);
   pool.parallel_for(n, kTileRows, [&](int64_t r0, int64_t r1) {
+    if (lib == GemmLibrary::onednn) {
+      thread_local AlignedFloats panel;
+      float* packed = panel.get(packed_floats(k, std::min(kTileRows, r1 - r0)));
+      int64_t t0 = r0;
+      for (PackedSgemm* mm; t0 < r1 && (mm = PackedSgemm::for_shape(m, std::min(kTileRows, r1 - t0), k));
+           t0 += kTileRows) {
+        pack(wdata + t0 * row_bytes, k, std::min(kTileRows, r1 - t0), packed);
+        mm->run(x, packed, y + t0, n);
+      }
+      if (t0 >= r1) return;
+      r0 = t0;  // no fast kernel for packed weights: the strided path below does the rest
+    }
     if (wt == DType::f32) {
       sgemm(m, r1 - r0, k, x, reinterpret_cast<const float*>(wdata) + r0 * k, y + r0, n);
       return;

@@ -1,9 +1,13 @@
 // y[M, N] = x[M, K] · w[N, K]ᵀ on the CPU for any weight dtype.
 // Small M (decode, small batches) goes through the matrix-vector kernels, reading the weights as stored and once
 // for all M rows (up to kMatvecMaxRows per pass, in L2-sized tiles beyond that). Larger M (prefill) goes to
-// oneDNN's f32 GEMM run single-threaded in each chunk of the pool; non-f32 weights are
-// converted to f32 one tile of rows at a time, so the conversion stays in cache and costs O(N·K) against the
-// GEMM's O(M·N·K). The limits between the two were measured with bench_gemm (docs/PERFORMANCE.md).
+// oneDNN's f32 GEMM run single-threaded in each chunk of the pool. Weights of any dtype are packed one tile of
+// rows at a time into f32 panels in oneDNN's own blocked layout (PackFn, matvec.hpp): conversion and layout in
+// one pass that stays in cache, O(N·K) against the GEMM's O(M·N·K), after which oneDNN's brgemm kernels read
+// the tile as they want it instead of copying it once more. Where oneDNN has no such kernel (no AVX-512), tiles
+// are converted to plain f32 rows for its strided GEMM. On this project's CPUs oneDNN's bf16 matmul is slower
+// than its f32 one (docs/PERFORMANCE.md), so prefill computes in f32 whatever the weights' dtype. The limits
+// between the paths were measured with bench_gemm (docs/PERFORMANCE.md).
 #pragma once
 
 #include <cstdint>

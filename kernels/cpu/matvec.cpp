@@ -48,6 +48,18 @@ DequantFn MatvecKernels::dequant_for_dtype(DType t) const {
   }
 }
 
+PackFn MatvecKernels::pack_for_dtype(DType t) const {
+  switch (t) {
+    case DType::f32: return f32_pack;
+    case DType::f16: return f16_pack;
+    case DType::bf16: return bf16_pack;
+    case DType::q8_0: return q8_0_pack;
+    case DType::q4_0: return q4_0_pack;
+    case DType::q4_1: return q4_1_pack;
+    default: throw std::invalid_argument("no packing kernel for weights of dtype " + std::string(dtype_name(t)));
+  }
+}
+
 const float* f16_to_f32_table() {
   static const std::vector<float> table = [] {
     std::vector<float> t(65536);

@@ -29,14 +29,27 @@ using MatvecRowsFn = void (*)(const void* w, int64_t k, const float* x, int64_t 
 // The GEMM path converts tiles of weights with it.
 using DequantFn = void (*)(const void* src, float* dst, int64_t n);
 
+// Weights to f32 GEMM panels: `rows` rows of w [*, k] become wᵀ [k, rows] in oneDNN's BA16a64b blocking, i.e.
+// panels of kPanelRows rows one after the other, panel[kk * kPanelRows + r] = w[r, kk] for kk < panel_depth(k),
+// zero past k and past `rows` (a short last panel is padded). The GEMM path packs each tile of weights once this
+// way, so oneDNN computes straight from it rather than copying the tile into its own layout again.
+using PackFn = void (*)(const void* w, int64_t k, int64_t rows, float* out);
+inline constexpr int64_t kPanelRows = 64;
+inline int64_t panel_depth(int64_t k) { return (k + 15) / 16 * 16; }
+inline int64_t packed_floats(int64_t k, int64_t rows) {
+  return (rows + kPanelRows - 1) / kPanelRows * kPanelRows * panel_depth(k);
+}
+
 struct MatvecKernels {
   const char* isa;  // "scalar", "avx2", "avx512"
   MatvecFn f32, f16, bf16, q8_0, q4_0, q4_1;
   MatvecRowsFn f32_rows, f16_rows, bf16_rows, q8_0_rows, q4_0_rows, q4_1_rows;
   DequantFn f16_to_f32, bf16_to_f32, q8_0_to_f32, q4_0_to_f32, q4_1_to_f32;
+  PackFn f32_pack, f16_pack, bf16_pack, q8_0_pack, q4_0_pack, q4_1_pack;
   MatvecFn for_dtype(DType t) const;
   MatvecRowsFn rows_for_dtype(DType t) const;
   DequantFn dequant_for_dtype(DType t) const;  // f32 included (a copy)
+  PackFn pack_for_dtype(DType t) const;
 };
 
 const MatvecKernels& scalar_matvec_kernels();

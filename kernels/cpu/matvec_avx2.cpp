@@ -317,7 +317,15 @@ const MatvecKernels& avx2_matvec_kernels() {
                                .bf16_to_f32 = dequant<DecBf16Natural>,
                                .q8_0_to_f32 = dequant<DecQ8_0>,
                                .q4_0_to_f32 = dequant<DecQ4_0>,
-                               .q4_1_to_f32 = dequant<DecQ4_1>};
+                               .q4_1_to_f32 = dequant<DecQ4_1>,
+                               // The packed GEMM path needs oneDNN's AVX-512 kernels; with those present
+                               // and this set chosen (COROLLA_ISA=avx2), the portable packing serves.
+                               .f32_pack = scalar_matvec_kernels().f32_pack,
+                               .f16_pack = scalar_matvec_kernels().f16_pack,
+                               .bf16_pack = scalar_matvec_kernels().bf16_pack,
+                               .q8_0_pack = scalar_matvec_kernels().q8_0_pack,
+                               .q4_0_pack = scalar_matvec_kernels().q4_0_pack,
+                               .q4_1_pack = scalar_matvec_kernels().q4_1_pack};
   return k;
 }
 

@@ -286,6 +286,80 @@ void dequant(const void* src, float* dst, int64_t n) {
   for (int64_t i = nc * kChunk; i < n; ++i) dst[i] = dec.at(s, i);
 }
 
+// --- GEMM panels (PackFn in matvec.hpp) ----------------------------------------------------------------------
+
+// Transposes the 16x16 block held in r[0..16) (row i in r[i]) in registers.
+inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit lane: a0 b0 a1 b1, a2 b2 a3 b3
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // r[4i + j], lane l: column 4l + j of rows 4i .. 4i + 3
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int j = 0; j < 4; ++j) {  // gather lane l of r[j], r[4 + j], r[8 + j], r[12 + j] into column 4l + j
+    const __m512 even0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), odd0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+    const __m512 even1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 odd1 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    t[j] = _mm512_shuffle_f32x4(even0, even1, 0x88);
+    t[8 + j] = _mm512_shuffle_f32x4(even0, even1, 0xdd);
+    t[4 + j] = _mm512_shuffle_f32x4(odd0, odd1, 0x88);
+    t[12 + j] = _mm512_shuffle_f32x4(odd0, odd1, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// Panel geometry of matvec.hpp, restated here: this file calls no inline function of a shared header.
+constexpr int64_t kPanel = kPanelRows;
+inline int64_t depth_of(int64_t k) { return (k + 15) / 16 * 16; }
+
+// Sixteen rows at a time: each chunk of 32 values of 16 rows is decoded into registers (zeros for rows past
+// `rows`), transposed as two 16x16 blocks and stored as 32 panel rows of 16 values (whole 64-byte lines). The tail
+// of k past the last whole chunk (plain dtypes only: quantized rows are whole blocks) and the padding up to the
+// panel depth are written one value at a time.
+template <class D>
+void pack(const void* w, int64_t k, int64_t rows, float* out) {
+  D dec{};
+  if constexpr (requires { dec.f16; }) dec.f16 = f16_to_f32_table();
+  const char* wb = static_cast<const char*>(w);
+  const int64_t stride = (k / kChunk) * D::kChunkBytes + (k % kChunk) * (D::kChunkBytes / kChunk);
+  const int64_t nc = k / kChunk, depth = depth_of(k);
+  for (int64_t p0 = 0; p0 < rows; p0 += kPanel) {
+    float* panel = out + p0 * depth;
+    for (int64_t g = p0; g < p0 + kPanel; g += 16) {
+      float* col = panel + (g - p0);
+      const int64_t live = min64(16, max64(0, rows - g));  // rows of this group that exist
+      for (int64_t c = 0; c < nc; ++c) {
+        __m512 lo[16], hi[16];
+        for (int i = 0; i < 16; ++i) {
+          if (i < live) {
+            dec.load(wb + (g + i) * stride, c, lo[i], hi[i]);
+          } else {
+            lo[i] = _mm512_setzero_ps();
+            hi[i] = _mm512_setzero_ps();
+          }
+        }
+        transpose16(lo);
+        transpose16(hi);
+        float* dst = col + c * kChunk * kPanel;
+        for (int i = 0; i < 16; ++i) {
+          _mm512_storeu_ps(dst + i * kPanel, lo[i]);
+          _mm512_storeu_ps(dst + (16 + i) * kPanel, hi[i]);
+        }
+      }
+      for (int64_t kk = nc * kChunk; kk < depth; ++kk)
+        for (int64_t i = 0; i < 16; ++i)
+          col[kk * kPanel + i] = i < live && kk < k ? dec.at(wb + (g + i) * stride, kk) : 0.f;
+    }
+  }
+}
+
 }  // namespace
 
 const MatvecKernels& avx512_matvec_kernels() {
@@ -306,7 +380,13 @@ const MatvecKernels& avx512_matvec_kernels() {
                                .bf16_to_f32 = dequant<DecBf16Natural>,
                                .q8_0_to_f32 = dequant<DecQ8_0>,
                                .q4_0_to_f32 = dequant<DecQ4_0>,
-                               .q4_1_to_f32 = dequant<DecQ4_1>};
+                               .q4_1_to_f32 = dequant<DecQ4_1>,
+                               .f32_pack = pack<DecF32>,
+                               .f16_pack = pack<DecF16>,
+                               .bf16_pack = pack<DecBf16Natural>,
+                               .q8_0_pack = pack<DecQ8_0>,
+                               .q4_0_pack = pack<DecQ4_0>,
+                               .q4_1_pack = pack<DecQ4_1>};
   return k;
 }
 

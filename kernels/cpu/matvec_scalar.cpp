@@ -1,5 +1,7 @@
 // Portable reference kernels: the correctness baseline for the SIMD ones and the fallback for old CPUs.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/matvec.hpp"
 
@@ -100,6 +102,19 @@ void dequant(const void* src, float* dst, int64_t n) {
   to_f32(T, src, dst, n);
 }
 
+// One row at a time to f32, then written down its panel column.
+template <DType T>
+void pack(const void* w, int64_t k, int64_t rows, float* out) {
+  const int64_t depth = panel_depth(k), row_bytes = storage_bytes(T, k);
+  std::fill(out, out + packed_floats(k, rows), 0.f);
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t r = 0; r < rows; ++r) {
+    to_f32(T, static_cast<const char*>(w) + r * row_bytes, row.data(), k);
+    float* col = out + r / kPanelRows * kPanelRows * depth + r % kPanelRows;
+    for (int64_t kk = 0; kk < k; ++kk) col[kk * kPanelRows] = row[static_cast<size_t>(kk)];
+  }
+}
+
 }  // namespace
 
 const MatvecKernels& scalar_matvec_kernels() {
@@ -120,7 +135,13 @@ const MatvecKernels& scalar_matvec_kernels() {
                                .bf16_to_f32 = dequant<DType::bf16>,
                                .q8_0_to_f32 = dequant<DType::q8_0>,
                                .q4_0_to_f32 = dequant<DType::q4_0>,
-                               .q4_1_to_f32 = dequant<DType::q4_1>};
+                               .q4_1_to_f32 = dequant<DType::q4_1>,
+                               .f32_pack = pack<DType::f32>,
+                               .f16_pack = pack<DType::f16>,
+                               .bf16_pack = pack<DType::bf16>,
+                               .q8_0_pack = pack<DType::q8_0>,
+                               .q4_0_pack = pack<DType::q4_0>,
+                               .q4_1_pack = pack<DType::q4_1>};
   return k;
 }
 

@@ -92,6 +92,53 @@ BOOST_AUTO_TEST_CASE(grouped_query_attention_matches_naive) {
       }
 }
 
+// Many queries take the GEMM path, in blocks of kAttentionQueryBlock queries: 150 queries make two whole blocks
+// and a short one; the second sequence continues after 30 cached tokens.
+BOOST_AUTO_TEST_CASE(prefill_attention_in_query_blocks_matches_naive) {
+  const int64_t b = 2, t = 150, hq = 4, hkv = 2, hd = 16, slots = 200, past = 30;
+  Tensor kc = cpu().alloc(DType::f32, {b, slots, hkv, hd}), vc = cpu().alloc(DType::f32, {b, slots, hkv, hd});
+  Tensor k_past = random_tensor({1, past, hkv, hd}, 20), v_past = random_tensor({1, past, hkv, hd}, 21);
+  std::vector<int32_t> past_pos(static_cast<size_t>(past));
+  for (int64_t i = 0; i < past; ++i) past_pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  Tensor kc1 = kc.slice_rows(1, 2), vc1 = vc.slice_rows(1, 2);  // the second sequence's cache
+  cpu().kv_write(k_past, v_past, past_pos, kc1, vc1);
+  Tensor q = random_tensor({b, t, hq, hd}, 22);
+  Tensor k = random_tensor({b, t, hkv, hd}, 23), v = random_tensor({b, t, hkv, hd}, 24);
+  std::vector<int32_t> pos(static_cast<size_t>(b * t));
+  for (int64_t i = 0; i < t; ++i) {
+    pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    pos[static_cast<size_t>(t + i)] = static_cast<int32_t>(past + i);
+  }
+  cpu().kv_write(k, v, pos, kc, vc);
+  Tensor out = cpu().alloc(DType::f32, {b, t, hq * hd});
+  const float scale = 0.25f;
+  cpu().attention(q, kc, vc, pos, scale, out);
+  double worst = 0;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t ti = 0; ti < t; ++ti)
+      for (int64_t h = 0; h < hq; ++h) {
+        const int64_t g = h / (hq / hkv), last = pos[static_cast<size_t>(bi * t + ti)];
+        const float* kv_k = kc.data_as<const float>() + bi * slots * hkv * hd;
+        const float* kv_v = vc.data_as<const float>() + bi * slots * hkv * hd;
+        std::vector<double> s(static_cast<size_t>(last + 1));
+        double mx = -1e30, z = 0;
+        for (int64_t j = 0; j <= last; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i)
+            d += at(q, ((bi * t + ti) * hq + h) * hd + i) * kv_k[(j * hkv + g) * hd + i];
+          s[static_cast<size_t>(j)] = d * scale;
+          mx = std::max(mx, d * scale);
+        }
+        for (auto& e : s) z += (e = std::exp(e - mx));
+        for (int64_t i = 0; i < hd; ++i) {
+          double want = 0;
+          for (int64_t j = 0; j <= last; ++j) want += s[static_cast<size_t>(j)] / z * kv_v[(j * hkv + g) * hd + i];
+          worst = std::max(worst, std::fabs(at(out, (bi * t + ti) * hq * hd + h * hd + i) - want));
+        }
+      }
+  BOOST_TEST(worst < 1e-5);
+}
+
 BOOST_AUTO_TEST_CASE(kv_write_beyond_the_cache_is_an_error) {
   Tensor k = random_tensor({1, 1, 2, 8}, 8);
   Tensor kc = cpu().alloc(DType::f32, {1, 4, 2, 8}), vc = cpu().alloc(DType::f32, {1, 4, 2, 8});

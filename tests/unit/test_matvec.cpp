@@ -178,6 +178,29 @@ BOOST_AUTO_TEST_CASE(dequantization_matches_to_f32_exactly) {
       }
 }
 
+BOOST_AUTO_TEST_CASE(packing_transposes_into_padded_panels) {
+  uint32_t seed = 280;
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType t : kWeightTypes)
+      for (int64_t rows : {1, 15, 16, 17, 64, 70, 128})
+        for (int64_t k : {32, 45, 160, 2048 + 32}) {
+          if (is_quantized(t) && k % 32 != 0) continue;
+          const Weights w = make_weights(t, rows, k, seed++);
+          const int64_t depth = panel_depth(k), size = packed_floats(k, rows);
+          std::vector<float> got(static_cast<size_t>(size) + 1, -7.f);
+          ks->pack_for_dtype(t)(w.stored.data(), k, rows, got.data());
+          bool same = true;
+          for (int64_t p = 0; p < size; ++p) {
+            const int64_t panel = p / (depth * kPanelRows), kk = p / kPanelRows % depth;
+            const int64_t r = panel * kPanelRows + p % kPanelRows;
+            const float want = r < rows && kk < k ? w.dequantized[static_cast<size_t>(r * k + kk)] : 0.f;
+            if (got[static_cast<size_t>(p)] != want) same = false;
+          }
+          BOOST_TEST(same, ks->isa << " " << dtype_name(t) << " rows=" << rows << " k=" << k);
+          BOOST_TEST(got[static_cast<size_t>(size)] == -7.f);  // nothing written past the panels
+        }
+}
+
 namespace {
 double matmul_error(const Weights& w, int64_t n, int64_t k, int64_t m, const std::vector<float>& x,
                     const std::vector<float>& y) {
@@ -195,25 +218,28 @@ double matmul_error(const Weights& w, int64_t n, int64_t k, int64_t m, const std
 BOOST_AUTO_TEST_CASE(cpu_matmul_matches_naive_reference) {
   ThreadPool pool(2);
   uint32_t seed = 300;
-  // n = 300 rows split over 2 threads; the GEMM path converts weights in tiles of 128 rows. Every m goes through
+  // n = 300 rows split over 2 threads; the GEMM path packs weights in tiles of 128 rows. Every m goes through
   // cpu_matmul (which picks a path), the matrix-vector path and the GEMM path with each library.
-  const int64_t n = 300, k = 160;
-  for (DType t : kWeightTypes) {
-    const Weights w = make_weights(t, n, k, seed++);
-    for (int64_t m : {1, 2, 3, 4, 5, 6, 9, 17, 33, 37}) {
-      const std::vector<float> x = randn(m * k, seed++);
-      std::vector<float> y(static_cast<size_t>(m * n), -1.f);
-      cpu_matmul(pool, x.data(), m, k, w.stored, y.data());
-      BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matmul " << dtype_name(t) << " m=" << m);
-      std::fill(y.begin(), y.end(), -1.f);
-      cpu_matvec_rows(pool, x.data(), m, k, w.stored, y.data());
-      BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matvec_rows " << dtype_name(t) << " m=" << m);
-      for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas}) {
+  // n = 70, k = 45: a short last panel and a tail of k (plain dtypes only; quantized rows are whole blocks).
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{300, 160}, {70, 45}}) {
+    for (DType t : kWeightTypes) {
+      if (is_quantized(t) && k % 32 != 0) continue;
+      const Weights w = make_weights(t, n, k, seed++);
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 9, 17, 33, 37}) {
+        const std::vector<float> x = randn(m * k, seed++);
+        std::vector<float> y(static_cast<size_t>(m * n), -1.f);
+        cpu_matmul(pool, x.data(), m, k, w.stored, y.data());
+        BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matmul " << dtype_name(t) << " m=" << m);
         std::fill(y.begin(), y.end(), -1.f);
-        cpu_gemm(pool, lib, x.data(), m, k, w.stored, y.data());
-        BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance,
-                   "cpu_gemm (" << (lib == GemmLibrary::onednn ? "oneDNN" : "OpenBLAS") << ") " << dtype_name(t)
-                                << " m=" << m);
+        cpu_matvec_rows(pool, x.data(), m, k, w.stored, y.data());
+        BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matvec_rows " << dtype_name(t) << " m=" << m);
+        for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas}) {
+          std::fill(y.begin(), y.end(), -1.f);
+          cpu_gemm(pool, lib, x.data(), m, k, w.stored, y.data());
+          BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance,
+                     "cpu_gemm (" << (lib == GemmLibrary::onednn ? "oneDNN" : "OpenBLAS") << ") " << dtype_name(t)
+                                  << " m=" << m);
+        }
       }
     }
   }
