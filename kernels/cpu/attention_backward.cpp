@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/dot.hpp"
+#include "kernels/cpu/vector_math.hpp"
 
 extern "C" void omp_set_num_threads(int);
 
@@ -26,6 +27,7 @@ void cpu_attention_backward(ThreadPool& pool, const Tensor& q, const Tensor& k, 
                             float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3), hkv = k.dim(2), group = hq / hkv;
   const int64_t qrow = hq * hd, kvrow = hkv * hd;  // strides between tokens
+  const auto softmax = best_vector_kernels().softmax_row;
   const float* pq = q.data_as<const float>();
   const float* pk = k.data_as<const float>();
   const float* pv = v.data_as<const float>();
@@ -49,11 +51,11 @@ void cpu_attention_backward(ThreadPool& pool, const Tensor& q, const Tensor& k, 
         const float* do0 = pdo + bi * t * qrow + h * hd;
         float* dq0 = pdq + bi * t * qrow + h * hd;
         const float beta = h == g * group ? 0.f : 1.f;  // the group's first head overwrites dK, dV
-        // P = softmax(scale · Q Kᵀ) with the causal mask, recomputed as the forward does.
+        // P = softmax(scale · Q Kᵀ) with the causal mask, recomputed as the forward does (the same kernel).
         sgemm('N', 'T', t, t, hd, scale, q0, qrow, k0, kvrow, 0.f, p.data(), t);
         for (int64_t i = 0; i < t; ++i) {
           float* row = p.data() + i * t;
-          softmax_row(row, i + 1);
+          softmax(row, i + 1);
           std::fill(row + i + 1, row + t, 0.f);
         }
         // dV += Pᵀ dO; dP = dO Vᵀ
