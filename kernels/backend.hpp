@@ -37,6 +37,13 @@ class Backend {
   // --- operations ---------------------------------------------------------------------------------------------
   // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] if bias is given).
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  // Several projections of one input: ys[i] = x · ws[i]ᵀ (+ biases[i] where given). One call lets a backend run
+  // them as one job (the CPU backend splits decode's q/k/v, or gate/up, over its threads together: fewer waits
+  // for the slowest thread); by default they run one after the other.
+  virtual void matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
+                           std::span<Tensor* const> ys) {
+    for (size_t i = 0; i < ws.size(); ++i) matmul(x, *ws[i], biases[i], *ys[i]);
+  }
   // Per row of x[M, D]: y = x / sqrt(mean(x²) + eps) * w.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
   // Per row of x[M, D]: y = (x - mean) / sqrt(var + eps) * w + b.

@@ -32,6 +32,33 @@ void require_f32(const Tensor& t, const char* op, const char* arg) {
 }
 
 
+bool weight_dtype_supported(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_quantized(t);
+}
+
+void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
+  require_f32(x, "matmul", "x");
+  require_f32(y, "matmul", "y");
+  require(w.rank() == 2 && weight_dtype_supported(w.dtype()), "matmul: unsupported weight " + w.describe());
+  const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
+  require(x.dim(-1) == k, "matmul: x " + x.describe() + " does not match weight " + w.describe());
+  require(rows_of(y) == m && y.dim(-1) == n,
+          "matmul: output " + y.describe() + " is not [" + std::to_string(m) + ", " + std::to_string(n) + "]");
+  if (bias) {
+    require_f32(*bias, "matmul", "bias");
+    require(bias->numel() == n, "matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
+  }
+}
+
+// y[m, n] += bias[n] per row.
+void add_bias(const Tensor& bias, Tensor& y) {
+  const int64_t n = y.dim(-1), m = rows_of(y);
+  const float* b = bias.data_as<const float>();
+  float* py = y.data_as<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) py[i * n + j] += b[j];
+}
+
 // Elementwise work is split in chunks of at least this many values (a multiple of 16, so chunks start on whole
 // vectors): below that a hand-off to the other thread costs more than it saves.
 constexpr int64_t kElementsPerChunk = 8192;
@@ -44,9 +71,7 @@ class CpuBackend final : public Backend {
     return "cpu (" + std::string(best_matvec_kernels().isa) + ", " + std::to_string(pool_->size()) + " threads)";
   }
   Device device() const override { return Device::cpu; }
-  bool supports_weight(DType t) const override {
-    return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_quantized(t);
-  }
+  bool supports_weight(DType t) const override { return weight_dtype_supported(t); }
 
   Tensor alloc(DType dtype, Shape shape) override {
     auto buffer = buffers_->acquire(static_cast<size_t>(storage_bytes(dtype, shape.numel())));
@@ -57,22 +82,23 @@ class CpuBackend final : public Backend {
   Tensor download(const Tensor& t) override { return t; }
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
-    require_f32(x, "matmul", "x");
-    require_f32(y, "matmul", "y");
-    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul: unsupported weight " + w.describe());
-    const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
-    require(x.dim(-1) == k, "matmul: x " + x.describe() + " does not match weight " + w.describe());
-    require(rows_of(y) == m && y.dim(-1) == n, "matmul: output " + y.describe() + " is not [" + std::to_string(m) +
-                                                   ", " + std::to_string(n) + "]");
-    cpu_matmul(*pool_, x.data_as<const float>(), m, k, w, y.data_as<float>());
-    if (bias) {
-      require_f32(*bias, "matmul", "bias");
-      require(bias->numel() == n, "matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
-      const float* b = bias->data_as<const float>();
-      float* py = y.data_as<float>();
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) py[i * n + j] += b[j];
+    check_matmul(x, w, bias, y);
+    cpu_matmul(*pool_, x.data_as<const float>(), rows_of(x), w.dim(1), w, y.data_as<float>());
+    if (bias) add_bias(*bias, y);
+  }
+
+  void matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
+                   std::span<Tensor* const> ys) override {
+    require(biases.size() == ws.size() && ys.size() == ws.size(), "matmul_many: as many biases and outputs as weights");
+    std::vector<float*> outs;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      check_matmul(x, *ws[i], biases[i], *ys[i]);
+      outs.push_back(ys[i]->data_as<float>());
     }
+    if (ws.empty()) return;
+    cpu_matmul_many(*pool_, x.data_as<const float>(), rows_of(x), x.dim(-1), ws, outs);
+    for (size_t i = 0; i < ws.size(); ++i)
+      if (biases[i]) add_bias(*biases[i], *ys[i]);
   }
 
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {

@@ -23,8 +23,14 @@ extern "C" void openblas_set_num_threads(int);
 namespace corolla {
 namespace {
 
-// Rows of w packed (or converted) per tile: 128 rows of K = 2048 are 1 MB of f32, within a core's 2 MB L2.
+// Rows of w packed per tile for oneDNN's packed-weights kernels: 128 rows of K = 2048 are 1 MB of f32, within a
+// core's 2 MB L2. Also the grain of the work split.
 constexpr int64_t kTileRows = 128;
+// Bytes of f32 weights converted per call on the strided path (CPUs without AVX-512). There oneDNN's sgemm packs
+// the whole activation matrix again on every call, so calls must be large: 8 MiB tiles (1024 rows of K = 2048)
+// stay in L3 and cut that repacking 8-fold against 128-row tiles (prefill of 512 tokens 6 % faster on an AVX2
+// EPYC, docs/PERFORMANCE.md).
+constexpr int64_t kStridedTileBytes = int64_t{8} << 20;
 
 void openblas_sgemm(int64_t m, int64_t rows, int64_t k, const float* x, const float* w, float* y, int64_t ldy) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
@@ -137,6 +143,36 @@ class PackedSgemm {
   dnnl::matmul prim_{pd_};
 };
 
+// One weight of a matrix-vector job and where its output goes.
+struct MatvecTarget {
+  const Tensor* w;
+  float* y;
+};
+
+// Chunks per thread of a matrix-vector job: a thread waits only for the slowest last chunk, so small chunks keep
+// the threads' finishing times close.
+constexpr int kMatvecChunksPerThread = ThreadPool::kChunksPerThread;
+
+// y_i = x · w_iᵀ with the matrix-vector kernels, the rows of all the weights split over the pool as one job; each
+// thread reads its rows once for all m rows of x. Chunk bounds are multiples of 16 rows of the concatenation; a
+// chunk that spans two weights runs a piece of each.
+void matvec_job(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::span<const MatvecTarget> targets) {
+  std::vector<int64_t> first{0};  // first[i]: where weight i starts in the concatenation of all rows
+  for (const MatvecTarget& t : targets) first.push_back(first.back() + t.w->dim(0));
+  const MatvecKernels& kernels = best_matvec_kernels();
+  pool.parallel_for(first.back(), 16, [&](int64_t r0, int64_t r1) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const int64_t lo = std::max(r0, first[i]) - first[i], hi = std::min(r1, first[i + 1]) - first[i];
+      if (lo >= hi) continue;
+      const Tensor& w = *targets[i].w;
+      if (m == 1)
+        kernels.for_dtype(w.dtype())(w.data(), k, x, targets[i].y, lo, hi);
+      else
+        kernels.rows_for_dtype(w.dtype())(w.data(), k, x, m, targets[i].y, w.dim(0), lo, hi);
+    }
+  }, kMatvecChunksPerThread);
+}
+
 }  // namespace
 
 void init_blas_single_threaded() {
@@ -156,18 +192,22 @@ void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Te
   }
 }
 
-void cpu_matvec_rows(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y) {
-  const int64_t n = w.dim(0);
-  const DType wt = w.dtype();
-  const char* wdata = static_cast<const char*>(w.data());
-  // Split rows of w across threads; each thread reads its rows once for all m rows of x.
-  if (m == 1) {
-    const MatvecFn mv = best_matvec_kernels().for_dtype(wt);
-    pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) { mv(wdata, k, x, y, r0, r1); });
-  } else {
-    const MatvecRowsFn mv = best_matvec_kernels().rows_for_dtype(wt);
-    pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) { mv(wdata, k, x, m, y, n, r0, r1); });
+void cpu_matmul_many(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::span<const Tensor* const> ws,
+                     std::span<float* const> ys) {
+  const bool all_matvec =
+      std::all_of(ws.begin(), ws.end(), [&](const Tensor* w) { return m <= matvec_max_rows(w->dtype()); });
+  if (!all_matvec) {
+    for (size_t i = 0; i < ws.size(); ++i) cpu_matmul(pool, x, m, k, *ws[i], ys[i]);
+    return;
   }
+  std::vector<MatvecTarget> targets;
+  for (size_t i = 0; i < ws.size(); ++i) targets.push_back({ws[i], ys[i]});
+  matvec_job(pool, x, m, k, targets);
+}
+
+void cpu_matvec_rows(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y) {
+  const MatvecTarget target{&w, y};
+  matvec_job(pool, x, m, k, {&target, 1});
 }
 
 void cpu_gemm(ThreadPool& pool, GemmLibrary lib, const float* x, int64_t m, int64_t k, const Tensor& w, float* y) {
@@ -197,9 +237,10 @@ void cpu_gemm(ThreadPool& pool, GemmLibrary lib, const float* x, int64_t m, int6
       return;
     }
     thread_local std::vector<float> tile;
-    tile.resize(static_cast<size_t>(std::min(kTileRows, r1 - r0) * k));
-    for (int64_t t0 = r0; t0 < r1; t0 += kTileRows) {
-      const int64_t rows = std::min(kTileRows, r1 - t0);
+    const int64_t tile_rows = std::max(kTileRows, kStridedTileBytes / (k * int64_t{sizeof(float)}));
+    tile.resize(static_cast<size_t>(std::min(tile_rows, r1 - r0) * k));
+    for (int64_t t0 = r0; t0 < r1; t0 += tile_rows) {
+      const int64_t rows = std::min(tile_rows, r1 - t0);
       dequant(wdata + t0 * row_bytes, tile.data(), rows * k);
       sgemm(m, rows, k, x, tile.data(), y + t0, n);
     }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -26,6 +27,11 @@ void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Te
 inline constexpr int64_t kMatvecMaxRowsF32 = 16;
 inline constexpr int64_t kMatvecMaxRowsConverted = 32;
 int64_t matvec_max_rows(DType weights);
+
+// y_i[M, N_i] = x[M, K] · w_iᵀ for several weights at once, as cpu_matmul would compute each. Where every one
+// takes the matrix-vector path, their rows are split over the pool as one job.
+void cpu_matmul_many(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::span<const Tensor* const> ws,
+                     std::span<float* const> ys);
 
 // The two paths of cpu_matmul, for benchmarks and tests that compare them.
 // The matrix-vector path, for any m.

@@ -2,6 +2,7 @@
 //
 //   h = x + o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))   with n = rms_norm(x)
 //   y = h + down_proj(silu(gate_proj(m)) · up_proj(m))                         with m = rms_norm(h)
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -101,9 +102,7 @@ class LlamaBlock final : public Block {
     Tensor att = be.alloc(DType::f32, {m, hq * hd});
 
     be.rms_norm(x, w_.attn_norm, static_cast<float>(c_.rms_norm_eps), n);
-    project(n, Projection::q, lora, q);
-    project(n, Projection::k, lora, k);
-    project(n, Projection::v, lora, v);
+    project_many<3>(n, {Projection::q, Projection::k, Projection::v}, lora, {&q, &k, &v});
     Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);
@@ -115,8 +114,7 @@ class LlamaBlock final : public Block {
     Tensor gate = be.alloc(DType::f32, {m, c_.intermediate_size});
     Tensor up = be.alloc(DType::f32, {m, c_.intermediate_size});
     be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.rms_norm_eps), n);
-    project(n, Projection::gate, lora, gate);
-    project(n, Projection::up, lora, up);
+    project_many<2>(n, {Projection::gate, Projection::up}, lora, {&gate, &up});
     be.silu_mul(gate, up, gate);
     project(gate, Projection::down, lora, n);
     be.add(x, n, x);
@@ -197,9 +195,7 @@ class LlamaBlock final : public Block {
             be.alloc(DType::f32, {m, c_.intermediate_size}), be.alloc(DType::f32, {m, c_.intermediate_size})};
     Tensor n = be.alloc(DType::f32, {m, d}), att = be.alloc(DType::f32, {m, hq * hd});
     be.rms_norm(x, w_.attn_norm, eps, n);
-    project(n, Projection::q, lora, s.q);
-    project(n, Projection::k, lora, s.k);
-    project(n, Projection::v, lora, s.v);
+    project_many<3>(n, {Projection::q, Projection::k, Projection::v}, lora, {&s.q, &s.k, &s.v});
     Tensor q3 = s.q.reshaped({m, hq, hd}), k3 = s.k.reshaped({m, hkv, hd});
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);
@@ -210,8 +206,7 @@ class LlamaBlock final : public Block {
     project(att, Projection::o, lora, n);
     be.add(x, n, s.h);
     be.rms_norm(s.h, w_.ffn_norm, eps, n);
-    project(n, Projection::gate, lora, s.gate);
-    project(n, Projection::up, lora, s.up);
+    project_many<2>(n, {Projection::gate, Projection::up}, lora, {&s.gate, &s.up});
     return s;
   }
 
@@ -234,8 +229,26 @@ class LlamaBlock final : public Block {
 
   // y = x·Wᵀ (+ bias), plus the adapter's (x·Aᵀ)·(scale·B)ᵀ when it targets this projection.
   void project(const Tensor& x, Projection p, const BlockLora* lora, Tensor& y) {
+    backend_.matmul(x, weight(p), bias(p), y);
+    add_lora(x, p, lora, y);
+  }
+
+  // Several projections of the same x (q/k/v, gate/up) as one backend call, each as project() computes it.
+  template <size_t N>
+  void project_many(const Tensor& x, const std::array<Projection, N>& ps, const BlockLora* lora,
+                    const std::array<Tensor*, N>& ys) {
+    std::array<const Tensor*, N> ws, bs;
+    for (size_t i = 0; i < N; ++i) {
+      ws[i] = &weight(ps[i]);
+      bs[i] = bias(ps[i]);
+    }
+    backend_.matmul_many(x, ws, bs, ys);
+    for (size_t i = 0; i < N; ++i) add_lora(x, ps[i], lora, *ys[i]);
+  }
+
+  // y += (x·Aᵀ)·(scale·B)ᵀ when the adapter targets projection p.
+  void add_lora(const Tensor& x, Projection p, const BlockLora* lora, Tensor& y) {
     Backend& be = backend_;
-    be.matmul(x, weight(p), bias(p), y);
     const LoraPair* pair = lora ? lora->get(p) : nullptr;
     if (!pair) return;
     const int64_t rows = x.numel() / x.dim(-1);

@@ -1,5 +1,6 @@
 // CPU backend operations against direct double-precision formulas.
 #define BOOST_TEST_MODULE cpu_ops
+#include <array>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <random>
@@ -164,4 +165,31 @@ BOOST_AUTO_TEST_CASE(matmul_checks_shapes_and_handles_every_weight_dtype) {
         }
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(matmul_many_equals_one_matmul_per_weight) {
+  // Weights of unequal row counts (not multiples of the 16-row chunks) and dtypes, with and without bias, for row
+  // counts on the matrix-vector path (1, 3) and the GEMM path (80).
+  const int64_t k = 64;
+  Tensor x = random_tensor({80, k}, 30);
+  Tensor wa = random_tensor({40, k}, 31).cast(DType::bf16), wb = random_tensor({23, k}, 32);
+  Tensor wc = random_tensor({57, k}, 33).cast(DType::q8_0), bias_b = random_tensor({23}, 34);
+  const std::array<const Tensor*, 3> ws{&wa, &wb, &wc}, biases{nullptr, &bias_b, nullptr};
+  for (int64_t m : {1, 3, 80}) {
+    Tensor xs = x.slice_rows(0, m);
+    std::array<Tensor, 3> many, one;
+    for (size_t i = 0; i < 3; ++i) {
+      many[i] = cpu().alloc(DType::f32, {m, ws[i]->dim(0)});
+      one[i] = cpu().alloc(DType::f32, {m, ws[i]->dim(0)});
+      cpu().matmul(xs, *ws[i], biases[i], one[i]);
+    }
+    const std::array<Tensor*, 3> ys{&many[0], &many[1], &many[2]};
+    cpu().matmul_many(xs, ws, biases, ys);
+    for (size_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < many[i].numel(); ++j)
+        BOOST_REQUIRE_MESSAGE(at(many[i], j) == at(one[i], j), "m=" << m << " weight " << i << " value " << j);
+  }
+  Tensor wrong = cpu().alloc(DType::f32, {1, 22});
+  const std::array<Tensor*, 3> bad{&wrong, &wrong, &wrong};
+  BOOST_CHECK_THROW(cpu().matmul_many(x.slice_rows(0, 1), ws, biases, bad), std::invalid_argument);
 }
