@@ -24,24 +24,31 @@ std::string strengths(BalanceSwarm& w) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(twelve_servers_started_together_converge_to_full_coverage) {
+BOOST_AUTO_TEST_CASE(twelve_servers_started_together_spread_out_before_loading) {
   BalanceSwarm w(24);
   swarm_options o;
   w.start(kTwelve, o, true);
-  // All read an empty DHT at the same instant, so all took the first window: the last blocks are uncovered.
+  // Started at the same instant, they read the swarm at random moments of the join delay and re-read while
+  // joining, so they re-chose over each other's reservations before any loaded: every block is covered without a
+  // single move (rather than all taking the first window and moving out of it one by one).
   const double initial = w.min_block();
-  BOOST_TEST(initial == 0.0, strengths(w));
+  size_t rechoices = 0;
+  for (const auto& m : w.members)
+    for (const auto& e : m.events)
+      if (e.kind == balancer_event::placed) rechoices += static_cast<size_t>(e.rechoices);
+  BOOST_TEST(initial > 0.0, strengths(w));
+  BOOST_TEST(w.moves() == 0u);
+  BOOST_TEST(rechoices > 0u);
   w.advance(20min);
   const size_t moves_at_20 = w.moves();
   w.advance(10min);
   const double final_min = w.min_block();
   std::cout << "12 servers together: min block " << initial << " -> " << final_min << " of ideal " << w.ideal()
-            << " (" << final_min / w.ideal() << ") after " << w.moves() << " moves; blocks: " << strengths(w)
-            << "\n";
-  BOOST_TEST(final_min > 0.0, strengths(w));
-  BOOST_TEST(w.moves() > 0u);
+            << " (" << final_min / w.ideal() << ") after " << rechoices << " re-choices while joining and "
+            << w.moves() << " moves; blocks: " << strengths(w) << "\n";
+  BOOST_TEST(final_min >= initial, strengths(w));
   BOOST_TEST(w.moves() == moves_at_20, "still moving after 20 minutes");  // settled
-  BOOST_TEST(final_min / w.ideal() >= 0.7, strengths(w));
+  BOOST_TEST(final_min / w.ideal() >= 0.8, strengths(w));
   for (const auto& m : w.members) BOOST_TEST(!BalanceSwarm::failed(m), m.address);
 }
 
