@@ -3,13 +3,13 @@
 // scheduler, 30 virtual minutes per run. The figure is the weakest block's throughput as a fraction of the ideal
 // (every server's throughput times its block count, spread evenly over the blocks: no placement does better).
 //
-//   bench_balance [--seeds=20] [--minutes=30] [--qualities=0.75,0.9,1.01] [--spread=10]
+//   bench_balance [--seeds=20] [--minutes=30] [--qualities=0.75,0.9,1.01] [--spread=10] [--fixed=1]
 //
 // Per seed, one swarm (throughputs log-uniform in 100/spread..100 tokens/s per block, spans of 4..12 blocks) is
 // run side by side:
-//   together                   every server starts at the same instant (all read an empty DHT), then rebalances
+//   together                   every server starts at the same instant, then joins and rebalances
 //   one by one                 each server starts once the previous one is placed, then rebalances
-//   ... no rebalancing         the same starts with balance_quality 0 (the initial choice only)
+//   ... no rebalancing         the same starts with balance_quality 0 (the initial choice only; --fixed=0 skips)
 //   best placement found       an offline search (annealing from 100 random placements), for scale: the ideal
 //                              is often out of reach with whole spans
 #include <algorithm>
@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   const int seeds = std::stoi(bench::arg(argc, argv, "seeds", "20"));
   const int minutes = std::stoi(bench::arg(argc, argv, "minutes", "30"));
   const double spread = std::stod(bench::arg(argc, argv, "spread", "10"));
+  const bool fixed = bench::arg(argc, argv, "fixed", "1") != "0";
   std::vector<double> qualities;
   std::stringstream list(bench::arg(argc, argv, "qualities", "0.75,0.9,1.01"));
   for (std::string q; std::getline(list, q, ',');) qualities.push_back(std::stod(q));
@@ -134,10 +135,13 @@ int main(int argc, char** argv) {
     }
     const auto seed = static_cast<uint64_t>(s);
     optimum.runs.push_back({best_found(specs, seed) / ideal_of(specs), 0});
-    together_fixed.runs.push_back(run(specs, true, 0, minutes, seed));
-    one_by_one_fixed.runs.push_back(run(specs, false, 0, minutes, seed));
-    std::fprintf(stderr, "seed %d: best found %.3f, one by one %.3f", s, optimum.runs.back().ratio,
-                 one_by_one_fixed.runs.back().ratio);
+    std::fprintf(stderr, "seed %d: best found %.3f", s, optimum.runs.back().ratio);
+    if (fixed) {
+      together_fixed.runs.push_back(run(specs, true, 0, minutes, seed));
+      one_by_one_fixed.runs.push_back(run(specs, false, 0, minutes, seed));
+      std::fprintf(stderr, ", no rebalancing: together %.3f, one by one %.3f", together_fixed.runs.back().ratio,
+                   one_by_one_fixed.runs.back().ratio);
+    }
     for (size_t q = 0; q < qualities.size(); ++q) {
       together[q].runs.push_back(run(specs, true, qualities[q], minutes, seed));
       one_by_one[q].runs.push_back(run(specs, false, qualities[q], minutes, seed));
@@ -153,8 +157,10 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const auto& r : together) r.print();
   for (const auto& r : one_by_one) r.print();
-  one_by_one_fixed.print();
-  together_fixed.print();
+  if (fixed) {
+    one_by_one_fixed.print();
+    together_fixed.print();
+  }
   optimum.print();
   return 0;
 }

@@ -1,12 +1,21 @@
 // The balancer: the actor that decides which blocks a server started with num_blocks hosts, and moves it when
 // the swarm needs it elsewhere. One per such server, owned by the server_node supervisor.
 //
-// At start it reads the swarm from the DHT and takes the window of num_blocks blocks served the weakest
-// (choose_first_block), then loads it. Afterwards it checks every so often (a random delay, uniform in
-// [0, 2 × mean_check_period], so that servers started together do not check, and move, together) whether moving
-// would raise the swarm's weakest block enough (check_rebalance with balance_quality). A move never leaves a
-// block uncovered: check_rebalance allows it only when every block of the current span has another online
-// server, and the move goes
+// Joining: after a random delay (uniform in [0, period / 6], at most 10 s; period = mean_check_period) it reads the
+// swarm from the DHT, takes the window of num_blocks blocks served the weakest (choose_first_block) and announces
+// it while still joining (nothing loaded). It re-reads after another random delay (uniform in [0, period / 2], at
+// most 30 s) and re-chooses over the others' announcements (rechoose_first_block): servers started together
+// thus spread out one at a time before any of them loads, instead of all taking the first window of an empty
+// swarm. A re-read that keeps the span, or the third change, loads it.
+//
+// Serving: it checks every so often (a random delay, uniform in [0, 2 × mean_check_period], so that servers
+// started together do not check, and move, together) whether moving would raise the swarm's weakest block enough
+// (check_rebalance with check_quality: balance_quality, or 1 while the settling window is open and no session
+// is). The window opens one period after the swarm last grew (a read showed an address not seen before, or this
+// server loaded) and stays open two periods, with checks 3 times as often: servers that arrived one after the
+// other, each choice good when made and the whole uneven, re-place themselves while that is cheap, and a settled
+// swarm keeps Petals' rule. A move never leaves a block uncovered: check_rebalance allows it only when every
+// block of the current span has another online server, and the move goes
 //   announce "offline" (old blocks) -> gate to the new span ("joining") -> announce -> load -> install -> announce
 // Time and randomness come from the actor system (delayed messages, an RNG seeded with `seed`), so under a
 // deterministic scheduler (tests, the simulator) a swarm's whole history replays from its seeds.
@@ -27,6 +36,8 @@ struct balancer_event {
   enum kind_t { placed, checked, moved, failed } kind = placed;
   int64_t first = 0, last = 0;  // the span served after a placement or move
   rebalance_check check;        // checked and moved: the decision
+  bool settling = false;        // checked and moved: made while the settling window was open
+  int rechoices = 0;            // placed: how often the span changed while joining, before anything loaded
   std::string error;            // failed
 };
 

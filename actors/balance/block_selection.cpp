@@ -33,4 +33,16 @@ int64_t choose_first_block(const std::vector<double>& throughputs, int64_t num_b
   return best;
 }
 
+int64_t rechoose_first_block(std::vector<double> others, int64_t num_blocks, int64_t current_first, double rate) {
+  const auto total = static_cast<int64_t>(others.size());
+  if (current_first < 0 || current_first + num_blocks > total)
+    throw std::invalid_argument("blocks " + std::to_string(current_first) + ":" +
+                                std::to_string(current_first + num_blocks) + " are not a span of a model with " +
+                                std::to_string(total));
+  constexpr double kStay = 1e-3;  // as rebalance.cpp's eps: well below any real difference in strength
+  for (int64_t b = current_first; b < current_first + num_blocks; ++b)
+    others[static_cast<size_t>(b)] -= (rate > 0 ? rate : 1.0) * kStay;
+  return choose_first_block(others, num_blocks);
+}
+
 }  // namespace corolla

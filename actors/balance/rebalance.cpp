@@ -8,8 +8,7 @@
 namespace corolla {
 namespace {
 
-// Own span weighed a little heavier when taken out, so that an equally good other place wins over staying
-// (Petals' 1 + eps); and the tolerance of the final quality comparison.
+// The tolerance of the final quality comparison (Petals' eps).
 constexpr double kEps = 1e-3;
 
 struct sim_span {
@@ -23,11 +22,10 @@ void add(std::vector<double>& t, const sim_span& s, double amount) {
 
 double min_of(const std::vector<double>& t) { return t.empty() ? 0 : *std::min_element(t.begin(), t.end()); }
 
-// Takes `s` out (a little more than its rate), finds its best start, and puts it there.
+// Takes `s` out, finds its best start (preferring its own on a near tie), and puts it there.
 bool best_response(std::vector<double>& t, sim_span& s) {
-  add(t, s, -s.rate * (1 + kEps));
-  const int64_t start = choose_first_block(t, s.last - s.first);
-  add(t, s, s.rate * kEps);  // now without s
+  add(t, s, -s.rate);
+  const int64_t start = rechoose_first_block(t, s.last - s.first, s.first, s.rate);
   const bool moved = start != s.first;
   s.last = start + (s.last - s.first);
   s.first = start;
@@ -36,6 +34,11 @@ bool best_response(std::vector<double>& t, sim_span& s) {
 }
 
 }  // namespace
+
+double check_quality(double balance_quality, bool settling, int64_t sessions) {
+  if (balance_quality <= 0 || !settling || sessions > 0) return balance_quality;
+  return std::max(balance_quality, 1.0);
+}
 
 rebalance_check check_rebalance(const std::vector<server_info>& swarm, const std::string& self_address,
                                 int64_t total_blocks, double balance_quality, std::mt19937_64& rng) {

@@ -251,16 +251,19 @@ BOOST_AUTO_TEST_CASE(a_client_given_only_the_bootstrap_address_finds_the_servers
 }
 
 // A server started with --num_blocks reads the swarm from the DHT and takes the weakest-covered blocks. (Equal
-// throughputs given, so that the ties below do not depend on measurements.)
+// throughputs given, so that the ties below do not depend on measurements; a short balance check period, so
+// that the joining re-reads, which scale with it, take a fraction of a second.)
 BOOST_AUTO_TEST_CASE(num_blocks_picks_the_uncovered_span) {
   TempDir dir;
   DhtProcess boot({"--port", "0", "--data_dir", dir.str() + "/boot"});
   ServerProcess a({"--model", model_dir("llama"), "--block_indices", "0:2", "--port", "0", "--initial_peers",
                    boot.address(), "--data_dir", dir.str() + "/a", "--throughput", "10"});
   ServerProcess b({"--model", model_dir("llama"), "--num_blocks", "2", "--port", "0", "--initial_peers",
-                   boot.address(), "--data_dir", dir.str() + "/b", "--throughput", "10"});
+                   boot.address(), "--data_dir", dir.str() + "/b", "--throughput", "10",
+                   "--mean_balance_check_period", "1"});
   ServerProcess c({"--model", model_dir("llama"), "--num_blocks", "3", "--port", "0", "--initial_peers",
-                   boot.address(), "--data_dir", dir.str() + "/c", "--throughput", "10"});
+                   boot.address(), "--data_dir", dir.str() + "/c", "--throughput", "10",
+                   "--mean_balance_check_period", "1"});
   BOOST_TEST(b.line().rfind("serving blocks 2:4 ", 0) == 0u, b.line());
   // Blocks 0..3 are each covered once now: the first window of 3 wins the tie.
   BOOST_TEST(c.line().rfind("serving blocks 0:3 ", 0) == 0u, c.line());

@@ -71,6 +71,32 @@ BOOST_AUTO_TEST_CASE(ties_go_to_the_lowest_start_and_zero_throughput_counts_as_o
   BOOST_CHECK_THROW(choose_first_block(t, 0), std::invalid_argument);
 }
 
+BOOST_AUTO_TEST_CASE(a_joining_server_re_chooses_over_the_others_and_keeps_its_window_on_a_tie) {
+  // Three servers started together all read an empty swarm and reserved blocks 0..3. Re-reading one at a time
+  // (each over the others' reservations), the second moves to the uncovered half; the third then sees 0..3 and
+  // 4..7 equally served and keeps its reservation.
+  std::vector<server_info> swarm{server("a", 0, 4), server("b", 0, 4), server("c", 0, 4)};
+  auto others_of = [&](const std::string& self) {
+    std::vector<server_info> others;
+    for (const auto& s : swarm)
+      if (s.address != self) others.push_back(s);
+    return block_throughputs(others, 8);
+  };
+  BOOST_TEST(rechoose_first_block(others_of("b"), 4, 0, 1) == 4);
+  swarm[1].first_block = 4;
+  swarm[1].last_block = 8;
+  BOOST_TEST(rechoose_first_block(others_of("c"), 4, 0, 1) == 0);
+  // A reservation on the later of two equal windows is kept too, where a fresh choice takes the lowest start.
+  swarm[2].first_block = 4;
+  swarm[2].last_block = 8;
+  BOOST_TEST(choose_first_block(others_of("c"), 4) == 0);
+  BOOST_TEST(rechoose_first_block(others_of("c"), 4, 4, 1) == 4);
+  // A clearly better window still wins.
+  swarm[0].throughput = 3;
+  BOOST_TEST(rechoose_first_block(others_of("c"), 4, 0, 1) == 4);
+  BOOST_CHECK_THROW(rechoose_first_block(others_of("c"), 4, 5, 1), std::invalid_argument);
+}
+
 // --- rebalancing ------------------------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(servers_piled_on_one_span_move_to_the_gap) {
@@ -118,6 +144,24 @@ BOOST_AUTO_TEST_CASE(a_small_imbalance_is_left_alone_below_the_balance_quality) 
   auto strict = check(swarm, "c", 0.9);
   BOOST_TEST(strict.move, strict.reason);
   BOOST_TEST(strict.new_first == 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_settling_server_without_sessions_moves_for_any_gain) {
+  // The swarm of the previous case: quality 0.8, above Petals' 0.75, so a server that has served a while stays;
+  // one in its settling window with no session open moves (quality 1), and so does none with balancing off.
+  std::vector<server_info> swarm{server("a", 0, 4, 10), server("c", 0, 4, 2), server("b", 4, 8, 8)};
+  BOOST_TEST(check_quality(0.75, false, 0) == 0.75);
+  BOOST_TEST(check_quality(0.75, true, 3) == 0.75);  // sessions would fail over
+  BOOST_TEST(check_quality(0.75, true, 0) == 1.0);
+  BOOST_TEST(check_quality(0, true, 0) == 0.0);  // 0 never moves
+  BOOST_TEST(check_quality(1.01, true, 0) == 1.01);
+  BOOST_TEST(!check(swarm, "c", check_quality(0.75, false, 0)).move);
+  auto settling = check(swarm, "c", check_quality(0.75, true, 0));
+  BOOST_TEST(settling.move, settling.reason);
+  BOOST_TEST(settling.new_first == 4);
+  // Where nothing better can be reached, a settling server stays all the same.
+  std::vector<server_info> even{server("a", 0, 4), server("b", 4, 8), server("c", 0, 4), server("d", 4, 8)};
+  BOOST_TEST(!check(even, "c", check_quality(0.75, true, 0)).move);
 }
 
 BOOST_AUTO_TEST_CASE(a_server_already_at_its_best_place_stays) {
