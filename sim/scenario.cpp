@@ -77,6 +77,8 @@ void read_server(TableReader& r, server_class& s) {
   r.get_double("tflops", s.tflops, 0, true);
   r.get_double("memory_bandwidth_gbs", s.memory_bandwidth_gbs, 0, true);
   r.get_double("op_overhead_us", s.op_overhead_us, 0, false);
+  r.get_double("efficiency", s.efficiency, 0, true);
+  if (s.efficiency > 1) r.fail("efficiency", "must be at most 1 (the roofline)");
   r.get_double("jitter", s.jitter, 0, false);
   if (s.jitter >= 1) r.fail("jitter", "must be below 1");
   r.get_double("memory_gb", s.memory_gb, 0, false);

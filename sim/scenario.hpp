@@ -52,6 +52,7 @@ struct server_class {
   double tflops = 100;
   double memory_bandwidth_gbs = 1000;
   double op_overhead_us = 5;
+  double efficiency = 1;      // the fraction of both peaks its kernels reach (1: the roofline)
   double jitter = 0;          // relative spread of tflops and bandwidth per server, uniform
   double memory_gb = 0;       // for weights and cache; with num_blocks 0, it sets how many blocks fit
   int64_t num_blocks = 0;     // 0: from memory_gb

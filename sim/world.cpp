@@ -155,8 +155,8 @@ struct World::impl {
     s.rec.server_class = cls.name;
     s.rec.region = cls.region;
     s.rec.start_s = start_s;
-    s.rec.tflops = cls.tflops * uniform(1 - cls.jitter, 1 + cls.jitter);
-    s.rec.bandwidth_gbs = cls.memory_bandwidth_gbs * uniform(1 - cls.jitter, 1 + cls.jitter);
+    s.rec.tflops = cls.efficiency * cls.tflops * uniform(1 - cls.jitter, 1 + cls.jitter);
+    s.rec.bandwidth_gbs = cls.efficiency * cls.memory_bandwidth_gbs * uniform(1 - cls.jitter, 1 + cls.jitter);
     s.backend = make_cost_backend({s.rec.tflops * 1e12, s.rec.bandwidth_gbs * 1e9, cls.op_overhead_us * 1e-6});
     const double block = sc.model.block_bytes();
     const double memory = cls.memory_gb * 1e9;
