@@ -28,7 +28,9 @@ class CostBackend final : public Backend, public ModelledTime {
   bool supports_weight(DType) const override { return true; }
 
   Tensor alloc(DType dtype, Shape shape) override;
-  Tensor upload(const Tensor& host) override { return host; }
+  // A tensor on the modelled device: virtual, as everything this backend computes on (weights stay as they are:
+  // they are virtual already, or small).
+  Tensor upload(const Tensor& host) override;
   Tensor download(const Tensor& t) override { return t; }
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;

@@ -88,9 +88,11 @@ void Network::set_partitioned(size_t region, bool cut) {
 }
 
 void Network::add_link(node_index from, node_index to, caf::weak_actor_ptr link) {
-  // Forget dead links now and then, so that the list stays as long as the live ones.
-  if (links_.size() > 64 && links_.size() % 64 == 0)
+  // Forget dead links whenever the list has doubled since the last time: amortized constant work per link.
+  if (links_.size() >= 2 * links_after_purge_ + 64) {
     std::erase_if(links_, [](const link_entry& e) { return !e.link.lock(); });
+    links_after_purge_ = links_.size();
+  }
   links_.push_back({from, to, std::move(link)});
 }
 

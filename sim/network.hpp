@@ -92,6 +92,7 @@ class Network {
   std::set<node_index> crashed_, frozen_;
   std::set<size_t> cut_regions_;
   std::vector<link_entry> links_;
+  size_t links_after_purge_ = 0;
   std::mt19937_64 rng_;
   traffic_counts traffic_;
   caf::actor_clock::time_point origin_{};
