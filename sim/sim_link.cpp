@@ -61,7 +61,12 @@ class sim_link final : public caf::monitorable_actor {
     }
     const auto key = origin->id();
     if (auto it = reverse_.find(key); it != reverse_.end() && !as_link(it->second)->down_) return it->second;
-    if (reverse_.size() > 256) std::erase_if(reverse_, [](const auto& e) { return as_link(e.second)->down_; });
+    // Links back to senders that are gone (a DHT lookup is an actor of its own) are dropped whenever the map has
+    // doubled since the last time: amortized constant work, and no more dead entries than live ones.
+    if (reverse_.size() >= 2 * reverse_after_purge_ + 4) {
+      std::erase_if(reverse_, [](const auto& e) { return as_link(e.second)->down_; });
+      reverse_after_purge_ = reverse_.size();
+    }
     auto r = caf::actor_cast<caf::strong_actor_ptr>(
         spawn_link(home_system(), *net_, to_, node, caf::actor_cast<caf::actor>(origin)));
     reverse_[key] = r;
@@ -83,6 +88,7 @@ class sim_link final : public caf::monitorable_actor {
   // Held here: the peer keeps only the sender's address (a monitor, say); a link back lives while this one does,
   // or until it goes down.
   std::unordered_map<caf::actor_id, caf::strong_actor_ptr> reverse_;
+  size_t reverse_after_purge_ = 0;
 };
 
 }  // namespace
