@@ -595,12 +595,6 @@ struct World::impl {
   }
 };
 
-double session_record::steps_per_s() const {
-  if (token_s.size() < 2) return 0;
-  const double span = token_s.back() - token_s.front();
-  return span > 0 ? static_cast<double>(token_s.size() - 1) / span : 0;
-}
-
 World::World(scenario sc, uint64_t seed) : impl_(std::make_unique<impl>(std::move(sc), seed)) {}
 World::~World() = default;
 void World::run(std::ostream* progress) { impl_->run(progress); }
