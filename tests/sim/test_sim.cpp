@@ -137,3 +137,19 @@ BOOST_AUTO_TEST_CASE(sessions_survive_crashes_and_a_freeze) {
   BOOST_TEST(failovers > 0u);
   BOOST_TEST(w.log().text().find("server-crash") != std::string::npos);
 }
+
+// Push mode crosses the simulated network too: each gate's output copy goes to the session through a link back
+// (the sender a gate sees), and failover works from those copies.
+BOOST_AUTO_TEST_CASE(push_routes_run_and_fail_over) {
+  scenario sc = read_scenario(scenario_path("small-churn"));
+  sc.workload.mode = "push";
+  World w(sc, sc.seed);
+  w.run();
+  size_t failovers = 0;
+  for (const auto& s : w.results().sessions) {
+    BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+    BOOST_TEST(s.token_s.size() == static_cast<size_t>(s.new_tokens));
+    failovers += s.recovery_s.size();
+  }
+  BOOST_TEST(failovers > 0u);
+}
