@@ -30,7 +30,11 @@ struct block_state {
   // replies wait here until their work would have finished.
   caf::actor_clock::time_point busy_until{};
   uint64_t next_pending = 1;
-  std::unordered_map<uint64_t, std::function<void()>> pending;
+  struct held_reply {
+    caf::response_promise rp;
+    std::function<void()> then;
+  };
+  std::unordered_map<uint64_t, held_reply> pending;
   static inline const char* name = "block";
 };
 
@@ -48,10 +52,10 @@ caf::timespan reply_delay(block_self* self) {
   return st.busy_until - now;
 }
 
-// Runs `then` once `delay` has passed (on this actor, in order with its other messages).
-void after(block_self* self, caf::timespan delay, std::function<void()> then) {
+// Runs `then` (which answers `rp`) once `delay` has passed, on this actor, in order with its other messages.
+void after(block_self* self, caf::timespan delay, caf::response_promise rp, std::function<void()> then) {
   const uint64_t id = self->state.next_pending++;
-  self->state.pending.emplace(id, std::move(then));
+  self->state.pending.emplace(id, block_state::held_reply{std::move(rp), std::move(then)});
   self->delayed_send(self, delay, resume_atom::value, id);
 }
 
@@ -63,6 +67,16 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block,
                           std::shared_ptr<const adapter_set> adapters) {
   self->state.block = std::move(block);
   self->state.adapters = std::move(adapters);
+  // A block that stops (its server moves to other blocks, or shuts down) answers the steps whose replies it still
+  // holds, as a request still in its mailbox would be answered, rather than leave them to the requester's timeout.
+  self->set_exit_handler([=](caf::exit_msg& m) {
+    if (!m.reason) return;
+    for (auto& [id, held] : self->state.pending)
+      held.rp.deliver(make_error(errc::peer_unavailable, "block " + std::to_string(self->state.block->index()) +
+                                                             " stopped before its step finished"));
+    self->state.pending.clear();
+    self->quit(m.reason);
+  });
   return {
       [=](const block_open_msg& m) -> caf::result<void> {
         try {
@@ -102,7 +116,7 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block,
           return caf::delegated<Tensor>{};
         }
         auto rp = self->make_response_promise();
-        after(self, delay, [rp, m = std::move(m)]() mutable {
+        after(self, delay, rp, [rp, m = std::move(m)]() mutable {
           if (m.then.empty()) {
             rp.deliver(std::move(m.hidden));
             return;
@@ -116,7 +130,7 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block,
       [=](resume_atom, uint64_t id) {
         auto it = self->state.pending.find(id);
         if (it == self->state.pending.end()) return;
-        auto then = std::move(it->second);
+        auto then = std::move(it->second.then);
         self->state.pending.erase(it);
         then();
       },
