@@ -14,7 +14,6 @@
 namespace corolla {
 namespace {
 
-using steady = std::chrono::steady_clock;
 using tensor_done = std::function<void(caf::expected<Tensor>)>;
 using error_done = std::function<void(caf::error)>;
 
@@ -45,7 +44,7 @@ struct step_run {
   std::optional<Tensor> output;               // the last hop's output (push: it may come before the copies)
   bool fetching = false;                      // missing copies are being asked for
   bool recovering = false;
-  std::optional<steady::time_point> fault;    // the step's first fault
+  std::optional<caf::actor_clock::time_point> fault;    // the step's first fault
   int faults = 0;
 };
 
@@ -75,8 +74,9 @@ void after(session_actor* self, caf::timespan delay, std::function<void()> fn) {
   self->delayed_send(self, delay, retry_atom::value, id);
 }
 
-double ms_since(steady::time_point t0) {
-  return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
+// Latencies are measured on the actor clock (virtual time in the simulator), like every other time here.
+double ms_since(session_actor* self, caf::actor_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(self->clock().now() - t0).count();
 }
 
 // Errors that say the request was wrong are the caller's; everything else is the server's (or the network's).
@@ -147,10 +147,10 @@ void build_replacements(session_actor* self, std::shared_ptr<std::vector<std::sh
   open_hop(self, hop, [=](caf::error e) {
     if (e) return done(std::move(e), hop->plan.address);
     auto outputs = std::make_shared<std::vector<history_entry>>();
-    const auto t0 = steady::now();
+    const auto t0 = self->clock().now();
     replay_through(self, hop, inputs, 0, outputs, [=](caf::error e) {
       if (e) return done(std::move(e), hop->plan.address);
-      if (!inputs.empty()) report(self, hop->plan.address, true, ms_since(t0));
+      if (!inputs.empty()) report(self, hop->plan.address, true, ms_since(self, t0));
       hop->history = inputs;
       build_replacements(self, hops, j + 1, std::move(*outputs), done);
     });
@@ -249,7 +249,7 @@ void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
     st.hops[i].history.push_back({std::move(*run->inputs[i]), *run->positions});
   ++st.stats.steps;
   if (run->fault)
-    st.stats.recovery_seconds.push_back(std::chrono::duration<double>(steady::now() - *run->fault).count());
+    st.stats.recovery_seconds.push_back(std::chrono::duration<double>(self->clock().now() - *run->fault).count());
   finish(self, run, std::move(out));
 }
 
@@ -258,7 +258,7 @@ void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
 void fail(session_actor* self, std::shared_ptr<step_run> run, size_t k, caf::error e) {
   auto& st = self->state;
   if (!is_server_failure(e)) return finish(self, run, std::move(e));
-  if (!run->fault) run->fault = steady::now();
+  if (!run->fault) run->fault = self->clock().now();
   const std::string address = st.hops[k].plan.address;
   st.stats.failures.push_back(address + ": " + describe(e));
   report(self, address, false, 0, describe(e));
@@ -285,7 +285,7 @@ void relay(session_actor* self, std::shared_ptr<step_run> run, size_t i, Tensor 
   if (i == st.hops.size()) return complete(self, run, std::move(hidden));
   run->inputs[i] = hidden;
   const uint64_t a = run->attempt;
-  const auto t0 = steady::now();
+  const auto t0 = self->clock().now();
   step_request req{st.hops[i].session_id, run->step, std::move(hidden), *run->positions, {}, {}};
   self->request(st.hops[i].gate, st.opt.request_timeout, std::move(req))
       .then(
@@ -293,7 +293,7 @@ void relay(session_actor* self, std::shared_ptr<step_run> run, size_t i, Tensor 
             if (stale(self, run, a)) return;
             if (!r.wire_error.empty())
               return fail(self, run, i, make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
-            report(self, self->state.hops[i].plan.address, true, ms_since(t0));
+            report(self, self->state.hops[i].plan.address, true, ms_since(self, t0));
             relay(self, run, i + 1, std::move(r.hidden));
           },
           [=](caf::error& e) {
@@ -355,7 +355,7 @@ void push(session_actor* self, std::shared_ptr<step_run> run) {
   step_request req{st.hops[0].session_id, run->step, run->input, *run->positions, {}, {}};
   for (size_t i = 1; i < st.hops.size(); ++i) req.next.push_back({st.hops[i].plan.address, st.hops[i].session_id});
   const uint64_t a = run->attempt;
-  const auto t0 = steady::now();
+  const auto t0 = self->clock().now();
   self->request(st.hops[0].gate, st.opt.request_timeout * static_cast<int64_t>(st.hops.size()), std::move(req))
       .then(
           [=](step_reply& r) {
@@ -363,7 +363,7 @@ void push(session_actor* self, std::shared_ptr<step_run> run) {
             if (!r.wire_error.empty())
               return fail(self, run, suspect(self, *run),
                           make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
-            const double per_hop = ms_since(t0) / static_cast<double>(self->state.hops.size());
+            const double per_hop = ms_since(self, t0) / static_cast<double>(self->state.hops.size());
             for (auto& h : self->state.hops) report(self, h.plan.address, true, per_hop);
             run->output = std::move(r.hidden);
             try_complete(self, run);

@@ -28,6 +28,9 @@ struct client_state {
   std::vector<server_info> servers;
   std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // smoothed round trips to servers (routing)
   std::unique_ptr<ReputationBook> book;
+  // Wall-clock milliseconds at actor-clock zero, fixed at start: bans are stored as wall-clock times (they
+  // outlive the process) but counted on the actor clock, so that they expire in virtual time in the simulator.
+  int64_t epoch_offset_ms = 0;
   // The sessions opened, shared with the exit handler (which runs after the state is gone).
   std::shared_ptr<std::vector<caf::actor_addr>> sessions = std::make_shared<std::vector<caf::actor_addr>>();
   ~client_state() {
@@ -56,12 +59,18 @@ std::shared_ptr<NodeStore> open_reputation_store(const std::string& dir) {
 
 using client_actor = caf::stateful_actor<client_state>;
 
+int64_t clock_ms(client_actor* self) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now().time_since_epoch()).count();
+}
+// Now, for the reputation book: wall-clock milliseconds advancing with the actor clock.
+int64_t now_ms(client_actor* self) { return self->state.epoch_offset_ms + clock_ms(self); }
+
 // A route over [first, last) that skips banned servers and `avoid`, and charges the others their reputation
 // penalty. When bans leave no route, earlier bans give way (a restarted server may be back); `avoid` (the
 // servers that just failed this session) never does.
 route_plan plan_avoiding(client_actor* self, const std::vector<server_info>& infos, int64_t first, int64_t last,
                          int64_t min_cache, const std::set<std::string>& avoid) {
-  auto excluded = self->state.book->banned_peers(ReputationBook::now_ms());
+  auto excluded = self->state.book->banned_peers(now_ms(self));
   excluded.insert(avoid.begin(), avoid.end());
   const auto& rtt_ms = self->state.rtts->ms;
   const auto penalty = self->state.book->penalties();  // unreliable servers cost their expected failure time
@@ -222,7 +231,7 @@ void open_training(client_actor* self, open_training_request req, caf::response_
   refresh(self, [=](std::vector<server_info> infos) mutable {
     auto& st = self->state;
     auto session = open_training_session(self->home_system(), st.connector, caf::actor_cast<caf::actor>(self),
-                                         std::move(infos), st.book->banned_peers(ReputationBook::now_ms()), req,
+                                         std::move(infos), st.book->banned_peers(now_ms(self)), req,
                                          st.opt.request_timeout, st.head->config().num_layers);
     if (!session && is(session.error(), errc::no_route) && attempt + 1 < kOpenAttempts)
       return open_training(self, req, rp, attempt + 1);
@@ -241,6 +250,7 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
   st.opt = std::move(opt);
   st.head = std::move(head);
   st.book = std::make_unique<ReputationBook>(st.opt.bans, open_reputation_store(st.opt.data_dir));
+  st.epoch_offset_ms = ReputationBook::now_ms() - clock_ms(self);
   // Sessions need their client (for replacement routes); they end with it.
   self->attach_functor([sessions = st.sessions](const caf::error&) {
     for (auto& s : *sessions)
@@ -301,7 +311,7 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
       [=](const peer_report& r) {
         auto& book = *self->state.book;
         if (r.ok) book.record_success(r.address, r.latency_ms);
-        else book.record_failure(r.address, ReputationBook::now_ms());
+        else book.record_failure(r.address, now_ms(self));
       },
       [=](sweep_atom) {
         self->state.book->flush();

@@ -6,6 +6,7 @@
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/server/block_training.hpp"
+#include "kernels/modelled_time.hpp"
 
 namespace corolla {
 namespace {
@@ -25,17 +26,57 @@ struct block_state {
     return true;
   }
   std::unordered_map<uint64_t, KVCache> caches;
+  // Modelled compute (a backend that reports time instead of spending it): the block is busy until then, and
+  // replies wait here until their work would have finished.
+  caf::actor_clock::time_point busy_until{};
+  uint64_t next_pending = 1;
+  struct held_reply {
+    caf::response_promise rp;
+    std::function<void()> then;
+  };
+  std::unordered_map<uint64_t, held_reply> pending;
   static inline const char* name = "block";
 };
+
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
+using block_self = caf::stateful_actor<block_state>;
+
+// How long the reply to the work just done must wait: the backend's modelled time of it, queued behind the work
+// this block already holds (one device runs one thing at a time). Zero for backends that compute for real.
+caf::timespan reply_delay(block_self* self) {
+  auto& st = self->state;
+  const auto cost = take_modelled_time(st.block->backend());
+  if (cost.count() <= 0) return caf::timespan{0};
+  const auto now = self->clock().now();
+  st.busy_until = std::max(now, st.busy_until) + std::chrono::duration_cast<caf::timespan>(cost);
+  return st.busy_until - now;
+}
+
+// Runs `then` (which answers `rp`) once `delay` has passed, on this actor, in order with its other messages.
+void after(block_self* self, caf::timespan delay, caf::response_promise rp, std::function<void()> then) {
+  const uint64_t id = self->state.next_pending++;
+  self->state.pending.emplace(id, block_state::held_reply{std::move(rp), std::move(then)});
+  self->delayed_send(self, delay, resume_atom::value, id);
+}
 
 caf::error unknown_adapter(const std::string& name) {
   return make_error(errc::bad_request, "this server has no adapter '" + name + "'");
 }
 
-caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_ptr<Block> block,
+caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block,
                           std::shared_ptr<const adapter_set> adapters) {
   self->state.block = std::move(block);
   self->state.adapters = std::move(adapters);
+  // A block that stops (its server moves to other blocks, or shuts down) answers the steps whose replies it still
+  // holds, as a request still in its mailbox would be answered, rather than leave them to the requester's timeout.
+  self->set_exit_handler([=](caf::exit_msg& m) {
+    if (!m.reason) return;
+    for (auto& [id, held] : self->state.pending)
+      held.rp.deliver(make_error(errc::peer_unavailable, "block " + std::to_string(self->state.block->index()) +
+                                                             " stopped before its step finished"));
+    self->state.pending.clear();
+    self->quit(m.reason);
+  });
   return {
       [=](const block_open_msg& m) -> caf::result<void> {
         try {
@@ -66,11 +107,32 @@ caf::behavior block_actor(caf::stateful_actor<block_state>* self, std::shared_pt
         } catch (const std::exception& e) {
           return make_error(errc::internal, "block " + std::to_string(st.block->index()) + ": " + e.what());
         }
-        if (m.then.empty()) return std::move(m.hidden);
-        caf::actor next = m.then.front();
-        m.then.erase(m.then.begin());
-        self->delegate(next, std::move(m));
+        const caf::timespan delay = reply_delay(self);
+        if (m.then.empty() && delay.count() == 0) return std::move(m.hidden);
+        if (delay.count() == 0) {
+          caf::actor next = m.then.front();
+          m.then.erase(m.then.begin());
+          self->delegate(next, std::move(m));
+          return caf::delegated<Tensor>{};
+        }
+        auto rp = self->make_response_promise();
+        after(self, delay, rp, [rp, m = std::move(m)]() mutable {
+          if (m.then.empty()) {
+            rp.deliver(std::move(m.hidden));
+            return;
+          }
+          caf::actor next = m.then.front();
+          m.then.erase(m.then.begin());
+          rp.delegate(next, std::move(m));
+        });
         return caf::delegated<Tensor>{};
+      },
+      [=](resume_atom, uint64_t id) {
+        auto it = self->state.pending.find(id);
+        if (it == self->state.pending.end()) return;
+        auto then = std::move(it->second.then);
+        self->state.pending.erase(it);
+        then();
       },
       [=](block_train_msg& m) -> caf::result<block_train_result> {
         const BlockLora* lora = nullptr;

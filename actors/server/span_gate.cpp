@@ -100,9 +100,11 @@ void run_blocks(gate_actor* self, size_t first, size_t end, uint64_t session, Te
             [=](caf::error& e) { done(timeout_or(std::move(e), "the step through " + span_name(self->state.opt))); });
 }
 
-// A private working copy on the backend (blocks transform in place; the caller's tensor must stay intact).
+// A private working copy on the backend (blocks transform in place; the caller's tensor must stay intact): what
+// upload makes, or a host clone where upload hands back the tensor itself (the CPU backend).
 Tensor working_copy(Backend& backend, const Tensor& host) {
-  return backend.device() == Device::cpu ? host.clone() : backend.upload(host);
+  Tensor t = backend.upload(host);
+  return t.data() == host.data() ? host.clone() : t;
 }
 
 // Replies with the step's output, or passes it to the next server of a push route. A forwarding server first

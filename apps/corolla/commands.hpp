@@ -17,5 +17,6 @@ Runner add_tokenize(CLI::App& app);
 Runner add_finetune(CLI::App& app);
 Runner add_api(CLI::App& app);
 Runner add_run(CLI::App& app);
+Runner add_sim(CLI::App& app);
 
 }  // namespace corolla::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add(corolla::cli::add_tokenize);
   add(corolla::cli::add_finetune);
   add(corolla::cli::add_api);
+  add(corolla::cli::add_sim);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

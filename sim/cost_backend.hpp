@@ -1,0 +1,70 @@
+// The simulator's compute: a Backend whose operations do no arithmetic. Each one accounts the time it would take
+// on the modelled device (a roofline: the larger of its arithmetic at `flops` and its memory traffic at
+// `bytes_per_second`, plus a fixed launch overhead), and reports the sum through ModelledTime; the block actor
+// then lets that time pass before it replies. Tensors it allocates are virtual (sim/virtual_tensor.hpp): weights
+// and KV caches of any size cost no memory.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "kernels/backend.hpp"
+#include "kernels/modelled_time.hpp"
+
+namespace corolla::sim {
+
+struct DeviceModel {
+  double flops = 100e12;           // sustained arithmetic, FLOP/s
+  double bytes_per_second = 1e12;  // sustained memory bandwidth
+  double op_overhead_s = 5e-6;     // per operation (kernel launch, framework)
+};
+
+class CostBackend final : public Backend, public ModelledTime {
+ public:
+  explicit CostBackend(DeviceModel device) : device_(device) {}
+
+  std::string name() const override { return "sim-cost"; }
+  Device device() const override { return Device::cpu; }
+  bool supports_weight(DType) const override { return true; }
+
+  Tensor alloc(DType dtype, Shape shape) override;
+  // A tensor on the modelled device: virtual, as everything this backend computes on (weights stay as they are:
+  // they are virtual already, or small).
+  Tensor upload(const Tensor& host) override;
+  Tensor download(const Tensor& t) override { return t; }
+
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override;
+  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) override;
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void softmax(Tensor& x) override;
+  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
+                Tensor& v_cache) override;
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
+                 float scale, Tensor& out) override;
+  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override;
+  void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override;
+  void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override;
+  void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;
+  void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                         Tensor& d_up) override;
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out, float scale,
+                          Tensor& dq, Tensor& dk, Tensor& dv) override;
+
+  std::chrono::nanoseconds take_modelled_time() override;
+  const DeviceModel& model() const { return device_; }
+
+ private:
+  // One operation of `flop` arithmetic moving `bytes`.
+  void account(double flop, double bytes);
+  void account_matmul(int64_t m, int64_t n, int64_t k, DType weight_dtype);
+
+  DeviceModel device_;
+  double pending_s_ = 0;
+};
+
+std::shared_ptr<CostBackend> make_cost_backend(DeviceModel device);
+
+}  // namespace corolla::sim

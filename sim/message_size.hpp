@@ -1,0 +1,19 @@
+// What a message would weigh on the wire and what kind of traffic it is (dht, step, session, info, other), for
+// the simulated network's delays and counts. The size is the payload of the fields that grow (tensors, DHT
+// values, contacts, positions) plus 64 bytes of framing; small control messages count 64 bytes.
+#pragma once
+
+#include <caf/type_erased_tuple.hpp>
+#include <cstdint>
+#include <string>
+
+namespace corolla::sim {
+
+struct message_weight {
+  uint64_t bytes = 64;
+  const char* kind = "other";
+};
+
+message_weight weigh(const caf::type_erased_tuple& content);
+
+}  // namespace corolla::sim

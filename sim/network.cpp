@@ -1,0 +1,117 @@
+#include "sim/network.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace corolla::sim {
+
+Network::Network(const network_model& model, uint64_t seed) : model_(model), rng_(seed * 0x9E3779B97F4A7C15ull + 17) {
+  for (const auto& r : model_.regions) region_names_.push_back(r.name);
+  const size_t n = region_names_.size();
+  latency_s_.assign(n, std::vector<double>(n, model_.local_ms / 1000.0));
+  for (const auto& l : model_.latencies) {
+    const auto a = find_region(l.a), b = find_region(l.b);
+    if (!a || !b) throw std::invalid_argument("a latency names an unknown region");
+    latency_s_[*a][*b] = latency_s_[*b][*a] = l.one_way_ms / 1000.0;
+  }
+}
+
+std::optional<size_t> Network::find_region(const std::string& name) const {
+  for (size_t i = 0; i < region_names_.size(); ++i)
+    if (region_names_[i] == name) return i;
+  return std::nullopt;
+}
+
+node_index Network::add_node(std::string name, const std::string& region, double bandwidth_mbps) {
+  const auto r = find_region(region);
+  if (!r) throw std::invalid_argument("unknown region '" + region + "'");
+  const double mbps = bandwidth_mbps > 0 ? bandwidth_mbps : model_.bandwidth_mbps;
+  nodes_.push_back({std::move(name), *r, mbps * 1e6});
+  return nodes_.size() - 1;
+}
+
+void Network::publish(const std::string& address, node_index node, caf::actor actor) {
+  published_[address] = {node, std::move(actor)};
+}
+
+std::optional<Network::endpoint> Network::lookup(const std::string& address) const {
+  auto it = published_.find(address);
+  if (it == published_.end()) return std::nullopt;
+  return it->second;
+}
+
+double Network::latency_s(node_index from, node_index to) const {
+  if (from == to) return 0;
+  return latency_s_[nodes_[from].region][nodes_[to].region];
+}
+
+double Network::transfer_s(node_index from, node_index to, uint64_t bytes) const {
+  if (from == to) return 0;
+  const double bps = std::min(nodes_[from].bandwidth_bps, nodes_[to].bandwidth_bps);
+  return 8.0 * static_cast<double>(bytes) / bps;
+}
+
+bool Network::reachable(node_index from, node_index to) const {
+  if (crashed(from) || crashed(to)) return false;
+  if (from == to) return true;
+  if (frozen_.count(from) || frozen_.count(to)) return false;
+  const bool a = cut_regions_.count(nodes_[from].region) != 0, b = cut_regions_.count(nodes_[to].region) != 0;
+  return !(a || b) || nodes_[from].region == nodes_[to].region;
+}
+
+std::optional<caf::timespan> Network::deliver(node_index from, node_index to, uint64_t bytes, const std::string& kind,
+                                              caf::actor_clock::time_point now) {
+  const double now_s = std::chrono::duration<double>(now - origin_).count();
+  ++traffic_.messages[kind];
+  traffic_.bytes[kind] += bytes;
+  auto& per_minute = traffic_.messages_per_minute[kind];
+  const size_t minute = now_s > 0 ? static_cast<size_t>(now_s / 60.0) : 0;
+  if (per_minute.size() <= minute) per_minute.resize(minute + 1, 0);
+  ++per_minute[minute];
+  const bool lost = model_.loss > 0 && from != to && std::uniform_real_distribution<double>(0, 1)(rng_) < model_.loss;
+  if (lost || !reachable(from, to)) {
+    ++traffic_.lost[kind];
+    return std::nullopt;
+  }
+  const double s = latency_s(from, to) + transfer_s(from, to, bytes);
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
+}
+
+void Network::set_frozen(node_index n, bool frozen) {
+  if (frozen) frozen_.insert(n);
+  else frozen_.erase(n);
+}
+
+void Network::set_partitioned(size_t region, bool cut) {
+  if (cut) cut_regions_.insert(region);
+  else cut_regions_.erase(region);
+}
+
+void Network::add_link(node_index from, node_index to, caf::weak_actor_ptr link) {
+  // Forget dead links whenever the list has doubled since the last time: amortized constant work per link.
+  if (links_.size() >= 2 * links_after_purge_ + 64) {
+    std::erase_if(links_, [](const link_entry& e) { return !e.link.lock(); });
+    links_after_purge_ = links_.size();
+  }
+  links_.push_back({from, to, std::move(link)});
+}
+
+std::vector<caf::strong_actor_ptr> Network::links_touching(node_index n) {
+  std::vector<caf::strong_actor_ptr> out;
+  std::erase_if(links_, [](const link_entry& e) { return !e.link.lock(); });
+  for (const auto& e : links_)
+    if (e.from == n || e.to == n)
+      if (auto p = e.link.lock()) out.push_back(std::move(p));
+  return out;
+}
+
+std::vector<caf::strong_actor_ptr> Network::links_crossing(size_t region) {
+  std::vector<caf::strong_actor_ptr> out;
+  std::erase_if(links_, [](const link_entry& e) { return !e.link.lock(); });
+  for (const auto& e : links_)
+    if ((nodes_[e.from].region == region) != (nodes_[e.to].region == region))
+      if (auto p = e.link.lock()) out.push_back(std::move(p));
+  return out;
+}
+
+}  // namespace corolla::sim

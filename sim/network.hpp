@@ -1,0 +1,101 @@
+// The simulated network: where each node is (its region and link bandwidth), what a message between two nodes
+// costs (the regions' one-way latency plus its bytes over the slower of the two links), which messages are lost
+// (seeded), and which nodes cannot reach each other (crashed, frozen, or cut off by a partition). Plain C++ used
+// by the links (sim/sim_link.hpp) and connectors (sim/sim_connector.hpp) on the simulation's one thread.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/actor_clock.hpp>
+#include <caf/weak_intrusive_ptr.hpp>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/scenario.hpp"
+
+namespace corolla::sim {
+
+using node_index = size_t;
+
+// Message counts and bytes by kind (dht, step, session, info, other), overall and per minute of virtual time.
+struct traffic_counts {
+  std::map<std::string, uint64_t> messages, bytes, lost;
+  std::map<std::string, std::vector<uint64_t>> messages_per_minute;
+};
+
+class Network {
+ public:
+  Network(const network_model& model, uint64_t seed);
+
+  node_index add_node(std::string name, const std::string& region, double bandwidth_mbps);
+  const std::string& name(node_index n) const { return nodes_[n].name; }
+  size_t region_of(node_index n) const { return nodes_[n].region; }
+  size_t size() const { return nodes_.size(); }
+
+  // Addresses: an actor reachable by the other nodes (a server's gate), and the node it lives on.
+  void publish(const std::string& address, node_index node, caf::actor actor);
+  struct endpoint {
+    node_index node;
+    caf::actor actor;
+  };
+  std::optional<endpoint> lookup(const std::string& address) const;
+
+  // One-way latency between two nodes (seconds), and the time `bytes` take on the wire between them.
+  double latency_s(node_index from, node_index to) const;
+  double transfer_s(node_index from, node_index to, uint64_t bytes) const;
+  // The delivery delay of one message of `bytes` (counted under `kind`), or nullopt when it is lost or the nodes
+  // cannot reach each other.
+  std::optional<caf::timespan> deliver(node_index from, node_index to, uint64_t bytes, const std::string& kind,
+                                       caf::actor_clock::time_point now);
+  // Virtual time zero of the simulation (the per-minute counts start there).
+  void set_origin(caf::actor_clock::time_point origin) { origin_ = origin; }
+
+  // Reachability.
+  bool reachable(node_index from, node_index to) const;
+  void crash(node_index n) { crashed_.insert(n); }
+  bool crashed(node_index n) const { return crashed_.count(n) != 0; }
+  void set_frozen(node_index n, bool frozen);
+  // Cuts `region` off from every other region (or heals the cut).
+  void set_partitioned(size_t region, bool cut);
+  std::optional<size_t> find_region(const std::string& name) const;
+  double connection_timeout_s() const { return model_.connection_timeout_s; }
+
+  // Links (sim_link actors) register themselves, so that a freeze or partition can bring them down.
+  void add_link(node_index from, node_index to, caf::weak_actor_ptr link);
+  // The live links between `n` and any node (either direction), forgetting dead ones.
+  std::vector<caf::strong_actor_ptr> links_touching(node_index n);
+  // The live links that cross between the nodes of `region` and the others.
+  std::vector<caf::strong_actor_ptr> links_crossing(size_t region);
+
+  const traffic_counts& traffic() const { return traffic_; }
+
+ private:
+  struct node {
+    std::string name;
+    size_t region;
+    double bandwidth_bps;
+  };
+  struct link_entry {
+    node_index from, to;
+    caf::weak_actor_ptr link;
+  };
+
+  network_model model_;
+  std::vector<std::string> region_names_;
+  std::vector<std::vector<double>> latency_s_;  // [from region][to region]
+  std::vector<node> nodes_;
+  std::map<std::string, endpoint> published_;
+  std::set<node_index> crashed_, frozen_;
+  std::set<size_t> cut_regions_;
+  std::vector<link_entry> links_;
+  size_t links_after_purge_ = 0;
+  std::mt19937_64 rng_;
+  traffic_counts traffic_;
+  caf::actor_clock::time_point origin_{};
+};
+
+}  // namespace corolla::sim

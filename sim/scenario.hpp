@@ -1,0 +1,124 @@
+// A simulation scenario, read from TOML (sim/scenarios/*.toml; every key is described in
+// sim/scenarios/README.md). Unknown keys and bad values are errors naming the file, the line and the key.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.hpp"
+#include "model/config.hpp"
+#include "sim/cost_backend.hpp"
+
+namespace corolla::sim {
+
+struct model_shape {
+  int64_t blocks = 8;
+  int64_t hidden_size = 1024;
+  int64_t intermediate_size = 2816;
+  int64_t heads = 16;
+  int64_t kv_heads = 16;
+  int64_t vocab_size = 32000;
+  DType dtype = DType::f16;  // of the weight matrices
+  ModelConfig config() const;
+  // Bytes of one block's weights in `dtype`.
+  double block_bytes() const;
+};
+
+struct region {
+  std::string name;
+};
+
+struct region_latency {
+  std::string a, b;
+  double one_way_ms = 0;
+};
+
+struct network_model {
+  std::vector<region> regions;
+  std::vector<region_latency> latencies;  // between two regions, both ways
+  double local_ms = 1;                    // one way, within a region
+  double bandwidth_mbps = 1000;           // default of each node's link
+  double loss = 0;                        // probability that a message is lost
+  double connection_timeout_s = 1;        // a silent peer is declared down after this (the middleman's heartbeat)
+};
+
+// A class of servers: `count` alike, each drawn within ±jitter of the rates.
+struct server_class {
+  std::string name = "server";
+  int64_t count = 1;
+  std::string region;
+  double tflops = 100;
+  double memory_bandwidth_gbs = 1000;
+  double op_overhead_us = 5;
+  double efficiency = 1;      // the fraction of both peaks its kernels reach (1: the roofline)
+  double jitter = 0;          // relative spread of tflops and bandwidth per server, uniform
+  double memory_gb = 0;       // for weights and cache; with num_blocks 0, it sets how many blocks fit
+  int64_t num_blocks = 0;     // 0: from memory_gb
+  int64_t cache_tokens = 0;   // 0: what memory_gb leaves after the weights
+  double bandwidth_mbps = 0;  // 0: the network's default
+  double start_s = 0;         // servers of the class start spread over [start_s, start_s + start_spread_s)
+  double start_spread_s = 0;
+};
+
+struct client_workload {
+  int64_t clients = 1;
+  std::vector<std::string> regions;  // clients are spread over them in turn (default: the first region)
+  int64_t sessions = 1;              // in total, spread over the clients
+  double arrival_rate_per_s = 1;     // Poisson arrivals of sessions (0: all at start_s)
+  double start_s = 60;               // when the first session may arrive (servers need time to place themselves)
+  int64_t prompt_tokens = 16;
+  int64_t prompt_tokens_max = 0;     // > prompt_tokens: uniform in [prompt_tokens, prompt_tokens_max]
+  int64_t new_tokens = 16;
+  int64_t new_tokens_max = 0;
+  int64_t max_length = 512;
+  std::string mode = "relay";        // relay or push
+  double request_timeout_s = 30;
+  double recovery_timeout_s = 120;
+};
+
+struct churn_event {
+  double at_s = 0;
+  std::string kind;  // crash, leave, freeze, partition, join
+  int64_t server = -1;           // server index (crash, leave, freeze); -1: chosen at random among the live
+  std::string region;            // partition: this region is cut off from the others
+  double duration_s = 0;         // freeze, partition
+  std::string server_class;      // join: a server of this class
+};
+
+struct churn_model {
+  double crash_fraction = 0;  // of the servers, each at a uniform time in [start_s, start_s + within_s)
+  double leave_fraction = 0;  // graceful leaves, likewise
+  double freeze_fraction = 0;
+  double freeze_s = 30;
+  double start_s = 0;
+  double within_s = 3600;
+  std::vector<churn_event> events;  // a schedule, besides the rates
+};
+
+struct scenario {
+  std::string name;
+  std::string source;  // the file it was read from
+  uint64_t seed = 1;
+  double duration_s = 600;
+  // Servers: announcement period, rebalancing.
+  double announce_period_s = 30;
+  double mean_balance_check_s = 120;
+  double balance_quality = 0.75;
+  model_shape model;
+  network_model network;
+  std::vector<server_class> servers;
+  client_workload workload;
+  churn_model churn;
+  // The event log keeps session steps too (every token); off for big runs.
+  bool log_steps = false;
+
+  int64_t server_count() const;
+  const region* find_region(const std::string& name) const;
+};
+
+// Reads and checks a scenario file. Throws ConfigError naming the file, line and key.
+scenario read_scenario(const std::string& path);
+
+}  // namespace corolla::sim

@@ -1,0 +1,119 @@
+#include "sim/sim_link.hpp"
+
+#include <caf/all.hpp>
+#include <unordered_map>
+
+#include "actors/protocol/errors.hpp"
+#include "sim/message_size.hpp"
+
+namespace corolla::sim {
+namespace {
+
+using link_down_atom = caf::atom_constant<caf::atom("simlinkdn")>;
+
+caf::timespan seconds(double s) {
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
+}
+
+class sim_link final : public caf::monitorable_actor {
+ public:
+  sim_link(caf::actor_config& cfg, Network* net, node_index from, node_index to, caf::strong_actor_ptr target)
+      : caf::monitorable_actor(cfg), net_(net), from_(from), to_(to), target_(std::move(target)) {}
+
+  using caf::monitorable_actor::enqueue;
+
+  const char* name() const override { return "sim_link"; }
+  node_index to() const { return to_; }
+  const caf::strong_actor_ptr& target() const { return target_; }
+
+  void enqueue(caf::mailbox_element_ptr x, caf::execution_unit* ctx) override {
+    if (!x) return;
+    auto& content = x->content();
+    if (!x->sender && x->mid.is_async() && content.size() == 2 && content.match_element<link_down_atom>(0) &&
+        content.match_element<caf::error>(1)) {
+      if (down_) return;
+      down_ = true;
+      target_.reset();
+      reverse_.clear();
+      cleanup(caf::error(content.get_as<caf::error>(1)), ctx);
+      return;
+    }
+    if (down_) return bounce(x);
+    auto& sys = home_system();
+    const message_weight w = weigh(content);
+    auto delay = net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now());
+    if (!delay) return;  // lost: a request times out at its sender
+    caf::strong_actor_ptr sender = x->mid.is_response() ? std::move(x->sender) : reverse_of(x->sender);
+    auto msg = caf::make_mailbox_element(std::move(sender), x->mid, std::move(x->stages), x->move_content_to_message());
+    sys.clock().schedule_message(sys.clock().now() + *delay, target_, std::move(msg));
+  }
+
+ private:
+  // The link from the peer's node back to `sender` (on its own node), made once per sender.
+  caf::strong_actor_ptr reverse_of(const caf::strong_actor_ptr& sender) {
+    if (!sender) return nullptr;
+    node_index node = from_;
+    caf::strong_actor_ptr origin = sender;
+    if (auto* l = dynamic_cast<sim_link*>(caf::actor_cast<caf::abstract_actor*>(sender))) {
+      if (!l->target()) return sender;  // down: nothing behind it
+      node = l->to();
+      origin = l->target();
+    }
+    const auto key = origin->id();
+    if (auto it = reverse_.find(key); it != reverse_.end() && !as_link(it->second)->down_) return it->second;
+    // Links back to senders that are gone (a DHT lookup is an actor of its own) are dropped whenever the map has
+    // doubled since the last time: amortized constant work, and no more dead entries than live ones.
+    if (reverse_.size() >= 2 * reverse_after_purge_ + 4) {
+      std::erase_if(reverse_, [](const auto& e) { return as_link(e.second)->down_; });
+      reverse_after_purge_ = reverse_.size();
+    }
+    auto r = caf::actor_cast<caf::strong_actor_ptr>(
+        spawn_link(home_system(), *net_, to_, node, caf::actor_cast<caf::actor>(origin)));
+    reverse_[key] = r;
+    return r;
+  }
+
+  static sim_link* as_link(const caf::strong_actor_ptr& p) {
+    return static_cast<sim_link*>(caf::actor_cast<caf::abstract_actor*>(p));
+  }
+
+  void bounce(caf::mailbox_element_ptr& x) {
+    monitorable_actor::bounce(x, make_error(errc::peer_unavailable, "the connection to " + net_->name(to_) + " is down"));
+  }
+
+  Network* net_;
+  node_index from_, to_;
+  caf::strong_actor_ptr target_;
+  bool down_ = false;
+  // Held here: the peer keeps only the sender's address (a monitor, say); a link back lives while this one does,
+  // or until it goes down.
+  std::unordered_map<caf::actor_id, caf::strong_actor_ptr> reverse_;
+  size_t reverse_after_purge_ = 0;
+};
+
+}  // namespace
+
+void bring_link_down(caf::actor_system& sys, const caf::strong_actor_ptr& link, caf::timespan delay, caf::error reason) {
+  if (!link) return;
+  sys.clock().schedule_message(sys.clock().now() + delay, link,
+                               caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, link_down_atom::value,
+                                                         std::move(reason)));
+}
+
+caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, node_index to, caf::actor target) {
+  caf::actor_config cfg;
+  auto ptr = caf::make_actor<sim_link, caf::strong_actor_ptr>(sys.next_actor_id(), sys.node(), &sys, cfg, &net, from,
+                                                              to, caf::actor_cast<caf::strong_actor_ptr>(target));
+  net.add_link(from, to, caf::actor_cast<caf::weak_actor_ptr>(ptr));
+  // The peer's death reaches this node one latency later, as a closed connection.
+  const auto latency = seconds(net.latency_s(to, from));
+  caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(ptr);
+  caf::actor_system* sysp = &sys;
+  target->attach_functor([weak, latency, sysp](const caf::error& reason) {
+    if (auto link = weak.lock())
+      bring_link_down(*sysp, link, latency, reason ? reason : make_error(errc::peer_unavailable, "the peer ended"));
+  });
+  return caf::actor_cast<caf::actor>(ptr);
+}
+
+}  // namespace corolla::sim

@@ -1,0 +1,36 @@
+#include "sim/virtual_tensor.hpp"
+
+#include <sys/mman.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace corolla::sim {
+namespace {
+
+char* zero_region() {
+  static char* base = [] {
+    void* p = mmap(nullptr, kVirtualBytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("cannot reserve address space for the simulator's tensors");
+    return static_cast<char*>(p);
+  }();
+  return base;
+}
+
+}  // namespace
+
+Tensor virtual_tensor(DType dtype, Shape shape) {
+  const uint64_t bytes = static_cast<uint64_t>(storage_bytes(dtype, shape.numel()));
+  if (bytes > kVirtualBytes)
+    throw std::length_error("a simulated tensor of " + shape.str() + " needs " + std::to_string(bytes >> 20) +
+                            " MiB, more than the " + std::to_string(kVirtualBytes >> 30) + " GiB reserved");
+  return Tensor::view(zero_region(), dtype, shape, nullptr);
+}
+
+bool is_virtual(const Tensor& t) {
+  const char* p = static_cast<const char*>(t.data());
+  const char* base = zero_region();
+  return p >= base && p < base + kVirtualBytes;
+}
+
+}  // namespace corolla::sim

@@ -1,0 +1,22 @@
+// Virtual tensors: shape and dtype without storage of their own, for the simulator's big model shapes (a
+// BLOOM-176B block holds gigabytes of weights and KV cache that the cost model never reads). Every virtual
+// tensor is a view into one read-only anonymous mapping reserved once per process: reading it gives zeros (the
+// kernel's shared zero page, so nothing is committed), and no physical memory is used whatever its size.
+// Writing into one faults: only code that does no arithmetic (the cost backend) may be handed them as outputs.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/tensor.hpp"
+
+namespace corolla::sim {
+
+// A tensor of `dtype` and `shape` over the shared zero mapping. Throws std::length_error when it is larger than
+// the mapping (kVirtualBytes).
+Tensor virtual_tensor(DType dtype, Shape shape);
+// Whether `t` lies in the zero mapping.
+bool is_virtual(const Tensor& t);
+
+constexpr uint64_t kVirtualBytes = uint64_t{64} << 30;  // address space only: 64 GiB reserved, none committed
+
+}  // namespace corolla::sim

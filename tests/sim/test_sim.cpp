@@ -1,0 +1,155 @@
+// The deterministic swarm simulator: scenario files, the cost model, determinism (the same seed gives the same
+// log and report, byte for byte; another seed differs), and failover under crashes and a freeze (every session
+// completes).
+#define BOOST_TEST_MODULE sim
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+
+#include "actors/config/config_error.hpp"
+#include "model/block.hpp"
+#include "sim/cost_backend.hpp"
+#include "sim/report.hpp"
+#include "sim/scenario.hpp"
+#include "sim/synthetic_weights.hpp"
+#include "sim/virtual_tensor.hpp"
+#include "sim/world.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace corolla;
+using namespace corolla::sim;
+
+namespace {
+
+std::string scenario_path(const std::string& name) { return std::string(COROLLA_SCENARIO_DIR) + "/" + name + ".toml"; }
+
+std::string write(const corolla::test::TempDir& dir, const std::string& text) {
+  const std::string path = dir.str() + "/s.toml";
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::string& path) {
+  try {
+    read_scenario(path);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kMinimal = "[[servers]]\ncount = 2\nnum_blocks = 4\n";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(scenario_errors_name_the_file_line_and_key) {
+  corolla::test::TempDir dir;
+  std::string path = write(dir, std::string("duration_s = 60\n") + kMinimal + "[workload]\nsesions = 3\n");
+  std::string e = error_of(path);
+  BOOST_TEST(e.find(path + ":6") != std::string::npos, e);
+  BOOST_TEST(e.find("sesions") != std::string::npos, e);
+  BOOST_TEST(e.find("sessions") != std::string::npos, e);  // the suggestion
+  path = write(dir, std::string(kMinimal) + "region = \"mars\"\n");
+  e = error_of(path);
+  BOOST_TEST(e.find("mars") != std::string::npos, e);
+  path = write(dir, "[model]\nheads = 7\n");
+  BOOST_TEST(error_of(path).find("heads") != std::string::npos, error_of(path));
+  BOOST_CHECK_NO_THROW(read_scenario(scenario_path("small")));
+  BOOST_CHECK_NO_THROW(read_scenario(scenario_path("petals-paper")));
+  BOOST_CHECK_NO_THROW(read_scenario(scenario_path("churn")));
+  BOOST_CHECK_NO_THROW(read_scenario(scenario_path("scale")));
+}
+
+// A block of a BLOOM-176B-sized shape loads and runs on the cost backend without memory for its weights or cache,
+// and a decode step costs what the roofline says: its weight bytes over the memory bandwidth, plus overheads.
+BOOST_AUTO_TEST_CASE(cost_backend_models_a_big_block_without_memory) {
+  model_shape m;
+  m.blocks = 70;
+  m.hidden_size = 14336;
+  m.intermediate_size = 38229;
+  m.heads = 112;
+  m.kv_heads = 112;
+  m.vocab_size = 250880;
+  m.dtype = DType::q8_0;
+  SyntheticWeights source(m.config(), m.dtype, "bloom-shaped");
+  DeviceModel device{312e12, 2e12, 0};
+  CostBackend backend(device);
+  auto block = load_block(source, 69, backend);
+  BOOST_TEST(block->weight_bytes() > int64_t{2} << 30);  // gigabytes of weights, none of them allocated
+  KVCache cache = block->make_cache(1, 2048);
+  BOOST_TEST(is_virtual(cache.k));
+  Tensor h = backend.alloc(DType::f32, {1, 1, m.hidden_size});
+  std::vector<int32_t> pos{100};
+  block->forward(h, pos, &cache);
+  const double t = std::chrono::duration<double>(backend.take_modelled_time()).count();
+  const double weights_s = static_cast<double>(block->weight_bytes()) / device.bytes_per_second;
+  BOOST_TEST(t >= weights_s);
+  BOOST_TEST(t < weights_s * 1.05);
+  BOOST_TEST(backend.take_modelled_time().count() == 0);  // taken
+  // A prefill of 128 tokens is compute-bound: 2 FLOP per weight per token.
+  Tensor p = backend.alloc(DType::f32, {1, 128, m.hidden_size});
+  std::vector<int32_t> ps(128);
+  for (int i = 0; i < 128; ++i) ps[static_cast<size_t>(i)] = i;
+  block->forward(p, ps, &cache);
+  const double tp = std::chrono::duration<double>(backend.take_modelled_time()).count();
+  BOOST_TEST(tp > 2.0 * 128 * m.block_bytes() / 1.0625 / device.flops * 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(the_same_seed_gives_the_same_log_and_report) {
+  const scenario sc = read_scenario(scenario_path("small"));
+  auto run = [&](uint64_t seed) {
+    World w(sc, seed);
+    w.run();
+    return std::make_pair(w.log().text(), report_json(w.results()) + report_html(w.results()));
+  };
+  const auto a = run(7), b = run(7), c = run(8);
+  BOOST_TEST(a.first.size() > 1000);
+  BOOST_TEST((a.first == b.first));
+  BOOST_TEST((a.second == b.second));
+  BOOST_TEST((a.first != c.first));
+  World w(sc, 7);
+  w.run();
+  size_t ok = 0;
+  for (const auto& s : w.results().sessions) {
+    BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+    ok += s.ok;
+    BOOST_TEST(s.token_s.size() == static_cast<size_t>(s.new_tokens));
+    BOOST_TEST(s.steps_per_s() > 0);
+  }
+  BOOST_TEST(ok == sc.workload.sessions);
+  BOOST_TEST(w.results().traffic.messages.at("dht") > 0);
+  BOOST_TEST(w.results().traffic.messages.at("step") > 0);
+}
+
+BOOST_AUTO_TEST_CASE(sessions_survive_crashes_and_a_freeze) {
+  const scenario sc = read_scenario(scenario_path("small-churn"));
+  World w(sc, sc.seed);
+  w.run();
+  const auto& r = w.results();
+  size_t failovers = 0, crashed = 0;
+  for (const auto& s : r.sessions) {
+    BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+    BOOST_TEST(s.token_s.size() == static_cast<size_t>(s.new_tokens));
+    failovers += s.recovery_s.size();
+  }
+  for (const auto& s : r.servers) crashed += s.fate == "crashed";
+  BOOST_TEST(crashed == 2u);
+  BOOST_TEST(failovers > 0u);
+  BOOST_TEST(w.log().text().find("server-crash") != std::string::npos);
+}
+
+// Push mode crosses the simulated network too: each gate's output copy goes to the session through a link back
+// (the sender a gate sees), and failover works from those copies.
+BOOST_AUTO_TEST_CASE(push_routes_run_and_fail_over) {
+  scenario sc = read_scenario(scenario_path("small-churn"));
+  sc.workload.mode = "push";
+  World w(sc, sc.seed);
+  w.run();
+  size_t failovers = 0;
+  for (const auto& s : w.results().sessions) {
+    BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+    BOOST_TEST(s.token_s.size() == static_cast<size_t>(s.new_tokens));
+    failovers += s.recovery_s.size();
+  }
+  BOOST_TEST(failovers > 0u);
+}
