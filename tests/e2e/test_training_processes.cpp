@@ -2,10 +2,12 @@
 // 2-server swarm (the loss falls by more than half in 50 steps) and `corolla generate --prompts` uses what it
 // learned; training through the servers follows the local run step for step (within 1e-5); a server killed in
 // the middle of training is replaced and the run still follows the local one. Servers started with --adapters
-// apply the LoRA adapter `corolla generate --adapter` names: PEFT's greedy tokens.
+// apply the LoRA adapter `corolla generate --adapter` names: PEFT's greedy tokens. A batch whose requests and
+// replies are above the streaming threshold crosses the processes in chunks, with the local blocks' results.
 #define BOOST_TEST_MODULE training_processes
 #include <boost/test/unit_test.hpp>
 #include <caf/all.hpp>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -86,9 +88,12 @@ struct training_client {
   std::vector<caf::actor> owned;
   caf::actor session;
 
-  explicit training_client(std::vector<std::string> addresses) {
-    owned.push_back(spawn_swarm_client(sys, client_options(addresses, route_mode::relay, std::chrono::seconds(20)), head));
-    self->request(owned.back(), caf::infinite, open_training_request{})
+  explicit training_client(std::vector<std::string> addresses, open_training_request req = {},
+                           stream_limits streams = {}) {
+    auto o = client_options(addresses, route_mode::relay, std::chrono::seconds(20));
+    o.streams = streams;
+    owned.push_back(spawn_swarm_client(sys, o, head));
+    self->request(owned.back(), caf::infinite, req)
         .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
     owned.push_back(session);
   }
@@ -256,4 +261,42 @@ BOOST_AUTO_TEST_CASE(generate_with_an_adapter_through_server_processes) {
   BOOST_TEST(generate({"--adapter", adapters + "lora-mlp"}) == want);  // in this process
   // lora-attn is on the first server only: no route, and the command says why.
   BOOST_TEST(generate({"--adapter", "lora-attn", "--initial_peers", a.address() + "," + b.address()}).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_large_batch_streams_between_processes_with_the_local_results) {
+  TempDir dir;
+  auto a = server(dir, "0:2", "a");
+  auto b = server(dir, "2:4", "b");
+  // 108 sequences of 160 tokens: 4.2 MiB of hidden states, above the 4 MiB threshold, in one request per server
+  // (the forward, its reply, the backward with the gradient, its reply: all stream).
+  const int64_t batch = 108, tokens = 160, p = 4;
+  Tensor hidden = Tensor::empty(DType::f32, {batch, tokens, 64});
+  Tensor prompts = Tensor::empty(DType::f32, {4, batch, p, 64});
+  for (int64_t i = 0; i < hidden.numel(); ++i) hidden.data_as<float>()[i] = 0.1f * std::sin(0.37f * i);
+  for (int64_t i = 0; i < prompts.numel(); ++i) prompts.data_as<float>()[i] = 0.05f * std::cos(0.11f * i);
+  BOOST_REQUIRE(static_cast<size_t>(hidden.nbytes()) > kStreamThreshold);
+  std::vector<int32_t> positions(static_cast<size_t>(batch * tokens));
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i % tokens);
+  const open_training_request whole_batches{"", batch * tokens};
+
+  training_client c({a->address(), b->address()}, whole_batches);
+  auto fwd = c.ask<blocks_forward_result>(c.session, blocks_forward{hidden, positions, prompts});
+  BOOST_REQUIRE_MESSAGE(fwd, why(fwd));
+  Tensor grad = Tensor::empty(DType::f32, hidden.shape());
+  for (int64_t i = 0; i < grad.numel(); ++i) grad.data_as<float>()[i] = 1e-3f * std::sin(0.21f * i);
+  auto back = c.ask<blocks_backward_result>(c.session, blocks_backward{fwd->pass, grad});
+  BOOST_REQUIRE_MESSAGE(back, why(back));
+  LocalBlocks blocks(*c.source, *c.backend);
+  BOOST_TEST(max_abs_diff(fwd->hidden, span_forward(blocks.blocks(), hidden, positions, prompts, *c.backend)) < 1e-5f);
+  SpanGradients want = span_backward(blocks.blocks(), hidden, grad, positions, prompts, *c.backend);
+  BOOST_TEST(max_abs_diff(back->grad_input, want.grad_in) < 1e-5f);
+  BOOST_TEST(max_abs_diff(back->grad_prompts, want.grad_prompts) < 1e-5f);
+
+  // The servers' replies did stream: a client that reassembles no message above 4 MiB refuses them by name.
+  stream_limits strict;
+  strict.max_message_bytes = size_t{4} << 20;
+  training_client d({a->address(), b->address()}, whole_batches, strict);
+  auto refused = d.ask<blocks_forward_result>(d.session, blocks_forward{hidden, positions, Tensor()});
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(why(refused).find("above the largest message accepted (4 MiB)") != std::string::npos, why(refused));
 }
