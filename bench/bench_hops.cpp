@@ -6,7 +6,7 @@
 //     streams of chunks (actors/protocol/wire_stream.hpp): round-trip throughput and the echo's peak memory.
 //
 //   bench_hops [MODEL_DIR] [STEPS]        (default: tests/data/models/llama, 300 steps)
-//   bench_hops --large                    (part 3 only)
+//   bench_hops --large [MiB ...]          (part 3 only; default 16 64 256 MiB)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -249,10 +249,15 @@ caf::behavior stream_echo(caf::stateful_actor<stream_peer_state>* self, stream_l
         auto& st = self->state;
         if (auto p = stream_in(st.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), r); !p.empty())
           return make_error(errc::bad_request, p);
-        return stream_out(self, caf::actor_cast<caf::actor>(self->current_sender()),
-                          forward_reply{std::move(r.hidden), 0, {}}, st.limits, st.next_stream);
+        auto rp = self->make_response_promise<forward_reply>();
+        stream_out(self, caf::actor_cast<caf::actor>(self->current_sender()), forward_reply{std::move(r.hidden), 0, {}},
+                   st.limits, st.next_stream, [=](caf::expected<forward_reply> out) mutable {
+                     if (out) rp.deliver(std::move(*out));
+                     else rp.deliver(std::move(out.error()));
+                   });
+        return rp;
       },
-      [=](const wire_chunk& c) { receive_chunk(self, self->state.inbound, c); },
+      [=](const wire_chunk& c) { return receive_chunk(self, self->state.inbound, c); },
       [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
   };
 }
@@ -279,26 +284,34 @@ caf::behavior stream_client(caf::stateful_actor<stream_peer_state>* self, stream
         auto rp = self->make_response_promise<std::vector<double>>();
         auto times = std::make_shared<std::vector<double>>();
         auto once = std::make_shared<std::function<void()>>();
+        // Ends the run: the loop holds itself, so it lets go of itself first.
+        auto finish = [=](caf::expected<std::vector<double>> r) mutable {
+          *once = nullptr;
+          if (r) rp.deliver(std::move(*r));
+          else rp.deliver(std::move(r.error()));
+        };
         *once = [=]() mutable {
           const auto t0 = clk::now();
           auto& st = self->state;
-          self->request(echo, std::chrono::seconds(120),
-                        stream_out(self, echo, forward_request{t, {}, {}, 0, 0, {}, 0, {}}, st.limits, st.next_stream))
-              .then(
-                  [=](forward_reply& r) mutable {
-                    if (auto p = stream_in(self->state.inbound, echo.address(), r); !p.empty() || !r.wire_error.empty())
-                      return rp.deliver(make_error(errc::bad_request, p + r.wire_error));
-                    if (r.hidden.nbytes() != t.nbytes()) return rp.deliver(make_error(errc::internal, "short echo"));
-                    times->push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
-                    if (static_cast<int>(times->size()) == rounds) return rp.deliver(*times);
-                    (*once)();
-                  },
-                  [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+          auto on_reply = [=](forward_reply& r) mutable {
+            auto problem = stream_in(self->state.inbound, echo.address(), r) + r.wire_error;
+            if (problem.empty() && r.hidden.nbytes() != t.nbytes()) problem = "short echo";
+            if (!problem.empty()) return finish(make_error(errc::bad_request, problem));
+            times->push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+            if (static_cast<int>(times->size()) == rounds) return finish(*times);
+            (*once)();
+          };
+          stream_out(self, echo, forward_request{t, {}, {}, 0, 0, {}, 0, {}}, st.limits, st.next_stream,
+                     [=](caf::expected<forward_request> req) mutable {
+                       if (!req) return finish(std::move(req.error()));
+                       self->request(echo, std::chrono::seconds(120), std::move(*req))
+                           .then(on_reply, [=](caf::error& e) mutable { finish(std::move(e)); });
+                     });
         };
         (*once)();
         return rp;
       },
-      [=](const wire_chunk& c) { receive_chunk(self, self->state.inbound, c); },
+      [=](const wire_chunk& c) { return receive_chunk(self, self->state.inbound, c); },
       [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
   };
 }
@@ -335,12 +348,12 @@ large_result large_round_trips(stream_limits limits, int64_t bytes, int rounds) 
   return out;
 }
 
-void large(int rounds) {
+void large(int rounds, std::vector<int64_t> sizes_mib) {
   std::printf("large activation round trips over loopback, %d rounds each (medians; echo = the other process)\n",
               rounds);
   std::printf("  %8s | %-32s | %-32s | %s\n", "payload", "one message each way", "streams of 1 MiB chunks",
               "stream / one");
-  for (int64_t mib : {16, 64, 256}) {
+  for (int64_t mib : sizes_mib) {
     const int64_t bytes = mib << 20;
     const large_result one = large_round_trips(whole_messages(), bytes, rounds);
     const large_result chunked = large_round_trips(stream_limits{}, bytes, rounds);
@@ -362,8 +375,11 @@ void large(int rounds) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--large") {
+    std::vector<int64_t> sizes;
+    for (int i = 2; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
+    if (sizes.empty()) sizes = {16, 64, 256};
     try {
-      large(5);
+      large(5, sizes);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
       return 1;
@@ -375,7 +391,7 @@ int main(int argc, char** argv) {
   try {
     per_hop(model, steps);
     throughput(100);
-    large(5);
+    large(5, {16, 64, 256});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

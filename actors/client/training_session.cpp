@@ -107,24 +107,34 @@ void ask_server(session_actor* self, const std::string& address, Request req, st
                 calls.end());
     calls.push_back({settled, on_error});
     auto& st = self->state;
-    self->request(gate, st.opt.request_timeout, stream_out(self, gate, std::move(req), st.opt.streams, st.next_stream))
-        .then(
-            [=](Reply& r) {
-              if (*settled) return;
-              *settled = true;
-              // A garbled reply is the server's (or the network's) failure, not ours.
-              if (!r.wire_error.empty())
-                return on_error(make_error(errc::peer_unavailable, "garbled reply from " + address + ": " + r.wire_error));
-              if (auto problem = stream_in(self->state.inbound, gate.address(), r); !problem.empty())
-                return on_error(make_error(errc::peer_unavailable, "broken reply from " + address + ": " + problem));
-              on_reply(r);
-            },
-            [=](caf::error& e) {
-              if (*settled) return;
-              *settled = true;
-              if (e == caf::sec::request_timeout) e = make_error(errc::timeout, "server " + address + " timed out");
-              on_error(std::move(e));
-            });
+    // Large requests stream first; the request itself follows once its chunks are in (or fails with them).
+    stream_out(self, gate, std::move(req), st.opt.streams, st.next_stream, [=](caf::expected<Request> out) {
+      if (*settled) return;
+      if (!out) {
+        *settled = true;
+        auto e = std::move(out.error());
+        if (e == caf::sec::request_timeout) e = make_error(errc::timeout, "server " + address + " timed out");
+        return on_error(std::move(e));
+      }
+      self->request(gate, self->state.opt.request_timeout, std::move(*out))
+          .then(
+              [=](Reply& r) {
+                if (*settled) return;
+                *settled = true;
+                // A garbled reply is the server's (or the network's) failure, not ours.
+                if (!r.wire_error.empty())
+                  return on_error(make_error(errc::peer_unavailable, "garbled reply from " + address + ": " + r.wire_error));
+                if (auto problem = stream_in(self->state.inbound, gate.address(), r); !problem.empty())
+                  return on_error(make_error(errc::peer_unavailable, "broken reply from " + address + ": " + problem));
+                on_reply(r);
+              },
+              [=](caf::error& e) {
+                if (*settled) return;
+                *settled = true;
+                if (e == caf::sec::request_timeout) e = make_error(errc::timeout, "server " + address + " timed out");
+                on_error(std::move(e));
+              });
+    });
   };
   if (auto it = self->state.gates.find(address); it != self->state.gates.end()) return send(it->second);
   self->request(self->state.connector, self->state.opt.request_timeout, resolve_atom::value, address)
@@ -436,7 +446,7 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
       // The servers of the latest forward's or backward's routes, one line per sub-batch.
       [=](route_atom) { return self->state.last_routes; },
       // Chunks of large replies (actors/protocol/wire_stream.hpp); the reply naming them follows.
-      [=](const wire_chunk& chunk) { receive_chunk(self, self->state.inbound, chunk); },
+      [=](const wire_chunk& chunk) { return receive_chunk(self, self->state.inbound, chunk); },
       [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
   };
 }

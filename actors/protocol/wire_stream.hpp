@@ -1,16 +1,21 @@
 // Large messages as streams of chunks. A forward or backward request or reply above a threshold (a 4x2048x8192
 // f32 batch is 256 MB) does not cross processes as one CAF message: its flat Cap'n Proto bytes are cut into
-// wire_chunk messages (cut where they lie: tensors and segments are referenced, not copied), sent in order, and
-// followed by the message itself, empty but for `stream` naming the chunks. The receiver reassembles the chunks
-// into one word-aligned buffer and reads the message in place from it (tensors are views into it), so handlers see
-// the message as if it had arrived whole. Requests and their replies stream alike: chunks first, then the request
-// (or the response) that triggers the work. CAF keeps the order of messages between two actors, so the final
-// message always comes after its chunks.
+// wire_chunk messages (cut where they lie: tensors and segments are referenced, not copied), each a request the
+// receiver acknowledges, at most window_bytes unacknowledged at a time; then comes the message itself, empty but
+// for `stream` naming the chunks. The receiver reassembles the chunks into one word-aligned buffer and reads the
+// message in place from it (tensors are views into it), so handlers see the message as if it had arrived whole.
+// Requests and their replies stream alike: chunks first, then the request (or the response) that triggers the work.
+//
+// Why not one message, and why a window: CAF's middleman counts a connection as alive only when a whole message
+// arrives, so one that takes longer than the connection timeout (1 s here, for failure detection) to cross gets
+// the connection dropped (bench_hops: 200 MiB in one message fails); and a sender that queued every chunk at once
+// would hold the whole message again in its send buffer, with heartbeats waiting behind it.
 //
 // The receiver's memory is bounded: a stream announces its total size in every chunk; one above
 // max_message_bytes, or beyond max_buffered_bytes with the streams already open, is refused. A broken stream
-// (a chunk missing or out of order, inconsistent sizes, too large) frees its bytes at once and its final message
-// is answered with the problem; a stream that gets no chunk for `timeout` is dropped, freeing its bytes.
+// (a chunk missing or out of order, inconsistent sizes, too large) frees its bytes at once; the chunk that broke it,
+// later ones and its final message are answered with the problem. A stream that gets no chunk for `timeout` is
+// dropped, freeing its bytes.
 //
 // In one process nothing is serialized (messages share their tensors), so messages stream only to other processes
 // (unless limits.in_process asks for it: the tests use that to run the real path in one process).
@@ -21,14 +26,17 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_clock.hpp>
 #include <caf/atom.hpp>
+#include <caf/result.hpp>
 #include <caf/timespan.hpp>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
 
 namespace corolla {
@@ -42,6 +50,7 @@ inline constexpr size_t kStreamChunkBytes = size_t{1} << 20;
 struct stream_limits {
   size_t threshold = kStreamThreshold;
   size_t chunk_bytes = kStreamChunkBytes;
+  size_t window_bytes = 8 * kStreamChunkBytes;  // sent and not yet acknowledged
   size_t max_message_bytes = size_t{1} << 30;   // the largest message a receiver reassembles
   size_t max_buffered_bytes = size_t{2} << 30;  // all the streams a receiver reassembles at once
   caf::timespan timeout = std::chrono::seconds(30);  // a stream without a chunk for this long is dropped
@@ -97,18 +106,52 @@ inline bool should_stream(const caf::actor& dest, const caf::node_id& here, size
 // into one piece: nothing is copied).
 std::vector<wire_chunk> cut_chunks(const wire_pieces& pieces, uint64_t id, size_t chunk_bytes);
 
-// What to send to `dest` instead of `msg`: `msg` itself, or, when it is large and `dest` in another process, the
-// empty message naming the stream whose chunks this call has just sent. `next_stream` numbers the sender's streams.
-template <class T, class Self>
-T stream_out(Self* self, const caf::actor& dest, T msg, const stream_limits& limits, uint64_t& next_stream) {
-  if (!dest || (!limits.in_process && dest.node() == self->node())) return msg;
+// Sends `msg` to `dest` in the way its size asks, then calls `then` with what to send last: `msg` itself when it is
+// small or `dest` is in this process; otherwise, once every chunk is acknowledged, the empty message naming the
+// stream; or the error of a chunk the receiver refused (or that timed out). `next_stream` numbers the sender's
+// streams. then: void(caf::expected<T>).
+template <class T, class Self, class Then>
+void stream_out(Self* self, const caf::actor& dest, T msg, const stream_limits& limits, uint64_t& next_stream,
+                Then then) {
+  if (!dest || (!limits.in_process && dest.node() == self->node())) return then(std::move(msg));
   wire_pieces p = pieces(msg);
-  if (!should_stream(dest, self->node(), p.size, limits)) return msg;
+  if (!should_stream(dest, self->node(), p.size, limits)) return then(std::move(msg));
   const uint64_t id = next_stream++;
-  for (auto& chunk : cut_chunks(p, id, limits.chunk_bytes)) self->send(dest, std::move(chunk));
-  T hollow;
-  hollow.stream = id;
-  return hollow;
+  struct progress {
+    std::vector<wire_chunk> chunks;
+    size_t sent = 0, acked = 0;
+    bool over = false;
+    std::function<void()> pump;  // sends chunks while the window allows; cleared when the stream is over
+  };
+  auto st = std::make_shared<progress>();
+  st->chunks = cut_chunks(p, id, limits.chunk_bytes);
+  const size_t window = std::max<size_t>(1, limits.window_bytes / std::max<size_t>(1, limits.chunk_bytes));
+  const caf::timespan timeout = limits.timeout;
+  std::weak_ptr<progress> weak = st;  // the pump must not own its own state
+  st->pump = [self, dest, window, timeout, id, weak, then]() mutable {
+    auto st = weak.lock();
+    if (!st) return;
+    while (!st->over && st->sent < st->chunks.size() && st->sent - st->acked < window) {
+      self->request(dest, timeout, st->chunks[st->sent++])
+          .then(
+              [st, id, then](const ack&) mutable {
+                if (st->over) return;
+                if (++st->acked < st->chunks.size()) return st->pump();
+                st->over = true;
+                st->pump = nullptr;
+                T hollow;
+                hollow.stream = id;
+                then(std::move(hollow));
+              },
+              [st, then](caf::error& e) mutable {
+                if (st->over) return;
+                st->over = true;
+                st->pump = nullptr;
+                then(caf::expected<T>(std::move(e)));
+              });
+    }
+  };
+  st->pump();
 }
 
 // Replaces a message that names a stream by the message its chunks reassemble (read in place). Returns "" or the
@@ -126,12 +169,15 @@ std::string stream_in(inbound_streams& in, const caf::actor_addr& from, T& msg) 
   return {};
 }
 
-// An actor's handler for wire_chunk: takes the chunk and keeps a sweep scheduled while streams are open.
+// An actor's handler for wire_chunk: takes the chunk (answering ack, or the stream's problem) and keeps a sweep
+// scheduled while streams are open.
 template <class Self>
-void receive_chunk(Self* self, inbound_streams& in, const wire_chunk& chunk) {
-  in.add(caf::actor_cast<caf::actor_addr>(self->current_sender()), chunk, self->clock().now());
+caf::result<ack> receive_chunk(Self* self, inbound_streams& in, const wire_chunk& chunk) {
+  auto problem = in.add(caf::actor_cast<caf::actor_addr>(self->current_sender()), chunk, self->clock().now());
   if (in.open_streams() > 0 && in.arm_sweep())
     self->delayed_send(caf::actor_cast<caf::actor>(self), in.limits().timeout / 2, stream_sweep_atom::value);
+  if (!problem.empty()) return make_error(errc::bad_request, std::move(problem));
+  return ack{};
 }
 
 // An actor's handler for stream_sweep_atom.

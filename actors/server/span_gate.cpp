@@ -160,6 +160,14 @@ void finish_step(gate_actor* self, caf::response_promise rp, const step_request&
           });
 }
 
+// Delivers a reply that was streamed to the requester (the message naming the stream), or says why its stream
+// failed (the requester refused a chunk, or stopped answering).
+template <class Reply>
+void deliver_streamed(caf::typed_response_promise<Reply>& rp, caf::expected<Reply> out) {
+  if (out) rp.deliver(std::move(*out));
+  else rp.deliver(make_error(errc::bad_request, "the reply could not be streamed back: " + describe(out.error())));
+}
+
 // Hands a DHT RPC to the server's DHT node (which replies to the caller), or refuses it.
 template <class Reply, class Request>
 caf::result<Reply> to_dht(gate_actor* self, Request& req) {
@@ -410,8 +418,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
             .then(
                 [=](block_train_result& r) mutable {
                   auto& s = self->state;
-                  rp.deliver(stream_out(self, requester, forward_reply{std::move(r.hidden), 0, {}}, s.opt.streams,
-                                        s.next_stream));
+                  stream_out(self, requester, forward_reply{std::move(r.hidden), 0, {}}, s.opt.streams, s.next_stream,
+                             [=](caf::expected<forward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
                 },
                   [=](caf::error& e) mutable {
                     rp.deliver(timeout_or(std::move(e), "the forward through " + span_name(self->state.opt)));
@@ -443,9 +451,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
             .then(
                 [=](block_train_result& r) mutable {
                   auto& s = self->state;
-                  rp.deliver(stream_out(self, requester,
-                                        backward_reply{std::move(r.grad), std::move(r.grad_prompts), 0, {}},
-                                        s.opt.streams, s.next_stream));
+                  stream_out(self, requester, backward_reply{std::move(r.grad), std::move(r.grad_prompts), 0, {}},
+                             s.opt.streams, s.next_stream,
+                             [=](caf::expected<backward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
                 },
                 [=](caf::error& e) mutable {
                   rp.deliver(timeout_or(std::move(e), "the backward through " + span_name(self->state.opt)));
@@ -460,7 +468,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         return ack{};
       },
       // Chunks of large training requests (actors/protocol/wire_stream.hpp); the request naming them follows.
-      [=](const wire_chunk& chunk) { receive_chunk(self, self->state.inbound, chunk); },
+      [=](const wire_chunk& chunk) { return receive_chunk(self, self->state.inbound, chunk); },
       [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
       [=](address_atom, const std::string& address) { self->state.opt.address = address; },
       [=](dht_ping_request& r) { return to_dht<dht_ping_reply>(self, r); },
