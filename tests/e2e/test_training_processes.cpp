@@ -4,11 +4,13 @@
 // the middle of training is replaced and the run still follows the local one. Servers started with --adapters
 // apply the LoRA adapter `corolla generate --adapter` names: PEFT's greedy tokens. A batch whose requests and
 // replies are above the streaming threshold crosses the processes in chunks, with the local blocks' results.
+// `corolla generate --prompts` with deep prompts gives the same tokens through the servers as in one process.
 #define BOOST_TEST_MODULE training_processes
 #include <boost/test/unit_test.hpp>
 #include <caf/all.hpp>
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "actors/client/client_api.hpp"
@@ -17,6 +19,7 @@
 #include "actors/protocol/system_config.hpp"
 #include "model/train/local_training.hpp"
 #include "model/train/span_training.hpp"
+#include "model/weights/safetensors_file.hpp"
 #include "support/golden.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -299,4 +302,31 @@ BOOST_AUTO_TEST_CASE(a_large_batch_streams_between_processes_with_the_local_resu
   auto refused = d.ask<blocks_forward_result>(d.session, blocks_forward{hidden, positions, Tensor()});
   BOOST_REQUIRE(!refused);
   BOOST_TEST(why(refused).find("above the largest message accepted (4 MiB)") != std::string::npos, why(refused));
+}
+
+BOOST_AUTO_TEST_CASE(generate_with_deep_prompts_through_server_processes_equals_the_local_run) {
+  TempDir dir;
+  auto a = server(dir, "0:2", "a");
+  auto b = server(dir, "2:4", "b");
+  // Deep prompts as `corolla finetune --mode deep_ptune --pre_seq_len 3` saves them (random values).
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  Tensor prompts = Tensor::empty(DType::f32, {3, 64}), deep = Tensor::empty(DType::f32, {4, 3, 64});
+  for (Tensor* t : {&prompts, &deep})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data_as<float>()[i] = normal(rng);
+  const std::string file = dir.str() + "/deep.safetensors";
+  write_safetensors(file, {{"prompts", prompts}, {"deep_prompts", deep}});
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"generate", "--model", model_dir("llama"), "--prompt-ids", "17,42,99",
+                                     "--max-new-tokens", "12", "--ignore-eos", "--threads", "1", "--prompts", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ChildProcess p(std::string(COROLLA_BIN_DIR) + "/corolla", args);
+    auto lines = all_lines(p);
+    BOOST_TEST(p.stop() == 0);
+    return lines.empty() ? std::string() : lines.front();
+  };
+  const std::string local = generate({});
+  BOOST_TEST(!local.empty());
+  for (const char* mode : {"push", "relay"})
+    BOOST_TEST(generate({"--initial_peers", a->address() + "," + b->address(), "--mode", mode}) == local, mode);
 }
