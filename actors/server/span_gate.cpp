@@ -421,9 +421,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                   stream_out(self, requester, forward_reply{std::move(r.hidden), 0, {}}, s.opt.streams, s.next_stream,
                              [=](caf::expected<forward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
                 },
-                  [=](caf::error& e) mutable {
-                    rp.deliver(timeout_or(std::move(e), "the forward through " + span_name(self->state.opt)));
-                  });
+                [=](caf::error& e) mutable {
+                  rp.deliver(timeout_or(std::move(e), "the forward through " + span_name(self->state.opt)));
+                });
         return rp;
       },
       [=](backward_request& req) -> caf::result<backward_reply> {
