@@ -7,6 +7,7 @@
 //
 //   bench_hops [MODEL_DIR] [STEPS]        (default: tests/data/models/llama, 300 steps)
 //   bench_hops --large [MiB ...]          (part 3 only; default 16 64 256 MiB)
+//   environment for part 3: BENCH_STREAMED_ONLY=1 (skip the one-message runs), BENCH_WINDOW_MIB, BENCH_CHUNK_KIB
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -355,8 +356,12 @@ void large(int rounds, std::vector<int64_t> sizes_mib) {
               "stream / one");
   for (int64_t mib : sizes_mib) {
     const int64_t bytes = mib << 20;
-    const large_result one = large_round_trips(whole_messages(), bytes, rounds);
-    const large_result chunked = large_round_trips(stream_limits{}, bytes, rounds);
+    const large_result one = std::getenv("BENCH_STREAMED_ONLY") ? large_result{0, 0, "skipped"}
+                                                                : large_round_trips(whole_messages(), bytes, rounds);
+    stream_limits streamed;
+    if (const char* w = std::getenv("BENCH_WINDOW_MIB")) streamed.window_bytes = std::atoll(w) << 20;
+    if (const char* c = std::getenv("BENCH_CHUNK_KIB")) streamed.chunk_bytes = std::atoll(c) << 10;
+    const large_result chunked = large_round_trips(streamed, bytes, rounds);
     auto cell = [&](const large_result& r) {
       char buf[96];
       if (r.ms == 0) std::snprintf(buf, sizeof buf, "failed: %.24s", r.error.c_str());

@@ -8,8 +8,8 @@
 //
 // Why not one message, and why a window: CAF's middleman counts a connection as alive only when a whole message
 // arrives, so one that takes longer than the connection timeout (1 s here, for failure detection) to cross gets
-// the connection dropped (bench_hops: 200 MiB in one message fails); and a sender that queued every chunk at once
-// would hold the whole message again in its send buffer, with heartbeats waiting behind it.
+// the connection dropped (bench_hops: one message of 200-256 MiB often fails); and a sender that queued every
+// chunk at once would hold the whole message again in its send buffer, with heartbeats waiting behind it.
 //
 // The receiver's memory is bounded: a stream announces its total size in every chunk; one above
 // max_message_bytes, or beyond max_buffered_bytes with the streams already open, is refused. A broken stream
