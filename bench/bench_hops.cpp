@@ -346,6 +346,10 @@ large_result large_round_trips(stream_limits limits, int64_t bytes, int rounds) 
   rusage ru{};
   wait4(pid, &status, 0, &ru);
   out.echo_rss_mb = ru.ru_maxrss / 1024;
+  if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
+    out.error += " (the echo process died of signal " + std::to_string(WTERMSIG(status)) + ")";
+  else if (WIFEXITED(status))
+    out.error += " (the echo process exited with " + std::to_string(WEXITSTATUS(status)) + ")";
   return out;
 }
 
