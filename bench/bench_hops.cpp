@@ -1,12 +1,17 @@
 // Per-hop overhead of the swarm and the wire's throughput, each measured side by side with its baseline:
 //  1. single-token steps through 3 loopback servers (tiny blocks), push and relay, against the same blocks in
 //     this process: (swarm median - local median) / 3 hops;
-//  2. 1 MB activations to an echo actor in another process (Cap'n Proto over CAF) against a plain TCP echo.
+//  2. 1 MB activations to an echo actor in another process (Cap'n Proto over CAF) against a plain TCP echo;
+//  3. large activations (16-256 MiB) to an echo in another process as one message each way, against the same as
+//     streams of chunks (actors/protocol/wire_stream.hpp): round-trip throughput and the echo's peak memory.
 //
 //   bench_hops [MODEL_DIR] [STEPS]        (default: tests/data/models/llama, 300 steps)
+//   bench_hops --large [MiB ...]          (part 3 only; default 16 64 256 MiB)
+//   environment for part 3: BENCH_STREAMED_ONLY=1 (skip the one-message runs), BENCH_WINDOW_MIB, BENCH_CHUNK_KIB
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,12 +22,14 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <numeric>
 
 #include "actors/client/client_api.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
+#include "actors/protocol/wire_stream.hpp"
 
 using namespace corolla;
 using clk = std::chrono::steady_clock;
@@ -114,7 +121,7 @@ void per_hop(const std::string& model, int steps) {
 
 // --- 2. 1 MB activations vs a plain TCP echo -----------------------------------------------------------------
 caf::behavior echo_actor(caf::event_based_actor*) {
-  return {[](forward_request& r) { return forward_reply{std::move(r.hidden), {}}; }};
+  return {[](forward_request& r) { return forward_reply{std::move(r.hidden), 0, {}}; }};
 }
 
 int caf_echo_child(int ready_fd) {
@@ -180,7 +187,7 @@ void throughput(int rounds) {
     Tensor t = Tensor::empty(DType::f32, {1, floats / 2048, 2048});
     for (int i = 0; i < rounds; ++i) {
       const auto t0 = clk::now();
-      self->request(*echo, std::chrono::seconds(10), forward_request{t, {}, {}, 0, 0, {}, {}})
+      self->request(*echo, std::chrono::seconds(10), forward_request{t, {}, {}, 0, 0, {}, 0, {}})
           .receive([](forward_reply&) {}, [](caf::error&) {});
       caf_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
     }
@@ -218,14 +225,182 @@ void throughput(int rounds) {
   std::printf("  Corolla / TCP throughput: %.2f\n", t / c);
 }
 
+// --- 3. large activations: one message against a stream of chunks ---------------------------------------------
+// Both ends use the same limits: `whole` sends every message in one piece, the default streams above 4 MiB.
+stream_limits whole_messages() {
+  stream_limits l;
+  l.threshold = std::numeric_limits<size_t>::max();
+  return l;
+}
+
+stream_limits g_echo_limits;  // set before the echo process forks
+
+struct stream_peer_state {
+  stream_limits limits;
+  inbound_streams inbound;
+  uint64_t next_stream = 1;
+};
+
+// Echoes forward_request's hidden states back, reassembling and streaming as its limits say.
+caf::behavior stream_echo(caf::stateful_actor<stream_peer_state>* self, stream_limits limits) {
+  self->state.limits = limits;
+  self->state.inbound = inbound_streams(limits);
+  return {
+      [=](forward_request& r) -> caf::result<forward_reply> {
+        auto& st = self->state;
+        if (auto p = stream_in(st.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), r); !p.empty())
+          return make_error(errc::bad_request, p);
+        auto rp = self->make_response_promise<forward_reply>();
+        stream_out(self, caf::actor_cast<caf::actor>(self->current_sender()), forward_reply{std::move(r.hidden), 0, {}},
+                   st.limits, st.next_stream, [=](caf::expected<forward_reply> out) mutable {
+                     if (out) rp.deliver(std::move(*out));
+                     else rp.deliver(std::move(out.error()));
+                   });
+        return rp;
+      },
+      [=](const wire_chunk& c) { return receive_chunk(self, self->state.inbound, c); },
+      [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
+  };
+}
+
+int stream_echo_child(int ready_fd) {
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  auto echo = sys.spawn(stream_echo, g_echo_limits);
+  auto port = sys.middleman().publish(echo, 0, "127.0.0.1");
+  uint16_t p = port ? *port : 0;
+  (void)!write(ready_fd, &p, sizeof p);
+  pause();
+  return 0;
+}
+
+using run_atom = caf::atom_constant<caf::atom("run")>;
+
+// Sends `rounds` round trips of `t` to `echo` one after the other; answers with their times in ms.
+caf::behavior stream_client(caf::stateful_actor<stream_peer_state>* self, stream_limits limits, caf::actor echo) {
+  self->state.limits = limits;
+  self->state.inbound = inbound_streams(limits);
+  return {
+      [=](run_atom, Tensor t, int rounds) -> caf::result<std::vector<double>> {
+        auto rp = self->make_response_promise<std::vector<double>>();
+        auto times = std::make_shared<std::vector<double>>();
+        auto once = std::make_shared<std::function<void()>>();
+        // Ends the run: the loop holds itself, so it lets go of itself first.
+        auto finish = [=](caf::expected<std::vector<double>> r) mutable {
+          *once = nullptr;
+          if (r) rp.deliver(std::move(*r));
+          else rp.deliver(std::move(r.error()));
+        };
+        *once = [=]() mutable {
+          const auto t0 = clk::now();
+          auto& st = self->state;
+          auto on_reply = [=](forward_reply& r) mutable {
+            auto problem = stream_in(self->state.inbound, echo.address(), r) + r.wire_error;
+            if (problem.empty() && r.hidden.nbytes() != t.nbytes()) problem = "short echo";
+            if (!problem.empty()) return finish(make_error(errc::bad_request, problem));
+            times->push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+            if (static_cast<int>(times->size()) == rounds) return finish(*times);
+            (*once)();
+          };
+          stream_out(self, echo, forward_request{t, {}, {}, 0, 0, {}, 0, {}}, st.limits, st.next_stream,
+                     [=](caf::expected<forward_request> req) mutable {
+                       if (!req) return finish(std::move(req.error()));
+                       self->request(echo, std::chrono::seconds(120), std::move(*req))
+                           .then(on_reply, [=](caf::error& e) mutable { finish(std::move(e)); });
+                     });
+        };
+        (*once)();
+        return rp;
+      },
+      [=](const wire_chunk& c) { return receive_chunk(self, self->state.inbound, c); },
+      [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
+  };
+}
+
+struct large_result {
+  double ms = 0;       // median round trip; 0 when it failed
+  long echo_rss_mb = 0;  // the echo process's peak resident memory
+  std::string error;
+};
+
+large_result large_round_trips(stream_limits limits, int64_t bytes, int rounds) {
+  g_echo_limits = limits;
+  uint16_t port = 0;
+  const pid_t pid = spawn_child(stream_echo_child, port);
+  large_result out;
+  {
+    corolla_config cfg;
+    caf::actor_system sys{cfg};
+    caf::scoped_actor self{sys};
+    auto echo = sys.middleman().remote_actor("127.0.0.1", port);
+    if (!echo) throw std::runtime_error("cannot reach the echo actor");
+    Tensor t = Tensor::empty(DType::f32, {1, bytes / 4 / 2048, 2048});
+    auto client = sys.spawn(stream_client, limits, *echo);
+    self->request(client, caf::infinite, run_atom::value, t, rounds)
+        .receive([&](std::vector<double>& ms) { out.ms = median(ms); },
+                 [&](caf::error& e) { out.error = describe(e); });
+    self->send_exit(client, caf::exit_reason::user_shutdown);
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  out.echo_rss_mb = ru.ru_maxrss / 1024;
+  if (WIFSIGNALED(status) && WTERMSIG(status) != SIGKILL)
+    out.error += " (the echo process died of signal " + std::to_string(WTERMSIG(status)) + ")";
+  else if (WIFEXITED(status))
+    out.error += " (the echo process exited with " + std::to_string(WEXITSTATUS(status)) + ")";
+  return out;
+}
+
+void large(int rounds, std::vector<int64_t> sizes_mib) {
+  std::printf("large activation round trips over loopback, %d rounds each (medians; echo = the other process)\n",
+              rounds);
+  std::printf("  %8s | %-32s | %-32s | %s\n", "payload", "one message each way", "streams of 1 MiB chunks",
+              "stream / one");
+  for (int64_t mib : sizes_mib) {
+    const int64_t bytes = mib << 20;
+    const large_result one = std::getenv("BENCH_STREAMED_ONLY") ? large_result{0, 0, "skipped"}
+                                                                : large_round_trips(whole_messages(), bytes, rounds);
+    stream_limits streamed;
+    if (const char* w = std::getenv("BENCH_WINDOW_MIB")) streamed.window_bytes = std::atoll(w) << 20;
+    if (const char* c = std::getenv("BENCH_CHUNK_KIB")) streamed.chunk_bytes = std::atoll(c) << 10;
+    const large_result chunked = large_round_trips(streamed, bytes, rounds);
+    auto cell = [&](const large_result& r) {
+      char buf[96];
+      if (r.ms == 0) std::snprintf(buf, sizeof buf, "failed: %.24s", r.error.c_str());
+      else std::snprintf(buf, sizeof buf, "%7.1f ms %5.0f MB/s echo %4ld MB", r.ms, 2.0 * bytes / 1e6 / r.ms * 1e3,
+                         r.echo_rss_mb);
+      return std::string(buf);
+    };
+    std::printf("  %4lld MiB | %-32s | %-32s | %.2f\n", static_cast<long long>(mib), cell(one).c_str(),
+                cell(chunked).c_str(), chunked.ms > 0 && one.ms > 0 ? one.ms / chunked.ms : 0.0);
+    if (!one.error.empty()) std::printf("    one message: %s\n", one.error.c_str());
+    if (!chunked.error.empty()) std::printf("    streamed: %s\n", chunked.error.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--large") {
+    std::vector<int64_t> sizes;
+    for (int i = 2; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));
+    if (sizes.empty()) sizes = {16, 64, 256};
+    try {
+      large(5, sizes);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   const std::string model = argc > 1 ? argv[1] : std::string(COROLLA_SOURCE_DIR_STR) + "/tests/data/models/llama";
   const int steps = argc > 2 ? std::atoi(argv[2]) : 300;
   try {
     per_hop(model, steps);
     throughput(100);
+    large(5, {16, 64, 256});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

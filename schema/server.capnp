@@ -43,6 +43,9 @@ struct OpenSession {
   firstBlock @2 :Int64;
   lastBlock @3 :Int64;
   adapter @4 :Text;               # LoRA adapter applied to every step ("" = none)
+  # Deep prompts for these blocks, [blocks, batch, promptLen, hidden] (absent: none): before each block, a token
+  # at position p < promptLen gets prompts[block, sequence, p] added (Petals' deep prompt tuning at inference).
+  prompts @5 :Tensor;
 }
 
 struct SessionOpened {
@@ -80,10 +83,12 @@ struct ForwardRequest {
   firstBlock @3 :Int64;           # the blocks to run, [firstBlock, lastBlock); both 0 = the whole span
   lastBlock @4 :Int64;
   adapter @5 :Text;               # LoRA adapter to apply ("" = none)
+  stream @6 :UInt64;              # nonzero: the content came as the StreamChunks of this stream (see there)
 }
 
 struct ForwardReply {
   hidden @0 :Tensor;
+  stream @1 :UInt64;
 }
 
 # The stateless backward (Petals' rpc_backward): the server recomputes the forward from `hidden` (the blocks'
@@ -96,11 +101,24 @@ struct BackwardRequest {
   firstBlock @4 :Int64;
   lastBlock @5 :Int64;
   adapter @6 :Text;
+  stream @7 :UInt64;
 }
 
 struct BackwardReply {
   gradInput @0 :Tensor;
   gradPrompts @1 :Tensor;         # absent when the request had no prompts
+  stream @2 :UInt64;
+}
+
+# A large message (a forward or backward request or reply above the streaming threshold) crosses processes as a
+# stream: its flat Cap'n Proto bytes cut into StreamChunks sent in order, then the message itself, empty but for
+# `stream` naming them, which the receiver replaces by the message the chunks reassemble. Streams are numbered
+# by their sender; `total` (the whole message's bytes) is the same in every chunk.
+struct StreamChunk {
+  stream @0 :UInt64;
+  offset @1 :UInt64;              # where this chunk's bytes start in the message
+  total @2 :UInt64;
+  data @3 :Data;
 }
 
 struct CloseSession {

@@ -25,6 +25,7 @@
 #include "actors/client/training_api.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/messages.hpp"
+#include "actors/protocol/wire_stream.hpp"
 #include "model/client_head.hpp"
 #include "model/local_model.hpp"
 
@@ -46,15 +47,21 @@ struct swarm_client_options {
   ban_policy bans;
   // How long a session keeps trying to replace a failed server before it gives up on the step.
   caf::timespan recovery_timeout = std::chrono::seconds(60);
+  // Training requests and replies above streams.threshold bytes cross processes in chunks (wire_stream.hpp).
+  stream_limits streams;
 };
 
 struct open_session_request {
   // A constructor rather than an aggregate: {max_length, batch} stays complete as fields are added.
-  open_session_request(int64_t max_length = 2048, int64_t batch = 1, std::string adapter = {})
-      : max_length(max_length), batch(batch), adapter(std::move(adapter)) {}
+  open_session_request(int64_t max_length = 2048, int64_t batch = 1, std::string adapter = {}, Tensor prompts = {})
+      : max_length(max_length), batch(batch), adapter(std::move(adapter)), prompts(std::move(prompts)) {}
   int64_t max_length;
   int64_t batch;
   std::string adapter;  // LoRA adapter the servers apply ("" = none); only servers that hold it are used
+  // Deep prompts (deep prompt tuning, `corolla finetune --mode deep_ptune`): [blocks, P, hidden] for batch 1, or
+  // [blocks, batch, P, hidden]. Before each block, the tokens at positions < P get that block's prompts added (as
+  // in training; put the tuned prompt embeddings first with generate_request::prefix). Undefined: none.
+  Tensor prompts;
 };
 
 struct generate_request {

@@ -107,8 +107,11 @@ void open_hop(session_actor* self, std::shared_ptr<session_hop> hop, error_done 
             hop->gate = gate;
             self->monitor(gate);
             const auto& o = self->state.opt;
+            const Tensor prompts = o.prompts.defined() && o.prompts.numel() > 0
+                                       ? o.prompts.slice_rows(hop->plan.first, hop->plan.last)
+                                       : Tensor();
             self->request(gate, o.request_timeout,
-                          open_session{o.max_length, o.batch, hop->plan.first, hop->plan.last, o.adapter, {}})
+                          open_session{o.max_length, o.batch, hop->plan.first, hop->plan.last, o.adapter, prompts, {}})
                 .then(
                     [=](const session_opened& r) {
                       hop->session_id = r.session_id;

@@ -27,6 +27,9 @@ struct session_options {
   int64_t batch = 1;
   caf::timespan recovery_timeout = std::chrono::seconds(60);
   std::string adapter;  // LoRA adapter every server applies ("" = none); replacements must hold it too
+  // Deep prompts [blocks, batch, P, hidden] (undefined: none): each server gets its blocks' share when its part of
+  // the session opens (replacements too), and adds them to the tokens at positions < P (so replays get them).
+  Tensor prompts;
 };
 
 // The session answers (open_atom) with an ack once every server of `route` has opened its part (replacing those

@@ -174,6 +174,25 @@ void refresh(client_actor* self, std::function<void(std::vector<server_info>)> d
           [=](caf::error&) { keep({}); });
 }
 
+// The deep prompts of a session as [blocks, batch, P, hidden] (undefined: none), or what is wrong with them.
+std::string session_prompts(const ModelConfig& c, const open_session_request& req, Tensor& out) {
+  const Tensor& p = req.prompts;
+  if (!p.defined() || p.numel() == 0) return {};
+  const std::string want = "f32[" + std::to_string(c.num_layers) + ", prompt_len, " + std::to_string(c.hidden_size) +
+                           "] or f32[" + std::to_string(c.num_layers) + ", " + std::to_string(req.batch) +
+                           ", prompt_len, " + std::to_string(c.hidden_size) + "]";
+  const bool three = p.rank() == 3, four = p.rank() == 4 && p.dim(1) == req.batch;
+  if (p.dtype() != DType::f32 || (!(three && req.batch == 1) && !four) || p.dim(0) != c.num_layers ||
+      p.dim(p.rank() - 1) != c.hidden_size)
+    return "deep prompts must be " + want + " (one per block), got " + p.describe();
+  const int64_t len = p.dim(p.rank() - 2);
+  if (len > req.max_length)
+    return "deep prompts of length " + std::to_string(len) + " exceed the session's max_length " +
+           std::to_string(req.max_length);
+  out = three ? p.reshaped({p.dim(0), 1, len, p.dim(2)}) : p;
+  return {};
+}
+
 // How many times opening a session reads the swarm again when the first view has no route (DHT lookups that
 // met a dead node, a record between expiry and republishing).
 constexpr int kOpenAttempts = 3;
@@ -213,7 +232,8 @@ void open_on_view(client_actor* self, open_session_request req, caf::response_pr
     return;
   }
   session_options so{st.opt.mode, st.opt.request_timeout,   req.max_length,
-                     req.batch,   st.opt.recovery_timeout, req.adapter};
+                     req.batch,   st.opt.recovery_timeout, req.adapter, {}};
+  session_prompts(st.head->config(), req, so.prompts);  // checked when the request came
   auto session = spawn_inference_session(self->home_system(), st.head, st.connector,
                                          caf::actor_cast<caf::actor>(self), so, plan.hops);
   track_session(self, session);
@@ -232,7 +252,7 @@ void open_training(client_actor* self, open_training_request req, caf::response_
     auto& st = self->state;
     auto session = open_training_session(self->home_system(), st.connector, caf::actor_cast<caf::actor>(self),
                                          std::move(infos), st.book->banned_peers(now_ms(self)), req,
-                                         st.opt.request_timeout, st.head->config().num_layers);
+                                         st.opt.request_timeout, st.head->config().num_layers, st.opt.streams);
     if (!session && is(session.error(), errc::no_route) && attempt + 1 < kOpenAttempts)
       return open_training(self, req, rp, attempt + 1);
     if (!session) {
@@ -278,6 +298,9 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
         return rp;
       },
       [=](const open_session_request& req) -> caf::result<caf::actor> {
+        Tensor prompts;
+        if (auto problem = session_prompts(self->state.head->config(), req, prompts); !problem.empty())
+          return make_error(errc::bad_request, problem);
         auto rp = self->make_response_promise<caf::actor>();
         open_session(self, req, rp, 0);
         return rp;

@@ -58,6 +58,8 @@ struct session_state {
   std::map<uint64_t, pass_ptr> passes;
   uint64_t next_pass = 1;
   std::vector<std::string> last_routes;  // of the latest forward or backward, one line per sub-batch
+  inbound_streams inbound;               // large replies arriving in chunks
+  uint64_t next_stream = 1;              // numbers the large requests sent in chunks
   static inline const char* name = "training_session";
 };
 
@@ -104,22 +106,35 @@ void ask_server(session_actor* self, const std::string& address, Request req, st
     calls.erase(std::remove_if(calls.begin(), calls.end(), [](const pending_call& c) { return *c.settled; }),
                 calls.end());
     calls.push_back({settled, on_error});
-    self->request(gate, self->state.opt.request_timeout, std::move(req))
-        .then(
-            [=](Reply& r) {
-              if (*settled) return;
-              *settled = true;
-              // A garbled reply is the server's (or the network's) failure, not ours.
-              if (!r.wire_error.empty())
-                return on_error(make_error(errc::peer_unavailable, "garbled reply from " + address + ": " + r.wire_error));
-              on_reply(r);
-            },
-            [=](caf::error& e) {
-              if (*settled) return;
-              *settled = true;
-              if (e == caf::sec::request_timeout) e = make_error(errc::timeout, "server " + address + " timed out");
-              on_error(std::move(e));
-            });
+    auto& st = self->state;
+    // Large requests stream first; the request itself follows once its chunks are in (or fails with them).
+    stream_out(self, gate, std::move(req), st.opt.streams, st.next_stream, [=](caf::expected<Request> out) {
+      if (*settled) return;
+      if (!out) {
+        *settled = true;
+        auto e = std::move(out.error());
+        if (e == caf::sec::request_timeout) e = make_error(errc::timeout, "server " + address + " timed out");
+        return on_error(std::move(e));
+      }
+      self->request(gate, self->state.opt.request_timeout, std::move(*out))
+          .then(
+              [=](Reply& r) {
+                if (*settled) return;
+                *settled = true;
+                // A garbled reply is the server's (or the network's) failure, not ours.
+                if (!r.wire_error.empty())
+                  return on_error(make_error(errc::peer_unavailable, "garbled reply from " + address + ": " + r.wire_error));
+                if (auto problem = stream_in(self->state.inbound, gate.address(), r); !problem.empty())
+                  return on_error(make_error(errc::peer_unavailable, "broken reply from " + address + ": " + problem));
+                on_reply(r);
+              },
+              [=](caf::error& e) {
+                if (*settled) return;
+                *settled = true;
+                if (e == caf::sec::request_timeout) e = make_error(errc::timeout, "server " + address + " timed out");
+                on_error(std::move(e));
+              });
+    });
   };
   if (auto it = self->state.gates.find(address); it != self->state.gates.end()) return send(it->second);
   self->request(self->state.connector, self->state.opt.request_timeout, resolve_atom::value, address)
@@ -182,7 +197,7 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
   const part_state& part = p->parts[j];
   const hop_run& hop = part.route[k];
   forward_request req{hop.input,       part.positions,  prompt_slice(part, hop.plan),
-                      hop.plan.first, hop.plan.last, self->state.opt.adapter, {}};
+                      hop.plan.first, hop.plan.last, self->state.opt.adapter, 0, {}};
   ask_server<forward_reply>(
       self, hop.plan.address, std::move(req),
       [=](forward_reply& r) {
@@ -207,7 +222,7 @@ void backward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor g
   const part_state& part = p->parts[j];
   const hop_run& hop = part.route[k];
   backward_request req{hop.input,      grad,          part.positions,          prompt_slice(part, hop.plan),
-                       hop.plan.first, hop.plan.last, self->state.opt.adapter, {}};
+                       hop.plan.first, hop.plan.last, self->state.opt.adapter, 0, {}};
   ask_server<backward_reply>(
       self, hop.plan.address, std::move(req),
       [=](backward_reply& r) {
@@ -303,6 +318,7 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
   st.client = std::move(client);
   st.servers = std::move(servers);
   st.banned = std::move(banned);
+  st.inbound = inbound_streams(st.opt.streams);
   self->set_down_handler([=](caf::down_msg& m) {
     auto& st = self->state;
     auto name = st.gate_names.find(m.source);
@@ -429,6 +445,9 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
       },
       // The servers of the latest forward's or backward's routes, one line per sub-batch.
       [=](route_atom) { return self->state.last_routes; },
+      // Chunks of large replies (actors/protocol/wire_stream.hpp); the reply naming them follows.
+      [=](const wire_chunk& chunk) { return receive_chunk(self, self->state.inbound, chunk); },
+      [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
   };
 }
 
@@ -437,10 +456,10 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
 caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
                                                 std::vector<server_info> servers, std::set<std::string> banned,
                                                 const open_training_request& req, caf::timespan request_timeout,
-                                                int64_t num_blocks) {
+                                                int64_t num_blocks, stream_limits streams) {
   if (req.max_batch_tokens < 1)
     return make_error(errc::bad_request, "max_batch_tokens must be positive, got " + std::to_string(req.max_batch_tokens));
-  training_session_options opt{request_timeout, req.adapter, req.max_batch_tokens, num_blocks};
+  training_session_options opt{request_timeout, req.adapter, req.max_batch_tokens, num_blocks, streams};
   session_state probe;
   probe.opt = opt;
   probe.servers = servers;

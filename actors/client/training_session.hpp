@@ -2,6 +2,8 @@
 // the forward sends each span's input to a server of the span and keeps it; the backward sends it again with the
 // gradient, the server recomputing its forward before its backward.
 //
+// Requests and replies above the streaming threshold cross processes as chunks (actors/protocol/wire_stream.hpp).
+//
 // Batches above max_batch_tokens are split into sub-batches, each on a chain of its own (spread_batch: where it
 // would finish earliest, so in proportion to the servers' forward rates), run concurrently. A server that fails a request (error, timeout, lost connection) is left out for the rest of
 // the session (and reported to the swarm client, which bans it) and its span is re-planned over the others
@@ -17,6 +19,7 @@
 
 #include "actors/client/route_planner.hpp"
 #include "actors/client/training_api.hpp"
+#include "actors/protocol/wire_stream.hpp"
 
 namespace corolla {
 
@@ -25,6 +28,7 @@ struct training_session_options {
   std::string adapter;
   int64_t max_batch_tokens = 4096;
   int64_t num_blocks = 0;
+  stream_limits streams;  // large requests and replies cross processes in chunks (wire_stream.hpp)
 };
 
 // The swarm client's answer to open_training_request: a session over `servers` (those holding the adapter asked
@@ -33,7 +37,7 @@ struct training_session_options {
 caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
                                                 std::vector<server_info> servers, std::set<std::string> banned,
                                                 const open_training_request& req, caf::timespan request_timeout,
-                                                int64_t num_blocks);
+                                                int64_t num_blocks, stream_limits streams = {});
 
 // `servers`: the swarm as the client sees it now. `client` (optional): the swarm client, asked for replacement
 // routes (replan_request) and told of servers that fail (peer_report, which bans them; training requests take far

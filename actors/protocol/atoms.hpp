@@ -37,6 +37,7 @@ struct block_open_msg {
   uint64_t session = 0;
   int64_t batch = 1;
   int64_t max_length = 0;
+  Tensor prompts;  // this block's deep prompts [batch, P, hidden] (host), added at positions < P; or undefined
 };
 struct block_close_msg {
   uint64_t session = 0;

@@ -92,21 +92,23 @@ void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
 }
 
 void fill(const open_session& x, capnp::MessageBuilder& mb) {
-  fill_root<wire::OpenSession>(mb, [&](wire::OpenSession::Builder b, auto) {
+  fill_root<wire::OpenSession>(mb, [&](wire::OpenSession::Builder b, capnp::Orphanage o) {
     b.setMaxLength(x.max_length);
     b.setBatch(x.batch);
     b.setFirstBlock(x.first_block);
     b.setLastBlock(x.last_block);
     b.setAdapter(x.adapter);
+    if (x.prompts.defined() && x.prompts.numel() > 0) put_tensor(b.initPrompts(), x.prompts, o);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, open_session& x) {
-  parse<wire::OpenSession>(std::move(bytes), x.wire_error, [&](wire::OpenSession::Reader r, auto&) {
+  parse<wire::OpenSession>(std::move(bytes), x.wire_error, [&](wire::OpenSession::Reader r, auto& keep) {
     x.max_length = r.getMaxLength();
     x.batch = r.getBatch();
     x.first_block = r.getFirstBlock();
     x.last_block = r.getLastBlock();
     x.adapter = r.getAdapter();
+    if (r.hasPrompts()) x.wire_error = read_tensor(r.getPrompts(), keep, "prompts", x.prompts);
   });
 }
 
@@ -169,10 +171,13 @@ void fill(const forward_request& x, capnp::MessageBuilder& mb) {
     b.setFirstBlock(x.first_block);
     b.setLastBlock(x.last_block);
     b.setAdapter(x.adapter);
+    b.setStream(x.stream);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, forward_request& x) {
   parse<wire::ForwardRequest>(std::move(bytes), x.wire_error, [&](wire::ForwardRequest::Reader r, auto& keep) {
+    x.stream = r.getStream();
+    if (x.stream != 0) return;  // the content is in the stream's chunks
     x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
     x.positions = get_positions(r.getPositions());
     if (x.wire_error.empty() && r.hasPrompts()) x.wire_error = read_tensor(r.getPrompts(), keep, "prompts", x.prompts);
@@ -183,12 +188,15 @@ void decode(std::shared_ptr<std::vector<char>> bytes, forward_request& x) {
 }
 
 void fill(const forward_reply& x, capnp::MessageBuilder& mb) {
-  fill_root<wire::ForwardReply>(
-      mb, [&](wire::ForwardReply::Builder b, capnp::Orphanage o) { put_tensor(b.initHidden(), x.hidden, o); });
+  fill_root<wire::ForwardReply>(mb, [&](wire::ForwardReply::Builder b, capnp::Orphanage o) {
+    put_tensor(b.initHidden(), x.hidden, o);
+    b.setStream(x.stream);
+  });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, forward_reply& x) {
   parse<wire::ForwardReply>(std::move(bytes), x.wire_error, [&](wire::ForwardReply::Reader r, auto& keep) {
-    x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
+    x.stream = r.getStream();
+    if (x.stream == 0) x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
   });
 }
 
@@ -201,10 +209,13 @@ void fill(const backward_request& x, capnp::MessageBuilder& mb) {
     b.setFirstBlock(x.first_block);
     b.setLastBlock(x.last_block);
     b.setAdapter(x.adapter);
+    b.setStream(x.stream);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, backward_request& x) {
   parse<wire::BackwardRequest>(std::move(bytes), x.wire_error, [&](wire::BackwardRequest::Reader r, auto& keep) {
+    x.stream = r.getStream();
+    if (x.stream != 0) return;
     x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
     if (x.wire_error.empty()) x.wire_error = read_tensor(r.getGradOutput(), keep, "grad_output", x.grad_output);
     x.positions = get_positions(r.getPositions());
@@ -219,10 +230,13 @@ void fill(const backward_reply& x, capnp::MessageBuilder& mb) {
   fill_root<wire::BackwardReply>(mb, [&](wire::BackwardReply::Builder b, capnp::Orphanage o) {
     put_tensor(b.initGradInput(), x.grad_input, o);
     if (x.grad_prompts.defined() && x.grad_prompts.numel() > 0) put_tensor(b.initGradPrompts(), x.grad_prompts, o);
+    b.setStream(x.stream);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, backward_reply& x) {
   parse<wire::BackwardReply>(std::move(bytes), x.wire_error, [&](wire::BackwardReply::Reader r, auto& keep) {
+    x.stream = r.getStream();
+    if (x.stream != 0) return;
     x.wire_error = read_tensor(r.getGradInput(), keep, "grad_input", x.grad_input);
     if (x.wire_error.empty() && r.hasGradPrompts())
       x.wire_error = read_tensor(r.getGradPrompts(), keep, "grad_prompts", x.grad_prompts);
@@ -257,6 +271,27 @@ void decode(std::shared_ptr<std::vector<char>> bytes, bandwidth_probe& x) {
                               [&](wire::BandwidthProbe::Reader r, auto&) { x.received = r.getPayload().size(); });
 }
 
+void fill(const wire_chunk& x, capnp::MessageBuilder& mb) {
+  fill_root<wire::StreamChunk>(mb, [&](wire::StreamChunk::Builder b, capnp::Orphanage o) {
+    b.setStream(x.stream);
+    b.setOffset(x.offset);
+    b.setTotal(x.total);
+    // Referenced, not copied into the builder: the bytes go from the message's own memory into CAF's serializer.
+    b.adoptData(o.referenceExternalData(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(x.data), x.size)));
+  });
+}
+void decode(std::shared_ptr<std::vector<char>> bytes, wire_chunk& x) {
+  parse<wire::StreamChunk>(std::move(bytes), x.wire_error, [&](wire::StreamChunk::Reader r, auto& keep) {
+    x.stream = r.getStream();
+    x.offset = r.getOffset();
+    x.total = r.getTotal();
+    auto data = r.getData();
+    x.data = reinterpret_cast<const char*>(data.begin());
+    x.size = data.size();
+    x.keep = keep;
+  });
+}
+
 COROLLA_WIRE_CODEC(info_request)
 COROLLA_WIRE_CODEC(server_info)
 COROLLA_WIRE_CODEC(open_session)
@@ -270,5 +305,6 @@ COROLLA_WIRE_CODEC(backward_reply)
 COROLLA_WIRE_CODEC(close_session)
 COROLLA_WIRE_CODEC(ack)
 COROLLA_WIRE_CODEC(bandwidth_probe)
+COROLLA_WIRE_CODEC(wire_chunk)
 
 }  // namespace corolla

@@ -43,6 +43,9 @@ struct open_session {
   int64_t first_block = 0;  // the blocks of the server's span to run, [first, last); 0, 0 = all of them
   int64_t last_block = 0;
   std::string adapter;      // LoRA adapter applied to every step ("" = none)
+  // Deep prompts for these blocks [blocks, batch, prompt_len, hidden] (undefined: none): before each block a token
+  // at position p < prompt_len gets prompts[block, sequence, p] added, in every step (so in a replay too).
+  Tensor prompts;
   std::string wire_error;
 };
 
@@ -81,11 +84,13 @@ struct forward_request {
   Tensor prompts;
   int64_t first_block = 0, last_block = 0;
   std::string adapter;
+  uint64_t stream = 0;  // nonzero: the content came as this stream's chunks (wire_stream.hpp)
   std::string wire_error;
 };
 
 struct forward_reply {
   Tensor hidden;
+  uint64_t stream = 0;
   std::string wire_error;
 };
 
@@ -96,12 +101,27 @@ struct backward_request {
   Tensor prompts;
   int64_t first_block = 0, last_block = 0;
   std::string adapter;
+  uint64_t stream = 0;
   std::string wire_error;
 };
 
 struct backward_reply {
   Tensor grad_input;
   Tensor grad_prompts;  // undefined when the request had no prompts
+  uint64_t stream = 0;
+  std::string wire_error;
+};
+
+// A piece of a large message crossing processes as a stream (actors/protocol/wire_stream.hpp): bytes
+// [offset, offset + size) of the message's `total` flat bytes. On the sending side `data` points into the message
+// (its tensors, its Cap'n Proto segments), kept alive by `keep`; on arrival into the received buffer.
+struct wire_chunk {
+  uint64_t stream = 0;
+  uint64_t offset = 0;
+  uint64_t total = 0;
+  const char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> keep;
   std::string wire_error;
 };
 
@@ -138,5 +158,6 @@ COROLLA_WIRE_MESSAGE(backward_reply)
 COROLLA_WIRE_MESSAGE(close_session)
 COROLLA_WIRE_MESSAGE(ack)
 COROLLA_WIRE_MESSAGE(bandwidth_probe)
+COROLLA_WIRE_MESSAGE(wire_chunk)
 
 }  // namespace corolla

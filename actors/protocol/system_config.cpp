@@ -22,6 +22,7 @@ void add_corolla_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<close_session>("corolla.close_session");
   cfg.add_message_type<ack>("corolla.ack");
   cfg.add_message_type<bandwidth_probe>("corolla.bandwidth_probe");
+  cfg.add_message_type<wire_chunk>("corolla.wire_chunk");
   cfg.add_message_type<dht_ping_request>("corolla.dht_ping_request");
   cfg.add_message_type<dht_ping_reply>("corolla.dht_ping_reply");
   cfg.add_message_type<dht_find_node_request>("corolla.dht_find_node_request");

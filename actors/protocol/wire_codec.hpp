@@ -3,7 +3,7 @@
 //
 //   void fill(const my_msg& x, capnp::MessageBuilder& mb) { wire_codec::fill_root<wire::MyMsg>(mb, ...); }
 //   void decode(std::shared_ptr<std::vector<char>> bytes, my_msg& x) { wire_codec::parse<wire::MyMsg>(...); }
-//   COROLLA_WIRE_CODEC(my_msg)   // encode() and write() from fill()
+//   COROLLA_WIRE_CODEC(my_msg)   // encode(), pieces() and write() from fill()
 #pragma once
 
 #include <capnp/message.h>
@@ -17,6 +17,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "actors/protocol/wire_message.hpp"
 
 namespace corolla::wire_codec {
 
@@ -32,6 +34,10 @@ std::vector<char> flatten(capnp::MessageBuilder& mb);
 // The flat format written straight into CAF's serializer, as the byte sequence a std::vector<char> would be
 // (the receiver reads it into one), without an intermediate copy.
 caf::error stream(capnp::MessageBuilder& mb, caf::serializer& sink);
+
+// The flat format of a filled builder as pieces (wire_pieces), keeping `mb` and `held` (the message it references)
+// alive.
+::corolla::wire_pieces gather(std::shared_ptr<capnp::MessageBuilder> mb, std::shared_ptr<const void> held);
 
 // Reads a message of root type W in place: read(reader, keep), where `keep` holds the bytes alive for views into
 // them. Problems land in `wire_error`, never in an exception.
@@ -59,13 +65,19 @@ void parse(std::shared_ptr<std::vector<char>> bytes, std::string& wire_error, Re
 
 }  // namespace corolla::wire_codec
 
-// encode() and write() for T, from a `void fill(const T&, capnp::MessageBuilder&)` in scope.
-#define COROLLA_WIRE_CODEC(T)                              \
-  std::vector<char> encode(const T& x) {                   \
-    capnp::MallocMessageBuilder mb;                        \
-    fill(x, mb);                                           \
-    return ::corolla::wire_codec::flatten(mb);             \
-  }                                                        \
+// encode(), pieces() and write() for T, from a `void fill(const T&, capnp::MessageBuilder&)` in scope.
+#define COROLLA_WIRE_CODEC(T)                                            \
+  std::vector<char> encode(const T& x) {                                 \
+    capnp::MallocMessageBuilder mb;                                      \
+    fill(x, mb);                                                         \
+    return ::corolla::wire_codec::flatten(mb);                           \
+  }                                                                      \
+  ::corolla::wire_pieces pieces(const T& x) {                            \
+    auto held = std::make_shared<const T>(x); /* shares the tensors */   \
+    auto mb = std::make_shared<capnp::MallocMessageBuilder>();           \
+    fill(*held, *mb);                                                    \
+    return ::corolla::wire_codec::gather(std::move(mb), std::move(held)); \
+  }                                                                      \
   caf::error write(const T& x, caf::serializer& sink) {    \
     capnp::MallocMessageBuilder mb;                        \
     fill(x, mb);                                           \

@@ -1,5 +1,6 @@
 // COROLLA_WIRE_MESSAGE(T): declares the Cap'n Proto encoding of a message type T and the CAF inspector that
-// uses it. encode() writes T to bytes, write() streams it straight into CAF's serializer, decode() reads it in
+// uses it. encode() writes T to bytes, write() streams it straight into CAF's serializer, pieces() lists the bytes
+// encode() would make without copying the large ones (what a stream's chunks are cut from), decode() reads it in
 // place (problems land in T::wire_error; a malformed message never fails deserialization, which would drop it
 // silently). The definitions come from COROLLA_WIRE_CODEC (wire_codec.hpp) plus a fill() and a decode() per type.
 #pragma once
@@ -12,8 +13,26 @@
 #include <type_traits>
 #include <vector>
 
+namespace corolla {
+
+// A message's flat Cap'n Proto bytes as pieces in order. Large pieces point into the message's own memory (its
+// tensors, the builder's segments); small ones (the segment table, small segments) are copied together. `keep`
+// holds all of it alive.
+struct wire_pieces {
+  struct piece {
+    const char* data;
+    size_t size;
+  };
+  std::vector<piece> pieces;
+  size_t size = 0;
+  std::shared_ptr<const void> keep;
+};
+
+}  // namespace corolla
+
 #define COROLLA_WIRE_MESSAGE(T)                                                  \
   std::vector<char> encode(const T& x);                                          \
+  ::corolla::wire_pieces pieces(const T& x);                                     \
   caf::error write(const T& x, caf::serializer& sink);                           \
   void decode(std::shared_ptr<std::vector<char>> bytes, T& x);                   \
   template <class Inspector>                                                     \

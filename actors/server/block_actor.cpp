@@ -7,6 +7,7 @@
 #include "actors/protocol/errors.hpp"
 #include "actors/server/block_training.hpp"
 #include "kernels/modelled_time.hpp"
+#include "model/train/span_training.hpp"
 
 namespace corolla {
 namespace {
@@ -35,6 +36,7 @@ struct block_state {
     std::function<void()> then;
   };
   std::unordered_map<uint64_t, held_reply> pending;
+  std::unordered_map<uint64_t, Tensor> prompts;  // deep prompts of the sessions that have some [B, P, D]
   static inline const char* name = "block";
 };
 
@@ -81,13 +83,17 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block,
       [=](const block_open_msg& m) -> caf::result<void> {
         try {
           self->state.caches[m.session] = self->state.block->make_cache(m.batch, m.max_length);
+          if (has_prompts(m.prompts)) self->state.prompts[m.session] = m.prompts;
         } catch (const std::exception& e) {
           return make_error(errc::out_of_cache, "block " + std::to_string(self->state.block->index()) +
                                                     ": cannot allocate the KV cache: " + e.what());
         }
         return caf::unit;
       },
-      [=](const block_close_msg& m) { self->state.caches.erase(m.session); },
+      [=](const block_close_msg& m) {
+        self->state.caches.erase(m.session);
+        self->state.prompts.erase(m.session);
+      },
       [=](block_run_msg& m) -> caf::result<Tensor> {
         auto& st = self->state;
         KVCache* cache = nullptr;
@@ -101,6 +107,8 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block,
         const BlockLora* lora = nullptr;
         if (!st.lora(m.adapter, lora)) return unknown_adapter(m.adapter);
         try {
+          if (auto p = st.prompts.find(m.session); m.session != 0 && p != st.prompts.end())
+            add_prompts_at_positions(st.block->backend(), m.hidden, p->second, m.positions);
           st.block->forward(m.hidden, m.positions, cache, lora);
         } catch (const std::invalid_argument& e) {
           return make_error(errc::bad_request, e.what());

@@ -40,6 +40,7 @@ struct server_setup {
   NodeStore* store = nullptr;
   // LoRA adapter directories (PEFT format) to load for the span; requests name them by directory name.
   std::vector<std::string> adapters;
+  stream_limits streams;  // large training requests and replies cross processes in chunks (wire_stream.hpp)
   // Optional: called for each block as it loads (index, loaded so far, total) — progress on stderr.
   std::function<void(int64_t, int64_t, int64_t)> progress;
   // Block actors (and the block loader) get threads of their own. A deterministic scheduler (tests, the

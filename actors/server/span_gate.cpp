@@ -45,6 +45,8 @@ struct gate_state {
   std::map<std::string, caf::actor> next_hops;  // servers that push routes continue to (monitored)
   std::mt19937_64 rng;
   int64_t steps_served = 0;
+  inbound_streams inbound;       // large requests arriving in chunks
+  uint64_t next_stream = 1;      // numbers the large replies sent in chunks
   static inline const char* name = "span_gate";
 };
 
@@ -100,6 +102,29 @@ void run_blocks(gate_actor* self, size_t first, size_t end, uint64_t session, Te
             [=](caf::error& e) { done(timeout_or(std::move(e), "the step through " + span_name(self->state.opt))); });
 }
 
+// "" when `prompts` (undefined: none) are deep prompts for a session of `batch` sequences of up to `max_length`
+// tokens through `blocks` blocks, else what is wrong.
+std::string check_session_prompts(const gate_options& o, const Tensor& prompts, int64_t blocks, int64_t batch,
+                                  int64_t max_length) {
+  if (!prompts.defined() || prompts.numel() == 0) return {};
+  const std::string want = "f32[" + std::to_string(blocks) + ", " + std::to_string(batch) + ", prompt_len, " +
+                           std::to_string(o.hidden_size) + "]";
+  if (prompts.dtype() != DType::f32 || prompts.rank() != 4 || prompts.dim(0) != blocks || prompts.dim(1) != batch ||
+      prompts.dim(3) != o.hidden_size)
+    return "deep prompts must be " + want + " (blocks, batch, prompt length, hidden size), got " + prompts.describe();
+  if (prompts.dim(2) > max_length)
+    return "deep prompts of length " + std::to_string(prompts.dim(2)) + " exceed the session's max_length " +
+           std::to_string(max_length);
+  return {};
+}
+
+// Block i's deep prompts [B, P, D] of a session's [blocks, B, P, D], or undefined.
+Tensor block_prompts(const Tensor& prompts, size_t i) {
+  if (!prompts.defined() || prompts.numel() == 0) return {};
+  const auto k = static_cast<int64_t>(i);
+  return prompts.slice_rows(k, k + 1).reshaped({prompts.dim(1), prompts.dim(2), prompts.dim(3)});
+}
+
 // A private working copy on the backend (blocks transform in place; the caller's tensor must stay intact): what
 // upload makes, or a host clone where upload hands back the tensor itself (the CPU backend).
 Tensor working_copy(Backend& backend, const Tensor& host) {
@@ -137,6 +162,14 @@ void finish_step(gate_actor* self, caf::response_promise rp, const step_request&
           });
 }
 
+// Delivers a reply that was streamed to the requester (the message naming the stream), or says why its stream
+// failed (the requester refused a chunk, or stopped answering).
+template <class Reply>
+void deliver_streamed(caf::typed_response_promise<Reply>& rp, caf::expected<Reply> out) {
+  if (out) rp.deliver(std::move(*out));
+  else rp.deliver(make_error(errc::bad_request, "the reply could not be streamed back: " + describe(out.error())));
+}
+
 // Hands a DHT RPC to the server's DHT node (which replies to the caller), or refuses it.
 template <class Reply, class Request>
 caf::result<Reply> to_dht(gate_actor* self, Request& req) {
@@ -155,6 +188,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
   st.dht = std::move(dht);
   st.budget = CacheBudget(st.opt.cache_tokens, st.opt.last_block - st.opt.first_block);
   st.rng.seed(st.opt.seed);
+  st.inbound = inbound_streams(st.opt.streams);
   for (auto& b : st.blocks) self->link_to(b);  // a block actor that dies takes the gate down, and vice versa
 
   self->set_down_handler([=](caf::down_msg& m) {
@@ -245,6 +279,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                                                      " are not all served here (" + span_name(s.opt) + ")");
         if (auto problem = check_adapter(s.opt, req.adapter); !problem.empty())
           return make_error(errc::bad_request, problem);
+        if (auto problem = check_session_prompts(s.opt, req.prompts, last - first, req.batch, req.max_length);
+            !problem.empty())
+          return make_error(errc::bad_request, problem);
         if (static_cast<int64_t>(s.sessions.size()) >= s.opt.max_sessions)
           return make_error(errc::out_of_cache, "the server already holds its maximum of " +
                                                     std::to_string(s.opt.max_sessions) + " sessions");
@@ -272,7 +309,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         auto pending = std::make_shared<size_t>(session.last - session.first);
         auto failed = std::make_shared<bool>(false);
         for (size_t i = session.first; i < session.last; ++i)
-          self->request(s.blocks[i], s.opt.step_timeout, block_open_msg{id, req.batch, req.max_length})
+          self->request(s.blocks[i], s.opt.step_timeout,
+                        block_open_msg{id, req.batch, req.max_length, block_prompts(req.prompts, i - session.first)})
               .then(
                   [=]() mutable {
                     if (--*pending == 0 && !*failed)
@@ -363,6 +401,10 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
       [=](forward_request& req) -> caf::result<forward_reply> {
         auto& s = self->state;
         if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+        const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+        if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
+            !problem.empty())
+          return make_error(errc::bad_request, problem);
         if (s.blocks.empty())
           return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
         if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
@@ -375,15 +417,24 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                                     std::move(req.adapter));
         caf::actor first = msg.chain.front();
         self->request(first, s.opt.step_timeout, std::move(msg))
-            .then([=](block_train_result& r) mutable { rp.deliver(forward_reply{std::move(r.hidden), {}}); },
-                  [=](caf::error& e) mutable {
-                    rp.deliver(timeout_or(std::move(e), "the forward through " + span_name(self->state.opt)));
-                  });
+            .then(
+                [=](block_train_result& r) mutable {
+                  auto& s = self->state;
+                  stream_out(self, requester, forward_reply{std::move(r.hidden), 0, {}}, s.opt.streams, s.next_stream,
+                             [=](caf::expected<forward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
+                },
+                [=](caf::error& e) mutable {
+                  rp.deliver(timeout_or(std::move(e), "the forward through " + span_name(self->state.opt)));
+                });
         return rp;
       },
       [=](backward_request& req) -> caf::result<backward_reply> {
         auto& s = self->state;
         if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+        const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+        if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
+            !problem.empty())
+          return make_error(errc::bad_request, problem);
         if (s.blocks.empty())
           return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
         if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
@@ -401,7 +452,10 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         self->request(first, s.opt.step_timeout, std::move(msg))
             .then(
                 [=](block_train_result& r) mutable {
-                  rp.deliver(backward_reply{std::move(r.grad), std::move(r.grad_prompts), {}});
+                  auto& s = self->state;
+                  stream_out(self, requester, backward_reply{std::move(r.grad), std::move(r.grad_prompts), 0, {}},
+                             s.opt.streams, s.next_stream,
+                             [=](caf::expected<backward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
                 },
                 [=](caf::error& e) mutable {
                   rp.deliver(timeout_or(std::move(e), "the backward through " + span_name(self->state.opt)));
@@ -415,6 +469,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         release_session(self, req.session_id);
         return ack{};
       },
+      // Chunks of large training requests (actors/protocol/wire_stream.hpp); the request naming them follows.
+      [=](const wire_chunk& chunk) { return receive_chunk(self, self->state.inbound, chunk); },
+      [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
       [=](address_atom, const std::string& address) { self->state.opt.address = address; },
       [=](dht_ping_request& r) { return to_dht<dht_ping_reply>(self, r); },
       [=](dht_find_node_request& r) { return to_dht<dht_find_node_reply>(self, r); },

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/protocol/wire_stream.hpp"
 #include "kernels/backend.hpp"
 
 namespace corolla {
@@ -30,6 +31,7 @@ struct gate_options {
   double inference_rps = 0, forward_rps = 0, network_rps = 0;  // measured rates; 0 = unknown
   uint64_t seed = 1;             // session ids are drawn from an RNG seeded with this
   std::vector<std::string> adapters;  // LoRA adapters the block actors hold, by name
+  stream_limits streams;              // large training requests and replies cross processes in chunks
 };
 
 // (address_atom, "HOST:PORT") tells the gate where it was published (announced in its info).

@@ -145,12 +145,9 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   auto backend = std::shared_ptr<Backend>(make_cpu_backend(o.threads));
   auto head = std::make_shared<const ClientHead>(*source, *backend);  // only the head's tensors are read
   std::optional<TunedPrompts> tuned;
-  if (!o.prompts.empty()) {
-    tuned = load_tuned_prompts(o.prompts, head->config());
-    if (tuned->deep_prompts.defined())
-      throw std::invalid_argument(o.prompts + " holds deep prompts (deep_ptune): generate with them in this process "
-                                              "(without --initial_peers); through a swarm only ptune prompts apply");
-  }
+  // Deep prompts (deep_ptune) go to the servers when the session opens: each adds its blocks' share to the
+  // tuned prompts' positions.
+  if (!o.prompts.empty()) tuned = load_tuned_prompts(o.prompts, head->config());
 
   corolla_config cfg;
   caf::actor_system sys{cfg};
@@ -170,7 +167,8 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   const int64_t max_length =
       (tuned ? tuned->length() : 0) + static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
   int rc = 0;
-  self->request(client, caf::infinite, open_session_request{max_length, 1, o.adapter})
+  self->request(client, caf::infinite,
+                open_session_request{max_length, 1, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
       .receive(
           [&](caf::actor session) {
             generate_request req{prompt, params, printer_actor, tuned ? tuned->prompts : Tensor()};

@@ -51,6 +51,28 @@ void add_block_prompts(Backend& backend, Tensor& hidden, const Tensor& prompts, 
   }
 }
 
+void add_prompts_at_positions(Backend& backend, Tensor& hidden, const Tensor& prompts,
+                              std::span<const int32_t> positions) {
+  const int64_t b = hidden.dim(0), t = hidden.dim(1), d = hidden.dim(2), p = prompts.dim(1);
+  if (prompts.dim(0) != b || prompts.dim(2) != d || static_cast<int64_t>(positions.size()) != b * t)
+    throw std::invalid_argument("prompts " + prompts.describe() + " do not fit hidden states " + hidden.describe());
+  Tensor rows = hidden.reshaped({b * t, d});
+  const Tensor all = prompts.reshaped({b * p, d});
+  for (int64_t s = 0; s < b; ++s)
+    for (int64_t i = 0; i < t;) {  // runs of consecutive positions below P: one add each
+      const int64_t pos = positions[static_cast<size_t>(s * t + i)];
+      if (pos < 0 || pos >= p) {
+        ++i;
+        continue;
+      }
+      int64_t n = 1;
+      while (i + n < t && pos + n < p && positions[static_cast<size_t>(s * t + i + n)] == pos + n) ++n;
+      Tensor dst = rows.slice_rows(s * t + i, s * t + i + n);
+      backend.add(dst, backend.upload(all.slice_rows(s * p + pos, s * p + pos + n)), dst);
+      i += n;
+    }
+}
+
 void store_prompt_grad(Backend& backend, const Tensor& grad, Tensor& prompt_grads, int64_t i) {
   const int64_t b = grad.dim(0), t = grad.dim(1), d = grad.dim(2), p = prompt_grads.dim(2);
   const Tensor host = backend.download(grad);

@@ -28,6 +28,12 @@ inline bool has_prompts(const Tensor& prompts) { return prompts.defined() && pro
 
 // hidden[:, :P] += prompts[i] (hidden on the backend, prompts on the host).
 void add_block_prompts(Backend& backend, Tensor& hidden, const Tensor& prompts, int64_t i);
+// Deep prompts in a step with a KV cache (inference): hidden [B, T, D] on the backend holds tokens at `positions`
+// (B·T, consecutive within each sequence); a token at position p < P gets prompts[b, p] added (prompts [B, P, D],
+// host). Steps past the first P positions are left alone, so a prefill split into steps, or replayed, gets the
+// same prompts as one prefill.
+void add_prompts_at_positions(Backend& backend, Tensor& hidden, const Tensor& prompts,
+                              std::span<const int32_t> positions);
 // grad[:, :P] of grad [B, T, D] on the backend, written into prompt_grads[i] (host [n, B, P, D]).
 void store_prompt_grad(Backend& backend, const Tensor& grad, Tensor& prompt_grads, int64_t i);
 

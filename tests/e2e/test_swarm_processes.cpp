@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(two_servers_push_match_the_local_run) {
 BOOST_AUTO_TEST_CASE(tensors_arrive_zero_copy) {
   process_swarm s({"0:4"});
   auto gate = s.gate(0);
-  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}});
+  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}, {}});
   BOOST_REQUIRE(opened);
   Tensor hidden = s.head->embed(std::vector<int32_t>{5, 6, 7}, 1);
   auto r = s.ask<step_reply>(gate, step_request{opened->session_id, 1, hidden, {0, 1, 2}, {}, {}});
@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(tensors_arrive_zero_copy) {
 BOOST_AUTO_TEST_CASE(bad_input_over_the_wire_gets_errors_and_other_sessions_go_on) {
   process_swarm s({"0:4"});
   auto gate = s.gate(0);
-  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}});
+  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}, {}});
   BOOST_REQUIRE(opened);
   const uint64_t sid = opened->session_id;
   auto ids = Golden("llama").ids("input_ids");

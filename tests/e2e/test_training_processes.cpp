@@ -2,11 +2,15 @@
 // 2-server swarm (the loss falls by more than half in 50 steps) and `corolla generate --prompts` uses what it
 // learned; training through the servers follows the local run step for step (within 1e-5); a server killed in
 // the middle of training is replaced and the run still follows the local one. Servers started with --adapters
-// apply the LoRA adapter `corolla generate --adapter` names: PEFT's greedy tokens.
+// apply the LoRA adapter `corolla generate --adapter` names: PEFT's greedy tokens. A batch whose requests and
+// replies are above the streaming threshold crosses the processes in chunks, with the local blocks' results.
+// `corolla generate --prompts` with deep prompts gives the same tokens through the servers as in one process.
 #define BOOST_TEST_MODULE training_processes
 #include <boost/test/unit_test.hpp>
 #include <caf/all.hpp>
+#include <cmath>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "actors/client/client_api.hpp"
@@ -15,6 +19,7 @@
 #include "actors/protocol/system_config.hpp"
 #include "model/train/local_training.hpp"
 #include "model/train/span_training.hpp"
+#include "model/weights/safetensors_file.hpp"
 #include "support/golden.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -86,9 +91,12 @@ struct training_client {
   std::vector<caf::actor> owned;
   caf::actor session;
 
-  explicit training_client(std::vector<std::string> addresses) {
-    owned.push_back(spawn_swarm_client(sys, client_options(addresses, route_mode::relay, std::chrono::seconds(20)), head));
-    self->request(owned.back(), caf::infinite, open_training_request{})
+  explicit training_client(std::vector<std::string> addresses, open_training_request req = {},
+                           stream_limits streams = {}) {
+    auto o = client_options(addresses, route_mode::relay, std::chrono::seconds(20));
+    o.streams = streams;
+    owned.push_back(spawn_swarm_client(sys, o, head));
+    self->request(owned.back(), caf::infinite, req)
         .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
     owned.push_back(session);
   }
@@ -256,4 +264,69 @@ BOOST_AUTO_TEST_CASE(generate_with_an_adapter_through_server_processes) {
   BOOST_TEST(generate({"--adapter", adapters + "lora-mlp"}) == want);  // in this process
   // lora-attn is on the first server only: no route, and the command says why.
   BOOST_TEST(generate({"--adapter", "lora-attn", "--initial_peers", a.address() + "," + b.address()}).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_large_batch_streams_between_processes_with_the_local_results) {
+  TempDir dir;
+  auto a = server(dir, "0:2", "a");
+  auto b = server(dir, "2:4", "b");
+  // 108 sequences of 160 tokens: 4.2 MiB of hidden states, above the 4 MiB threshold, in one request per server
+  // (the forward, its reply, the backward with the gradient, its reply: all stream).
+  const int64_t batch = 108, tokens = 160, p = 4;
+  Tensor hidden = Tensor::empty(DType::f32, {batch, tokens, 64});
+  Tensor prompts = Tensor::empty(DType::f32, {4, batch, p, 64});
+  for (int64_t i = 0; i < hidden.numel(); ++i) hidden.data_as<float>()[i] = 0.1f * std::sin(0.37f * i);
+  for (int64_t i = 0; i < prompts.numel(); ++i) prompts.data_as<float>()[i] = 0.05f * std::cos(0.11f * i);
+  BOOST_REQUIRE(static_cast<size_t>(hidden.nbytes()) > kStreamThreshold);
+  std::vector<int32_t> positions(static_cast<size_t>(batch * tokens));
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i % tokens);
+  const open_training_request whole_batches{"", batch * tokens};
+
+  training_client c({a->address(), b->address()}, whole_batches);
+  auto fwd = c.ask<blocks_forward_result>(c.session, blocks_forward{hidden, positions, prompts});
+  BOOST_REQUIRE_MESSAGE(fwd, why(fwd));
+  Tensor grad = Tensor::empty(DType::f32, hidden.shape());
+  for (int64_t i = 0; i < grad.numel(); ++i) grad.data_as<float>()[i] = 1e-3f * std::sin(0.21f * i);
+  auto back = c.ask<blocks_backward_result>(c.session, blocks_backward{fwd->pass, grad});
+  BOOST_REQUIRE_MESSAGE(back, why(back));
+  LocalBlocks blocks(*c.source, *c.backend);
+  BOOST_TEST(max_abs_diff(fwd->hidden, span_forward(blocks.blocks(), hidden, positions, prompts, *c.backend)) < 1e-5f);
+  SpanGradients want = span_backward(blocks.blocks(), hidden, grad, positions, prompts, *c.backend);
+  BOOST_TEST(max_abs_diff(back->grad_input, want.grad_in) < 1e-5f);
+  BOOST_TEST(max_abs_diff(back->grad_prompts, want.grad_prompts) < 1e-5f);
+
+  // The servers' replies did stream: a client that reassembles no message above 4 MiB refuses them by name.
+  stream_limits strict;
+  strict.max_message_bytes = size_t{4} << 20;
+  training_client d({a->address(), b->address()}, whole_batches, strict);
+  auto refused = d.ask<blocks_forward_result>(d.session, blocks_forward{hidden, positions, Tensor()});
+  BOOST_REQUIRE(!refused);
+  BOOST_TEST(why(refused).find("above the largest message accepted (4 MiB)") != std::string::npos, why(refused));
+}
+
+BOOST_AUTO_TEST_CASE(generate_with_deep_prompts_through_server_processes_equals_the_local_run) {
+  TempDir dir;
+  auto a = server(dir, "0:2", "a");
+  auto b = server(dir, "2:4", "b");
+  // Deep prompts as `corolla finetune --mode deep_ptune --pre_seq_len 3` saves them (random values).
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  Tensor prompts = Tensor::empty(DType::f32, {3, 64}), deep = Tensor::empty(DType::f32, {4, 3, 64});
+  for (Tensor* t : {&prompts, &deep})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data_as<float>()[i] = normal(rng);
+  const std::string file = dir.str() + "/deep.safetensors";
+  write_safetensors(file, {{"prompts", prompts}, {"deep_prompts", deep}});
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"generate", "--model", model_dir("llama"), "--prompt-ids", "17,42,99",
+                                     "--max-new-tokens", "12", "--ignore-eos", "--threads", "1", "--prompts", file};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ChildProcess p(std::string(COROLLA_BIN_DIR) + "/corolla", args);
+    auto lines = all_lines(p);
+    BOOST_TEST(p.stop() == 0);
+    return lines.empty() ? std::string() : lines.front();
+  };
+  const std::string local = generate({});
+  BOOST_TEST(!local.empty());
+  for (const char* mode : {"push", "relay"})
+    BOOST_TEST(generate({"--initial_peers", a->address() + "," + b->address(), "--mode", mode}) == local, mode);
 }

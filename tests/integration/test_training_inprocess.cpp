@@ -3,17 +3,22 @@
 // step for step, sub-batches take routes of their own, a server lost before a backward is replaced, and bad
 // requests get errors that name the problem. LoRA adapters: servers list them, apply the one a request names
 // (generation and training equal the local model with the adapter), and routes use only servers that hold it.
+// Large requests and replies stream in chunks (a small threshold here) with the same results, and broken
+// streams are refused by name. Generation with deep prompts equals the local model's, also after a failover.
 #define BOOST_TEST_MODULE training_inprocess
 #include <boost/test/unit_test.hpp>
 #include <caf/all.hpp>
 #include <map>
 #include <numeric>
+#include <random>
+#include <thread>
 
 #include "actors/client/client_api.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "actors/server/server_node.hpp"
+#include "model/local_model.hpp"
 #include "model/train/local_training.hpp"
 #include "model/train/span_training.hpp"
 #include "support/golden.hpp"
@@ -45,10 +50,14 @@ struct training_swarm {
   std::vector<caf::actor> owned;
 
   // adapters[i]: the adapter directories server i loads.
+  stream_limits streams;  // the servers' and the clients'
+
   explicit training_swarm(std::vector<std::pair<int64_t, int64_t>> spans,
-                          std::vector<std::vector<std::string>> adapters = {}) {
+                          std::vector<std::vector<std::string>> adapters = {}, stream_limits streams = {})
+      : streams(streams) {
     for (size_t i = 0; i < spans.size(); ++i) {
       server_setup setup;
+      setup.streams = streams;
       if (i < adapters.size()) setup.adapters = adapters[i];
       setup.model = model_dir("llama");
       setup.first_block = spans[i].first;
@@ -73,7 +82,9 @@ struct training_swarm {
   }
 
   caf::actor client(route_mode mode = route_mode::relay) {
-    return keep(spawn_swarm_client(sys, client_options(addresses, mode, std::chrono::seconds(10)), head, connector));
+    auto o = client_options(addresses, mode, std::chrono::seconds(10));
+    o.streams = streams;
+    return keep(spawn_swarm_client(sys, o, head, connector));
   }
 
   // A training session over the swarm (the client's block runner).
@@ -135,16 +146,16 @@ BOOST_AUTO_TEST_CASE(server_forward_and_backward_equal_the_local_blocks) {
     ptrs.push_back(blocks.back().get());
   }
   const Tensor mine = prompts.slice_rows(1, 3);
-  auto fwd = f.ask<forward_reply>(f.servers[0].gate, forward_request{x, pos, mine, 1, 3, "", {}});
+  auto fwd = f.ask<forward_reply>(f.servers[0].gate, forward_request{x, pos, mine, 1, 3, "", 0, {}});
   BOOST_REQUIRE_MESSAGE(fwd, why(fwd));
   BOOST_TEST(max_abs_diff(fwd->hidden, span_forward(ptrs, x, pos, mine, *backend)) < 1e-6f);
-  auto back = f.ask<backward_reply>(f.servers[0].gate, backward_request{x, dy, pos, mine, 1, 3, "", {}});
+  auto back = f.ask<backward_reply>(f.servers[0].gate, backward_request{x, dy, pos, mine, 1, 3, "", 0, {}});
   BOOST_REQUIRE_MESSAGE(back, why(back));
   SpanGradients want = span_backward(ptrs, x, dy, pos, mine, *backend);
   BOOST_TEST(max_abs_diff(back->grad_input, want.grad_in) < 1e-6f);
   BOOST_TEST(max_abs_diff(back->grad_prompts, want.grad_prompts) < 1e-6f);
   // The whole span without prompts: the golden stack's gradient needs all four blocks and the prompts.
-  auto all = f.ask<backward_reply>(f.servers[0].gate, backward_request{x, dy, pos, prompts, 0, 0, "", {}});
+  auto all = f.ask<backward_reply>(f.servers[0].gate, backward_request{x, dy, pos, prompts, 0, 0, "", 0, {}});
   BOOST_REQUIRE(all);
   BOOST_TEST(max_abs_diff(all->grad_input, g.tensor("span_grad_input")) < 1e-4f);
   BOOST_TEST(max_abs_diff(all->grad_prompts, g.tensor("span_grad_prompts")) < 1e-4f);
@@ -161,14 +172,14 @@ BOOST_AUTO_TEST_CASE(bad_training_requests_get_errors_naming_the_problem) {
     BOOST_TEST(describe(r.error()).find(words) != std::string::npos, describe(r.error()));
   };
   auto back = [&](Tensor h, Tensor grad, Tensor prompts, int64_t first = 0, int64_t last = 0) {
-    return f.ask<backward_reply>(gate, backward_request{h, grad, pos, prompts, first, last, "", {}});
+    return f.ask<backward_reply>(gate, backward_request{h, grad, pos, prompts, first, last, "", 0, {}});
   };
   expect(back(x, Tensor::empty(DType::f32, {2, 11, 64}), {}), errc::bad_request, "does not match the hidden states");
   expect(back(x, x, Tensor::empty(DType::f32, {2, 2, 13, 64})), errc::bad_request, "longer than the 12 tokens");
   expect(back(x, x, Tensor::empty(DType::f32, {3, 2, 4, 64})), errc::bad_request, "prompts for 3 blocks");
   expect(back(x, x, {}, 1, 4), errc::unknown_block, "not all served here");
   expect(back(Tensor::empty(DType::f32, {2, 12, 63}), x, {}), errc::bad_request, "f32[batch, tokens, 64]");
-  auto fwd = f.ask<forward_reply>(gate, forward_request{x, {0, 1}, {}, 0, 0, "", {}});
+  auto fwd = f.ask<forward_reply>(gate, forward_request{x, {0, 1}, {}, 0, 0, "", 0, {}});
   BOOST_TEST(is(fwd.error(), errc::bad_request));
   // The server still serves.
   BOOST_TEST(bool(back(x, x, {})));
@@ -317,11 +328,11 @@ BOOST_AUTO_TEST_CASE(servers_apply_the_adapter_a_request_names) {
   BOOST_TEST(why(none).find("lora-mlp") != std::string::npos, why(none));
 
   // A server asked for an adapter it does not hold says which it has.
-  auto bad = f.ask<session_opened>(f.servers[1].gate, open_session{16, 1, 0, 0, "lora-mlp", {}});
+  auto bad = f.ask<session_opened>(f.servers[1].gate, open_session{16, 1, 0, 0, "lora-mlp", {}, {}});
   BOOST_TEST(is(bad.error(), errc::bad_request));
   BOOST_TEST(why(bad).find("unknown adapter 'lora-mlp' (this server holds lora-attn)") != std::string::npos, why(bad));
   const Tensor x = Golden("llama", "grads").tensor("block_input");
-  auto fwd = f.ask<forward_reply>(f.servers[2].gate, forward_request{x, positions_of(2, 12), {}, 0, 0, "lora-attn", {}});
+  auto fwd = f.ask<forward_reply>(f.servers[2].gate, forward_request{x, positions_of(2, 12), {}, 0, 0, "lora-attn", 0, {}});
   BOOST_TEST(why(fwd).find("holds none") != std::string::npos, why(fwd));
 
   // Training with the adapter through the swarm follows local training with it.
@@ -344,4 +355,201 @@ BOOST_AUTO_TEST_CASE(servers_apply_the_adapter_a_request_names) {
     local.apply();
     BOOST_TEST(std::fabs(r->loss - loss.loss) < 1e-5, "step " << step << ": " << r->loss << " vs " << loss.loss);
   }
+}
+
+// --- large messages as streams of chunks ------------------------------------------------------------------------
+
+// Streams above 4 KiB, in chunks of 1000 bytes, between actors of this process too.
+stream_limits small_streams() {
+  stream_limits l;
+  l.threshold = 4096;
+  l.chunk_bytes = 1000;
+  l.in_process = true;
+  l.timeout = std::chrono::milliseconds(200);
+  return l;
+}
+
+BOOST_AUTO_TEST_CASE(large_requests_and_replies_stream_in_chunks_with_the_same_results) {
+  auto backend = make_cpu_backend(1);
+  auto source = open_weights(model_dir("llama"));
+  PromptTuning tuning(std::make_shared<ClientHead>(*source, *backend), tuning_options(TuningMode::deep_ptune, 4));
+  const TrainingBatch batch = example_batch();
+  const BlockInputs in = tuning.inputs(batch);  // 4 x 16 x 64 f32: 16 KiB of hidden states per request
+  auto run = [&](stream_limits limits) {
+    training_swarm f({{0, 2}, {2, 4}}, {}, limits);
+    auto session = f.session({"", 1 << 20});
+    auto fwd = f.ask<blocks_forward_result>(session, blocks_forward{in.hidden, in.positions, in.prompts});
+    BOOST_REQUIRE_MESSAGE(fwd, why(fwd));
+    auto back = f.ask<blocks_backward_result>(session, blocks_backward{fwd->pass, tuning.loss(batch, fwd->hidden).grad});
+    BOOST_REQUIRE_MESSAGE(back, why(back));
+    return std::make_pair(fwd->hidden, *back);
+  };
+  const auto plain = run({});  // nothing streams in one process by default
+  const auto streamed = run(small_streams());
+  BOOST_TEST(max_abs_diff(streamed.first, plain.first) == 0.f);
+  BOOST_TEST(max_abs_diff(streamed.second.grad_input, plain.second.grad_input) == 0.f);
+  BOOST_TEST(max_abs_diff(streamed.second.grad_prompts, plain.second.grad_prompts) == 0.f);
+  LocalBlocks blocks(*source, *backend);
+  BOOST_TEST(max_abs_diff(streamed.first, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, *backend)) <
+             1e-5f);
+
+  // The requests did stream: servers that accept no message above 8 KiB refuse them, by name.
+  stream_limits strict = small_streams();
+  strict.max_message_bytes = 8192;
+  training_swarm f({{0, 4}}, {}, strict);
+  f.streams = small_streams();  // the client's limits
+  auto session = f.session({"", 1 << 20});
+  auto fwd = f.ask<blocks_forward_result>(session, blocks_forward{in.hidden, in.positions, in.prompts});
+  BOOST_REQUIRE(!fwd);
+  BOOST_TEST(is(fwd.error(), errc::bad_request), why(fwd));
+  BOOST_TEST(why(fwd).find("above the largest message accepted (8192 bytes)") != std::string::npos, why(fwd));
+  // And so did the replies: a client that accepts none above 8 KiB finds the server's reply refused.
+  training_swarm g({{0, 4}}, {}, small_streams());
+  g.streams = strict;
+  auto other = g.session({"", 1 << 20});
+  auto refused = g.ask<blocks_forward_result>(other, blocks_forward{in.hidden, in.positions, in.prompts});
+  BOOST_REQUIRE(!refused);  // the request streams to the server fine; its reply does not come back
+  BOOST_TEST(why(refused).find("above the largest message accepted (8192 bytes)") != std::string::npos, why(refused));
+}
+
+BOOST_AUTO_TEST_CASE(broken_and_abandoned_streams_are_refused_and_freed) {
+  training_swarm f({{0, 4}}, {}, small_streams());
+  auto gate = f.servers[0].gate;
+  const Tensor x = Golden("llama", "grads").tensor("block_input");  // [2, 12, 64]
+  const forward_request whole{x, positions_of(2, 12), {}, 0, 0, "", 0, {}};
+  const auto chunks = cut_chunks(pieces(whole), 41, 1000);
+  BOOST_REQUIRE(chunks.size() > 3u);
+  auto final_of = [](uint64_t id) {
+    forward_request hollow;
+    hollow.stream = id;
+    return hollow;
+  };
+  // A chunk lost on the way: the next one is refused, and so is the final message.
+  for (size_t i = 0; i < 2; ++i) BOOST_TEST(bool(f.ask<ack>(gate, chunks[i])));
+  auto gap = f.ask<ack>(gate, chunks[3]);
+  BOOST_TEST(is(gap.error(), errc::bad_request), why(gap));
+  const std::string due = "stream 41: a chunk at byte " + std::to_string(chunks[3].offset) + " where byte " +
+                          std::to_string(chunks[2].offset) + " was due";
+  BOOST_TEST(why(gap).find(due) != std::string::npos, why(gap));
+  BOOST_TEST(why(f.ask<ack>(gate, chunks[2])).find(due) != std::string::npos);  // too late: it stays broken
+  auto lost = f.ask<forward_reply>(gate, final_of(41));
+  BOOST_TEST(is(lost.error(), errc::bad_request), why(lost));
+  BOOST_TEST(why(lost).find(due) != std::string::npos, why(lost));
+  // The final message of a stream that never was.
+  auto unknown = f.ask<forward_reply>(gate, final_of(42));
+  BOOST_TEST(why(unknown).find("stream 42 is unknown here") != std::string::npos, why(unknown));
+  // A stream abandoned half way is dropped after the timeout (200 ms); its final message, come late, says so.
+  for (size_t i = 0; i < 2; ++i) {
+    wire_chunk c = chunks[i];
+    c.stream = 43;
+    BOOST_TEST(bool(f.ask<ack>(gate, c)));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto late = f.ask<forward_reply>(gate, final_of(43));
+  BOOST_TEST(why(late).find("stream 43 was abandoned: no chunk for 0.20 s") != std::string::npos, why(late));
+  // A whole stream is taken and its request served; the reply streams back to this requester, which does not
+  // acknowledge its chunks: once they time out the gate gives up on it (holding nothing) and says so.
+  for (auto c : chunks) {
+    c.stream = 44;
+    BOOST_TEST(bool(f.ask<ack>(gate, c)));
+  }
+  auto unacknowledged = f.ask<forward_reply>(gate, final_of(44));
+  BOOST_TEST(why(unacknowledged).find("the reply could not be streamed back") != std::string::npos,
+             why(unacknowledged));
+}
+
+// --- deep prompts in generation ---------------------------------------------------------------------------------
+
+TunedPrompts random_prompts(int64_t blocks, int64_t length, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  TunedPrompts t{Tensor::empty(DType::f32, {length, 64}), Tensor::empty(DType::f32, {blocks, length, 64})};
+  for (Tensor* x : {&t.prompts, &t.deep_prompts})
+    for (int64_t i = 0; i < x->numel(); ++i) x->data_as<float>()[i] = normal(rng);
+  return t;
+}
+
+GenerationParams greedy(int64_t n) {
+  GenerationParams p;
+  p.max_new_tokens = n;
+  p.stop_at_eos = false;
+  return p;
+}
+
+BOOST_AUTO_TEST_CASE(generation_with_deep_prompts_equals_the_local_model_and_survives_a_failover) {
+  // Blocks 2..3 on two servers: the one a session uses dies half way through its generation.
+  training_swarm f({{0, 2}, {2, 4}, {2, 4}});
+  const TunedPrompts tuned = random_prompts(4, 3, 7);
+  const std::vector<int32_t> prompt = {17, 42, 99, 7};
+  auto backend = make_cpu_backend(1);
+  LocalModel local(f.source, *backend);
+  const auto want = generate(local, prompt, greedy(12), {}, &tuned);
+  TunedPrompts shallow = tuned;
+  shallow.deep_prompts = Tensor();
+  BOOST_TEST(generate(local, prompt, greedy(12), {}, &shallow) != want);  // the deep prompts matter
+
+  const int64_t max_length = 3 + 4 + 12;
+  for (auto mode : {route_mode::relay, route_mode::push}) {
+    BOOST_TEST_CONTEXT((mode == route_mode::push ? "push" : "relay")) {
+      auto session = f.ask<caf::actor>(f.client(mode), open_session_request{max_length, 1, "", tuned.deep_prompts});
+      BOOST_REQUIRE_MESSAGE(session, why(session));
+      f.keep(*session);
+      auto r = f.ask<generate_result>(*session, generate_request{prompt, greedy(12), {}, tuned.prompts});
+      BOOST_REQUIRE_MESSAGE(r, why(r));
+      BOOST_TEST(r->tokens == want, boost::test_tools::per_element());
+    }
+  }
+
+  // Six tokens, the server of blocks 2..3 dies, six more: the replacement replays the history (the tuned prompts'
+  // positions among it) with the same deep prompts, and the tokens go on as the local model's.
+  auto session = f.ask<caf::actor>(f.client(route_mode::push), open_session_request{max_length, 1, "", tuned.deep_prompts});
+  BOOST_REQUIRE_MESSAGE(session, why(session));
+  f.keep(*session);
+  auto first = f.ask<generate_result>(*session, generate_request{prompt, greedy(6), {}, tuned.prompts});
+  BOOST_REQUIRE_MESSAGE(first, why(first));
+  auto route = f.ask<std::vector<std::string>>(*session, route_atom::value);
+  BOOST_REQUIRE(route && route->size() == 2u);
+  const size_t victim = route->back().find(f.addresses[1]) != std::string::npos ? 1 : 2;
+  f.self->send_exit(f.servers[victim].gate, caf::exit_reason::kill);
+  auto rest = f.ask<generate_result>(*session, generate_request{{first->tokens.back()}, greedy(6)});
+  BOOST_REQUIRE_MESSAGE(rest, why(rest));
+  auto stats = f.ask<session_stats>(*session, stats_atom::value);
+  BOOST_REQUIRE(stats);
+  BOOST_TEST(stats->recovery_seconds.size() == 1u);
+  std::vector<int32_t> got = first->tokens;
+  got.insert(got.end(), rest->tokens.begin(), rest->tokens.end());
+  BOOST_TEST(got == want, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(deep_prompts_of_the_wrong_shape_are_refused) {
+  training_swarm f({{0, 2}, {2, 4}});
+  auto client = f.client();
+  auto open = [&](Tensor prompts, int64_t batch = 1) {
+    return f.ask<caf::actor>(client, open_session_request{16, batch, "", prompts});
+  };
+  auto expect = [&](const caf::expected<caf::actor>& r, const std::string& words) {
+    BOOST_REQUIRE(!r);
+    BOOST_TEST(is(r.error(), errc::bad_request), why(r));
+    BOOST_TEST(why(r).find(words) != std::string::npos, why(r));
+  };
+  expect(open(Tensor::empty(DType::f32, {3, 2, 64})), "deep prompts must be f32[4, prompt_len, 64]");
+  expect(open(Tensor::empty(DType::f32, {4, 2, 63})), "got f32[4, 2, 63]");
+  expect(open(Tensor::empty(DType::f32, {4, 2, 2, 64})), "f32[4, 1, prompt_len, 64]");  // batch 2 for a batch of 1
+  expect(open(Tensor::empty(DType::f32, {4, 17, 64})), "length 17 exceed the session's max_length 16");
+  // The servers check them too: a gate gets prompts for its own blocks only.
+  auto gate = f.servers[0].gate;
+  auto bad = [&](Tensor prompts, int64_t first = 0, int64_t last = 0) {
+    return f.ask<session_opened>(gate, open_session{16, 1, first, last, "", prompts, {}});
+  };
+  auto refused = [&](const caf::expected<session_opened>& r, const std::string& words) {
+    BOOST_REQUIRE(!r);
+    BOOST_TEST(is(r.error(), errc::bad_request), why(r));
+    BOOST_TEST(why(r).find(words) != std::string::npos, why(r));
+  };
+  refused(bad(Tensor::empty(DType::f32, {4, 1, 2, 64})), "deep prompts must be f32[2, 1, prompt_len, 64]");
+  refused(bad(Tensor::empty(DType::f32, {1, 1, 2, 64}), 0, 2), "got f32[1, 1, 2, 64]");
+  refused(bad(Tensor::empty(DType::f32, {2, 1, 20, 64})), "length 20 exceed the session's max_length 16");
+  refused(bad(Tensor::empty(DType::i32, {2, 1, 2, 64})), "deep prompts must be f32");
+  auto good = bad(Tensor::empty(DType::f32, {1, 1, 2, 64}), 1, 2);  // block 1 alone
+  BOOST_TEST(bool(good), why(good));
 }

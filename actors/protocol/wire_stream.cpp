@@ -1,0 +1,123 @@
+#include "actors/protocol/wire_stream.hpp"
+
+#include <capnp/common.h>
+
+namespace corolla {
+namespace {
+
+// Sizes for people: MiB from 1 MiB up, bytes below.
+std::string mb(size_t bytes) {
+  if (bytes < (size_t{1} << 20)) return std::to_string(bytes) + " bytes";
+  return std::to_string((bytes + (1 << 19)) >> 20) + " MiB";
+}
+
+// Broken streams are remembered (without their bytes) this many timeouts, so that a final message that comes
+// late is told what happened rather than "unknown".
+constexpr int kRememberBroken = 4;
+
+std::string seconds(caf::timespan t) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(t).count() / 1000.0).substr(0, 4) + " s";
+}
+
+}  // namespace
+
+std::vector<wire_chunk> cut_chunks(const wire_pieces& pieces, uint64_t id, size_t chunk_bytes) {
+  chunk_bytes = std::max<size_t>(chunk_bytes, 1);
+  std::vector<wire_chunk> out;
+  uint64_t offset = 0;
+  for (const auto& p : pieces.pieces)
+    for (size_t at = 0; at < p.size; at += chunk_bytes) {
+      const size_t n = std::min(chunk_bytes, p.size - at);
+      out.push_back(wire_chunk{id, offset, pieces.size, p.data + at, n, pieces.keep, {}});
+      offset += n;
+    }
+  return out;
+}
+
+std::string inbound_streams::breaks(entry& e, std::string problem) {
+  if (e.bytes) buffered_ -= e.total;
+  e.bytes.reset();
+  e.problem = problem;
+  return problem;
+}
+
+std::string inbound_streams::add(const caf::actor_addr& from, const wire_chunk& c, time_point now) {
+  const std::string name = "stream " + std::to_string(c.stream);
+  if (!c.wire_error.empty()) {
+    entry& e = streams_[{from, c.stream}];
+    e.last = now;
+    return e.problem.empty() ? breaks(e, name + ": garbled chunk: " + c.wire_error) : e.problem;
+  }
+  auto it = streams_.find({from, c.stream});
+  if (it == streams_.end()) {
+    entry& e = streams_[{from, c.stream}];
+    e.last = now;
+    e.total = c.total;
+    if (c.offset != 0)
+      return breaks(e, name + ": a chunk at byte " + std::to_string(c.offset) +
+                           " came first; the start of the stream never arrived (or was dropped)");
+    if (c.total > limits_.max_message_bytes)
+      return breaks(e, name + " announces " + mb(c.total) + ", above the largest message accepted (" +
+                           mb(limits_.max_message_bytes) + ")");
+    if (c.total % sizeof(capnp::word) != 0)
+      return breaks(e, name + " announces " + std::to_string(c.total) + " bytes, not whole 8-byte words");
+    if (buffered_ + c.total > limits_.max_buffered_bytes)
+      return breaks(e, name + " of " + mb(c.total) + " does not fit: " + mb(buffered_) + " of the " +
+                           mb(limits_.max_buffered_bytes) + " allowed for streams being received are taken");
+    e.bytes = std::make_shared<std::vector<char>>();
+    e.bytes->reserve(c.total);  // reserved, not filled: the chunks are copied in once
+    buffered_ += c.total;
+    it = streams_.find({from, c.stream});
+  }
+  entry& e = it->second;
+  e.last = now;
+  if (!e.problem.empty()) return e.problem;
+  const uint64_t have = e.bytes->size();
+  if (c.total != e.total)
+    return breaks(e, name + ": a chunk says the message has " + std::to_string(c.total) + " bytes, the stream began with " +
+                         std::to_string(e.total));
+  if (c.offset != have)
+    return breaks(e, name + ": a chunk at byte " + std::to_string(c.offset) + " where byte " + std::to_string(have) +
+                         " was due (a chunk was lost or reordered)");
+  if (c.size > e.total - have)
+    return breaks(e, name + ": a chunk of " + std::to_string(c.size) + " bytes at byte " + std::to_string(have) +
+                         " runs past the message's " + std::to_string(e.total) + " bytes");
+  e.bytes->insert(e.bytes->end(), c.data, c.data + c.size);
+  return {};
+}
+
+std::string inbound_streams::take(const caf::actor_addr& from, uint64_t id, std::shared_ptr<std::vector<char>>& bytes) {
+  const std::string name = "stream " + std::to_string(id);
+  auto it = streams_.find({from, id});
+  if (it == streams_.end())
+    return name + " is unknown here: none of its chunks arrived, or it was dropped as abandoned";
+  entry e = std::move(it->second);
+  streams_.erase(it);
+  if (!e.problem.empty()) return e.problem;
+  buffered_ -= e.total;
+  if (e.bytes->size() != e.total)
+    return name + " ended after " + std::to_string(e.bytes->size()) + " of its " + std::to_string(e.total) +
+           " bytes (chunks were lost)";
+  bytes = std::move(e.bytes);
+  return {};
+}
+
+void inbound_streams::expire(time_point now) {
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    entry& e = it->second;
+    const auto idle = now - e.last;
+    if (idle < limits_.timeout || (!e.problem.empty() && idle < kRememberBroken * limits_.timeout)) {
+      ++it;
+    } else if (e.problem.empty()) {  // abandoned half way: free it, and say why if its final message comes late
+      breaks(e, "stream " + std::to_string(it->first.second) + " was abandoned: no chunk for " +
+                    seconds(limits_.timeout) + " after " + std::to_string(e.bytes->size()) + " of " +
+                    std::to_string(e.total) + " bytes; it was dropped");
+      e.last = now;
+      ++it;
+    } else {
+      it = streams_.erase(it);
+    }
+  }
+}
+
+}  // namespace corolla
