@@ -149,10 +149,6 @@ struct MatvecTarget {
   float* y;
 };
 
-// Chunks per thread of a matrix-vector job: a thread waits only for the slowest last chunk, so small chunks keep
-// the threads' finishing times close.
-constexpr int kMatvecChunksPerThread = ThreadPool::kChunksPerThread;
-
 // y_i = x · w_iᵀ with the matrix-vector kernels, the rows of all the weights split over the pool as one job; each
 // thread reads its rows once for all m rows of x. Chunk bounds are multiples of 16 rows of the concatenation; a
 // chunk that spans two weights runs a piece of each.
@@ -170,7 +166,7 @@ void matvec_job(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::spa
       else
         kernels.rows_for_dtype(w.dtype())(w.data(), k, x, m, targets[i].y, w.dim(0), lo, hi);
     }
-  }, kMatvecChunksPerThread);
+  });
 }
 
 }  // namespace

@@ -107,13 +107,11 @@ void ThreadPool::run_chunk(uint32_t index, uint32_t parts) {
   if (done_.fetch_add(1) + 1 == parts && caller_sleeping_.load()) done_.notify_one();
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,
-                              int chunks_per_thread) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t units = (n + grain - 1) / grain;
-  // The chunk count must fit the 16 bits it has in state_.
-  const int64_t parts = std::min<int64_t>({units, static_cast<int64_t>(size()) * std::max(1, chunks_per_thread), 0xffff});
+  const int64_t parts = std::min<int64_t>(units, static_cast<int64_t>(size()) * kChunksPerThread);
   if (parts <= 1 || workers_.empty()) {
     fn(0, n);
     return;

@@ -27,13 +27,10 @@ class ThreadPool {
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Runs fn(begin, end) over [0, n) in contiguous chunks whose bounds are multiples of `grain` (the last one ends
-  // at n), at most chunks_per_thread * size() of them, each run once by the caller or a worker. Returns when all
-  // are done; an exception thrown by fn is rethrown here (the first one, after every chunk has finished). Calls
-  // from different threads are serialised; fn must not call parallel_for on the same pool. More chunks even out
-  // the threads' finishing times (the last chunk of a job is the only one a thread may wait for); fewer suit work
-  // with a fixed cost per chunk.
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn,
-                    int chunks_per_thread = kChunksPerThread);
+  // at n), at most kChunksPerThread * size() of them, each run once by the caller or a worker. Returns when all are
+  // done; an exception thrown by fn is rethrown here (the first one, after every chunk has finished). Calls from
+  // different threads are serialised; fn must not call parallel_for on the same pool.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   // The process-wide pool with `threads` threads (0: one per hardware thread), created on first use.
   static std::shared_ptr<ThreadPool> shared(int threads);
