@@ -27,26 +27,37 @@ const T* as(const caf::type_erased_tuple& x) {
 
 }  // namespace
 
+const char* kind_name(traffic_kind k) {
+  switch (k) {
+    case traffic_kind::dht: return "dht";
+    case traffic_kind::step: return "step";
+    case traffic_kind::session: return "session";
+    case traffic_kind::info: return "info";
+    case traffic_kind::other: break;
+  }
+  return "other";
+}
+
 message_weight weigh(const caf::type_erased_tuple& x) {
   if (x.size() == 0) return {};
   if (auto m = as<step_request>(x))
     return {kFraming + static_cast<uint64_t>(m->hidden.nbytes()) + 4 * m->positions.size() + 32 * m->next.size(),
-            "step"};
-  if (auto m = as<step_reply>(x)) return {kFraming + static_cast<uint64_t>(m->hidden.nbytes()), "step"};
-  if (auto m = as<dht_ping_request>(x)) return {kFraming + contact_bytes(m->sender), "dht"};
-  if (auto m = as<dht_ping_reply>(x)) return {kFraming + contact_bytes(m->responder), "dht"};
-  if (auto m = as<dht_find_node_request>(x)) return {kFraming + contact_bytes(m->sender) + m->target.size(), "dht"};
-  if (auto m = as<dht_find_node_reply>(x)) return {kFraming + contact_bytes(m->responder) + contacts_bytes(m->contacts), "dht"};
-  if (auto m = as<dht_find_value_request>(x)) return {kFraming + contact_bytes(m->sender) + m->key.size(), "dht"};
+            traffic_kind::step};
+  if (auto m = as<step_reply>(x)) return {kFraming + static_cast<uint64_t>(m->hidden.nbytes()), traffic_kind::step};
+  if (auto m = as<dht_ping_request>(x)) return {kFraming + contact_bytes(m->sender), traffic_kind::dht};
+  if (auto m = as<dht_ping_reply>(x)) return {kFraming + contact_bytes(m->responder), traffic_kind::dht};
+  if (auto m = as<dht_find_node_request>(x)) return {kFraming + contact_bytes(m->sender) + m->target.size(), traffic_kind::dht};
+  if (auto m = as<dht_find_node_reply>(x)) return {kFraming + contact_bytes(m->responder) + contacts_bytes(m->contacts), traffic_kind::dht};
+  if (auto m = as<dht_find_value_request>(x)) return {kFraming + contact_bytes(m->sender) + m->key.size(), traffic_kind::dht};
   if (auto m = as<dht_find_value_reply>(x))
-    return {kFraming + contact_bytes(m->responder) + items_bytes(m->items) + contacts_bytes(m->contacts), "dht"};
+    return {kFraming + contact_bytes(m->responder) + items_bytes(m->items) + contacts_bytes(m->contacts), traffic_kind::dht};
   if (auto m = as<dht_store_request>(x))
-    return {kFraming + contact_bytes(m->sender) + m->key.size() + items_bytes(m->items), "dht"};
-  if (auto m = as<dht_store_reply>(x)) return {kFraming + contact_bytes(m->responder) + m->stored.size(), "dht"};
-  if (as<open_session>(x) || as<session_opened>(x) || as<close_session>(x)) return {kFraming, "session"};
-  if (as<info_request>(x)) return {kFraming, "info"};
-  if (as<server_info>(x)) return {kFraming + 256, "info"};
-  if (auto m = as<bandwidth_probe>(x)) return {kFraming + m->payload.size(), "info"};
+    return {kFraming + contact_bytes(m->sender) + m->key.size() + items_bytes(m->items), traffic_kind::dht};
+  if (auto m = as<dht_store_reply>(x)) return {kFraming + contact_bytes(m->responder) + m->stored.size(), traffic_kind::dht};
+  if (as<open_session>(x) || as<session_opened>(x) || as<close_session>(x)) return {kFraming, traffic_kind::session};
+  if (as<info_request>(x)) return {kFraming, traffic_kind::info};
+  if (as<server_info>(x)) return {kFraming + 256, traffic_kind::info};
+  if (auto m = as<bandwidth_probe>(x)) return {kFraming + m->payload.size(), traffic_kind::info};
   return {};
 }
 

@@ -9,9 +9,14 @@
 
 namespace corolla::sim {
 
+// The kinds of traffic, counted apart (an index into the network's counters: no string per message).
+enum class traffic_kind : uint8_t { dht, step, session, info, other };
+inline constexpr size_t kTrafficKinds = 5;
+const char* kind_name(traffic_kind k);
+
 struct message_weight {
   uint64_t bytes = 64;
-  const char* kind = "other";
+  traffic_kind kind = traffic_kind::other;
 };
 
 message_weight weigh(const caf::type_erased_tuple& content);

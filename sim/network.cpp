@@ -59,22 +59,37 @@ bool Network::reachable(node_index from, node_index to) const {
   return !(a || b) || nodes_[from].region == nodes_[to].region;
 }
 
-std::optional<caf::timespan> Network::deliver(node_index from, node_index to, uint64_t bytes, const std::string& kind,
+std::optional<caf::timespan> Network::deliver(node_index from, node_index to, uint64_t bytes, traffic_kind kind,
                                               caf::actor_clock::time_point now) {
   const double now_s = std::chrono::duration<double>(now - origin_).count();
-  ++traffic_.messages[kind];
-  traffic_.bytes[kind] += bytes;
-  auto& per_minute = traffic_.messages_per_minute[kind];
+  kind_counts& counts = traffic_[static_cast<size_t>(kind)];
+  ++counts.messages;
+  counts.bytes += bytes;
+  auto& per_minute = counts.per_minute;
   const size_t minute = now_s > 0 ? static_cast<size_t>(now_s / 60.0) : 0;
   if (per_minute.size() <= minute) per_minute.resize(minute + 1, 0);
   ++per_minute[minute];
   const bool lost = model_.loss > 0 && from != to && std::uniform_real_distribution<double>(0, 1)(rng_) < model_.loss;
   if (lost || !reachable(from, to)) {
-    ++traffic_.lost[kind];
+    ++counts.lost;
     return std::nullopt;
   }
   const double s = latency_s(from, to) + transfer_s(from, to, bytes);
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
+}
+
+traffic_counts Network::traffic() const {
+  traffic_counts out;
+  for (size_t k = 0; k < kTrafficKinds; ++k) {
+    const kind_counts& c = traffic_[k];
+    if (c.messages == 0) continue;
+    const std::string name = kind_name(static_cast<traffic_kind>(k));
+    out.messages[name] = c.messages;
+    out.bytes[name] = c.bytes;
+    out.messages_per_minute[name] = c.per_minute;
+    if (c.lost > 0) out.lost[name] = c.lost;
+  }
+  return out;
 }
 
 void Network::set_frozen(node_index n, bool frozen) {

@@ -4,6 +4,7 @@
 // by the links (sim/sim_link.hpp) and connectors (sim/sim_connector.hpp) on the simulation's one thread.
 #pragma once
 
+#include <array>
 #include <caf/actor.hpp>
 #include <caf/actor_clock.hpp>
 #include <caf/weak_intrusive_ptr.hpp>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/message_size.hpp"
 #include "sim/scenario.hpp"
 
 namespace corolla::sim {
@@ -49,7 +51,7 @@ class Network {
   double transfer_s(node_index from, node_index to, uint64_t bytes) const;
   // The delivery delay of one message of `bytes` (counted under `kind`), or nullopt when it is lost or the nodes
   // cannot reach each other.
-  std::optional<caf::timespan> deliver(node_index from, node_index to, uint64_t bytes, const std::string& kind,
+  std::optional<caf::timespan> deliver(node_index from, node_index to, uint64_t bytes, traffic_kind kind,
                                        caf::actor_clock::time_point now);
   // Virtual time zero of the simulation (the per-minute counts start there).
   void set_origin(caf::actor_clock::time_point origin) { origin_ = origin; }
@@ -71,7 +73,8 @@ class Network {
   // The live links that cross between the nodes of `region` and the others.
   std::vector<caf::strong_actor_ptr> links_crossing(size_t region);
 
-  const traffic_counts& traffic() const { return traffic_; }
+  // The counts by kind name; a kind appears once a message of it was sent (in `lost` once one was lost).
+  traffic_counts traffic() const;
 
  private:
   struct node {
@@ -94,7 +97,12 @@ class Network {
   std::vector<link_entry> links_;
   size_t links_after_purge_ = 0;
   std::mt19937_64 rng_;
-  traffic_counts traffic_;
+  // Counted per kind in arrays, one add per message (a map by name cost a lookup per count).
+  struct kind_counts {
+    uint64_t messages = 0, bytes = 0, lost = 0;
+    std::vector<uint64_t> per_minute;
+  };
+  std::array<kind_counts, kTrafficKinds> traffic_{};
   caf::actor_clock::time_point origin_{};
 };
 

@@ -1,6 +1,7 @@
 #include "actors/dht/dht_node.hpp"
 
 #include <caf/all.hpp>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -77,19 +78,32 @@ size_t contact_count(const dht_node_state& st) {
   return n;
 }
 
-// The n known contacts closest to target (and `extra` ones), without `exclude`.
+// The n known contacts closest to target (and `extra` ones), without `exclude`; of two with the same id, the one
+// met first (the routing table before `extra`). Every find_node/find_value a node answers runs this over its
+// whole routing table, so it ranks pointers with their distances and copies only the n it returns.
 std::vector<Contact> closest(const dht_node_state& st, const NodeId& target, size_t n,
                              const std::vector<Contact>& extra = {}, const NodeId* exclude = nullptr) {
-  std::vector<Contact> all;
-  std::set<NodeId> ids;
+  struct ranked {
+    NodeId distance;
+    size_t order;
+    const Contact* contact;
+    bool operator<(const ranked& o) const { return distance != o.distance ? distance < o.distance : order < o.order; }
+  };
+  std::vector<ranked> all;
+  all.reserve(contact_count(st) + extra.size());
   auto add = [&](const Contact& c) {
-    if ((exclude && c.id == *exclude) || c.id == st.me.id || !ids.insert(c.id).second) return;
-    all.push_back(c);
+    if ((exclude && c.id == *exclude) || c.id == st.me.id) return;
+    all.push_back({xor_distance(c.id, target), all.size(), &c});
   };
   for (const auto& [i, v] : st.views)
     for (const auto& c : v) add(c);
   for (const auto& c : extra) add(c);
-  return closest_contacts(std::move(all), target, n);
+  std::sort(all.begin(), all.end());  // XOR distances order like closer(); equal ones are the same id
+  std::vector<Contact> out;
+  out.reserve(std::min(n, all.size()));
+  for (size_t i = 0; i < all.size() && out.size() < n; ++i)
+    if (i == 0 || all[i].distance != all[i - 1].distance) out.push_back(*all[i].contact);
+  return out;
 }
 
 std::vector<dht_contact> wire_contacts(const std::vector<Contact>& cs) {
