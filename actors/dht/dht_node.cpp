@@ -87,7 +87,9 @@ std::vector<Contact> closest(const dht_node_state& st, const NodeId& target, siz
     NodeId distance;
     size_t order;
     const Contact* contact;
-    bool operator<(const ranked& o) const { return distance != o.distance ? distance < o.distance : order < o.order; }
+    bool operator<(const ranked& o) const {
+      return distance != o.distance ? id_less{}(distance, o.distance) : order < o.order;
+    }
   };
   std::vector<ranked> all;
   all.reserve(contact_count(st) + extra.size());

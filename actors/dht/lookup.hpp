@@ -52,7 +52,7 @@ class Lookup {
 
   NodeId target_, self_;
   Options opt_;
-  std::map<NodeId, Candidate> candidates_;  // keyed by XOR distance to the target: closest first
+  std::map<NodeId, Candidate, id_less> candidates_;  // keyed by XOR distance to the target: closest first
   size_t in_flight_ = 0, queries_ = 0;
 };
 

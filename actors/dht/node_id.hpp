@@ -24,6 +24,25 @@ inline constexpr int kIdBits = 160;
 inline NodeId key_id(std::string_view key) { return sha1(key); }
 
 NodeId xor_distance(const NodeId& a, const NodeId& b);
+
+// The order of std::less<NodeId> (bytes as unsigned, the first most significant), compared a word at a time
+// rather than by a memcmp call: the maps keyed by id or XOR distance (a lookup's candidates, the storage)
+// compare ids at every step.
+struct id_less {
+  static uint64_t word(const uint8_t* p, size_t n) {
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; ++i) w = (w << 8) | p[i];
+    return w;
+  }
+  bool operator()(const NodeId& a, const NodeId& b) const {
+    for (size_t at = 0; at < kIdBytes; at += 8) {
+      const size_t n = kIdBytes - at < 8 ? kIdBytes - at : 8;
+      const uint64_t x = word(a.data() + at, n), y = word(b.data() + at, n);
+      if (x != y) return x < y;
+    }
+    return false;
+  }
+};
 // True when `a` is strictly closer to `target` than `b`.
 bool closer(const NodeId& a, const NodeId& b, const NodeId& target);
 // Number of leading bits in which a and b agree (160 when equal).

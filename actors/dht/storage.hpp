@@ -58,7 +58,7 @@ class DhtStorage {
     DhtTime stored_at{};
   };
   Options opt_;
-  std::map<NodeId, std::map<std::string, Stored>> data_;
+  std::map<NodeId, std::map<std::string, Stored>, id_less> data_;
 };
 
 }  // namespace corolla
