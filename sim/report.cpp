@@ -81,6 +81,20 @@ std::string num(double v) {
   return b;
 }
 
+// An axis label a person reads at a glance: 21010 -> "21k", 1.576e+04 -> "15.8k", 2.5e6 -> "2.5M".
+std::string tick_label(double v) {
+  const double a = std::fabs(v);
+  if (a < 1e4) return num(v);
+  char b[32];
+  if (a < 1e6)
+    std::snprintf(b, sizeof b, "%.3gk", v / 1e3);
+  else if (a < 1e9)
+    std::snprintf(b, sizeof b, "%.3gM", v / 1e6);
+  else
+    std::snprintf(b, sizeof b, "%.3gG", v / 1e9);
+  return b;
+}
+
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -120,11 +134,11 @@ std::string line_chart(const std::string& title, const std::vector<double>& x, c
     << "' stroke='#333'/>\n";
   for (int i = 0; i <= 4; ++i) {
     const double v = y1 * i / 4;
-    o << "<text x='" << l - 6 << "' y='" << py(v) + 4 << "' font-size='10' text-anchor='end'>" << num(v)
+    o << "<text x='" << l - 6 << "' y='" << py(v) + 4 << "' font-size='10' text-anchor='end'>" << tick_label(v)
       << "</text><line x1='" << l << "' y1='" << py(v) << "' x2='" << w - rgt << "' y2='" << py(v)
       << "' stroke='#ddd'/>\n";
     const double xv = x0 + (x1 - x0) * i / 4;
-    o << "<text x='" << px(xv) << "' y='" << h - bot + 14 << "' font-size='10' text-anchor='middle'>" << num(xv)
+    o << "<text x='" << px(xv) << "' y='" << h - bot + 14 << "' font-size='10' text-anchor='middle'>" << tick_label(xv)
       << "</text>\n";
   }
   o << "<text x='" << (l + w - rgt) / 2 << "' y='" << h - 6 << "' font-size='11' text-anchor='middle'>" << esc(xlabel)
