@@ -316,6 +316,7 @@ std::string run_cost_json(const sim_results& r) {
   j["events"] = r.cost.events;
   j["events_per_s"] = r.cost.events_per_s;
   j["peak_rss_mb"] = r.cost.peak_rss_mb;
+  j["events_by_actor"] = r.cost.events_by_actor;
   j["servers"] = r.servers.size();
   j["sessions"] = r.sessions.size();
   return j.dump(1) + "\n";

@@ -55,6 +55,7 @@ struct run_cost {
   double events_per_s = 0;
   double peak_rss_mb = 0;
   uint64_t actors_spawned_peak = 0;
+  std::map<std::string, uint64_t> events_by_actor;  // messages handled, by the handling actor's kind
 };
 
 struct sim_results {

@@ -13,6 +13,7 @@
 #include <ostream>
 #include <queue>
 #include <random>
+#include <unordered_map>
 
 #include "actors/client/client_api.hpp"
 #include "actors/dht/dht_api.hpp"
@@ -561,8 +562,14 @@ struct World::impl {
     const time_point end = origin + secs(sc.duration_s);
     const time_point never = time_point::max();
     double next_progress = 0;
+    std::unordered_map<const char*, uint64_t> by_actor;  // names are static strings: keyed by pointer
     for (;;) {
-      events_run += sched.run();
+      while (!sched.jobs.empty()) {
+        auto* actor = dynamic_cast<caf::local_actor*>(sched.jobs.front());
+        ++by_actor[actor ? actor->name() : "other"];
+        sched.run_once();
+        ++events_run;
+      }
       const time_point next_timer = clock.schedule().empty() ? never : clock.schedule().begin()->first;
       const time_point next_world = events.empty() ? never : events.top().t;
       const time_point next = std::min(next_timer, next_world);
@@ -586,6 +593,7 @@ struct World::impl {
     for (size_t i = 0; i < servers.size(); ++i) res.servers.push_back(servers[i].rec);
     res.traffic = net.traffic();
     res.log_lines = log.lines();
+    for (const auto& [name, n] : by_actor) res.cost.events_by_actor[name] += n;
     res.cost.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     res.cost.events = events_run;
     res.cost.events_per_s = res.cost.wall_s > 0 ? static_cast<double>(events_run) / res.cost.wall_s : 0;

@@ -12,6 +12,7 @@
 #include "actors/client/training_session.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
+#include "actors/dht/read_swarm.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/net/pings.hpp"
 #include "actors/protocol/errors.hpp"
@@ -132,28 +133,16 @@ void poll_peers(client_actor* self, std::function<void(std::vector<server_info>)
             [=](caf::error&) { one_done(); });
 }
 
-// Reads every block's key from the DHT; a server listed under several blocks counts once, offline ones not at
-// all.
+// Reads the swarm's keys from the DHT (read_swarm.hpp); only online servers can take sessions.
 void read_dht(client_actor* self, std::function<void(std::vector<server_info>)> done) {
   auto& st = self->state;
-  const int64_t blocks = st.head->config().num_layers;
-  auto found = std::make_shared<std::map<std::string, server_info>>();
-  auto pending = std::make_shared<int64_t>(blocks);
-  auto one_done = [=] {
-    if (--*pending > 0) return;
-    std::vector<server_info> infos;
-    for (auto& [address, info] : *found) infos.push_back(info);
-    done(std::move(infos));
-  };
-  for (int64_t b = 0; b < blocks; ++b)
-    self->request(st.dht, st.opt.request_timeout, dht_get{block_key(st.opt.model_prefix, b)})
-        .then(
-            [=](dht_get_reply& r) {
-              for (auto& s : parse_servers(r.entries))
-                if (s.info.state == "online") (*found)[s.info.address] = std::move(s.info);
-              one_done();
-            },
-            [=](caf::error&) { one_done(); });
+  read_swarm(self, st.dht, st.opt.model_prefix, st.head->config().num_layers, st.opt.request_timeout,
+             [done](std::vector<server_info> all) {
+               std::vector<server_info> online;
+               for (auto& info : all)
+                 if (info.state == "online") online.push_back(std::move(info));
+               done(std::move(online));
+             });
 }
 
 // The servers of the swarm, from the DHT (bootstrapping the client's node the first time) or the initial peers.

@@ -1,5 +1,6 @@
 #include "actors/dht/announcer.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <memory>
@@ -24,13 +25,20 @@ std::string default_model_prefix(const WeightSource& source) {
 }
 
 
-std::string block_key(const std::string& model_prefix, int64_t block) {
-  return model_prefix + "." + std::to_string(block);
+std::string group_key(const std::string& model_prefix, int64_t group) {
+  return model_prefix + "." + std::to_string(group * kBlocksPerKey) + "-" +
+         std::to_string((group + 1) * kBlocksPerKey - 1);
 }
+
+std::string block_key(const std::string& model_prefix, int64_t block) {
+  return group_key(model_prefix, block / kBlocksPerKey);
+}
+
+int64_t group_count(int64_t total_blocks) { return (std::max<int64_t>(total_blocks, 0) + kBlocksPerKey - 1) / kBlocksPerKey; }
 
 std::vector<dht_record> server_records(const std::string& model_prefix, const server_info& info) {
   if (info.address.empty()) throw std::invalid_argument("a server announces itself under its address, and it has none");
-  if (info.first_block >= info.last_block)
+  if (info.first_block < 0 || info.first_block >= info.last_block)
     throw std::invalid_argument("the server's span " + std::to_string(info.first_block) + ".." +
                                 std::to_string(info.last_block) + " is empty");
   const std::vector<char> bytes = encode(info);
@@ -39,8 +47,8 @@ std::vector<dht_record> server_records(const std::string& model_prefix, const se
                                 " bytes; DHT values are limited to " + std::to_string(kMaxDhtValueBytes));
   const std::string value(bytes.begin(), bytes.end());
   std::vector<dht_record> out;
-  for (int64_t b = info.first_block; b < info.last_block; ++b)
-    out.push_back({block_key(model_prefix, b), info.address, value});
+  for (int64_t g = info.first_block / kBlocksPerKey; g <= (info.last_block - 1) / kBlocksPerKey; ++g)
+    out.push_back({group_key(model_prefix, g), info.address, value});
   return out;
 }
 

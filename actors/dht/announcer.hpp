@@ -1,9 +1,13 @@
 // What a server announces in the DHT, and how readers parse it back (plain functions; the server's announcer
 // actor and the client's swarm view call them):
-//   key     "{model_prefix}.{block}"   one per hosted block, e.g. "llama-3-8b.12"
-//   subkey  the server's address       so each server holds its own entry under every block it serves
-//   value   encode(server_info)        Cap'n Proto bytes (schema/server.capnp), at most 64 KiB
-// Entries expire unless the server announces again.
+//   key     "{model_prefix}.{8g}-{8g+7}"  one per group of kBlocksPerKey blocks the server's span touches, e.g.
+//                                          "llama-3-8b.8-15" for a server of blocks 10..13
+//   subkey  the server's address          so each server holds its own entry under every group it serves
+//   value   encode(server_info)           Cap'n Proto bytes (schema/server.capnp), at most 64 KiB; the span is in it
+// Entries expire unless the server announces again. Groups rather than one key per block because every key costs
+// a DHT lookup per announcement and per read: a server of 12 blocks announces 2 or 3 records instead of 12, and
+// reading an 80-block swarm takes 10 lookups instead of 80. A reader of one block reads its group's key and keeps
+// the servers whose span holds the block.
 #pragma once
 
 #include <string>
@@ -22,14 +26,24 @@ std::string default_model_prefix(const class WeightSource& source);
 // The key listing the swarms served (subkey = model prefix, value = its block count as text).
 inline constexpr const char* kModelsKey = "_corolla.models";
 
-// "{model_prefix}.{block}".
+inline constexpr int64_t kBlocksPerKey = 8;
+
+// The key of blocks [kBlocksPerKey * group, kBlocksPerKey * (group + 1)): "{model_prefix}.{first}-{last}".
+std::string group_key(const std::string& model_prefix, int64_t group);
+// The key a block's servers are listed under (its group's).
 std::string block_key(const std::string& model_prefix, int64_t block);
+// How many keys list the servers of a model of `total_blocks` blocks.
+int64_t group_count(int64_t total_blocks);
+// Whether the server's span holds `block`.
+inline bool serves_block(const server_info& info, int64_t block) {
+  return info.first_block <= block && block < info.last_block;
+}
 
 struct dht_record {
   std::string key, subkey, value;
 };
 
-// One record per block of the server's span [first_block, last_block). Throws std::invalid_argument when the info
+// One record per group of blocks the server's span [first_block, last_block). Throws std::invalid_argument when the info
 // has no address or an empty span, or its encoding is over the DHT's 64 KiB value limit.
 std::vector<dht_record> server_records(const std::string& model_prefix, const server_info& info);
 // The same as dht_put messages, expiring at `expiration`.
@@ -40,7 +54,7 @@ struct announced_server {
   DhtTime expiration{};
 };
 
-// The servers in the entries of one block key (dht_get_reply::entries), in subkey order. An entry that does not
+// The servers in the entries of one key (dht_get_reply::entries), in subkey order. An entry that does not
 // decode, or whose address is not its subkey, is left out and described in `problems` (when given).
 std::vector<announced_server> parse_servers(const DhtEntries& entries, std::vector<std::string>* problems = nullptr);
 

@@ -26,8 +26,21 @@ struct dht_node_state {
   DhtStorage storage;
   std::mt19937_64 rng;
   std::set<caf::actor> lookups;                   // running
+  // When each contact was last reported to its bucket: a contact met again within kSeenReportInterval is not
+  // reported again (every RPC meets one, and the bucket's order by last sighting does not need that precision).
+  std::map<NodeId, DhtTime, id_less> reported;
+  // The nodes a key was last stored on, and when they were found: announcements store there again without a
+  // lookup until kHoldersReuse has passed or one of them failed.
+  struct holders {
+    std::vector<Contact> nodes;
+    DhtTime found_at{};
+  };
+  std::map<NodeId, holders, id_less> holders_of;
   static inline const char* name = "dht_node";
 };
+
+constexpr caf::timespan kSeenReportInterval = std::chrono::seconds(30);
+constexpr caf::timespan kHoldersReuse = std::chrono::minutes(10);
 
 using node_actor = caf::stateful_actor<dht_node_state>;
 
@@ -56,6 +69,12 @@ std::string join(const std::vector<std::string>& xs) {
 void note_seen(node_actor* self, const Contact& c) {
   auto& st = self->state;
   if (c.address.empty() || c.id == st.me.id) return;
+  const auto now = self->clock().now();
+  auto [told, fresh] = st.reported.try_emplace(c.id, now);
+  if (!fresh) {
+    if (now - told->second < kSeenReportInterval) return;
+    told->second = now;
+  }
   const int index = bucket_index(st.me.id, c.id);
   auto& bucket = st.buckets[index];
   if (!bucket) {
@@ -68,6 +87,7 @@ void note_seen(node_actor* self, const Contact& c) {
 
 void note_failed(node_actor* self, const NodeId& id) {
   auto& st = self->state;
+  st.reported.erase(id);  // met again, it is news to its bucket
   if (auto it = st.buckets.find(bucket_index(st.me.id, id)); it != st.buckets.end())
     self->send(it->second, contact_failed{id, false});
 }
@@ -257,8 +277,8 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
   self->set_default_handler([](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
     return make_error(errc::bad_request, "unexpected message " + caf::to_string(x.content()));
   });
+  self->delayed_send(self, st.opt.purge_period, sweep_atom::value);
   if (!st.opt.client_mode) {
-    self->delayed_send(self, st.opt.purge_period, sweep_atom::value);
     // The first republish comes between half a period and a period from now: nodes do not all republish at once.
     const auto half = std::max<int64_t>(1, st.opt.republish_period.count() / 2);
     self->delayed_send(self, caf::timespan{half + static_cast<int64_t>(st.rng() % static_cast<uint64_t>(half))},
@@ -323,14 +343,26 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         auto rp = self->make_response_promise<dht_put_reply>();
         const NodeId key = key_id(req.key);
         std::vector<Entry> entries{{req.subkey, DhtValue{std::move(req.value), req.expiration}}};
-        run_lookup(self, key, false, {}, [=, name = req.key](lookup_result r) mutable {
-          store_on_nearest(self, key, entries, r.closest,
+        auto deliver = [=, name = req.key](size_t stored, size_t answered, const std::string& problem) mutable {
+          if (stored > 0) rp.deliver(dht_put_reply{stored});
+          else if (answered > 0) rp.deliver(refuse("'" + name + "' was not stored: " + problem));
+          else rp.deliver(make_error(errc::peer_unavailable, "'" + name + "' was not stored: " + problem));
+        };
+        auto& held = self->state.holders_of;
+        if (auto it = held.find(key); it != held.end() && self->clock().now() - it->second.found_at < kHoldersReuse) {
+          const auto targets = it->second.nodes;
+          store_on_nearest(self, key, entries, targets,
                            [=](size_t stored, size_t answered, const std::string& problem) mutable {
-                             if (stored > 0) rp.deliver(dht_put_reply{stored});
-                             else if (answered > 0) rp.deliver(refuse("'" + name + "' was not stored: " + problem));
-                             else rp.deliver(make_error(errc::peer_unavailable,
-                                                        "'" + name + "' was not stored: " + problem));
+                             if (!problem.empty()) self->state.holders_of.erase(key);  // look up next time
+                             deliver(stored, answered, problem);
                            });
+          return rp;
+        }
+        run_lookup(self, key, false, {}, [=](lookup_result r) mutable {
+          auto& st = self->state;
+          if (!r.closest.empty())
+            st.holders_of[key] = {closest_contacts(r.closest, key, st.opt.replicas), self->clock().now()};
+          store_on_nearest(self, key, entries, r.closest, deliver);
         });
         return rp;
       },
@@ -441,7 +473,11 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
       },
       [=](const bucket_refresh& m) { run_lookup(self, m.target, false, {}, [](lookup_result) {}); },
       [=](sweep_atom) {
-        self->state.storage.purge(self->clock().now());
+        auto& s = self->state;
+        const auto now = self->clock().now();
+        s.storage.purge(now);
+        std::erase_if(s.reported, [&](const auto& e) { return now - e.second >= kSeenReportInterval; });
+        std::erase_if(s.holders_of, [&](const auto& e) { return now - e.second.found_at >= kHoldersReuse; });
         self->delayed_send(self, self->state.opt.purge_period, sweep_atom::value);
       },
       [=](republish_atom) {

@@ -10,9 +10,10 @@ namespace corolla {
 
 void read_swarm(caf::event_based_actor* self, const caf::actor& dht, const std::string& model_prefix,
                 int64_t total_blocks, caf::timespan timeout, std::function<void(std::vector<server_info>)> done) {
-  if (total_blocks <= 0) return done({});
+  const int64_t keys = group_count(total_blocks);
+  if (keys == 0) return done({});
   auto found = std::make_shared<std::map<std::string, announced_server>>();
-  auto pending = std::make_shared<int64_t>(total_blocks);
+  auto pending = std::make_shared<int64_t>(keys);
   auto one_done = [=] {
     if (--*pending > 0) return;
     std::vector<server_info> out;
@@ -20,8 +21,8 @@ void read_swarm(caf::event_based_actor* self, const caf::actor& dht, const std::
       if (s.info.state != "offline") out.push_back(std::move(s.info));
     done(std::move(out));
   };
-  for (int64_t b = 0; b < total_blocks; ++b)
-    self->request(dht, timeout, dht_get{block_key(model_prefix, b)})
+  for (int64_t g = 0; g < keys; ++g)
+    self->request(dht, timeout, dht_get{group_key(model_prefix, g)})
         .then(
             [=](dht_get_reply& r) {
               for (auto& s : parse_servers(r.entries)) {

@@ -15,12 +15,16 @@ struct announcer_state {
   announcer_options opt;
   caf::actor gate, dht, connector;
   std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // next servers, smoothed
+  DhtTime models_due{};  // when the models list is announced again
   static inline const char* name = "announcer";
 };
 
 using announcer_actor = caf::stateful_actor<announcer_state>;
 
 constexpr size_t kMaxPinged = 8;
+// The models list (one entry per swarm, the same from every server of it) changes only when a swarm appears or
+// goes: each server refreshes it every kModelsEvery periods, not every period, for it lands on the same few nodes.
+constexpr int kModelsEvery = 10;
 
 // Pings the servers announced for block `next` and smooths their round-trip times; calls done when all answered
 // or failed (a server that fails is forgotten).
@@ -31,7 +35,8 @@ void measure_pings(announcer_actor* self, int64_t next, std::function<void()> do
           [=](dht_get_reply& r) {
             std::vector<std::string> targets;
             for (auto& s : parse_servers(r.entries))
-              if (s.info.state == "online" && targets.size() < kMaxPinged) targets.push_back(s.info.address);
+              if (s.info.state == "online" && serves_block(s.info, next) && targets.size() < kMaxPinged)
+                targets.push_back(s.info.address);
             auto& known = self->state.rtts->ms;  // servers no longer next (gone, or this server moved)
             for (auto it = known.begin(); it != known.end();)
               it = std::find(targets.begin(), targets.end(), it->first) == targets.end() ? known.erase(it)
@@ -41,7 +46,7 @@ void measure_pings(announcer_actor* self, int64_t next, std::function<void()> do
           [=](caf::error&) { done(); });
 }
 
-// Reads the gate's info, stamps the state and pings, stores one record per block (plus the models list); calls
+// Reads the gate's info, stamps the state and pings, stores one record per group of blocks (plus the models list); calls
 // done with the number of records stored.
 void announce(announcer_actor* self, std::function<void(size_t)> done) {
   auto& st = self->state;
@@ -59,7 +64,12 @@ void announce(announcer_actor* self, std::function<void(size_t)> done) {
               done(0);  // no address or no span yet: a later round announces
               return;
             }
-            puts.push_back(dht_put{kModelsKey, st.opt.model_prefix, std::to_string(info.total_blocks), expiration});
+            const DhtTime now = self->clock().now();
+            if (now >= st.models_due) {
+              st.models_due = now + kModelsEvery * st.opt.period;
+              puts.push_back(dht_put{kModelsKey, st.opt.model_prefix, std::to_string(info.total_blocks),
+                                     now + 2 * kModelsEvery * st.opt.period});
+            }
             auto pending = std::make_shared<size_t>(puts.size());
             auto stored = std::make_shared<size_t>(0);
             for (auto& put : puts)

@@ -110,7 +110,7 @@ void read_models(state_reader* self, std::string dht_error) {
   auto a = std::make_shared<acc>();
   a->servers.resize(models.size());
   a->error = std::move(dht_error);
-  for (const auto& m : models) a->pending += static_cast<size_t>(m->num_blocks);
+  for (const auto& m : models) a->pending += static_cast<size_t>(group_count(m->num_blocks));
   auto all_done = [=] {
     nlohmann::json out;
     out["api"] = {{"version", COROLLA_VERSION},
@@ -145,8 +145,8 @@ void read_models(state_reader* self, std::string dht_error) {
     if (--a->pending == 0) all_done();
   };
   for (size_t i = 0; i < models.size(); ++i)
-    for (int64_t b = 0; b < models[i]->num_blocks; ++b)
-      self->request(self->state.dht, std::chrono::seconds(30), dht_get{block_key(models[i]->swarm_id, b)})
+    for (int64_t g = 0; g < group_count(models[i]->num_blocks); ++g)
+      self->request(self->state.dht, std::chrono::seconds(30), dht_get{group_key(models[i]->swarm_id, g)})
           .then(
               [=](const dht_get_reply& r) {
                 for (auto& s : parse_servers(r.entries)) a->servers[i][s.info.address] = std::move(s.info);

@@ -99,12 +99,14 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (;;) {
     std::set<int64_t> covered;
-    for (int64_t b = 0; b < total; ++b)
-      self->request(dht_, std::chrono::seconds(10), dht_get{block_key(swarm_id_, b)})
+    for (int64_t g = 0; g < group_count(total); ++g)
+      self->request(dht_, std::chrono::seconds(10), dht_get{group_key(swarm_id_, g)})
           .receive(
               [&](const dht_get_reply& r) {
                 for (auto& s : parse_servers(r.entries))
-                  if (s.info.state == "online") covered.insert(b);
+                  if (s.info.state == "online")
+                    for (int64_t b = std::max<int64_t>(s.info.first_block, 0); b < std::min(s.info.last_block, total); ++b)
+                      covered.insert(b);
               },
               [](caf::error&) {});
     if (static_cast<int64_t>(covered.size()) == total) break;

@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
   // Read through a client that knows only the third node.
   auto b = s.client(s.nodes[2]->address());
   BOOST_REQUIRE_MESSAGE(b, why(b));
-  auto got = s.ask<dht_get_reply>(*b, dht_get{"llama.5"});
+  auto got = s.ask<dht_get_reply>(*b, dht_get{block_key("llama", 5)});
   BOOST_REQUIRE_MESSAGE(got, why(got));
   auto servers = parse_servers(got->entries);
   BOOST_REQUIRE(servers.size() == 1u);

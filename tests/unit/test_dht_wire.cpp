@@ -117,19 +117,35 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   info.cache_tokens_left = 4096;
   info.throughput = 123.5;
   info.hidden_size = 4096;
+  // Blocks 10..12 lie in the group of blocks 8-15: one record. A span across groups has one in each.
   auto records = server_records("llama-3-8b", info);
-  BOOST_REQUIRE(records.size() == 3u);
-  BOOST_TEST(records[0].key == "llama-3-8b.10");
-  BOOST_TEST(records[2].key == "llama-3-8b.12");
-  BOOST_TEST(records[1].subkey == "127.0.0.1:31337");
-  BOOST_TEST(block_key("m", 7) == "m.7");
+  BOOST_REQUIRE(records.size() == 1u);
+  BOOST_TEST(records[0].key == "llama-3-8b.8-15");
+  BOOST_TEST(records[0].subkey == "127.0.0.1:31337");
+  BOOST_TEST(block_key("m", 7) == "m.0-7");
+  BOOST_TEST(block_key("m", 8) == "m.8-15");
+  BOOST_TEST(group_count(22) == 3);
+  BOOST_TEST(group_count(8) == 1);
+  BOOST_TEST(group_count(0) == 0);
+  server_info wide = info;
+  wide.first_block = 7;
+  wide.last_block = 17;
+  auto wide_records = server_records("m", wide);
+  BOOST_REQUIRE(wide_records.size() == 3u);
+  BOOST_TEST(wide_records[0].key == "m.0-7");
+  BOOST_TEST(wide_records[2].key == "m.16-23");
+  BOOST_TEST(serves_block(wide, 7));
+  BOOST_TEST(serves_block(wide, 16));
+  BOOST_TEST(!serves_block(wide, 17));
   const DhtTime exp = DhtTime{} + 2h;
-  auto puts = announce_puts("llama-3-8b", info, exp);
+  auto puts = announce_puts("m", wide, exp);
   BOOST_REQUIRE(puts.size() == 3u);
   BOOST_TEST((puts[1].expiration == exp));
-  BOOST_TEST(puts[1].value == records[1].value);
+  BOOST_TEST(puts[1].value == wide_records[1].value);
+  records = wide_records;  // the entries below are of blocks 7..16
+  info = wide;
 
-  // A reader's view of block 11: this server, another one, and two entries that are not server infos.
+  // A reader's view of the group of block 11: this server, another one, and two entries that are not server infos.
   server_info other = info;
   other.address = "10.0.0.9:5000";
   other.first_block = 11;
@@ -145,7 +161,7 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   BOOST_TEST(servers[0].info.address == "10.0.0.9:5000");
   BOOST_TEST((servers[0].expiration == exp + 1s));
   BOOST_TEST(servers[1].info.public_name == "alice's GPU");
-  BOOST_TEST(servers[1].info.first_block == 10);
+  BOOST_TEST(servers[1].info.first_block == 7);
   BOOST_TEST(servers[1].info.throughput == 123.5);
   BOOST_REQUIRE(problems.size() == 2u);
   BOOST_TEST(problems[0].find("'1.2.3.4:5'") != std::string::npos, problems[0]);
@@ -157,4 +173,7 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   server_info empty_span = info;
   empty_span.last_block = empty_span.first_block;
   BOOST_CHECK_THROW(server_records("m", empty_span), std::invalid_argument);
+  server_info negative = info;
+  negative.first_block = -1;
+  BOOST_CHECK_THROW(server_records("m", negative), std::invalid_argument);
 }
