@@ -31,6 +31,8 @@ class Backend {
   virtual Tensor upload(const Tensor& host) = 0;
   // Device -> host. The CPU backend returns its argument (no copy).
   virtual Tensor download(const Tensor& t) = 0;
+  // A copy of `t` (on its device) that the caller may write into while `t` stays intact.
+  virtual Tensor copy(const Tensor& t) { return t.clone(); }
   // Waits until queued work is done (a no-op where work is synchronous).
   virtual void synchronize() {}
 

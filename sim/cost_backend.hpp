@@ -31,6 +31,8 @@ class CostBackend final : public Backend, public ModelledTime {
   // A tensor on the modelled device: virtual, as everything this backend computes on (weights stay as they are:
   // they are virtual already, or small).
   Tensor upload(const Tensor& host) override;
+  // Another virtual tensor: the cost model's operations never write, so a copy needs no memory.
+  Tensor copy(const Tensor& t) override;
   Tensor download(const Tensor& t) override { return t; }
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;

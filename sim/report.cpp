@@ -242,6 +242,7 @@ std::string report_json(const sim_results& r) {
     e["address"] = x.address;
     e["class"] = x.server_class;
     e["region"] = x.region;
+    e["swarm"] = x.swarm;
     e["tflops"] = x.tflops;
     e["memory_bandwidth_gbs"] = x.bandwidth_gbs;
     e["num_blocks"] = x.num_blocks;

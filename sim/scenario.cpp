@@ -36,6 +36,7 @@ void read_model(TableReader& r, model_shape& m) {
   m.kv_heads = m.heads;
   r.get_int("kv_heads", m.kv_heads, 1, 4096);
   r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
+  r.get_int("swarms", m.swarms, 1, 100000);
   std::string dtype;
   if (r.get_string("dtype", dtype)) {
     auto d = parse_dtype(dtype);

@@ -21,6 +21,7 @@ struct model_shape {
   int64_t kv_heads = 16;
   int64_t vocab_size = 32000;
   DType dtype = DType::f16;  // of the weight matrices
+  int64_t swarms = 1;        // models of this shape served on the one DHT, each its own swarm
   ModelConfig config() const;
   // Bytes of one block's weights in `dtype`.
   double block_bytes() const;

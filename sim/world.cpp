@@ -73,10 +73,11 @@ struct World::impl {
   Network net;
   EventLog log;
   sim_results res;
-  std::shared_ptr<SyntheticWeights> source;
   std::shared_ptr<CostBackend> client_backend;
-  std::shared_ptr<const ClientHead> head;
-  const std::string prefix = "sim";
+  // Per swarm (a model of the scenario's shape; servers and clients are dealt to the swarms in turn): its
+  // weights, whose name is the swarm's prefix in the DHT, and the clients' head.
+  std::vector<std::shared_ptr<SyntheticWeights>> sources;
+  std::vector<std::shared_ptr<const ClientHead>> heads;
   std::mt19937_64 rng;
   bool shutting_down = false;
 
@@ -86,13 +87,15 @@ struct World::impl {
     node_index node = 0;
     std::shared_ptr<CostBackend> backend;
     int64_t cache_tokens = 0;
+    size_t swarm = 0;
     caf::actor connector, dht, gate, supervisor;
     bool started = false, serving = false, frozen = false, gone = false;
   };
   std::deque<server> servers;
   struct client {
     node_index node = 0;
-    caf::actor connector, swarm;
+    size_t swarm = 0;
+    caf::actor connector, swarm_client;
   };
   std::vector<client> clients;
   std::vector<caf::actor> drivers;
@@ -119,9 +122,12 @@ struct World::impl {
     res.seed = seed;
     res.duration_s = sc.duration_s;
     res.blocks = sc.model.blocks;
-    source = std::make_shared<SyntheticWeights>(sc.model.config(), sc.model.dtype, prefix);
     client_backend = make_cost_backend({});
-    head = std::make_shared<ClientHead>(*source, *client_backend);
+    for (int64_t k = 0; k < sc.model.swarms; ++k) {
+      const std::string prefix = sc.model.swarms == 1 ? "sim" : "sim-" + std::to_string(k);
+      sources.push_back(std::make_shared<SyntheticWeights>(sc.model.config(), sc.model.dtype, prefix));
+      heads.push_back(std::make_shared<ClientHead>(*sources.back(), *client_backend));
+    }
     plan_servers();
     plan_clients();
     plan_sessions();
@@ -135,7 +141,7 @@ struct World::impl {
       for (auto* a : {&s.supervisor, &s.gate, &s.dht, &s.connector})
         if (*a) caf::anon_send_exit(*a, caf::exit_reason::kill);
     for (auto& c : clients)
-      for (auto* a : {&c.swarm, &c.connector})
+      for (auto* a : {&c.swarm_client, &c.connector})
         if (*a) caf::anon_send_exit(*a, caf::exit_reason::kill);
     for (auto& d : drivers) caf::anon_send_exit(d, caf::exit_reason::kill);
     sched.run();
@@ -153,6 +159,8 @@ struct World::impl {
     server& s = servers.emplace_back();
     s.cls = &cls;
     s.rec.address = "srv-" + std::to_string(servers.size() - 1);
+    s.swarm = (servers.size() - 1) % sources.size();
+    s.rec.swarm = sources[s.swarm]->origin();
     s.rec.server_class = cls.name;
     s.rec.region = cls.region;
     s.rec.start_s = start_s;
@@ -174,7 +182,7 @@ struct World::impl {
   // The rates a server would measure at start (throughput.hpp), here in modelled time: one block of the model
   // on the server's cost backend, a single-token step at position 128 and a 1024-token forward.
   void measure_rates(server& s) {
-    auto block = load_block(*source, 0, *s.backend);
+    auto block = load_block(*sources[0], 0, *s.backend);
     const int64_t d = sc.model.hidden_size;
     KVCache cache = block->make_cache(1, 129);
     Tensor one = s.backend->alloc(DType::f32, {1, 1, d});
@@ -206,7 +214,7 @@ struct World::impl {
 
   server_setup setup_of(const server& s, size_t i) const {
     server_setup setup;
-    setup.model = source->origin();
+    setup.model = sources[s.swarm]->origin();
     setup.backend = s.backend;
     setup.throughput.throughput = s.rec.throughput;
     setup.throughput.inference_rps = s.rec.inference_rps;
@@ -230,7 +238,7 @@ struct World::impl {
     s.dht = spawn_dht_node(sys, d, s.connector);
     server_setup setup = setup_of(s, i);
     setup.dht = s.dht;
-    server_node node = start_server_node(sys, setup, s.connector, source, false);
+    server_node node = start_server_node(sys, setup, s.connector, sources[s.swarm], false);
     s.gate = node.gate;
     s.started = true;
     net.publish(s.rec.address, s.node, s.gate);
@@ -257,16 +265,16 @@ struct World::impl {
     server& s = servers[i];
     if (s.gone) return;
     announcer_options a;
-    a.model_prefix = prefix;
+    a.model_prefix = sources[s.swarm]->origin();
     a.period = secs(sc.announce_period_s);
     balancer_options b;
-    b.model_prefix = prefix;
+    b.model_prefix = sources[s.swarm]->origin();
     b.num_blocks = s.rec.num_blocks;
     b.balance_quality = sc.balance_quality;
     b.mean_check_period = secs(sc.mean_balance_check_s);
     b.seed = seed * 104729 + i;
     b.on_event = [this, i](const balancer_event& e) { on_balancer(i, e); };
-    auto parts = start_server_parts(sys, node, setup, source, s.dht, s.connector, a, b);
+    auto parts = start_server_parts(sys, node, setup, sources[s.swarm], s.dht, s.connector, a, b);
     s.supervisor = parts.supervisor;
     s.supervisor->attach_functor([this, i](const caf::error&) { on_server_exit(i); });
   }
@@ -420,23 +428,24 @@ struct World::impl {
       const std::string name = "client-" + std::to_string(i);
       client c;
       c.node = net.add_node(name, region, 0);
+      c.swarm = static_cast<size_t>(i) % sources.size();
       clients.push_back(c);
     }
   }
 
   void start_client(size_t i) {
     client& c = clients[i];
-    if (c.swarm) return;
+    if (c.swarm_client) return;
     const auto& w = sc.workload;
     c.connector = spawn_sim_connector(sys, net, c.node);
     swarm_client_options o;
     o.initial_peers = bootstrap;
-    o.model_prefix = prefix;
+    o.model_prefix = sources[c.swarm]->origin();
     o.mode = w.mode == "push" ? route_mode::push : route_mode::relay;
     o.request_timeout = secs(w.request_timeout_s);
     o.recovery_timeout = secs(w.recovery_timeout_s);
     for (auto& b : o.dht_id) b = static_cast<uint8_t>(rng());
-    c.swarm = spawn_swarm_client(sys, o, head, c.connector);
+    c.swarm_client = spawn_swarm_client(sys, o, heads[c.swarm], c.connector);
   }
 
   void plan_sessions() {
@@ -486,7 +495,7 @@ struct World::impl {
     auto& r = res.sessions[k];
     ++r.open_attempts;
     const auto& w = sc.workload;
-    caf::actor swarm = clients[r.client].swarm;
+    caf::actor swarm = clients[r.client].swarm_client;
     self->request(swarm, secs(w.request_timeout_s * 20), open_session_request{w.max_length})
         .then(
             [=, this](caf::actor session) {
@@ -539,16 +548,25 @@ struct World::impl {
   void sample() {
     swarm_sample s;
     s.t_s = now_s();
-    s.block_servers.assign(static_cast<size_t>(sc.model.blocks), 0);
-    s.block_capacity.assign(static_cast<size_t>(sc.model.blocks), 0.0);
+    const auto blocks = static_cast<size_t>(sc.model.blocks);
+    std::vector<std::vector<int64_t>> count(sources.size(), std::vector<int64_t>(blocks, 0));
+    std::vector<std::vector<double>> capacity(sources.size(), std::vector<double>(blocks, 0.0));
     for (const auto& srv : servers) {
       if (!srv.serving || srv.gone || srv.frozen) continue;
       ++s.servers_online;
       for (int64_t b = srv.rec.first_block; b < srv.rec.last_block; ++b) {
-        ++s.block_servers[static_cast<size_t>(b)];
-        s.block_capacity[static_cast<size_t>(b)] += srv.rec.inference_rps;
+        ++count[srv.swarm][static_cast<size_t>(b)];
+        capacity[srv.swarm][static_cast<size_t>(b)] += srv.rec.inference_rps;
       }
     }
+    // Of several swarms, each block's figures are its weakest swarm's.
+    s.block_servers = count[0];
+    s.block_capacity = capacity[0];
+    for (size_t k = 1; k < sources.size(); ++k)
+      for (size_t b = 0; b < blocks; ++b) {
+        s.block_servers[b] = std::min(s.block_servers[b], count[k][b]);
+        s.block_capacity[b] = std::min(s.block_capacity[b], capacity[k][b]);
+      }
     s.tokens_total = tokens_total;
     res.samples.push_back(std::move(s));
     at(now_s() + sample_period(), [this] { sample(); });

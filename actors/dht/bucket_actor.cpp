@@ -14,6 +14,7 @@ struct bucket_state {
   KBucket bucket;
   std::mt19937_64 rng;
   caf::actor_clock::time_point last_activity;
+  caf::actor_clock::time_point last_ping{};
   bool pinging = false;
   static inline const char* name = "dht_bucket";
 };
@@ -24,11 +25,19 @@ void publish(bucket_actor* self) {
   self->send(self->state.node, bucket_view{self->state.p.index, self->state.bucket.contacts()});
 }
 
+// A full bucket pings its least recently seen contact at most this often. In a big swarm the far buckets are always
+// full and meet newcomers all the time; they wait in the replacement cache (the freshest kept) until the next
+// ping, instead of each costing one.
+constexpr caf::timespan kMinPingInterval = std::chrono::seconds(30);
+
 // The bucket is full and a newcomer waits: is the least recently seen contact still alive?
 void ping_least_recent(bucket_actor* self) {
   auto& st = self->state;
   const Contact* lrs = st.bucket.least_recent();
   if (st.pinging || !lrs || st.bucket.replacements().empty()) return;
+  const auto now = self->clock().now();
+  if (st.last_ping != caf::actor_clock::time_point{} && now - st.last_ping < kMinPingInterval) return;
+  st.last_ping = now;
   st.pinging = true;
   const Contact old = *lrs;
   dht_call<dht_ping_reply>(

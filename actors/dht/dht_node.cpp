@@ -29,18 +29,11 @@ struct dht_node_state {
   // When each contact was last reported to its bucket: a contact met again within kSeenReportInterval is not
   // reported again (every RPC meets one, and the bucket's order by last sighting does not need that precision).
   std::map<NodeId, DhtTime, id_less> reported;
-  // The nodes a key was last stored on, and when they were found: announcements store there again without a
-  // lookup until kHoldersReuse has passed or one of them failed.
-  struct holders {
-    std::vector<Contact> nodes;
-    DhtTime found_at{};
-  };
-  std::map<NodeId, holders, id_less> holders_of;
   static inline const char* name = "dht_node";
 };
 
 constexpr caf::timespan kSeenReportInterval = std::chrono::seconds(30);
-constexpr caf::timespan kHoldersReuse = std::chrono::minutes(10);
+
 
 using node_actor = caf::stateful_actor<dht_node_state>;
 
@@ -348,20 +341,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
           else if (answered > 0) rp.deliver(refuse("'" + name + "' was not stored: " + problem));
           else rp.deliver(make_error(errc::peer_unavailable, "'" + name + "' was not stored: " + problem));
         };
-        auto& held = self->state.holders_of;
-        if (auto it = held.find(key); it != held.end() && self->clock().now() - it->second.found_at < kHoldersReuse) {
-          const auto targets = it->second.nodes;
-          store_on_nearest(self, key, entries, targets,
-                           [=](size_t stored, size_t answered, const std::string& problem) mutable {
-                             if (!problem.empty()) self->state.holders_of.erase(key);  // look up next time
-                             deliver(stored, answered, problem);
-                           });
-          return rp;
-        }
         run_lookup(self, key, false, {}, [=](lookup_result r) mutable {
-          auto& st = self->state;
-          if (!r.closest.empty())
-            st.holders_of[key] = {closest_contacts(r.closest, key, st.opt.replicas), self->clock().now()};
           store_on_nearest(self, key, entries, r.closest, deliver);
         });
         return rp;
@@ -477,7 +457,6 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         const auto now = self->clock().now();
         s.storage.purge(now);
         std::erase_if(s.reported, [&](const auto& e) { return now - e.second >= kSeenReportInterval; });
-        std::erase_if(s.holders_of, [&](const auto& e) { return now - e.second.found_at >= kHoldersReuse; });
         self->delayed_send(self, self->state.opt.purge_period, sweep_atom::value);
       },
       [=](republish_atom) {

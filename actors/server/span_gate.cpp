@@ -126,10 +126,10 @@ Tensor block_prompts(const Tensor& prompts, size_t i) {
 }
 
 // A private working copy on the backend (blocks transform in place; the caller's tensor must stay intact): what
-// upload makes, or a host clone where upload hands back the tensor itself (the CPU backend).
+// upload makes, or the backend's copy where upload hands back the tensor itself (the CPU backend).
 Tensor working_copy(Backend& backend, const Tensor& host) {
   Tensor t = backend.upload(host);
-  return t.data() == host.data() ? host.clone() : t;
+  return t.data() == host.data() ? backend.copy(host) : t;
 }
 
 // Replies with the step's output, or passes it to the next server of a push route. A forwarding server first
