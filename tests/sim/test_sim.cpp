@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
+#include <map>
 
 #include "actors/config/config_error.hpp"
 #include "model/block.hpp"
@@ -152,4 +153,27 @@ BOOST_AUTO_TEST_CASE(push_routes_run_and_fail_over) {
     failovers += s.recovery_s.size();
   }
   BOOST_TEST(failovers > 0u);
+}
+
+// Two models on one DHT: each swarm's servers cover its blocks and its clients' sessions run through them only.
+BOOST_AUTO_TEST_CASE(several_swarms_share_one_dht) {
+  scenario sc = read_scenario(scenario_path("small"));
+  sc.model.swarms = 2;
+  for (auto& cls : sc.servers) cls.count *= 2;
+  sc.workload.clients = 4;
+  World w(sc, sc.seed);
+  w.run();
+  const auto& r = w.results();
+  std::map<std::string, size_t> per_swarm;
+  for (const auto& s : r.servers) ++per_swarm[s.swarm];
+  BOOST_TEST(per_swarm.size() == 2u);
+  BOOST_TEST(per_swarm["sim-0"] == 6u);
+  BOOST_TEST(per_swarm["sim-1"] == 6u);
+  BOOST_REQUIRE(!r.samples.empty());
+  for (int64_t n : r.samples.back().block_servers) BOOST_TEST(n >= 1);  // the weakest swarm covers every block
+  for (const auto& s : r.sessions) {
+    BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+    BOOST_TEST(s.token_s.size() == static_cast<size_t>(s.new_tokens));
+  }
+  BOOST_TEST(w.log().text().find("session-done") != std::string::npos);
 }
