@@ -17,7 +17,7 @@ using lookup_atom = caf::atom_constant<caf::atom("lookup")>;
 using republish_atom = caf::atom_constant<caf::atom("republish")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 
-// A contact answered (or sent us a request): node -> bucket, lookup -> node.
+// A contact answered (or sent us a request): node -> bucket.
 struct contact_seen {
   Contact contact;
 };
@@ -39,6 +39,7 @@ struct bucket_refresh {
 // Lookup actor -> node, the reply to lookup_atom.
 struct lookup_result {
   std::vector<Contact> closest;  // the closest contacts that answered, closest first (at most k)
+  std::vector<Contact> answered; // every contact that answered (the node's buckets learn of them at the end)
   DhtEntries entries;            // find_value: the merged live entries
   size_t holders = 0;            // find_value: nodes that answered with entries
   int hops = 0;

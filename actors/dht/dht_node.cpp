@@ -130,14 +130,17 @@ std::vector<dht_contact> wire_contacts(const std::vector<Contact>& cs) {
 
 // --- lookups ----------------------------------------------------------------------------------------------------
 
+// A lookup converges on the `width` nodes closest to the target (0: k). Finding where to store converges on the
+// replicas it stores on, not on k: each further node to converge on costs queries, and a reader's lookup still
+// converges on k, which holds those few.
 template <class Then>
 void run_lookup(node_actor* self, const NodeId& target, bool find_value, const std::vector<Contact>& extra,
-                Then then) {
+                Then then, size_t width = 0) {
   auto& st = self->state;
   lookup_params p{target,
                   find_value,
                   st.me,
-                  Lookup::Options{st.opt.k, st.opt.alpha},
+                  Lookup::Options{width > 0 ? width : st.opt.k, st.opt.alpha},
                   st.opt.replicas,
                   st.opt.rpc_timeout,
                   st.opt.lookup_timeout,
@@ -149,6 +152,7 @@ void run_lookup(node_actor* self, const NodeId& target, bool find_value, const s
       .then(
           [=](lookup_result& r) mutable {
             self->state.lookups.erase(lookup);
+            for (const auto& c : r.answered) note_seen(self, c);  // one message for the whole lookup
             then(std::move(r));
           },
           [=](caf::error&) mutable {
@@ -227,7 +231,7 @@ void republish(node_actor* self) {
                                                        std::min(entries.size(), first + kMaxDhtItemsPerStore)));
         store_on_nearest(self, key, std::move(chunk), r.closest, [](size_t, size_t, const std::string&) {});
       }
-    });
+    }, st.opt.replicas);
   }
 }
 
@@ -343,7 +347,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         };
         run_lookup(self, key, false, {}, [=](lookup_result r) mutable {
           store_on_nearest(self, key, entries, r.closest, deliver);
-        });
+        }, self->state.opt.replicas);
         return rp;
       },
       [=](const dht_get& req) -> caf::result<dht_get_reply> {

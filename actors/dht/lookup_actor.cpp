@@ -1,6 +1,7 @@
 #include "actors/dht/lookup_actor.hpp"
 
 #include <caf/all.hpp>
+#include <limits>
 
 #include "actors/dht/dht_internal.hpp"
 #include "actors/dht/rpc.hpp"
@@ -25,6 +26,7 @@ void finish(lookup_actor* self) {
   if (st.done) return;
   st.done = true;
   st.result.closest = st.lookup->closest_answered(st.p.rules.k);
+  st.result.answered = st.lookup->closest_answered(std::numeric_limits<size_t>::max());
   st.result.hops = st.lookup->hops();
   st.result.queries = st.lookup->queries();
   for (auto& rp : st.waiting) rp.deliver(st.result);
@@ -66,7 +68,6 @@ bool on_answer(lookup_actor* self, const Contact& c, const dht_contact& responde
     return false;
   }
   self->state.lookup->answered(c.id, usable(contacts));
-  self->send(self->state.node, contact_seen{c});
   return true;
 }
 
