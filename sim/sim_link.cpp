@@ -26,20 +26,34 @@ class sim_link final : public caf::monitorable_actor {
   node_index to() const { return to_; }
   const caf::strong_actor_ptr& target() const { return target_; }
 
+  // The target ended. A link nobody monitors (the link back to a short-lived sender, such as a DHT lookup) goes
+  // down at once: no one would see when, and what reaches it meanwhile would only find its target gone. A
+  // watched one goes down one latency later, when the closed connection would be noticed.
+  void target_ended(caf::actor_system& sys, caf::timespan latency, caf::error reason) {
+    if (down_) return;
+    if (!attachables_head_) {
+      target_gone_ = true;
+      return go_down(std::move(reason), nullptr);
+    }
+    bring_link_down(sys, caf::actor_cast<caf::strong_actor_ptr>(this), latency, std::move(reason));
+  }
+
   void enqueue(caf::mailbox_element_ptr x, caf::execution_unit* ctx) override {
     if (!x) return;
     auto& content = x->content();
     if (!x->sender && x->mid.is_async() && content.size() == 2 && content.match_element<link_down_atom>(0) &&
         content.match_element<caf::error>(1)) {
-      if (down_) return;
-      down_ = true;
-      target_.reset();
-      reverse_.clear();
-      cleanup(caf::error(content.get_as<caf::error>(1)), ctx);
+      go_down(caf::error(content.get_as<caf::error>(1)), ctx);
       return;
     }
-    if (down_) return bounce(x);
     auto& sys = home_system();
+    if (down_) {
+      if (target_gone_) {  // the connection is up: the message still crosses it, to find nobody there
+        const message_weight w = weigh(content);
+        net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now());
+      }
+      return bounce(x);
+    }
     const message_weight w = weigh(content);
     auto delay = net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now());
     if (!delay) return;  // lost: a request times out at its sender
@@ -73,6 +87,15 @@ class sim_link final : public caf::monitorable_actor {
     return r;
   }
 
+ private:
+  void go_down(caf::error reason, caf::execution_unit* ctx) {
+    if (down_) return;
+    down_ = true;
+    target_.reset();
+    reverse_.clear();
+    cleanup(std::move(reason), ctx);
+  }
+
   static sim_link* as_link(const caf::strong_actor_ptr& p) {
     return static_cast<sim_link*>(caf::actor_cast<caf::abstract_actor*>(p));
   }
@@ -85,6 +108,7 @@ class sim_link final : public caf::monitorable_actor {
   node_index from_, to_;
   caf::strong_actor_ptr target_;
   bool down_ = false;
+  bool target_gone_ = false;  // down because its target ended, not because the connection broke
   // Held here: the peer keeps only the sender's address (a monitor, say); a link back lives while this one does,
   // or until it goes down.
   std::unordered_map<caf::actor_id, caf::strong_actor_ptr> reverse_;
@@ -111,7 +135,8 @@ caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, nod
   caf::actor_system* sysp = &sys;
   target->attach_functor([weak, latency, sysp](const caf::error& reason) {
     if (auto link = weak.lock())
-      bring_link_down(*sysp, link, latency, reason ? reason : make_error(errc::peer_unavailable, "the peer ended"));
+      static_cast<sim_link*>(caf::actor_cast<caf::abstract_actor*>(link))
+          ->target_ended(*sysp, latency, reason ? reason : make_error(errc::peer_unavailable, "the peer ended"));
   });
   return caf::actor_cast<caf::actor>(ptr);
 }

@@ -92,11 +92,11 @@ constexpr double kOpenRetryS = 20;
 struct World::impl {
   scenario sc;
   uint64_t seed;
+  Network net;  // before the actor system: links use it until the system's last timers have fired
   sim_system_config cfg;
   caf::actor_system sys{cfg};
   caf::scheduler::test_coordinator& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   time_point origin;
-  Network net;
   EventLog log;
   sim_results res;
   std::shared_ptr<CostBackend> client_backend;
