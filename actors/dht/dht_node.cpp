@@ -128,6 +128,10 @@ std::vector<dht_contact> wire_contacts(const std::vector<Contact>& cs) {
   return out;
 }
 
+// A bucket refresh looks up a random id in the bucket's range to meet nodes there; converging on a few of them is
+// enough (the self-lookup at bootstrap converges on k, for the buckets nearest this node).
+constexpr size_t kRefreshWidth = 5;
+
 // --- lookups ----------------------------------------------------------------------------------------------------
 
 // A lookup converges on the `width` nodes closest to the target (0: k). Finding where to store converges on the
@@ -406,7 +410,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
               run_lookup(self, random_id_in_bucket(self->state.me.id, index, self->state.rng), false, known,
                          [=](lookup_result) mutable {
                            if (--*left == 0) reply();
-                         });
+                         }, kRefreshWidth);
           });
         };
         for (const auto& peer : peers)
@@ -455,7 +459,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         if (m.contacts.empty()) self->state.views.erase(m.index);
         else self->state.views[m.index] = std::move(m.contacts);
       },
-      [=](const bucket_refresh& m) { run_lookup(self, m.target, false, {}, [](lookup_result) {}); },
+      [=](const bucket_refresh& m) { run_lookup(self, m.target, false, {}, [](lookup_result) {}, kRefreshWidth); },
       [=](sweep_atom) {
         auto& s = self->state;
         const auto now = self->clock().now();
