@@ -13,92 +13,123 @@ namespace {
 
 using connect_done_atom = caf::atom_constant<caf::atom("simconnect")>;
 
-struct sim_connector_state {
-  Network* net = nullptr;
-  node_index node = 0;
-  std::map<std::string, caf::actor> links;  // live links by address
-  std::map<caf::actor_addr, std::string> addresses;
-  uint64_t next_wait = 1;
-  std::map<uint64_t, std::function<void()>> waits;
-  static inline const char* name = "sim_connector";
-};
-
-using connector_actor = caf::stateful_actor<sim_connector_state>;
-
 caf::timespan seconds(double s) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
 }
 
-void after(connector_actor* self, caf::timespan delay, std::function<void()> fn) {
-  const uint64_t id = self->state.next_wait++;
-  self->state.waits[id] = std::move(fn);
-  self->delayed_send(self, delay, connect_done_atom::value, id);
-}
+// Like a link, an actor that is not scheduled: it answers each request as it is enqueued (a resolve of a known
+// peer is one message, the reply, instead of a request and a reply through a mailbox), and what must wait a round
+// trip or a timeout it schedules on the actor clock. Every DHT RPC resolves its peer first, so this is on the
+// simulator's hottest path.
+class sim_connector final : public caf::monitorable_actor {
+ public:
+  sim_connector(caf::actor_config& cfg, Network* net, node_index node)
+      : caf::monitorable_actor(cfg), net_(net), node_(node) {}
 
-caf::behavior sim_connector(connector_actor* self, Network* net, node_index node) {
-  self->state.net = net;
-  self->state.node = node;
-  self->set_down_handler([=](caf::down_msg& m) {
-    auto it = self->state.addresses.find(m.source);
-    if (it == self->state.addresses.end()) return;
-    auto link = self->state.links.find(it->second);
-    if (link != self->state.links.end() && link->second.address() == m.source) self->state.links.erase(link);
-    self->state.addresses.erase(it);
-  });
-  return {
-      [=](register_atom, const std::string& address, caf::actor a) {
-        self->state.net->publish(address, self->state.node, std::move(a));
-      },
-      [=](resolve_atom, const std::string& address) -> caf::result<caf::actor> {
-        auto& st = self->state;
-        if (auto it = st.links.find(address); it != st.links.end()) return it->second;
-        const auto peer = st.net->lookup(address);
-        if (!peer) return make_error(errc::peer_unavailable, "cannot connect to " + address + ": nobody listens there");
-        if (peer->node == st.node) return peer->actor;
-        const double rtt = 2 * st.net->latency_s(st.node, peer->node);
-        auto rp = self->make_response_promise<caf::actor>();
-        if (!st.net->reachable(st.node, peer->node)) {
-          const bool refused = st.net->crashed(peer->node);
-          const double wait = refused ? rtt : st.net->connection_timeout_s();
-          after(self, seconds(wait), [=]() mutable {
-            rp.deliver(make_error(errc::peer_unavailable, "cannot connect to " + address + ": " +
-                                                              (refused ? "connection refused" : "no answer")));
-          });
-          return rp;
-        }
-        after(self, seconds(rtt), [=]() mutable {
-          auto& st = self->state;
-          if (auto it = st.links.find(address); it != st.links.end()) {
-            rp.deliver(it->second);
-            return;
-          }
-          auto now = st.net->lookup(address);
-          if (!now || !st.net->reachable(st.node, now->node)) {
-            rp.deliver(make_error(errc::peer_unavailable, "cannot connect to " + address + ": no answer"));
-            return;
-          }
-          caf::actor link = spawn_link(self->home_system(), *st.net, st.node, now->node, now->actor);
-          self->monitor(link);
-          st.addresses[link.address()] = address;
-          st.links[address] = link;
-          rp.deliver(link);
-        });
-        return rp;
-      },
-      [=](connect_done_atom, uint64_t id) {
-        auto it = self->state.waits.find(id);
-        if (it == self->state.waits.end()) return;
-        auto fn = std::move(it->second);
-        self->state.waits.erase(it);
-        fn();
-      },
-  };
-}
+  using caf::monitorable_actor::enqueue;
+
+  const char* name() const override { return "sim_connector"; }
+
+  void enqueue(caf::mailbox_element_ptr x, caf::execution_unit* ctx) override {
+    if (!x) return;
+    auto& content = x->content();
+    if (content.match_elements<register_atom, std::string, caf::actor>()) {
+      net_->publish(content.get_as<std::string>(1), node_, content.get_as<caf::actor>(2));
+      return;
+    }
+    if (content.match_elements<connect_done_atom, uint64_t>()) {
+      auto it = waits_.find(content.get_as<uint64_t>(1));
+      if (it == waits_.end()) return;
+      auto fn = std::move(it->second);
+      waits_.erase(it);
+      fn(ctx);
+      return;
+    }
+    if (content.match_elements<resolve_atom, std::string>()) {
+      resolve(std::move(x), content.get_as<std::string>(1), ctx);
+      return;
+    }
+    if (x->mid.is_request())
+      reply(*x, caf::make_message(make_error(errc::bad_request, "unexpected message " + caf::to_string(content))),
+            ctx);
+  }
+
+ private:
+  void resolve(caf::mailbox_element_ptr x, const std::string& address, caf::execution_unit* ctx) {
+    if (auto it = links_.find(address); it != links_.end()) return reply(*x, caf::make_message(it->second), ctx);
+    const auto peer = net_->lookup(address);
+    if (!peer)
+      return reply(*x, error_message("cannot connect to " + address + ": nobody listens there"), ctx);
+    if (peer->node == node_) return reply(*x, caf::make_message(peer->actor), ctx);
+    const double rtt = 2 * net_->latency_s(node_, peer->node);
+    auto request = std::make_shared<caf::mailbox_element_ptr>(std::move(x));
+    if (!net_->reachable(node_, peer->node)) {
+      const bool refused = net_->crashed(peer->node);
+      const double wait = refused ? rtt : net_->connection_timeout_s();
+      return after(seconds(wait), [=, this](caf::execution_unit* c) {
+        reply(**request,
+              error_message("cannot connect to " + address + ": " + (refused ? "connection refused" : "no answer")), c);
+      });
+    }
+    after(seconds(rtt), [=, this](caf::execution_unit* c) {  // the connection's handshake
+      if (auto it = links_.find(address); it != links_.end()) return reply(**request, caf::make_message(it->second), c);
+      auto now = net_->lookup(address);
+      if (!now || !net_->reachable(node_, now->node))
+        return reply(**request, error_message("cannot connect to " + address + ": no answer"), c);
+      caf::actor link = spawn_link(home_system(), *net_, node_, now->node, now->actor);
+      links_[address] = link;
+      // A link that goes down leaves the table, so that the next resolve connects again.
+      auto weak = caf::actor_cast<caf::weak_actor_ptr>(this);
+      link->attach_functor([weak, address, addr = link.address()](const caf::error&) {
+        if (auto me = weak.lock()) static_cast<sim_connector*>(caf::actor_cast<caf::abstract_actor*>(me))->forget(address, addr);
+      });
+      reply(**request, caf::make_message(link), c);
+    });
+  }
+
+  void forget(const std::string& address, const caf::actor_addr& link) {
+    auto it = links_.find(address);
+    if (it != links_.end() && it->second.address() == link) links_.erase(it);
+  }
+
+  static caf::message error_message(std::string what) {
+    return caf::make_message(make_error(errc::peer_unavailable, std::move(what)));
+  }
+
+  // Answers the request `x` with `msg` (as a response promise does: to the next stage of a forwarding chain, else
+  // to the requester).
+  void reply(caf::mailbox_element& x, caf::message msg, caf::execution_unit* ctx) {
+    if (!x.mid.is_request()) return;
+    if (!x.stages.empty()) {
+      auto next = std::move(x.stages.back());
+      x.stages.pop_back();
+      next->enqueue(caf::make_mailbox_element(std::move(x.sender), x.mid, std::move(x.stages), std::move(msg)), ctx);
+      return;
+    }
+    if (x.sender) x.sender->enqueue(caf::strong_actor_ptr{ctrl()}, x.mid.response_id(), std::move(msg), ctx);
+  }
+
+  void after(caf::timespan delay, std::function<void(caf::execution_unit*)> fn) {
+    const uint64_t id = next_wait_++;
+    waits_[id] = std::move(fn);
+    auto& clock = home_system().clock();
+    clock.schedule_message(clock.now() + delay, caf::strong_actor_ptr{ctrl()},
+                           caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, connect_done_atom::value, id));
+  }
+
+  Network* net_;
+  node_index node_;
+  std::map<std::string, caf::actor> links_;  // live links by address
+  uint64_t next_wait_ = 1;
+  std::map<uint64_t, std::function<void(caf::execution_unit*)>> waits_;
+};
 
 }  // namespace
 
 caf::actor spawn_sim_connector(caf::actor_system& sys, Network& net, node_index node) {
-  return sys.spawn(sim_connector, &net, node);
+  caf::actor_config cfg;
+  return caf::actor_cast<caf::actor>(
+      caf::make_actor<sim_connector, caf::strong_actor_ptr>(sys.next_actor_id(), sys.node(), &sys, cfg, &net, node));
 }
 
 }  // namespace corolla::sim
