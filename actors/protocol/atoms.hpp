@@ -4,6 +4,7 @@
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/actor.hpp>
+#include <caf/actor_clock.hpp>
 #include <caf/atom.hpp>
 #include <cstdint>
 #include <string>
@@ -51,6 +52,9 @@ struct block_run_msg {
   std::vector<int32_t> positions;
   std::vector<caf::actor> then;
   std::string adapter;  // LoRA adapter ("" = none)
+  // Where the device's time is modelled (kernels/modelled_time.hpp): when the work of the blocks before this one
+  // ends. The step passes through the blocks at once and only the last waits, until its work ends.
+  caf::actor_clock::time_point ready_at{};
 };
 
 // Gate -> block actors: the stateless forward, or forward then backward, of a chain of blocks (training).

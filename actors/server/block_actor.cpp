@@ -27,9 +27,8 @@ struct block_state {
     return true;
   }
   std::unordered_map<uint64_t, KVCache> caches;
-  // Modelled compute (a backend that reports time instead of spending it): the block is busy until then, and
-  // replies wait here until their work would have finished.
-  caf::actor_clock::time_point busy_until{};
+  // Modelled compute (a backend that reports time instead of spending it): replies wait here until their work
+  // would have finished.
   uint64_t next_pending = 1;
   struct held_reply {
     caf::response_promise rp;
@@ -43,16 +42,8 @@ struct block_state {
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
 using block_self = caf::stateful_actor<block_state>;
 
-// How long the reply to the work just done must wait: the backend's modelled time of it, queued behind the work
-// this block already holds (one device runs one thing at a time). Zero for backends that compute for real.
-caf::timespan reply_delay(block_self* self) {
-  auto& st = self->state;
-  const auto cost = take_modelled_time(st.block->backend());
-  if (cost.count() <= 0) return caf::timespan{0};
-  const auto now = self->clock().now();
-  st.busy_until = std::max(now, st.busy_until) + std::chrono::duration_cast<caf::timespan>(cost);
-  return st.busy_until - now;
-}
+static_assert(std::is_same_v<caf::actor_clock::time_point, ModelledTime::time_point>,
+              "modelled device time is actor clock time");
 
 // Runs `then` (which answers `rp`) once `delay` has passed, on this actor, in order with its other messages.
 void after(block_self* self, caf::timespan delay, caf::response_promise rp, std::function<void()> then) {
@@ -115,24 +106,23 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block,
         } catch (const std::exception& e) {
           return make_error(errc::internal, "block " + std::to_string(st.block->index()) + ": " + e.what());
         }
-        const caf::timespan delay = reply_delay(self);
-        if (m.then.empty() && delay.count() == 0) return std::move(m.hidden);
-        if (delay.count() == 0) {
+        // Where the device's time is modelled, the work queues on it; the step goes on to the next block at once
+        // (noting when this work ends) and the last block holds the reply until the step's work ends.
+        caf::timespan delay{0};
+        const auto now = self->clock().now();
+        if (auto end = modelled_end(st.block->backend(), std::max(now, m.ready_at))) {
+          m.ready_at = *end;
+          if (m.then.empty()) delay = *end - now;
+        }
+        if (m.then.empty() && delay.count() <= 0) return std::move(m.hidden);
+        if (!m.then.empty()) {
           caf::actor next = m.then.front();
           m.then.erase(m.then.begin());
           self->delegate(next, std::move(m));
           return caf::delegated<Tensor>{};
         }
         auto rp = self->make_response_promise();
-        after(self, delay, rp, [rp, m = std::move(m)]() mutable {
-          if (m.then.empty()) {
-            rp.deliver(std::move(m.hidden));
-            return;
-          }
-          caf::actor next = m.then.front();
-          m.then.erase(m.then.begin());
-          rp.delegate(next, std::move(m));
-        });
+        after(self, delay, rp, [rp, hidden = std::move(m.hidden)]() mutable { rp.deliver(std::move(hidden)); });
         return caf::delegated<Tensor>{};
       },
       [=](resume_atom, uint64_t id) {
