@@ -8,6 +8,7 @@
 #include <map>
 
 #include "actors/config/config_error.hpp"
+#include "kernels/modelled_time.hpp"
 #include "model/block.hpp"
 #include "sim/cost_backend.hpp"
 #include "sim/report.hpp"
@@ -94,6 +95,32 @@ BOOST_AUTO_TEST_CASE(cost_backend_models_a_big_block_without_memory) {
   block->forward(p, ps, &cache);
   const double tp = std::chrono::duration<double>(backend.take_modelled_time()).count();
   BOOST_TEST(tp > 2.0 * 128 * m.block_bytes() / 1.0625 / device.flops * 0.9);
+  // A working copy is another virtual tensor: nothing is allocated for it.
+  BOOST_TEST(is_virtual(backend.copy(p)));
+}
+
+// The device runs one thing at a time: work queued while it is busy starts when the earlier work ends.
+BOOST_AUTO_TEST_CASE(modelled_work_queues_on_the_device) {
+  model_shape m;
+  SyntheticWeights source(m.config(), m.dtype, "queue");
+  CostBackend backend(DeviceModel{100e12, 1e12, 0});
+  auto block = load_block(source, 0, backend);
+  Tensor h = backend.alloc(DType::f32, {1, 1, m.hidden_size});
+  std::vector<int32_t> pos{0};
+  block->forward(h, pos, nullptr);
+  const auto cost = backend.take_modelled_time();
+  BOOST_REQUIRE(cost.count() > 0);
+  const ModelledTime::time_point t0{std::chrono::seconds(100)};
+  block->forward(h, pos, nullptr);
+  const auto first = modelled_end(backend, t0);
+  block->forward(h, pos, nullptr);
+  const auto second = modelled_end(backend, t0);  // asked for at the same time: waits for the first
+  BOOST_REQUIRE(first && second);
+  BOOST_TEST((*first == t0 + cost));
+  BOOST_TEST((*second == t0 + 2 * cost));
+  block->forward(h, pos, nullptr);
+  const auto later = modelled_end(backend, t0 + 10 * cost);  // an idle device starts at once
+  BOOST_TEST((*later == t0 + 11 * cost));
 }
 
 BOOST_AUTO_TEST_CASE(the_same_seed_gives_the_same_log_and_report) {
