@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <caf/all.hpp>
-#include <caf/detail/simple_actor_clock.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -58,30 +57,6 @@ std::string fmt(double v) {
 
 using retry_open_atom = caf::atom_constant<caf::atom("reopen")>;
 
-// Whether `self` still waits for the response `id` (CAF keeps a handler per awaited response; it forgets it when
-// the response comes). The handlers are protected members: a member pointer formed in a derived class reads them.
-struct response_handlers : caf::scheduled_actor {
-  static bool awaits(caf::scheduled_actor* self, caf::message_id id) {
-    const auto& multiplexed = self->*(&response_handlers::multiplexed_responses_);
-    if (multiplexed.count(id) != 0) return true;
-    for (const auto& r : self->*(&response_handlers::awaited_responses_))
-      if (r.first == id) return true;
-    return false;
-  }
-};
-
-// CAF 0.17 does not cancel a request's timeout when the response comes: the timeout fires later and the actor
-// drops it. Such a timer does nothing; the loop takes it off the clock instead of running it (one timer and one
-// message less per request answered in time).
-bool drop_if_stale(caf::actor_clock& clock, const caf::detail::simple_actor_clock::delayed_event& next) {
-  using sac = caf::detail::simple_actor_clock;
-  if (next.subtype != sac::request_timeout_type) return false;
-  const auto& t = static_cast<const sac::request_timeout&>(next);
-  auto* self = dynamic_cast<caf::scheduled_actor*>(caf::actor_cast<caf::abstract_actor*>(t.self));
-  if (!self || response_handlers::awaits(self, t.id)) return false;
-  clock.cancel_request_timeout(self, t.id);
-  return true;
-}
 
 // How often a workload session tries to open before it gives up (a person retrying), and the pause between.
 constexpr int kOpenAttempts = 6;
@@ -624,7 +599,6 @@ struct World::impl {
         if (clock.current_time < e.t) clock.current_time = e.t;
         e.fn();
       } else {
-        if (drop_if_stale(clock, *clock.schedule().begin()->second)) continue;
         clock.trigger_timeout();
       }
       ++events_run;

@@ -204,3 +204,18 @@ BOOST_AUTO_TEST_CASE(several_swarms_share_one_dht) {
   }
   BOOST_TEST(w.log().text().find("session-done") != std::string::npos);
 }
+
+// Lost messages: requests time out at their requesters (the DHT's RPCs, sessions' steps) and are tried again, so
+// every session still completes.
+BOOST_AUTO_TEST_CASE(sessions_complete_over_a_lossy_network) {
+  scenario sc = read_scenario(scenario_path("small"));
+  sc.network.loss = 0.02;
+  World w(sc, sc.seed);
+  w.run();
+  const auto& r = w.results();
+  BOOST_TEST(r.traffic.lost.size() > 0u);
+  for (const auto& s : r.sessions) {
+    BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+    BOOST_TEST(s.token_s.size() == static_cast<size_t>(s.new_tokens));
+  }
+}
