@@ -59,6 +59,14 @@ std::vector<dht_put> announce_puts(const std::string& model_prefix, const server
   return out;
 }
 
+void keep_standing(std::map<std::string, announced_server>& by_address, announced_server s) {
+  auto [it, fresh] = by_address.try_emplace(s.info.address, s);
+  if (fresh) return;
+  const bool newer = s.expiration > it->second.expiration ||
+                     (s.expiration == it->second.expiration && it->second.info.state == "offline");
+  if (newer) it->second = std::move(s);
+}
+
 std::vector<announced_server> parse_servers(const DhtEntries& entries, std::vector<std::string>* problems) {
   std::vector<announced_server> out;
   for (const auto& [subkey, v] : entries) {

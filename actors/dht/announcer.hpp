@@ -10,6 +10,7 @@
 // the servers whose span holds the block.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ struct announced_server {
   server_info info;
   DhtTime expiration{};
 };
+
+// Adds `s` to `by_address` (address -> the entry standing for that server) unless the entry there stands: a
+// server is listed under several keys, and after moving also (as "offline") under its old ones until they expire;
+// the entry announced last (latest expiration; on a tie, not "offline") stands for it.
+void keep_standing(std::map<std::string, announced_server>& by_address, announced_server s);
 
 // The servers in the entries of one key (dht_get_reply::entries), in subkey order. An entry that does not
 // decode, or whose address is not its subkey, is left out and described in `problems` (when given).

@@ -25,12 +25,7 @@ void read_swarm(caf::event_based_actor* self, const caf::actor& dht, const std::
     self->request(dht, timeout, dht_get{group_key(model_prefix, g)})
         .then(
             [=](dht_get_reply& r) {
-              for (auto& s : parse_servers(r.entries)) {
-                auto [it, fresh] = found->emplace(s.info.address, s);
-                const bool newer = s.expiration > it->second.expiration ||
-                                   (s.expiration == it->second.expiration && it->second.info.state == "offline");
-                if (!fresh && newer) it->second = std::move(s);
-              }
+              for (auto& s : parse_servers(r.entries)) keep_standing(*found, std::move(s));
               one_done();
             },
             [=](caf::error&) { one_done(); });

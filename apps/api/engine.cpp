@@ -103,7 +103,7 @@ void read_models(state_reader* self, std::string dht_error) {
   if (!engine) return;
   const auto& models = engine->models();
   struct acc {
-    std::vector<std::map<std::string, server_info>> servers;
+    std::vector<std::map<std::string, announced_server>> servers;  // per model, the standing entry per server
     size_t pending = 0;
     std::string error;
   };
@@ -123,7 +123,8 @@ void read_models(state_reader* self, std::string dht_error) {
       const auto& m = *models[i];
       std::vector<int> coverage(static_cast<size_t>(m.num_blocks), 0);
       nlohmann::json servers = nlohmann::json::array();
-      for (const auto& [addr, s] : a->servers[i]) {
+      for (const auto& [addr, entry] : a->servers[i]) {
+        const server_info& s = entry.info;
         servers.push_back(server_json(s));
         if (s.state != "online") continue;
         for (int64_t b = std::max<int64_t>(0, s.first_block); b < std::min(s.last_block, m.num_blocks); ++b)
@@ -149,7 +150,7 @@ void read_models(state_reader* self, std::string dht_error) {
       self->request(self->state.dht, std::chrono::seconds(30), dht_get{group_key(models[i]->swarm_id, g)})
           .then(
               [=](const dht_get_reply& r) {
-                for (auto& s : parse_servers(r.entries)) a->servers[i][s.info.address] = std::move(s.info);
+                for (auto& s : parse_servers(r.entries)) keep_standing(a->servers[i], std::move(s));
                 one_done();
               },
               [=](caf::error& e) {

@@ -3,8 +3,10 @@
 // records a server announces (actors/dht/announcer.hpp) parse back.
 #define BOOST_TEST_MODULE dht_wire
 #include <boost/test/unit_test.hpp>
+
 #include <caf/all.hpp>
 #include <chrono>
+#include <map>
 
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_messages.hpp"
@@ -166,6 +168,20 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   BOOST_REQUIRE(problems.size() == 2u);
   BOOST_TEST(problems[0].find("'1.2.3.4:5'") != std::string::npos, problems[0]);
   BOOST_TEST(problems[1].find("names address '10.0.0.9:5000'") != std::string::npos, problems[1]);
+
+  // The entry announced last stands for a server listed under several keys; on a tie, not the "offline" one.
+  std::map<std::string, announced_server> standing;
+  announced_server old_span{info, exp}, moved{info, exp + 1s}, offline{info, exp + 1s};
+  old_span.info.state = "online";
+  moved.info.state = "joining";
+  offline.info.state = "offline";
+  keep_standing(standing, old_span);
+  keep_standing(standing, offline);
+  BOOST_TEST(standing.at(info.address).info.state == "offline");
+  keep_standing(standing, moved);  // same expiration as the offline one: it stands
+  BOOST_TEST(standing.at(info.address).info.state == "joining");
+  keep_standing(standing, old_span);  // older: ignored
+  BOOST_TEST(standing.at(info.address).info.state == "joining");
 
   server_info nowhere = info;
   nowhere.address.clear();
