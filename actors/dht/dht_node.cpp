@@ -34,7 +34,6 @@ struct dht_node_state {
 
 constexpr caf::timespan kSeenReportInterval = std::chrono::seconds(30);
 
-
 using node_actor = caf::stateful_actor<dht_node_state>;
 
 // An entry to store, with its absolute expiration.
