@@ -7,6 +7,8 @@
 #include <array>
 #include <caf/actor.hpp>
 #include <caf/actor_clock.hpp>
+#include <caf/timespan.hpp>
+#include <chrono>
 #include <caf/weak_intrusive_ptr.hpp>
 #include <cstdint>
 #include <map>
@@ -22,6 +24,11 @@
 namespace corolla::sim {
 
 using node_index = size_t;
+
+// Seconds of virtual time (scenarios and the network model count in seconds) as an actor-clock duration.
+inline caf::timespan timespan_of(double seconds) {
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
+}
 
 // Message counts and bytes by kind (dht, step, session, info, other), overall and per minute of virtual time.
 struct traffic_counts {

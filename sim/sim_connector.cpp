@@ -13,10 +13,6 @@ namespace {
 
 using connect_done_atom = caf::atom_constant<caf::atom("simconnect")>;
 
-caf::timespan seconds(double s) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
-}
-
 // Like a link, an actor that is not scheduled: it answers each request as it is enqueued (a resolve of a known
 // peer is one message, the reply, instead of a request and a reply through a mailbox), and what must wait a round
 // trip or a timeout it schedules on the actor clock. Every DHT RPC resolves its peer first, so this is on the
@@ -66,12 +62,12 @@ class sim_connector final : public caf::monitorable_actor {
     if (!net_->reachable(node_, peer->node)) {
       const bool refused = net_->crashed(peer->node);
       const double wait = refused ? rtt : net_->connection_timeout_s();
-      return after(seconds(wait), [=, this](caf::execution_unit* c) {
+      return after(timespan_of(wait), [=, this](caf::execution_unit* c) {
         reply(**request,
               error_message("cannot connect to " + address + ": " + (refused ? "connection refused" : "no answer")), c);
       });
     }
-    after(seconds(rtt), [=, this](caf::execution_unit* c) {  // the connection's handshake
+    after(timespan_of(rtt), [=, this](caf::execution_unit* c) {  // the connection's handshake
       if (auto it = links_.find(address); it != links_.end()) return reply(**request, caf::make_message(it->second), c);
       auto now = net_->lookup(address);
       if (!now || !net_->reachable(node_, now->node))

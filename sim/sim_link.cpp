@@ -11,10 +11,6 @@ namespace {
 
 using link_down_atom = caf::atom_constant<caf::atom("simlinkdn")>;
 
-caf::timespan seconds(double s) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
-}
-
 class sim_link final : public caf::monitorable_actor {
  public:
   sim_link(caf::actor_config& cfg, Network* net, node_index from, node_index to, caf::strong_actor_ptr target)
@@ -130,7 +126,7 @@ caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, nod
                                                               to, caf::actor_cast<caf::strong_actor_ptr>(target));
   net.add_link(from, to, caf::actor_cast<caf::weak_actor_ptr>(ptr));
   // The peer's death reaches this node one latency later, as a closed connection.
-  const auto latency = seconds(net.latency_s(to, from));
+  const auto latency = timespan_of(net.latency_s(to, from));
   caf::weak_actor_ptr weak = caf::actor_cast<caf::weak_actor_ptr>(ptr);
   caf::actor_system* sysp = &sys;
   target->attach_functor([weak, latency, sysp](const caf::error& reason) {

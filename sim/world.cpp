@@ -45,10 +45,6 @@ struct sim_system_config : caf::actor_system_config {
 
 using time_point = caf::actor_clock::time_point;
 
-caf::timespan secs(double s) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
-}
-
 std::string fmt(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.6g", v);
@@ -151,7 +147,7 @@ struct World::impl {
 
   double now_s() const { return log.seconds(sched.clock().now()); }
   void note(const std::string& kind, const std::string& details) { log.add(sched.clock().now(), kind, details); }
-  void at(double s, std::function<void()> fn) { events.push({origin + secs(s), next_seq++, std::move(fn)}); }
+  void at(double s, std::function<void()> fn) { events.push({origin + timespan_of(s), next_seq++, std::move(fn)}); }
   double uniform(double a, double b) { return a < b ? std::uniform_real_distribution<double>(a, b)(rng) : a; }
 
   // --- servers ---------------------------------------------------------------------------------------------------
@@ -267,12 +263,12 @@ struct World::impl {
     if (s.gone) return;
     announcer_options a;
     a.model_prefix = sources[s.swarm]->origin();
-    a.period = secs(sc.announce_period_s);
+    a.period = timespan_of(sc.announce_period_s);
     balancer_options b;
     b.model_prefix = sources[s.swarm]->origin();
     b.num_blocks = s.rec.num_blocks;
     b.balance_quality = sc.balance_quality;
-    b.mean_check_period = secs(sc.mean_balance_check_s);
+    b.mean_check_period = timespan_of(sc.mean_balance_check_s);
     b.seed = seed * 104729 + i;
     b.on_event = [this, i](const balancer_event& e) { on_balancer(i, e); };
     auto parts = start_server_parts(sys, node, setup, sources[s.swarm], s.dht, s.connector, a, b);
@@ -344,7 +340,7 @@ struct World::impl {
 
   void isolate(const std::vector<caf::strong_actor_ptr>& links, const std::string& why) {
     for (const auto& l : links)
-      bring_link_down(sys, l, secs(net.connection_timeout_s()), make_error(errc::peer_unavailable, why));
+      bring_link_down(sys, l, timespan_of(net.connection_timeout_s()), make_error(errc::peer_unavailable, why));
   }
 
   void freeze(size_t i, double duration) {
@@ -443,8 +439,8 @@ struct World::impl {
     o.initial_peers = bootstrap;
     o.model_prefix = sources[c.swarm]->origin();
     o.mode = w.mode == "push" ? route_mode::push : route_mode::relay;
-    o.request_timeout = secs(w.request_timeout_s);
-    o.recovery_timeout = secs(w.recovery_timeout_s);
+    o.request_timeout = timespan_of(w.request_timeout_s);
+    o.recovery_timeout = timespan_of(w.recovery_timeout_s);
     for (auto& b : o.dht_id) b = static_cast<uint8_t>(rng());
     c.swarm_client = spawn_swarm_client(sys, o, heads[c.swarm], c.connector);
   }
@@ -497,7 +493,7 @@ struct World::impl {
     ++r.open_attempts;
     const auto& w = sc.workload;
     caf::actor swarm = clients[r.client].swarm_client;
-    self->request(swarm, secs(w.request_timeout_s * 20), open_session_request{w.max_length})
+    self->request(swarm, timespan_of(w.request_timeout_s * 20), open_session_request{w.max_length})
         .then(
             [=, this](caf::actor session) {
               res.sessions[k].opened_s = now_s();
@@ -509,7 +505,7 @@ struct World::impl {
               note("session-open-failed", "session=" + std::to_string(k) + " attempt=" +
                                               std::to_string(r.open_attempts) + " " + describe(e));
               if (r.open_attempts >= kOpenAttempts) return end_session(self, k, {}, describe(e));
-              self->delayed_send(self, secs(kOpenRetryS), retry_open_atom::value);
+              self->delayed_send(self, timespan_of(kOpenRetryS), retry_open_atom::value);
             });
   }
 
@@ -517,7 +513,7 @@ struct World::impl {
     GenerationParams params;
     params.max_new_tokens = res.sessions[k].new_tokens;
     params.stop_at_eos = false;
-    self->request(session, secs(sc.duration_s * 4), generate_request{prompt, params, caf::actor_cast<caf::actor>(self)})
+    self->request(session, timespan_of(sc.duration_s * 4), generate_request{prompt, params, caf::actor_cast<caf::actor>(self)})
         .then([=, this](const generate_result&) { end_session(self, k, session, {}); },
               [=, this](caf::error& e) { end_session(self, k, session, describe(e)); });
   }
@@ -578,7 +574,7 @@ struct World::impl {
   void run(std::ostream* progress) {
     const auto wall0 = std::chrono::steady_clock::now();
     auto& clock = sched.clock();
-    const time_point end = origin + secs(sc.duration_s);
+    const time_point end = origin + timespan_of(sc.duration_s);
     const time_point never = time_point::max();
     double next_progress = 0;
     std::unordered_map<const char*, uint64_t> by_actor;  // names are static strings: keyed by pointer
