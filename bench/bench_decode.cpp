@@ -5,9 +5,11 @@
 //   memory   peak RSS during decode vs weights + KV cache
 //
 //   bench_decode --model=DIR [--threads=2] [--tokens=32] [--rounds=5] [--prefill=512] [--context=1024]
+//   (decode: `tokens` warm-up steps, then rounds x tokens measured ones; prefill: `rounds` alternations)
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <numeric>
 
@@ -71,43 +73,57 @@ int main(int argc, char** argv) {
   std::printf("bench_decode: %s, %lld blocks, %d threads, %s, load average %s\n", dir.c_str(),
               static_cast<long long>(c.num_layers), threads, backend->name().c_str(), load_average().c_str());
 
-  // Decode: a short prompt, then `rounds` rounds of `tokens` single-token steps, each followed by a bandwidth
-  // sweep: every round's ratio compares a decode and a sweep that saw the machine in the same state (this VM's
-  // bandwidth moves by +-10 % from minute to minute). The figure is the median round.
+  // Decode: a short prompt, `tokens` warm-up steps, then `rounds` x `tokens` steps, each paired with a plain read
+  // sweep over a buffer as large as the bytes a step reads, run right after it. The sweep's time is the bound of
+  // that step (bandwidth / bytes per token), and the two saw the machine in the same state: this VM's bandwidth
+  // moves by +-15 % within seconds, so a sweep taken seconds apart from the steps it judges says little. The figure
+  // is the median of the per-step ratios.
   model.reset(1, context);
   std::vector<int32_t> prompt = {1, 450, 7483, 310, 3444, 338};
   std::vector<int32_t> pos(prompt.size());
   std::iota(pos.begin(), pos.end(), 0);
   model.forward(prompt, pos, true);
   int32_t next_pos = static_cast<int32_t>(prompt.size());
-  struct Round {
-    double tok_s, bandwidth, ratio;
+  auto step = [&] {
+    const int32_t id = 100 + next_pos;
+    const double t0 = wall_s();
+    model.forward({&id, 1}, {&next_pos, 1}, true);
+    ++next_pos;
+    return wall_s() - t0;
   };
-  std::vector<Round> decode_rounds;
-  double rss = 0;
-  for (int r = 0; r < rounds; ++r) {
-    std::vector<double> step_s;
-    for (int i = 0; i < tokens && next_pos < context; ++i, ++next_pos) {
-      const int32_t id = 100 + next_pos;
-      const double t0 = wall_s();
-      model.forward({&id, 1}, {&next_pos, 1}, true);
-      step_s.push_back(wall_s() - t0);
-    }
-    if (step_s.empty()) break;
-    if (r == 0) rss = peak_rss_bytes();  // before the bandwidth sweep's 1 GiB buffer
-    const double bandwidth = measure_read_bandwidth(*pool, size_t{1} << 30, 3);
-    std::sort(step_s.begin(), step_s.end());
-    const double tok_s = 1.0 / step_s[step_s.size() / 2];
-    decode_rounds.push_back({tok_s, bandwidth, tok_s / (bandwidth * 1e9 / per_token)});
+  for (int i = 0; i < tokens && next_pos < context; ++i) step();
+  const double rss = peak_rss_bytes();  // before the sweep's buffer
+  const size_t sweep_bytes = static_cast<size_t>(per_token) / 4096 * 4096;
+  auto sweep_buf = aligned_buffer(sweep_bytes);
+  const SweepWidth width = best_sweep_width(*pool, sweep_buf.get(), sweep_bytes);
+  struct Pair {
+    double step_s, sweep_s;
+    double ratio() const { return sweep_s / step_s; }
+  };
+  std::vector<Pair> pairs;
+  volatile uint64_t sink = 0;
+  for (int i = 0; i < rounds * tokens && next_pos < context; ++i) {
+    const double step_s = step();
+    const double t0 = wall_s();
+    sink = sink + read_sweep(*pool, sweep_buf.get(), sweep_bytes, width);
+    pairs.push_back({step_s, wall_s() - t0});
   }
-  std::sort(decode_rounds.begin(), decode_rounds.end(), [](const Round& a, const Round& b) { return a.ratio < b.ratio; });
-  for (const Round& d : decode_rounds)
-    std::printf("decode round: %.2f tokens/s, read bandwidth %.1f GB/s -> ratio %.3f\n", d.tok_s, d.bandwidth, d.ratio);
-  const Round& mid = decode_rounds[decode_rounds.size() / 2];
-  std::printf("decode : %.2f tokens/s (median round of %zu x %d steps); %.2f GB read per token; read bandwidth %.1f "
-              "GB/s\n", mid.tok_s, decode_rounds.size(), tokens, per_token / 1e9, mid.bandwidth);
-  std::printf("         bound %.2f tokens/s -> ratio %.3f (rounds %.3f..%.3f)\n", mid.bandwidth * 1e9 / per_token,
-              mid.ratio, decode_rounds.front().ratio, decode_rounds.back().ratio);
+  sweep_buf.reset();
+  auto median_of = [&](auto key) {
+    std::vector<double> v;
+    for (const Pair& p : pairs) v.push_back(key(p));
+    std::sort(v.begin(), v.end());
+    return std::array<double, 3>{v[v.size() / 10], v[v.size() / 2], v[v.size() * 9 / 10]};
+  };
+  const auto ratio = median_of([](const Pair& p) { return p.ratio(); });
+  const auto tok_s = median_of([](const Pair& p) { return 1.0 / p.step_s; });
+  const auto gbs = median_of([&](const Pair& p) { return static_cast<double>(sweep_bytes) / p.sweep_s / 1e9; });
+  std::printf("decode : %.2f tokens/s (median of %zu steps, p10..p90 %.2f..%.2f); %.2f GB read per token\n",
+              tok_s[1], pairs.size(), tok_s[0], tok_s[2], per_token / 1e9);
+  std::printf("         read bandwidth %.1f GB/s (%s sweep after each step, p10..p90 %.1f..%.1f)\n", gbs[1],
+              sweep_name(width), gbs[0], gbs[2]);
+  std::printf("         step time / its sweep's time -> ratio %.3f (median; p10..p90 %.3f..%.3f)\n", ratio[1],
+              ratio[0], ratio[2]);
   std::printf("memory : peak RSS %.2f GB; weights %.2f GB + KV cache %.3f GB -> ratio %.3f\n", rss / 1e9,
               (block_bytes + 2 * lm_head) / 1e9, kv_bytes / 1e9, rss / (block_bytes + 2 * lm_head + kv_bytes));
 

@@ -15,7 +15,7 @@ double wall_s();         // monotonic wall clock, seconds
 double process_cpu_s();  // CPU time of the whole process (all threads), seconds
 double thread_cpu_s();   // CPU time of the calling thread, seconds
 
-// A 64-byte aligned buffer of `bytes`, every page touched (so the sweep measures memory, not page faults).
+// A 4096-byte aligned buffer of `bytes` in huge pages where the kernel grants them, every page touched (so the sweep measures memory, not page faults).
 std::shared_ptr<char> aligned_buffer(size_t bytes);
 
 // A read sweep with loads of a given width: one core's bandwidth grows with it, so the machine's bandwidth is the
@@ -31,6 +31,8 @@ uint64_t read_sweep(ThreadPool& pool, const char* buf, size_t bytes, SweepWidth 
 // or the best of all widths this CPU runs.
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps, SweepWidth width);
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps);
+// The width whose sweeps of buf[0, bytes) read fastest here (best of two each).
+SweepWidth best_sweep_width(ThreadPool& pool, const char* buf, size_t bytes);
 
 // Runs fn `reps` times and returns the fastest time in seconds.
 template <class F>
