@@ -113,38 +113,38 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   info.address = "127.0.0.1:31337";
   info.first_block = 10;
   info.last_block = 13;
-  info.total_blocks = 32;
+  info.total_blocks = 96;
   info.dtype = "bf16";
   info.device = "cuda";
   info.cache_tokens_left = 4096;
   info.throughput = 123.5;
   info.hidden_size = 4096;
-  // Blocks 10..12 lie in the group of blocks 8-15: one record. A span across groups has one in each.
+  // Blocks 10..12 lie in the group of blocks 0-31: one record. A span across groups has one in each.
   auto records = server_records("llama-3-8b", info);
   BOOST_REQUIRE(records.size() == 1u);
-  BOOST_TEST(records[0].key == "llama-3-8b.8-15");
+  BOOST_TEST(records[0].key == "llama-3-8b.0-31");
   BOOST_TEST(records[0].subkey == "127.0.0.1:31337");
-  BOOST_TEST(block_key("m", 7) == "m.0-7");
-  BOOST_TEST(block_key("m", 8) == "m.8-15");
-  BOOST_TEST(group_count(22) == 3);
-  BOOST_TEST(group_count(8) == 1);
+  BOOST_TEST(block_key("m", 31) == "m.0-31");
+  BOOST_TEST(block_key("m", 32) == "m.32-63");
+  BOOST_TEST(group_count(80) == 3);
+  BOOST_TEST(group_count(32) == 1);
   BOOST_TEST(group_count(0) == 0);
   server_info wide = info;
-  wide.first_block = 7;
-  wide.last_block = 17;
+  wide.first_block = 31;
+  wide.last_block = 65;
   auto wide_records = server_records("m", wide);
   BOOST_REQUIRE(wide_records.size() == 3u);
-  BOOST_TEST(wide_records[0].key == "m.0-7");
-  BOOST_TEST(wide_records[2].key == "m.16-23");
-  BOOST_TEST(serves_block(wide, 7));
-  BOOST_TEST(serves_block(wide, 16));
-  BOOST_TEST(!serves_block(wide, 17));
+  BOOST_TEST(wide_records[0].key == "m.0-31");
+  BOOST_TEST(wide_records[2].key == "m.64-95");
+  BOOST_TEST(serves_block(wide, 31));
+  BOOST_TEST(serves_block(wide, 64));
+  BOOST_TEST(!serves_block(wide, 65));
   const DhtTime exp = DhtTime{} + 2h;
   auto puts = announce_puts("m", wide, exp);
   BOOST_REQUIRE(puts.size() == 3u);
   BOOST_TEST((puts[1].expiration == exp));
   BOOST_TEST(puts[1].value == wide_records[1].value);
-  records = wide_records;  // the entries below are of blocks 7..16
+  records = wide_records;  // the entries below are of blocks 31..64
   info = wide;
 
   // A reader's view of the group of block 11: this server, another one, and two entries that are not server infos.
@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   BOOST_TEST(servers[0].info.address == "10.0.0.9:5000");
   BOOST_TEST((servers[0].expiration == exp + 1s));
   BOOST_TEST(servers[1].info.public_name == "alice's GPU");
-  BOOST_TEST(servers[1].info.first_block == 7);
+  BOOST_TEST(servers[1].info.first_block == 31);
   BOOST_TEST(servers[1].info.throughput == 123.5);
   BOOST_REQUIRE(problems.size() == 2u);
   BOOST_TEST(problems[0].find("'1.2.3.4:5'") != std::string::npos, problems[0]);
