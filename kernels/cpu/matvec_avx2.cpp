@@ -16,8 +16,11 @@ namespace corolla {
 namespace {
 
 constexpr int64_t kChunk = 32;
-// Software prefetch distance in each weight row (see matvec_avx512.cpp).
-constexpr int64_t kPrefetchBytes = 512;
+// Software prefetch distance in each weight row. Measured on a 2-core AMD EPYC (Zen 3) VM, 256 against 512 (the
+// AVX-512 kernels' best) alternated: bench_matvec's whole layer + head q8_0 13.4-13.9 -> 17.1-17.8 GB/s, q4_0
+// 7.9-8.2 -> 11.0-11.4 GB/s, bf16 0.81-0.88 -> 0.92 of the sweep; bench_decode's paired ratio 0.754 -> 0.791
+// (mean of 6 alternations); 1024 and 128 did no better.
+constexpr int64_t kPrefetchBytes = 256;
 
 // Weight bytes per tile when several groups of x rows run over the same weights (well inside a core's L2).
 constexpr int64_t kTileBytes = 256 * 1024;
