@@ -109,15 +109,15 @@ int main(int argc, char** argv) {
     pairs.push_back({step_s, wall_s() - t0});
   }
   sweep_buf.reset();
-  auto median_of = [&](auto key) {
+  auto p10_p50_p90 = [&](auto key) {
     std::vector<double> v;
     for (const Pair& p : pairs) v.push_back(key(p));
     std::sort(v.begin(), v.end());
     return std::array<double, 3>{v[v.size() / 10], v[v.size() / 2], v[v.size() * 9 / 10]};
   };
-  const auto ratio = median_of([](const Pair& p) { return p.ratio(); });
-  const auto tok_s = median_of([](const Pair& p) { return 1.0 / p.step_s; });
-  const auto gbs = median_of([&](const Pair& p) { return static_cast<double>(sweep_bytes) / p.sweep_s / 1e9; });
+  const auto ratio = p10_p50_p90([](const Pair& p) { return p.ratio(); });
+  const auto tok_s = p10_p50_p90([](const Pair& p) { return 1.0 / p.step_s; });
+  const auto gbs = p10_p50_p90([&](const Pair& p) { return static_cast<double>(sweep_bytes) / p.sweep_s / 1e9; });
   std::printf("decode : %.2f tokens/s (median of %zu steps, p10..p90 %.2f..%.2f); %.2f GB read per token\n",
               tok_s[1], pairs.size(), tok_s[0], tok_s[2], per_token / 1e9);
   std::printf("         read bandwidth %.1f GB/s (%s sweep after each step, p10..p90 %.1f..%.1f)\n", gbs[1],

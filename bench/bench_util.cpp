@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <stdexcept>
+#include <utility>
 
 namespace corolla::bench {
 namespace {
@@ -113,29 +114,37 @@ uint64_t read_sweep(ThreadPool& pool, const char* buf, size_t bytes, SweepWidth 
   return sum.load();
 }
 
-double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps, SweepWidth width) {
-  auto buf = aligned_buffer(bytes);
-  volatile uint64_t sink = read_sweep(pool, buf.get(), bytes, width);  // warm-up
-  const double t = best_time(reps, [&] { sink = sink + read_sweep(pool, buf.get(), bytes, width); });
-  return static_cast<double>(bytes) / t / 1e9;
+namespace {
+
+// Best time of `reps` sweeps of buf[0, bytes) with one width, after a warm-up sweep.
+double sweep_seconds(ThreadPool& pool, const char* buf, size_t bytes, int reps, SweepWidth width) {
+  volatile uint64_t sink = read_sweep(pool, buf, bytes, width);
+  return best_time(reps, [&] { sink = sink + read_sweep(pool, buf, bytes, width); });
 }
 
-double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
-  double best = 0;
+// The width whose sweeps read buf fastest, and its best time.
+std::pair<SweepWidth, double> fastest_sweep(ThreadPool& pool, const char* buf, size_t bytes, int reps) {
+  std::pair<SweepWidth, double> best{SweepWidth::plain, 1e30};
   for (SweepWidth w : {SweepWidth::plain, SweepWidth::avx2, SweepWidth::avx512})
-    if (sweep_available(w)) best = std::max(best, measure_read_bandwidth(pool, bytes, reps, w));
+    if (sweep_available(w))
+      if (const double t = sweep_seconds(pool, buf, bytes, reps, w); t < best.second) best = {w, t};
   return best;
 }
 
+}  // namespace
+
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps, SweepWidth width) {
+  auto buf = aligned_buffer(bytes);
+  return static_cast<double>(bytes) / sweep_seconds(pool, buf.get(), bytes, reps, width) / 1e9;
+}
+
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
+  auto buf = aligned_buffer(bytes);
+  return static_cast<double>(bytes) / fastest_sweep(pool, buf.get(), bytes, reps).second / 1e9;
+}
+
 SweepWidth best_sweep_width(ThreadPool& pool, const char* buf, size_t bytes) {
-  SweepWidth best_width = SweepWidth::plain;
-  double best = 1e30;
-  volatile uint64_t sink = read_sweep(pool, buf, bytes, SweepWidth::plain);  // warm-up
-  for (SweepWidth w : {SweepWidth::plain, SweepWidth::avx2, SweepWidth::avx512})
-    if (sweep_available(w))
-      if (const double t = best_time(2, [&] { sink = sink + read_sweep(pool, buf, bytes, w); }); t < best)
-        best = t, best_width = w;
-  return best_width;
+  return fastest_sweep(pool, buf, bytes, 2).first;
 }
 
 std::string load_average() {

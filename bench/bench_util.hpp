@@ -15,7 +15,8 @@ double wall_s();         // monotonic wall clock, seconds
 double process_cpu_s();  // CPU time of the whole process (all threads), seconds
 double thread_cpu_s();   // CPU time of the calling thread, seconds
 
-// A 4096-byte aligned buffer of `bytes` in huge pages where the kernel grants them, every page touched (so the sweep measures memory, not page faults).
+// A 4096-byte aligned buffer of `bytes` in huge pages where the kernel grants them, every page touched (so the
+// sweep measures memory, not page faults).
 std::shared_ptr<char> aligned_buffer(size_t bytes);
 
 // A read sweep with loads of a given width: one core's bandwidth grows with it, so the machine's bandwidth is the
