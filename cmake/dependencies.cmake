@@ -48,3 +48,8 @@ add_library(corolla::pcre2 ALIAS PkgConfig::PCRE2)
 # ICU (common library only): Unicode normalization (NFC, NFKC, ...) that some tokenizer.json files declare.
 pkg_check_modules(ICU_UC REQUIRED IMPORTED_TARGET GLOBAL icu-uc)
 add_library(corolla::icu ALIAS PkgConfig::ICU_UC)
+# jemalloc: the corolla executable's allocator. Actors allocate for every message (mailbox elements, payloads,
+# response handlers); with glibc's malloc a swarm simulation spent ~20% of its time in malloc/free, and the same
+# run took 20-25% less time with jemalloc (docs/PERFORMANCE.md, "Simulator").
+pkg_check_modules(JEMALLOC REQUIRED IMPORTED_TARGET GLOBAL jemalloc)
+add_library(corolla::jemalloc ALIAS PkgConfig::JEMALLOC)

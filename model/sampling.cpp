@@ -20,6 +20,8 @@ Sampler::Sampler(SamplingParams params) : params_(params), rng_(params.seed) { p
 
 int32_t Sampler::next(std::span<const float> logits, std::span<const int32_t> history) {
   const auto n = static_cast<int32_t>(logits.size());
+  if (params_.greedy && params_.repetition_penalty == 1.0f)  // nothing to change: no working copy of the vocabulary
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   work_.assign(logits.begin(), logits.end());
   if (params_.repetition_penalty != 1.0f) {
     // Once per distinct token, as Hugging Face's gather/scatter does.

@@ -13,6 +13,7 @@
 #include <ostream>
 #include <queue>
 #include <random>
+#include <typeindex>
 #include <unordered_map>
 
 #include "actors/client/client_api.hpp"
@@ -578,10 +579,15 @@ struct World::impl {
     const time_point never = time_point::max();
     double next_progress = 0;
     std::unordered_map<const char*, uint64_t> by_actor;  // names are static strings: keyed by pointer
+    // An actor's name is its type's (a stateful actor's State::name): looked up once per type, not cast per event.
+    std::unordered_map<std::type_index, const char*> name_of_type;
     for (;;) {
       while (!sched.jobs.empty()) {
-        auto* actor = dynamic_cast<caf::local_actor*>(sched.jobs.front());
-        ++by_actor[actor ? actor->name() : "other"];
+        caf::resumable* job = sched.jobs.front();
+        auto [named, fresh] = name_of_type.try_emplace(std::type_index(typeid(*job)), "other");
+        if (fresh)
+          if (auto* actor = dynamic_cast<caf::local_actor*>(job)) named->second = actor->name();
+        ++by_actor[named->second];
         sched.run_once();
         ++events_run;
       }

@@ -29,10 +29,25 @@ struct dht_node_state {
   // When each contact was last reported to its bucket: a contact met again within kSeenReportInterval is not
   // reported again (every RPC meets one, and the bucket's order by last sighting does not need that precision).
   std::map<NodeId, DhtTime, id_less> reported;
+  // The nodes nearest to a key, as a read's lookup just converged on them: a put of that key soon after stores
+  // there without a lookup of its own (kReadReuse).
+  struct converged {
+    DhtTime at{};
+    std::vector<Contact> closest;
+  };
+  std::map<NodeId, converged, id_less> recent_reads;
   static inline const char* name = "dht_node";
 };
 
 constexpr caf::timespan kSeenReportInterval = std::chrono::seconds(30);
+
+// How long a read's converged set stands in for a put's lookup. A server reads the key it announces under (its
+// next block's servers, to ping them) seconds before it announces: a put's lookup then would walk the same path
+// again to converge on 5 of the k nodes the read just met (about 6 queries, a fifth of a server's DHT traffic).
+// The read converged on k = 20 of them, all of which answered; a node that joined nearer to the key within these
+// seconds is missed as it would be by a put made that much earlier, and readers, converging on k, still meet
+// the replicas.
+constexpr caf::timespan kReadReuse = std::chrono::seconds(10);
 
 using node_actor = caf::stateful_actor<dht_node_state>;
 
@@ -91,8 +106,11 @@ size_t contact_count(const dht_node_state& st) {
 }
 
 // The n known contacts closest to target (and `extra` ones), without `exclude`; of two with the same id, the one
-// met first (the routing table before `extra`). Every find_node/find_value a node answers runs this over its
-// whole routing table, so it ranks pointers with their distances and copies only the n it returns.
+// met first (the routing table before `extra`). Every find_node/find_value a node answers runs this, so it ranks
+// pointers with their distances, copies only the n it returns, and reads no more buckets than it needs: with J
+// the bucket the target falls in, bucket J's contacts are closer to the target than any other (their distance is
+// below 2^J), then come the buckets below J together (distances in [2^J, 2^(J+1))), then J+1, J+2, ... one by one
+// (bucket i > J: [2^i, 2^(i+1))). A full bucket J, the common case, is all that gets sorted.
 std::vector<Contact> closest(const dht_node_state& st, const NodeId& target, size_t n,
                              const std::vector<Contact>& extra = {}, const NodeId* exclude = nullptr) {
   struct ranked {
@@ -103,20 +121,41 @@ std::vector<Contact> closest(const dht_node_state& st, const NodeId& target, siz
       return distance != o.distance ? id_less{}(distance, o.distance) : order < o.order;
     }
   };
-  std::vector<ranked> all;
-  all.reserve(contact_count(st) + extra.size());
+  std::vector<Contact> out;
+  std::vector<ranked> group;
+  size_t order = 0;
   auto add = [&](const Contact& c) {
     if ((exclude && c.id == *exclude) || c.id == st.me.id) return;
-    all.push_back({xor_distance(c.id, target), all.size(), &c});
+    group.push_back({xor_distance(c.id, target), order++, &c});
   };
-  for (const auto& [i, v] : st.views)
-    for (const auto& c : v) add(c);
-  for (const auto& c : extra) add(c);
-  std::sort(all.begin(), all.end());  // XOR distances order like closer(); equal ones are the same id
-  std::vector<Contact> out;
-  out.reserve(std::min(n, all.size()));
-  for (size_t i = 0; i < all.size() && out.size() < n; ++i)
-    if (i == 0 || all[i].distance != all[i - 1].distance) out.push_back(*all[i].contact);
+  // Sorts the group gathered and appends it (distances equal to the last one kept are the same id: skipped).
+  auto take = [&] {
+    std::sort(group.begin(), group.end());
+    for (size_t i = 0; i < group.size() && out.size() < n; ++i)
+      if (i == 0 || group[i].distance != group[i - 1].distance) out.push_back(*group[i].contact);
+    group.clear();
+  };
+  if (!extra.empty()) {  // bootstrap contacts may fall anywhere: rank everything together
+    for (const auto& [i, v] : st.views)
+      for (const auto& c : v) add(c);
+    for (const auto& c : extra) add(c);
+    take();
+    return out;
+  }
+  const int j = bucket_index(st.me.id, target);
+  if (auto it = st.views.find(j); it != st.views.end()) {
+    for (const auto& c : it->second) add(c);
+    take();
+  }
+  if (out.size() < n) {
+    for (auto it = st.views.begin(); it != st.views.end() && it->first < j; ++it)
+      for (const auto& c : it->second) add(c);
+    take();
+  }
+  for (auto it = st.views.upper_bound(j); it != st.views.end() && out.size() < n; ++it) {
+    for (const auto& c : it->second) add(c);
+    take();
+  }
   return out;
 }
 
@@ -310,8 +349,9 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         const NodeId key = *id_from_bytes(req.key);
         const auto now = self->clock().now();
         dht_find_value_reply reply{to_wire(s.me), {}, wire_contacts(closest(s, key, s.opt.k, {}, &sender.id)), {}};
-        for (const auto& [subkey, v] : s.storage.get(key, now))
+        s.storage.visit(key, now, [&](const std::string& subkey, const DhtValue& v) {
           reply.items.push_back({subkey, v.value, ttl_ns(v.expiration, now)});
+        });
         return reply;
       },
       [=](const dht_store_request& req) -> caf::result<dht_store_reply> {
@@ -348,6 +388,11 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
           else if (answered > 0) rp.deliver(refuse("'" + name + "' was not stored: " + problem));
           else rp.deliver(make_error(errc::peer_unavailable, "'" + name + "' was not stored: " + problem));
         };
+        auto& reads = self->state.recent_reads;
+        if (auto it = reads.find(key); it != reads.end() && self->clock().now() - it->second.at <= kReadReuse) {
+          store_on_nearest(self, key, std::move(entries), it->second.closest, deliver);
+          return rp;
+        }
         run_lookup(self, key, false, {}, [=](lookup_result r) mutable {
           store_on_nearest(self, key, entries, r.closest, deliver);
         }, self->state.opt.replicas);
@@ -358,6 +403,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         const NodeId key = key_id(req.key);
         run_lookup(self, key, true, {}, [=](lookup_result r) mutable {
           const auto now = self->clock().now();
+          if (!r.closest.empty()) self->state.recent_reads[key] = {now, r.closest};
           dht_get_reply reply{{}, r.hops, r.queries, r.holders};
           for (auto& [subkey, v] : r.entries)
             if (v.expiration > now) reply.entries.emplace(subkey, std::move(v));
@@ -464,6 +510,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         const auto now = self->clock().now();
         s.storage.purge(now);
         std::erase_if(s.reported, [&](const auto& e) { return now - e.second >= kSeenReportInterval; });
+        std::erase_if(s.recent_reads, [&](const auto& e) { return now - e.second.at > kReadReuse; });
         self->delayed_send(self, self->state.opt.purge_period, sweep_atom::value);
       },
       [=](republish_atom) {

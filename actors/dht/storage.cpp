@@ -21,10 +21,7 @@ DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, st
 
 DhtEntries DhtStorage::get(const NodeId& key, DhtTime now) const {
   DhtEntries out;
-  auto it = data_.find(key);
-  if (it == data_.end()) return out;
-  for (const auto& [subkey, s] : it->second)
-    if (s.v.expiration > now) out.emplace(subkey, s.v);
+  visit(key, now, [&](const std::string& subkey, const DhtValue& v) { out.emplace_hint(out.end(), subkey, v); });
   return out;
 }
 

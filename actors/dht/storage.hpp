@@ -42,6 +42,15 @@ class DhtStorage {
   Put put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration, DhtTime now);
   // The live entries of `key` (empty when none).
   DhtEntries get(const NodeId& key, DhtTime now) const;
+  // Calls fn(subkey, value) for each live entry of `key`, in subkey order, copying nothing (a find_value reply
+  // copies them once, into itself).
+  template <class Fn>
+  void visit(const NodeId& key, DhtTime now, Fn&& fn) const {
+    auto it = data_.find(key);
+    if (it == data_.end()) return;
+    for (const auto& [subkey, s] : it->second)
+      if (s.v.expiration > now) fn(subkey, s.v);
+  }
   // Drops expired entries (and keys left empty); returns how many entries went.
   size_t purge(DhtTime now);
 

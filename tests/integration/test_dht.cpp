@@ -9,6 +9,7 @@
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -75,9 +76,9 @@ struct Swarm : DeterministicSystem {
     return id;
   }
 
-  size_t add_node(bool client = false) {
+  size_t add_node(bool client = false, std::optional<NodeId> id = std::nullopt) {
     dht_options o = base;
-    o.id = random_id();
+    o.id = id ? *id : random_id();
     o.client_mode = client;
     const std::string name = (client ? "dht-client-" : "dht-") + std::to_string(nodes.size());
     if (!client) o.address = name;
@@ -293,6 +294,41 @@ BOOST_AUTO_TEST_CASE(values_and_subkeys_expire) {
   // An expiration in the past is refused.
   auto late = s.ask<dht_put_reply>(s.nodes[0], dht_put{"k", "s", "v", s.now()});
   BOOST_TEST(failed_with(late, errc::bad_request));
+}
+
+// A put of a key its node read a moment ago stores on the nodes that read converged on, without a lookup of its
+// own; a put after the reuse window (10 s) looks the key up again. Seen through a node that joins nearest to the
+// key right after the read: the first put does not reach it, the later one does, and every node reads both.
+BOOST_AUTO_TEST_CASE(a_put_right_after_a_read_stores_where_the_read_converged) {
+  Swarm s;
+  s.grow(60);
+  const std::string key = "llama.0-31";
+  auto read = s.get(0, key);
+  BOOST_REQUIRE_MESSAGE(read, why(read));
+  BOOST_TEST(read->entries.empty());
+  NodeId nearest = key_id(key);
+  nearest[kIdBytes - 1] ^= 1;  // distance 1 from the key: nearer than any other node
+  const size_t late = s.add_node(false, nearest);
+  auto joined = s.ask<dht_bootstrap_reply>(s.nodes[late], dht_bootstrap{{s.names[1]}});
+  BOOST_REQUIRE_MESSAGE(joined, why(joined));
+  auto entries_on = [&](size_t i) { return s.ask<dht_info>(s.nodes[i], dht_info_request{})->entries; };
+
+  auto first = s.put(0, key, "server-a", "A");
+  BOOST_REQUIRE_MESSAGE(first, why(first));
+  BOOST_TEST(first->replicas == 5u);
+  BOOST_TEST(entries_on(late) == 0u);
+
+  s.advance(11s);
+  auto second = s.put(0, key, "server-b", "B");
+  BOOST_REQUIRE_MESSAGE(second, why(second));
+  BOOST_TEST(second->replicas == 5u);
+  BOOST_TEST(entries_on(late) == 1u);
+
+  std::vector<std::pair<size_t, std::string>> reads;
+  for (size_t i = 0; i < s.nodes.size(); ++i) reads.push_back({i, key});
+  size_t both = 0;
+  for (auto& r : s.get_all(reads)) both += r && r->entries.count("server-a") && r->entries.count("server-b");
+  BOOST_TEST(both == s.nodes.size());
 }
 
 BOOST_AUTO_TEST_CASE(bad_input_gets_errors_and_the_node_keeps_serving) {
