@@ -12,6 +12,7 @@
 #include <caf/weak_intrusive_ptr.hpp>
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <optional>
 #include <random>
 #include <set>
@@ -98,7 +99,7 @@ class Network {
   std::vector<std::string> region_names_;
   std::vector<std::vector<double>> latency_s_;  // [from region][to region]
   std::vector<node> nodes_;
-  std::map<std::string, endpoint> published_;
+  std::unordered_map<std::string, endpoint> published_;  // looked up at every new connection: hashed
   std::set<node_index> crashed_, frozen_;
   std::set<size_t> cut_regions_;
   std::vector<link_entry> links_;

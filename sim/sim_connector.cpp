@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 #include <functional>
 #include <map>
+#include <unordered_map>
 
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
@@ -115,7 +116,7 @@ class sim_connector final : public caf::monitorable_actor {
 
   Network* net_;
   node_index node_;
-  std::map<std::string, caf::actor> links_;  // live links by address
+  std::unordered_map<std::string, caf::actor> links_;  // live links by address (never iterated: hashed)
   uint64_t next_wait_ = 1;
   std::map<uint64_t, std::function<void(caf::execution_unit*)>> waits_;
 };

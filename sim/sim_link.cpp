@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "actors/protocol/errors.hpp"
+#include "sim/answered_timeouts.hpp"
 #include "sim/message_size.hpp"
 
 namespace corolla::sim {
@@ -53,9 +54,11 @@ class sim_link final : public caf::monitorable_actor {
     const message_weight w = weigh(content);
     auto delay = net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now());
     if (!delay) return;  // lost: a request times out at its sender
+    const auto arrives = sys.clock().now() + *delay;
+    if (x->mid.is_response()) drop_timeout_answered_in_time(sys.clock(), target_, x->mid, arrives);
     caf::strong_actor_ptr sender = x->mid.is_response() ? std::move(x->sender) : reverse_of(x->sender);
     auto msg = caf::make_mailbox_element(std::move(sender), x->mid, std::move(x->stages), x->move_content_to_message());
-    sys.clock().schedule_message(sys.clock().now() + *delay, target_, std::move(msg));
+    sys.clock().schedule_message(arrives, target_, std::move(msg));
   }
 
  private:

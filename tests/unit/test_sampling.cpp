@@ -1,7 +1,9 @@
 #define BOOST_TEST_MODULE sampling
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <algorithm>
 #include <map>
+#include <random>
 
 #include "model/sampling.hpp"
 
@@ -14,6 +16,24 @@ std::vector<float> logits() { return {1.0f, 3.0f, 2.0f, -1.0f, 0.5f}; }
 BOOST_AUTO_TEST_CASE(greedy_takes_the_argmax) {
   Sampler s({});
   BOOST_TEST(s.next(logits(), {}) == 1);
+}
+
+// Over a vocabulary-sized row, with ties (small integers) and the largest anywhere, at the ends included: the
+// first largest, as std::max_element finds it; and a row of zeros gives token 0.
+BOOST_AUTO_TEST_CASE(greedy_takes_the_first_largest_of_a_long_row) {
+  std::mt19937 rng(7);
+  Sampler s({});
+  for (size_t n : {1u, 7u, 16u, 17u, 32000u, 32003u}) {
+    std::vector<float> row(n);
+    for (int trial = 0; trial < 20; ++trial) {
+      for (auto& v : row) v = static_cast<float>(static_cast<int>(rng() % 50) - 60);
+      if (trial % 3 == 1) row[rng() % n] = 5;
+      if (trial % 3 == 2) row[n - 1] = 7;
+      const auto want = std::max_element(row.begin(), row.end()) - row.begin();
+      BOOST_TEST(s.next(row, {}) == want, "n " << n << " trial " << trial);
+    }
+  }
+  BOOST_TEST(s.next(std::vector<float>(32000, 0.0f), {}) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(repetition_penalty_divides_positive_and_multiplies_negative_logits_once) {
