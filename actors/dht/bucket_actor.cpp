@@ -12,8 +12,6 @@ struct bucket_state {
   bucket_params p;
   caf::actor node, connector;
   KBucket bucket;
-  std::mt19937_64 rng;
-  caf::actor_clock::time_point last_activity;
   caf::actor_clock::time_point last_ping{};
   bool pinging = false;
   static inline const char* name = "dht_bucket";
@@ -63,18 +61,9 @@ caf::behavior bucket(bucket_actor* self, bucket_params p, caf::actor node, caf::
   st.node = std::move(node);
   st.connector = std::move(connector);
   st.bucket = KBucket(st.p.rules);
-  st.rng = rng_from_id(st.p.self.id, static_cast<uint64_t>(st.p.index) + 1);
-  st.last_activity = self->clock().now();
-  // Idleness is checked every quarter period, the first time at a random point of the first quarter, so buckets
-  // do not all refresh at once: an idle bucket refreshes between one and one and a quarter periods after its last
-  // activity.
-  const auto tick = std::max(caf::timespan{1}, st.p.refresh_period / 4);
-  self->delayed_send(self, caf::timespan{1 + static_cast<int64_t>(st.rng() % static_cast<uint64_t>(tick.count()))},
-                     refresh_atom::value);
   return {
       [=](const contact_seen& m) {
         auto& s = self->state;
-        s.last_activity = self->clock().now();
         switch (s.bucket.seen(m.contact)) {
           case KBucket::Seen::added: publish(self); break;
           case KBucket::Seen::updated: break;
@@ -85,15 +74,6 @@ caf::behavior bucket(bucket_actor* self, bucket_params p, caf::actor node, caf::
         if (self->state.bucket.failed(m.id, m.stale)) publish(self);
       },
       [=](address_atom, const std::string& address) { self->state.p.self.address = address; },
-      [=](refresh_atom) {
-        auto& s = self->state;
-        const auto now = self->clock().now();
-        if (now - s.last_activity >= s.p.refresh_period) {
-          s.last_activity = now;
-          self->send(s.node, bucket_refresh{s.p.index, random_id_in_bucket(s.p.self.id, s.p.index, s.rng)});
-        }
-        self->delayed_send(self, tick, refresh_atom::value);
-      },
   };
 }
 

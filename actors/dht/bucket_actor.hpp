@@ -1,10 +1,10 @@
 // A k-bucket as an actor, owned (and linked) by its DHT node. It applies KBucket's rules to the contacts the
 // node reports, pings the least recently seen contact when a newcomer finds the bucket full (evicting it only if
-// the ping fails), tells the node its members whenever they change (bucket_view), and, when idle for a refresh
-// period (checked every quarter period), asks the node to look up a random id in its range (bucket_refresh).
+// the ping fails), and tells the node its members whenever they change (bucket_view). Refreshing an idle bucket
+// is the node's (it meets every contact, the bucket hears only of the ones it reports).
 //
 //   node -> bucket: contact_seen, contact_failed, (address_atom, "HOST:PORT")
-//   bucket -> node: bucket_view, bucket_refresh
+//   bucket -> node: bucket_view
 #pragma once
 
 #include <caf/actor.hpp>
@@ -20,7 +20,6 @@ struct bucket_params {
   Contact self;   // the owning node (the sender of pings)
   KBucket::Options rules;
   caf::timespan rpc_timeout{};
-  caf::timespan refresh_period{};
 };
 
 // Spawned by `node`, linked to it.

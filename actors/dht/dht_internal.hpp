@@ -31,11 +31,6 @@ struct bucket_view {
   int index = 0;
   std::vector<Contact> contacts;
 };
-// Bucket -> node: the bucket was idle for a refresh period; look up `target` (a random id in its range).
-struct bucket_refresh {
-  int index = 0;
-  NodeId target{};
-};
 // Lookup actor -> node, the reply to lookup_atom.
 struct lookup_result {
   std::vector<Contact> closest;  // the closest contacts that answered, closest first (at most k)
@@ -60,5 +55,4 @@ inline std::optional<Contact> from_wire(const dht_contact& c) {
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::contact_seen)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::contact_failed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::bucket_view)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::bucket_refresh)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::lookup_result)

@@ -26,9 +26,15 @@ struct dht_node_state {
   DhtStorage storage;
   std::mt19937_64 rng;
   std::set<caf::actor> lookups;                   // running
-  // When each contact was last reported to its bucket: a contact met again within kSeenReportInterval is not
-  // reported again (every RPC meets one, and the bucket's order by last sighting does not need that precision).
+  // When each contact was last reported to its bucket: a contact met again within kSeenReportInterval (a member
+  // of the bucket: kMemberReportInterval) is not reported again (every RPC meets one, and the bucket's order by
+  // last sighting does not need that precision).
   std::map<NodeId, DhtTime, id_less> reported;
+  // When a full bucket was last told of a newcomer (kNewcomerReportInterval).
+  std::map<int, DhtTime> newcomer_reported;
+  // When a contact of each bucket's range was last met (reported or not): a bucket none of whose range was met
+  // for a refresh period is refreshed (checked at each sweep).
+  std::map<int, DhtTime> last_met;
   // The nodes nearest to a key, as a read's lookup just converged on them: a put of that key soon after stores
   // there without a lookup of its own (kReadReuse).
   struct converged {
@@ -40,6 +46,13 @@ struct dht_node_state {
 };
 
 constexpr caf::timespan kSeenReportInterval = std::chrono::seconds(30);
+// A member of its bucket is news only for the bucket's order by last sighting, which decides whom a full bucket
+// pings first for a waiting newcomer (and a live one pinged moves to the end anyway); a newcomer to a full bucket
+// only waits in its replacement cache, which the bucket draws on when a member fails, and the bucket pings for it
+// at most once per 30 s. In a simulated 1,000-server hour, of 1.13 M bucket events, 378 k were members seen
+// again and 374 k newcomers to full buckets (10,000 servers: 19.7 M, a tenth of all events).
+constexpr caf::timespan kMemberReportInterval = std::chrono::minutes(5);
+constexpr caf::timespan kNewcomerReportInterval = std::chrono::seconds(30);
 
 // How long a read's converged set stands in for a put's lookup. A server reads the key it announces under (its
 // next block's servers, to ping them) seconds before it announces: a put's lookup then would walk the same path
@@ -77,16 +90,26 @@ void note_seen(node_actor* self, const Contact& c) {
   auto& st = self->state;
   if (c.address.empty() || c.id == st.me.id) return;
   const auto now = self->clock().now();
-  auto [told, fresh] = st.reported.try_emplace(c.id, now);
-  if (!fresh) {
-    if (now - told->second < kSeenReportInterval) return;
-    told->second = now;
-  }
   const int index = bucket_index(st.me.id, c.id);
+  st.last_met[index] = now;
+  const auto view = st.views.find(index);
+  const bool member = view != st.views.end() &&
+                      std::any_of(view->second.begin(), view->second.end(), [&](const Contact& m) { return m.id == c.id; });
+  const bool full = view != st.views.end() && view->second.size() >= st.opt.k;
+  auto told = st.reported.find(c.id);
+  if (told != st.reported.end() && now - told->second < (member ? kMemberReportInterval : kSeenReportInterval)) return;
+  if (!member && full) {
+    auto [last, first_time] = st.newcomer_reported.try_emplace(index, now);
+    if (!first_time) {
+      if (now - last->second < kNewcomerReportInterval) return;
+      last->second = now;
+    }
+  }
+  if (told != st.reported.end()) told->second = now;
+  else st.reported.emplace(c.id, now);
   auto& bucket = st.buckets[index];
   if (!bucket) {
-    bucket_params p{index, st.me, KBucket::Options{st.opt.k, st.opt.max_failures, st.opt.k}, st.opt.rpc_timeout,
-                    st.opt.refresh_period};
+    bucket_params p{index, st.me, KBucket::Options{st.opt.k, st.opt.max_failures, st.opt.k}, st.opt.rpc_timeout};
     bucket = spawn_bucket(self, std::move(p), st.connector);
   }
   self->send(bucket, contact_seen{c});
@@ -504,13 +527,17 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         if (m.contacts.empty()) self->state.views.erase(m.index);
         else self->state.views[m.index] = std::move(m.contacts);
       },
-      [=](const bucket_refresh& m) { run_lookup(self, m.target, false, {}, [](lookup_result) {}, kRefreshWidth); },
       [=](sweep_atom) {
         auto& s = self->state;
         const auto now = self->clock().now();
         s.storage.purge(now);
-        std::erase_if(s.reported, [&](const auto& e) { return now - e.second >= kSeenReportInterval; });
+        std::erase_if(s.reported, [&](const auto& e) { return now - e.second >= kMemberReportInterval; });
         std::erase_if(s.recent_reads, [&](const auto& e) { return now - e.second.at > kReadReuse; });
+        for (auto& [index, met] : s.last_met)
+          if (now - met >= s.opt.refresh_period) {
+            met = now;
+            run_lookup(self, random_id_in_bucket(s.me.id, index, s.rng), false, {}, [](lookup_result) {}, kRefreshWidth);
+          }
         self->delayed_send(self, self->state.opt.purge_period, sweep_atom::value);
       },
       [=](republish_atom) {
