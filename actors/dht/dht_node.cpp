@@ -56,10 +56,10 @@ constexpr caf::timespan kNewcomerReportInterval = std::chrono::seconds(30);
 
 // How long a read's converged set stands in for a put's lookup. A server reads the key it announces under (its
 // next block's servers, to ping them) seconds before it announces: a put's lookup then would walk the same path
-// again to converge on 5 of the k nodes the read just met (about 6 queries, a fifth of a server's DHT traffic).
-// The read converged on k = 20 of them, all of which answered; a node that joined nearer to the key within these
-// seconds is missed as it would be by a put made that much earlier, and readers, converging on k, still meet
-// the replicas.
+// again to the nodes the read just met (about 6 queries, a sixth of a server's DHT messages). The read walked
+// to the key's holders (it stops once 5 answered with entries), and every node it keeps answered; a node that
+// joined nearer to the key within these seconds is missed as it would be by a put made that much earlier, and
+// readers, stopping at 5 holders too, meet these nodes.
 constexpr caf::timespan kReadReuse = std::chrono::seconds(10);
 
 using node_actor = caf::stateful_actor<dht_node_state>;
