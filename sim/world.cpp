@@ -65,13 +65,13 @@ struct World::impl {
   scenario sc;
   uint64_t seed;
   Network net;  // before the actor system: links use it until the system's last timers have fired
+  std::shared_ptr<CostBackend> client_backend;  // before the actor system too: the clients' heads compute on it
   sim_system_config cfg;
   caf::actor_system sys{cfg};
   caf::scheduler::test_coordinator& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   time_point origin;
   EventLog log;
   sim_results res;
-  std::shared_ptr<CostBackend> client_backend;
   // Per swarm (a model of the scenario's shape; servers and clients are dealt to the swarms in turn): its
   // weights, whose name is the swarm's prefix in the DHT, and the clients' head.
   std::vector<std::shared_ptr<SyntheticWeights>> sources;

@@ -13,6 +13,7 @@ namespace corolla {
 namespace {
 
 struct block_state {
+  std::shared_ptr<Backend> backend;  // first: everything below computes on it and is released before it
   std::shared_ptr<Block> block;
   std::shared_ptr<const adapter_set> adapters;
   // This block's pairs of the adapter `name` (nullptr for none, or when it leaves this block alone); false when
@@ -56,8 +57,9 @@ caf::error unknown_adapter(const std::string& name) {
   return make_error(errc::bad_request, "this server has no adapter '" + name + "'");
 }
 
-caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block,
+caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::shared_ptr<Backend> backend,
                           std::shared_ptr<const adapter_set> adapters) {
+  self->state.backend = std::move(backend);
   self->state.block = std::move(block);
   self->state.adapters = std::move(adapters);
   // A block that stops (its server moves to other blocks, or shuts down) answers the steps whose replies it still
@@ -142,10 +144,10 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block,
 
 }  // namespace
 
-caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block, bool detached,
-                             std::shared_ptr<const adapter_set> adapters) {
-  if (!detached) return sys.spawn(block_actor, std::move(block), std::move(adapters));
-  return sys.spawn<caf::detached>(block_actor, std::move(block), std::move(adapters));
+caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block, std::shared_ptr<Backend> backend,
+                             bool detached, std::shared_ptr<const adapter_set> adapters) {
+  if (!detached) return sys.spawn(block_actor, std::move(block), std::move(backend), std::move(adapters));
+  return sys.spawn<caf::detached>(block_actor, std::move(block), std::move(backend), std::move(adapters));
 }
 
 }  // namespace corolla

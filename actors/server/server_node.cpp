@@ -54,7 +54,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
 }
 
 std::vector<caf::actor> load_block_actors(caf::actor_system& sys, const server_setup& setup, const WeightSource& source,
-                                          Backend& backend, int64_t first, int64_t last) {
+                                          const std::shared_ptr<Backend>& backend, int64_t first, int64_t last) {
   // The cache pays only where loading converts (measured: docs/PERFORMANCE.md, "Weights cache"); serving the
   // stored dtype uses the mapped file in place.
   const std::string first_weight = block_tensor_name(first, "mlp.up_proj.weight");
@@ -64,15 +64,15 @@ std::vector<caf::actor> load_block_actors(caf::actor_system& sys, const server_s
   // The LoRA adapters' pairs for these blocks, shared by their actors.
   auto adapters = std::make_shared<adapter_set>();
   for (const auto& dir : setup.adapters) {
-    auto adapter = LoraAdapter::load(dir, source.config(), first, last, backend);
+    auto adapter = LoraAdapter::load(dir, source.config(), first, last, *backend);
     (*adapters)[adapter->name()] = std::move(adapter);
   }
   std::vector<caf::actor> out;
   try {
     for (int64_t i = first; i < last; ++i) {
-      std::shared_ptr<Block> block = store ? load_block_cached(store, digest, source, i, backend, {setup.dtype})
-                                           : load_block(source, i, backend, {setup.dtype});
-      out.push_back(spawn_block_actor(sys, std::move(block), setup.detached, adapters));
+      std::shared_ptr<Block> block = store ? load_block_cached(store, digest, source, i, *backend, {setup.dtype})
+                                           : load_block(source, i, *backend, {setup.dtype});
+      out.push_back(spawn_block_actor(sys, std::move(block), backend, setup.detached, adapters));
       if (setup.progress) setup.progress(i, i - first + 1, last - first);
     }
   } catch (...) {
@@ -92,7 +92,7 @@ caf::actor spawn_block_loader(caf::actor_system& sys, server_setup setup, std::s
                                                      " are not a span of the model's " +
                                                      std::to_string(source->config().num_layers) + " blocks");
           try {
-            return load_block_actors(self->home_system(), setup, *source, *backend, first, last);
+            return load_block_actors(self->home_system(), setup, *source, backend, first, last);
           } catch (const std::exception& e) {
             return make_error(errc::internal, "loading blocks " + std::to_string(first) + ":" +
                                                   std::to_string(last) + ": " + e.what());
@@ -107,7 +107,7 @@ caf::actor spawn_block_loader(caf::actor_system& sys, server_setup setup, std::s
 void load_server_blocks(caf::actor_system& sys, server_node& node, const server_setup& setup,
                         const WeightSource& source) {
   const auto t0 = std::chrono::steady_clock::now();
-  node.blocks = load_block_actors(sys, setup, source, *node.backend, setup.first_block, setup.last_block);
+  node.blocks = load_block_actors(sys, setup, source, node.backend, setup.first_block, setup.last_block);
   caf::scoped_actor self{sys};
   caf::error failure;
   self->request(node.gate, caf::infinite, blocks_atom::value, node.blocks)

@@ -67,9 +67,9 @@ void load_server_blocks(caf::actor_system& sys, server_node& node, const server_
                         const WeightSource& source);
 
 // Loads blocks [first, last) of `source` on `backend` (through the setup's weights cache where loading
-// converts) and spawns their actors, in order. Throws like load_block.
+// converts) and spawns their actors, in order (each keeps `backend` alive). Throws like load_block.
 std::vector<caf::actor> load_block_actors(caf::actor_system& sys, const server_setup& setup, const WeightSource& source,
-                                          Backend& backend, int64_t first, int64_t last);
+                                          const std::shared_ptr<Backend>& backend, int64_t first, int64_t last);
 
 // The block loader: (load_atom, first, last) -> std::vector<caf::actor>, loading with load_block_actors (an
 // error naming the problem when that throws). Detached when setup.detached: loading takes seconds to minutes.

@@ -31,6 +31,14 @@ struct gate_session {
   Tensor last_output;
   bool running = false;
   uint64_t running_step = 0;
+  // Repeats of the running step (a client that gave up on a server further along resends the step it had sent
+  // here): answered from its output once it ends.
+  struct repeat {
+    caf::typed_response_promise<step_reply> rp;
+    step_request req;
+    caf::actor requester;
+  };
+  std::vector<repeat> repeats;
 };
 
 struct gate_state {
@@ -80,6 +88,8 @@ void release_session(gate_actor* self, uint64_t id) {
   auto& st = self->state;
   auto it = st.sessions.find(id);
   if (it == st.sessions.end()) return;
+  for (auto& r : it->second.repeats)
+    r.rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
   for (size_t i = it->second.first; i < it->second.last; ++i) self->send(st.blocks[i], block_close_msg{id});
   st.budget.release(it->second.reserved);
   if (auto o = st.owners.find(it->second.owner); o != st.owners.end() && --o->second <= 0) {
@@ -340,6 +350,11 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
           finish_step(self, rp, req, session.last_output, requester);
           return rp;
         }
+        if (session.running && req.step_id == session.running_step) {
+          auto rp = self->make_response_promise<step_reply>();
+          session.repeats.push_back({rp, std::move(req), requester});
+          return rp;
+        }
         if (s.opt.inject_step_errors_after >= 0 && s.steps_served >= s.opt.inject_step_errors_after)
           return make_error(errc::internal, "injected fault: this server fails every step after its first " +
                                                 std::to_string(s.opt.inject_step_errors_after));
@@ -382,8 +397,11 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                      }
                      gate_session& sess = it->second;
                      sess.running = false;
+                     auto repeats = std::move(sess.repeats);
+                     sess.repeats.clear();
                      if (!out) {
                        rp.deliver(out.error());
+                       for (auto& r : repeats) r.rp.deliver(out.error());
                        return;
                      }
                      const int64_t tt = req.hidden.dim(1);
@@ -394,6 +412,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                      sess.last_output = self->state.backend->download(*out);
                      ++self->state.steps_served;
                      finish_step(self, rp, req, sess.last_output, requester);
+                     for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
                    });
         return rp;
       },

@@ -22,9 +22,10 @@ namespace {
 // A client of swarm `prefix` that knows only the bootstrap node.
 struct swarm_reader {
   corolla_config cfg;
+  // Declared before the actor system, so destroyed after it: its actors use this until they stop.
+  std::unique_ptr<Backend> backend = make_cpu_backend(1);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  std::unique_ptr<Backend> backend = make_cpu_backend(1);
   std::shared_ptr<const ClientHead> head =
       std::make_shared<const ClientHead>(*open_weights(model_dir("llama")), *backend);
   caf::actor client;

@@ -28,10 +28,11 @@ struct process_swarm {
   std::vector<std::unique_ptr<ServerProcess>> servers;
   std::vector<std::string> addresses;
   corolla_config cfg;
+  // Declared before the actor system, so destroyed after it: its actors use this until they stop.
+  std::unique_ptr<Backend> backend = make_cpu_backend(1);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   caf::actor connector = spawn_connector(sys);
-  std::unique_ptr<Backend> backend = make_cpu_backend(1);
   std::shared_ptr<ClientHead> head;
   std::vector<caf::actor> owned;
 

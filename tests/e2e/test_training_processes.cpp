@@ -83,10 +83,11 @@ std::string why(const caf::expected<T>& r) {
 // A client in this process with a training session over the given servers, and the local reference.
 struct training_client {
   corolla_config cfg;
+  // Declared before the actor system, so destroyed after it: its actors use this until they stop.
+  std::unique_ptr<Backend> backend = make_cpu_backend(1);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::shared_ptr<WeightSource> source = open_weights(model_dir("llama"));
-  std::unique_ptr<Backend> backend = make_cpu_backend(1);
   std::shared_ptr<ClientHead> head = std::make_shared<ClientHead>(*source, *backend);
   std::vector<caf::actor> owned;
   caf::actor session;

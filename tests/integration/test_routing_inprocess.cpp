@@ -25,12 +25,13 @@ struct server_spec {
 
 struct routing_swarm {
   corolla_config cfg;
+  // Declared before the actor system, so destroyed after it: its actors use this until they stop.
+  std::unique_ptr<Backend> backend = make_cpu_backend(1);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   caf::actor connector = spawn_connector(sys);
   std::vector<caf::actor> gates, owned;
   std::vector<std::string> addresses;
-  std::unique_ptr<Backend> backend = make_cpu_backend(1);
   std::shared_ptr<ClientHead> head;
 
   explicit routing_swarm(const std::vector<server_spec>& specs) {

@@ -20,12 +20,13 @@ namespace {
 
 struct swarm_fixture {
   corolla_config cfg;
+  // Declared before the actor system, so destroyed after it: its actors use this until they stop.
+  std::unique_ptr<Backend> client_backend = make_cpu_backend();
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   caf::actor connector = spawn_connector(sys);
   std::vector<server_node> servers;
   std::shared_ptr<ClientHead> head;
-  std::unique_ptr<Backend> client_backend = make_cpu_backend();
   std::vector<std::string> addresses;
   std::vector<caf::actor> clients;
 
@@ -171,6 +172,38 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_errors_and_the_server_keeps_serving) {
   // Close, then the session is gone.
   BOOST_TEST(bool(f.ask<ack>(gate, close_session{sid, {}})));
   BOOST_TEST(is(step(sid, 12, good, {2}).error(), errc::unknown_session));
+}
+
+BOOST_AUTO_TEST_CASE(a_step_repeated_while_it_runs_is_answered_when_it_ends) {
+  // A push client that loses a server further along resends the step to the first server, which may still be
+  // running it: the repeat waits for that step and gets its output; a different step is refused meanwhile.
+  swarm_fixture f({{0, 4}});
+  auto gate = f.servers[0].gate;
+  auto opened = f.ask<session_opened>(gate, open_session{64, 1, 0, 0, {}, {}, {}});
+  BOOST_REQUIRE(opened);
+  const uint64_t sid = opened->session_id;
+  Tensor hidden = Tensor::empty(DType::f32, {1, 48, 64});
+  for (int64_t i = 0; i < hidden.numel(); ++i) hidden.data_as<float>()[i] = static_cast<float>(i % 7) * 0.1f;
+  std::vector<int32_t> pos(48);
+  std::iota(pos.begin(), pos.end(), 0);
+  Tensor one = Tensor::empty(DType::f32, {1, 1, 64});
+  const auto timeout = std::chrono::seconds(30);
+  // Sent back to back: the second and third reach the gate while the first runs through its four blocks.
+  auto first = f.self->request(gate, timeout, step_request{sid, 5, hidden, pos, {}, {}});
+  auto repeat = f.self->request(gate, timeout, step_request{sid, 5, hidden, pos, {}, {}});
+  auto other = f.self->request(gate, timeout, step_request{sid, 6, one, {48}, {}, {}});
+  std::vector<Tensor> outputs;
+  std::string refused;
+  for (auto* h : {&first, &repeat})
+    h->receive([&](step_reply& r) { outputs.push_back(r.hidden); },
+               [&](caf::error& e) { BOOST_FAIL("step 5: " << describe(e)); });
+  other.receive([&](step_reply&) { refused = "(answered)"; }, [&](caf::error& e) { refused = describe(e); });
+  BOOST_REQUIRE_EQUAL(outputs.size(), 2u);
+  BOOST_TEST(max_abs_diff(outputs[0], outputs[1]) == 0.0f);
+  BOOST_TEST(refused.find("step 5 of this session is still running") != std::string::npos, refused);
+  // The session goes on after it.
+  auto next = f.ask<step_reply>(gate, step_request{sid, 7, one, {48}, {}, {}});
+  BOOST_TEST(bool(next), (next ? "" : describe(next.error())));
 }
 
 BOOST_AUTO_TEST_CASE(hidden_states_match_the_local_blocks_within_1e_5) {

@@ -39,13 +39,14 @@ swarm_client_options client_options(std::vector<std::string> peers, route_mode m
 
 struct training_swarm {
   corolla_config cfg;
+  // Declared before the actor system, so destroyed after it: its actors use this until they stop.
+  std::unique_ptr<Backend> client_backend = make_cpu_backend(1);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   caf::actor connector = spawn_connector(sys);
   std::shared_ptr<WeightSource> source = open_weights(model_dir("llama"));
   std::vector<server_node> servers;
   std::vector<std::string> addresses;
-  std::unique_ptr<Backend> client_backend = make_cpu_backend(1);
   std::shared_ptr<ClientHead> head = std::make_shared<ClientHead>(*source, *client_backend);
   std::vector<caf::actor> owned;
 
