@@ -11,8 +11,9 @@ void ping_peers(caf::event_based_actor* self, const caf::actor& connector, const
                 std::shared_ptr<rtt_table> table, caf::timespan timeout, std::function<void()> done) {
   if (addresses.empty()) return done();
   auto pending = std::make_shared<size_t>(addresses.size());
-  auto finish = [=] {
-    if (--*pending == 0) done();
+  // Shared, not copied into every handler: `done` may carry a whole view of the swarm.
+  auto finish = [pending, done = std::make_shared<std::function<void()>>(std::move(done))] {
+    if (--*pending == 0) (*done)();
   };
   for (const auto& address : addresses) {
     auto forget = [=](caf::error&) {
