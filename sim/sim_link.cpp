@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "actors/protocol/errors.hpp"
-#include "sim/answered_timeouts.hpp"
+#include "sim/sim_clock.hpp"
 #include "sim/message_size.hpp"
 
 namespace corolla::sim {
@@ -14,8 +14,9 @@ using link_down_atom = caf::atom_constant<caf::atom("simlinkdn")>;
 
 class sim_link final : public caf::monitorable_actor {
  public:
-  sim_link(caf::actor_config& cfg, Network* net, node_index from, node_index to, caf::strong_actor_ptr target)
-      : caf::monitorable_actor(cfg), net_(net), from_(from), to_(to), target_(std::move(target)) {}
+  sim_link(caf::actor_config& cfg, Network* net, sim_clock* clock, node_index from, node_index to,
+           caf::strong_actor_ptr target)
+      : caf::monitorable_actor(cfg), net_(net), clock_(clock), from_(from), to_(to), target_(std::move(target)) {}
 
   using caf::monitorable_actor::enqueue;
 
@@ -55,7 +56,7 @@ class sim_link final : public caf::monitorable_actor {
     auto delay = net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now());
     if (!delay) return;  // lost: a request times out at its sender
     const auto arrives = sys.clock().now() + *delay;
-    if (x->mid.is_response()) drop_timeout_answered_in_time(sys.clock(), target_, x->mid, arrives);
+    if (x->mid.is_response() && clock_) clock_->drop_answered(target_, x->mid, arrives);
     caf::strong_actor_ptr sender = x->mid.is_response() ? std::move(x->sender) : reverse_of(x->sender);
     auto msg = caf::make_mailbox_element(std::move(sender), x->mid, std::move(x->stages), x->move_content_to_message());
     sys.clock().schedule_message(arrives, target_, std::move(msg));
@@ -104,6 +105,7 @@ class sim_link final : public caf::monitorable_actor {
   }
 
   Network* net_;
+  sim_clock* clock_;  // null under another clock (nothing is taken off it then)
   node_index from_, to_;
   caf::strong_actor_ptr target_;
   bool down_ = false;
@@ -125,8 +127,9 @@ void bring_link_down(caf::actor_system& sys, const caf::strong_actor_ptr& link, 
 
 caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, node_index to, caf::actor target) {
   caf::actor_config cfg;
-  auto ptr = caf::make_actor<sim_link, caf::strong_actor_ptr>(sys.next_actor_id(), sys.node(), &sys, cfg, &net, from,
-                                                              to, caf::actor_cast<caf::strong_actor_ptr>(target));
+  auto* clock = dynamic_cast<sim_clock*>(&sys.clock());
+  auto ptr = caf::make_actor<sim_link, caf::strong_actor_ptr>(sys.next_actor_id(), sys.node(), &sys, cfg, &net, clock,
+                                                              from, to, caf::actor_cast<caf::strong_actor_ptr>(target));
   net.add_link(from, to, caf::actor_cast<caf::weak_actor_ptr>(ptr));
   // The peer's death reaches this node one latency later, as a closed connection.
   const auto latency = timespan_of(net.latency_s(to, from));

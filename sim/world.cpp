@@ -29,6 +29,7 @@
 #include "model/client_head.hpp"
 #include "sim/cost_backend.hpp"
 #include "sim/network.hpp"
+#include "sim/sim_clock.hpp"
 #include "sim/sim_connector.hpp"
 #include "sim/sim_link.hpp"
 #include "sim/synthetic_weights.hpp"
@@ -40,6 +41,9 @@ struct sim_system_config : caf::actor_system_config {
   sim_system_config() {
     add_corolla_types(*this);
     set("scheduler.policy", caf::atom("testing"));
+    module_factories.push_back([](caf::actor_system& sys) -> caf::actor_system::module* {
+      return new sim_coordinator(sys);  // CAF's deterministic scheduler on the simulation's clock
+    });
     set("logger.file-verbosity", caf::atom("quiet"));
   }
 };
@@ -574,7 +578,7 @@ struct World::impl {
 
   void run(std::ostream* progress) {
     const auto wall0 = std::chrono::steady_clock::now();
-    auto& clock = sched.clock();
+    auto& clock = static_cast<sim_clock&>(sched.clock());
     const time_point end = origin + timespan_of(sc.duration_s);
     const time_point never = time_point::max();
     double next_progress = 0;
@@ -591,7 +595,7 @@ struct World::impl {
         sched.run_once();
         ++events_run;
       }
-      const time_point next_timer = clock.schedule().empty() ? never : clock.schedule().begin()->first;
+      const time_point next_timer = clock.next_due();
       const time_point next_world = events.empty() ? never : events.top().t;
       const time_point next = std::min(next_timer, next_world);
       if (next == never || next > end) break;
@@ -601,7 +605,7 @@ struct World::impl {
         if (clock.current_time < e.t) clock.current_time = e.t;
         e.fn();
       } else {
-        clock.trigger_timeout();
+        clock.fire_next();
       }
       ++events_run;
       if (progress && now_s() >= next_progress) {
