@@ -30,7 +30,9 @@ struct dht_options {
   size_t max_subkeys = 1024;  // per key, on each node
   caf::timespan rpc_timeout = std::chrono::seconds(5);
   caf::timespan lookup_timeout = std::chrono::seconds(30);  // a lookup returns what it has by then
-  caf::timespan refresh_period = std::chrono::minutes(10);  // a bucket idle this long looks up a random id in it
+  // A bucket idle this long looks up a random id in it (Kademlia's tRefresh: lookups and the traffic a node
+  // answers keep most buckets met far more often).
+  caf::timespan refresh_period = std::chrono::hours(1);
   caf::timespan republish_period = std::chrono::minutes(10);  // entries not stored here again within it are
                                                               // sent again to the key's nearest nodes
   caf::timespan purge_period = std::chrono::seconds(60);    // expired entries are dropped this often
