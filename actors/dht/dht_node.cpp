@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "actors/dht/bucket_actor.hpp"
 #include "actors/dht/dht_internal.hpp"
@@ -29,7 +30,7 @@ struct dht_node_state {
   // When each contact was last reported to its bucket: a contact met again within kSeenReportInterval (a member
   // of the bucket: kMemberReportInterval) is not reported again (every RPC meets one, and the bucket's order by
   // last sighting does not need that precision).
-  std::map<NodeId, DhtTime, id_less> reported;
+  std::unordered_map<NodeId, DhtTime, id_hash> reported;
   // When a full bucket was last told of a newcomer (kNewcomerReportInterval).
   std::map<int, DhtTime> newcomer_reported;
   // When a contact of each bucket's range was last met (reported or not): a bucket none of whose range was met

@@ -29,17 +29,20 @@ void finish(lookup_actor* self) {
   st.result.answered = st.lookup->closest_answered(std::numeric_limits<size_t>::max());
   st.result.hops = st.lookup->hops();
   st.result.queries = st.lookup->queries();
-  for (auto& rp : st.waiting) rp.deliver(st.result);
+  for (size_t i = 0; i + 1 < st.waiting.size(); ++i) st.waiting[i].deliver(st.result);
+  if (!st.waiting.empty()) st.waiting.back().deliver(std::move(st.result));  // the actor quits: nothing reads it again
   st.waiting.clear();
   self->quit();
 }
 
-void merge(DhtEntries& into, const std::vector<dht_item>& items, DhtTime now) {
-  for (const auto& item : items) {
+// Takes the items' values (each holder's reply lists the key's whole dictionary: moved, not copied).
+void merge(DhtEntries& into, std::vector<dht_item>& items, DhtTime now) {
+  for (auto& item : items) {
     if (item.ttl_ns <= 0 || item.value.size() > kMaxDhtValueBytes) continue;
-    DhtValue v{item.value, now + std::chrono::nanoseconds(item.ttl_ns)};
-    auto [it, inserted] = into.try_emplace(item.subkey, v);
-    if (!inserted && v.expiration > it->second.expiration) it->second = std::move(v);
+    const DhtTime expiration = now + std::chrono::nanoseconds(item.ttl_ns);
+    auto it = into.find(item.subkey);
+    if (it == into.end()) into.emplace(std::move(item.subkey), DhtValue{std::move(item.value), expiration});
+    else if (expiration > it->second.expiration) it->second = DhtValue{std::move(item.value), expiration};
   }
 }
 
@@ -83,7 +86,7 @@ void pump(lookup_actor* self) {
     if (st.p.find_value) {
       dht_call<dht_find_value_reply>(
           self, st.connector, c.address, st.p.rpc_timeout, dht_find_value_request{sender, id_bytes(st.p.target), {}},
-          [=](const dht_find_value_reply& r) {
+          [=](dht_find_value_reply& r) {
             if (self->state.done) return;
             if (on_answer(self, c, r.responder, r.contacts)) {
               if (!r.items.empty()) {

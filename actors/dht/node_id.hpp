@@ -25,6 +25,16 @@ inline NodeId key_id(std::string_view key) { return sha1(key); }
 
 NodeId xor_distance(const NodeId& a, const NodeId& b);
 
+// Hashes an id by its last 8 bytes: random in every id (SHA-1 outputs, random node ids), while the first bytes of
+// the contacts near a node's own id repeat its own.
+struct id_hash {
+  size_t operator()(const NodeId& id) const noexcept {
+    uint64_t h = 0;
+    for (size_t i = kIdBytes - 8; i < kIdBytes; ++i) h = (h << 8) | id[i];
+    return static_cast<size_t>(h);
+  }
+};
+
 // The order of std::less<NodeId> (bytes as unsigned, the first most significant), compared a word at a time
 // rather than by a memcmp call: the maps keyed by id or XOR distance (a lookup's candidates, the storage)
 // compare ids at every step.
