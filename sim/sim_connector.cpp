@@ -43,7 +43,11 @@ class sim_connector final : public caf::monitorable_actor {
       return;
     }
     if (content.match_elements<resolve_atom, std::string>()) {
-      resolve(std::move(x), content.get_as<std::string>(1), ctx);
+      answer_resolve(std::move(x), ctx);
+      return;
+    }
+    if (content.match_elements<relay_atom, std::string, caf::message>()) {
+      relay(std::move(x), ctx);
       return;
     }
     if (x->mid.is_request())
@@ -52,27 +56,29 @@ class sim_connector final : public caf::monitorable_actor {
   }
 
  private:
-  void resolve(caf::mailbox_element_ptr x, const std::string& address, caf::execution_unit* ctx) {
-    if (auto it = links_.find(address); it != links_.end()) return reply(*x, caf::make_message(it->second), ctx);
+  // What a resolve comes to: the peer's actor (a link, or the actor itself on this node), or why not.
+  using resolved = std::function<void(caf::expected<caf::actor>, caf::execution_unit*)>;
+
+  // Resolves `address`: at once when a link exists, after the connection's round trip (or its refusal or
+  // timeout) when not.
+  void resolve(const std::string& address, caf::execution_unit* ctx, resolved done) {
+    if (auto it = links_.find(address); it != links_.end()) return done(it->second, ctx);
     const auto peer = net_->lookup(address);
-    if (!peer)
-      return reply(*x, error_message("cannot connect to " + address + ": nobody listens there"), ctx);
-    if (peer->node == node_) return reply(*x, caf::make_message(peer->actor), ctx);
+    if (!peer) return done(unreachable("cannot connect to " + address + ": nobody listens there"), ctx);
+    if (peer->node == node_) return done(peer->actor, ctx);
     const double rtt = 2 * net_->latency_s(node_, peer->node);
-    auto request = std::make_shared<caf::mailbox_element_ptr>(std::move(x));
     if (!net_->reachable(node_, peer->node)) {
       const bool refused = net_->crashed(peer->node);
       const double wait = refused ? rtt : net_->connection_timeout_s();
-      return after(timespan_of(wait), [=, this](caf::execution_unit* c) {
-        reply(**request,
-              error_message("cannot connect to " + address + ": " + (refused ? "connection refused" : "no answer")), c);
+      return after(timespan_of(wait), [=](caf::execution_unit* c) {
+        done(unreachable("cannot connect to " + address + ": " + (refused ? "connection refused" : "no answer")), c);
       });
     }
     after(timespan_of(rtt), [=, this](caf::execution_unit* c) {  // the connection's handshake
-      if (auto it = links_.find(address); it != links_.end()) return reply(**request, caf::make_message(it->second), c);
+      if (auto it = links_.find(address); it != links_.end()) return done(it->second, c);
       auto now = net_->lookup(address);
       if (!now || !net_->reachable(node_, now->node))
-        return reply(**request, error_message("cannot connect to " + address + ": no answer"), c);
+        return done(unreachable("cannot connect to " + address + ": no answer"), c);
       caf::actor link = spawn_link(home_system(), *net_, node_, now->node, now->actor);
       links_[address] = link;
       // A link that goes down leaves the table, so that the next resolve connects again.
@@ -80,8 +86,36 @@ class sim_connector final : public caf::monitorable_actor {
       link->attach_functor([weak, address, addr = link.address()](const caf::error&) {
         if (auto me = weak.lock()) static_cast<sim_connector*>(caf::actor_cast<caf::abstract_actor*>(me))->forget(address, addr);
       });
-      reply(**request, caf::make_message(link), c);
+      done(link, c);
     });
+  }
+
+  // (resolve_atom, address): answered with the actor, or the error.
+  void answer_resolve(caf::mailbox_element_ptr x, caf::execution_unit* ctx) {
+    const std::string address = x->content().get_as<std::string>(1);
+    if (auto it = links_.find(address); it != links_.end()) return reply(*x, caf::make_message(it->second), ctx);
+    auto request = std::make_shared<caf::mailbox_element_ptr>(std::move(x));
+    resolve(address, ctx, [=, this](caf::expected<caf::actor> peer, caf::execution_unit* c) {
+      reply(**request, peer ? caf::make_message(std::move(*peer)) : caf::make_message(std::move(peer.error())), c);
+    });
+  }
+
+  // (relay_atom, address, message): the message goes to the peer as the sender's own request (its reply goes
+  // straight back), or the sender gets the resolve's error.
+  void relay(caf::mailbox_element_ptr x, caf::execution_unit* ctx) {
+    const std::string address = x->content().get_as<std::string>(1);
+    if (auto it = links_.find(address); it != links_.end()) return hand_over(*x, it->second, ctx);
+    auto request = std::make_shared<caf::mailbox_element_ptr>(std::move(x));
+    resolve(address, ctx, [=, this](caf::expected<caf::actor> peer, caf::execution_unit* c) {
+      if (!peer) return reply(**request, caf::make_message(std::move(peer.error())), c);
+      hand_over(**request, *peer, c);
+    });
+  }
+
+  void hand_over(caf::mailbox_element& x, const caf::actor& peer, caf::execution_unit* ctx) {
+    caf::message payload = x.content().get_as<caf::message>(2);
+    caf::actor_cast<caf::strong_actor_ptr>(peer)->enqueue(
+        caf::make_mailbox_element(std::move(x.sender), x.mid, std::move(x.stages), std::move(payload)), ctx);
   }
 
   void forget(const std::string& address, const caf::actor_addr& link) {
@@ -89,9 +123,7 @@ class sim_connector final : public caf::monitorable_actor {
     if (it != links_.end() && it->second.address() == link) links_.erase(it);
   }
 
-  static caf::message error_message(std::string what) {
-    return caf::make_message(make_error(errc::peer_unavailable, std::move(what)));
-  }
+  static caf::error unreachable(std::string what) { return make_error(errc::peer_unavailable, std::move(what)); }
 
   // Answers the request `x` with `msg` (as a response promise does: to the next stage of a forwarding chain, else
   // to the requester).

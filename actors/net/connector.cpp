@@ -31,6 +31,20 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
         self->state.addresses[a.address()] = address;
         self->state.local[address] = std::move(a);
       },
+      [=](relay_atom, const std::string& address, caf::message& payload) {
+        auto rp = self->make_response_promise();
+        auto& st = self->state;
+        for (auto* known : {&st.local, &st.remote})
+          if (auto it = known->find(address); it != known->end()) {
+            rp.delegate(it->second, std::move(payload));
+            return rp;
+          }
+        // Not known yet: resolved first, exactly as a resolve is.
+        self->request(caf::actor_cast<caf::actor>(self), caf::infinite, resolve_atom::value, address)
+            .then([=](caf::actor& peer) mutable { rp.delegate(peer, std::move(payload)); },
+                  [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
       [=](resolve_atom, const std::string& address) -> caf::result<caf::actor> {
         auto& st = self->state;
         if (auto it = st.local.find(address); it != st.local.end()) return it->second;

@@ -4,7 +4,12 @@
 // simulator can register proxies that model the network.
 //
 //   request(connector, timeout, resolve_atom::value, "127.0.0.1:31331") -> caf::actor
+//   request(connector, timeout, relay_atom::value, "127.0.0.1:31331", caf::make_message(request)) -> its reply
 //   send(connector, register_atom::value, "inproc:server-1", actor)
+//
+// A relay hands the message to the actor at the address as its sender's own request (the reply goes straight
+// back to the sender; an address that cannot be resolved gets the resolve's error): one request where a
+// resolve and a request were two, for the RPCs that need no handle afterwards (the DHT's).
 #pragma once
 
 #include <caf/actor.hpp>

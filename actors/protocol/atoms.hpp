@@ -15,6 +15,7 @@
 namespace corolla {
 
 using resolve_atom = caf::atom_constant<caf::atom("resolve")>;
+using relay_atom = caf::atom_constant<caf::atom("relay")>;
 using register_atom = caf::atom_constant<caf::atom("register")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using refresh_atom = caf::atom_constant<caf::atom("refresh")>;

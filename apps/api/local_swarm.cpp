@@ -88,7 +88,7 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     aopt.model_prefix = swarm_id_;
     aopt.period = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(o.announce_period_s));
     auto announcer = spawn_announcer(sys_, aopt, node.gate, sdht, connector_);
-    supervisors_.push_back(spawn_node_supervisor(sys_, {node.gate, sdht, announcer}));
+    supervisors_.push_back(spawn_node_supervisor(sys_, {node.gate, sdht, announcer, {}, {}}));  // no balancer, no loader
     if (o.progress) o.progress(i, setup.first_block, setup.last_block);
     load_server_blocks(sys_, node, setup, *source);
     self->send(announcer, state_atom::value, "online");

@@ -119,6 +119,22 @@ BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
     BOOST_REQUIRE(r->items.size() == 1u);
     BOOST_TEST(r->items[0].value == "hello");
     BOOST_TEST(r->contacts.size() == 3u);  // the other server nodes; clients are in nobody's table
+    // The same RPC relayed through the connector: one request, answered by the peer itself.
+    const dht_find_value_request probe{dht_contact{id_bytes(key_id("probe")), ""}, id_bytes(key_id("greeting")), {}};
+    dht_find_value_reply relayed;
+    s.self->request(s.connector, 10s, relay_atom::value, n->address(), caf::make_message(probe))
+        .receive([&](dht_find_value_reply& x) { relayed = std::move(x); },
+                 [&](caf::error& e) { BOOST_FAIL("relay: " << describe(e)); });
+    BOOST_TEST((relayed.responder == r->responder));
+    BOOST_REQUIRE(relayed.items.size() == 1u);
+    BOOST_TEST(relayed.items[0].value == "hello");
+  }
+  // Relays the connector cannot deliver get the resolve's error, naming the address.
+  for (const std::string address : {"127.0.0.1:1", "no-port-here"}) {
+    std::string failure;
+    s.self->request(s.connector, 20s, relay_atom::value, address, caf::make_message(dht_ping_request{}))
+        .receive([&](dht_ping_reply&) { failure = "(answered)"; }, [&](caf::error& e) { failure = describe(e); });
+    BOOST_TEST(failure.find(address) != std::string::npos, failure);
   }
 
   // The bootstrap node goes away (stopped by its PID); the value stays readable through the others.
