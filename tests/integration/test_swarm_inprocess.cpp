@@ -188,7 +188,15 @@ BOOST_AUTO_TEST_CASE(a_step_repeated_while_it_runs_is_answered_when_it_ends) {
   std::iota(pos.begin(), pos.end(), 0);
   Tensor one = Tensor::empty(DType::f32, {1, 1, 64});
   const auto timeout = std::chrono::seconds(30);
-  // Sent back to back: the second and third reach the gate while the first runs through its four blocks.
+  // Another session's long prefill first: the blocks take it before step 5, so step 5 runs for as long as that
+  // (tens of milliseconds, not the few hundred microseconds of its own 48 tokens) whatever the machine's load.
+  auto busy = f.ask<session_opened>(gate, open_session{256, 1, 0, 0, {}, {}, {}});
+  BOOST_REQUIRE(busy);
+  std::vector<int32_t> long_pos(256);
+  std::iota(long_pos.begin(), long_pos.end(), 0);
+  auto prefill = f.self->request(
+      gate, timeout, step_request{busy->session_id, 1, Tensor::empty(DType::f32, {1, 256, 64}), long_pos, {}, {}});
+  // Sent back to back: the second and third reach the gate while the first is running.
   auto first = f.self->request(gate, timeout, step_request{sid, 5, hidden, pos, {}, {}});
   auto repeat = f.self->request(gate, timeout, step_request{sid, 5, hidden, pos, {}, {}});
   auto other = f.self->request(gate, timeout, step_request{sid, 6, one, {48}, {}, {}});
@@ -198,6 +206,7 @@ BOOST_AUTO_TEST_CASE(a_step_repeated_while_it_runs_is_answered_when_it_ends) {
     h->receive([&](step_reply& r) { outputs.push_back(r.hidden); },
                [&](caf::error& e) { BOOST_FAIL("step 5: " << describe(e)); });
   other.receive([&](step_reply&) { refused = "(answered)"; }, [&](caf::error& e) { refused = describe(e); });
+  prefill.receive([](step_reply&) {}, [&](caf::error& e) { BOOST_FAIL("the long prefill: " << describe(e)); });
   BOOST_REQUIRE_EQUAL(outputs.size(), 2u);
   BOOST_TEST(max_abs_diff(outputs[0], outputs[1]) == 0.0f);
   BOOST_TEST(refused.find("step 5 of this session is still running") != std::string::npos, refused);
