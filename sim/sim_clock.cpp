@@ -81,14 +81,17 @@ void sim_clock::release(uint32_t slot) {
   --live_;
 }
 
+uint32_t sim_clock::find_ordinary(caf::actor_id owner, caf::atom_value type) const {
+  auto it = first_of_.find(owner);
+  if (it == first_of_.end()) return none;
+  for (uint32_t s = it->second; s != none; s = slots_[s].next)
+    if (slots_[s].what == kind::ordinary && slots_[s].type == type) return s;
+  return none;
+}
+
 void sim_clock::set_ordinary_timeout(time_point t, caf::abstract_actor* self, caf::atom_value type, uint64_t id) {
   const caf::actor_id owner = self->id();
-  if (auto it = first_of_.find(owner); it != first_of_.end())
-    for (uint32_t s = it->second; s != none; s = slots_[s].next)
-      if (slots_[s].what == kind::ordinary && slots_[s].type == type) {
-        release(s);
-        break;
-      }
+  if (const uint32_t old = find_ordinary(owner, type); old != none) release(old);  // a new one replaces it
   const uint32_t slot = add(t, kind::ordinary, self->ctrl());
   slots_[slot].type = type;
   slots_[slot].id = id;
@@ -112,10 +115,7 @@ void sim_clock::set_request_timeout(time_point t, caf::abstract_actor* self, caf
 }
 
 void sim_clock::cancel_ordinary_timeout(caf::abstract_actor* self, caf::atom_value type) {
-  auto it = first_of_.find(self->id());
-  if (it == first_of_.end()) return;
-  for (uint32_t s = it->second; s != none; s = slots_[s].next)
-    if (slots_[s].what == kind::ordinary && slots_[s].type == type) return release(s);
+  if (const uint32_t slot = find_ordinary(self->id(), type); slot != none) release(slot);
 }
 
 void sim_clock::cancel_request_timeout(caf::abstract_actor* self, caf::message_id id) {

@@ -101,6 +101,7 @@ class sim_clock final : public caf::detail::test_actor_clock {
   void link(uint32_t slot, caf::actor_id owner);
   void unlink(uint32_t slot);
   void release(uint32_t slot);  // takes the timer off its lists and frees its slot
+  uint32_t find_ordinary(caf::actor_id owner, caf::atom_value type) const;  // `none` when the actor has none
   void sweep_stale();
 
   std::vector<timer> slots_;

@@ -59,10 +59,9 @@ class sim_connector final : public caf::monitorable_actor {
   // What a resolve comes to: the peer's actor (a link, or the actor itself on this node), or why not.
   using resolved = std::function<void(caf::expected<caf::actor>, caf::execution_unit*)>;
 
-  // Resolves `address`: at once when a link exists, after the connection's round trip (or its refusal or
-  // timeout) when not.
-  void resolve(const std::string& address, caf::execution_unit* ctx, resolved done) {
-    if (auto it = links_.find(address); it != links_.end()) return done(it->second, ctx);
+  // Resolves an address with no link yet: the actor itself on this node at once, else a new link after the
+  // connection's round trip (or the refusal or timeout). Callers look in `links_` first.
+  void connect(const std::string& address, caf::execution_unit* ctx, resolved done) {
     const auto peer = net_->lookup(address);
     if (!peer) return done(unreachable("cannot connect to " + address + ": nobody listens there"), ctx);
     if (peer->node == node_) return done(peer->actor, ctx);
@@ -75,7 +74,7 @@ class sim_connector final : public caf::monitorable_actor {
       });
     }
     after(timespan_of(rtt), [=, this](caf::execution_unit* c) {  // the connection's handshake
-      if (auto it = links_.find(address); it != links_.end()) return done(it->second, c);
+      if (auto it = links_.find(address); it != links_.end()) return done(it->second, c);  // connected meanwhile
       auto now = net_->lookup(address);
       if (!now || !net_->reachable(node_, now->node))
         return done(unreachable("cannot connect to " + address + ": no answer"), c);
@@ -95,7 +94,7 @@ class sim_connector final : public caf::monitorable_actor {
     const std::string address = x->content().get_as<std::string>(1);
     if (auto it = links_.find(address); it != links_.end()) return reply(*x, caf::make_message(it->second), ctx);
     auto request = std::make_shared<caf::mailbox_element_ptr>(std::move(x));
-    resolve(address, ctx, [=, this](caf::expected<caf::actor> peer, caf::execution_unit* c) {
+    connect(address, ctx, [=, this](caf::expected<caf::actor> peer, caf::execution_unit* c) {
       reply(**request, peer ? caf::make_message(std::move(*peer)) : caf::make_message(std::move(peer.error())), c);
     });
   }
@@ -106,7 +105,7 @@ class sim_connector final : public caf::monitorable_actor {
     const std::string address = x->content().get_as<std::string>(1);
     if (auto it = links_.find(address); it != links_.end()) return hand_over(*x, it->second, ctx);
     auto request = std::make_shared<caf::mailbox_element_ptr>(std::move(x));
-    resolve(address, ctx, [=, this](caf::expected<caf::actor> peer, caf::execution_unit* c) {
+    connect(address, ctx, [=, this](caf::expected<caf::actor> peer, caf::execution_unit* c) {
       if (!peer) return reply(**request, caf::make_message(std::move(peer.error())), c);
       hand_over(**request, *peer, c);
     });

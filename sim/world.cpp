@@ -72,7 +72,7 @@ struct World::impl {
   std::shared_ptr<CostBackend> client_backend;  // before the actor system too: the clients' heads compute on it
   sim_system_config cfg;
   caf::actor_system sys{cfg};
-  caf::scheduler::test_coordinator& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  sim_coordinator& sched = dynamic_cast<sim_coordinator&>(sys.scheduler());
   time_point origin;
   EventLog log;
   sim_results res;
@@ -578,7 +578,7 @@ struct World::impl {
 
   void run(std::ostream* progress) {
     const auto wall0 = std::chrono::steady_clock::now();
-    auto& clock = static_cast<sim_clock&>(sched.clock());
+    sim_clock& clock = sched.clock();
     const time_point end = origin + timespan_of(sc.duration_s);
     const time_point never = time_point::max();
     double next_progress = 0;

@@ -17,6 +17,13 @@ struct connector_state {
   static inline const char* name = "connector";
 };
 
+// The actor registered or connected under `address`, or null.
+const caf::actor* known(const connector_state& st, const std::string& address) {
+  for (const auto* table : {&st.local, &st.remote})
+    if (auto it = table->find(address); it != table->end()) return &it->second;
+  return nullptr;
+}
+
 caf::behavior connector(caf::stateful_actor<connector_state>* self) {
   self->set_down_handler([=](caf::down_msg& m) {
     auto it = self->state.addresses.find(m.source);
@@ -33,12 +40,10 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
       },
       [=](relay_atom, const std::string& address, caf::message& payload) {
         auto rp = self->make_response_promise();
-        auto& st = self->state;
-        for (auto* known : {&st.local, &st.remote})
-          if (auto it = known->find(address); it != known->end()) {
-            rp.delegate(it->second, std::move(payload));
-            return rp;
-          }
+        if (const caf::actor* peer = known(self->state, address)) {
+          rp.delegate(*peer, std::move(payload));
+          return rp;
+        }
         // Not known yet: resolved first, exactly as a resolve is.
         self->request(caf::actor_cast<caf::actor>(self), caf::infinite, resolve_atom::value, address)
             .then([=](caf::actor& peer) mutable { rp.delegate(peer, std::move(payload)); },
@@ -46,9 +51,7 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
         return rp;
       },
       [=](resolve_atom, const std::string& address) -> caf::result<caf::actor> {
-        auto& st = self->state;
-        if (auto it = st.local.find(address); it != st.local.end()) return it->second;
-        if (auto it = st.remote.find(address); it != st.remote.end()) return it->second;
+        if (const caf::actor* peer = known(self->state, address)) return *peer;
         std::string host;
         uint16_t port = 0;
         if (!parse_address(address, host, port))

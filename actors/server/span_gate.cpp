@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "actors/dht/dht_messages.hpp"
 #include "actors/protocol/atoms.hpp"
@@ -397,8 +398,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                      }
                      gate_session& sess = it->second;
                      sess.running = false;
-                     auto repeats = std::move(sess.repeats);
-                     sess.repeats.clear();
+                     auto repeats = std::exchange(sess.repeats, {});
                      if (!out) {
                        rp.deliver(out.error());
                        for (auto& r : repeats) r.rp.deliver(out.error());
