@@ -74,15 +74,10 @@ class sim_link final : public caf::monitorable_actor {
       origin = l->target();
     }
     const auto key = origin->id();
-    if (auto it = reverse_.find(key); it != reverse_.end() && !as_link(it->second)->down_) return it->second;
-    // Links back to senders that are gone (a DHT lookup is an actor of its own) are dropped whenever the map has
-    // doubled since the last time: amortized constant work, and no more dead entries than live ones.
-    if (reverse_.size() >= 2 * reverse_after_purge_ + 4) {
-      std::erase_if(reverse_, [](const auto& e) { return as_link(e.second)->down_; });
-      reverse_after_purge_ = reverse_.size();
-    }
+    if (auto it = reverse_.find(key); it != reverse_.end()) return it->second;
     auto r = caf::actor_cast<caf::strong_actor_ptr>(
         spawn_link(home_system(), *net_, to_, node, caf::actor_cast<caf::actor>(origin)));
+    as_link(r)->made_by_ = caf::actor_cast<caf::weak_actor_ptr>(this);
     reverse_[key] = r;
     return r;
   }
@@ -91,6 +86,20 @@ class sim_link final : public caf::monitorable_actor {
   void go_down(caf::error reason, caf::execution_unit* ctx) {
     if (down_) return;
     down_ = true;
+    // A link back leaves the map of the link that made it, which would otherwise keep it (a whole actor) for as
+    // long as that one lives: most links back lead to short-lived senders (a DHT lookup per query), and a
+    // 1,000-server hour ended with half its heap in such dead links.
+    // That map may hold the last reference to this link: it is released when this function returns, after
+    // which the callers touch nothing of the link.
+    caf::strong_actor_ptr last_ref;
+    if (auto maker = made_by_.lock(); maker && target_) {
+      auto& map = as_link(maker)->reverse_;
+      if (auto it = map.find(target_->id()); it != map.end() && it->second.get() == ctrl()) {
+        last_ref = std::move(it->second);
+        map.erase(it);
+      }
+    }
+    made_by_.reset();
     target_.reset();
     reverse_.clear();
     cleanup(std::move(reason), ctx);
@@ -113,7 +122,7 @@ class sim_link final : public caf::monitorable_actor {
   // Held here: the peer keeps only the sender's address (a monitor, say); a link back lives while this one does,
   // or until it goes down.
   std::unordered_map<caf::actor_id, caf::strong_actor_ptr> reverse_;
-  size_t reverse_after_purge_ = 0;
+  caf::weak_actor_ptr made_by_;  // for a link back: the link whose reverse_ holds it
 };
 
 }  // namespace
