@@ -37,8 +37,7 @@ uint32_t sim_clock::add(time_point t, kind what, caf::strong_actor_ptr target) {
   x.what = what;
   x.due = t;
   x.target = std::move(target);
-  heap_.push_back({t, next_seq_++, slot, x.generation});
-  std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+  queue_.push({t.time_since_epoch().count(), next_seq_++, slot, x.generation});
   ++live_;
   return slot;
 }
@@ -143,32 +142,25 @@ void sim_clock::cancel_all() {
   auto slots = std::move(slots_);
   slots_.clear();
   free_.clear();
-  heap_.clear();
+  queue_.clear();
   first_of_.clear();
   requests_.clear();
   live_ = 0;
   slots.clear();
 }
 
-void sim_clock::sweep_stale() {
-  std::erase_if(heap_, [this](const due_entry& e) { return slots_[e.slot].generation != e.generation; });
-  std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
-}
-
 sim_clock::time_point sim_clock::next_due() {
-  while (!heap_.empty() && slots_[heap_.front().slot].generation != heap_.front().generation) {
-    std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-    heap_.pop_back();
-  }
-  return heap_.empty() ? time_point::max() : heap_.front().due;
+  const timer_entry* e = queue_.front([this](const timer_entry& x) { return live(x); });
+  return e ? time_point(time_point::duration(e->due)) : time_point::max();
 }
 
 bool sim_clock::fire_next() {
-  if (next_due() == time_point::max()) return false;
-  const due_entry e = heap_.front();
-  std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-  heap_.pop_back();
-  if (current_time < e.due) current_time = e.due;
+  const timer_entry* front = queue_.front([this](const timer_entry& x) { return live(x); });
+  if (!front) return false;
+  const timer_entry e = *front;
+  queue_.pop();
+  const time_point due{time_point::duration(e.due)};
+  if (current_time < due) current_time = due;
   timer& x = slots_[e.slot];
   const kind what = x.what;
   caf::strong_actor_ptr target = x.target;
@@ -195,7 +187,7 @@ bool sim_clock::fire_next() {
     case kind::free:
       break;
   }
-  if (heap_.size() > 2 * live_ + 4096) sweep_stale();
+  if (queue_.size() > 2 * live_ + 4096) queue_.sweep([this](const timer_entry& x) { return live(x); });
   return true;
 }
 

@@ -1,10 +1,10 @@
 // The simulation's virtual clock: every timer of the swarm (network deliveries, delayed messages, request and
-// receive timeouts) in one binary heap, ordered by due time and then by when it was set.
+// receive timeouts) in one queue (sim/timer_queue.hpp), ordered by due time and then by when it was set.
 //
 // CAF's test clock keeps them in two multimaps (by time, and by actor for cancelling), three allocations and two
 // tree insertions per timer; at 10,000 servers those trees hold hundreds of thousands of entries and their
-// operations were the largest single cost of a run. Here a timer is a slot in a slab, a heap entry and, when it
-// can be cancelled, a link in its actor's list; a cancelled timer leaves its heap entry behind, skipped when it
+// operations were the largest single cost of a run. Here a timer is a slot in a slab, a queue entry and, when it
+// can be cancelled, a link in its actor's list; a cancelled timer leaves its queue entry behind, skipped when it
 // comes up (and swept when such entries outnumber the live ones).
 //
 // Semantics are those of CAF 0.17's simple_actor_clock: a new ordinary timeout of a type replaces the actor's
@@ -23,6 +23,8 @@
 #include <memory>
 #include <unordered_map>
 #include <vector>
+
+#include "sim/timer_queue.hpp"
 
 namespace corolla::sim {
 
@@ -51,7 +53,7 @@ class sim_clock final : public caf::detail::test_actor_clock {
   // The response to `requester`'s request `response_id` reaches it at `arrives`: its timeout, due later, is taken
   // off (the actor would handle the response first and drop the timeout). One due at or before stays.
   void drop_answered(const caf::strong_actor_ptr& requester, caf::message_id response_id, time_point arrives);
-  // Timers pending (not counting cancelled heap entries).
+  // Timers pending (not counting cancelled queue entries).
   size_t pending() const { return live_; }
 
  private:
@@ -66,7 +68,7 @@ class sim_clock final : public caf::detail::test_actor_clock {
 
   struct timer {
     kind what = kind::free;
-    uint32_t generation = 0;  // counts the slot's reuses: a heap entry of an earlier use is stale
+    uint32_t generation = 0;  // counts the slot's reuses: a queue entry of an earlier use is stale
     time_point due;
     caf::actor_id owner = 0;  // the actor whose list the timer is on (cancellable kinds)
     uint32_t prev = none, next = none;
@@ -76,14 +78,6 @@ class sim_clock final : public caf::detail::test_actor_clock {
     uint64_t id = 0;
     caf::message_id mid;
     std::unique_ptr<group_delivery> group;
-  };
-
-  struct due_entry {
-    time_point due;
-    uint64_t seq;
-    uint32_t slot;
-    uint32_t generation;
-    bool operator>(const due_entry& o) const { return due != o.due ? due > o.due : seq > o.seq; }
   };
 
   struct request_key {
@@ -102,11 +96,11 @@ class sim_clock final : public caf::detail::test_actor_clock {
   void unlink(uint32_t slot);
   void release(uint32_t slot);  // takes the timer off its lists and frees its slot
   uint32_t find_ordinary(caf::actor_id owner, caf::atom_value type) const;  // `none` when the actor has none
-  void sweep_stale();
+  bool live(const timer_entry& e) const { return slots_[e.slot].generation == e.generation; }
 
   std::vector<timer> slots_;
   std::vector<uint32_t> free_;
-  std::vector<due_entry> heap_;  // a min-heap by (due, seq), through std::push_heap / pop_heap with greater
+  timer_queue queue_;
   uint64_t next_seq_ = 0;
   size_t live_ = 0;
   std::unordered_map<caf::actor_id, uint32_t> first_of_;  // each actor's cancellable timers, as a list
