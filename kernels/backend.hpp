@@ -17,6 +17,7 @@
 
 namespace corolla {
 
+class ModelledTime;  // kernels/modelled_time.hpp
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -35,6 +36,9 @@ class Backend {
   virtual Tensor copy(const Tensor& t) { return t.clone(); }
   // Waits until queued work is done (a no-op where work is synchronous).
   virtual void synchronize() {}
+  // A backend that reports its work's time instead of spending it (the simulator's cost model) returns its
+  // ModelledTime; the others nullptr. Asked once per block and step: a virtual call, not a cross-cast.
+  virtual ModelledTime* modelled_time() { return nullptr; }
 
   // --- operations ---------------------------------------------------------------------------------------------
   // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] if bias is given).

@@ -33,14 +33,14 @@ class ModelledTime {
 
 // The modelled time of the work `backend` did since the last call: zero unless it models its time.
 inline std::chrono::nanoseconds take_modelled_time(Backend& backend) {
-  auto* m = dynamic_cast<ModelledTime*>(&backend);
+  ModelledTime* m = backend.modelled_time();
   return m ? m->take_modelled_time() : std::chrono::nanoseconds{0};
 }
 
 // When the work `backend` did since the last call ends, queued on its device no earlier than `earliest`
 // (ModelledTime::queue_work); nullopt for a backend that spent the time for real.
 inline std::optional<ModelledTime::time_point> modelled_end(Backend& backend, ModelledTime::time_point earliest) {
-  auto* m = dynamic_cast<ModelledTime*>(&backend);
+  ModelledTime* m = backend.modelled_time();
   if (!m) return std::nullopt;
   return m->queue_work(earliest);
 }

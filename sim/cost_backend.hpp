@@ -34,6 +34,7 @@ class CostBackend final : public Backend, public ModelledTime {
   // Another virtual tensor: the cost model's operations never write, so a copy needs no memory.
   Tensor copy(const Tensor& t) override;
   Tensor download(const Tensor& t) override { return t; }
+  ModelledTime* modelled_time() override { return this; }
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override;

@@ -13,7 +13,7 @@
 #include <ostream>
 #include <queue>
 #include <random>
-#include <typeindex>
+#include <typeinfo>
 #include <unordered_map>
 
 #include "actors/client/client_api.hpp"
@@ -583,15 +583,18 @@ struct World::impl {
     const time_point never = time_point::max();
     double next_progress = 0;
     std::unordered_map<const char*, uint64_t> by_actor;  // names are static strings: keyed by pointer
-    // An actor's name is its type's (a stateful actor's State::name): looked up once per type, not cast per event.
-    std::unordered_map<std::type_index, const char*> name_of_type;
+    // An actor's name is its type's (a stateful actor's State::name): its counter is looked up once per type, by
+    // the address of the type's type_info (a type_index would hash the type's name on every event).
+    std::unordered_map<const std::type_info*, uint64_t*> counter_of_type;
     for (;;) {
       while (!sched.jobs.empty()) {
         caf::resumable* job = sched.jobs.front();
-        auto [named, fresh] = name_of_type.try_emplace(std::type_index(typeid(*job)), "other");
-        if (fresh)
-          if (auto* actor = dynamic_cast<caf::local_actor*>(job)) named->second = actor->name();
-        ++by_actor[named->second];
+        auto [counted, fresh] = counter_of_type.try_emplace(&typeid(*job), nullptr);
+        if (fresh) {
+          auto* actor = dynamic_cast<caf::local_actor*>(job);
+          counted->second = &by_actor[actor ? actor->name() : "other"];
+        }
+        ++*counted->second;
         sched.run_once();
         ++events_run;
       }
