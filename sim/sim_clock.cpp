@@ -42,26 +42,26 @@ uint32_t sim_clock::add(time_point t, kind what, caf::strong_actor_ptr target) {
   return slot;
 }
 
+uint32_t& sim_clock::first_of(caf::actor_id owner) {
+  if (owner >= first_of_.size()) first_of_.resize(std::max<size_t>(owner + 1, first_of_.size() * 2), none);
+  return first_of_[owner];
+}
+
 void sim_clock::link(uint32_t slot, caf::actor_id owner) {
   timer& x = slots_[slot];
   x.owner = owner;
-  auto [it, fresh] = first_of_.try_emplace(owner, slot);
+  uint32_t& first = first_of(owner);
   x.prev = none;
-  x.next = fresh ? none : it->second;
-  if (!fresh) {
-    slots_[it->second].prev = slot;
-    it->second = slot;
-  }
+  x.next = first;
+  if (first != none) slots_[first].prev = slot;
+  first = slot;
 }
 
 void sim_clock::unlink(uint32_t slot) {
   timer& x = slots_[slot];
   if (x.prev != none) slots_[x.prev].next = x.next;
   if (x.next != none) slots_[x.next].prev = x.prev;
-  if (x.prev == none) {
-    if (x.next == none) first_of_.erase(x.owner);
-    else first_of_[x.owner] = x.next;
-  }
+  if (x.prev == none) first_of_[x.owner] = x.next;
   x.prev = x.next = none;
 }
 
@@ -81,9 +81,8 @@ void sim_clock::release(uint32_t slot) {
 }
 
 uint32_t sim_clock::find_ordinary(caf::actor_id owner, caf::atom_value type) const {
-  auto it = first_of_.find(owner);
-  if (it == first_of_.end()) return none;
-  for (uint32_t s = it->second; s != none; s = slots_[s].next)
+  if (owner >= first_of_.size()) return none;
+  for (uint32_t s = first_of_[owner]; s != none; s = slots_[s].next)
     if (slots_[s].what == kind::ordinary && slots_[s].type == type) return s;
   return none;
 }
@@ -122,8 +121,8 @@ void sim_clock::cancel_request_timeout(caf::abstract_actor* self, caf::message_i
 }
 
 void sim_clock::cancel_timeouts(caf::abstract_actor* self) {
-  for (auto it = first_of_.find(self->id()); it != first_of_.end(); it = first_of_.find(self->id()))
-    release(it->second);
+  const caf::actor_id owner = self->id();
+  while (owner < first_of_.size() && first_of_[owner] != none) release(first_of_[owner]);
 }
 
 void sim_clock::schedule_message(time_point t, caf::strong_actor_ptr receiver, caf::mailbox_element_ptr content) {

@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 #include <unordered_map>
+#include <vector>
 
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
@@ -27,7 +28,34 @@ struct block_state {
     out = it->second->block(block->index());
     return true;
   }
-  std::unordered_map<uint64_t, KVCache> caches;
+  // The sessions' KV caches: ids in one small array scanned in order, caches beside it. A block holds a few
+  // sessions at a time, and a step's lookup in a hash map (bucket, then node: two cache misses in a swarm of
+  // thousands of blocks) was the simulator's largest single cost per block step.
+  std::vector<uint64_t> cache_sessions;
+  std::vector<KVCache> caches;
+  KVCache* cache_of(uint64_t session) {
+    for (size_t i = 0; i < cache_sessions.size(); ++i)
+      if (cache_sessions[i] == session) return &caches[i];
+    return nullptr;
+  }
+  void set_cache(uint64_t session, KVCache cache) {
+    if (KVCache* held = cache_of(session)) {
+      *held = std::move(cache);
+      return;
+    }
+    cache_sessions.push_back(session);
+    caches.push_back(std::move(cache));
+  }
+  void drop_cache(uint64_t session) {
+    for (size_t i = 0; i < cache_sessions.size(); ++i)
+      if (cache_sessions[i] == session) {
+        cache_sessions[i] = cache_sessions.back();
+        caches[i] = std::move(caches.back());
+        cache_sessions.pop_back();
+        caches.pop_back();
+        return;
+      }
+  }
   // Modelled compute (a backend that reports time instead of spending it): replies wait here until their work
   // would have finished.
   uint64_t next_pending = 1;
@@ -75,7 +103,7 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::s
   return {
       [=](const block_open_msg& m) -> caf::result<void> {
         try {
-          self->state.caches[m.session] = self->state.block->make_cache(m.batch, m.max_length);
+          self->state.set_cache(m.session, self->state.block->make_cache(m.batch, m.max_length));
           if (has_prompts(m.prompts)) self->state.prompts[m.session] = m.prompts;
         } catch (const std::exception& e) {
           return make_error(errc::out_of_cache, "block " + std::to_string(self->state.block->index()) +
@@ -84,18 +112,17 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::s
         return caf::unit;
       },
       [=](const block_close_msg& m) {
-        self->state.caches.erase(m.session);
+        self->state.drop_cache(m.session);
         self->state.prompts.erase(m.session);
       },
       [=](block_run_msg& m) -> caf::result<Tensor> {
         auto& st = self->state;
         KVCache* cache = nullptr;
         if (m.session != 0) {
-          auto it = st.caches.find(m.session);
-          if (it == st.caches.end())
+          cache = st.cache_of(m.session);
+          if (!cache)
             return make_error(errc::unknown_session, "block " + std::to_string(st.block->index()) +
                                                          " has no cache for session " + std::to_string(m.session));
-          cache = &it->second;
         }
         const BlockLora* lora = nullptr;
         if (!st.lora(m.adapter, lora)) return unknown_adapter(m.adapter);
