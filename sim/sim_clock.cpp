@@ -149,12 +149,12 @@ void sim_clock::cancel_all() {
 }
 
 sim_clock::time_point sim_clock::next_due() {
-  const timer_entry* e = queue_.front([this](const timer_entry& x) { return live(x); });
+  const timer_entry* e = queue_.front(live());
   return e ? time_point(time_point::duration(e->due)) : time_point::max();
 }
 
 bool sim_clock::fire_next() {
-  const timer_entry* front = queue_.front([this](const timer_entry& x) { return live(x); });
+  const timer_entry* front = queue_.front(live());
   if (!front) return false;
   const timer_entry e = *front;
   queue_.pop();
@@ -186,7 +186,7 @@ bool sim_clock::fire_next() {
     case kind::free:
       break;
   }
-  if (queue_.size() > 2 * live_ + 4096) queue_.sweep([this](const timer_entry& x) { return live(x); });
+  if (queue_.size() > 2 * live_ + 4096) queue_.sweep(live());
   return true;
 }
 

@@ -96,7 +96,10 @@ class sim_clock final : public caf::detail::test_actor_clock {
   void unlink(uint32_t slot);
   void release(uint32_t slot);  // takes the timer off its lists and frees its slot
   uint32_t find_ordinary(caf::actor_id owner, caf::atom_value type) const;  // `none` when the actor has none
-  bool live(const timer_entry& e) const { return slots_[e.slot].generation == e.generation; }
+  // Whether a queue entry is still its slot's timer (not cancelled, nor a slot reused since), as a predicate.
+  auto live() const {
+    return [this](const timer_entry& e) { return slots_[e.slot].generation == e.generation; };
+  }
 
   std::vector<timer> slots_;
   std::vector<uint32_t> free_;

@@ -4,7 +4,7 @@
 // A single binary heap of every pending timer (millions at 10,000 servers: request timeouts, network deliveries,
 // receive timeouts) costs a cache miss per level on each pop, and popping was the clock's largest cost. Most
 // timers fall due within seconds, and the simulation consumes them in time order, so the queue is a calendar:
-//   - `near_`, a small heap, holds every entry of the current bucket of time and before (kBucketNs wide);
+//   - `near_`, a small heap, holds every entry of the current bucket of time and before (2^kBucketShift ns wide);
 //   - `ring_` holds the next kBuckets buckets, each an unsorted vector that an insertion appends to;
 //   - `far_`, a heap, holds what lies beyond (hourly refreshes, half-hourly checks).
 // When `near_` runs dry, the next bucket moves into it. Entries of one due time are always in the same bucket, so

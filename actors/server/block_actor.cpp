@@ -33,10 +33,14 @@ struct block_state {
   // thousands of blocks) was the simulator's largest single cost per block step.
   std::vector<uint64_t> cache_sessions;
   std::vector<KVCache> caches;
+  size_t index_of(uint64_t session) const {  // cache_sessions.size() when the session has none
+    size_t i = 0;
+    while (i < cache_sessions.size() && cache_sessions[i] != session) ++i;
+    return i;
+  }
   KVCache* cache_of(uint64_t session) {
-    for (size_t i = 0; i < cache_sessions.size(); ++i)
-      if (cache_sessions[i] == session) return &caches[i];
-    return nullptr;
+    const size_t i = index_of(session);
+    return i < caches.size() ? &caches[i] : nullptr;
   }
   void set_cache(uint64_t session, KVCache cache) {
     if (KVCache* held = cache_of(session)) {
@@ -47,14 +51,12 @@ struct block_state {
     caches.push_back(std::move(cache));
   }
   void drop_cache(uint64_t session) {
-    for (size_t i = 0; i < cache_sessions.size(); ++i)
-      if (cache_sessions[i] == session) {
-        cache_sessions[i] = cache_sessions.back();
-        caches[i] = std::move(caches.back());
-        cache_sessions.pop_back();
-        caches.pop_back();
-        return;
-      }
+    const size_t i = index_of(session);
+    if (i == caches.size()) return;
+    cache_sessions[i] = cache_sessions.back();
+    caches[i] = std::move(caches.back());
+    cache_sessions.pop_back();
+    caches.pop_back();
   }
   // Modelled compute (a backend that reports time instead of spending it): replies wait here until their work
   // would have finished.
