@@ -1,6 +1,8 @@
 #include "actors/server/announcer.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <vector>
 #include <caf/all.hpp>
 
 #include "actors/dht/announcer.hpp"
@@ -16,6 +18,13 @@ struct announcer_state {
   caf::actor gate, dht, connector;
   std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // next servers, smoothed
   DhtTime models_due{};  // when the models list is announced again
+  // One announcement at a time. A DHT node keeps the record that expires last, and an expiration travels as
+  // time-to-live, counted from the record's arrival: of two announcements in flight together, a "joining" one sent
+  // a few milliseconds before the "online" one but delayed longer on its way could expire later and stand until the
+  // next period (a server that looked still loading). One asked for during another runs after it (several
+  // coalesce into one), so its records leave once the earlier ones were stored, and arrive and expire later.
+  bool announcing = false;
+  std::vector<std::function<void(size_t)>> queued;  // callers waiting for the next announcement
   static inline const char* name = "announcer";
 };
 
@@ -50,8 +59,8 @@ void measure_pings(announcer_actor* self, int64_t next, std::function<void()> do
 }
 
 // Reads the gate's info, stamps the state and pings, stores one record per group of blocks (plus the models list); calls
-// done with the number of records stored.
-void announce(announcer_actor* self, std::function<void(size_t)> done) {
+// done with the number of records stored. Only through announce().
+void announce_now(announcer_actor* self, std::function<void(size_t)> done) {
   auto& st = self->state;
   self->request(st.gate, std::chrono::seconds(10), info_request{})
       .then(
@@ -87,6 +96,27 @@ void announce(announcer_actor* self, std::function<void(size_t)> done) {
                       });
           },
           [=](caf::error&) { done(0); });
+}
+
+// announce_now at once, or after the one in flight (see announcer_state::announcing).
+void announce(announcer_actor* self, std::function<void(size_t)> done) {
+  auto& st = self->state;
+  if (st.announcing) {
+    st.queued.push_back(std::move(done));
+    return;
+  }
+  st.announcing = true;
+  announce_now(self, [=](size_t stored) {
+    done(stored);
+    auto& st = self->state;
+    st.announcing = false;
+    if (st.queued.empty()) return;
+    auto waiting = std::move(st.queued);
+    st.queued.clear();
+    announce(self, [waiting = std::move(waiting)](size_t n) {
+      for (const auto& f : waiting) f(n);
+    });
+  });
 }
 
 caf::behavior announcer(announcer_actor* self, announcer_options opt, caf::actor gate, caf::actor dht,
