@@ -301,24 +301,30 @@ BOOST_AUTO_TEST_CASE(the_ban_is_remembered_by_the_next_client_process) {
 }
 
 // 20 sessions generate concurrently, in rounds of 8 tokens with a pause between rounds (a user reading), while
-// servers are killed and restarted at random.
+// servers are killed and restarted at random. What the checks need does not hang on timing (a loaded machine
+// restarts a server in a second, not a quarter): the first kill is of a server session 0 is using, once every
+// session has generated its first round, and the sessions go on past kMinRounds until kMinKills servers died.
 BOOST_AUTO_TEST_CASE(chaos_every_session_completes_with_its_fault_free_output) {
   failover_swarm s({"0:2", "0:2", "2:4", "2:4", "0:4"});
-  constexpr int kSessions = 20, kRounds = 12, kPerRound = 8;
+  constexpr int kSessions = 20, kMinRounds = 12, kMaxRounds = 40, kPerRound = 8, kMinKills = 4;
   std::vector<std::vector<int32_t>> prompts, want, got(kSessions);
   std::vector<std::string> errors(kSessions);
   for (int i = 0; i < kSessions; ++i) {
     std::vector<int32_t> p = prompt();
     p[0] = (p[0] + 7 * i) % static_cast<int32_t>(s.head->config().vocab_size);
     prompts.push_back(p);
-    want.push_back(fault_free(p, kRounds * kPerRound));
+    want.push_back(fault_free(p, kMaxRounds * kPerRound));
   }
   std::vector<caf::actor> sessions;
-  for (int i = 0; i < kSessions; ++i) sessions.push_back(s.open(kRounds * kPerRound + 16));
+  for (int i = 0; i < kSessions; ++i) sessions.push_back(s.open(kMaxRounds * kPerRound + 16));
+  const std::string first_victim = s.route(sessions[0])[0];
 
-  std::atomic<int> running{kSessions};
-  int kills = 0, restarts = 0;
+  std::atomic<int> running{kSessions}, first_rounds{0}, kills{0};
+  int restarts = 0;
   std::thread chaos([&] {
+    while (first_rounds < kSessions && running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    s.slots[s.slot_of(first_victim)].process->process().kill_hard();
+    ++kills;
     std::mt19937 rng(2024);
     while (running > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(30 + rng() % 90));
@@ -339,7 +345,8 @@ BOOST_AUTO_TEST_CASE(chaos_every_session_completes_with_its_fault_free_output) {
       caf::scoped_actor me{s.sys};
       std::mt19937 pause(static_cast<unsigned>(i));
       auto& g = got[static_cast<size_t>(i)];
-      for (int r = 0; r < kRounds && errors[static_cast<size_t>(i)].empty(); ++r) {
+      auto& error = errors[static_cast<size_t>(i)];
+      for (int r = 0; r < kMaxRounds && (r < kMinRounds || kills < kMinKills) && error.empty(); ++r) {
         std::this_thread::sleep_for(std::chrono::milliseconds(40 + pause() % 80));
         generate_request req;
         req.prompt = r == 0 ? prompts[static_cast<size_t>(i)] : std::vector<int32_t>{g.back()};
@@ -347,20 +354,23 @@ BOOST_AUTO_TEST_CASE(chaos_every_session_completes_with_its_fault_free_output) {
         req.params.stop_at_eos = false;
         me->request(sessions[static_cast<size_t>(i)], 120s, req)
             .receive([&](const generate_result& res) { g.insert(g.end(), res.tokens.begin(), res.tokens.end()); },
-                     [&](caf::error& e) {
-                       errors[static_cast<size_t>(i)] = "round " + std::to_string(r) + ": " + describe(e);
-                     });
+                     [&](caf::error& e) { error = "round " + std::to_string(r) + ": " + describe(e); });
+        if (r == 0) ++first_rounds;
       }
       --running;
     });
   for (auto& t : clients) t.join();
   chaos.join();
   BOOST_TEST_MESSAGE("chaos: " << kills << " kills, " << restarts << " restarts");
-  BOOST_TEST(kills >= 4);
+  BOOST_TEST(kills >= kMinKills);
   size_t recoveries = 0;
   for (int i = 0; i < kSessions; ++i) {
+    const auto& g = got[static_cast<size_t>(i)];
+    const auto& w = want[static_cast<size_t>(i)];
     BOOST_TEST(errors[static_cast<size_t>(i)].empty(), "session " << i << ": " << errors[static_cast<size_t>(i)]);
-    BOOST_TEST(got[static_cast<size_t>(i)] == want[static_cast<size_t>(i)], boost::test_tools::per_element());
+    BOOST_TEST(g.size() >= static_cast<size_t>(kMinRounds * kPerRound));
+    BOOST_TEST(std::vector<int32_t>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), w.size()))) == g,
+               boost::test_tools::per_element());
     recoveries += s.stats(sessions[static_cast<size_t>(i)]).recovery_seconds.size();
   }
   BOOST_TEST_MESSAGE("recoveries: " << recoveries);
