@@ -448,11 +448,12 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         struct Progress {
           size_t pending = 0;
           std::vector<std::string> answered;
+          std::vector<std::string> failed;  // per initial peer, why it did not answer ("" when it did)
           std::vector<Contact> contacts;
         };
         auto prog = std::make_shared<Progress>();
         prog->pending = req.peers.size();
-        const auto peers = req.peers;
+        prog->failed.resize(req.peers.size());
         // Once every peer answered or failed: look up our own id, which fills the buckets near it; the farther ones
         // fill with the traffic the node meets (every contact is noted), and one nobody met for refresh_period is
         // refreshed then. hivemind (Petals' DHT) joins the same way. Refreshing every bucket farther than the
@@ -460,7 +461,9 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         // quarter of a joining swarm's DHT queries.
         auto joined = [=]() mutable {
           if (prog->answered.empty()) {
-            rp.deliver(make_error(errc::peer_unavailable, "none of the initial peers answered: " + join(peers)));
+            std::vector<std::string> why;
+            for (size_t i = 0; i < req.peers.size(); ++i) why.push_back(req.peers[i] + " (" + prog->failed[i] + ")");
+            rp.deliver(make_error(errc::peer_unavailable, "none of the initial peers answered: " + join(why)));
             return;
           }
           run_lookup(self, self->state.me.id, false, prog->contacts, [=](lookup_result r) mutable {
@@ -470,7 +473,8 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
             rp.deliver(dht_bootstrap_reply{prog->answered, ids.size()});
           });
         };
-        for (const auto& peer : peers)
+        for (size_t i = 0; i < req.peers.size(); ++i) {
+          const std::string& peer = req.peers[i];
           dht_call<dht_ping_reply>(
               self, self->state.connector, peer, self->state.opt.rpc_timeout, dht_ping_request{to_wire(self->state.me), {}},
               [=](const dht_ping_reply& r) mutable {
@@ -479,12 +483,16 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
                   note_seen(self, contact);
                   prog->answered.push_back(peer);
                   prog->contacts.push_back(contact);
+                } else {
+                  prog->failed[i] = c ? "this node itself" : "an unreadable reply";
                 }
                 if (--prog->pending == 0) joined();
               },
-              [=](const caf::error&) mutable {
+              [=](const caf::error& e) mutable {
+                prog->failed[i] = describe(e);
                 if (--prog->pending == 0) joined();
               });
+        }
         return rp;
       },
       [=](const dht_find_nodes& req) -> caf::result<dht_find_nodes_reply> {

@@ -7,6 +7,7 @@
 #include "actors/protocol/system_config.hpp"
 #include "apps/api/api_server.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/stop_waiting_on_error.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
 
 namespace corolla::cli {
@@ -31,6 +32,7 @@ int run(const ApiFlags& f, CLI::App* cmd) {
   block_stop_signals();
   corolla_config sys_cfg;
   caf::actor_system sys{sys_cfg};
+  stop_waiting_on_error unwinding{sys};
   auto connector = spawn_connector(sys);
   int rc = 0;
   {

@@ -12,6 +12,7 @@
 #include "actors/protocol/system_config.hpp"
 #include "actors/store/node_store.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/stop_waiting_on_error.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
 
 namespace corolla::cli {
@@ -38,6 +39,7 @@ int run(const DhtFlags& f) {
 
   corolla_config sys_cfg;
   caf::actor_system sys{sys_cfg};
+  stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
   auto connector = spawn_connector(sys);
   auto node = spawn_dht_node(sys, opt, connector);

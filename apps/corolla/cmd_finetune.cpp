@@ -10,6 +10,7 @@
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/stop_waiting_on_error.hpp"
 #include "model/model_path.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
@@ -126,6 +127,7 @@ int run(const FinetuneOptions& o) {
 
   corolla_config cfg;
   caf::actor_system sys{cfg};
+  stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
   std::vector<caf::actor> owned;
   int rc = 0;

@@ -13,12 +13,13 @@
 #include "actors/protocol/system_config.hpp"
 #include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/stop_waiting_on_error.hpp"
 #include "model/local_model.hpp"
+#include "model/lora.hpp"
 #include "model/model_path.hpp"
 #include "model/tokenizer/chat_template.hpp"
 #include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
-#include "model/lora.hpp"
 #include "model/train/prompt_tuning.hpp"
 
 namespace corolla::cli {
@@ -151,6 +152,7 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
 
   corolla_config cfg;
   caf::actor_system sys{cfg};
+  stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
   swarm_client_options opts;
   opts.initial_peers = o.initial_peers;

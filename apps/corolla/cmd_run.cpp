@@ -12,6 +12,7 @@
 #include "apps/api/local_swarm.hpp"
 #include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/stop_waiting_on_error.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
 #include "model/model_path.hpp"
 
@@ -82,6 +83,7 @@ int run(const RunOptions& o) {
   if (o.prompt.empty() && o.port != 0) api::check_can_listen(o.host, static_cast<uint16_t>(o.port));
   corolla_config sys_cfg;
   caf::actor_system sys{sys_cfg};
+  stop_waiting_on_error unwinding{sys};
   auto connector = spawn_connector(sys);
   int rc = 0;
   {

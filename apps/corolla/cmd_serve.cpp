@@ -21,6 +21,7 @@
 #include "actors/store/node_store.hpp"
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/node_flags.hpp"
+#include "apps/corolla/stop_waiting_on_error.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
 #include "model/lora.hpp"
 #include "model/model_path.hpp"
@@ -72,6 +73,7 @@ int run(const NodeConfig& cfg) {
 
   corolla_config sys_cfg;
   caf::actor_system sys{sys_cfg};
+  stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
   auto connector = spawn_connector(sys);
   NodeStore store(node_data_dir(cfg));

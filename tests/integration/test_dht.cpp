@@ -412,7 +412,9 @@ BOOST_AUTO_TEST_CASE(bootstrap_names_the_peers_that_did_not_answer) {
   const size_t lone = s.add_node();
   auto r = s.ask<dht_bootstrap_reply>(s.nodes[lone], dht_bootstrap{{"dht-missing-1", "dht-missing-2"}});
   BOOST_REQUIRE(!r);
-  BOOST_TEST(why(r) == "peer_unavailable: none of the initial peers answered: dht-missing-1, dht-missing-2");
+  BOOST_TEST(why(r) == "peer_unavailable: none of the initial peers answered: "
+                      "dht-missing-1 (bad_request: 'dht-missing-1' is not a HOST:PORT address), "
+                      "dht-missing-2 (bad_request: 'dht-missing-2' is not a HOST:PORT address)");
   // One answering peer is enough.
   auto ok = s.ask<dht_bootstrap_reply>(s.nodes[lone], dht_bootstrap{{"dht-missing-1", s.names[0]}});
   BOOST_REQUIRE_MESSAGE(ok, why(ok));
