@@ -30,8 +30,8 @@ node_index Network::add_node(std::string name, const std::string& region, double
   return nodes_.size() - 1;
 }
 
-void Network::publish(const std::string& address, node_index node, caf::actor actor) {
-  published_[address] = {node, std::move(actor)};
+void Network::publish(const std::string& address, node_index node, caf::actor actor, caf::actor dht) {
+  published_[address] = {node, std::move(actor), std::move(dht)};
 }
 
 std::optional<Network::endpoint> Network::lookup(const std::string& address) const {

@@ -46,11 +46,13 @@ class Network {
   size_t region_of(node_index n) const { return nodes_[n].region; }
   size_t size() const { return nodes_.size(); }
 
-  // Addresses: an actor reachable by the other nodes (a server's gate), and the node it lives on.
-  void publish(const std::string& address, node_index node, caf::actor actor);
+  // Addresses: an actor reachable by the other nodes (a server's gate), and the node it lives on. `dht`: the DHT
+  // node the gate hands DHT RPCs to, when it has one (see sim_link.hpp).
+  void publish(const std::string& address, node_index node, caf::actor actor, caf::actor dht = {});
   struct endpoint {
     node_index node;
     caf::actor actor;
+    caf::actor dht;
   };
   std::optional<endpoint> lookup(const std::string& address) const;
 

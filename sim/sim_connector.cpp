@@ -78,7 +78,7 @@ class sim_connector final : public caf::monitorable_actor {
       auto now = net_->lookup(address);
       if (!now || !net_->reachable(node_, now->node))
         return done(unreachable("cannot connect to " + address + ": no answer"), c);
-      caf::actor link = spawn_link(home_system(), *net_, node_, now->node, now->actor);
+      caf::actor link = spawn_link(home_system(), *net_, node_, now->node, now->actor, now->dht);
       links_[address] = link;
       // A link that goes down leaves the table, so that the next resolve connects again.
       auto weak = caf::actor_cast<caf::weak_actor_ptr>(this);

@@ -15,8 +15,14 @@ using link_down_atom = caf::atom_constant<caf::atom("simlinkdn")>;
 class sim_link final : public caf::monitorable_actor {
  public:
   sim_link(caf::actor_config& cfg, Network* net, sim_clock* clock, node_index from, node_index to,
-           caf::strong_actor_ptr target)
-      : caf::monitorable_actor(cfg), net_(net), clock_(clock), from_(from), to_(to), target_(std::move(target)) {}
+           caf::strong_actor_ptr target, caf::strong_actor_ptr target_dht)
+      : caf::monitorable_actor(cfg),
+        net_(net),
+        clock_(clock),
+        from_(from),
+        to_(to),
+        target_(std::move(target)),
+        target_dht_(std::move(target_dht)) {}
 
   using caf::monitorable_actor::enqueue;
 
@@ -59,7 +65,8 @@ class sim_link final : public caf::monitorable_actor {
     if (x->mid.is_response() && clock_) clock_->drop_answered(target_, x->mid, arrives);
     caf::strong_actor_ptr sender = x->mid.is_response() ? std::move(x->sender) : reverse_of(x->sender);
     auto msg = caf::make_mailbox_element(std::move(sender), x->mid, std::move(x->stages), x->move_content_to_message());
-    sys.clock().schedule_message(arrives, target_, std::move(msg));
+    const bool to_dht = w.kind == traffic_kind::dht && target_dht_ && !x->mid.is_response();
+    sys.clock().schedule_message(arrives, to_dht ? target_dht_ : target_, std::move(msg));
   }
 
  private:
@@ -101,6 +108,7 @@ class sim_link final : public caf::monitorable_actor {
     }
     made_by_.reset();
     target_.reset();
+    target_dht_.reset();
     reverse_.clear();
     cleanup(std::move(reason), ctx);
   }
@@ -117,6 +125,7 @@ class sim_link final : public caf::monitorable_actor {
   sim_clock* clock_;  // null under another clock (nothing is taken off it then)
   node_index from_, to_;
   caf::strong_actor_ptr target_;
+  caf::strong_actor_ptr target_dht_;  // the DHT node behind a gate: DHT requests go straight to it
   bool down_ = false;
   bool target_gone_ = false;  // down because its target ended, not because the connection broke
   // Held here: the peer keeps only the sender's address (a monitor, say); a link back lives while this one does,
@@ -134,11 +143,13 @@ void bring_link_down(caf::actor_system& sys, const caf::strong_actor_ptr& link, 
                                                          std::move(reason)));
 }
 
-caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, node_index to, caf::actor target) {
+caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, node_index to, caf::actor target,
+                      caf::actor target_dht) {
   caf::actor_config cfg;
   auto* clock = dynamic_cast<sim_clock*>(&sys.clock());
   auto ptr = caf::make_actor<sim_link, caf::strong_actor_ptr>(sys.next_actor_id(), sys.node(), &sys, cfg, &net, clock,
-                                                              from, to, caf::actor_cast<caf::strong_actor_ptr>(target));
+                                                              from, to, caf::actor_cast<caf::strong_actor_ptr>(target),
+                                                              caf::actor_cast<caf::strong_actor_ptr>(target_dht));
   net.add_link(from, to, caf::actor_cast<caf::weak_actor_ptr>(ptr));
   // The peer's death reaches this node one latency later, as a closed connection.
   const auto latency = timespan_of(net.latency_s(to, from));

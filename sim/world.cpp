@@ -243,7 +243,7 @@ struct World::impl {
     server_node node = start_server_node(sys, setup, s.connector, sources[s.swarm], false);
     s.gate = node.gate;
     s.started = true;
-    net.publish(s.rec.address, s.node, s.gate);
+    net.publish(s.rec.address, s.node, s.gate, s.dht);
     caf::anon_send(s.gate, address_atom::value, s.rec.address);
     note("server-start", s.rec.address + " class=" + s.rec.server_class + " region=" + s.rec.region +
                              " blocks=" + std::to_string(s.rec.num_blocks) + " inference_rps=" + fmt(s.rec.inference_rps) +

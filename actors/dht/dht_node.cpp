@@ -135,8 +135,8 @@ size_t contact_count(const dht_node_state& st) {
 // the bucket the target falls in, bucket J's contacts are closer to the target than any other (their distance is
 // below 2^J), then come the buckets below J together (distances in [2^J, 2^(J+1))), then J+1, J+2, ... one by one
 // (bucket i > J: [2^i, 2^(i+1))). A full bucket J, the common case, is all that gets sorted.
-std::vector<Contact> closest(const dht_node_state& st, const NodeId& target, size_t n,
-                             const std::vector<Contact>& extra = {}, const NodeId* exclude = nullptr) {
+std::vector<const Contact*> closest(const dht_node_state& st, const NodeId& target, size_t n,
+                                    const std::vector<Contact>& extra = {}, const NodeId* exclude = nullptr) {
   struct ranked {
     NodeId distance;
     size_t order;
@@ -145,7 +145,7 @@ std::vector<Contact> closest(const dht_node_state& st, const NodeId& target, siz
       return distance != o.distance ? id_less{}(distance, o.distance) : order < o.order;
     }
   };
-  std::vector<Contact> out;
+  std::vector<const Contact*> out;  // pointers into the views (or extra): a reply converts them once, to the wire
   std::vector<ranked> group;
   size_t order = 0;
   auto add = [&](const Contact& c) {
@@ -156,7 +156,7 @@ std::vector<Contact> closest(const dht_node_state& st, const NodeId& target, siz
   auto take = [&] {
     std::sort(group.begin(), group.end());
     for (size_t i = 0; i < group.size() && out.size() < n; ++i)
-      if (i == 0 || group[i].distance != group[i - 1].distance) out.push_back(*group[i].contact);
+      if (i == 0 || group[i].distance != group[i - 1].distance) out.push_back(group[i].contact);
     group.clear();
   };
   if (!extra.empty()) {  // bootstrap contacts may fall anywhere: rank everything together
@@ -183,10 +183,17 @@ std::vector<Contact> closest(const dht_node_state& st, const NodeId& target, siz
   return out;
 }
 
-std::vector<dht_contact> wire_contacts(const std::vector<Contact>& cs) {
+std::vector<dht_contact> wire_contacts(const std::vector<const Contact*>& cs) {
   std::vector<dht_contact> out;
   out.reserve(cs.size());
-  for (const auto& c : cs) out.push_back(to_wire(c));
+  for (const Contact* c : cs) out.push_back(to_wire(*c));
+  return out;
+}
+
+std::vector<Contact> copies(const std::vector<const Contact*>& cs) {
+  std::vector<Contact> out;
+  out.reserve(cs.size());
+  for (const Contact* c : cs) out.push_back(*c);
   return out;
 }
 
@@ -210,7 +217,7 @@ void run_lookup(node_actor* self, const NodeId& target, bool find_value, const s
                   st.opt.replicas,
                   st.opt.rpc_timeout,
                   st.opt.lookup_timeout,
-                  closest(st, target, st.opt.k, extra)};
+                  copies(closest(st, target, st.opt.k, extra))};
   auto lookup = spawn_lookup(self, std::move(p), st.connector);
   st.lookups.insert(lookup);
   // The lookup answers by its deadline; the margin covers the RPCs still in flight then.
