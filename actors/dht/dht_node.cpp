@@ -453,12 +453,14 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
           return rp;
         }
         struct Progress {
+          std::vector<std::string> peers;  // the initial peers, in the request's order
           size_t pending = 0;
           std::vector<std::string> answered;
           std::vector<std::string> failed;  // per initial peer, why it did not answer ("" when it did)
           std::vector<Contact> contacts;
         };
         auto prog = std::make_shared<Progress>();
+        prog->peers = req.peers;
         prog->pending = req.peers.size();
         prog->failed.resize(req.peers.size());
         // Once every peer answered or failed: look up our own id, which fills the buckets near it; the farther ones
@@ -469,7 +471,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         auto joined = [=]() mutable {
           if (prog->answered.empty()) {
             std::vector<std::string> why;
-            for (size_t i = 0; i < req.peers.size(); ++i) why.push_back(req.peers[i] + " (" + prog->failed[i] + ")");
+            for (size_t i = 0; i < prog->peers.size(); ++i) why.push_back(prog->peers[i] + " (" + prog->failed[i] + ")");
             rp.deliver(make_error(errc::peer_unavailable, "none of the initial peers answered: " + join(why)));
             return;
           }
@@ -480,8 +482,8 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
             rp.deliver(dht_bootstrap_reply{prog->answered, ids.size()});
           });
         };
-        for (size_t i = 0; i < req.peers.size(); ++i) {
-          const std::string& peer = req.peers[i];
+        for (size_t i = 0; i < prog->peers.size(); ++i) {
+          const std::string peer = prog->peers[i];
           dht_call<dht_ping_reply>(
               self, self->state.connector, peer, self->state.opt.rpc_timeout, dht_ping_request{to_wire(self->state.me), {}},
               [=](const dht_ping_reply& r) mutable {
