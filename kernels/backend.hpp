@@ -30,6 +30,9 @@ class Backend {
   virtual Tensor alloc(DType dtype, Shape shape) = 0;
   // Host -> device. The CPU backend returns its argument (no copy).
   virtual Tensor upload(const Tensor& host) = 0;
+  // Host weights -> the form this backend computes with: upload() unless the backend wants them laid out
+  // otherwise (the CPU backend moves rows of whole pages onto page boundaries, kernels/cpu/page_aligned_rows.hpp).
+  virtual Tensor upload_weight(const Tensor& host) { return upload(host); }
   // Device -> host. The CPU backend returns its argument (no copy).
   virtual Tensor download(const Tensor& t) = 0;
   // A copy of `t` (on its device) that the caller may write into while `t` stays intact.

@@ -16,11 +16,20 @@ namespace corolla {
 namespace {
 
 constexpr int64_t kChunk = 32;
-// Software prefetch distance in each weight row. Measured on a 2-core AMD EPYC (Zen 3) VM, 256 against 512 (the
-// AVX-512 kernels' best) alternated: bench_matvec's whole layer + head q8_0 13.4-13.9 -> 17.1-17.8 GB/s, q4_0
-// 7.9-8.2 -> 11.0-11.4 GB/s, bf16 0.81-0.88 -> 0.92 of the sweep; bench_decode's paired ratio 0.754 -> 0.791
-// (mean of 6 alternations); 1024 and 128 did no better, and no software prefetch at all did worse (paired ratio
-// 0.73 against 0.78 for 256, 3 alternations).
+// Software prefetch. One row of x (decode): while a pass reads chunk c of its R rows, it prefetches chunk c of
+// the rows kPrefetchGroups passes ahead. Several rows of x: 256 bytes ahead in each row, and the first 256 bytes
+// of the next pass's rows before a pass (on a 2-core AMD EPYC (Zen 3) VM 256 did better than 512, 1024, 128 and
+// none). For one row of x, prefetching along the rows left two cases slow: rows of 4 KiB that start inside a page,
+// as a real model file's do (a safetensors tensor starts wherever the JSON header ends: 2512 bytes into a page
+// for the bench model), where the hardware prefetchers, which stop at page boundaries, start over in the middle
+// of every row; and q8_0. Same VM, same process, a layer's four jobs and the head alternated with read sweeps
+// (30 rounds, two runs): rows 2512 bytes into a page 0.80 / 0.77 of the sweep before, 0.85 / 0.84 two passes
+// ahead (one pass 0.83 / 0.80, three 0.83 / 0.82, four 0.82 / 0.82); page-aligned rows 0.92 / 0.86 (the former
+// scheme as re-written for the comparison) against 0.96 / 0.91. bench_matvec (page-aligned, a layer and the head,
+// two alternations): q8_0 0.46 / 0.47 -> 0.66 / 0.63 of the sweep, bf16 0.90 / 0.87 -> 0.90 / 0.90, q4_0 0.37 /
+// 0.37 -> 0.33 / 0.37. Several rows of x keep the row-wise prefetch: their kernels are bound by the core more
+// than by memory, and this VM was too noisy to show a difference there either way.
+constexpr int64_t kPrefetchGroups = 2;
 constexpr int64_t kPrefetchBytes = 256;
 
 // Weight bytes per tile when several groups of x rows run over the same weights (well inside a core's L2).
@@ -139,9 +148,11 @@ struct DecQ4_1 : DecQuant {
 
 // --- the driver ------------------------------------------------------------------------------------------------
 
+// Dot products of R weight rows with M rows of x. With chunk c of row i, the bytes at ahead + i * stride +
+// c * kChunkBytes are prefetched (the same rows further on, or the rows of a later pass; none when null).
 template <class D, int R, int M>
 inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, const float* xp, int64_t xs,
-                     float (&out)[R][M]) {
+                     const char* ahead, float (&out)[R][M]) {
   __m256 acc[R][M];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
@@ -152,7 +163,7 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       __m256 v[4];
-      _mm_prefetch(w + i * stride + c * D::kChunkBytes + kPrefetchBytes, _MM_HINT_T0);
+      if (ahead) _mm_prefetch(ahead + i * stride + c * D::kChunkBytes, _MM_HINT_T0);
       dec.load(w + i * stride, c, v);
 #pragma GCC unroll 4
       for (int j = 0; j < M; ++j)
@@ -168,10 +179,10 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
 
 template <class D, int R, int M>
 inline void rows_of(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp,
-                    int64_t xs, float* y, int64_t ldy, int64_t r) {
+                    int64_t xs, float* y, int64_t ldy, int64_t r, const char* ahead) {
   const int64_t nc = k / kChunk;
   float out[R][M];
-  dot_rows<D, R, M>(dec, w + r * stride, stride, nc, xp, xs, out);
+  dot_rows<D, R, M>(dec, w + r * stride, stride, nc, xp, xs, ahead, out);
   for (int i = 0; i < R; ++i) {
     const char* row = w + (r + i) * stride;
     for (int j = 0; j < M; ++j) {
@@ -186,21 +197,30 @@ inline void rows_of(const D& dec, const char* w, int64_t stride, int64_t k, cons
 template <int M>
 constexpr int kRowsPerPass = M <= 2 ? 4 : 2;
 
+// Rows [r0, r1) against M rows of x. For one row of x the prefetch runs ahead up to row `limit` (>= r1: the end
+// of the caller's rows, past a tile's end).
 template <class D, int M>
 void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
-         float* y, int64_t ldy, int64_t r0, int64_t r1) {
+         float* y, int64_t ldy, int64_t r0, int64_t r1, int64_t limit) {
   constexpr int R = kRowsPerPass<M>;
   int64_t r = r0;
   for (; r + R <= r1; r += R) {
-    // The in-row prefetch runs kPrefetchBytes ahead of the loads, so the first bytes of every row would start cold:
-    // fetch them for the next group of rows now.
-    if (r + 2 * R <= r1)
-      for (int i = 0; i < R; ++i)
-        for (int64_t b = 0; b < kPrefetchBytes && b < stride; b += 64)
-          _mm_prefetch(w + (r + R + i) * stride + b, _MM_HINT_T0);
-    rows_of<D, R, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
+    const char* ahead;
+    if constexpr (M == 1) {
+      constexpr int64_t kAhead = kPrefetchGroups * R;
+      ahead = r + kAhead + R <= limit ? w + (r + kAhead) * stride : nullptr;
+    } else {
+      // The in-row prefetch leaves the first bytes of every row cold: fetch them for the next pass now.
+      if (r + 2 * R <= r1)
+        for (int i = 0; i < R; ++i)
+          for (int64_t b = 0; b < kPrefetchBytes && b < stride; b += 64)
+            _mm_prefetch(w + (r + R + i) * stride + b, _MM_HINT_T0);
+      ahead = w + r * stride + kPrefetchBytes;
+    }
+    rows_of<D, R, M>(dec, w, stride, k, x, xp, xs, y, ldy, r, ahead);
   }
-  for (; r < r1; ++r) rows_of<D, 1, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
+  for (; r < r1; ++r)
+    rows_of<D, 1, M>(dec, w, stride, k, x, xp, xs, y, ldy, r, M == 1 ? nullptr : w + r * stride + kPrefetchBytes);
 }
 
 // Per-thread scratch for the de-interleaved activations (bf16 only).
@@ -261,10 +281,10 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
       const float* xpi = xp + i0 * xs;
       float* yi = y + i0 * ldy;
       switch (min64(kMatvecMaxRows, m - i0)) {
-        case 1: run<D, 1>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1); break;
-        case 2: run<D, 2>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1); break;
-        case 3: run<D, 3>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1); break;
-        default: run<D, 4>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1); break;
+        case 1: run<D, 1>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1, r1); break;
+        case 2: run<D, 2>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1, r1); break;
+        case 3: run<D, 3>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1, r1); break;
+        default: run<D, 4>(dec, wb, stride, k, xi, xpi, xs, yi, ldy, t0, t1, r1); break;
       }
     }
   }

@@ -62,6 +62,8 @@ class GgufFile {
 
   // A view of a tensor's data inside the mapping (no copy); it keeps the mapping alive.
   Tensor tensor(const GgufTensorInfo& info) const;
+  // See MappedFile::release; a tensor outside this file is left alone.
+  void release(const Tensor& t) const { file_->release(t.data(), static_cast<size_t>(t.nbytes())); }
 
  private:
   std::shared_ptr<MappedFile> file_;

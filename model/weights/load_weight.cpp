@@ -24,7 +24,9 @@ Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expec
   if (!backend.supports_weight(want))
     throw std::runtime_error(backend.name() + " cannot compute with " + std::string(dtype_name(want)) + " weights");
   if (want != t.dtype()) t = t.cast(want);
-  return backend.upload(t);
+  Tensor placed = backend.upload_weight(t);
+  if (placed.data() != t.data()) src.release(t);
+  return placed;
 }
 
 Tensor load_vector(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend) {

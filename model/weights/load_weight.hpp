@@ -10,7 +10,8 @@
 
 namespace corolla {
 
-// A weight matrix in `dtype` (nullopt: as stored).
+// A weight matrix in `dtype` (nullopt: as stored), placed by Backend::upload_weight; when that copied it, the
+// source's mapped pages of it are released.
 Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
                    Backend& backend);
 // A vector (norm weight, bias) always in f32.

@@ -36,6 +36,15 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
   return f;
 }
 
+void MappedFile::release(const void* p, size_t n) const {
+  const auto begin = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(data_);
+  if (!data_ || begin < base || begin + n > base + size_) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + n) / page * page;
+  // A private read-only mapping: dropping pages loses nothing, the file still holds them.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -20,6 +20,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the pages wholly inside [p, p + n) from this process's memory when they belong to the mapping (else does
+  // nothing): for a tensor copied elsewhere. They stay in the page cache, and reading them again faults them back.
+  void release(const void* p, size_t n) const;
 
  private:
   MappedFile() = default;

@@ -31,6 +31,8 @@ class SafetensorsFile {
   Tensor tensor(const SafetensorsInfo& info) const;
   // Throws naming the file when `name` is absent.
   Tensor tensor(const std::string& name) const;
+  // See MappedFile::release; a tensor outside this file is left alone.
+  void release(const Tensor& t) const { file_->release(t.data(), static_cast<size_t>(t.nbytes())); }
 
  private:
   std::shared_ptr<MappedFile> file_;

@@ -61,6 +61,9 @@ class SafetensorsSource final : public WeightSource {
     count(t);
     return t;
   }
+  void release(const Tensor& t) const override {
+    for (auto& [name, shard] : shards_) shard->release(t);
+  }
   std::vector<std::string> names() const override {
     std::vector<std::string> out;
     for (auto& [name, file] : files_) out.push_back(name);
@@ -112,6 +115,7 @@ class GgufSource final : public WeightSource {
   std::string origin() const override { return gguf_->path(); }
   std::shared_ptr<const GgufFile> gguf() const override { return gguf_; }
   std::vector<std::string> files() const override { return {gguf_->path()}; }
+  void release(const Tensor& t) const override { gguf_->release(t); }
   TensorMeta meta(const std::string& name) const override {
     auto it = hf_to_gguf_.find(name);
     if (it == hf_to_gguf_.end())

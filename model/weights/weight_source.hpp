@@ -45,6 +45,11 @@ class WeightSource {
     return {t.dtype(), t.shape()};
   }
 
+  // `t`, handed out by get(), has been copied (to a device, to page-aligned memory) and the copy serves: where `t`
+  // is a view into a memory-mapped file, its pages are dropped from this process (the page cache keeps them), so
+  // that they do not count twice in its memory. Reading `t` again stays correct: it faults the pages back in.
+  virtual void release(const Tensor& t) const { (void)t; }
+
   // Bytes of tensor data handed out by get() so far.
   uint64_t bytes_requested() const { return bytes_requested_.load(); }
 

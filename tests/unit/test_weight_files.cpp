@@ -1,12 +1,19 @@
-// Weight files: loading only what is asked for, and clear errors (file and tensor named) for bad files.
+// Weight files: loading only what is asked for, clear errors (file and tensor named) for bad files, and where the
+// CPU backend places what it loads.
 #define BOOST_TEST_MODULE weight_files
+#include <sys/resource.h>
+
 #include <boost/test/unit_test.hpp>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "kernels/cpu/page_aligned_rows.hpp"
 #include "model/block.hpp"
 #include "model/client_head.hpp"
 #include "model/weights/gguf_file.hpp"
+#include "model/weights/load_weight.hpp"
+#include "model/weights/safetensors_file.hpp"
 #include "support/expect_error.hpp"
 #include "support/golden.hpp"
 #include "support/temp_dir.hpp"
@@ -122,4 +129,76 @@ BOOST_AUTO_TEST_CASE(embedding_rejects_ids_outside_the_vocabulary) {
   expect_error([&] { head.embed(ids, 1); }, {"token id 256", "vocabulary of 256"});
   ids = {-1};
   expect_error([&] { head.embed(ids, 1); }, {"token id -1"});
+}
+
+namespace {
+
+int64_t minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+// A host tensor of `shape` whose values are distinct bit patterns.
+Tensor patterned(DType dtype, Shape shape) {
+  Tensor t = Tensor::empty(dtype, shape);
+  auto* bytes = static_cast<uint8_t*>(t.data());
+  for (int64_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + i / 251);
+  return t;
+}
+
+bool page_aligned(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 4096 == 0; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(rows_of_whole_pages_are_moved_onto_page_boundaries) {
+  // Views at chosen places inside one page-aligned buffer.
+  const Tensor buffer = patterned(DType::i32, {5 * 4096 * 2});  // 40 pages
+  char* base = static_cast<char*>(buffer.data());
+  base += (4096 - reinterpret_cast<uintptr_t>(base) % 4096) % 4096;
+  auto view = [&](size_t offset, DType dtype, Shape shape) {
+    return Tensor::view(base + offset, dtype, shape, buffer.owner());
+  };
+  // bf16 rows of 2048 values and f32 rows of 1024 are one page each: copied when they start inside a page.
+  for (auto [dtype, k] : {std::pair{DType::bf16, int64_t{2048}}, std::pair{DType::f32, int64_t{1024}}}) {
+    const Tensor inside = view(2512, dtype, {8, k});
+    const Tensor placed = with_page_aligned_rows(inside);
+    BOOST_TEST(placed.data() != inside.data());
+    BOOST_TEST(page_aligned(placed));
+    BOOST_TEST(placed.shape() == inside.shape());
+    BOOST_TEST(std::memcmp(placed.data(), inside.data(), static_cast<size_t>(inside.nbytes())) == 0);
+    const Tensor on_page = view(4096, dtype, {8, k});
+    BOOST_TEST(with_page_aligned_rows(on_page).data() == on_page.data());
+  }
+  // Rows of 2.75 pages (a down projection's) cross pages at varying places anyway: left where they are.
+  const Tensor down = view(2512, DType::bf16, {4, 5632});
+  BOOST_TEST(with_page_aligned_rows(down).data() == down.data());
+  const Tensor vector = view(2512, DType::bf16, {2048});
+  BOOST_TEST(with_page_aligned_rows(vector).data() == vector.data());
+}
+
+BOOST_AUTO_TEST_CASE(a_weight_copied_on_load_releases_its_mapped_pages) {
+  TempDir d;
+  fs::copy_file(fs::path(model_dir("llama")) / "config.json", d.path / "config.json");
+  const Tensor w = patterned(DType::bf16, {16, 2048});
+  const Tensor small = patterned(DType::bf16, {16, 100});
+  write_safetensors((d.path / "model.safetensors").string(), {{"small", small}, {"w", w}});
+  auto src = open_weights(d.path.string());
+  const Tensor mapped = src->get("w");
+  BOOST_REQUIRE(!page_aligned(mapped));  // the file's JSON header decides where the data starts
+
+  const Tensor placed = load_matrix(*src, "w", {16, 2048}, std::nullopt, cpu());
+  BOOST_TEST(page_aligned(placed));
+  BOOST_TEST(std::memcmp(placed.data(), w.data(), static_cast<size_t>(w.nbytes())) == 0);
+  // Its pages in the mapping were dropped from the process: reading the view faults them back, unchanged.
+  int64_t before = minor_faults();
+  BOOST_TEST(std::memcmp(mapped.data(), w.data(), static_cast<size_t>(w.nbytes())) == 0);
+  BOOST_TEST(minor_faults() > before);
+  before = minor_faults();
+  BOOST_TEST(std::memcmp(mapped.data(), w.data(), static_cast<size_t>(w.nbytes())) == 0);
+  BOOST_TEST(minor_faults() == before);
+
+  // Rows that are not whole pages are served from the mapping itself.
+  const Tensor in_place = load_matrix(*src, "small", {16, 100}, std::nullopt, cpu());
+  BOOST_TEST(in_place.data() == src->get("small").data());
 }

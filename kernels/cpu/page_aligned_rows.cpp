@@ -1,0 +1,33 @@
+#include "kernels/cpu/page_aligned_rows.hpp"
+
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace corolla {
+
+namespace {
+constexpr size_t kPage = 4096;
+constexpr size_t kHugePage = size_t{2} << 20;
+}  // namespace
+
+Tensor with_page_aligned_rows(const Tensor& w) {
+  if (w.device() != Device::cpu || w.rank() != 2 || w.numel() == 0) return w;
+  const auto row_bytes = static_cast<size_t>(storage_bytes(w.dtype(), w.dim(1)));
+  if (row_bytes % kPage != 0 || reinterpret_cast<uintptr_t>(w.data()) % kPage == 0) return w;
+  const auto bytes = static_cast<size_t>(w.nbytes());
+  // Aligned to a huge page when it spans one, so that the whole copy can be mapped by them.
+  const size_t alignment = bytes >= kHugePage ? kHugePage : kPage;
+  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  void* p = std::aligned_alloc(alignment, rounded);
+  if (!p) throw std::bad_alloc();
+  if (alignment == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
+  std::memcpy(p, w.data(), bytes);
+  return Tensor::view(p, w.dtype(), w.shape(),
+                      std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); }));
+}
+
+}  // namespace corolla
