@@ -10,7 +10,9 @@ namespace corolla {
 ClientHead::ClientHead(const WeightSource& src, Backend& backend, std::optional<DType> dtype)
     : backend_(backend), config_(src.config()) {
   const int64_t v = config_.vocab_size, d = config_.hidden_size;
-  embeddings_ = load_matrix(src, "model.embed_tokens.weight", {v, d}, dtype, backend);
+  // Tied, the table is the LM head too, so it is placed for matrix products; else it is only read by rows.
+  embeddings_ = config_.tie_word_embeddings ? load_matrix(src, "model.embed_tokens.weight", {v, d}, dtype, backend)
+                                            : load_table(src, "model.embed_tokens.weight", {v, d}, dtype, backend);
   norm_ = load_vector(src, "model.norm.weight", d, backend);
   if (!config_.tie_word_embeddings && src.has("lm_head.weight"))
     lm_head_ = load_matrix(src, "lm_head.weight", {v, d}, dtype, backend);

@@ -13,10 +13,9 @@ Tensor checked(const WeightSource& src, const std::string& name, Shape expected)
   return t;
 }
 
-}  // namespace
-
-Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
-                   Backend& backend) {
+// The matrix `name` in `dtype` (nullopt: as stored), on the host.
+Tensor host_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
+                   const Backend& backend) {
   Tensor t = checked(src, name, expected);
   if (t.dtype() == DType::i32 || t.dtype() == DType::i64)
     throw std::runtime_error(src.origin() + ": tensor '" + name + "' holds integers (" + t.describe() + ")");
@@ -24,9 +23,27 @@ Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expec
   if (!backend.supports_weight(want))
     throw std::runtime_error(backend.name() + " cannot compute with " + std::string(dtype_name(want)) + " weights");
   if (want != t.dtype()) t = t.cast(want);
-  Tensor placed = backend.upload_weight(t);
-  if (placed.data() != t.data()) src.release(t);
+  return t;
+}
+
+// `placed`, what the backend made of `host`; when that is a copy, the source's mapped pages of `host` go.
+Tensor released_if_copied(const WeightSource& src, const Tensor& host, Tensor placed) {
+  if (placed.data() != host.data()) src.release(host);
   return placed;
+}
+
+}  // namespace
+
+Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
+                   Backend& backend) {
+  const Tensor t = host_matrix(src, name, expected, dtype, backend);
+  return released_if_copied(src, t, backend.upload_weight(t));
+}
+
+Tensor load_table(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
+                  Backend& backend) {
+  const Tensor t = host_matrix(src, name, expected, dtype, backend);
+  return released_if_copied(src, t, backend.upload(t));
 }
 
 Tensor load_vector(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend) {

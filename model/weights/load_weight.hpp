@@ -10,10 +10,13 @@
 
 namespace corolla {
 
-// A weight matrix in `dtype` (nullopt: as stored), placed by Backend::upload_weight; when that copied it, the
-// source's mapped pages of it are released.
+// A weight matrix in `dtype` (nullopt: as stored), placed by Backend::upload_weight (for matrix products: the CPU
+// backend may copy it to page-aligned memory); when that copied it, the source's mapped pages of it are released.
 Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
                    Backend& backend);
+// The same for a table read a row at a time (embeddings): placed by Backend::upload, a view in place on the CPU.
+Tensor load_table(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
+                  Backend& backend);
 // A vector (norm weight, bias) always in f32.
 Tensor load_vector(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend);
 

@@ -198,7 +198,8 @@ BOOST_AUTO_TEST_CASE(a_weight_copied_on_load_releases_its_mapped_pages) {
   BOOST_TEST(std::memcmp(mapped.data(), w.data(), static_cast<size_t>(w.nbytes())) == 0);
   BOOST_TEST(minor_faults() == before);
 
-  // Rows that are not whole pages are served from the mapping itself.
+  // A table read by rows (embeddings) is served in place, and so are rows that are not whole pages.
+  BOOST_TEST(load_table(*src, "w", {16, 2048}, std::nullopt, cpu()).data() == mapped.data());
   const Tensor in_place = load_matrix(*src, "small", {16, 100}, std::nullopt, cpu());
   BOOST_TEST(in_place.data() == src->get("small").data());
 }
