@@ -1,9 +1,6 @@
 // bench_gemm: prefill GEMM, y[M, N] = x[M, K] · w[N, K]ᵀ with M = 512 tokens at TinyLlama-1.1B shapes, all with
 // the same number of threads, measured side by side:
-//   corolla/own f32, bf16    cpu_gemm with the GEMM of our own (panel_gemm.hpp: weights packed into f32 panels
-//                            one tile of rows at a time, x packed once); nan where the CPU's best kernel set has
-//                            none (AVX-512: oneDNN's packed kernels serve)
-//   corolla/dnnl f32, bf16   cpu_gemm with oneDNN run single-threaded per chunk by Corolla's pool (bf16 weights
+//   corolla/dnnl f32, bf16   cpu_matmul with oneDNN run single-threaded per chunk by Corolla's pool (bf16 weights
 //                            converted to f32 one tile of rows at a time)
 //   corolla/blas f32, bf16   the same with OpenBLAS sgemm per chunk
 //   openblas                 cblas_sgemm alone, OpenBLAS's own threads
@@ -68,27 +65,23 @@ int main(int argc, char** argv) {
   ThreadPool pool(threads);
   init_blas_single_threaded();
 
-  const char* names[] = {"corolla/own", "corolla/dnnl", "corolla/blas", "openblas",     "onednn", "onednn pk",
-                         "corolla/own", "corolla/dnnl", "corolla/blas", "onednn",       "onednn pk"};
-  const char* types[] = {"f32",    "f32",    "f32",    "f32",      "f32",      "f32",
-                         "bf16 w", "bf16 w", "bf16 w", "bf16 w+x", "bf16 w+x"};
-  constexpr int kMethods = 11;
-  // Columns of Corolla's paths with the library cpu_matmul uses, and of the f32 libraries alone.
-  const int ours_f32 = default_gemm_library() == GemmLibrary::own ? 0 : 1, ours_bf16 = ours_f32 + 6;
+  const char* names[] = {"corolla/dnnl", "corolla/blas", "openblas", "onednn", "onednn pk",
+                         "corolla/dnnl", "corolla/blas", "onednn", "onednn pk"};
+  const char* types[] = {"f32", "f32", "f32", "f32", "f32", "bf16 w", "bf16 w", "bf16 w+x", "bf16 w+x"};
+  constexpr int kMethods = 9;
   std::printf("bench_gemm: M = %lld tokens, %d threads, best of %d runs, load average %s, OpenBLAS core %s\n",
               static_cast<long long>(m), threads, reps, load_average().c_str(), openblas_get_corename());
-  std::printf("GFLOP/s (wall clock; last line: GFLOP per CPU-second of the process); ratios = cpu_matmul's path (%s)\n"
-              "with f32 and with bf16 weights / the fastest f32 library alone\n",
-              names[ours_f32]);
+  std::printf("GFLOP/s (wall clock; last line: GFLOP per CPU-second of the process); ratio = corolla/dnnl f32 / the\n"
+              "fastest f32 library alone\n");
   std::printf("%-10s %-11s", "", "");
   for (const char* t : types) std::printf(" %12s", t);
   std::printf("\n%-10s %-11s", "matrix", "N x K");
   for (const char* n : names) std::printf(" %12s", n);
-  std::printf("  f32 / bf16 ratio\n");
+  std::printf("  ratio\n");
 
   double flops_total = 0, seconds[kMethods] = {}, cpu_seconds[kMethods] = {};
   // The fastest of the libraries alone, leaving out a method this CPU lacks (nan).
-  auto fastest = [](const double* t) { return std::fmin(t[3], std::fmin(t[4], t[5])); };
+  auto fastest = [](double a, double b, double c) { return std::fmin(a, std::fmin(b, c)); };
   for (const MatrixShape& sh : kTinyLlamaShapes) {
     const int64_t n = sh.n, k = sh.k;
     Tensor wf = Tensor::empty(DType::f32, {n, k});
@@ -112,19 +105,17 @@ int main(int argc, char** argv) {
       cpu_seconds[method] += best_cpu;
       return best;
     };
-    const GemmLibrary corolla_libs[] = {GemmLibrary::own, GemmLibrary::onednn, GemmLibrary::openblas};
-    for (int lib = 0; lib < 3; ++lib)
-      for (int bf16 = 0; bf16 < 2; ++bf16) {
-        method = lib + 6 * bf16;
-        if (corolla_libs[lib] == GemmLibrary::own && default_gemm_library() != GemmLibrary::own) {
-          t[method] = cpu_seconds[method] = std::numeric_limits<double>::quiet_NaN();
-          continue;
-        }
-        t[method] = timed([&] { cpu_gemm(pool, corolla_libs[lib], x.data(), m, k, bf16 ? wb : wf, y.data()); });
-      }
+    method = 0;
+    t[0] = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wf, y.data()); });
+    method = 1;
+    t[1] = timed([&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wf, y.data()); });
+    method = 5;
+    t[5] = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wb, y.data()); });
+    method = 6;
+    t[6] = timed([&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wb, y.data()); });
     openblas_set_num_threads(threads);
-    method = 3;
-    t[3] = timed([&] {
+    method = 2;
+    t[2] = timed([&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
                   static_cast<int>(k), 1.f, x.data(), static_cast<int>(k), wf.data_as<const float>(),
                   static_cast<int>(k), 0.f, y.data(), static_cast<int>(n));
@@ -132,7 +123,7 @@ int main(int argc, char** argv) {
     openblas_set_num_threads(1);
     for (int v = 0; v < 4; ++v) {
       const bool bf16 = v >= 2, packed = v % 2 == 1;
-      method = bf16 ? 9 + v - 2 : 4 + v;
+      method = bf16 ? 7 + v - 2 : 3 + v;
       try {
         DnnlMatmul mm(m, n, k, bf16, packed, bf16 ? wb.data() : wf.data(), x.data(), y.data(), threads);
         t[method] = timed([&] { mm.run(); });
@@ -148,28 +139,27 @@ int main(int argc, char** argv) {
       std::printf(" %12.1f", flops / t[i] / 1e9);
       seconds[i] += t[i];
     }
-    std::printf("  %.2f / %.2f\n", fastest(t) / t[ours_f32], fastest(t) / t[ours_bf16]);
+    std::printf("  %.2f\n", fastest(t[2], t[3], t[4]) / t[0]);
     std::fflush(stdout);
   }
   std::printf("%-22s", "all five");
   for (int i = 0; i < kMethods; ++i) std::printf(" %12.1f", flops_total / seconds[i] / 1e9);
-  std::printf("  %.2f / %.2f\n", fastest(seconds) / seconds[ours_f32], fastest(seconds) / seconds[ours_bf16]);
+  std::printf("  %.2f\n", fastest(seconds[2], seconds[3], seconds[4]) / seconds[0]);
   // Per CPU-second: what each core delivers, a figure that other processes on the shared cores disturb less.
   std::printf("%-22s", "all five, per CPU-s");
   for (int i = 0; i < kMethods; ++i) std::printf(" %12.1f", flops_total / cpu_seconds[i] / 1e9);
-  std::printf("  %.2f / %.2f\n", fastest(cpu_seconds) / cpu_seconds[ours_f32],
-              fastest(cpu_seconds) / cpu_seconds[ours_bf16]);
+  std::printf("  %.2f\n", fastest(cpu_seconds[2], cpu_seconds[3], cpu_seconds[4]) / cpu_seconds[0]);
 
   // Where the matrix-vector path (weights read as stored, once per L2 tile for all rows) and the GEMM path
-  // cpu_matmul takes (weights converted to f32 per tile) cross, on the gate/up projection.
+  // (weights converted to f32 per tile, then oneDNN) cross, on the gate/up projection.
   {
     const int64_t n = 5632, k = 2048;
     Tensor wf = Tensor::empty(DType::f32, {n, k});
     fill_random(wf.data_as<float>(), n * k, 17);
     std::printf("\nmatrix-vector path vs GEMM path, %lldx%lld, ms (cpu_matmul switches above %lld rows for f32, %lld "
                 "for other weights)\n%-6s",
-                static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(matvec_max_rows(DType::f32)),
-                static_cast<long long>(matvec_max_rows(DType::bf16)), "dtype");
+                static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(kMatvecMaxRowsF32),
+                static_cast<long long>(kMatvecMaxRowsConverted), "dtype");
     const int64_t ms[] = {4, 8, 16, 32, 64};
     for (int64_t mm : ms) std::printf("   m=%-3lld mv / gemm", static_cast<long long>(mm));
     std::printf("\n");
@@ -184,7 +174,7 @@ int main(int argc, char** argv) {
           return best_time(std::max(reps, 3), fn);
         };
         const double tm = timed([&] { cpu_matvec_rows(pool, x.data(), mm, k, w, y.data()); });
-        const double tg = timed([&] { cpu_gemm(pool, default_gemm_library(), x.data(), mm, k, w, y.data()); });
+        const double tg = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), mm, k, w, y.data()); });
         std::printf("   %7.2f / %6.2f", tm * 1e3, tg * 1e3);
       }
       std::printf("\n");

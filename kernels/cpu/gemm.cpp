@@ -8,7 +8,6 @@
 #include <memory>
 #include <new>
 #include <optional>
-#include <stdexcept>
 #include <string_view>
 #include <map>
 #include <mutex>
@@ -17,7 +16,6 @@
 #include <vector>
 
 #include "kernels/cpu/matvec.hpp"
-#include "kernels/cpu/panel_gemm.hpp"
 
 extern "C" void omp_set_num_threads(int);
 extern "C" void openblas_set_num_threads(int);
@@ -145,82 +143,30 @@ class PackedSgemm {
   dnnl::matmul prim_{pd_};
 };
 
-// One weight of a job over several weights that multiply the same x, and where its output goes.
-struct WeightTarget {
+// One weight of a matrix-vector job and where its output goes.
+struct MatvecTarget {
   const Tensor* w;
   float* y;
-};
-
-// Rows of several weights as one range, the concatenation of their rows, so that one parallel_for splits them
-// all: for_each_piece calls fn(i, lo, hi) for the rows [lo, hi) of weight i that lie in [r0, r1).
-class ConcatenatedRows {
- public:
-  explicit ConcatenatedRows(std::span<const WeightTarget> targets) {
-    for (const WeightTarget& t : targets) first_.push_back(first_.back() + t.w->dim(0));
-  }
-  int64_t size() const { return first_.back(); }
-  template <class Fn>
-  void for_each_piece(int64_t r0, int64_t r1, Fn&& fn) const {
-    for (size_t i = 0; i + 1 < first_.size(); ++i) {
-      const int64_t lo = std::max(r0, first_[i]) - first_[i], hi = std::min(r1, first_[i + 1]) - first_[i];
-      if (lo < hi) fn(i, lo, hi);
-    }
-  }
-
- private:
-  std::vector<int64_t> first_{0};  // first_[i]: where weight i starts in the concatenation
 };
 
 // y_i = x · w_iᵀ with the matrix-vector kernels, the rows of all the weights split over the pool as one job; each
 // thread reads its rows once for all m rows of x. Chunk bounds are multiples of 16 rows of the concatenation; a
 // chunk that spans two weights runs a piece of each.
-void matvec_job(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::span<const WeightTarget> targets) {
-  const ConcatenatedRows all(targets);
+void matvec_job(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::span<const MatvecTarget> targets) {
+  std::vector<int64_t> first{0};  // first[i]: where weight i starts in the concatenation of all rows
+  for (const MatvecTarget& t : targets) first.push_back(first.back() + t.w->dim(0));
   const MatvecKernels& kernels = best_matvec_kernels();
-  pool.parallel_for(all.size(), 16, [&](int64_t r0, int64_t r1) {
-    all.for_each_piece(r0, r1, [&](size_t i, int64_t lo, int64_t hi) {
+  pool.parallel_for(first.back(), 16, [&](int64_t r0, int64_t r1) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const int64_t lo = std::max(r0, first[i]) - first[i], hi = std::min(r1, first[i + 1]) - first[i];
+      if (lo >= hi) continue;
       const Tensor& w = *targets[i].w;
       if (m == 1)
         kernels.for_dtype(w.dtype())(w.data(), k, x, targets[i].y, lo, hi);
       else
         kernels.rows_for_dtype(w.dtype())(w.data(), k, x, m, targets[i].y, w.dim(0), lo, hi);
-    });
+    }
   });
-}
-
-// Rows of x packed at once by the GEMM of our own: longer prompts go through in pieces of this many rows, which
-// bounds the calling thread's packed copy of x (11.5 MB at k = 5632) at the cost of packing the weights once
-// more per piece (O(N·K) against the piece's O(512·N·K)).
-constexpr int64_t kPackedRowsMax = 512;
-
-// y_i = x · w_iᵀ with the GEMM of our own (panel_gemm.hpp): x packed once by all threads, then the rows of all
-// the weights split over the pool as one job, each thread packing its tiles of kTileRows rows into panels and
-// multiplying them by all of x.
-void panel_gemm_job(ThreadPool& pool, const PanelGemmKernels& gemm, const float* x, int64_t m, int64_t k,
-                    std::span<const WeightTarget> targets) {
-  const ConcatenatedRows all(targets);
-  const MatvecKernels& kernels = best_matvec_kernels();
-  thread_local AlignedFloats packed_x;  // the caller's: kept, since fresh memory costs a page fault per page
-  for (int64_t i0 = 0; i0 < m; i0 += kPackedRowsMax) {
-    const int64_t rows_x = std::min(kPackedRowsMax, m - i0);
-    const float* xi = x + i0 * k;
-    float* xp = packed_x.get(gemm.packed_x_floats(rows_x, k));
-    pool.parallel_for(rows_x, gemm.x_group_rows, [&](int64_t r0, int64_t r1) { gemm.pack_x(xi, rows_x, k, xp, r0, r1); });
-    pool.parallel_for(all.size(), kTileRows, [&](int64_t r0, int64_t r1) {
-      thread_local AlignedFloats panels;
-      all.for_each_piece(r0, r1, [&](size_t i, int64_t lo, int64_t hi) {
-        const Tensor& w = *targets[i].w;
-        const int64_t n = w.dim(0), row_bytes = storage_bytes(w.dtype(), k);
-        const PackFn pack = kernels.pack_for_dtype(w.dtype());
-        float* packed = panels.get(packed_floats(k, std::min(kTileRows, hi - lo)));
-        for (int64_t t0 = lo; t0 < hi; t0 += kTileRows) {
-          const int64_t rows = std::min(kTileRows, hi - t0);
-          pack(static_cast<const char*>(w.data()) + t0 * row_bytes, k, rows, packed);
-          gemm.multiply(xp, rows_x, k, packed, rows, targets[i].y + i0 * n + t0, n);
-        }
-      });
-    });
-  }
 }
 
 }  // namespace
@@ -231,49 +177,36 @@ void init_blas_single_threaded() {
 }
 
 int64_t matvec_max_rows(DType weights) {
-  return weights == DType::f32 || default_gemm_library() == GemmLibrary::own ? kMatvecMaxRowsF32
-                                                                              : kMatvecMaxRowsConverted;
-}
-
-GemmLibrary default_gemm_library() {
-  return best_matvec_kernels().panel_gemm ? GemmLibrary::own : GemmLibrary::onednn;
+  return weights == DType::f32 ? kMatvecMaxRowsF32 : kMatvecMaxRowsConverted;
 }
 
 void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y) {
   if (m <= matvec_max_rows(w.dtype())) {
     cpu_matvec_rows(pool, x, m, k, w, y);
   } else {
-    cpu_gemm(pool, default_gemm_library(), x, m, k, w, y);
+    cpu_gemm(pool, GemmLibrary::onednn, x, m, k, w, y);
   }
 }
 
 void cpu_matmul_many(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::span<const Tensor* const> ws,
                      std::span<float* const> ys) {
-  std::vector<WeightTarget> targets;
-  for (size_t i = 0; i < ws.size(); ++i) targets.push_back({ws[i], ys[i]});
-  const auto takes_matvec = [&](const Tensor* w) { return m <= matvec_max_rows(w->dtype()); };
-  if (std::all_of(ws.begin(), ws.end(), takes_matvec)) {
-    matvec_job(pool, x, m, k, targets);
-  } else if (std::none_of(ws.begin(), ws.end(), takes_matvec) && default_gemm_library() == GemmLibrary::own) {
-    panel_gemm_job(pool, *best_matvec_kernels().panel_gemm, x, m, k, targets);  // x packed once for all
-  } else {
+  const bool all_matvec =
+      std::all_of(ws.begin(), ws.end(), [&](const Tensor* w) { return m <= matvec_max_rows(w->dtype()); });
+  if (!all_matvec) {
     for (size_t i = 0; i < ws.size(); ++i) cpu_matmul(pool, x, m, k, *ws[i], ys[i]);
+    return;
   }
+  std::vector<MatvecTarget> targets;
+  for (size_t i = 0; i < ws.size(); ++i) targets.push_back({ws[i], ys[i]});
+  matvec_job(pool, x, m, k, targets);
 }
 
 void cpu_matvec_rows(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y) {
-  const WeightTarget target{&w, y};
+  const MatvecTarget target{&w, y};
   matvec_job(pool, x, m, k, {&target, 1});
 }
 
 void cpu_gemm(ThreadPool& pool, GemmLibrary lib, const float* x, int64_t m, int64_t k, const Tensor& w, float* y) {
-  if (lib == GemmLibrary::own) {
-    const PanelGemmKernels* gemm = best_matvec_kernels().panel_gemm;
-    if (!gemm) throw std::invalid_argument("cpu_gemm: no GEMM of our own for this CPU's kernel set");
-    const WeightTarget target{&w, y};
-    panel_gemm_job(pool, *gemm, x, m, k, {&target, 1});
-    return;
-  }
   const int64_t n = w.dim(0);
   const DType wt = w.dtype();
   const char* wdata = static_cast<const char*>(w.data());

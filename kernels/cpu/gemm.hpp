@@ -1,13 +1,13 @@
 // y[M, N] = x[M, K] · w[N, K]ᵀ on the CPU for any weight dtype.
 // Small M (decode, small batches) goes through the matrix-vector kernels, reading the weights as stored and once
-// for all M rows (up to kMatvecMaxRows per pass, in L2-sized tiles beyond that). Larger M (prefill) is an f32
-// GEMM over weights packed one tile of rows at a time into f32 panels in oneDNN's own blocked layout (PackFn,
-// matvec.hpp): conversion and layout in one pass that stays in cache, O(N·K) against the GEMM's O(M·N·K). With
-// AVX-512, oneDNN's brgemm kernels compute from the panels, single-threaded in each chunk of the pool; without it
-// the GEMM of our own does (panel_gemm.hpp), which packs x once for all threads and weights. Where neither applies
-// (a CPU without AVX2), tiles are converted to plain f32 rows for oneDNN's strided GEMM. On this project's CPUs
-// oneDNN's bf16 matmul is slower than its f32 one (docs/PERFORMANCE.md), so prefill computes in f32 whatever the
-// weights' dtype. The limits between the paths were measured with bench_gemm (docs/PERFORMANCE.md).
+// for all M rows (up to kMatvecMaxRows per pass, in L2-sized tiles beyond that). Larger M (prefill) goes to
+// oneDNN's f32 GEMM run single-threaded in each chunk of the pool. Weights of any dtype are packed one tile of
+// rows at a time into f32 panels in oneDNN's own blocked layout (PackFn, matvec.hpp): conversion and layout in
+// one pass that stays in cache, O(N·K) against the GEMM's O(M·N·K), after which oneDNN's brgemm kernels read
+// the tile as they want it instead of copying it once more. Where oneDNN has no such kernel (no AVX-512), tiles
+// are converted to plain f32 rows for its strided GEMM. On this project's CPUs oneDNN's bf16 matmul is slower
+// than its f32 one (docs/PERFORMANCE.md), so prefill computes in f32 whatever the weights' dtype. The limits
+// between the paths were measured with bench_gemm (docs/PERFORMANCE.md).
 #pragma once
 
 #include <cstdint>
@@ -23,9 +23,7 @@ void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Te
 
 // Up to this many rows of x, cpu_matmul uses the matrix-vector kernels rather than a GEMM: for f32 weights, and
 // for weights that the GEMM path would have to convert. bench_gemm measured the two paths crossing near 32-64 rows
-// (f32) and 64 rows (others) on a 2-core AVX-512 machine; these limits stay below that. With the GEMM of our own
-// (AVX2) they crossed at 16 rows for every dtype (2-core Zen 3: equal at 16, the GEMM 1.2-1.5x faster at 32), so
-// there the f32 limit serves all.
+// (f32) and 64 rows (others) on a 2-core AVX-512 machine; these limits stay below that.
 inline constexpr int64_t kMatvecMaxRowsF32 = 16;
 inline constexpr int64_t kMatvecMaxRowsConverted = 32;
 int64_t matvec_max_rows(DType weights);
@@ -38,15 +36,12 @@ void cpu_matmul_many(ThreadPool& pool, const float* x, int64_t m, int64_t k, std
 // The two paths of cpu_matmul, for benchmarks and tests that compare them.
 // The matrix-vector path, for any m.
 void cpu_matvec_rows(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
-// The GEMM path with a given library: `own` is the GEMM of our own on weight panels (panel_gemm.hpp; only where
-// the best kernel set has one, else invalid_argument), `onednn` oneDNN's matmul, `openblas` OpenBLAS's sgemm (the
-// first choice of all, kept for the comparison). The libraries run single-threaded inside the chunks of Corolla's
-// pool: OpenBLAS through init_blas_single_threaded(), oneDNN by setting OpenMP to one thread in every thread that
-// calls it (so it never starts an OpenMP team; other OpenMP code in those threads is affected too).
-enum class GemmLibrary { own, openblas, onednn };
+// The GEMM path with a given library (cpu_matmul uses oneDNN; OpenBLAS was the previous choice, kept for the
+// comparison). Both run single-threaded inside the chunks of Corolla's pool: OpenBLAS through
+// init_blas_single_threaded(), oneDNN by setting OpenMP to one thread in every thread that calls it (so it never
+// starts an OpenMP team; other OpenMP code in those threads is affected too).
+enum class GemmLibrary { openblas, onednn };
 void cpu_gemm(ThreadPool& pool, GemmLibrary lib, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
-// What cpu_matmul uses: `own` where the best kernel set has it (AVX2 without AVX-512), else `onednn`.
-GemmLibrary default_gemm_library();
 
 // Pins OpenBLAS to one thread: Corolla parallelises around it with ThreadPool, whose idle threads block.
 void init_blas_single_threaded();

@@ -40,17 +40,12 @@ inline int64_t packed_floats(int64_t k, int64_t rows) {
   return (rows + kPanelRows - 1) / kPanelRows * kPanelRows * panel_depth(k);
 }
 
-struct PanelGemmKernels;
-
 struct MatvecKernels {
   const char* isa;  // "scalar", "avx2", "avx512"
   MatvecFn f32, f16, bf16, q8_0, q4_0, q4_1;
   MatvecRowsFn f32_rows, f16_rows, bf16_rows, q8_0_rows, q4_0_rows, q4_1_rows;
   DequantFn f16_to_f32, bf16_to_f32, q8_0_to_f32, q4_0_to_f32, q4_1_to_f32;
   PackFn f32_pack, f16_pack, bf16_pack, q8_0_pack, q4_0_pack, q4_1_pack;
-  // The GEMM of our own on these panels (panel_gemm.hpp): set where oneDNN has no kernel that reads packed
-  // weights (the avx2 set), null where oneDNN's serve (scalar: its portable code; avx512: its brgemm kernels).
-  const PanelGemmKernels* panel_gemm = nullptr;
   MatvecFn for_dtype(DType t) const;
   MatvecRowsFn rows_for_dtype(DType t) const;
   DequantFn dequant_for_dtype(DType t) const;  // f32 included (a copy)

@@ -11,7 +11,6 @@
 #include <cstdlib>
 
 #include "kernels/cpu/matvec.hpp"
-#include "kernels/cpu/panel_gemm.hpp"
 
 namespace corolla {
 namespace {
@@ -322,74 +321,6 @@ void dequant(const void* src, float* dst, int64_t n) {
   for (int64_t i = nc * kChunk; i < n; ++i) dst[i] = dec.at(s, i);
 }
 
-// --- GEMM panels (PackFn in matvec.hpp) ----------------------------------------------------------------------
-
-// Transposes the 8x8 block held in r[0..8) (row i in r[i]) in registers.
-inline void transpose8(__m256 (&r)[8]) {
-  __m256 t[8];
-  for (int i = 0; i < 4; ++i) {  // per 128-bit lane: a0 b0 a1 b1, a2 b2 a3 b3
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 2; ++i) {  // lane l of r[4i + j]: column 4l + j of rows 4i .. 4i + 3
-    const __m256d a = _mm256_castps_pd(t[4 * i]), b = _mm256_castps_pd(t[4 * i + 1]);
-    const __m256d c = _mm256_castps_pd(t[4 * i + 2]), d = _mm256_castps_pd(t[4 * i + 3]);
-    r[4 * i] = _mm256_castpd_ps(_mm256_unpacklo_pd(a, c));
-    r[4 * i + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(a, c));
-    r[4 * i + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(b, d));
-    r[4 * i + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(b, d));
-  }
-  for (int j = 0; j < 4; ++j) {  // low lanes of r[j] and r[4 + j] make column j, high lanes column 4 + j
-    t[j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x20);
-    t[4 + j] = _mm256_permute2f128_ps(r[j], r[4 + j], 0x31);
-  }
-  for (int i = 0; i < 8; ++i) r[i] = t[i];
-}
-
-// Panel geometry of matvec.hpp, restated here: this file calls no inline function of a shared header.
-constexpr int64_t kPanel = kPanelRows;
-inline int64_t depth_of(int64_t k) { return (k + 15) / 16 * 16; }
-
-// Eight rows at a time: each chunk of 32 values of 8 rows is decoded into registers (zeros for rows past `rows`),
-// transposed as four 8x8 blocks and stored as 32 panel rows of 8 values. The tail of k past the last whole chunk
-// (plain dtypes only: quantized rows are whole blocks) and the padding up to the panel depth are written one value
-// at a time.
-template <class D>
-void pack(const void* w, int64_t k, int64_t rows, float* out) {
-  D dec{};
-  if constexpr (requires { dec.f16; }) dec.f16 = f16_to_f32_table();
-  const char* wb = static_cast<const char*>(w);
-  const int64_t stride = (k / kChunk) * D::kChunkBytes + (k % kChunk) * (D::kChunkBytes / kChunk);
-  const int64_t nc = k / kChunk, depth = depth_of(k);
-  for (int64_t p0 = 0; p0 < rows; p0 += kPanel) {
-    float* panel = out + p0 * depth;
-    for (int64_t g = p0; g < p0 + kPanel; g += 8) {
-      float* col = panel + (g - p0);
-      const int64_t live = min64(8, max64(0, rows - g));  // rows of this group that exist
-      for (int64_t c = 0; c < nc; ++c) {
-        __m256 v[4][8];
-        for (int i = 0; i < 8; ++i) {
-          __m256 row[4];
-          if (i < live) {
-            dec.load(wb + (g + i) * stride, c, row);
-          } else {
-            for (int q = 0; q < 4; ++q) row[q] = _mm256_setzero_ps();
-          }
-          for (int q = 0; q < 4; ++q) v[q][i] = row[q];
-        }
-        float* dst = col + c * kChunk * kPanel;
-        for (int q = 0; q < 4; ++q) {
-          transpose8(v[q]);
-          for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + (8 * q + i) * kPanel, v[q][i]);
-        }
-      }
-      for (int64_t kk = nc * kChunk; kk < depth; ++kk)
-        for (int64_t i = 0; i < 8; ++i)
-          col[kk * kPanel + i] = i < live && kk < k ? dec.at(wb + (g + i) * stride, kk) : 0.f;
-    }
-  }
-}
-
 }  // namespace
 
 const MatvecKernels& avx2_matvec_kernels() {
@@ -411,13 +342,14 @@ const MatvecKernels& avx2_matvec_kernels() {
                                .q8_0_to_f32 = dequant<DecQ8_0>,
                                .q4_0_to_f32 = dequant<DecQ4_0>,
                                .q4_1_to_f32 = dequant<DecQ4_1>,
-                               .f32_pack = pack<DecF32>,
-                               .f16_pack = pack<DecF16>,
-                               .bf16_pack = pack<DecBf16Natural>,
-                               .q8_0_pack = pack<DecQ8_0>,
-                               .q4_0_pack = pack<DecQ4_0>,
-                               .q4_1_pack = pack<DecQ4_1>,
-                               .panel_gemm = &avx2_panel_gemm()};
+                               // The packed GEMM path needs oneDNN's AVX-512 kernels; with those present
+                               // and this set chosen (COROLLA_ISA=avx2), the portable packing serves.
+                               .f32_pack = scalar_matvec_kernels().f32_pack,
+                               .f16_pack = scalar_matvec_kernels().f16_pack,
+                               .bf16_pack = scalar_matvec_kernels().bf16_pack,
+                               .q8_0_pack = scalar_matvec_kernels().q8_0_pack,
+                               .q4_0_pack = scalar_matvec_kernels().q4_0_pack,
+                               .q4_1_pack = scalar_matvec_kernels().q4_1_pack};
   return k;
 }
 

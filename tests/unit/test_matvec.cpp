@@ -14,7 +14,6 @@
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/matvec.hpp"
-#include "kernels/cpu/panel_gemm.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/tensor.hpp"
 
@@ -234,62 +233,14 @@ BOOST_AUTO_TEST_CASE(cpu_matmul_matches_naive_reference) {
         std::fill(y.begin(), y.end(), -1.f);
         cpu_matvec_rows(pool, x.data(), m, k, w.stored, y.data());
         BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance, "cpu_matvec_rows " << dtype_name(t) << " m=" << m);
-        std::vector<GemmLibrary> libs{GemmLibrary::onednn, GemmLibrary::openblas};
-        if (best_matvec_kernels().panel_gemm) libs.push_back(GemmLibrary::own);
-        for (GemmLibrary lib : libs) {
+        for (GemmLibrary lib : {GemmLibrary::onednn, GemmLibrary::openblas}) {
           std::fill(y.begin(), y.end(), -1.f);
           cpu_gemm(pool, lib, x.data(), m, k, w.stored, y.data());
-          const char* name = lib == GemmLibrary::onednn ? "oneDNN" : lib == GemmLibrary::own ? "own" : "OpenBLAS";
           BOOST_TEST(matmul_error(w, n, k, m, x, y) < kTolerance,
-                     "cpu_gemm (" << name << ") " << dtype_name(t) << " m=" << m);
+                     "cpu_gemm (" << (lib == GemmLibrary::onednn ? "oneDNN" : "OpenBLAS") << ") " << dtype_name(t)
+                                  << " m=" << m);
         }
       }
     }
   }
-}
-
-// The GEMM of our own, for every kernel set that has one (also where it is not the best set, e.g. the avx2 set on
-// an AVX-512 CPU), directly on packed operands: rows of x across a micro-kernel's 6 and a block's 144, weight rows
-// across its 16 and a panel's 64, k across a depth block of 256, into a y wider than the product (ldy > rows) whose
-// other columns must stay untouched.
-BOOST_AUTO_TEST_CASE(panel_gemm_matches_naive_reference) {
-  uint32_t seed = 400;
-  int sets = 0;
-  for (const MatvecKernels* ks : available_matvec_kernels()) {
-    if (!ks->panel_gemm) continue;
-    ++sets;
-    const PanelGemmKernels& gemm = *ks->panel_gemm;
-    for (DType t : {DType::f32, DType::bf16, DType::q8_0})
-      for (int64_t rows : {1, 16, 17, 70, 128})
-        for (int64_t k : {32, 45, 300, 544}) {
-          if (is_quantized(t) && k % 32 != 0) continue;
-          const Weights w = make_weights(t, rows, k, seed++);
-          std::vector<float> panels(static_cast<size_t>(packed_floats(k, rows)));
-          ks->pack_for_dtype(t)(w.stored.data(), k, rows, panels.data());
-          for (int64_t m : {1, 5, 6, 7, 13, 150}) {
-            const std::vector<float> x = randn(m * k, seed++);
-            std::vector<float> xp(static_cast<size_t>(gemm.packed_x_floats(m, k)));
-            const int64_t half = m / 2 / gemm.x_group_rows * gemm.x_group_rows;  // two ranges, as two threads would
-            gemm.pack_x(x.data(), m, k, xp.data(), 0, half);
-            gemm.pack_x(x.data(), m, k, xp.data(), half, m);
-            const int64_t ldy = rows + 3;
-            std::vector<float> y(static_cast<size_t>(m * ldy), -1.f);
-            gemm.multiply(xp.data(), m, k, panels.data(), rows, y.data(), ldy);
-            double worst = 0;
-            bool untouched = true;
-            for (int64_t i = 0; i < m; ++i) {
-              for (int64_t r = 0; r < rows; ++r) {
-                double ref, scale;
-                reference(w.dequantized, k, x.data() + i * k, r, ref, scale);
-                worst = std::max(worst, std::fabs(y[static_cast<size_t>(i * ldy + r)] - ref) / std::max(scale, 1e-30));
-              }
-              for (int64_t r = rows; r < ldy; ++r) untouched = untouched && y[static_cast<size_t>(i * ldy + r)] == -1.f;
-            }
-            BOOST_TEST(worst < kTolerance, ks->isa << " " << dtype_name(t) << " m=" << m << " rows=" << rows
-                                                   << " k=" << k << ": error " << worst);
-            BOOST_TEST(untouched, ks->isa << " wrote past column " << rows);
-          }
-        }
-  }
-  if (sets == 0) BOOST_TEST_MESSAGE("no kernel set with a GEMM of its own on this CPU");
 }
