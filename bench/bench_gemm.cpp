@@ -8,7 +8,7 @@
 //   onednn f32 packed    the same with weights reordered once into oneDNN's preferred layout (not timed)
 //   onednn bf16 (pk)     oneDNN matmul with bf16 weights (as stored, or packed) and x rounded to bf16 (timed)
 // then the CPU time each library's idle threads burn in the second after its last GEMM.
-//   bench_gemm [--threads=2] [--m=512] [--reps=2]
+//   bench_gemm [--threads=2] [--m=512] [--reps=3]   (reps: alternated rounds, each method's best counts)
 #include <cblas.h>
 
 #include <algorithm>
@@ -17,7 +17,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <thread>
@@ -61,7 +63,7 @@ double idle_cpu_ms_over_1s() {
 int main(int argc, char** argv) {
   const int threads = std::stoi(arg(argc, argv, "threads", "2"));
   const int64_t m = std::stoll(arg(argc, argv, "m", "512"));
-  const int reps = std::stoi(arg(argc, argv, "reps", "2"));
+  const int reps = std::stoi(arg(argc, argv, "reps", "3"));
   ThreadPool pool(threads);
   init_blas_single_threaded();
 
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
                          "corolla/dnnl", "corolla/blas", "onednn", "onednn pk"};
   const char* types[] = {"f32", "f32", "f32", "f32", "f32", "bf16 w", "bf16 w", "bf16 w+x", "bf16 w+x"};
   constexpr int kMethods = 9;
-  std::printf("bench_gemm: M = %lld tokens, %d threads, best of %d runs, load average %s, OpenBLAS core %s\n",
+  std::printf("bench_gemm: M = %lld tokens, %d threads, best of %d alternated rounds, load average %s, OpenBLAS core %s\n",
               static_cast<long long>(m), threads, reps, load_average().c_str(), openblas_get_corename());
   std::printf("GFLOP/s (wall clock; last line: GFLOP per CPU-second of the process); ratio = corolla/dnnl f32 / the\n"
               "fastest f32 library alone\n");
@@ -92,46 +94,53 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
     flops_total += flops;
 
-    double t[kMethods];
-    int method = 0;  // which method `timed` runs, for its CPU time
-    auto timed = [&](auto&& fn) {
-      fn();  // warm-up (and first-touch of y)
-      double best_cpu = 1e30;
-      const double best = best_time(reps, [&] {
-        const double c0 = process_cpu_s();
-        fn();
-        best_cpu = std::min(best_cpu, process_cpu_s() - c0);
-      });
-      cpu_seconds[method] += best_cpu;
-      return best;
-    };
-    method = 0;
-    t[0] = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wf, y.data()); });
-    method = 1;
-    t[1] = timed([&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wf, y.data()); });
-    method = 5;
-    t[5] = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wb, y.data()); });
-    method = 6;
-    t[6] = timed([&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wb, y.data()); });
-    openblas_set_num_threads(threads);
-    method = 2;
-    t[2] = timed([&] {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-                  static_cast<int>(k), 1.f, x.data(), static_cast<int>(k), wf.data_as<const float>(),
-                  static_cast<int>(k), 0.f, y.data(), static_cast<int>(n));
-    });
-    openblas_set_num_threads(1);
+    // Every method once per round, `reps` rounds, each method's best round counting: alternated, so that a slow
+    // stretch of this machine falls on all of them rather than on whichever ran then. The libraries alone run
+    // their own threads, which spin for a while after a call (openblas ~100 ms, OpenMP a few ms): a pause after
+    // them, untimed, keeps that from slowing the next method.
+    std::vector<std::unique_ptr<DnnlMatmul>> dnnl(4);
     for (int v = 0; v < 4; ++v) {
       const bool bf16 = v >= 2, packed = v % 2 == 1;
-      method = bf16 ? 7 + v - 2 : 3 + v;
       try {
-        DnnlMatmul mm(m, n, k, bf16, packed, bf16 ? wb.data() : wf.data(), x.data(), y.data(), threads);
-        t[method] = timed([&] { mm.run(); });
+        dnnl[static_cast<size_t>(v)] = std::make_unique<DnnlMatmul>(m, n, k, bf16, packed, bf16 ? wb.data() : wf.data(),
+                                                                    x.data(), y.data(), threads);
       } catch (const dnnl::error&) {
         // oneDNN has no kernel for this on this CPU (bf16 x bf16 without AVX-512): printed as nan.
-        t[method] = cpu_seconds[method] = std::numeric_limits<double>::quiet_NaN();
       }
     }
+    const std::function<void()> methods[kMethods] = {
+        [&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wf, y.data()); },
+        [&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wf, y.data()); },
+        [&] {
+          openblas_set_num_threads(threads);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                      static_cast<int>(k), 1.f, x.data(), static_cast<int>(k), wf.data_as<const float>(),
+                      static_cast<int>(k), 0.f, y.data(), static_cast<int>(n));
+          openblas_set_num_threads(1);
+        },
+        dnnl[0] ? std::function<void()>([&] { dnnl[0]->run(); }) : nullptr,
+        dnnl[1] ? std::function<void()>([&] { dnnl[1]->run(); }) : nullptr,
+        [&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wb, y.data()); },
+        [&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wb, y.data()); },
+        dnnl[2] ? std::function<void()>([&] { dnnl[2]->run(); }) : nullptr,
+        dnnl[3] ? std::function<void()>([&] { dnnl[3]->run(); }) : nullptr,
+    };
+    constexpr bool kOwnThreads[kMethods] = {false, false, true, true, true, false, false, true, true};
+    double t[kMethods], cpu[kMethods];
+    for (int i = 0; i < kMethods; ++i) {
+      t[i] = cpu[i] = methods[i] ? 1e30 : std::numeric_limits<double>::quiet_NaN();
+      if (methods[i]) methods[i]();  // warm-up (and first-touch of y)
+    }
+    for (int r = 0; r < reps; ++r)
+      for (int i = 0; i < kMethods; ++i) {
+        if (!methods[i]) continue;
+        const double w0 = wall_s(), c0 = process_cpu_s();
+        methods[i]();
+        t[i] = std::min(t[i], wall_s() - w0);
+        cpu[i] = std::min(cpu[i], process_cpu_s() - c0);
+        if (kOwnThreads[i]) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+    for (int i = 0; i < kMethods; ++i) cpu_seconds[i] += cpu[i];
     char shape[32];
     std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(n), static_cast<long long>(k));
     std::printf("%-10s %-11s", sh.name, shape);
