@@ -31,7 +31,8 @@ class Backend {
   // Host -> device. The CPU backend returns its argument (no copy).
   virtual Tensor upload(const Tensor& host) = 0;
   // Host weights -> the form this backend computes with: upload() unless the backend wants them laid out
-  // otherwise (the CPU backend moves rows of whole pages onto page boundaries, kernels/cpu/page_aligned_rows.hpp).
+  // otherwise (the CPU backend copies matrices into page-aligned, huge-page memory where that reads faster,
+  // kernels/cpu/weight_placement.hpp).
   virtual Tensor upload_weight(const Tensor& host) { return upload(host); }
   // Device -> host. The CPU backend returns its argument (no copy).
   virtual Tensor download(const Tensor& t) = 0;

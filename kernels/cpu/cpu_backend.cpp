@@ -14,7 +14,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/matmul_backward.hpp"
 #include "kernels/cpu/matvec.hpp"
-#include "kernels/cpu/page_aligned_rows.hpp"
+#include "kernels/cpu/weight_placement.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/cpu/vector_math.hpp"
 
@@ -80,7 +80,7 @@ class CpuBackend final : public Backend {
     return Tensor::view(data, dtype, shape, std::move(buffer));
   }
   Tensor upload(const Tensor& host) override { return host; }
-  Tensor upload_weight(const Tensor& host) override { return with_page_aligned_rows(host); }
+  Tensor upload_weight(const Tensor& host) override { return placed_for_kernels(host); }
   Tensor download(const Tensor& t) override { return t; }
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kernels/cpu/page_aligned_rows.hpp"
+#include "kernels/cpu/weight_placement.hpp"
 #include "model/block.hpp"
 #include "model/client_head.hpp"
 #include "model/weights/gguf_file.hpp"
@@ -162,19 +162,40 @@ BOOST_AUTO_TEST_CASE(rows_of_whole_pages_are_moved_onto_page_boundaries) {
   // bf16 rows of 2048 values and f32 rows of 1024 are one page each: copied when they start inside a page.
   for (auto [dtype, k] : {std::pair{DType::bf16, int64_t{2048}}, std::pair{DType::f32, int64_t{1024}}}) {
     const Tensor inside = view(2512, dtype, {8, k});
-    const Tensor placed = with_page_aligned_rows(inside);
+    const Tensor placed = placed_for_kernels(inside);
     BOOST_TEST(placed.data() != inside.data());
     BOOST_TEST(page_aligned(placed));
     BOOST_TEST(placed.shape() == inside.shape());
     BOOST_TEST(std::memcmp(placed.data(), inside.data(), static_cast<size_t>(inside.nbytes())) == 0);
     const Tensor on_page = view(4096, dtype, {8, k});
-    BOOST_TEST(with_page_aligned_rows(on_page).data() == on_page.data());
+    BOOST_TEST(placed_for_kernels(on_page).data() == on_page.data());
   }
-  // Rows of 2.75 pages (a down projection's) cross pages at varying places anyway: left where they are.
+  // Rows of 2.75 pages (a down projection's) cross pages at varying places anyway: a small matrix of them is left
+  // where it is, and so is anything but a matrix.
   const Tensor down = view(2512, DType::bf16, {4, 5632});
-  BOOST_TEST(with_page_aligned_rows(down).data() == down.data());
+  BOOST_TEST(placed_for_kernels(down).data() == down.data());
   const Tensor vector = view(2512, DType::bf16, {2048});
-  BOOST_TEST(with_page_aligned_rows(vector).data() == vector.data());
+  BOOST_TEST(placed_for_kernels(vector).data() == vector.data());
+}
+
+BOOST_AUTO_TEST_CASE(large_matrices_are_moved_onto_huge_page_boundaries) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const Tensor buffer = patterned(DType::i32, {int64_t{3} << 20});  // 12 MiB
+  char* base = static_cast<char*>(buffer.data());
+  base += (kHuge - reinterpret_cast<uintptr_t>(base) % kHuge) % kHuge;
+  // 2.06 MiB of rows that are not whole pages, 2512 bytes into a page: copied onto a huge-page boundary.
+  const Tensor inside = Tensor::view(base + 2512, DType::bf16, {192, 5632}, buffer.owner());
+  BOOST_REQUIRE(inside.nbytes() >= static_cast<int64_t>(kHuge));
+  const Tensor placed = placed_for_kernels(inside);
+  BOOST_TEST(placed.data() != inside.data());
+  BOOST_TEST(reinterpret_cast<uintptr_t>(placed.data()) % kHuge == 0);
+  BOOST_TEST(std::memcmp(placed.data(), inside.data(), static_cast<size_t>(inside.nbytes())) == 0);
+  // Already on a huge-page boundary: left in place. Under 2 MiB: left in place.
+  const Tensor on_boundary = Tensor::view(base + kHuge, DType::bf16, {192, 5632}, buffer.owner());
+  BOOST_TEST(placed_for_kernels(on_boundary).data() == on_boundary.data());
+  const Tensor small = Tensor::view(base + 2512, DType::bf16, {180, 5632}, buffer.owner());
+  BOOST_REQUIRE(small.nbytes() < static_cast<int64_t>(kHuge));
+  BOOST_TEST(placed_for_kernels(small).data() == small.data());
 }
 
 BOOST_AUTO_TEST_CASE(a_weight_copied_on_load_releases_its_mapped_pages) {

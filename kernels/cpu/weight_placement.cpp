@@ -1,4 +1,4 @@
-#include "kernels/cpu/page_aligned_rows.hpp"
+#include "kernels/cpu/weight_placement.hpp"
 
 #include <sys/mman.h>
 
@@ -12,13 +12,17 @@ namespace corolla {
 namespace {
 constexpr size_t kPage = 4096;
 constexpr size_t kHugePage = size_t{2} << 20;
+
+bool aligned_to(const void* p, size_t alignment) { return reinterpret_cast<uintptr_t>(p) % alignment == 0; }
 }  // namespace
 
-Tensor with_page_aligned_rows(const Tensor& w) {
+Tensor placed_for_kernels(const Tensor& w) {
   if (w.device() != Device::cpu || w.rank() != 2 || w.numel() == 0) return w;
   const auto row_bytes = static_cast<size_t>(storage_bytes(w.dtype(), w.dim(1)));
-  if (row_bytes % kPage != 0 || reinterpret_cast<uintptr_t>(w.data()) % kPage == 0) return w;
   const auto bytes = static_cast<size_t>(w.nbytes());
+  const bool rows_cross_pages = row_bytes % kPage == 0 && !aligned_to(w.data(), kPage);
+  const bool wants_huge_pages = bytes >= kHugePage && !aligned_to(w.data(), kHugePage);
+  if (!rows_cross_pages && !wants_huge_pages) return w;
   // Aligned to a huge page when it spans one, so that the whole copy can be mapped by them.
   const size_t alignment = bytes >= kHugePage ? kHugePage : kPage;
   const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
