@@ -6,7 +6,8 @@
 //   memory   peak RSS during decode vs weights + KV cache
 //
 //   bench_decode --model=DIR [--threads=2] [--tokens=32] [--rounds=5] [--prefill=512] [--context=1024]
-//   (decode: `tokens` warm-up steps, then rounds x tokens measured ones; prefill: `rounds` alternations)
+//   (decode: `tokens` warm-up steps, then rounds x tokens measured ones; prefill: `rounds` alternations, none
+//   with --prefill=0)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -154,6 +155,8 @@ int main(int argc, char** argv) {
   // Prefill: one prompt of `prefill` tokens through the blocks (fresh cache) against the library's matmuls alone,
   // alternated for `rounds` rounds; each side's best round counts (disturbances only ever slow a run down). Both
   // sides are whole runs of the same work, so the best round of one is judged against the best of the other.
+  // --prefill=0 measures decode only.
+  if (prefill <= 0) return 0;
   std::vector<int32_t> long_prompt(static_cast<size_t>(prefill));
   for (int i = 0; i < prefill; ++i) long_prompt[static_cast<size_t>(i)] = 3 + (i * 7919) % 31000;
   std::vector<int32_t> long_pos(long_prompt.size());

@@ -1,5 +1,6 @@
 // Causal grouped-query attention over a KV cache on the CPU (the Backend::attention contract).
-// Few query tokens (decode): one pass over the cached keys and values per (token, head). Many (prefill): per
+// Few query tokens (decode): per (token, KV head), the query heads sharing that KV head as one block of rows,
+// scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place. Many (prefill): per
 // (sequence, head) and block of kAttentionQueryBlock queries, scores = Q·Kᵀ and out = P·V as two oneDNN sgemm
 // calls over the cache in place (strided, no gathering), with the causal mask and softmax between them. Each
 // block multiplies only the cache slots its queries may see, so a causal prompt costs about half a full square.

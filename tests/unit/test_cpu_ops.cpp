@@ -26,6 +26,37 @@ Backend& cpu() {
   return *b;
 }
 
+// The largest difference between out [B, T, Hq·Dh] and causal attention computed in double precision from q
+// [B, T, Hq, Dh] and the caches [B, S, Hkv, Dh] at the given positions.
+double worst_error_vs_naive(const Tensor& q, const Tensor& kc, const Tensor& vc, const std::vector<int32_t>& pos,
+                            float scale, const Tensor& out) {
+  const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3), slots = kc.dim(1), hkv = kc.dim(2);
+  double worst = 0;
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t ti = 0; ti < t; ++ti)
+      for (int64_t h = 0; h < hq; ++h) {
+        const int64_t g = h / (hq / hkv), last = pos[static_cast<size_t>(bi * t + ti)];
+        const float* kv_k = kc.data_as<const float>() + bi * slots * hkv * hd;
+        const float* kv_v = vc.data_as<const float>() + bi * slots * hkv * hd;
+        std::vector<double> s(static_cast<size_t>(last + 1));
+        double mx = -1e30, z = 0;
+        for (int64_t j = 0; j <= last; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i)
+            d += at(q, ((bi * t + ti) * hq + h) * hd + i) * kv_k[(j * hkv + g) * hd + i];
+          s[static_cast<size_t>(j)] = d * scale;
+          mx = std::max(mx, d * scale);
+        }
+        for (auto& e : s) z += (e = std::exp(e - mx));
+        for (int64_t i = 0; i < hd; ++i) {
+          double want = 0;
+          for (int64_t j = 0; j <= last; ++j) want += s[static_cast<size_t>(j)] / z * kv_v[(j * hkv + g) * hd + i];
+          worst = std::max(worst, std::fabs(at(out, (bi * t + ti) * hq * hd + h * hd + i) - want));
+        }
+      }
+  return worst;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(layer_norm_matches_formula) {
@@ -114,29 +145,7 @@ BOOST_AUTO_TEST_CASE(prefill_attention_in_query_blocks_matches_naive) {
   Tensor out = cpu().alloc(DType::f32, {b, t, hq * hd});
   const float scale = 0.25f;
   cpu().attention(q, kc, vc, pos, scale, out);
-  double worst = 0;
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t ti = 0; ti < t; ++ti)
-      for (int64_t h = 0; h < hq; ++h) {
-        const int64_t g = h / (hq / hkv), last = pos[static_cast<size_t>(bi * t + ti)];
-        const float* kv_k = kc.data_as<const float>() + bi * slots * hkv * hd;
-        const float* kv_v = vc.data_as<const float>() + bi * slots * hkv * hd;
-        std::vector<double> s(static_cast<size_t>(last + 1));
-        double mx = -1e30, z = 0;
-        for (int64_t j = 0; j <= last; ++j) {
-          double d = 0;
-          for (int64_t i = 0; i < hd; ++i)
-            d += at(q, ((bi * t + ti) * hq + h) * hd + i) * kv_k[(j * hkv + g) * hd + i];
-          s[static_cast<size_t>(j)] = d * scale;
-          mx = std::max(mx, d * scale);
-        }
-        for (auto& e : s) z += (e = std::exp(e - mx));
-        for (int64_t i = 0; i < hd; ++i) {
-          double want = 0;
-          for (int64_t j = 0; j <= last; ++j) want += s[static_cast<size_t>(j)] / z * kv_v[(j * hkv + g) * hd + i];
-          worst = std::max(worst, std::fabs(at(out, (bi * t + ti) * hq * hd + h * hd + i) - want));
-        }
-      }
+  const double worst = worst_error_vs_naive(q, kc, vc, pos, scale, out);
   BOOST_TEST(worst < 1e-5);
 }
 
@@ -192,4 +201,18 @@ BOOST_AUTO_TEST_CASE(matmul_many_equals_one_matmul_per_weight) {
   Tensor wrong = cpu().alloc(DType::f32, {1, 22});
   const std::array<Tensor*, 3> bad{&wrong, &wrong, &wrong};
   BOOST_CHECK_THROW(cpu().matmul_many(x.slice_rows(0, 1), ws, biases, bad), std::invalid_argument);
+}
+
+// Decode over a long cache: each token's query heads sharing a KV head run as one block (TinyLlama's 8 per KV
+// head, sequences at different depths); with a single KV head the group is split between the threads.
+BOOST_AUTO_TEST_CASE(decode_attention_by_head_group_matches_naive) {
+  for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{32, 4}, {6, 1}}) {
+    const int64_t b = 2, hd = 64, slots = 700;
+    Tensor kc = random_tensor({b, slots, hkv, hd}, 30), vc = random_tensor({b, slots, hkv, hd}, 31);
+    Tensor q = random_tensor({b, 1, hq, hd}, 32);
+    const std::vector<int32_t> pos = {699, 123};
+    Tensor out = cpu().alloc(DType::f32, {b, 1, hq * hd});
+    cpu().attention(q, kc, vc, pos, 0.125f, out);
+    BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, 0.125f, out) < 1e-5, "hq " << hq << ", hkv " << hkv);
+  }
 }
