@@ -18,13 +18,27 @@ struct Dims {
   int64_t b, t, hq, hd, slots, hkv, group;
 };
 
+// scores[rows, span] = scale · q · kᵀ for rows of q (row stride ldq) against `span` cached keys (row stride ldk).
+void attention_scores(int64_t rows, int64_t span, int64_t hd, float scale, const float* q, int64_t ldq,
+                      const float* k, int64_t ldk, float* scores) {
+  if (dnnl_sgemm('N', 'T', rows, span, hd, scale, q, ldq, k, ldk, 0.f, scores, span) != dnnl_success)
+    throw std::runtime_error("attention: oneDNN sgemm failed");
+}
+
+// out[rows, hd] (row stride ldo) = p[rows, span] · v for `span` cached values (row stride ldv).
+void attention_values(int64_t rows, int64_t span, int64_t hd, const float* p, const float* v, int64_t ldv,
+                      float* out, int64_t ldo) {
+  if (dnnl_sgemm('N', 'N', rows, hd, span, 1.f, p, span, v, ldv, 0.f, out, ldo) != dnnl_success)
+    throw std::runtime_error("attention: oneDNN sgemm failed");
+}
+
 // Few queries (decode): per token and KV head, the query heads that share it (contiguous in q and out) as one
 // block of rows, scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place. The keys and
 // values are read once per group rather than once per query head (Hq / Hkv = 8 times for TinyLlama), and the
 // products run as GEMMs rather than one dot product at a time: at 1500 cached tokens that took a TinyLlama-shaped
 // decode step's attention from 50 to 13.5 ms on 2 threads (docs/PERFORMANCE.md). When there are fewer groups
-// than chunks for the pool, each group's heads are split into as many pieces as keep every thread busy (each
-// piece reads the group's keys and values again).
+// than two per thread, each group's heads are split into as many pieces as give every thread two (each piece
+// reads the group's keys and values again; pieces never outnumber the group's heads, so none is empty).
 void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const float* pk, const float* pv,
                         std::span<const int32_t> positions, float scale, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;
@@ -38,19 +52,14 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       const int64_t token = g / d.hkv, kvh = g % d.hkv, bi = token / d.t;
       const int64_t h0 = kvh * d.group + piece * d.group / pieces, h1 = kvh * d.group + (piece + 1) * d.group / pieces;
       const int64_t rows = h1 - h0, span = positions[static_cast<size_t>(token)] + 1;
-      if (rows == 0) continue;
       const float* q0 = pq + (token * d.hq + h0) * d.hd;
       const float* k0 = pk + (bi * d.slots * d.hkv + kvh) * d.hd;
       const float* v0 = pv + (bi * d.slots * d.hkv + kvh) * d.hd;
       float* o0 = po + (token * d.hq + h0) * d.hd;
       scores.resize(static_cast<size_t>(rows * span));
-      if (dnnl_sgemm('N', 'T', rows, span, d.hd, scale, q0, d.hd, k0, d.hkv * d.hd, 0.f, scores.data(), span) !=
-          dnnl_success)
-        throw std::runtime_error("attention: oneDNN sgemm failed");
+      attention_scores(rows, span, d.hd, scale, q0, d.hd, k0, d.hkv * d.hd, scores.data());
       for (int64_t r = 0; r < rows; ++r) softmax_row(scores.data() + r * span, span);
-      if (dnnl_sgemm('N', 'N', rows, d.hd, span, 1.f, scores.data(), span, v0, d.hkv * d.hd, 0.f, o0, d.hd) !=
-          dnnl_success)
-        throw std::runtime_error("attention: oneDNN sgemm failed");
+      attention_values(rows, span, d.hd, scores.data(), v0, d.hkv * d.hd, o0, d.hd);
     }
   });
 }
@@ -74,9 +83,7 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const f
         const float* q0 = pq + ((bi * d.t + t0) * d.hq + h) * d.hd;
         float* o0 = po + ((bi * d.t + t0) * d.hq + h) * d.hd;
         // scores[t, s] = scale · q_t · k_s
-        if (dnnl_sgemm('N', 'T', rows, span, d.hd, scale, q0, d.hq * d.hd, k0, d.hkv * d.hd, 0.f, scores.data(),
-                       span) != dnnl_success)
-          throw std::runtime_error("attention: oneDNN sgemm failed");
+        attention_scores(rows, span, d.hd, scale, q0, d.hq * d.hd, k0, d.hkv * d.hd, scores.data());
         for (int64_t ti = 0; ti < rows; ++ti) {
           float* row = scores.data() + ti * span;
           const int64_t last = pos[ti];
@@ -84,9 +91,7 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const f
           std::fill(row + last + 1, row + span, 0.f);  // causal mask: later slots get no weight
         }
         // out[t, :] = Σ_s p[t, s] · v_s
-        if (dnnl_sgemm('N', 'N', rows, d.hd, span, 1.f, scores.data(), span, v0, d.hkv * d.hd, 0.f, o0,
-                       d.hq * d.hd) != dnnl_success)
-          throw std::runtime_error("attention: oneDNN sgemm failed");
+        attention_values(rows, span, d.hd, scores.data(), v0, d.hkv * d.hd, o0, d.hq * d.hd);
       }
     }
   });
