@@ -1,7 +1,9 @@
 # The CUDA backend builds whenever nvcc is present and is skipped, with a message, when it is not.
 include(CheckLanguage)
-check_language(CUDA)
 set(COROLLA_HAVE_CUDA OFF)
+if(COROLLA_CUDA)
+  check_language(CUDA)
+endif()
 if(CMAKE_CUDA_COMPILER)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
     # Hopper (H100/H200) and Ampere; "native" fails on machines without a GPU.
@@ -20,6 +22,6 @@ if(CMAKE_CUDA_COMPILER)
   set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
   set(COROLLA_HAVE_CUDA ON)
   message(STATUS "Corolla: CUDA backend enabled (nvcc ${CMAKE_CUDA_COMPILER_VERSION})")
-else()
+elseif(COROLLA_CUDA)
   message(WARNING "Corolla: nvcc not found, the CUDA backend and its tests are skipped")
 endif()
