@@ -1,9 +1,13 @@
 #include "actors/net/connector.hpp"
 
 #include <caf/all.hpp>
+#include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/io/network/default_multiplexer.hpp>
 #include <map>
+#include <vector>
 
+#include "actors/net/peer_gateway.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 
@@ -14,6 +18,8 @@ struct connector_state {
   std::map<std::string, caf::actor> local;      // registered in-process actors
   std::map<std::string, caf::actor> remote;     // resolved through the middleman
   std::map<caf::actor_addr, std::string> addresses;
+  // Resolves waiting for a connection under way, by address: one connection serves them all.
+  std::map<std::string, std::vector<caf::typed_response_promise<caf::actor>>> pending;
   static inline const char* name = "connector";
 };
 
@@ -32,7 +38,44 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
     self->state.local.erase(it->second);
     self->state.addresses.erase(it);
   });
+  auto settle = [=](const std::string& address, const caf::actor& peer, const caf::error& e) {
+    auto it = self->state.pending.find(address);
+    if (it == self->state.pending.end()) return;
+    auto waiting = std::move(it->second);
+    self->state.pending.erase(it);
+    for (auto& rp : waiting) {
+      if (e)
+        rp.deliver(e);
+      else
+        rp.deliver(peer);
+    }
+  };
   return {
+      [=](connected_atom, const std::string& address, uint16_t port, int fd, const std::string& error) {
+        if (fd < 0) {
+          settle(address, {}, make_error(errc::peer_unavailable, "cannot connect to " + address + ": " + error));
+          return;
+        }
+        auto& mm = self->home_system().middleman();
+        auto basp = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+        auto scribe = mm.backend().new_scribe(fd);
+        self->request(basp, std::chrono::seconds(10), caf::connect_atom::value, std::move(scribe), port)
+            .then(
+                [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+                  if (!ptr) {
+                    settle(address, {}, make_error(errc::peer_unavailable, address + " publishes no actor"));
+                    return;
+                  }
+                  auto a = caf::actor_cast<caf::actor>(ptr);
+                  self->monitor(a);
+                  self->state.addresses[a.address()] = address;
+                  self->state.remote[address] = a;
+                  settle(address, a, caf::error{});
+                },
+                [=](caf::error& e) {
+                  settle(address, {}, make_error(errc::peer_unavailable, "cannot connect to " + address + ": " + describe(e)));
+                });
+      },
       [=](register_atom, const std::string& address, caf::actor a) {
         self->monitor(a);
         self->state.addresses[a.address()] = address;
@@ -57,23 +100,20 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
         if (!parse_address(address, host, port))
           return make_error(errc::bad_request, "'" + address + "' is not a HOST:PORT address");
         auto rp = self->make_response_promise<caf::actor>();
-        auto mm = self->home_system().middleman().actor_handle();
-        self->request(mm, std::chrono::seconds(10), caf::connect_atom::value, host, port)
-            .then(
-                [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) mutable {
-                  if (!ptr) {
-                    rp.deliver(make_error(errc::peer_unavailable, address + " publishes no actor"));
-                    return;
-                  }
-                  auto a = caf::actor_cast<caf::actor>(ptr);
-                  self->monitor(a);
-                  self->state.addresses[a.address()] = address;
-                  self->state.remote[address] = a;
-                  rp.deliver(a);
-                },
-                [=](caf::error& e) mutable {
-                  rp.deliver(make_error(errc::peer_unavailable, "cannot connect to " + address + ": " + describe(e)));
-                });
+        auto& waiting = self->state.pending[address];
+        waiting.push_back(rp);
+        if (waiting.size() > 1) return rp;
+        // The peer gateway opens the connection (and filters what the peer sends); the BASP broker then
+        // takes CAF's end of it and performs the handshake.
+        auto me = caf::actor_cast<caf::actor>(self);
+        try {
+          PeerGateway::of(self->home_system())->connect(host, port, [me, address, port](int fd, std::string error) {
+            caf::anon_send(me, connected_atom::value, address, port, fd, std::move(error));
+          });
+        } catch (const std::exception& e) {
+          self->state.pending.erase(address);
+          rp.deliver(make_error(errc::peer_unavailable, "cannot connect to " + address + ": " + e.what()));
+        }
         return rp;
       },
   };

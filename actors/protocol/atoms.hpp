@@ -16,6 +16,7 @@ namespace corolla {
 
 using resolve_atom = caf::atom_constant<caf::atom("resolve")>;
 using relay_atom = caf::atom_constant<caf::atom("relay")>;
+using connected_atom = caf::atom_constant<caf::atom("connected")>;
 using register_atom = caf::atom_constant<caf::atom("register")>;
 using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
 using refresh_atom = caf::atom_constant<caf::atom("refresh")>;

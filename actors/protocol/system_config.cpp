@@ -3,6 +3,7 @@
 #include <caf/io/middleman.hpp>
 
 #include "actors/dht/dht_messages.hpp"
+#include "actors/net/peer_gateway.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
 
@@ -32,6 +33,7 @@ void add_corolla_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<dht_store_request>("corolla.dht_store_request");
   cfg.add_message_type<dht_store_reply>("corolla.dht_store_reply");
   cfg.add_error_category(kErrorCategory, render_error);
+  enable_peer_gateway(cfg);
 }
 
 corolla_config::corolla_config() {
@@ -40,8 +42,10 @@ corolla_config::corolla_config() {
   // Detect a frozen (SIGSTOPped) peer: heartbeats every 200 ms, connection dropped after 1 s of silence.
   set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(200)});
   set("middleman.connection-timeout", caf::timespan{std::chrono::seconds(1)});
-  // Server-to-server push: let a server reply to a client it was not introduced to directly.
-  set("middleman.enable-automatic-connections", true);
+  // No connection bypasses the peer gateway: CAF's automatic connections would open a listening port of their
+  // own and connect to whatever address a peer names. A pushed step's reply reaches its client anyway: the
+  // client connects to every server of its route itself.
+  set("middleman.enable-automatic-connections", false);
   // Several servers and a client share two cores in local swarms.
   set("scheduler.max-threads", 2);
   // A shared queue with blocking workers: work stealing polls, then sleeps between steals, which cost

@@ -4,14 +4,21 @@
 
 #include <caf/actor_system_config.hpp>
 
+#include "actors/net/peer_limits.hpp"
+
 namespace corolla {
 
 class corolla_config : public caf::actor_system_config {
  public:
   corolla_config();
+
+  // What the peer gateway grants peers (peer_gateway.hpp); set before the actor system starts.
+  peer_limits peers;
 };
 
-// Registers Corolla's wire types and error category on any actor_system_config (tests use their own configs).
+// Registers Corolla's wire types and error category, and the peer gateway, on any actor_system_config (tests use
+// their own configs). Every type registered under "corolla." is a wire message (wire_message.hpp): the peer
+// gateway passes exactly those.
 void add_corolla_types(caf::actor_system_config& cfg);
 
 }  // namespace corolla

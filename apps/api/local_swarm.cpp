@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include "actors/net/peer_gateway.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/protocol/atoms.hpp"
@@ -39,7 +40,7 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
   auto place = [&](const caf::actor& a, const std::string& name, uint16_t* port_out) {
     std::string address = "inproc:" + name;
     if (o.publish) {
-      auto port = sys_.middleman().publish(a, 0, o.host.c_str(), true);
+      auto port = publish_to_peers(sys_, a, o.host, 0);
       if (port) {
         address = o.host + ":" + std::to_string(*port);
         *port_out = *port;
@@ -124,11 +125,11 @@ void LocalSwarm::stop() {
   for (auto& s : supervisors_)
     self->request(s, std::chrono::seconds(10), close_atom::value).receive([](const ack&) {}, [](caf::error&) {});
   for (size_t i = 0; i < gates_.size(); ++i)
-    if (ports_[i]) sys_.middleman().unpublish(gates_[i], ports_[i]);
+    if (ports_[i]) unpublish_from_peers(sys_, ports_[i]);
   supervisors_.clear();
   gates_.clear();
   if (dht_) {
-    if (dht_port_) sys_.middleman().unpublish(dht_, dht_port_);
+    if (dht_port_) unpublish_from_peers(sys_, dht_port_);
     self->send_exit(dht_, caf::exit_reason::user_shutdown);
     dht_ = nullptr;
   }

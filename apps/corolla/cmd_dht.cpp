@@ -5,6 +5,7 @@
 #include <iostream>
 #include <random>
 
+#include "actors/net/peer_gateway.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
@@ -48,7 +49,7 @@ int run(const DhtFlags& f) {
     self->send_exit(connector, caf::exit_reason::user_shutdown);
   };
 
-  auto port = sys.middleman().publish(node, static_cast<uint16_t>(f.port), f.host.c_str(), true);
+  auto port = publish_to_peers(sys, node, f.host, static_cast<uint16_t>(f.port));
   if (!port) {
     stop();
     throw std::runtime_error("cannot listen on " + f.host + ":" + std::to_string(f.port) + ": " +
@@ -67,7 +68,7 @@ int run(const DhtFlags& f) {
             },
             [&](caf::error& e) { failed = std::move(e); });
     if (failed) {
-      sys.middleman().unpublish(node, *port);
+      unpublish_from_peers(sys, *port);
       stop();
       std::cerr << "error: " << describe(failed) << "\n";
       return 1;
@@ -78,7 +79,7 @@ int run(const DhtFlags& f) {
 
   const int sig = wait_for_stop_signal();
   std::cerr << "received signal " << sig << ", stopping\n";
-  sys.middleman().unpublish(node, *port);
+  unpublish_from_peers(sys, *port);
   stop();
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <random>
 
+#include "actors/net/peer_gateway.hpp"
 #include "actors/balance/balancer.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
@@ -139,7 +140,7 @@ int run(const NodeConfig& cfg) {
   // The gate first: published and announced as "joining" while the blocks load.
   server_node node = start_server_node(sys, setup, connector, source, false);
 
-  auto port = sys.middleman().publish(node.gate, cfg.port, cfg.host.c_str(), true);
+  auto port = publish_to_peers(sys, node.gate, cfg.host, cfg.port);
   if (!port) {
     self->send_exit(node.gate, caf::exit_reason::user_shutdown);
     throw std::runtime_error("cannot listen on " + cfg.host + ":" + std::to_string(cfg.port) + ": " +
@@ -169,7 +170,7 @@ int run(const NodeConfig& cfg) {
   auto stop_all = [&] {
     self->request(server.supervisor, std::chrono::seconds(10), close_atom::value)
         .receive([](const ack&) {}, [](caf::error&) {});
-    sys.middleman().unpublish(node.gate, *port);
+    unpublish_from_peers(sys, *port);
     self->send_exit(connector, caf::exit_reason::user_shutdown);
   };
   int64_t first = setup.first_block, last = setup.last_block;
