@@ -228,7 +228,7 @@ struct PeerGateway::impl {
         side, self, filter_limits, [this](const basp_node_id& n) { return claims.count(n) > 0; },
         [this, raw](const basp_node_id& n) {
           // A second inbound connection that claims a connected node would become CAF's route to it: it is
-          // quarantined (and closed at the handshake deadline). One we opened may (CAF closes it as redundant).
+          // quarantined (CAF's connection timeout or the handshake deadline closes it). One we opened may (CAF closes it as redundant).
           if (raw->side == basp_side::accepted && claims.count(n) > 0) return false;
           ++claims[n];
           raw->claimed = n;

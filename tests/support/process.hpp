@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -102,11 +103,17 @@ class ChildProcess {
   std::string buffer_;
 };
 
+// The `corolla` binary tests start: the build's, or $COROLLA_TEST_CLI (to show that a test fails on an older build).
+inline std::string corolla_cli() {
+  const char* p = std::getenv("COROLLA_TEST_CLI");
+  return p && *p ? std::string(p) : std::string(COROLLA_BIN_DIR) + "/corolla";
+}
+
 // `corolla serve` with the given flags; waits for its "serving blocks A:B of M at HOST:PORT" line.
 class ServerProcess {
  public:
   explicit ServerProcess(std::vector<std::string> flags)
-      : process_(std::string(COROLLA_BIN_DIR) + "/corolla", with_serve(std::move(flags))) {
+      : process_(corolla_cli(), with_serve(std::move(flags))) {
     const std::string line = process_.read_line();
     const auto at = line.rfind(" at ");
     if (line.rfind("serving blocks", 0) != 0 || at == std::string::npos)
@@ -133,7 +140,7 @@ class ServerProcess {
 class DhtProcess {
  public:
   explicit DhtProcess(std::vector<std::string> flags)
-      : process_(std::string(COROLLA_BIN_DIR) + "/corolla", with_dht(std::move(flags))) {
+      : process_(corolla_cli(), with_dht(std::move(flags))) {
     const std::string line = process_.read_line();
     const std::string prefix = "dht node at ";
     if (line.rfind(prefix, 0) != 0) throw std::runtime_error("unexpected DHT node output: " + line);

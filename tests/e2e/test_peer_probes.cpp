@@ -1,0 +1,179 @@
+// A hostile process on a node's peer port (127.0.0.1 only): it speaks BASP as CAF writes it, but sends what a
+// node's own actors send each other, claims other nodes' ids, announces gigabyte frames and floods random and
+// crafted frames. The node obeys none of it, its memory stays bounded, and it keeps serving.
+#define BOOST_TEST_MODULE peer_probes
+#include <boost/test/unit_test.hpp>
+#include <caf/all.hpp>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "actors/client/client_api.hpp"
+#include "actors/net/connector.hpp"
+#include "actors/protocol/atoms.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/messages.hpp"
+#include "actors/protocol/system_config.hpp"
+#include "support/basp_frames.hpp"
+#include "support/golden.hpp"
+#include "support/process.hpp"
+#include "support/raw_socket.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+size_t rss_bytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  for (size_t kb = 0; in >> key;) {
+    if (key == "VmRSS:") return (in >> kb, kb * 1024);
+    in.ignore(1 << 16, '\n');
+  }
+  return 0;
+}
+
+uint16_t port_of(const std::string& address) {
+  std::string host;
+  uint16_t port = 0;
+  BOOST_REQUIRE(parse_address(address, host, port));
+  return port;
+}
+
+// The test's own side: an actor system with a connector and the golden model's head, as a client has.
+struct client_side {
+  corolla_config cfg;
+  std::unique_ptr<Backend> backend = make_cpu_backend(1);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  caf::actor connector = spawn_connector(sys);
+  std::shared_ptr<ClientHead> head = std::make_shared<ClientHead>(*open_weights(model_dir("llama")), *backend);
+
+  ~client_side() { self->send_exit(connector, caf::exit_reason::user_shutdown); }
+
+  // Greedy generation through the server at `address`; empty when it fails.
+  std::vector<int32_t> generate(const std::string& address) {
+    auto client = spawn_swarm_client(sys, {{address}, route_mode::relay, 20s}, head, connector);
+    std::vector<int32_t> tokens;
+    caf::actor session;
+    self->request(client, 30s, open_session_request{64, 1})
+        .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_TEST_MESSAGE(describe(e)); });
+    if (session) {
+      generate_request req;
+      req.prompt = Golden("llama").ids("input_ids");
+      req.params.max_new_tokens = 8;
+      req.params.stop_at_eos = false;
+      self->request(session, 30s, req)
+          .receive([&](generate_result& r) { tokens = r.tokens; },
+                   [&](caf::error& e) { BOOST_TEST_MESSAGE(describe(e)); });
+      self->send_exit(session, caf::exit_reason::user_shutdown);
+    }
+    self->send_exit(client, caf::exit_reason::user_shutdown);
+    return tokens;
+  }
+
+  // A raw connection that has read the node's server handshake.
+  std::pair<RawSocket, server_greeting> greeted(uint16_t port) {
+    RawSocket s(port);
+    auto header = s.read_exactly(32, 5s);
+    BOOST_REQUIRE_EQUAL(header.size(), 32u);
+    const uint32_t len = (uint32_t(uint8_t(header[4])) << 24) | (uint32_t(uint8_t(header[5])) << 16) |
+                         (uint32_t(uint8_t(header[6])) << 8) | uint32_t(uint8_t(header[7]));
+    auto payload = s.read_exactly(len, 5s);
+    return {std::move(s), read_server_handshake(sys, header, payload)};
+  }
+};
+
+std::vector<int32_t> expected_tokens() {
+  auto all = Golden("llama").ids("greedy_ids");
+  return {all.begin(), all.begin() + 8};
+}
+
+std::vector<std::string> server_flags(const TempDir& dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> f{"--model", model_dir("llama"), "--block_indices", "0:4", "--port", "0",
+                             "--threads", "1", "--data_dir", dir.str() + "/node", "--cache_tokens", "1024"};
+  f.insert(f.end(), extra.begin(), extra.end());
+  return f;
+}
+
+}  // namespace
+
+// What a node's own actors send each other (a new span, a new address, an exit) arrives from a stranger as
+// well-formed BASP addressed to the published gate. Unguarded, the span message made the server drop its blocks
+// and the exit killed the gate; now the node never delivers them, and serves on.
+BOOST_AUTO_TEST_CASE(control_messages_from_a_peer_are_not_obeyed) {
+  TempDir dir;
+  ServerProcess server(server_flags(dir));
+  client_side c;
+  const uint16_t port = port_of(server.address());
+  {
+    auto [s, greeting] = c.greeted(port);
+    s.write(client_handshake(c.sys, fake_node(7)));
+    s.write(direct_message(c.sys, greeting.actor, caf::make_message(span_atom::value, int64_t{0}, int64_t{0})));
+    s.write(direct_message(c.sys, greeting.actor, caf::make_message(address_atom::value, std::string("127.0.0.1:9"))));
+    s.write(direct_message(c.sys, greeting.actor,
+                           caf::make_message(caf::exit_msg{caf::actor_addr{}, caf::exit_reason::kill})));
+    std::this_thread::sleep_for(300ms);
+  }
+  {
+    // Routed messages that claim to come from the node itself, and down messages about another node's actors.
+    auto [s, greeting] = c.greeted(port);
+    s.write(client_handshake(c.sys, fake_node(8)));
+    s.write(routed_message(c.sys, greeting.node, greeting.node, greeting.actor,
+                           caf::make_message(span_atom::value, int64_t{0}, int64_t{0})));
+    BOOST_TEST(s.closed_within(2s));
+    auto [t, g2] = c.greeted(port);
+    t.write(client_handshake(c.sys, fake_node(9)));
+    t.write(down_message(c.sys, fake_node(10), g2.node, 1));
+    BOOST_TEST(t.closed_within(2s));
+  }
+  BOOST_TEST(c.generate(server.address()) == expected_tokens(), boost::test_tools::per_element());
+}
+
+// A second connection that claims the id of a node already connected must not become the route to that node.
+BOOST_AUTO_TEST_CASE(a_connection_claiming_a_connected_node_is_not_its_route) {
+  TempDir dir;
+  ServerProcess server(server_flags(dir));
+  client_side c;
+  const uint16_t port = port_of(server.address());
+  // The test's own node connects honestly first (a generation), then a stranger claims its id.
+  BOOST_REQUIRE(c.generate(server.address()) == expected_tokens());
+  auto [s, greeting] = c.greeted(port);
+  s.write(client_handshake(c.sys, c.sys.node(), 0x02));
+  s.write(direct_message(c.sys, greeting.actor, caf::make_message(span_atom::value, int64_t{0}, int64_t{0})));
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(c.generate(server.address()) == expected_tokens(), boost::test_tools::per_element());
+  BOOST_TEST(s.closed_within(8s));  // at the handshake deadline
+}
+
+// Frame headers announce up to 4 GiB; CAF allocated what they said before any handshake (four at once took the
+// process to +4 GiB). The gateway closes such connections and the node's memory does not move.
+BOOST_AUTO_TEST_CASE(frames_announcing_gigabytes_cost_nothing) {
+  TempDir dir;
+  ServerProcess server(server_flags(dir));
+  client_side c;
+  const uint16_t port = port_of(server.address());
+  const pid_t pid = server.process().pid();
+  const size_t before = rss_bytes(pid);
+  std::vector<RawSocket> open;
+  for (int i = 0; i < 4; ++i) {
+    // Before the handshake.
+    RawSocket s(port);
+    s.write(frame(c.sys, basp::message_type::direct_message, bytes(1024, 'x'), 0, 0, 1, 0, 0xffffffffu));
+    open.push_back(std::move(s));
+    // After one, as a message to the gate.
+    auto [t, greeting] = c.greeted(port);
+    t.write(client_handshake(c.sys, fake_node(20 + i)));
+    t.write(frame(c.sys, basp::message_type::direct_message, bytes(4096, 'y'), 0, 0, greeting.actor, 0, 0xfffffff0u));
+    open.push_back(std::move(t));
+  }
+  std::this_thread::sleep_for(1s);
+  const size_t after = rss_bytes(pid);
+  BOOST_TEST_MESSAGE("RSS before " << before / 1048576 << " MiB, after " << after / 1048576 << " MiB");
+  BOOST_TEST(after < before + (100u << 20));
+  for (auto& s : open) BOOST_TEST(s.closed_within(2s));
+  BOOST_TEST(c.generate(server.address()) == expected_tokens(), boost::test_tools::per_element());
+}
