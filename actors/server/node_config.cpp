@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "actors/net/peer_limits.hpp"
 #include "actors/server/node_config_toml.hpp"
 #include "model/model_path.hpp"
 
@@ -13,6 +14,8 @@ namespace {
 
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxThreads = 4096;
+constexpr int64_t kMaxPeerConnections = 1000000;
+constexpr int64_t kMaxPeerFrameMb = 4095;  // a BASP frame's length is 32 bits
 
 std::string home_dir() {
   const char* home = std::getenv("HOME");
@@ -141,6 +144,10 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
     if (auto problem = check_adapters(c.adapters)) r.fail("adapters", *problem);
   r.get_double("balance_quality", c.balance_quality, 0, false);
   r.get_double("mean_balance_check_period_s", c.mean_balance_check_period_s, 0, true);
+  r.get_int("max_peer_connections", c.max_peer_connections, 1, kMaxPeerConnections);
+  r.get_int("max_peer_connections_per_address", c.max_peer_connections_per_address, 1, kMaxPeerConnections);
+  r.get_double("peer_connections_per_second", c.peer_connections_per_second, 0, true);
+  r.get_int("max_peer_frame_mb", c.max_peer_frame_mb, 1, kMaxPeerFrameMb);
 }
 
 NodeConfig load_node_config(const std::string& toml_path) {
@@ -189,6 +196,22 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
   if (!std::isfinite(c.balance_quality) || c.balance_quality < 0)
     fail("balance_quality", "must be a number >= 0, got " + toml_double(c.balance_quality));
   positive("mean_balance_check_period_s", c.mean_balance_check_period_s);
+  auto in_range = [&](const char* key, int64_t v, int64_t hi) {
+    if (v < 1 || v > hi) fail(key, "must be an integer in 1.." + std::to_string(hi) + ", got " + std::to_string(v));
+  };
+  in_range("max_peer_connections", c.max_peer_connections, kMaxPeerConnections);
+  in_range("max_peer_connections_per_address", c.max_peer_connections_per_address, kMaxPeerConnections);
+  positive("peer_connections_per_second", c.peer_connections_per_second);
+  in_range("max_peer_frame_mb", c.max_peer_frame_mb, kMaxPeerFrameMb);
+}
+
+peer_limits peer_limits_of(const NodeConfig& c) {
+  peer_limits l;
+  l.max_connections = static_cast<size_t>(c.max_peer_connections);
+  l.max_connections_per_address = static_cast<size_t>(c.max_peer_connections_per_address);
+  l.new_connections_per_second = c.peer_connections_per_second;
+  l.max_frame_bytes = static_cast<uint32_t>(c.max_peer_frame_mb) << 20;
+  return l;
 }
 
 std::string to_toml(const NodeConfig& c, const std::string& table) {
@@ -219,6 +242,10 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("adapters", toml_string_array(c.adapters));
   line("balance_quality", toml_double(c.balance_quality));
   line("mean_balance_check_period_s", toml_double(c.mean_balance_check_period_s));
+  line("max_peer_connections", std::to_string(c.max_peer_connections));
+  line("max_peer_connections_per_address", std::to_string(c.max_peer_connections_per_address));
+  line("peer_connections_per_second", toml_double(c.peer_connections_per_second));
+  line("max_peer_frame_mb", std::to_string(c.max_peer_frame_mb));
   return out;
 }
 

@@ -45,6 +45,11 @@ struct NodeConfig {
   double balance_quality = 0.75;            // with num_blocks: move when the swarm's weakest block is below this
                                             // fraction of what moving could reach (0 never moves)
   double mean_balance_check_period_s = 120; // with num_blocks: mean seconds between those checks
+  // What peers get before they prove anything (peer_limits.hpp; the rest of those limits are fixed).
+  int64_t max_peer_connections = 512;              // open peer connections, both directions
+  int64_t max_peer_connections_per_address = 64;   // from one remote IP address
+  double peer_connections_per_second = 20;         // new connections accepted from one remote IP address
+  int64_t max_peer_frame_mb = 64;                  // one message from a peer (an activation), in MiB
 
   bool operator==(const NodeConfig&) const = default;
 };
@@ -66,5 +71,9 @@ void validate(const NodeConfig& config, const std::string& source);
 // The configuration as a TOML document that load_node_config() reads back to the same values; data_dir is
 // written resolved (node_data_dir). `table` is "" for top-level keys, or a header such as "[[server]]".
 std::string to_toml(const NodeConfig& config, const std::string& table = "");
+
+// The peer gateway's limits a node's configuration sets.
+struct peer_limits;
+peer_limits peer_limits_of(const NodeConfig& config);
 
 }  // namespace corolla

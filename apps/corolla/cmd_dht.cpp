@@ -24,6 +24,7 @@ struct DhtFlags {
   int port = 0;
   std::vector<std::string> initial_peers;
   std::string data_dir;
+  peer_limits peers;
 };
 
 int run(const DhtFlags& f) {
@@ -39,6 +40,7 @@ int run(const DhtFlags& f) {
   }
 
   corolla_config sys_cfg;
+  sys_cfg.peers = f.peers;
   caf::actor_system sys{sys_cfg};
   stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
@@ -105,6 +107,14 @@ Runner add_dht(CLI::App& app) {
   cmd->add_option("--data_dir", f->data_dir, "Directory of the node's database, which keeps its id across restarts "
                                               "(default: none, a new id each run)")
       ->type_name("DIR");
+  cmd->add_option("--max_peer_connections", f->peers.max_connections, "Open peer connections (default 512)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--max_peer_connections_per_address", f->peers.max_connections_per_address,
+                  "Peer connections from one IP address (default 64)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--peer_connections_per_second", f->peers.new_connections_per_second,
+                  "New peer connections accepted per second from one IP address (default 20)")
+      ->check(CLI::PositiveNumber);
   return [f] { return run(*f); };
 }
 

@@ -73,6 +73,7 @@ int run(const NodeConfig& cfg) {
   const int64_t total = source->config().num_layers;
 
   corolla_config sys_cfg;
+  sys_cfg.peers = peer_limits_of(cfg);
   caf::actor_system sys{sys_cfg};
   stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};

@@ -102,6 +102,18 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
                  "With --num_blocks: mean seconds between balance checks (each waits a random time in 0..2x this)" +
                      dflt(d.mean_balance_check_period_s))
       ->check(CLI::PositiveNumber);
+  cmd.add_option("--max_peer_connections", f.max_peer_connections,
+                 "Open peer connections, both directions" + dflt(d.max_peer_connections))
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  cmd.add_option("--max_peer_connections_per_address", f.max_peer_connections_per_address,
+                 "Peer connections from one IP address" + dflt(d.max_peer_connections_per_address))
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}));
+  cmd.add_option("--peer_connections_per_second", f.peer_connections_per_second,
+                 "New peer connections accepted per second from one IP address" + dflt(d.peer_connections_per_second))
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--max_peer_frame_mb", f.max_peer_frame_mb,
+                 "Largest message a peer may send, in MiB" + dflt(d.max_peer_frame_mb))
+      ->check(CLI::Range(int64_t{1}, int64_t{4095}));
 }
 
 NodeConfig resolve_node_config(const NodeFlags& f) {
@@ -145,6 +157,11 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
   if (given("--adapters")) c.adapters = f.adapters;
   if (given("--balance_quality")) c.balance_quality = f.balance_quality;
   if (given("--mean_balance_check_period")) c.mean_balance_check_period_s = f.mean_balance_check_period;
+  if (given("--max_peer_connections")) c.max_peer_connections = f.max_peer_connections;
+  if (given("--max_peer_connections_per_address"))
+    c.max_peer_connections_per_address = f.max_peer_connections_per_address;
+  if (given("--peer_connections_per_second")) c.peer_connections_per_second = f.peer_connections_per_second;
+  if (given("--max_peer_frame_mb")) c.max_peer_frame_mb = f.max_peer_frame_mb;
 
   const std::string source = source_of(f.config);
   if (c.model.empty()) throw ConfigError(source + ": no model: pass --model, or set 'model' in the --config file");

@@ -41,6 +41,10 @@ struct NodeFlags {
   std::vector<std::string> adapters;
   double balance_quality = 0;
   double mean_balance_check_period = 0;
+  int64_t max_peer_connections = 0;
+  int64_t max_peer_connections_per_address = 0;
+  double peer_connections_per_second = 0;
+  int64_t max_peer_frame_mb = 0;
 };
 
 void add_node_flags(CLI::App& cmd, NodeFlags& flags);

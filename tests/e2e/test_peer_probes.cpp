@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "actors/client/client_api.hpp"
+#include "actors/dht/dht_messages.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
@@ -176,4 +177,97 @@ BOOST_AUTO_TEST_CASE(frames_announcing_gigabytes_cost_nothing) {
   BOOST_TEST(after < before + (100u << 20));
   for (auto& s : open) BOOST_TEST(s.closed_within(2s));
   BOOST_TEST(c.generate(server.address()) == expected_tokens(), boost::test_tools::per_element());
+}
+
+namespace {
+
+// One hostile frame: random bytes, a random header with a random payload, a message outside the peer protocol,
+// a wire message with partly random bytes (which the node's decoders see), or a header announcing too much.
+bytes hostile_frame(client_side& c, std::mt19937_64& rng, uint64_t actor) {
+  auto random_bytes = [&](size_t n) {
+    bytes b(n);
+    for (auto& x : b) x = static_cast<char>(rng());
+    return b;
+  };
+  switch (rng() % 6) {
+    case 0:
+      return random_bytes(1 + rng() % 4096);
+    case 1: {
+      const auto op = static_cast<basp::message_type>(rng() % 8);
+      return frame(c.sys, op, random_bytes(rng() % 2048), rng() % 4, rng() % 4, rng() % 2 ? actor : rng(),
+                   static_cast<uint8_t>(rng() % 3));
+    }
+    case 2:
+      return direct_message(c.sys, actor, caf::make_message(span_atom::value, int64_t(rng() % 4), int64_t(rng() % 4)));
+    case 3: {
+      // The filter passes it (its length is right); the node's decoder meets the garbage.
+      auto m = direct_message(c.sys, actor,
+                              caf::make_message(rng() % 2 ? step_request{} : step_request{7, 1, {}, {}, {}, {}}));
+      for (size_t i = 0, n = 1 + rng() % 16; i < n; ++i) m[m.size() - 1 - rng() % 24] = static_cast<char>(rng());
+      return m;
+    }
+    case 4:
+      return frame(c.sys, basp::message_type::direct_message, random_bytes(64), 0, 0, actor, 0,
+                   static_cast<int64_t>(rng() % 0xffffffffu));
+    default:
+      return direct_message(c.sys, actor, caf::make_message(std::string(rng() % 64, 'q')));
+  }
+}
+
+// Sends 10,000 hostile frames to the node at `port`, over as many connections as it takes (a connection the
+// node closes is replaced); then its memory must be back under its starting RSS + 100 MB within 5 s.
+void flood(client_side& c, uint16_t port, pid_t pid) {
+  std::mt19937_64 rng(2026);
+  const size_t before = rss_bytes(pid);
+  size_t frames = 0, connections = 0;
+  while (frames < 10000) {
+    ++connections;
+    RawSocket s(port);
+    auto header = s.read_exactly(32, 5s);
+    BOOST_REQUIRE_MESSAGE(header.size() == 32, "the node stopped greeting new connections after " << frames << " frames");
+    const uint32_t len = (uint32_t(uint8_t(header[4])) << 24) | (uint32_t(uint8_t(header[5])) << 16) |
+                         (uint32_t(uint8_t(header[6])) << 8) | uint32_t(uint8_t(header[7]));
+    auto greeting = read_server_handshake(c.sys, header, s.read_exactly(len, 5s));
+    s.write(client_handshake(c.sys, fake_node(static_cast<uint32_t>(1000 + connections))));
+    for (int i = 0; i < 40 && frames < 10000; ++i, ++frames)
+      if (!s.write(hostile_frame(c, rng, greeting.actor))) break;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  size_t after = rss_bytes(pid);
+  while (after >= before + (100u << 20) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(200ms);
+    after = rss_bytes(pid);
+  }
+  BOOST_TEST_MESSAGE(frames << " frames over " << connections << " connections; RSS " << before / 1048576
+                            << " MiB before, " << after / 1048576 << " MiB after");
+  BOOST_TEST(after < before + (100u << 20));
+}
+
+// Limits that let one test process open hundreds of connections a second from 127.0.0.1.
+const std::vector<std::string> kFloodLimits{"--peer_connections_per_second", "100000"};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_server_survives_ten_thousand_hostile_frames) {
+  TempDir dir;
+  ServerProcess server(server_flags(dir, kFloodLimits));
+  client_side c;
+  BOOST_REQUIRE(c.generate(server.address()) == expected_tokens());
+  flood(c, port_of(server.address()), server.process().pid());
+  BOOST_TEST(c.generate(server.address()) == expected_tokens(), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_dht_node_survives_ten_thousand_hostile_frames) {
+  TempDir dir;
+  std::vector<std::string> flags{"--port", "0", "--data_dir", dir.str() + "/dht"};
+  flags.insert(flags.end(), kFloodLimits.begin(), kFloodLimits.end());
+  DhtProcess node(flags);
+  client_side c;
+  flood(c, port_of(node.address()), node.process().pid());
+  // Still answering the DHT protocol.
+  bool answered = false;
+  c.self->request(c.connector, 10s, relay_atom::value, node.address(), caf::make_message(dht_ping_request{}))
+      .receive([&](dht_ping_reply&) { answered = true; },
+               [&](caf::error& e) { answered = e != caf::sec::request_timeout && !is(e, errc::peer_unavailable); });
+  BOOST_TEST(answered);
 }
