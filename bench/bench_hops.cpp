@@ -1,11 +1,13 @@
 // Per-hop overhead of the swarm and the wire's throughput, each measured side by side with its baseline:
 //  1. single-token steps through 3 loopback servers (tiny blocks), push and relay, against the same blocks in
 //     this process: (swarm median - local median) / 3 hops;
-//  2. 1 MB activations to an echo actor in another process (Cap'n Proto over CAF) against a plain TCP echo;
+//  2. 8 KiB and 1 MiB activations to an echo actor in another process (Cap'n Proto over CAF) through the peer
+//     gateway (as every node connects), straight to CAF's middleman, and to a plain TCP echo, in turn;
 //  3. large activations (16-256 MiB) to an echo in another process as one message each way, against the same as
 //     streams of chunks (actors/protocol/wire_stream.hpp): round-trip throughput and the echo's peak memory.
 //
 //   bench_hops [MODEL_DIR] [STEPS]        (default: tests/data/models/llama, 300 steps)
+//   bench_hops --wire [ROUNDS]            (part 2 only; default 100 rounds)
 //   bench_hops --large [MiB ...]          (part 3 only; default 16 64 256 MiB)
 //   environment for part 3: BENCH_STREAMED_ONLY=1 (skip the one-message runs), BENCH_WINDOW_MIB, BENCH_CHUNK_KIB
 #include <arpa/inet.h>
@@ -27,6 +29,8 @@
 
 #include "actors/client/client_api.hpp"
 #include "actors/net/connector.hpp"
+#include "actors/net/peer_gateway.hpp"
+#include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "actors/protocol/wire_stream.hpp"
@@ -135,6 +139,17 @@ int caf_echo_child(int ready_fd) {
   return 0;
 }
 
+int gateway_echo_child(int ready_fd) {
+  corolla_config cfg;
+  caf::actor_system sys{cfg};
+  auto echo = sys.spawn(echo_actor);
+  auto port = publish_to_peers(sys, echo, "127.0.0.1", 0);
+  uint16_t p = port ? *port : 0;
+  (void)!write(ready_fd, &p, sizeof p);
+  pause();
+  return 0;
+}
+
 int tcp_echo_child(int ready_fd) {
   const int srv = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -172,28 +187,23 @@ pid_t spawn_child(int (*body)(int), uint16_t& port) {
 }
 
 void throughput(int rounds) {
-  const int64_t floats = (1 << 20) / 4;  // 1 MiB of f32
-  uint16_t caf_port = 0, tcp_port = 0;
+  uint16_t caf_port = 0, gw_port = 0, tcp_port = 0;
   const pid_t caf_pid = spawn_child(caf_echo_child, caf_port);
+  const pid_t gw_pid = spawn_child(gateway_echo_child, gw_port);
   const pid_t tcp_pid = spawn_child(tcp_echo_child, tcp_port);
-
-  std::vector<double> caf_ms, tcp_ms;
+  const int64_t sizes[] = {8 << 10, 1 << 20};
+  std::vector<double> caf_ms[2], gw_ms[2], tcp_ms[2];
   {
     corolla_config cfg;
     caf::actor_system sys{cfg};
     caf::scoped_actor self{sys};
-    auto echo = sys.middleman().remote_actor("127.0.0.1", caf_port);
-    if (!echo) throw std::runtime_error("cannot reach the echo actor");
-    Tensor t = Tensor::empty(DType::f32, {1, floats / 2048, 2048});
-    for (int i = 0; i < rounds; ++i) {
-      const auto t0 = clk::now();
-      self->request(*echo, std::chrono::seconds(10), forward_request{t, {}, {}, 0, 0, {}, 0, {}})
-          .receive([](forward_reply&) {}, [](caf::error&) {});
-      caf_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
-    }
-    self->send_exit(*echo, caf::exit_reason::user_shutdown);
-  }
-  {
+    auto straight = sys.middleman().remote_actor("127.0.0.1", caf_port);
+    if (!straight) throw std::runtime_error("cannot reach the echo actor");
+    auto connector = spawn_connector(sys);
+    caf::actor gated;
+    self->request(connector, std::chrono::seconds(10), resolve_atom::value, "127.0.0.1:" + std::to_string(gw_port))
+        .receive([&](caf::actor a) { gated = a; }, [](caf::error&) {});
+    if (!gated) throw std::runtime_error("cannot reach the echo actor through the gateway");
     const int s = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -202,27 +212,45 @@ void throughput(int rounds) {
     connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
     int one = 1;
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    std::vector<char> buf(static_cast<size_t>(floats * 4));
-    for (int i = 0; i < rounds; ++i) {
+    std::vector<char> buf(1 << 20);
+    auto time_caf = [&](const caf::actor& echo, const Tensor& t) {
       const auto t0 = clk::now();
-      uint32_t n = static_cast<uint32_t>(buf.size());
-      send(s, &n, 4, 0);
-      send(s, buf.data(), n, 0);
-      recv(s, &n, 4, MSG_WAITALL);
-      recv(s, buf.data(), n, MSG_WAITALL);
-      tcp_ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+      self->request(echo, std::chrono::seconds(10), forward_request{t, {}, {}, 0, 0, {}, 0, {}})
+          .receive([](forward_reply&) {}, [](caf::error& e) { throw std::runtime_error(describe(e)); });
+      return std::chrono::duration<double, std::milli>(clk::now() - t0).count();
+    };
+    // Each round times the three in turn, so they share the machine's moods.
+    for (int i = 0; i < rounds; ++i) {
+      for (int k = 0; k < 2; ++k) {
+        Tensor t = Tensor::empty(DType::f32, {1, sizes[k] / 4 / 512, 512});
+        caf_ms[k].push_back(time_caf(*straight, t));
+        gw_ms[k].push_back(time_caf(gated, t));
+        const auto t0 = clk::now();
+        uint32_t n = static_cast<uint32_t>(sizes[k]);
+        send(s, &n, 4, 0);
+        send(s, buf.data(), n, 0);
+        recv(s, &n, 4, MSG_WAITALL);
+        recv(s, buf.data(), n, MSG_WAITALL);
+        tcp_ms[k].push_back(std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+      }
     }
     close(s);
+    self->send_exit(connector, caf::exit_reason::user_shutdown);
   }
-  kill(caf_pid, SIGKILL);
-  kill(tcp_pid, SIGKILL);
-  waitpid(caf_pid, nullptr, 0);
-  waitpid(tcp_pid, nullptr, 0);
-  const double c = median(caf_ms), t = median(tcp_ms);
-  std::printf("1 MiB activation round trips over loopback, %d rounds (medians)\n", rounds);
-  std::printf("  Corolla (Cap'n Proto over CAF): %.3f ms -> %.0f MB/s\n", c, 2 * 1.048576 / c * 1e3);
-  std::printf("  plain TCP echo                 : %.3f ms -> %.0f MB/s\n", t, 2 * 1.048576 / t * 1e3);
-  std::printf("  Corolla / TCP throughput: %.2f\n", t / c);
+  for (pid_t pid : {caf_pid, gw_pid, tcp_pid}) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  std::printf("activation round trips over loopback, %d rounds each, in turn (medians)\n", rounds);
+  for (int k = 0; k < 2; ++k) {
+    const double c = median(caf_ms[k]), g = median(gw_ms[k]), t = median(tcp_ms[k]);
+    const double mb = 2.0 * static_cast<double>(sizes[k]) / 1e6;
+    std::printf("  %s: through the peer gateway %.3f ms (%.0f MB/s), straight to CAF %.3f ms (%.0f MB/s), "
+                "plain TCP %.3f ms (%.0f MB/s)\n",
+                k == 0 ? "8 KiB" : "1 MiB", g, mb / g * 1e3, c, mb / c * 1e3, t, mb / t * 1e3);
+    std::printf("  %s: gateway / straight time %.2f, gateway / TCP throughput %.2f\n", k == 0 ? "8 KiB" : "1 MiB",
+                g / c, t / g);
+  }
 }
 
 // --- 3. large activations: one message against a stream of chunks ---------------------------------------------
@@ -383,6 +411,15 @@ void large(int rounds, std::vector<int64_t> sizes_mib) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--wire") {
+    try {
+      throughput(argc > 2 ? std::atoi(argv[2]) : 100);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   if (argc > 1 && std::string(argv[1]) == "--large") {
     std::vector<int64_t> sizes;
     for (int i = 2; i < argc; ++i) sizes.push_back(std::atoll(argv[i]));

@@ -350,7 +350,8 @@ struct PeerGateway::impl {
     });
   }
 
-  // Moves (or discards) the rest of a large frame.
+  // Moves (or discards) the rest of a large frame, as its bytes arrive: waiting for whole chunks would add their
+  // transfer time to the frame's latency at every hop.
   void stream(const std::shared_ptr<connection>& c) {
     if (c->stream_left == 0) {
       budget_used -= c->reserved;
@@ -359,10 +360,17 @@ struct PeerGateway::impl {
     }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(c->stream_left, kStreamChunk));
     c->payload.resize(n);
-    read_peer(c, asio::buffer(c->payload), [this, c, n] {
-      c->stream_left -= n;
+    c->reading_peer = true;
+    c->read_started = clock_type::now();
+    c->peer.async_read_some(asio::buffer(c->payload), [this, c](const boost::system::error_code& ec, size_t got) {
+      c->reading_peer = false;
+      if (c->closed) return;
+      if (ec) return shut(c, nullptr);
+      c->frame_seconds += std::chrono::duration<double>(clock_type::now() - c->read_started).count();
+      c->frame_bytes += got;
+      c->stream_left -= got;
       if (c->discarding) return stream(c);
-      write_caf(c, asio::buffer(c->payload), [this, c] { stream(c); });
+      write_caf(c, asio::buffer(c->payload.data(), got), [this, c] { stream(c); });
     });
   }
 
