@@ -21,6 +21,13 @@ int64_t Shape::numel() const {
   return n;
 }
 
+std::optional<int64_t> Shape::checked_numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank_; ++i)
+    if (__builtin_mul_overflow(n, dims_[i], &n)) return std::nullopt;
+  return n;
+}
+
 bool Shape::operator==(const Shape& o) const {
   if (rank_ != o.rank_) return false;
   for (int i = 0; i < rank_; ++i)

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -26,6 +27,9 @@ class Shape {
   int rank() const { return rank_; }
   int64_t operator[](int i) const { return dims_[i < 0 ? i + rank_ : i]; }
   int64_t numel() const;
+  // The element count, or nullopt when the product overflows int64: what shapes read from outside (the wire,
+  // model files) are counted with before anything trusts numel().
+  std::optional<int64_t> checked_numel() const;
   bool operator==(const Shape& o) const;
   std::string str() const;  // "[2, 3, 4]"
   friend std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.str(); }

@@ -53,12 +53,9 @@ std::string read_tensor(wire::Tensor::Reader r, const std::shared_ptr<const void
   auto dims = r.getShape();
   if (dims.size() > 4) return std::string(what) + ": rank " + std::to_string(dims.size()) + " is above 4";
   int64_t d[4] = {0, 0, 0, 0};
-  int64_t numel = 1;
   for (unsigned i = 0; i < dims.size(); ++i) {
     d[i] = dims[i];
     if (d[i] < 0 || d[i] > (int64_t{1} << 32)) return std::string(what) + ": dimension " + std::to_string(d[i]);
-    numel *= d[i];
-    if (numel > (int64_t{1} << 34)) return std::string(what) + ": too many elements";
   }
   Shape shape;
   switch (dims.size()) {
@@ -68,6 +65,11 @@ std::string read_tensor(wire::Tensor::Reader r, const std::shared_ptr<const void
     case 3: shape = Shape{d[0], d[1], d[2]}; break;
     default: shape = Shape{d[0], d[1], d[2], d[3]}; break;
   }
+  // Counted without overflow: [2^32, 2^32, h] must not count as 0 elements that no data is needed for.
+  const auto counted = shape.checked_numel();
+  if (!counted || *counted > (int64_t{1} << 34))
+    return std::string(what) + ": " + shape.str() + " has too many elements";
+  const int64_t numel = *counted;
   if (numel % block_elems(dtype) != 0) return std::string(what) + ": elements do not fill whole blocks";
   auto data = r.getData();
   const int64_t need = storage_bytes(dtype, numel);

@@ -144,6 +144,21 @@ BOOST_AUTO_TEST_CASE(bad_input_over_the_wire_gets_errors_and_other_sessions_go_o
   BOOST_TEST(is(bad.error(), errc::unknown_session), describe(bad.error()));
   bad = s.ask<step_reply>(gate, step_request{sid, 2, s.head->embed(rest, 1), iota(6, 11), {}, {}});
   BOOST_TEST(is(bad.error(), errc::max_length_exceeded), describe(bad.error()));
+  // Shapes whose element count overflows 64 bits (2^32 x 2^32 x hidden counts as 0 elements, so no data "fits"):
+  // the server died with SIGSEGV on each; now they are refused like any malformed tensor.
+  const int64_t big = int64_t{1} << 32;
+  Tensor overflowing = Tensor::view(nullptr, DType::f32, {big, big, 64}, nullptr);
+  bad = s.ask<step_reply>(gate, step_request{sid, 2, overflowing, {6}, {}, {}});
+  BOOST_TEST(is(bad.error(), errc::bad_request), describe(bad.error()));
+  Tensor four_dims = Tensor::view(nullptr, DType::f32, {big, big, big, big}, nullptr);
+  bad = s.ask<step_reply>(gate, step_request{sid, 2, four_dims, {6}, {}, {}});
+  BOOST_TEST(is(bad.error(), errc::bad_request), describe(bad.error()));
+  // (positions: as many as batch x tokens, which overflows to 0 too)
+  auto fwd = s.ask<forward_reply>(gate, forward_request{overflowing, {}, {}, 0, 4, {}, 0, {}});
+  BOOST_TEST(is(fwd.error(), errc::bad_request), describe(fwd.error()));
+  auto bwd = s.ask<backward_reply>(gate, backward_request{overflowing, overflowing, {}, {}, 0, 4, {}, 0, {}});
+  BOOST_TEST(is(bwd.error(), errc::bad_request), describe(bwd.error()));
+
   // A message outside the peer protocol never reaches the gate: the peer gateway drops it unanswered.
   caf::error wrong;
   s.self->request(gate, std::chrono::seconds(1), std::string("not a request"))
