@@ -10,6 +10,7 @@
 
 #include "actors/dht/bucket_actor.hpp"
 #include "actors/dht/dht_internal.hpp"
+#include "actors/protocol/own_node.hpp"
 #include "actors/dht/lookup_actor.hpp"
 #include "actors/dht/rpc.hpp"
 
@@ -521,7 +522,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
       },
       [=](address_atom, const std::string& address) {
         auto& s = self->state;
-        if (s.opt.client_mode) return;
+        if (s.opt.client_mode || !from_own_node(self)) return;
         s.me.address = address;
         for (auto& [i, b] : s.buckets) self->send(b, address_atom::value, address);
       },
@@ -534,6 +535,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         else self->state.views[m.index] = std::move(m.contacts);
       },
       [=](sweep_atom) {
+        if (!from_own_node(self)) return;
         auto& s = self->state;
         const auto now = self->clock().now();
         s.storage.purge(now);
@@ -547,6 +549,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         self->delayed_send(self, self->state.opt.purge_period, sweep_atom::value);
       },
       [=](republish_atom) {
+        if (!from_own_node(self)) return;
         republish(self);
         self->delayed_send(self, self->state.opt.republish_period, republish_atom::value);
       },
