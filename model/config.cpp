@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <stdexcept>
@@ -52,71 +53,179 @@ std::vector<float> ModelConfig::rope_inv_freq() const {
   return inv;
 }
 
+// Bounds on a model's sizes, far above any real model, so that every size derived from them (vocab × hidden
+// elements of the embeddings, max_position × kv heads × head_dim of a KV cache, their bytes) fits in int64.
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxHidden = int64_t{1} << 16;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 18;
+constexpr int64_t kMaxLayers = int64_t{1} << 12;
+constexpr int64_t kMaxHeads = int64_t{1} << 12;
+constexpr int64_t kMaxHeadDim = int64_t{1} << 12;
+constexpr int64_t kMaxPositions = int64_t{1} << 24;
+
 void ModelConfig::validate(const std::string& source) const {
   auto fail = [&](const std::string& msg) { throw std::runtime_error(source + ": " + msg); };
+  auto count = [&](const char* key, int64_t v, int64_t max) {
+    if (v <= 0 || v > max)
+      fail(std::string(key) + " " + std::to_string(v) + " must be in 1.." + std::to_string(max));
+  };
+  auto positive_finite = [&](const std::string& key, double v) {
+    if (!std::isfinite(v) || v <= 0) fail(key + " " + std::to_string(v) + " must be a finite number above 0");
+  };
   if (!supported(arch)) fail("unsupported architecture '" + arch + "' (supported: llama, mistral, qwen2)");
-  if (vocab_size <= 0 || hidden_size <= 0 || intermediate_size <= 0 || num_layers <= 0 || num_heads <= 0)
-    fail("vocab_size, hidden_size, intermediate_size, num_hidden_layers and num_attention_heads must be positive");
-  if (num_kv_heads <= 0 || num_heads % num_kv_heads != 0)
+  count("vocab_size", vocab_size, kMaxVocab);
+  count("hidden_size", hidden_size, kMaxHidden);
+  count("intermediate_size", intermediate_size, kMaxIntermediate);
+  count("num_hidden_layers", num_layers, kMaxLayers);
+  count("num_attention_heads", num_heads, kMaxHeads);
+  count("num_key_value_heads", num_kv_heads, kMaxHeads);
+  count("head_dim", head_dim, kMaxHeadDim);
+  count("max_position_embeddings", max_position, kMaxPositions);
+  if (hidden_size % num_heads != 0)
+    fail("hidden_size " + std::to_string(hidden_size) + " is not divisible by num_attention_heads " +
+         std::to_string(num_heads));
+  if (num_heads % num_kv_heads != 0)
     fail("num_key_value_heads " + std::to_string(num_kv_heads) + " does not divide num_attention_heads " +
          std::to_string(num_heads));
-  if (head_dim <= 0 || head_dim % 2 != 0) fail("head_dim " + std::to_string(head_dim) + " must be even");
+  if (head_dim % 2 != 0) fail("head_dim " + std::to_string(head_dim) + " must be even");
+  if (!(rms_norm_eps > 0 && rms_norm_eps < 1)) fail("rms_norm_eps " + std::to_string(rms_norm_eps) + " must be in (0, 1)");
+  positive_finite("rope_theta", rope_theta);
   if (!rope_freq_factors.empty() && static_cast<int64_t>(rope_freq_factors.size()) != head_dim / 2)
     fail("rope_freqs has " + std::to_string(rope_freq_factors.size()) + " factors, head_dim/2 is " +
          std::to_string(head_dim / 2));
+  for (float f : rope_freq_factors) positive_finite("a rope_freqs factor", f);
   if (!rope_scaling.type.empty() && rope_scaling.type != "linear" && rope_scaling.type != "llama3")
     fail("unsupported rope_scaling type '" + rope_scaling.type + "' (supported: linear, llama3)");
+  if (!rope_scaling.type.empty()) positive_finite("rope_scaling factor", rope_scaling.factor);
+  if (rope_scaling.type == "llama3") {
+    positive_finite("rope_scaling low_freq_factor", rope_scaling.low_freq_factor);
+    positive_finite("rope_scaling high_freq_factor", rope_scaling.high_freq_factor);
+    // The band between the two wavelengths is interpolated over (high - low).
+    if (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor))
+      fail("rope_scaling high_freq_factor must be above low_freq_factor");
+    count("rope_scaling original_max_position_embeddings", rope_scaling.original_max_position, kMaxPositions);
+  }
+  if (bos_token_id < -1 || bos_token_id >= vocab_size)
+    fail("bos_token_id " + std::to_string(bos_token_id) + " is outside the vocabulary of " +
+         std::to_string(vocab_size));
+  for (int32_t e : eos_token_ids)
+    if (e < 0 || e >= vocab_size)
+      fail("eos_token_id " + std::to_string(e) + " is outside the vocabulary of " + std::to_string(vocab_size));
 }
 
+namespace {
+
+// A token id read from a file, refused before it is narrowed to int32 (validate() checks it against the vocabulary).
+int32_t token_id(int64_t v, const char* key, const std::string& source) {
+  if (v < -1 || v > std::numeric_limits<int32_t>::max())
+    throw std::runtime_error(source + ": " + key + " " + std::to_string(v) + " is not a token id");
+  return static_cast<int32_t>(v);
+}
+
+// Typed fields of a config.json object; a wrong type names the key. Absent and null fields take the fallback.
+class JsonFields {
+ public:
+  JsonFields(const nlohmann::json& j, const std::string& source) : j_(j), source_(source) {}
+
+  bool present(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  int64_t integer(const char* key) const {
+    if (!present(key)) fail(key, "is missing");
+    return integer_or(key, 0);
+  }
+  int64_t integer_or(const char* key, int64_t fallback) const {
+    if (!present(key)) return fallback;
+    const auto& v = j_.at(key);
+    if (!v.is_number_integer()) fail(key, "must be an integer, got " + v.dump());
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      fail(key, "is out of range: " + v.dump());
+    return v.get<int64_t>();
+  }
+  double number_or(const char* key, double fallback) const {
+    if (!present(key)) return fallback;
+    const auto& v = j_.at(key);
+    if (!v.is_number()) fail(key, "must be a number, got " + v.dump());
+    return v.get<double>();
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    if (!present(key)) return fallback;
+    const auto& v = j_.at(key);
+    if (!v.is_boolean()) fail(key, "must be true or false, got " + v.dump());
+    return v.get<bool>();
+  }
+  std::string string_or(const char* key, const std::string& fallback) const {
+    if (!present(key)) return fallback;
+    const auto& v = j_.at(key);
+    if (!v.is_string()) fail(key, "must be a string, got " + v.dump());
+    return v.get<std::string>();
+  }
+  [[noreturn]] void fail(const char* key, const std::string& problem) const {
+    throw std::runtime_error(source_ + ": '" + key + "' " + problem);
+  }
+
+ private:
+  const nlohmann::json& j_;
+  const std::string& source_;
+};
+
+}  // namespace
+
 ModelConfig ModelConfig::from_hf_json(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open model config");
+  const std::string text{std::istreambuf_iterator<char>(in), {}};
+  return from_hf_json_text(text, path);
+}
+
+ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": not valid JSON: " + e.what());
   }
+  if (!j.is_object()) throw std::runtime_error(path + ": a model config must be a JSON object");
+  const JsonFields f(j, path);
   ModelConfig c;
-  try {
-    c.arch = j.at("model_type").get<std::string>();
-    c.vocab_size = j.at("vocab_size").get<int64_t>();
-    c.hidden_size = j.at("hidden_size").get<int64_t>();
-    c.intermediate_size = j.at("intermediate_size").get<int64_t>();
-    c.num_layers = j.at("num_hidden_layers").get<int64_t>();
-    c.num_heads = j.at("num_attention_heads").get<int64_t>();
-    c.num_kv_heads = j.value("num_key_value_heads", c.num_heads);
-    c.head_dim = c.hidden_size / c.num_heads;
-    if (j.contains("head_dim") && !j["head_dim"].is_null()) c.head_dim = j["head_dim"].get<int64_t>();
-    c.max_position = j.value("max_position_embeddings", int64_t{2048});
-    c.rms_norm_eps = j.value("rms_norm_eps", 1e-5);
-    c.rope_theta = j.value("rope_theta", 10000.0);
-    c.tie_word_embeddings = j.value("tie_word_embeddings", false);
-    c.attention_bias = c.arch == "qwen2" || j.value("attention_bias", false);
-    // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
-    const nlohmann::json* rope = nullptr;
-    if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];
-    else if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) rope = &j["rope_parameters"];
-    if (rope) {
-      const auto& r = *rope;
-      if (!j.contains("rope_theta") && r.contains("rope_theta")) c.rope_theta = r["rope_theta"].get<double>();
-      c.rope_scaling.type = r.contains("rope_type") ? r["rope_type"].get<std::string>() : r.value("type", "");
-      if (c.rope_scaling.type == "default") c.rope_scaling.type.clear();
-      c.rope_scaling.factor = r.value("factor", 1.0);
-      c.rope_scaling.low_freq_factor = r.value("low_freq_factor", 1.0);
-      c.rope_scaling.high_freq_factor = r.value("high_freq_factor", 4.0);
-      c.rope_scaling.original_max_position = r.value("original_max_position_embeddings", int64_t{8192});
-    }
-    if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
-      c.bos_token_id = j["bos_token_id"].get<int32_t>();
-    if (j.contains("eos_token_id")) {
-      const auto& e = j["eos_token_id"];
-      if (e.is_number_integer()) c.eos_token_ids.push_back(e.get<int32_t>());
-      if (e.is_array())
-        for (const auto& v : e) c.eos_token_ids.push_back(v.get<int32_t>());
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": " + e.what());
+  c.arch = f.string_or("model_type", "");
+  if (c.arch.empty()) f.fail("model_type", "is missing");
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("hidden_size");
+  c.intermediate_size = f.integer("intermediate_size");
+  c.num_layers = f.integer("num_hidden_layers");
+  c.num_heads = f.integer("num_attention_heads");
+  c.num_kv_heads = f.integer_or("num_key_value_heads", c.num_heads);
+  // validate() refuses a head count of 0; the division waits for a positive one.
+  c.head_dim = f.integer_or("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.max_position = f.integer_or("max_position_embeddings", 2048);
+  c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-5);
+  c.rope_theta = f.number_or("rope_theta", 10000.0);
+  c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
+  c.attention_bias = c.arch == "qwen2" || f.boolean_or("attention_bias", false);
+  // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
+  const nlohmann::json* rope = nullptr;
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];
+  else if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) rope = &j["rope_parameters"];
+  if (rope) {
+    const JsonFields r(*rope, path);
+    if (!f.present("rope_theta")) c.rope_theta = r.number_or("rope_theta", c.rope_theta);
+    c.rope_scaling.type = r.present("rope_type") ? r.string_or("rope_type", "") : r.string_or("type", "");
+    if (c.rope_scaling.type == "default") c.rope_scaling.type.clear();
+    c.rope_scaling.factor = r.number_or("factor", 1.0);
+    c.rope_scaling.low_freq_factor = r.number_or("low_freq_factor", 1.0);
+    c.rope_scaling.high_freq_factor = r.number_or("high_freq_factor", 4.0);
+    c.rope_scaling.original_max_position = r.integer_or("original_max_position_embeddings", 8192);
+  }
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
+    c.bos_token_id = token_id(f.integer("bos_token_id"), "bos_token_id", path);
+  if (j.contains("eos_token_id")) {
+    const auto& e = j["eos_token_id"];
+    if (e.is_number_integer()) c.eos_token_ids.push_back(token_id(f.integer("eos_token_id"), "eos_token_id", path));
+    if (e.is_array())
+      for (const auto& v : e) {
+        if (!v.is_number_integer()) f.fail("eos_token_id", "must hold integers, got " + v.dump());
+        const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{1} << 62 ? -2 : v.get<int64_t>();
+        c.eos_token_ids.push_back(token_id(id, "eos_token_id", path));
+      }
   }
   c.validate(path);
   return c;
@@ -134,7 +243,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.num_layers = g.get_int(key("block_count"));
   c.num_heads = g.get_int(key("attention.head_count"));
   c.num_kv_heads = g.find_int(key("attention.head_count_kv")).value_or(c.num_heads);
-  c.head_dim = g.find_int(key("attention.key_length")).value_or(c.hidden_size / c.num_heads);
+  // validate() refuses a head count of 0; the division waits for a positive one.
+  c.head_dim = g.find_int(key("attention.key_length")).value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position = g.find_int(key("context_length")).value_or(2048);
   c.rms_norm_eps = g.get_float(key("attention.layer_norm_rms_epsilon"));
   c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
@@ -151,10 +261,12 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   if (!embd) throw std::runtime_error(g.path() + ": tensor 'token_embd.weight' is missing");
   c.vocab_size = g.find_int(key("vocab_size")).value_or(embd->shape[0]);
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
-  if (auto b = g.find_int("tokenizer.ggml.bos_token_id")) c.bos_token_id = static_cast<int32_t>(*b);
-  if (auto e = g.find_int("tokenizer.ggml.eos_token_id")) c.eos_token_ids.push_back(static_cast<int32_t>(*e));
+  if (auto b = g.find_int("tokenizer.ggml.bos_token_id"))
+    c.bos_token_id = token_id(*b, "tokenizer.ggml.bos_token_id", g.path());
+  if (auto e = g.find_int("tokenizer.ggml.eos_token_id"))
+    c.eos_token_ids.push_back(token_id(*e, "tokenizer.ggml.eos_token_id", g.path()));
   if (auto e = g.find_int("tokenizer.ggml.eot_token_id"); e && (c.eos_token_ids.empty() || *e != c.eos_token_ids[0]))
-    c.eos_token_ids.push_back(static_cast<int32_t>(*e));
+    c.eos_token_ids.push_back(token_id(*e, "tokenizer.ggml.eot_token_id", g.path()));
   c.validate(g.path());
   return c;
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace corolla {
@@ -43,6 +44,8 @@ struct ModelConfig {
   void validate(const std::string& source) const;
 
   static ModelConfig from_hf_json(const std::string& path);
+  // The same from the text of a config.json; `source` names it in errors.
+  static ModelConfig from_hf_json_text(std::string_view text, const std::string& source);
   static ModelConfig from_gguf(const GgufFile& gguf);
 };
 

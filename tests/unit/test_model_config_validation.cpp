@@ -1,0 +1,142 @@
+// A model's shape, from config.json or GGUF metadata, is validated in one place before anything divides by it,
+// sizes memory by it or computes with it: every file below was accepted, or crashed the loader, before.
+#define BOOST_TEST_MODULE model_config_validation
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "model/config.hpp"
+#include "model/weights/weight_source.hpp"
+#include "support/expect_error.hpp"
+#include "support/gguf_bytes.hpp"
+#include "support/golden.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+nlohmann::json tiny_config() { return nlohmann::json::parse(read_file(model_dir("llama") + "/config.json")); }
+
+// config.json after `edit`, read as the loader reads it; the text form lets a test write what JSON libraries
+// would not (1e999).
+void expect_config_refused(const std::string& config_text, std::initializer_list<std::string> fragments) {
+  TempDir d;
+  write_file(d.path / "config.json", config_text);
+  expect_error([&] { ModelConfig::from_hf_json((d.path / "config.json").string()); }, fragments);
+  expect_error([&] { ModelConfig::from_hf_json_text(config_text, "config.json"); }, fragments);
+}
+template <class Edit>
+void expect_edit_refused(Edit edit, std::initializer_list<std::string> fragments) {
+  nlohmann::json j = tiny_config();
+  edit(j);
+  expect_config_refused(j.dump(), fragments);
+}
+
+const std::string kGguf = model_dir("llama") + "/model-f32.gguf";
+
+template <class T>
+void expect_gguf_refused(const std::string& key, T value, std::initializer_list<std::string> fragments) {
+  TempDir d;
+  const auto file = (d.path / "m.gguf").string();
+  write_file(file, with_gguf_value(read_file(kGguf), "llama." + key, value));
+  expect_error([&] { open_weights(file); }, fragments);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_committed_models_are_valid) {
+  for (const char* m : {"llama", "llama-bf16", "llama-sharded", "llama3-rope", "mistral", "qwen2"})
+    BOOST_CHECK_NO_THROW(open_weights(model_dir(m)));
+  BOOST_CHECK_NO_THROW(open_weights(kGguf));
+  BOOST_CHECK_NO_THROW(ModelConfig::from_hf_json_text(tiny_config().dump(), "config.json"));
+}
+
+// Before: SIGFPE (hidden_size / num_heads computed before validation), for both formats.
+BOOST_AUTO_TEST_CASE(a_head_count_of_zero_is_refused_not_divided_by) {
+  expect_edit_refused([](auto& j) { j["num_attention_heads"] = 0; }, {"config.json", "num_attention_heads"});
+  expect_edit_refused([](auto& j) { j["num_key_value_heads"] = 0; }, {"config.json", "num_key_value_heads"});
+  expect_gguf_refused("attention.head_count", uint32_t{0}, {"m.gguf", "num_attention_heads"});
+  expect_gguf_refused("attention.head_count_kv", uint32_t{0}, {"m.gguf", "num_key_value_heads"});
+}
+
+// Before: all accepted; a NaN base makes every rotation NaN, a negative epsilon a NaN norm.
+BOOST_AUTO_TEST_CASE(non_finite_and_non_positive_numbers_are_refused) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  expect_gguf_refused("rope.freq_base", nan, {"m.gguf", "rope_theta"});
+  expect_gguf_refused("rope.freq_base", -1.0f, {"m.gguf", "rope_theta"});
+  expect_gguf_refused("attention.layer_norm_rms_epsilon", -1e-5f, {"m.gguf", "rms_norm_eps"});
+  expect_gguf_refused("attention.layer_norm_rms_epsilon", nan, {"m.gguf", "rms_norm_eps"});
+  expect_edit_refused([](auto& j) { j["rms_norm_eps"] = -1e-5; }, {"rms_norm_eps"});
+  expect_edit_refused([](auto& j) { j["rms_norm_eps"] = 0; }, {"rms_norm_eps"});
+  expect_edit_refused([](auto& j) { j["rope_theta"] = 0; }, {"rope_theta"});
+  std::string inf_theta = tiny_config().dump();
+  inf_theta.replace(inf_theta.find("\"rope_theta\":10000.0"), 20, "\"rope_theta\":1e999");
+  expect_config_refused(inf_theta, {"config.json", "1e999"});
+  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0}}; },
+                      {"rope_scaling", "factor"});
+  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", -2.0}}; },
+                      {"rope_scaling", "factor"});
+  // llama3 scaling divides by high_freq_factor - low_freq_factor.
+  expect_edit_refused(
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0},
+                             {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+      },
+      {"rope_scaling", "high_freq_factor"});
+  expect_edit_refused(
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                             {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 0}};
+      },
+      {"rope_scaling", "original_max_position_embeddings"});
+}
+
+// Before: accepted, and the sizes derived from them (vocab × hidden elements, KV-cache bytes) overflow int64.
+BOOST_AUTO_TEST_CASE(sizes_are_bounded_so_derived_sizes_fit) {
+  const int64_t huge = int64_t{1} << 40;
+  expect_edit_refused([&](auto& j) { j["vocab_size"] = huge; }, {"vocab_size"});
+  expect_edit_refused([&](auto& j) { j["hidden_size"] = huge; j["num_attention_heads"] = 4; }, {"hidden_size"});
+  expect_edit_refused([&](auto& j) { j["intermediate_size"] = huge; }, {"intermediate_size"});
+  expect_edit_refused([&](auto& j) { j["num_hidden_layers"] = huge; }, {"num_hidden_layers"});
+  expect_edit_refused([&](auto& j) { j["max_position_embeddings"] = huge; }, {"max_position_embeddings"});
+  expect_edit_refused([&](auto& j) { j["max_position_embeddings"] = 0; }, {"max_position_embeddings"});
+  expect_edit_refused([&](auto& j) { j["head_dim"] = huge; }, {"head_dim"});
+  expect_edit_refused([&](auto& j) { j["num_attention_heads"] = 4096; j["num_key_value_heads"] = 4096; },
+                      {"hidden_size"});
+  expect_gguf_refused("embedding_length", uint32_t{0xFFFFFFF0u}, {"m.gguf", "hidden_size"});
+}
+
+// Before: hidden_size 64 with 3 heads was accepted (head_dim given explicitly), so were heads 4 with kv heads 3.
+BOOST_AUTO_TEST_CASE(heads_must_divide_evenly) {
+  expect_edit_refused([](auto& j) { j["num_attention_heads"] = 3; j["num_key_value_heads"] = 3; },
+                      {"hidden_size", "num_attention_heads"});
+  expect_edit_refused([](auto& j) { j["num_key_value_heads"] = 3; }, {"num_key_value_heads"});
+}
+
+// Before: 2^40 was cut to an int32 silently (get<int32_t>), and ids past the vocabulary accepted.
+BOOST_AUTO_TEST_CASE(special_token_ids_lie_in_the_vocabulary) {
+  expect_edit_refused([](auto& j) { j["eos_token_id"] = int64_t{1} << 40; }, {"eos_token_id"});
+  expect_edit_refused([](auto& j) { j["eos_token_id"] = {2, 256}; }, {"eos_token_id"});
+  expect_edit_refused([](auto& j) { j["bos_token_id"] = 256; }, {"bos_token_id"});
+}
+
+BOOST_AUTO_TEST_CASE(wrong_types_are_refused_with_the_source_named) {
+  expect_edit_refused([](auto& j) { j["hidden_size"] = "64"; }, {"config.json", "hidden_size"});
+  expect_edit_refused([](auto& j) { j["hidden_size"] = 64.5; }, {"config.json", "hidden_size"});
+  expect_config_refused("[1, 2]", {"config.json"});
+  expect_config_refused("{\"model_type\": \"llama\"", {"config.json", "JSON"});
+}
