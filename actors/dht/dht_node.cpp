@@ -346,7 +346,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
   st.storage = DhtStorage(DhtStorage::Options{st.opt.max_subkeys});
   st.rng = rng_from_id(st.opt.id);
   self->set_default_handler([](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-    return make_error(errc::bad_request, "unexpected message " + caf::to_string(x.content()));
+    return make_error(errc::unexpected_message, "unexpected message " + caf::to_string(x.content()));
   });
   self->delayed_send(self, st.opt.purge_period, sweep_atom::value);
   if (!st.opt.client_mode) {
@@ -400,6 +400,10 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         const auto now = self->clock().now();
         dht_store_reply reply{to_wire(s.me), {}, {}};
         for (const auto& item : req.items) {
+          if (item.ttl_ns > kMaxDhtTtlNs) {  // refused, not shortened: the sender lies or runs another protocol
+            reply.stored.push_back(false);
+            continue;
+          }
           const auto expiration = now + std::chrono::nanoseconds(std::max<int64_t>(item.ttl_ns, 0));
           reply.stored.push_back(s.storage.put(key, item.subkey, item.value, expiration, now) ==
                                  DhtStorage::Put::stored);

@@ -213,7 +213,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
     for (uint64_t id : dead) release_session(self, id);
   });
   self->set_default_handler([](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-    return make_error(errc::bad_request, "unexpected message " + caf::to_string(x.content()));
+    return make_error(errc::unexpected_message, "unexpected message " + caf::to_string(x.content()));
   });
   const auto sweep_period = std::max<caf::timespan>(std::chrono::milliseconds(100), st.opt.session_timeout / 4);
   self->delayed_send(self, sweep_period, sweep_atom::value);
