@@ -14,7 +14,9 @@
 #include "model/weights/gguf_file.hpp"
 #include "model/weights/load_weight.hpp"
 #include "model/weights/safetensors_file.hpp"
+#include "support/address_space_limit.hpp"
 #include "support/expect_error.hpp"
+#include "support/gguf_bytes.hpp"
 #include "support/golden.hpp"
 #include "support/temp_dir.hpp"
 
@@ -120,6 +122,62 @@ BOOST_AUTO_TEST_CASE(bad_gguf_files_are_reported) {
   expect_error([&] { open_weights(file); }, {"m.gguf", "not a GGUF file"});
   write_file(file, "");
   expect_error([&] { open_weights(file); }, {"m.gguf"});
+}
+
+// Before: an array header announcing 2^32 elements made the reader reserve 32 GiB (bad_alloc under this test's
+// limit, or the memory, where it was to spare) from a file of 50 bytes.
+BOOST_AUTO_TEST_CASE(a_tiny_gguf_cannot_ask_for_gigabytes) {
+  TempDir d;
+  const auto file = (d.path / "m.gguf").string();
+  AddressSpaceLimit limit(size_t{1} << 30);
+  write_file(file, GgufBuilder().array("a", gguf_u64, uint64_t{1} << 32).bytes(1));
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "array length of 4294967296"});
+  write_file(file, GgufBuilder().array("a", gguf_string, uint64_t{1} << 32).bytes(1));
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "array length of 4294967296"});
+  // Counts of entries the rest of the file cannot hold.
+  GgufBuilder many;
+  many.n_kv = uint64_t{1} << 40;
+  write_file(file, many.bytes(1));
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "metadata count"});
+  GgufBuilder tensors;
+  tensors.n_tensors = uint64_t{1} << 40;
+  write_file(file, tensors.bytes(1));
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "tensor count"});
+}
+
+// Before: dimensions of 2^32 × 2^32 counted 0 elements and 0 bytes, so the tensor was accepted with no data.
+BOOST_AUTO_TEST_CASE(gguf_tensor_sizes_are_counted_without_overflow) {
+  TempDir d;
+  const auto file = (d.path / "m.gguf").string();
+  write_file(file, GgufBuilder().tensor("t", {uint64_t{1} << 32, uint64_t{1} << 32}, 0, 0).bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'t'", "too large"});
+  // An offset that wraps around 2^64 once the data section's start is added.
+  GgufBuilder wrap;
+  wrap.tensor("t", {8}, 0, ~uint64_t{0} - 31);
+  wrap.data.assign(64, '\0');
+  write_file(file, wrap.bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'t'"});
+}
+
+// Before: accepted; two weights then share bytes, and a write through one (a copy-on-load conversion) is the other.
+BOOST_AUTO_TEST_CASE(gguf_tensors_may_not_overlap_or_repeat) {
+  TempDir d;
+  const auto file = (d.path / "m.gguf").string();
+  GgufBuilder overlap;
+  overlap.tensor("a", {16}, 0, 0).tensor("b", {8}, 0, 32);
+  overlap.data.assign(64, '\0');
+  write_file(file, overlap.bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'a'", "'b'", "overlap"});
+  GgufBuilder twice;
+  twice.tensor("a", {8}, 0, 0).tensor("a", {8}, 0, 32);
+  twice.data.assign(64, '\0');
+  write_file(file, twice.bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'a'", "twice"});
+  GgufBuilder fine;
+  fine.tensor("a", {8}, 0, 0).tensor("b", {8}, 0, 32);
+  fine.data.assign(64, '\0');
+  write_file(file, fine.bytes());
+  BOOST_CHECK_NO_THROW(GgufFile::open(file));
 }
 
 BOOST_AUTO_TEST_CASE(embedding_rejects_ids_outside_the_vocabulary) {
