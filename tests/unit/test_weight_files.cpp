@@ -180,6 +180,32 @@ BOOST_AUTO_TEST_CASE(gguf_tensors_may_not_overlap_or_repeat) {
   BOOST_CHECK_NO_THROW(GgufFile::open(file));
 }
 
+// Safetensors files whose header lies about their tensors.
+BOOST_AUTO_TEST_CASE(safetensors_headers_are_checked_against_the_data) {
+  TempDir d;
+  const auto file = (d.path / "m.safetensors").string();
+  auto write_header = [&](const std::string& json, size_t data_bytes) {
+    std::string bytes(8, '\0');
+    const uint64_t n = json.size();
+    std::memcpy(bytes.data(), &n, 8);
+    write_file(file, bytes + json + std::string(data_bytes, '\0'));
+  };
+  // Before: accepted; 2^31 × 2^33 elements count 0 (overflow), matching the 0 bytes given.
+  write_header(R"({"t":{"dtype":"F32","shape":[2147483648,8589934592],"data_offsets":[0,0]}})", 0);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'", "too large"});
+  // Before: std::invalid_argument "negative tensor dimension", naming neither file nor tensor.
+  write_header(R"({"t":{"dtype":"F32","shape":[-1,4],"data_offsets":[0,16]}})", 16);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'"});
+  // Before: accepted.
+  write_header(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'a'", "'b'", "overlap"});
+  // The type's size times the shape must be the bytes given (already refused).
+  write_header(R"({"t":{"dtype":"F16","shape":[4],"data_offsets":[0,16]}})", 16);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'", "needs 8"});
+  write_header(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 16);
+  BOOST_CHECK_NO_THROW(SafetensorsFile::open(file));
+}
+
 BOOST_AUTO_TEST_CASE(embedding_rejects_ids_outside_the_vocabulary) {
   auto src = open_weights(model_dir("llama"));
   ClientHead head(*src, cpu());
