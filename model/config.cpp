@@ -55,7 +55,6 @@ std::vector<float> ModelConfig::rope_inv_freq() const {
 
 // Bounds on a model's sizes, far above any real model, so that every size derived from them (vocab × hidden
 // elements of the embeddings, max_position × kv heads × head_dim of a KV cache, their bytes) fits in int64.
-constexpr int64_t kMaxVocab = int64_t{1} << 24;
 constexpr int64_t kMaxHidden = int64_t{1} << 16;
 constexpr int64_t kMaxIntermediate = int64_t{1} << 18;
 constexpr int64_t kMaxLayers = int64_t{1} << 12;
@@ -73,7 +72,7 @@ void ModelConfig::validate(const std::string& source) const {
     if (!std::isfinite(v) || v <= 0) fail(key + " " + std::to_string(v) + " must be a finite number above 0");
   };
   if (!supported(arch)) fail("unsupported architecture '" + arch + "' (supported: llama, mistral, qwen2)");
-  count("vocab_size", vocab_size, kMaxVocab);
+  count("vocab_size", vocab_size, kMaxVocabSize);
   count("hidden_size", hidden_size, kMaxHidden);
   count("intermediate_size", intermediate_size, kMaxIntermediate);
   count("num_hidden_layers", num_layers, kMaxLayers);

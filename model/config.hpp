@@ -10,6 +10,10 @@ namespace corolla {
 
 class GgufFile;
 
+// The largest vocabulary a model or tokenizer file may declare (real ones stay below 2^18): token ids and
+// vocabulary sizes from files are checked against it before anything is sized by them.
+constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
+
 struct RopeScaling {
   std::string type;  // "" (none), "linear", "llama3"
   double factor = 1.0;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "model/weights/safetensors_file.hpp"
+#include "model/weights/weight_source.hpp"
 
 namespace corolla {
 namespace {
@@ -56,6 +57,9 @@ void refuse_unless_default(const nlohmann::json& cfg, const char* key, const std
   throw std::runtime_error(where + ": " + what + " (" + key + " = " + v.dump() + ") is not supported");
 }
 
+// Ranks of real adapters are at most a few hundred; the bound keeps the scale's arithmetic meaningful.
+constexpr int64_t kMaxRank = int64_t{1} << 16;
+
 }  // namespace
 
 std::string adapter_name(const std::string& dir) {
@@ -90,9 +94,15 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
     refuse_unless_default(cfg, "lora_bias", "a LoRA bias", cfg_path);
     if (cfg.value("bias", "none") != "none")
       throw std::runtime_error(cfg_path + ": bias '" + cfg.value("bias", "") + "' is not supported (only 'none')");
+    if (!cfg.contains("r") || !cfg.at("r").is_number_integer())
+      throw std::runtime_error(cfg_path + ": r must be an integer");
     adapter->rank_ = cfg.at("r").get<int64_t>();
-    if (adapter->rank_ < 1) throw std::runtime_error(cfg_path + ": r must be positive");
+    if (adapter->rank_ < 1 || adapter->rank_ > kMaxRank)
+      throw std::runtime_error(cfg_path + ": r must be in 1.." + std::to_string(kMaxRank));
+    if (!cfg.contains("lora_alpha") || !cfg.at("lora_alpha").is_number())
+      throw std::runtime_error(cfg_path + ": lora_alpha must be a number");
     const double alpha = cfg.at("lora_alpha").get<double>();
+    if (!std::isfinite(alpha)) throw std::runtime_error(cfg_path + ": lora_alpha must be finite");
     const bool rslora = cfg.value("use_rslora", false);
     adapter->scale_ = static_cast<float>(alpha / (rslora ? std::sqrt(static_cast<double>(adapter->rank_))
                                                          : static_cast<double>(adapter->rank_)));
@@ -127,10 +137,11 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
     Projection p;
     if (!std::regex_match(name, m, pattern) || !find_projection(m[3].str(), p))
       throw std::runtime_error(weights.string() + ": tensor '" + name + "' is not a LoRA pair of a block projection");
-    const int64_t block = std::stoll(m[1].str());
-    if (block < 0 || block >= config.num_layers)
-      throw std::runtime_error(weights.string() + ": tensor '" + name + "' names block " + std::to_string(block) +
+    const auto parsed = parse_block_number(m[1].str());
+    if (!parsed || *parsed >= config.num_layers)
+      throw std::runtime_error(weights.string() + ": tensor '" + name + "' names block " + m[1].str() +
                                " of a model with " + std::to_string(config.num_layers));
+    const int64_t block = *parsed;
     Half& h = found[{block, p}];
     (m[4].str() == "A" ? h.a : h.b) = file->tensor(info).to_f32();
   }
@@ -140,7 +151,10 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
                              kNames[static_cast<size_t>(p)].name;
     if (!h.a.defined() || !h.b.defined()) throw std::runtime_error(what + " has lora_A or lora_B but not both");
     const auto [out, in] = projection_shape(p, config);
-    const int64_t r = h.a.dim(0);
+    const int64_t r = h.a.rank() == 2 ? h.a.dim(0) : 0;
+    if (r != adapter->rank_)
+      throw std::runtime_error(what + ": lora_A " + h.a.describe() + " has rank " + std::to_string(r) +
+                               ", adapter_config.json says r = " + std::to_string(adapter->rank_));
     if (h.a.rank() != 2 || h.a.dim(1) != in || h.b.rank() != 2 || h.b.dim(0) != out || h.b.dim(1) != r)
       throw std::runtime_error(what + ": lora_A " + h.a.describe() + " and lora_B " + h.b.describe() +
                                " do not fit the projection [" + std::to_string(out) + ", " + std::to_string(in) + "]");

@@ -34,6 +34,8 @@ class Tokenizer {
   // A directory holding tokenizer.json, and optionally tokenizer_config.json, chat_template.jinja and
   // generation_config.json.
   static Tokenizer from_hf_dir(const std::filesystem::path& dir);
+  // A tokenizer.json's text alone (`source` names it in errors): what from_hf_dir reads first.
+  static Tokenizer from_hf_json_text(std::string_view text, const std::string& source);
   // A GGUF file, a Hugging Face directory, or the tokenizer.json in one.
   static Tokenizer load(const std::filesystem::path& path);
 

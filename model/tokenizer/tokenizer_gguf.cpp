@@ -1,6 +1,7 @@
 // Tokenizer from GGUF metadata (tokenizer.ggml.*), following llama.cpp's reading of those keys.
 #include <stdexcept>
 
+#include "model/config.hpp"
 #include "model/tokenizer/sentencepiece.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "model/tokenizer/tokenizer_data.hpp"
@@ -19,7 +20,7 @@ constexpr const char* kEndOfGeneration[] = {"<|eot_id|>", "<|im_end|>", "<|end|>
 int32_t optional_id(const GgufFile& g, const std::string& key, const Vocab& vocab) {
   auto v = g.find_int(key);
   if (!v || *v < 0) return -1;
-  if (!vocab.contains(static_cast<int32_t>(*v)))
+  if (*v >= static_cast<int64_t>(vocab.size()))
     throw std::runtime_error(g.path() + ": " + key + " = " + std::to_string(*v) + " is outside the vocabulary");
   return static_cast<int32_t>(*v);
 }
@@ -36,6 +37,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
   const std::string model = g.get_string("tokenizer.ggml.model");
   const auto& tokens = g.get_array("tokenizer.ggml.tokens").strings;
   if (tokens.empty()) throw std::runtime_error(g.path() + ": tokenizer.ggml.tokens is empty or not strings");
+  if (tokens.size() > static_cast<size_t>(kMaxVocabSize))
+    throw std::runtime_error(g.path() + ": tokenizer.ggml.tokens has " + std::to_string(tokens.size()) +
+                             " tokens, above the limit of " + std::to_string(kMaxVocabSize));
   const GgufValue* types = g.has("tokenizer.ggml.token_type") ? &g.get_array("tokenizer.ggml.token_type") : nullptr;
   const GgufValue* scores = g.has("tokenizer.ggml.scores") ? &g.get_array("tokenizer.ggml.scores") : nullptr;
   if (types && types->ints.size() != tokens.size())

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "model/config.hpp"
 #include "model/tokenizer/sentencepiece.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "model/tokenizer/tokenizer_data.hpp"
@@ -33,6 +34,14 @@ json read_json(const fs::path& path) {
   } catch (const json::parse_error& e) {
     throw std::runtime_error(path.string() + ": not valid JSON: " + e.what());
   }
+}
+
+// A token id from a file: an integer in the vocabulary's range, refused before nlohmann would narrow it to int32.
+int32_t token_id_of(const json& v) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() >= uint64_t(kMaxVocabSize)) ||
+      (!v.is_number_unsigned() && (v.get<int64_t>() < 0 || v.get<int64_t>() >= kMaxVocabSize)))
+    throw std::runtime_error("token id " + v.dump() + " is not an integer in 0.." + std::to_string(kMaxVocabSize - 1));
+  return static_cast<int32_t>(v.get<int64_t>());
 }
 
 [[noreturn]] void unsupported(const std::string& what, const json& node) {
@@ -186,7 +195,7 @@ void parse_model(const json& m, TokenizerData& d) {
     unsupported("model (BPE with continuing_subword_prefix)", m);
   if (!m.value("end_of_word_suffix", json()).is_null() && !m.at("end_of_word_suffix").get<std::string>().empty())
     unsupported("model (BPE with end_of_word_suffix)", m);
-  for (const auto& [piece, id] : m.at("vocab").items()) d.vocab.set(id.get<int32_t>(), piece);
+  for (const auto& [piece, id] : m.at("vocab").items()) d.vocab.set(token_id_of(id), piece);
   d.bpe.byte_fallback = m.value("byte_fallback", false);
   d.bpe.fuse_unk = m.value("fuse_unk", false);
   d.ignore_merges = m.value("ignore_merges", false);
@@ -222,7 +231,7 @@ void parse_tokenizer_json(const json& tj, TokenizerData& d) {
     }
   for (const json& a : tj.value("added_tokens", json::array())) {
     AddedToken t;
-    t.id = a.at("id").get<int32_t>();
+    t.id = token_id_of(a.at("id"));
     t.content = a.at("content").get<std::string>();
     t.special = a.value("special", false);
     t.lstrip = a.value("lstrip", false);
@@ -264,22 +273,39 @@ void apply_config(const json& cfg, TokenizerData& d) {
   }
 }
 
+// The tokenizer a tokenizer.json's text describes, before tokenizer_config.json and finish().
+std::shared_ptr<TokenizerData> data_of_tokenizer_json(std::string_view text, const std::string& source) {
+  auto d = std::make_shared<TokenizerData>();
+  d->source = source;
+  json tj;
+  try {
+    tj = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw std::runtime_error(source + ": not valid JSON: " + e.what());
+  }
+  try {
+    parse_tokenizer_json(tj, *d);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(source + ": " + e.what());
+  }
+  if (d->prefix.size() == 1) d->bos = d->prefix[0];
+  if (d->suffix.size() == 1) d->eos = d->suffix[0];
+  return d;
+}
+
 }  // namespace
+
+Tokenizer Tokenizer::from_hf_json_text(std::string_view text, const std::string& source) {
+  auto d = data_of_tokenizer_json(text, source);
+  d->finish();
+  return Tokenizer(std::move(d));
+}
 
 Tokenizer Tokenizer::from_hf_dir(const fs::path& dir) {
   const fs::path tj_path = dir / "tokenizer.json";
   if (!fs::exists(tj_path))
     throw std::runtime_error(tj_path.string() + ": not found (a Hugging Face tokenizer directory needs tokenizer.json)");
-  auto d = std::make_shared<TokenizerData>();
-  d->source = tj_path.string();
-  const json tj = read_json(tj_path);
-  try {
-    parse_tokenizer_json(tj, *d);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(tj_path.string() + ": " + e.what());
-  }
-  if (d->prefix.size() == 1) d->bos = d->prefix[0];
-  if (d->suffix.size() == 1) d->eos = d->suffix[0];
+  auto d = data_of_tokenizer_json(read_text(tj_path), tj_path.string());
 
   const fs::path cfg_path = dir / "tokenizer_config.json";
   if (fs::exists(cfg_path)) {
@@ -295,9 +321,13 @@ Tokenizer Tokenizer::from_hf_dir(const fs::path& dir) {
     const json gen = read_json(gen_path);
     if (gen.contains("eos_token_id")) {
       const json& e = gen.at("eos_token_id");
-      if (e.is_number_integer()) d->eos_ids.push_back(e.get<int32_t>());
-      else if (e.is_array())
-        for (const json& id : e) d->eos_ids.push_back(id.get<int32_t>());
+      try {
+        if (e.is_number_integer()) d->eos_ids.push_back(token_id_of(e));
+        else if (e.is_array())
+          for (const json& id : e) d->eos_ids.push_back(token_id_of(id));
+      } catch (const std::exception& err) {
+        throw std::runtime_error(gen_path.string() + ": eos_token_id: " + err.what());
+      }
     }
   }
   d->finish();

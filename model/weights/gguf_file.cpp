@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "model/weights/tensor_extent.hpp"
+
 namespace corolla {
 namespace {
 
@@ -45,6 +47,14 @@ class Cursor {
     return s;
   }
   size_t pos() const { return pos_; }
+  size_t remaining() const { return size_ - pos_; }
+  // Refuses a count of `n` items of at least `min_bytes` each that the rest of the file cannot hold, before
+  // anything is allocated for them.
+  void need_items(uint64_t n, uint64_t min_bytes, const std::string& what) {
+    if (n > remaining() / min_bytes)
+      fail(what + " of " + std::to_string(n) + " does not fit in the " + std::to_string(remaining()) +
+           " bytes left (truncated?)");
+  }
   [[noreturn]] void fail(const std::string& msg) const {
     throw std::runtime_error(path_ + ": invalid GGUF at byte " + std::to_string(pos_) + ": " + msg);
   }
@@ -90,6 +100,23 @@ void read_scalar(Cursor& c, uint32_t t, GgufValue& v) {
   }
 }
 
+// The fewest bytes one value of type t takes in the file (a string: its length).
+uint64_t min_value_bytes(uint32_t t) {
+  switch (t) {
+    case kU8: case kI8: case kBool: return 1;
+    case kU16: case kI16: return 2;
+    case kU32: case kI32: case kF32: return 4;
+    default: return 8;
+  }
+}
+
+// Key length, type, and the smallest value.
+constexpr uint64_t kMinMetadataBytes = 8 + 4 + 1;
+// Name length, rank, one dimension, type, offset.
+constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;
+// Past any real file's (llama.cpp writes 32); bounds the padding before the data.
+constexpr int64_t kMaxAlignment = int64_t{1} << 20;
+
 GgufValue read_value(Cursor& c, uint32_t t) {
   GgufValue v;
   v.kind = kind_of(t, c);
@@ -101,7 +128,7 @@ GgufValue read_value(Cursor& c, uint32_t t) {
   const uint64_t n = c.read<uint64_t>("array length");
   if (et == kArray) c.fail("nested arrays are not supported");
   v.element = kind_of(et, c);
-  if (n > (uint64_t{1} << 32)) c.fail("array of " + std::to_string(n) + " elements");
+  c.need_items(n, min_value_bytes(et), "array length");
   GgufValue e;
   switch (v.element) {
     case GgufValue::Kind::string:
@@ -134,25 +161,32 @@ size_t GgufValue::array_size() const {
   }
 }
 
-std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
+std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) { return parse(MappedFile::open(path)); }
+
+std::shared_ptr<GgufFile> GgufFile::parse(std::shared_ptr<MappedFile> file) {
   auto g = std::make_shared<GgufFile>();
-  g->file_ = MappedFile::open(path);
-  Cursor c(g->file_->data(), g->file_->size(), g->file_->path());
+  g->file_ = std::move(file);
+  const std::string& path = g->file_->path();
+  Cursor c(g->file_->data(), g->file_->size(), path);
   const uint32_t magic = c.read<uint32_t>("magic");
   if (magic != 0x46554747u) c.fail("not a GGUF file (magic bytes are not 'GGUF')");
   g->version_ = c.read<uint32_t>("version");
   if (g->version_ < 2 || g->version_ > 3) c.fail("unsupported GGUF version " + std::to_string(g->version_));
   const uint64_t n_tensors = c.read<uint64_t>("tensor count");
   const uint64_t n_kv = c.read<uint64_t>("metadata count");
-  if (n_tensors > 1'000'000 || n_kv > 1'000'000) c.fail("implausible counts");
+  c.need_items(n_kv, kMinMetadataBytes, "metadata count");
+  c.need_items(n_tensors, kMinTensorInfoBytes, "tensor count");
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.read_string("metadata key");
     const uint32_t t = c.read<uint32_t>("metadata type");
-    g->metadata_[key] = read_value(c, t);
+    GgufValue v = read_value(c, t);
+    if (!g->metadata_.emplace(key, std::move(v)).second) c.fail("metadata key '" + key + "' appears twice");
   }
   uint64_t alignment = 32;
   if (auto a = g->find_int("general.alignment")) {
-    if (*a <= 0 || (*a & (*a - 1)) != 0) c.fail("general.alignment " + std::to_string(*a) + " is not a power of two");
+    if (*a <= 0 || *a > kMaxAlignment || (*a & (*a - 1)) != 0)
+      c.fail("general.alignment " + std::to_string(*a) + " is not a power of two up to " +
+             std::to_string(kMaxAlignment));
     alignment = static_cast<uint64_t>(*a);
   }
   for (uint64_t i = 0; i < n_tensors; ++i) {
@@ -180,19 +214,28 @@ std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
     if (ne[0] % block_elems(info.dtype) != 0)
       c.fail("tensor '" + info.name + "' rows of " + std::to_string(ne[0]) + " do not fill whole " +
              std::string(dtype_name(info.dtype)) + " blocks");
+    const auto nbytes = checked_tensor_bytes(info.dtype, info.shape);
+    if (!nbytes) c.fail("tensor '" + info.name + "' of shape " + info.shape.str() + " is too large");
+    info.nbytes = *nbytes;
     info.offset = c.read<uint64_t>("tensor offset");
-    info.nbytes = storage_bytes(info.dtype, info.shape.numel());
-    g->tensor_index_[info.name] = g->tensors_.size();
+    if (!g->tensor_index_.emplace(info.name, g->tensors_.size()).second)
+      c.fail("tensor '" + info.name + "' appears twice");
     g->tensors_.push_back(std::move(info));
   }
   const uint64_t data_start = (c.pos() + alignment - 1) / alignment * alignment;
+  const uint64_t size = g->file_->size();
+  std::vector<TensorExtent> extents;
+  extents.reserve(g->tensors_.size());
   for (auto& t : g->tensors_) {
     if (t.offset % alignment != 0) c.fail("tensor '" + t.name + "' offset is not aligned");
-    t.offset += data_start;
-    if (t.offset > g->file_->size() || static_cast<uint64_t>(t.nbytes) > g->file_->size() - t.offset)
+    const uint64_t nbytes = static_cast<uint64_t>(t.nbytes);
+    if (data_start > size || t.offset > size - data_start || nbytes > size - data_start - t.offset)
       throw std::runtime_error(path + ": tensor '" + t.name + "' (" + std::to_string(t.nbytes) +
                                " bytes) lies beyond the end of the file (truncated?)");
+    t.offset += data_start;
+    extents.push_back({t.name, t.offset, t.offset + nbytes});
   }
+  check_no_overlap(std::move(extents), path);
   return g;
 }
 

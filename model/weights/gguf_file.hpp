@@ -42,6 +42,8 @@ struct GgufTensorInfo {
 class GgufFile {
  public:
   static std::shared_ptr<GgufFile> open(const std::string& path);
+  // Parses a file already in memory (MappedFile::from_bytes): what open() does after mapping.
+  static std::shared_ptr<GgufFile> parse(std::shared_ptr<MappedFile> file);
 
   const std::string& path() const { return file_->path(); }
   uint32_t version() const { return version_; }

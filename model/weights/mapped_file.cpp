@@ -31,14 +31,25 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
       throw std::runtime_error(path + ": cannot map: " + std::strerror(err));
     }
     f->data_ = static_cast<const uint8_t*>(p);
+    f->mapped_ = true;
   }
   ::close(fd);
   return f;
 }
 
+std::shared_ptr<MappedFile> MappedFile::from_bytes(std::string name, std::string bytes) {
+  std::shared_ptr<MappedFile> f(new MappedFile);
+  f->path_ = std::move(name);
+  f->owned_ = std::move(bytes);
+  f->data_ = reinterpret_cast<const uint8_t*>(f->owned_.data());
+  f->size_ = f->owned_.size();
+  return f;
+}
+
 void MappedFile::release(const void* p, size_t n) const {
   const auto begin = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(data_);
-  if (!data_ || begin < base || begin + n > base + size_) return;
+  // Dropping pages of memory that is not a file mapping would lose them.
+  if (!mapped_ || begin < base || begin + n > base + size_) return;
   const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const uintptr_t first = (begin + page - 1) / page * page, last = (begin + n) / page * page;
   // A private read-only mapping: dropping pages loses nothing, the file still holds them.
@@ -46,7 +57,7 @@ void MappedFile::release(const void* p, size_t n) const {
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace corolla

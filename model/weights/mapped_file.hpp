@@ -13,6 +13,9 @@ class MappedFile {
  public:
   // Throws std::runtime_error naming the path when the file cannot be opened or mapped.
   static std::shared_ptr<MappedFile> open(const std::string& path);
+  // The same interface over bytes held in memory (`name` stands for the path in errors): how the file parsers are
+  // fuzzed and tested on bytes that never touch a disk.
+  static std::shared_ptr<MappedFile> from_bytes(std::string name, std::string bytes);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -29,6 +32,8 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  std::string owned_;  // from_bytes: the bytes themselves (nothing is mapped)
+  bool mapped_ = false;
 };
 
 }  // namespace corolla

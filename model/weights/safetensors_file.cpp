@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "model/weights/tensor_extent.hpp"
+
 namespace corolla {
 namespace {
 
@@ -28,16 +30,26 @@ const char* name_of(DType t) {
   }
 }
 
+// The safetensors format's own limit on its JSON header.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
 }  // namespace
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  return parse(MappedFile::open(path));
+}
+
+std::shared_ptr<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<MappedFile> file) {
   auto f = std::make_shared<SafetensorsFile>();
-  f->file_ = MappedFile::open(path);
+  f->file_ = std::move(file);
+  const std::string& path = f->file_->path();
   const size_t size = f->file_->size();
   auto fail = [&](const std::string& msg) -> void { throw std::runtime_error(path + ": invalid safetensors: " + msg); };
   if (size < 8) fail("file of " + std::to_string(size) + " bytes has no header");
   uint64_t header_len;
   std::memcpy(&header_len, f->file_->data(), 8);
+  if (header_len > kMaxHeaderBytes)
+    fail("header length " + std::to_string(header_len) + " is above the format's limit of 100 MB");
   if (header_len > size - 8) fail("header length " + std::to_string(header_len) + " runs past the end (truncated?)");
   nlohmann::json header;
   try {
@@ -47,6 +59,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   }
   if (!header.is_object()) fail("header is not a JSON object");
   const uint64_t data_start = 8 + header_len;
+  std::vector<TensorExtent> extents;
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     try {
@@ -57,6 +70,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
       if (!dtype) fail("tensor '" + name + "' has unsupported dtype " + dt);
       info.dtype = *dtype;
       const auto dims = entry.at("shape").get<std::vector<int64_t>>();
+      for (int64_t d : dims)
+        if (d < 0) fail("tensor '" + name + "' has a negative dimension");
       switch (dims.size()) {
         case 0: info.shape = Shape{}; break;
         case 1: info.shape = Shape{dims[0]}; break;
@@ -67,18 +82,22 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
       }
       const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
       if (offsets.size() != 2 || offsets[1] < offsets[0]) fail("tensor '" + name + "' has bad data_offsets");
-      info.nbytes = storage_bytes(info.dtype, info.shape.numel());
+      const auto nbytes = checked_tensor_bytes(info.dtype, info.shape);
+      if (!nbytes) fail("tensor '" + name + "' of shape " + info.shape.str() + " is too large");
+      info.nbytes = *nbytes;
       if (offsets[1] - offsets[0] != static_cast<uint64_t>(info.nbytes))
         fail("tensor '" + name + "' holds " + std::to_string(offsets[1] - offsets[0]) + " bytes, its shape " +
              info.shape.str() + " needs " + std::to_string(info.nbytes));
       if (offsets[1] > size - data_start)
         fail("tensor '" + name + "' lies beyond the end of the file (truncated?)");
       info.offset = data_start + offsets[0];
+      extents.push_back({name, info.offset, info.offset + static_cast<uint64_t>(info.nbytes)});
       f->tensors_[name] = info;
     } catch (const nlohmann::json::exception& e) {
       fail("tensor '" + name + "': " + e.what());
     }
   }
+  check_no_overlap(std::move(extents), path);
   return f;
 }
 

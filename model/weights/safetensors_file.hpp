@@ -23,6 +23,8 @@ struct SafetensorsInfo {
 class SafetensorsFile {
  public:
   static std::shared_ptr<SafetensorsFile> open(const std::string& path);
+  // Parses a file already in memory (MappedFile::from_bytes): what open() does after mapping.
+  static std::shared_ptr<SafetensorsFile> parse(std::shared_ptr<MappedFile> file);
 
   const std::string& path() const { return file_->path(); }
   const std::map<std::string, SafetensorsInfo>& tensors() const { return tensors_; }

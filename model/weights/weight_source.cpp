@@ -1,5 +1,6 @@
 #include "model/weights/weight_source.hpp"
 
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,12 +11,21 @@
 
 #include "model/weights/gguf_file.hpp"
 #include "model/weights/safetensors_file.hpp"
+#include "model/weights/safetensors_index.hpp"
 
 namespace corolla {
 namespace fs = std::filesystem;
 
 std::string block_tensor_name(int64_t block, const std::string& suffix) {
   return "model.layers." + std::to_string(block) + "." + suffix;
+}
+
+std::optional<int64_t> parse_block_number(std::string_view digits) {
+  if (digits.empty() || digits.size() > 9) return std::nullopt;  // far past any model's block count
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  return n;
 }
 
 namespace {
@@ -27,17 +37,15 @@ class SafetensorsSource final : public WeightSource {
     config_ = ModelConfig::from_hf_json((dir / "config.json").string());
     const fs::path index = dir / "model.safetensors.index.json";
     if (fs::exists(index)) {
-      std::ifstream in(index);
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(in);
-        for (auto& [name, file] : j.at("weight_map").items()) {
-          auto& shard = shards_[file.get<std::string>()];
-          if (!shard) shard = SafetensorsFile::open((dir / file.get<std::string>()).string());
-          files_[name] = shard.get();
-        }
-      } catch (const nlohmann::json::exception& e) {
-        throw std::runtime_error(index.string() + ": " + e.what());
+      if (fs::file_size(index) > kMaxSafetensorsIndexBytes)
+        throw std::runtime_error(index.string() + ": index of " + std::to_string(fs::file_size(index)) +
+                                 " bytes is too large");
+      std::ifstream in(index, std::ios::binary);
+      const std::string text{std::istreambuf_iterator<char>(in), {}};
+      for (auto& [name, file] : parse_safetensors_index(text, index.string())) {
+        auto& shard = shards_[file];
+        if (!shard) shard = SafetensorsFile::open((dir / file).string());
+        files_[name] = shard.get();
       }
       for (auto& [name, file] : files_)
         if (!file->find(name))
@@ -100,7 +108,7 @@ class GgufSource final : public WeightSource {
     config_ = ModelConfig::from_gguf(*gguf_);
     permuted_qk_ = gguf_->get_string("general.architecture") == "llama";
     for (const auto& info : gguf_->tensors()) {
-      const std::string hf = to_hf(info.name);
+      const std::string hf = to_hf(info.name, gguf_->path());
       if (!hf.empty()) hf_to_gguf_[hf] = info.name;
     }
   }
@@ -152,7 +160,7 @@ class GgufSource final : public WeightSource {
     return out;
   }
 
-  static std::string to_hf(const std::string& g) {
+  static std::string to_hf(const std::string& g, const std::string& path) {
     static const std::map<std::string, std::string> globals = {
         {"token_embd.weight", "model.embed_tokens.weight"},
         {"output_norm.weight", "model.norm.weight"},
@@ -171,8 +179,11 @@ class GgufSource final : public WeightSource {
     static const std::regex block(R"(blk\.(\d+)\.(.+))");
     std::smatch m;
     if (std::regex_match(g, m, block))
-      if (auto it = per_block.find(m[2].str()); it != per_block.end())
-        return block_tensor_name(std::stoll(m[1].str()), it->second);
+      if (auto it = per_block.find(m[2].str()); it != per_block.end()) {
+        const auto block = parse_block_number(m[1].str());
+        if (!block) throw std::runtime_error(path + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
+        return block_tensor_name(*block, it->second);
+      }
     return {};
   }
 

@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/tensor.hpp"
@@ -65,5 +67,8 @@ std::shared_ptr<WeightSource> open_weights(const std::string& path);
 
 // Hugging Face names of one block's tensors.
 std::string block_tensor_name(int64_t block, const std::string& suffix);
+// The block number in a tensor name read from a file ("12" of "blk.12.attn_q.weight"), or nullopt when it is not
+// a plain decimal number small enough to be one.
+std::optional<int64_t> parse_block_number(std::string_view digits);
 
 }  // namespace corolla

@@ -30,7 +30,18 @@ struct GgufBuilder {
   std::string kv, infos, data;
 
   GgufBuilder& u32(const std::string& key, uint32_t v) { return entry(key, gguf_u32, &v, 4); }
+  GgufBuilder& u64(const std::string& key, uint64_t v) { return entry(key, gguf_u64, &v, 8); }
   GgufBuilder& f32(const std::string& key, float v) { return entry(key, gguf_f32, &v, 4); }
+  GgufBuilder& strings(const std::string& key, const std::vector<std::string>& values) {
+    std::string payload;
+    for (const auto& v : values) append_gguf_string(payload, v);
+    return array(key, gguf_string, values.size(), payload);
+  }
+  GgufBuilder& floats(const std::string& key, const std::vector<float>& values) {
+    std::string payload;
+    for (float v : values) append_le<float>(payload, v);
+    return array(key, gguf_f32, values.size(), payload);
+  }
   GgufBuilder& str(const std::string& key, const std::string& v) {
     ++n_kv;
     append_gguf_string(kv, key);

@@ -6,15 +6,20 @@
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "kernels/cpu/weight_placement.hpp"
 #include "model/block.hpp"
 #include "model/client_head.hpp"
+#include "model/lora.hpp"
 #include "model/weights/gguf_file.hpp"
 #include "model/weights/load_weight.hpp"
 #include "model/weights/safetensors_file.hpp"
+#include "support/address_space_limit.hpp"
 #include "support/expect_error.hpp"
+#include "support/gguf_bytes.hpp"
 #include "support/golden.hpp"
 #include "support/temp_dir.hpp"
 
@@ -120,6 +125,170 @@ BOOST_AUTO_TEST_CASE(bad_gguf_files_are_reported) {
   expect_error([&] { open_weights(file); }, {"m.gguf", "not a GGUF file"});
   write_file(file, "");
   expect_error([&] { open_weights(file); }, {"m.gguf"});
+}
+
+// Before: an array header announcing 2^32 elements made the reader reserve 32 GiB (bad_alloc under this test's
+// limit, or the memory, where it was to spare) from a file of 50 bytes.
+BOOST_AUTO_TEST_CASE(a_tiny_gguf_cannot_ask_for_gigabytes) {
+  TempDir d;
+  const auto file = (d.path / "m.gguf").string();
+  AddressSpaceLimit limit(size_t{1} << 30);
+  write_file(file, GgufBuilder().array("a", gguf_u64, uint64_t{1} << 32).bytes(1));
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "array length of 4294967296"});
+  write_file(file, GgufBuilder().array("a", gguf_string, uint64_t{1} << 32).bytes(1));
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "array length of 4294967296"});
+  // Counts of entries the rest of the file cannot hold.
+  GgufBuilder many;
+  many.n_kv = uint64_t{1} << 40;
+  write_file(file, many.bytes(1));
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "metadata count"});
+  GgufBuilder tensors;
+  tensors.n_tensors = uint64_t{1} << 40;
+  write_file(file, tensors.bytes(1));
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "tensor count"});
+}
+
+// Before: dimensions of 2^32 × 2^32 counted 0 elements and 0 bytes, so the tensor was accepted with no data.
+BOOST_AUTO_TEST_CASE(gguf_tensor_sizes_are_counted_without_overflow) {
+  TempDir d;
+  const auto file = (d.path / "m.gguf").string();
+  write_file(file, GgufBuilder().tensor("t", {uint64_t{1} << 32, uint64_t{1} << 32}, 0, 0).bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'t'", "too large"});
+  // An offset that wraps around 2^64 once the data section's start is added.
+  GgufBuilder wrap;
+  wrap.tensor("t", {8}, 0, ~uint64_t{0} - 31);
+  wrap.data.assign(64, '\0');
+  write_file(file, wrap.bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'t'"});
+}
+
+// Before: accepted; two weights then share bytes, and a write through one (a copy-on-load conversion) is the other.
+BOOST_AUTO_TEST_CASE(gguf_tensors_may_not_overlap_or_repeat) {
+  TempDir d;
+  const auto file = (d.path / "m.gguf").string();
+  GgufBuilder overlap;
+  overlap.tensor("a", {16}, 0, 0).tensor("b", {8}, 0, 32);
+  overlap.data.assign(64, '\0');
+  write_file(file, overlap.bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'a'", "'b'", "overlap"});
+  GgufBuilder twice;
+  twice.tensor("a", {8}, 0, 0).tensor("a", {8}, 0, 32);
+  twice.data.assign(64, '\0');
+  write_file(file, twice.bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'a'", "twice"});
+  GgufBuilder fine;
+  fine.tensor("a", {8}, 0, 0).tensor("b", {8}, 0, 32);
+  fine.data.assign(64, '\0');
+  write_file(file, fine.bytes());
+  BOOST_CHECK_NO_THROW(GgufFile::open(file));
+}
+
+// Safetensors files whose header lies about their tensors.
+BOOST_AUTO_TEST_CASE(safetensors_headers_are_checked_against_the_data) {
+  TempDir d;
+  const auto file = (d.path / "m.safetensors").string();
+  auto write_header = [&](const std::string& json, size_t data_bytes) {
+    std::string bytes(8, '\0');
+    const uint64_t n = json.size();
+    std::memcpy(bytes.data(), &n, 8);
+    write_file(file, bytes + json + std::string(data_bytes, '\0'));
+  };
+  // Before: accepted; 2^31 × 2^33 elements count 0 (overflow), matching the 0 bytes given.
+  write_header(R"({"t":{"dtype":"F32","shape":[2147483648,8589934592],"data_offsets":[0,0]}})", 0);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'", "too large"});
+  // Before: std::invalid_argument "negative tensor dimension", naming neither file nor tensor.
+  write_header(R"({"t":{"dtype":"F32","shape":[-1,4],"data_offsets":[0,16]}})", 16);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'"});
+  // Before: accepted.
+  write_header(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'a'", "'b'", "overlap"});
+  // The type's size times the shape must be the bytes given (already refused).
+  write_header(R"({"t":{"dtype":"F16","shape":[4],"data_offsets":[0,16]}})", 16);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'", "needs 8"});
+  write_header(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 16);
+  BOOST_CHECK_NO_THROW(SafetensorsFile::open(file));
+}
+
+// model.safetensors.index.json names shard files; before, "../x" and absolute paths were opened wherever they led
+// (here a valid copy of the shard placed outside the model directory loaded without a word).
+BOOST_AUTO_TEST_CASE(index_files_name_shards_inside_the_model_directory) {
+  TempDir d;
+  const fs::path model = d.path / "model";
+  fs::copy(model_dir("llama-sharded"), model);
+  const std::string shard = "model-00001-of-00003.safetensors";
+  fs::copy_file(model / shard, d.path / "outside.safetensors");
+  const nlohmann::json index = nlohmann::json::parse(read_file(model / "model.safetensors.index.json"));
+  for (const std::string& escape : std::vector<std::string>{"../outside.safetensors", (d.path / "outside.safetensors").string(), "",
+                                   "sub/../" + shard, "config.json"}) {
+    nlohmann::json edited = index;
+    for (auto& [name, file] : edited["weight_map"].items())
+      if (file == shard) file = escape;
+    write_file(model / "model.safetensors.index.json", edited.dump());
+    expect_error([&] { open_weights(model.string()); }, {"model.safetensors.index.json", "'" + escape + "'"});
+  }
+  write_file(model / "model.safetensors.index.json", R"({"weight_map": {"a": 7}})");
+  expect_error([&] { open_weights(model.string()); }, {"model.safetensors.index.json", "'a'"});
+}
+
+namespace {
+// A copy of a committed LoRA adapter with its first tensor renamed.
+fs::path adapter_with_tensor_renamed(const fs::path& dir, const std::string& new_name) {
+  const fs::path src = model_dir("llama") + "/adapters/lora-attn";
+  fs::create_directories(dir);
+  fs::copy_file(src / "adapter_config.json", dir / "adapter_config.json");
+  auto file = SafetensorsFile::open((src / "adapter_model.safetensors").string());
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, info] : file->tensors())
+    tensors.emplace_back(tensors.empty() ? new_name : name, file->tensor(info));
+  write_safetensors((dir / "adapter_model.safetensors").string(), tensors);
+  return dir;
+}
+}  // namespace
+
+// Before: std::stoll threw std::out_of_range "stoll" for a block number of 20 digits, naming neither file nor
+// tensor (GGUF tensor names went through the same parse).
+BOOST_AUTO_TEST_CASE(block_numbers_in_tensor_names_are_parsed_safely) {
+  TempDir d;
+  auto source = open_weights(model_dir("llama"));
+  const auto dir = adapter_with_tensor_renamed(
+      d.path / "a", "base_model.model.model.layers.99999999999999999999.self_attn.q_proj.lora_A.weight");
+  expect_error([&] { LoraAdapter::load(dir.string(), source->config(), 0, 4, cpu()); },
+               {"adapter_model.safetensors", "99999999999999999999"});
+  GgufBuilder g;
+  g.str("general.architecture", "llama")
+      .u32("llama.embedding_length", 64)
+      .u32("llama.feed_forward_length", 128)
+      .u32("llama.block_count", 1)
+      .u32("llama.attention.head_count", 4)
+      .f32("llama.attention.layer_norm_rms_epsilon", 1e-5f)
+      .tensor("token_embd.weight", {64, 256}, 0, 0)
+      .tensor("blk.99999999999999999999.attn_norm.weight", {64}, 0, 64 * 256 * 4);
+  g.data.assign(64 * 256 * 4 + 64 * 4, '\0');
+  write_file(d.path / "m.gguf", g.bytes());
+  expect_error([&] { open_weights((d.path / "m.gguf").string()); }, {"m.gguf", "99999999999999999999"});
+}
+
+// Before: a null lora_alpha gave nlohmann's "type must be number" naming no key; an r unlike the tensors' was
+// accepted and scaled every update wrong.
+BOOST_AUTO_TEST_CASE(lora_configs_are_checked) {
+  TempDir d;
+  auto source = open_weights(model_dir("llama"));
+  const fs::path src = model_dir("llama") + "/adapters/lora-attn";
+  auto with_config = [&](const std::function<void(nlohmann::json&)>& edit) {
+    const fs::path dir = d.path / "edited";
+    fs::remove_all(dir);
+    fs::copy(src, dir);
+    nlohmann::json cfg = nlohmann::json::parse(read_file(src / "adapter_config.json"));
+    edit(cfg);
+    write_file(dir / "adapter_config.json", cfg.dump());
+    return dir.string();
+  };
+  expect_error([&] { LoraAdapter::load(with_config([](auto& c) { c["lora_alpha"] = nullptr; }),
+                                       source->config(), 0, 4, cpu()); },
+               {"adapter_config.json", "lora_alpha"});
+  expect_error([&] { LoraAdapter::load(with_config([](auto& c) { c["r"] = c["r"].template get<int>() + 1; }),
+                                       source->config(), 0, 4, cpu()); },
+               {"adapter_model.safetensors", "rank"});
 }
 
 BOOST_AUTO_TEST_CASE(embedding_rejects_ids_outside_the_vocabulary) {
