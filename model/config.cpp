@@ -112,6 +112,12 @@ void ModelConfig::validate(const std::string& source) const {
       fail("eos_token_id " + std::to_string(e) + " is outside the vocabulary of " + std::to_string(vocab_size));
 }
 
+std::optional<std::string> ModelConfig::span_problem(int64_t first, int64_t last) const {
+  if (first >= 0 && first < last && last <= num_layers) return std::nullopt;
+  return "blocks " + std::to_string(first) + ":" + std::to_string(last) + " are not a span of the model's " +
+         std::to_string(num_layers) + " blocks";
+}
+
 namespace {
 
 // A token id read from a file, refused before it is narrowed to int32 (validate() checks it against the vocabulary).

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,9 @@ struct ModelConfig {
 
   // RoPE inverse frequencies (head_dim / 2 values), with the configured scaling applied.
   std::vector<float> rope_inv_freq() const;
+  // Why blocks [first, last) are not a span of this model (0 <= first < last <= num_layers), or nullopt when they
+  // are: the one rule that serving, block loading and `corolla config-check` apply.
+  std::optional<std::string> span_problem(int64_t first, int64_t last) const;
   // Throws std::runtime_error naming `source` when a field is missing or inconsistent.
   void validate(const std::string& source) const;
 

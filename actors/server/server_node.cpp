@@ -19,10 +19,8 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   const ModelConfig& c = source->config();
   const bool chosen_later = setup.first_block == 0 && setup.last_block == 0;
   if (chosen_later && load_now) throw std::runtime_error("a server without a span cannot load its blocks now");
-  if (!chosen_later &&
-      (setup.first_block < 0 || setup.last_block > c.num_layers || setup.first_block >= setup.last_block))
-    throw std::runtime_error("blocks " + std::to_string(setup.first_block) + ":" + std::to_string(setup.last_block) +
-                             " are not a span of the model's " + std::to_string(c.num_layers) + " blocks");
+  if (!chosen_later)
+    if (auto problem = c.span_problem(setup.first_block, setup.last_block)) throw std::runtime_error(*problem);
   server_node node;
   node.backend = setup.backend ? setup.backend : std::shared_ptr<Backend>(make_backend(setup.device, setup.threads));
   gate_options& o = node.options;
@@ -87,10 +85,8 @@ caf::actor spawn_block_loader(caf::actor_system& sys, server_setup setup, std::s
   auto loader = [setup, source, backend](caf::event_based_actor* self) -> caf::behavior {
     return {
         [=](load_atom, int64_t first, int64_t last) -> caf::result<std::vector<caf::actor>> {
-          if (first < 0 || last > source->config().num_layers || first >= last)
-            return make_error(errc::bad_request, "blocks " + std::to_string(first) + ":" + std::to_string(last) +
-                                                     " are not a span of the model's " +
-                                                     std::to_string(source->config().num_layers) + " blocks");
+          if (auto problem = source->config().span_problem(first, last))
+            return make_error(errc::bad_request, *problem);
           try {
             return load_block_actors(self->home_system(), setup, *source, backend, first, last);
           } catch (const std::exception& e) {
