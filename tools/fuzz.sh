@@ -3,7 +3,8 @@
 # build-fuzz/, then runs each for a fixed time on a working copy of its committed corpus.
 #   bash tools/fuzz.sh                  every target, FUZZ_SECONDS each (default 30)
 #   bash tools/fuzz.sh gguf_header ...  only these
-#   FUZZ_RUNS=10000000 bash tools/fuzz.sh NAME   a number of executions instead of a time
+#   FUZZ_RUNS=10000000 bash tools/fuzz.sh NAME   a number of executions instead of a time (also setting
+#                                                FUZZ_SECONDS stops at whichever comes first)
 # A crash, leak, or input slower than 1 s fails the run; its input is kept in build-fuzz/artifacts/NAME/ (add it to
 # tests/fuzz/corpus/NAME once fixed: every build replays that folder). Prints one line per target.
 set -euo pipefail
@@ -41,7 +42,8 @@ for name in "${targets[@]}"; do
   work=build-fuzz/corpus-work/$name artifacts=build-fuzz/artifacts/$name
   mkdir -p "$work" "$artifacts"
   limit=(-max_total_time="$seconds")
-  [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS")
+  # FUZZ_RUNS with FUZZ_SECONDS: whichever comes first.
+  [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS" ${FUZZ_SECONDS:+-max_total_time="$FUZZ_SECONDS"})
   log=build-fuzz/fuzz-$name.log
   if build-fuzz/bin/fuzz_"$name" "${limit[@]}" -timeout=1 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" "tests/fuzz/corpus/$name" >"$log" 2>&1; then
