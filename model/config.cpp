@@ -104,6 +104,9 @@ void ModelConfig::validate(const std::string& source) const {
       fail("rope_scaling high_freq_factor must be above low_freq_factor");
     count("rope_scaling original_max_position_embeddings", rope_scaling.original_max_position, kMaxPositions);
   }
+  // The frequencies themselves, as every RoPE kernel will use them (extreme but finite factors can still overflow).
+  for (float f : rope_inv_freq())
+    if (!std::isfinite(f)) fail("the RoPE parameters (rope_theta, rope_scaling, rope_freqs) give a non-finite frequency");
   if (bos_token_id < -1 || bos_token_id >= vocab_size)
     fail("bos_token_id " + std::to_string(bos_token_id) + " is outside the vocabulary of " +
          std::to_string(vocab_size));

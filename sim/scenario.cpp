@@ -178,8 +178,10 @@ const region* scenario::find_region(const std::string& name) const {
   return nullptr;
 }
 
-scenario read_scenario(const std::string& path) {
-  const toml::table table = parse_config_file(path);
+scenario read_scenario(const std::string& path) { return read_scenario_text(read_config_file(path), path); }
+
+scenario read_scenario_text(std::string_view text, const std::string& path) {
+  const toml::table table = parse_config_text(text, path);
   TableReader top(table, path);
   scenario s;
   s.source = path;
@@ -196,6 +198,12 @@ scenario read_scenario(const std::string& path) {
     TableReader r(*t, path, "model.");
     read_model(r, s.model);
     r.finish();
+    // The simulated model obeys the same rules as a real model's config (its synthetic weights check them too).
+    try {
+      s.model.config().validate("[model]");
+    } catch (const std::runtime_error& e) {
+      throw ConfigError(where(path, t) + e.what());
+    }
   }
   if (const toml::table* t = table_at(top, "network")) {
     TableReader r(*t, path, "network.");

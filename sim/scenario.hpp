@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/dtype.hpp"
@@ -121,5 +122,7 @@ struct scenario {
 
 // Reads and checks a scenario file. Throws ConfigError naming the file, line and key.
 scenario read_scenario(const std::string& path);
+// The same for a file's text already in memory; `source` names it in messages.
+scenario read_scenario_text(std::string_view text, const std::string& source);
 
 }  // namespace corolla::sim

@@ -20,8 +20,13 @@ if [ ! -f build-fuzz/CMakeCache.txt ]; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCOROLLA_FUZZ=ON \
     -DCOROLLA_SANITIZE=address,undefined -DCOROLLA_CUDA=OFF >/dev/null
 fi
-cmake --build build-fuzz -j"$jobs" --target fuzz_all
 targets=("$@")
+# Named targets build alone (a long run of one target need not build every other under the sanitizers).
+if ((${#targets[@]} == 0)); then
+  cmake --build build-fuzz -j"$jobs" --target fuzz_all
+else
+  cmake --build build-fuzz -j"$jobs" --target "${targets[@]/#/fuzz_}"
+fi
 if ((${#targets[@]} == 0)); then
   for f in build-fuzz/bin/fuzz_*; do
     name=$(basename "$f"); name=${name#fuzz_}

@@ -34,7 +34,11 @@ void read_client_keys(TableReader& r, ClientConfig& c) {
 }
 
 ClientConfig load_client_config(const std::string& toml_path) {
-  const toml::table table = parse_config_file(toml_path);
+  return load_client_config_text(read_config_file(toml_path), toml_path);
+}
+
+ClientConfig load_client_config_text(std::string_view text, const std::string& toml_path) {
+  const toml::table table = parse_config_text(text, toml_path);
   TableReader reader(table, toml_path);
   ClientConfig config;
   read_client_keys(reader, config);

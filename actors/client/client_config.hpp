@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/config/config_error.hpp"
@@ -25,6 +26,8 @@ struct ClientConfig {
 // and the key. 'model' and 'initial_peers' may be absent here (flags can give them); validate() requires them.
 // Throws ConfigError.
 ClientConfig load_client_config(const std::string& toml_path);
+// The same for a file's text already in memory; `source` names it in messages.
+ClientConfig load_client_config_text(std::string_view text, const std::string& source);
 
 // Checks a whole client configuration; messages start with "SOURCE: ". Throws ConfigError.
 void validate(const ClientConfig& config, const std::string& source);

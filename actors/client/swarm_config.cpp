@@ -38,7 +38,11 @@ std::string peer_address(const NodeConfig& node) {
 }  // namespace
 
 SwarmConfig load_swarm_config(const std::string& toml_path) {
-  const toml::table table = parse_config_file(toml_path);
+  return load_swarm_config_text(read_config_file(toml_path), toml_path);
+}
+
+SwarmConfig load_swarm_config_text(std::string_view text, const std::string& toml_path) {
+  const toml::table table = parse_config_text(text, toml_path);
   TableReader top(table, toml_path);
   NodeConfig defaults;
   read_node_keys(top, defaults);

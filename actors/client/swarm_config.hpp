@@ -17,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/client/client_config.hpp"
@@ -34,6 +35,8 @@ struct SwarmConfig {
 // Reads and validates a local-swarm file. Messages name the file, the line and the key, with key paths such as
 // 'server[1].port' (servers counted from 0) and 'client.mode'. Throws ConfigError.
 SwarmConfig load_swarm_config(const std::string& toml_path);
+// The same for a file's text already in memory; `source` names it in messages.
+SwarmConfig load_swarm_config_text(std::string_view text, const std::string& source);
 
 // Checks every server and the client, and that servers share no port or data directory. Throws ConfigError.
 void validate(const SwarmConfig& config, const std::string& source);

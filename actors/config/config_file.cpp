@@ -55,7 +55,9 @@ std::string int_range_text(int64_t min, int64_t max) {
 
 }  // namespace
 
-toml::table parse_config_file(const std::string& path) {
+toml::table parse_config_file(const std::string& path) { return parse_config_text(read_config_file(path), path); }
+
+std::string read_config_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": cannot read the file: it is a directory");
   std::ifstream in(path, std::ios::binary);
@@ -63,8 +65,12 @@ toml::table parse_config_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw ConfigError(path + ": cannot read the file: " + std::strerror(errno));
+  return text.str();
+}
+
+toml::table parse_config_text(std::string_view text, const std::string& path) {
   try {
-    return toml::parse(text.str(), path);
+    return toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     const auto& begin = e.source().begin;
     std::string pos = path;

@@ -22,6 +22,10 @@ namespace corolla {
 // Parses a TOML file. A missing or unreadable file gives "PATH: cannot read the file: REASON"; broken syntax
 // gives "PATH:LINE:COLUMN: invalid TOML: PARSER MESSAGE".
 toml::table parse_config_file(const std::string& path);
+// A configuration file's text ("PATH: cannot read the file: REASON" when it cannot be read).
+std::string read_config_file(const std::string& path);
+// parse_config_file for text already in memory; `source` stands for the path in messages.
+toml::table parse_config_text(std::string_view text, const std::string& source);
 
 // How a value looks in a message: strings quoted ("abc"), numbers and booleans as written, "a table", arrays
 // inline.

@@ -151,7 +151,11 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
 }
 
 NodeConfig load_node_config(const std::string& toml_path) {
-  const toml::table table = parse_config_file(toml_path);
+  return load_node_config_text(read_config_file(toml_path), toml_path);
+}
+
+NodeConfig load_node_config_text(std::string_view text, const std::string& toml_path) {
+  const toml::table table = parse_config_text(text, toml_path);
   TableReader reader(table, toml_path);
   NodeConfig config;
   read_node_keys(reader, config);

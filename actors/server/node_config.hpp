@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/config/config_error.hpp"
@@ -63,6 +64,8 @@ std::string node_data_dir(const NodeConfig& config);
 // the messages name the file, the line and the key (see actors/config/config_file.hpp). 'model' may be absent
 // here (a flag can give it); validate() requires it. Throws ConfigError.
 NodeConfig load_node_config(const std::string& toml_path);
+// The same for a file's text already in memory; `source` names it in messages.
+NodeConfig load_node_config_text(std::string_view text, const std::string& source);
 
 // Checks a whole configuration (after flags have been applied, for instance): every value, the keys that
 // exclude each other, and that a model is given. Messages start with "SOURCE: ". Throws ConfigError.

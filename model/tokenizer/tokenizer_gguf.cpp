@@ -89,7 +89,11 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
       const std::string_view a = std::string_view(m).substr(0, sp), b = std::string_view(m).substr(sp + 1);
       const auto left = d->vocab.find(a), right = d->vocab.find(b);
       const auto merged = d->vocab.find(std::string(a) + std::string(b));
-      if (left && right && merged) d->merges.insert(*left, *right, static_cast<int32_t>(rank), *merged);
+      // As Hugging Face: a merge of pieces the vocabulary lacks means a broken file, not one to load differently.
+      if (!left || !right || !merged)
+        throw std::runtime_error(g.path() + ": tokenizer.ggml.merges[" + std::to_string(rank) + "] '" + m +
+                                 "' names a piece that is not in the vocabulary");
+      d->merges.insert(*left, *right, static_cast<int32_t>(rank), *merged);
     }
   } else if (model == "llama") {
     if (!scores) throw std::runtime_error(g.path() + ": SentencePiece vocabulary without tokenizer.ggml.scores");

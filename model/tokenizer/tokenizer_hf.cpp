@@ -217,7 +217,11 @@ void parse_model(const json& m, TokenizerData& d) {
       b = s.substr(sp + 1);
     }
     const auto left = d.vocab.find(a), right = d.vocab.find(b), merged = d.vocab.find(a + b);
-    if (left && right && merged) d.merges.insert(*left, *right, rank, *merged);
+    // As Hugging Face: a merge of pieces the vocabulary lacks means a broken file, not one to load differently.
+    if (!left || !right || !merged)
+      throw std::runtime_error("merge " + std::to_string(rank) + " '" + a + " " + b + "' names a piece that is not " +
+                               "in the vocabulary");
+    d.merges.insert(*left, *right, rank, *merged);
     ++rank;
   }
 }

@@ -83,6 +83,8 @@ BOOST_AUTO_TEST_CASE(non_finite_and_non_positive_numbers_are_refused) {
   expect_edit_refused([](auto& j) { j["rms_norm_eps"] = -1e-5; }, {"rms_norm_eps"});
   expect_edit_refused([](auto& j) { j["rms_norm_eps"] = 0; }, {"rms_norm_eps"});
   expect_edit_refused([](auto& j) { j["rope_theta"] = 0; }, {"rope_theta"});
+  // Finite and positive, yet every frequency 1 / theta^(2i/d) overflows to infinity.
+  expect_edit_refused([](auto& j) { j["rope_theta"] = 1e-300; }, {"config.json", "non-finite frequency"});
   std::string inf_theta = tiny_config().dump();
   inf_theta.replace(inf_theta.find("\"rope_theta\":10000.0"), 20, "\"rope_theta\":1e999");
   expect_config_refused(inf_theta, {"config.json", "1e999"});

@@ -69,3 +69,21 @@ BOOST_AUTO_TEST_CASE(gguf_special_token_ids_are_checked_before_narrowing) {
   write_file(file, g.bytes());
   expect_error([&] { Tokenizer::from_gguf(*GgufFile::open(file)); }, {"t.gguf", "bos_token_id", "4294967297"});
 }
+
+// Before: a merge naming a piece outside the vocabulary was skipped without a word, so a broken file loaded as a
+// different tokenizer (Hugging Face refuses it: MergeTokenOutOfVocabulary).
+BOOST_AUTO_TEST_CASE(merges_name_tokens_of_the_vocabulary) {
+  expect_tokenizer_refused(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b", "a c"]}})",
+      {"tokenizer.json", "merge 1", "'a c'"});
+  expect_tokenizer_refused(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": [["a", "b"]]}})",
+                           {"tokenizer.json", "merge 0", "'a b'"});
+  TempDir d;
+  const auto file = (d.path / "t.gguf").string();
+  GgufBuilder g;
+  g.str("tokenizer.ggml.model", "gpt2")
+      .strings("tokenizer.ggml.tokens", {"a", "b", "ab"})
+      .strings("tokenizer.ggml.merges", {"a b", "b c"});
+  write_file(file, g.bytes());
+  expect_error([&] { Tokenizer::from_gguf(*GgufFile::open(file)); }, {"t.gguf", "merges[1]", "'b c'"});
+}

@@ -1,0 +1,43 @@
+// config.json to a validated ModelConfig (model/config.hpp). An accepted config must make every size derived from
+// it fit in int64 and every division by it safe: that is what validate() promises the rest of the code.
+#include <cmath>
+#include <cstdint>
+#include <new>
+#include <string_view>
+
+#include "model/config.hpp"
+
+using namespace corolla;
+
+namespace {
+void require(bool ok) {
+  if (!ok) __builtin_trap();
+}
+bool fits(std::initializer_list<int64_t> factors) {
+  int64_t n = 1;
+  for (int64_t f : factors)
+    if (__builtin_mul_overflow(n, f, &n)) return false;
+  return true;
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ModelConfig c;
+  try {
+    c = ModelConfig::from_hf_json_text(std::string_view(reinterpret_cast<const char*>(data), size), "config.json");
+  } catch (const std::bad_alloc&) {
+    __builtin_trap();
+  } catch (const std::exception&) {
+    return 0;
+  }
+  require(c.num_heads > 0 && c.num_kv_heads > 0 && c.head_dim > 0 && c.head_dim % 2 == 0);
+  require(c.hidden_size % c.num_heads == 0 && c.num_heads % c.num_kv_heads == 0);
+  // Embeddings and LM head, one block's projections, a KV cache of max_position tokens, in bytes (f32).
+  require(fits({c.vocab_size, c.hidden_size, 4}));
+  require(fits({c.num_heads, c.head_dim, c.hidden_size, 4}));
+  require(fits({c.intermediate_size, c.hidden_size, 3, 4}));
+  require(fits({c.max_position, c.num_kv_heads, c.head_dim, 2, 4}));
+  require(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0 && std::isfinite(c.rope_theta) && c.rope_theta > 0);
+  for (float f : c.rope_inv_freq()) require(std::isfinite(f));
+  return 0;
+}
