@@ -3,13 +3,16 @@
 #include <charconv>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <random>
+
+#include "apps/api/json_text.hpp"
 
 namespace corolla::api {
 namespace {
 
 [[noreturn]] void wrong(const std::string& key, const std::string& what, const nlohmann::json& v) {
-  std::string shown = v.dump();
+  std::string shown = json_text(v);
   if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
   throw bad_request("'" + key + "' must be " + what + ", got " + shown, key);
 }
@@ -25,6 +28,9 @@ const nlohmann::json* field(const nlohmann::json& obj, const std::string& key) {
 std::optional<int64_t> get_int(const nlohmann::json& obj, const std::string& key) {
   const auto* v = field(obj, key);
   if (!v) return std::nullopt;
+  // An unsigned number past int64's range would wrap to a negative one.
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    throw bad_request("'" + key + "' is out of range: " + json_text(*v), key);
   if (v->is_number_integer()) return v->get<int64_t>();
   if (v->is_number_float()) {
     const double d = v->get<double>();
@@ -112,6 +118,21 @@ nlohmann::json parse_json_body(const std::string& body) {
 }
 
 namespace {
+// A float field: a double past float's range would make the conversion undefined.
+float get_float(const nlohmann::json& obj, const std::string& key, double fallback) {
+  const double d = get_number(obj, key).value_or(fallback);
+  if (!(std::fabs(d) <= std::numeric_limits<float>::max()))
+    throw bad_request("'" + key + "' is out of range: " + std::to_string(d), key);
+  return static_cast<float>(d);
+}
+// top_k: 0 (off) up to int32's range.
+int get_top_k(const nlohmann::json& obj, bool minus_one_is_off) {
+  int64_t k = get_int(obj, "top_k").value_or(0);
+  if (minus_one_is_off && k == -1) k = 0;
+  if (k < 0 || k > std::numeric_limits<int32_t>::max())
+    throw bad_request("'top_k' must be 0 (off) or a positive count, got " + std::to_string(k), "top_k");
+  return static_cast<int>(k);
+}
 SamplingParams checked(SamplingParams p) {
   try {
     p.validate();
@@ -135,10 +156,8 @@ SamplingParams openai_sampling(const nlohmann::json& body, double default_temper
   const double top_p = get_number(body, "top_p").value_or(1.0);
   if (top_p <= 0 || top_p > 1) throw bad_request("'top_p' must be in (0, 1], got " + std::to_string(top_p), "top_p");
   p.top_p = static_cast<float>(top_p);
-  const int64_t top_k = get_int(body, "top_k").value_or(0);
-  if (top_k < 0 && top_k != -1) throw bad_request("'top_k' must be 0 (off) or more", "top_k");
-  p.top_k = top_k < 0 ? 0 : static_cast<int>(top_k);
-  p.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty").value_or(1.0));
+  p.top_k = get_top_k(body, true);
+  p.repetition_penalty = get_float(body, "repetition_penalty", 1.0);
   for (const char* k : {"presence_penalty", "frequency_penalty"})
     if (get_number(body, k).value_or(0.0) != 0.0)
       throw bad_request(std::string("'") + k + "' is not supported; use 'repetition_penalty' (1 = off)", k);
@@ -150,11 +169,11 @@ SamplingParams openai_sampling(const nlohmann::json& body, double default_temper
 SamplingParams petals_sampling(const nlohmann::json& body) {
   SamplingParams p;
   p.greedy = !get_bool(body, "do_sample").value_or(false);
-  p.temperature = static_cast<float>(get_number(body, "temperature").value_or(1.0));
+  p.temperature = get_float(body, "temperature", 1.0);
   if (p.greedy) p.temperature = 1.0f;
-  p.top_k = static_cast<int>(get_int(body, "top_k").value_or(0));
-  p.top_p = static_cast<float>(get_number(body, "top_p").value_or(1.0));
-  p.repetition_penalty = static_cast<float>(get_number(body, "repetition_penalty").value_or(1.0));
+  p.top_k = get_top_k(body, false);
+  p.top_p = get_float(body, "top_p", 1.0);
+  p.repetition_penalty = get_float(body, "repetition_penalty", 1.0);
   const auto seed = get_int(body, "seed");
   p.seed = seed ? static_cast<uint64_t>(*seed) : random_seed();
   return checked(p);

@@ -15,6 +15,8 @@
 #include <optional>
 #include <set>
 
+#include "apps/api/json_text.hpp"
+
 namespace corolla::api {
 
 namespace beast = boost::beast;
@@ -109,9 +111,29 @@ class WsConnection : public std::enable_shared_from_this<WsConnection> {
       if (ec) return self->finished();
       std::string msg = beast::buffers_to_string(self->buffer_.data());
       self->buffer_.consume(n);
-      if (self->on_message_ && !self->closing_) self->on_message_(std::move(msg));
+      if (self->on_message_ && !self->closing_ && !self->deliver(std::move(msg))) return self->abort();
       self->do_read();
     });
+  }
+
+  // A handler that throws must not unwind through the I/O thread (that ends the process): the connection that
+  // caused it is dropped instead. Handlers answer bad input themselves; this is the net beneath them.
+  bool deliver(std::string msg) {
+    try {
+      on_message_(std::move(msg));
+      return true;
+    } catch (const std::exception& e) {
+      std::cerr << "api: a WebSocket handler failed (" << e.what() << "); closing the connection\n";
+    } catch (...) {
+      std::cerr << "api: a WebSocket handler failed; closing the connection\n";
+    }
+    return false;
+  }
+
+  void abort() {
+    beast::error_code ec;
+    beast::get_lowest_layer(ws_).socket().close(ec);
+    finished();
   }
 
   void do_write() {
@@ -231,9 +253,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       route_ = "(too large)";
       Response res{http::status::payload_too_large, 11};
       res.set(http::field::content_type, "application/json");
-      res.body() = nlohmann::json{{"error", {{"message", "the request body is over 1 MiB"},
-                                             {"type", "invalid_request_error"}}}}
-                       .dump();
+      res.body() = json_text({{"error", {{"message", "the request body is over 1 MiB"},
+                                        {"type", "invalid_request_error"}}}});
       return write_response(std::move(res));
     }
     if (ec) return close();
@@ -270,8 +291,19 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       if (impl_->fallback) return impl_->fallback(req, responder);
       responder.json(404, {{"error", {{"message", "no such page: " + path}, {"type", "not_found_error"}}}});
     } catch (const std::exception& e) {
-      responder.json(500, {{"error", {{"message", std::string("internal error: ") + e.what()},
-                                      {"type", "internal_error"}}}});
+      internal_error(responder, e.what());
+    } catch (...) {
+      internal_error(responder, "unknown exception");
+    }
+  }
+
+  // The answer when a handler throws: no exception may leave the I/O thread, and this one cannot fail either.
+  void internal_error(const Responder& responder, const std::string& what) {
+    try {
+      responder.json(500, {{"error", {{"message", "internal error: " + what}, {"type", "internal_error"}}}});
+    } catch (...) {
+      keep_alive_ = false;
+      close();
     }
   }
 
@@ -379,7 +411,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
 void Responder::send(Response res) const { conn_->respond(exchange_, std::move(res)); }
 
 void Responder::json(int status, const nlohmann::json& body) const {
-  text(status, body.dump(), "application/json");
+  text(status, json_text(body), "application/json");
 }
 
 void Responder::text(int status, std::string body, const std::string& content_type) const {

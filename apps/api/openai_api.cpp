@@ -5,6 +5,7 @@
 #include "apps/api/api_common.hpp"
 #include "apps/api/api_routes.hpp"
 #include "apps/api/generation.hpp"
+#include "apps/api/json_text.hpp"
 
 namespace corolla::api {
 namespace {
@@ -139,25 +140,25 @@ void run(Engine& engine, const Responder& res, Plan plan,
     // Started once the session is open, so that open errors are plain HTTP errors.
     auto sse_holder = std::make_shared<std::shared_ptr<SseStream>>();
     job->on_chunk = [sse_holder, chunk_json](const std::string& text, int64_t) {
-      if (!text.empty()) (*sse_holder)->event(chunk_json(text, nullptr).dump());
+      if (!text.empty()) (*sse_holder)->event(json_text(chunk_json(text, nullptr)));
     };
     job->on_done = [=](const GenResult& r) {
       finish();
       auto& s = *sse_holder;
-      if (!r.last_text.empty()) s->event(chunk_json(r.last_text, nullptr).dump());
-      s->event(chunk_json("", finish_reason(r)).dump());
+      if (!r.last_text.empty()) s->event(json_text(chunk_json(r.last_text, nullptr)));
+      s->event(json_text(chunk_json("", finish_reason(r))));
       if (plan.include_usage) {
         json u = chunk_json("", nullptr);
         u["choices"] = json::array();
         u["usage"] = usage_json(prompt_len, r.completion_tokens);
-        s->event(u.dump());
+        s->event(json_text(u));
       }
       s->event("[DONE]");
       s->end();
     };
     job->on_error = [=](const ApiError& e) {
       finish();
-      (*sse_holder)->event(openai_error_body(e).dump());
+      (*sse_holder)->event(json_text(openai_error_body(e)));
       (*sse_holder)->event("[DONE]");
       (*sse_holder)->end();
     };
@@ -169,7 +170,7 @@ void run(Engine& engine, const Responder& res, Plan plan,
       }
       *sse_holder = res.start_sse();
       (*sse_holder)->on_gone([cancelled] { cancelled->store(true); });
-      (*sse_holder)->event(first_chunk().dump());
+      (*sse_holder)->event(json_text(first_chunk()));
       session->run(job);
     });
   } else {
@@ -197,6 +198,9 @@ void guarded(const Responder& res, F f) {
     f();
   } catch (const ApiError& e) {
     send_openai_error(res, e);
+  } catch (const nlohmann::json::exception& e) {
+    // A field of an unexpected JSON type that a reader did not check: the request's fault, not the server's.
+    send_openai_error(res, bad_request(std::string("malformed request: ") + e.what()));
   }
 }
 

@@ -21,6 +21,7 @@
 #include "apps/api/api_common.hpp"
 #include "apps/api/api_routes.hpp"
 #include "apps/api/generation.hpp"
+#include "apps/api/json_text.hpp"
 
 namespace corolla::api {
 namespace {
@@ -121,6 +122,8 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
       }
     } catch (const ApiError& e) {
       fail(e);
+    } catch (const std::exception& e) {
+      fail(ApiError{500, "internal_error", std::string("internal error: ") + e.what(), ""});
     }
   }
 
@@ -144,7 +147,7 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
       if (self->phase_ == phase::done) return;
       if (e) return self->fail(*e);
       self->phase_ = phase::ready;
-      self->ws_->send(json{{"ok", true}}.dump());
+      self->ws_->send(json_text({{"ok", true}}));
       self->drain();
     });
   }
@@ -155,13 +158,13 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
     first_input_ = false;
     auto self = shared_from_this();
     job->on_chunk = [self](const std::string& text, int64_t tokens) {
-      self->ws_->send(json{{"ok", true}, {"outputs", text}, {"stop", false}, {"token_count", tokens}}.dump());
+      self->ws_->send(json_text({{"ok", true}, {"outputs", text}, {"stop", false}, {"token_count", tokens}}));
     };
     job->on_done = [self](const GenResult& r) {
       std::lock_guard lock(self->mutex_);
       if (self->phase_ == phase::done) return;
       self->ws_->send(
-          json{{"ok", true}, {"outputs", r.last_text}, {"stop", true}, {"token_count", r.last_tokens}}.dump());
+          json_text({{"ok", true}, {"outputs", r.last_text}, {"stop", true}, {"token_count", r.last_tokens}}));
       self->phase_ = phase::ready;
       self->job_ = nullptr;
       self->drain();
@@ -187,7 +190,7 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
   // Runs with mutex_ held.
   void fail(const ApiError& e) {
     if (phase_ == phase::done) return;
-    ws_->send(json{{"ok", false}, {"traceback", e.message}}.dump());
+    ws_->send(json_text({{"ok", false}, {"traceback", e.message}}));
     ws_->close();
     release();
   }
