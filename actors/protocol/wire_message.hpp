@@ -5,8 +5,8 @@
 // silently). The definitions come from COROLLA_WIRE_CODEC (wire_codec.hpp) plus a fill() and a decode() per type.
 #pragma once
 
+#include <caf/deserializer.hpp>
 #include <caf/error.hpp>
-#include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/serializer.hpp>
 #include <memory>
@@ -28,6 +28,11 @@ struct wire_pieces {
   std::shared_ptr<const void> keep;
 };
 
+// Reads the byte sequence a message arrives as. The length in front of it is the sender's word: it is believed only
+// up to the bytes that actually follow (CAF's own reading of a std::vector<char> sizes the vector first, so a
+// frame of a few bytes announcing 4 GiB allocated 4 GiB). A length beyond them is end_of_stream, as any truncation.
+caf::error read_wire_bytes(caf::deserializer& source, std::vector<char>& bytes);
+
 }  // namespace corolla
 
 #define COROLLA_WIRE_MESSAGE(T)                                                  \
@@ -43,9 +48,8 @@ struct wire_pieces {
       return f(caf::meta::type_name(#T));                                        \
     } else {                                                                     \
       auto bytes = std::make_shared<std::vector<char>>();                        \
-      return f(caf::meta::type_name(#T), *bytes, caf::meta::load_callback([&] {  \
-                 decode(std::move(bytes), x);                                    \
-                 return caf::error{};                                            \
-               }));                                                              \
+      if (auto err = ::corolla::read_wire_bytes(f, *bytes)) return err;          \
+      decode(std::move(bytes), x);                                               \
+      return caf::error{};                                                       \
     }                                                                            \
   }

@@ -1,7 +1,10 @@
 // Every message a server, client or DHT node decodes from a peer (actors/protocol/messages.hpp,
 // actors/dht/dht_messages.hpp): the first byte picks the type, the rest is its Cap'n Proto bytes as they arrive.
+// With the first byte's high bit set, the rest is what CAF's deserializer reads instead (a length, then the bytes):
+// a length beyond the bytes present must be refused before anything is allocated.
 // A decoded message either names its problem in wire_error or is safe to read: every tensor's bytes lie inside the
 // received buffer.
+#include <caf/binary_deserializer.hpp>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -15,6 +18,7 @@ namespace {
 using namespace corolla;
 
 volatile uint8_t sink;
+bool framed = false;  // the input is a CAF frame's payload, not the bare Cap'n Proto bytes
 
 void touch(const Tensor& t) {
   if (!t.defined() || t.numel() == 0) return;
@@ -27,10 +31,15 @@ void touch(const Tensor& t) {
 
 template <class T, class Touch>
 void run(const uint8_t* data, size_t size, Touch touch_fields) {
-  auto bytes = std::make_shared<std::vector<char>>(size);
-  if (size) std::memcpy(bytes->data(), data, size);
   T x;
-  decode(bytes, x);
+  if (framed) {
+    caf::binary_deserializer source(nullptr, reinterpret_cast<const char*>(data), size);
+    if (source(x)) return;
+  } else {
+    auto bytes = std::make_shared<std::vector<char>>(size);
+    if (size) std::memcpy(bytes->data(), data, size);
+    decode(bytes, x);
+  }
   if (x.wire_error.empty()) touch_fields(x);
 }
 
@@ -43,7 +52,8 @@ void run(const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const uint8_t kind = data[0];
+  const uint8_t kind = data[0] & 0x7f;
+  framed = (data[0] & 0x80) != 0;
   ++data, --size;
   switch (kind % 21) {
     case 0: run<info_request>(data, size); break;
