@@ -244,7 +244,7 @@ struct World::impl {
     s.gate = node.gate;
     s.started = true;
     net.publish(s.rec.address, s.node, s.gate, s.dht);
-    caf::anon_send(s.gate, address_atom::value, s.rec.address);
+    caf::send_as(s.gate, s.gate, address_atom::value, s.rec.address);  // from its own node, as a server does
     note("server-start", s.rec.address + " class=" + s.rec.server_class + " region=" + s.rec.region +
                              " blocks=" + std::to_string(s.rec.num_blocks) + " inference_rps=" + fmt(s.rec.inference_rps) +
                              " throughput=" + fmt(s.rec.throughput));

@@ -3,8 +3,7 @@
 # build-fuzz/, then runs each for a fixed time on a working copy of its committed corpus.
 #   bash tools/fuzz.sh                  every target, FUZZ_SECONDS each (default 30)
 #   bash tools/fuzz.sh gguf_header ...  only these
-#   FUZZ_RUNS=10000000 bash tools/fuzz.sh NAME   a number of executions instead of a time (also setting
-#                                                FUZZ_SECONDS stops at whichever comes first)
+#   FUZZ_RUNS=10000000 bash tools/fuzz.sh NAME   10 M executions, or an hour (FUZZ_SECONDS) if they take longer
 # A crash, leak, or input slower than FUZZ_TIMEOUT seconds (default 1; more for a niced run on a busy machine, where
 # ASan's own bookkeeping can stall a run past 1 s) fails the run; its input is kept in build-fuzz/artifacts/NAME/ (add it to
 # tests/fuzz/corpus/NAME once fixed: every build replays that folder). Prints one line per target.
@@ -43,14 +42,16 @@ for name in "${targets[@]}"; do
   work=build-fuzz/corpus-work/$name artifacts=build-fuzz/artifacts/$name
   mkdir -p "$work" "$artifacts"
   limit=(-max_total_time="$seconds")
-  # FUZZ_RUNS with FUZZ_SECONDS: whichever comes first.
-  [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS" ${FUZZ_SECONDS:+-max_total_time="$FUZZ_SECONDS"})
+  # With FUZZ_RUNS, that many executions, or FUZZ_SECONDS (then default 3600) if they take longer.
+  [ -n "${FUZZ_RUNS:-}" ] && limit=(-runs="$FUZZ_RUNS" -max_total_time="${FUZZ_SECONDS:-3600}")
   log=build-fuzz/fuzz-$name.log
+  started=$SECONDS
   if build-fuzz/bin/fuzz_"$name" "${limit[@]}" -timeout="${FUZZ_TIMEOUT:-1}" -rss_limit_mb=2048 -malloc_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" "tests/fuzz/corpus/$name" >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
+    rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo '?')
-    echo "fuzz $name: ok, $runs executions in ${FUZZ_RUNS:+$FUZZ_RUNS runs}${FUZZ_RUNS:-${seconds} s}, coverage $cov"
+    echo "fuzz $name: ok, $runs executions ($rate/s, $((SECONDS - started)) s), coverage $cov, 0 crashes, leaks or slow inputs"
   else
     failed=1
     echo "fuzz $name: FAILED (log: $log, inputs: $artifacts/)"

@@ -122,7 +122,7 @@ void poll_peers(client_actor* self, std::function<void(std::vector<server_info>)
               self->request(gate, self->state.opt.request_timeout, info_request{})
                   .then(
                       [=](server_info& info) {
-                        if (info.wire_error.empty()) {
+                        if (info.wire_error.empty() && server_info_problem(info).empty()) {
                           if (info.address.empty()) info.address = peer;
                           infos->push_back(std::move(info));
                         }

@@ -1,5 +1,7 @@
 #include "actors/dht/announcer.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -67,6 +69,20 @@ void keep_standing(std::map<std::string, announced_server>& by_address, announce
   if (newer) it->second = std::move(s);
 }
 
+std::string server_info_problem(const server_info& i) {
+  if (!(0 <= i.first_block && i.first_block < i.last_block && i.last_block <= i.total_blocks &&
+        i.total_blocks <= kMaxAnnouncedBlocks))
+    return "blocks " + std::to_string(i.first_block) + ":" + std::to_string(i.last_block) + " of " +
+           std::to_string(i.total_blocks) + " are not a span of a model";
+  if (i.state != "joining" && i.state != "online" && i.state != "offline") return "state '" + i.state + "'";
+  for (double v : {i.throughput, i.inference_rps, i.forward_rps, i.network_rps})
+    if (!std::isfinite(v) || v < 0) return "a rate of " + std::to_string(v);
+  if (i.cache_tokens_left < 0 || i.sessions < 0 || i.hidden_size < 0) return "a negative count";
+  for (const auto& [address, ms] : i.pings)
+    if (!std::isfinite(ms) || ms < 0) return "a ping of " + std::to_string(ms) + " ms to " + address;
+  return {};
+}
+
 std::vector<announced_server> parse_servers(const DhtEntries& entries, std::vector<std::string>* problems) {
   std::vector<announced_server> out;
   for (const auto& [subkey, v] : entries) {
@@ -75,6 +91,7 @@ std::vector<announced_server> parse_servers(const DhtEntries& entries, std::vect
     std::string problem;
     if (!info.wire_error.empty()) problem = info.wire_error;
     else if (info.address != subkey) problem = "it names address '" + info.address + "'";
+    else problem = server_info_problem(info);
     if (!problem.empty()) {
       if (problems) problems->push_back("the entry of '" + subkey + "' is not a server's info: " + problem);
       continue;

@@ -64,8 +64,16 @@ struct announced_server {
 // the entry announced last (latest expiration; on a tie, not "offline") stands for it.
 void keep_standing(std::map<std::string, announced_server>& by_address, announced_server s);
 
+// What is wrong with a server's info as a stranger may have written it (records are not signed yet), or "": a span
+// outside 0 <= first < last <= total <= kMaxAnnouncedBlocks, a state other than joining/online/offline, or a
+// rate, count or ping that is negative or not finite. Routing computes with these numbers (a graph node per
+// block, costs from the rates): the client reads only infos that pass.
+inline constexpr int64_t kMaxAnnouncedBlocks = 1 << 16;
+std::string server_info_problem(const server_info& info);
+
 // The servers in the entries of one key (dht_get_reply::entries), in subkey order. An entry that does not
-// decode, or whose address is not its subkey, is left out and described in `problems` (when given).
+// decode, whose address is not its subkey, or whose info has a problem, is left out and described in `problems`
+// (when given).
 std::vector<announced_server> parse_servers(const DhtEntries& entries, std::vector<std::string>* problems = nullptr);
 
 }  // namespace corolla

@@ -10,6 +10,7 @@
 
 #include "actors/dht/bucket_actor.hpp"
 #include "actors/dht/dht_internal.hpp"
+#include "actors/protocol/own_node.hpp"
 #include "actors/dht/lookup_actor.hpp"
 #include "actors/dht/rpc.hpp"
 
@@ -345,7 +346,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
   st.storage = DhtStorage(DhtStorage::Options{st.opt.max_subkeys});
   st.rng = rng_from_id(st.opt.id);
   self->set_default_handler([](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-    return make_error(errc::bad_request, "unexpected message " + caf::to_string(x.content()));
+    return make_error(errc::unexpected_message, "unexpected message " + caf::to_string(x.content()));
   });
   self->delayed_send(self, st.opt.purge_period, sweep_atom::value);
   if (!st.opt.client_mode) {
@@ -399,6 +400,10 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         const auto now = self->clock().now();
         dht_store_reply reply{to_wire(s.me), {}, {}};
         for (const auto& item : req.items) {
+          if (item.ttl_ns > kMaxDhtTtlNs) {  // refused, not shortened: the sender lies or runs another protocol
+            reply.stored.push_back(false);
+            continue;
+          }
           const auto expiration = now + std::chrono::nanoseconds(std::max<int64_t>(item.ttl_ns, 0));
           reply.stored.push_back(s.storage.put(key, item.subkey, item.value, expiration, now) ==
                                  DhtStorage::Put::stored);
@@ -521,7 +526,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
       },
       [=](address_atom, const std::string& address) {
         auto& s = self->state;
-        if (s.opt.client_mode) return;
+        if (s.opt.client_mode || !from_own_node(self)) return;
         s.me.address = address;
         for (auto& [i, b] : s.buckets) self->send(b, address_atom::value, address);
       },
@@ -534,6 +539,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         else self->state.views[m.index] = std::move(m.contacts);
       },
       [=](sweep_atom) {
+        if (!from_own_node(self)) return;
         auto& s = self->state;
         const auto now = self->clock().now();
         s.storage.purge(now);
@@ -547,6 +553,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         self->delayed_send(self, self->state.opt.purge_period, sweep_atom::value);
       },
       [=](republish_atom) {
+        if (!from_own_node(self)) return;
         republish(self);
         self->delayed_send(self, self->state.opt.republish_period, republish_atom::value);
       },

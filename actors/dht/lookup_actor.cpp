@@ -38,7 +38,7 @@ void finish(lookup_actor* self) {
 // Takes the items' values (each holder's reply lists the key's whole dictionary: moved, not copied).
 void merge(DhtEntries& into, std::vector<dht_item>& items, DhtTime now) {
   for (auto& item : items) {
-    if (item.ttl_ns <= 0 || item.value.size() > kMaxDhtValueBytes) continue;
+    if (item.ttl_ns <= 0 || item.ttl_ns > kMaxDhtTtlNs || item.value.size() > kMaxDhtValueBytes) continue;
     const DhtTime expiration = now + std::chrono::nanoseconds(item.ttl_ns);
     auto it = into.find(item.subkey);
     if (it == into.end()) into.emplace(std::move(item.subkey), DhtValue{std::move(item.value), expiration});

@@ -3,8 +3,9 @@
 // is passed in (the actor clock's now(), so virtual time works).
 //
 // A put replaces the entry stored for the same subkey unless that entry expires later (so an old republished copy
-// never overwrites a fresh announcement). Entries already expired are refused, and so is a new subkey once the
-// key holds `max_subkeys`.
+// never overwrites a fresh announcement). Entries already expired are refused, so are entries expiring more than
+// `max_ttl` ahead, a new subkey once the key holds `max_subkeys`, a new key beyond `max_keys`, and anything that
+// would take the bytes held past `max_bytes` (expired entries are dropped first to make room).
 #pragma once
 
 #include <chrono>
@@ -32,9 +33,12 @@ using DhtEntries = std::map<std::string, DhtValue>;  // subkey -> value
 class DhtStorage {
  public:
   struct Options {
-    size_t max_subkeys = 1024;  // per key
+    size_t max_subkeys = 1024;         // per key
+    size_t max_keys = 65536;           // keys held at once
+    size_t max_bytes = size_t{256} << 20;  // subkeys and values held at once
+    std::chrono::nanoseconds max_ttl{int64_t{3600} * 1000000000};  // an entry expiring later is refused
   };
-  enum class Put { stored, superseded, expired, full };
+  enum class Put { stored, superseded, expired, full, too_late };
 
   DhtStorage() : DhtStorage(Options{}) {}
   explicit DhtStorage(Options o) : opt_(o) {}
@@ -55,6 +59,7 @@ class DhtStorage {
   size_t purge(DhtTime now);
 
   size_t keys() const { return data_.size(); }
+  size_t bytes() const { return bytes_; }
   size_t entries() const;
   // Every live entry with the time it was last stored here (for republishing).
   void for_each(DhtTime now,
@@ -68,6 +73,7 @@ class DhtStorage {
   };
   Options opt_;
   std::map<NodeId, std::map<std::string, Stored>, id_less> data_;
+  size_t bytes_ = 0;  // subkeys and values held
 };
 
 }  // namespace corolla

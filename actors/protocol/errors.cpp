@@ -21,6 +21,7 @@ std::string errc_name(errc code) {
     case errc::timeout: return "timeout";
     case errc::internal: return "internal";
     case errc::no_route: return "no_route";
+    case errc::unexpected_message: return "unexpected_message";
   }
   return "error_" + std::to_string(static_cast<int>(code));
 }

@@ -21,6 +21,8 @@ enum class errc : uint8_t {
   timeout,
   internal,             // a bug or an unexpected failure inside the server
   no_route,             // no chain of servers covers the blocks asked for
+  unexpected_message,   // the peer does not speak this message's protocol (a DHT-only node asked to serve, a
+                        // peer of another version): a client takes it for a failed server, not its own mistake
 };
 
 inline constexpr caf::atom_value kErrorCategory = caf::atom("corolla");

@@ -43,6 +43,10 @@ std::string inbound_streams::breaks(entry& e, std::string problem) {
 
 std::string inbound_streams::add(const caf::actor_addr& from, const wire_chunk& c, time_point now) {
   const std::string name = "stream " + std::to_string(c.stream);
+  // A peer opening stream after stream (broken ones are kept a while to answer their final messages) must not
+  // grow the table without bound.
+  if (streams_.size() >= limits_.max_streams && streams_.find({from, c.stream}) == streams_.end())
+    return name + ": " + std::to_string(streams_.size()) + " streams are being received already (the limit)";
   if (!c.wire_error.empty()) {
     entry& e = streams_[{from, c.stream}];
     e.last = now;

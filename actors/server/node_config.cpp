@@ -196,6 +196,9 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
   if (c.max_sessions < 1) fail("max_sessions", "must be an integer >= 1, got " + std::to_string(c.max_sessions));
   if (auto problem = check_throughput(c.throughput)) fail("throughput", *problem);
   positive("update_period_s", c.update_period_s);
+  // Announcements live twice the period, and DHT nodes refuse records living over an hour (kMaxDhtTtlNs).
+  if (c.update_period_s > 1800) fail("update_period_s", "must be at most 1800 (records live twice the period, "
+                                                        "an hour at most), got " + toml_double(c.update_period_s));
   if (auto problem = check_adapters(c.adapters)) fail("adapters", *problem);
   if (!std::isfinite(c.balance_quality) || c.balance_quality < 0)
     fail("balance_quality", "must be a number >= 0, got " + toml_double(c.balance_quality));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "actors/dht/dht_messages.hpp"
+#include "actors/protocol/own_node.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
@@ -212,7 +213,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
     for (uint64_t id : dead) release_session(self, id);
   });
   self->set_default_handler([](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
-    return make_error(errc::bad_request, "unexpected message " + caf::to_string(x.content()));
+    return make_error(errc::unexpected_message, "unexpected message " + caf::to_string(x.content()));
   });
   const auto sweep_period = std::max<caf::timespan>(std::chrono::milliseconds(100), st.opt.session_timeout / 4);
   self->delayed_send(self, sweep_period, sweep_atom::value);
@@ -242,6 +243,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         return i;
       },
       [=](blocks_atom, const std::vector<caf::actor>& blocks) -> caf::result<ack> {
+        if (!from_own_node(self)) return make_error(errc::bad_request, "not accepted from another node");
         auto& s = self->state;
         if (!s.blocks.empty() || blocks.empty() ||
             static_cast<int64_t>(blocks.size()) != s.opt.last_block - s.opt.first_block)
@@ -251,6 +253,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         return ack{};
       },
       [=](span_atom, int64_t first, int64_t last) -> caf::result<ack> {
+        if (!from_own_node(self)) return make_error(errc::bad_request, "not accepted from another node");
         auto& s = self->state;
         if (first < 0 || last > s.opt.total_blocks || first >= last)
           return make_error(errc::bad_request, "blocks " + std::to_string(first) + ":" + std::to_string(last) +
@@ -490,13 +493,18 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
       },
       // Chunks of large training requests (actors/protocol/wire_stream.hpp); the request naming them follows.
       [=](const wire_chunk& chunk) { return receive_chunk(self, self->state.inbound, chunk); },
-      [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
-      [=](address_atom, const std::string& address) { self->state.opt.address = address; },
+      [=](stream_sweep_atom) {
+        if (from_own_node(self)) sweep_streams(self, self->state.inbound);
+      },
+      [=](address_atom, const std::string& address) {
+        if (from_own_node(self)) self->state.opt.address = address;
+      },
       [=](dht_ping_request& r) { return to_dht<dht_ping_reply>(self, r); },
       [=](dht_find_node_request& r) { return to_dht<dht_find_node_reply>(self, r); },
       [=](dht_find_value_request& r) { return to_dht<dht_find_value_reply>(self, r); },
       [=](dht_store_request& r) { return to_dht<dht_store_reply>(self, r); },
       [=](sweep_atom) {
+        if (!from_own_node(self)) return;
         auto& s = self->state;
         const auto now = self->clock().now();
         std::vector<uint64_t> idle;

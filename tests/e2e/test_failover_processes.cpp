@@ -13,6 +13,11 @@
 #include <thread>
 
 #include "actors/client/client_api.hpp"
+#include "actors/dht/announcer.hpp"
+#include "actors/dht/dht_api.hpp"
+#include "actors/dht/dht_node.hpp"
+#include "actors/net/connector.hpp"
+#include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "support/golden.hpp"
@@ -375,4 +380,92 @@ BOOST_AUTO_TEST_CASE(chaos_every_session_completes_with_its_fault_free_output) {
   }
   BOOST_TEST_MESSAGE("recoveries: " << recoveries);
   BOOST_TEST(recoveries >= 1u);
+}
+
+namespace {
+
+// A stranger on the swarm's DHT: a node of its own (sending only), which writes whatever records it likes, as
+// any process can while records are not signed.
+struct stranger {
+  failover_swarm& s;
+  caf::actor connector = spawn_connector(s.sys);
+  caf::actor node;
+
+  explicit stranger(failover_swarm& swarm) : s(swarm) {
+    dht_options o;
+    o.client_mode = true;
+    o.id[0] = 0x5a;
+    node = spawn_dht_node(s.sys, o, connector);
+    s.self->request(node, 30s, dht_bootstrap{{s.boot.address()}})
+        .receive([](const dht_bootstrap_reply&) {}, [](caf::error& e) { BOOST_FAIL("bootstrap: " << describe(e)); });
+  }
+  ~stranger() {
+    s.self->send_exit(node, caf::exit_reason::user_shutdown);
+    s.self->send_exit(connector, caf::exit_reason::user_shutdown);
+  }
+
+  // Announces `info` as a server would, expiring `ttl` from now; returns how many nodes stored the records.
+  size_t announce(const server_info& info, caf::timespan ttl) {
+    size_t replicas = 0;
+    for (auto& put : announce_puts(s.swarm_id, info, s.sys.clock().now() + ttl))
+      s.self->request(node, 30s, std::move(put))
+          .receive([&](const dht_put_reply& r) { replicas += r.replicas; }, [](caf::error&) {});
+    return replicas;
+  }
+};
+
+server_info first_server_seen(failover_swarm& s) {
+  std::vector<server_info> seen;
+  s.self->request(s.client, 10s, refresh_atom::value)
+      .receive([&](std::vector<server_info>& v) { seen = v; }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
+  BOOST_REQUIRE(!seen.empty());
+  return seen.front();
+}
+
+}  // namespace
+
+// Records are not signed yet, so a stranger can write under a server's subkey. A record declaring it offline for
+// ten years was kept (it expires after the server's own announcements, which therefore never superseded it) and
+// every client lost the server; now honest DHT nodes refuse records living over an hour.
+BOOST_AUTO_TEST_CASE(a_forged_offline_record_for_ten_years_does_not_take_a_server_out) {
+  failover_swarm s({"0:4"});
+  stranger x(s);
+  server_info forged = first_server_seen(s);
+  forged.state = "offline";
+  BOOST_TEST(x.announce(forged, std::chrono::hours(24 * 3650)) == 0u);
+  std::this_thread::sleep_for(1500ms);  // the server has announced itself again since
+  auto session = s.open();
+  BOOST_TEST(generate_with(s, session, prompt(), [](int) {}) == fault_free(prompt()), boost::test_tools::per_element());
+}
+
+// Records announcing a fast "server" of all blocks at the addresses of nodes that are not one: a server of
+// another swarm that serves blocks 0:2 only, and the DHT bootstrap node. A client that chose the bootstrap node
+// failed at once with bad_request ("unexpected message"), its own mistake as it saw it. Now a peer that does not
+// speak the server protocol answers unexpected_message, a failed server to the client: banned, next route.
+BOOST_AUTO_TEST_CASE(fake_servers_at_other_nodes_addresses_cost_a_failover) {
+  failover_swarm s({"0:4"}, {{0, {"--throughput", "10"}}});  // slow, so that the fakes look far better
+  ServerProcess other({"--model", model_dir("llama"), "--block_indices", "0:2", "--port", "0", "--initial_peers",
+                       s.boot.address(), "--data_dir", s.dir.str() + "/other", "--swarm_id", s.swarm_id + "-other",
+                       "--threads", "1", "--cache_tokens", "8192"});
+  stranger x(s);
+  const server_info real = first_server_seen(s);
+  for (const auto& address : {other.address(), s.boot.address()}) {
+    server_info fake = real;
+    fake.address = address;
+    fake.public_name = "fake";
+    fake.throughput *= 100;
+    fake.inference_rps *= 100;
+    fake.forward_rps *= 100;
+    fake.network_rps *= 100;
+    BOOST_TEST(x.announce(fake, 5min) > 0u);
+  }
+  s.wait_until_announced(3);
+  for (int i = 0; i < 3; ++i) {
+    auto session = s.open();
+    const auto hops = s.route(session);
+    BOOST_TEST((hops == std::vector<std::string>{real.address}), "routed through " << hops.front());
+    BOOST_TEST(generate_with(s, session, prompt(), [](int) {}) == fault_free(prompt()),
+               boost::test_tools::per_element());
+    s.self->send(session, close_atom::value);
+  }
 }

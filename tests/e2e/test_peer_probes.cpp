@@ -271,3 +271,29 @@ BOOST_AUTO_TEST_CASE(a_dht_node_survives_ten_thousand_hostile_frames) {
                [&](caf::error& e) { answered = e != caf::sec::request_timeout && !is(e, errc::peer_unavailable); });
   BOOST_TEST(answered);
 }
+
+// A peer that starts a large frame and then sends a byte now and then would hold the connection (and the frame's
+// budget) for ever. It is dropped: by CAF's heartbeat deadline (1 s without a whole message), and failing that by
+// the gateway's minimum receive rate (64 KiB/s after a 5 s grace).
+BOOST_AUTO_TEST_CASE(a_peer_sending_too_slowly_is_dropped) {
+  TempDir dir;
+  ServerProcess server(server_flags(dir));
+  client_side c;
+  auto [s, greeting] = c.greeted(port_of(server.address()));
+  s.write(client_handshake(c.sys, fake_node(30)));
+  auto m = direct_message(c.sys, greeting.actor, caf::make_message(forward_request{
+                                                     Tensor::empty(DType::f32, {1, 256, 1024}), {}, {}, 0, 4, {}, 0, {}}));
+  s.write(m.data(), 8192);  // the header and the start: judged, passed, then trickled
+  const auto t0 = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (size_t at = 8192; at < m.size() && !closed; ++at) {
+    if (!s.write(m.data() + at, 1)) break;
+    closed = s.closed_within(300ms);
+    if (std::chrono::steady_clock::now() - t0 > 15s) break;
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST_MESSAGE("dropped after " << waited << " s");
+  BOOST_TEST(closed);
+  BOOST_TEST(waited < 10.0);
+  BOOST_TEST(c.generate(server.address()) == expected_tokens(), boost::test_tools::per_element());
+}

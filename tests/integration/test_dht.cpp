@@ -361,6 +361,12 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_errors_and_the_node_keeps_serving) {
   expect_bad(s.ask<dht_store_reply>(node, dht_store_request{sender, id_bytes(key_id("many")),
                                                             std::vector<dht_item>(300, {"s", "v", 1'000'000'000}), {}}),
              "300 items");
+  // A record that would outlive the hour is refused, not shortened.
+  const int64_t ten_years_ns = int64_t{10} * 365 * 24 * 3600 * 1000000000;
+  auto late = s.ask<dht_store_reply>(node, dht_store_request{sender, id_bytes(key_id("late")),
+                                                             {{"s", "offline", ten_years_ns}}, {}});
+  BOOST_REQUIRE(late);
+  BOOST_TEST(late->stored == std::vector<bool>{false}, boost::test_tools::per_element());
   // A malformed message, as it arrives from the wire.
   dht_store_request garbage;
   decode(std::make_shared<std::vector<char>>(std::vector<char>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}),
@@ -368,7 +374,8 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_errors_and_the_node_keeps_serving) {
   BOOST_TEST(!garbage.wire_error.empty());
   expect_bad(s.ask<dht_store_reply>(node, garbage), "malformed message");
   // A message of another kind altogether.
-  expect_bad(s.ask<dht_ping_reply>(node, std::string("hello")), "unexpected message");
+  auto hello = s.ask<dht_ping_reply>(node, std::string("hello"));
+  BOOST_TEST(failed_with(hello, errc::unexpected_message), why(hello));
   // The node is unaffected: it answers pings and serves reads.
   auto pong = s.ask<dht_ping_reply>(node, dht_ping_request{sender, {}});
   BOOST_REQUIRE(pong);

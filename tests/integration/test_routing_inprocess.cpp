@@ -113,6 +113,12 @@ BOOST_AUTO_TEST_CASE(a_gate_moves_to_another_span) {
   self->request(gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}, {}, {}})
       .receive([&](const session_opened& o) { sid = o.session_id; }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
   BOOST_TEST(info().sessions == 1);
+  // Without a sender of this node (as a peer can send it), the move is not made.
+  caf::anon_send(gate, span_atom::value, int64_t{2}, int64_t{4});
+  caf::anon_send(gate, address_atom::value, std::string("127.0.0.1:9"));
+  BOOST_TEST(info().first_block == 0);
+  BOOST_TEST(info().sessions == 1);
+  BOOST_TEST(info().address != "127.0.0.1:9");
   caf::error err;
   self->request(gate, std::chrono::seconds(5), span_atom::value, int64_t{3}, int64_t{5})
       .receive([](const ack&) { BOOST_FAIL("a span past the model's 4 blocks was taken"); },

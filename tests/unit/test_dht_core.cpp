@@ -239,6 +239,29 @@ BOOST_AUTO_TEST_CASE(storage_keeps_the_later_expiration) {
   BOOST_TEST(s.get(key, t0 + 3s).count("b") == 0u);
 }
 
+// A stranger's record may not outlive the hour (a server "offline" for ten years would never be superseded by
+// its own announcements), nor may strangers fill a node's memory with keys or bytes.
+BOOST_AUTO_TEST_CASE(storage_refuses_records_past_the_hour_and_beyond_its_size) {
+  const DhtTime t0 = DhtTime{} + 1h;
+  DhtStorage s;
+  BOOST_TEST((s.put(key_id("k"), "server-a", "offline", t0 + 24h * 3650, t0) == DhtStorage::Put::too_late));
+  BOOST_TEST((s.put(key_id("k"), "server-a", "online", t0 + 1h, t0) == DhtStorage::Put::stored));
+  BOOST_TEST((s.put(key_id("k"), "server-a", "offline", t0 + 1h + 1s, t0) == DhtStorage::Put::too_late));
+  DhtStorage::Options o;
+  o.max_keys = 3;
+  o.max_bytes = 100;
+  DhtStorage small(o);
+  for (int i = 0; i < 3; ++i)
+    BOOST_TEST((small.put(key_id("k" + std::to_string(i)), "s", "v", t0 + 10s, t0) == DhtStorage::Put::stored));
+  BOOST_TEST((small.put(key_id("k3"), "s", "v", t0 + 10s, t0) == DhtStorage::Put::full));
+  BOOST_TEST((small.put(key_id("k0"), "t", std::string(100, 'x'), t0 + 10s, t0) == DhtStorage::Put::full));
+  BOOST_TEST(small.bytes() == 6u);
+  // Expired entries make room.
+  BOOST_TEST((small.put(key_id("k3"), "s", std::string(90, 'x'), t0 + 20s, t0 + 11s) == DhtStorage::Put::stored));
+  BOOST_TEST(small.keys() == 1u);
+  BOOST_TEST(small.bytes() == 91u);
+}
+
 BOOST_AUTO_TEST_CASE(storage_limits_subkeys_per_key) {
   DhtStorage s(DhtStorage::Options{2});
   const DhtTime t0 = DhtTime{} + 1h;

@@ -3,6 +3,9 @@
 // records a server announces (actors/dht/announcer.hpp) parse back.
 #define BOOST_TEST_MODULE dht_wire
 #include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <functional>
+#include <limits>
 
 #include <caf/all.hpp>
 #include <chrono>
@@ -192,4 +195,42 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   server_info negative = info;
   negative.first_block = -1;
   BOOST_CHECK_THROW(server_records("m", negative), std::invalid_argument);
+}
+
+// Records are not signed yet: a stranger's info claiming blocks 0..2^62, a NaN rate or an unknown state would have
+// every client's routing build a graph node per block or compare NaN costs. Such infos are left out.
+BOOST_AUTO_TEST_CASE(hostile_server_infos_are_left_out) {
+  server_info good;
+  good.address = "127.0.0.1:1";
+  good.first_block = 0;
+  good.last_block = 4;
+  good.total_blocks = 4;
+  good.throughput = 10;
+  auto entry_of = [](const server_info& i) {
+    const auto bytes = encode(i);
+    return DhtValue{std::string(bytes.begin(), bytes.end()), DhtTime{} + 1h};
+  };
+  std::vector<std::function<void(server_info&)>> hostile{
+      [](server_info& i) { i.last_block = int64_t{1} << 62, i.total_blocks = int64_t{1} << 62; },
+      [](server_info& i) { i.first_block = -5; },
+      [](server_info& i) { i.last_block = 9; },  // past the model's total
+      [](server_info& i) { i.first_block = 4; },
+      [](server_info& i) { i.throughput = std::nan(""); },
+      [](server_info& i) { i.inference_rps = -1; },
+      [](server_info& i) { i.pings = {{"x:1", std::numeric_limits<double>::infinity()}}; },
+      [](server_info& i) { i.state = "ruling"; },
+      [](server_info& i) { i.cache_tokens_left = -1; },
+  };
+  DhtEntries entries{{good.address, entry_of(good)}};
+  for (size_t k = 0; k < hostile.size(); ++k) {
+    server_info bad = good;
+    bad.address = "127.0.0.1:" + std::to_string(100 + k);
+    hostile[k](bad);
+    entries[bad.address] = entry_of(bad);
+  }
+  std::vector<std::string> problems;
+  auto servers = parse_servers(entries, &problems);
+  BOOST_REQUIRE_EQUAL(servers.size(), 1u);
+  BOOST_TEST(servers[0].info.address == good.address);
+  BOOST_TEST(problems.size() == hostile.size());
 }

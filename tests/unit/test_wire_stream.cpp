@@ -143,6 +143,20 @@ BOOST_AUTO_TEST_CASE(a_lost_or_reordered_chunk_breaks_the_stream) {
   contains(in.add(f.peer, chunks[3], f.t0), "the start of the stream never arrived");
 }
 
+// A peer sending chunks of ever new streams (each broken at once: its start never came) filled the table of
+// streams, which keeps broken ones a while to answer their final messages; now it stops at max_streams.
+BOOST_AUTO_TEST_CASE(a_peer_cannot_grow_the_table_of_streams_without_bound) {
+  fixture f;
+  inbound_streams in(small_limits());
+  const auto chunks = cut_chunks(pieces(big_request()), 1, 4096);
+  for (uint64_t id = 0; id < 3000; ++id) {
+    wire_chunk c = chunks[1];
+    c.stream = id;
+    BOOST_TEST(!in.add(f.peer, c, f.t0).empty());
+  }
+  BOOST_TEST(in.open_streams() == in.limits().max_streams);
+}
+
 BOOST_AUTO_TEST_CASE(a_stream_that_ends_early_or_is_unknown_is_refused) {
   fixture f;
   inbound_streams in(small_limits());

@@ -1,0 +1,76 @@
+// A DHT node's storage (actors/dht/storage.hpp) under any sequence of puts, reads and purges a stranger's stores
+// can cause: keys, subkeys, value sizes, expirations and the clock from the input. Small limits, so that they are
+// reached. Besides not crashing, the storage must keep its bounds (keys, bytes, subkeys per key), never hold an
+// entry expiring more than max_ttl after it was stored, and return only live entries.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "actors/dht/storage.hpp"
+
+using namespace corolla;
+using namespace std::chrono_literals;
+
+namespace {
+
+void require(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+struct input {
+  const uint8_t* p;
+  size_t n;
+  uint64_t take(int bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes && n > 0; ++i, ++p, --n) v = (v << 8) | *p;
+    return v;
+  }
+};
+
+NodeId key_of(uint64_t k) {
+  NodeId id{};
+  id[0] = static_cast<uint8_t>(k);
+  return id;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  DhtStorage::Options o;
+  o.max_subkeys = 8;
+  o.max_keys = 6;
+  o.max_bytes = 4096;
+  o.max_ttl = 600s;
+  DhtStorage s(o);
+  DhtTime now = DhtTime{} + 24h;
+  input in{data, size};
+  while (in.n > 0) {
+    switch (in.take(1) % 4) {
+      case 0:
+      case 1: {
+        const NodeId key = key_of(in.take(1) % 10);
+        const std::string subkey(1 + in.take(1) % 12, static_cast<char>('a' + in.take(1) % 3));
+        const std::string value(in.take(2) % 2048, 'v');
+        // Anything from the past to far beyond the bound, as a store's ttl may say.
+        const auto ttl = std::chrono::seconds(static_cast<int64_t>(in.take(2)) - 1000);
+        const auto r = s.put(key, subkey, value, now + ttl, now);
+        if (r == DhtStorage::Put::stored) require(ttl > 0s && ttl <= o.max_ttl);
+        break;
+      }
+      case 2: {
+        const NodeId key = key_of(in.take(1) % 10);
+        const auto live = s.get(key, now);
+        require(live.size() <= o.max_subkeys);
+        for (const auto& [subkey, v] : live) require(v.expiration > now && v.expiration - now <= o.max_ttl);
+        break;
+      }
+      default:
+        now += std::chrono::seconds(in.take(1));
+        s.purge(now);
+        break;
+    }
+    require(s.keys() <= o.max_keys);
+    require(s.bytes() <= o.max_bytes);
+  }
+  return 0;
+}

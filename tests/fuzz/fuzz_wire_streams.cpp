@@ -1,0 +1,84 @@
+// The reassembly of streamed messages (actors/protocol/wire_stream.hpp) under any sequence of chunks a peer may
+// send: each op adds a chunk (stream id, offset, total and bytes from the input), takes a stream, or lets time
+// pass. Small limits, so that they are reached. Besides not crashing, the receiver must keep its bounds: bytes
+// reserved for streams never exceed max_buffered_bytes, streams tracked never exceed max_streams, and a stream
+// taken whole holds exactly the bytes its chunks carried.
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "actors/protocol/wire_stream.hpp"
+
+using namespace corolla;
+
+namespace {
+
+void require(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+struct input {
+  const uint8_t* p;
+  size_t n;
+  uint64_t take(int bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes && n > 0; ++i, ++p, --n) v = (v << 8) | *p;
+    return v;
+  }
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  stream_limits limits;
+  limits.max_message_bytes = 64 << 10;
+  limits.max_buffered_bytes = 128 << 10;
+  limits.max_streams = 16;
+  limits.timeout = std::chrono::seconds(1);
+  inbound_streams in(limits);
+  inbound_streams::time_point now{};
+  std::map<uint64_t, std::vector<char>> sent;  // what each stream's accepted chunks carried, in order
+  input in_bytes{data, size};
+  const caf::actor_addr from;
+  while (in_bytes.n > 0) {
+    switch (in_bytes.take(1) % 4) {
+      case 0:
+      case 1: {
+        wire_chunk c;
+        c.stream = in_bytes.take(1) % 24;
+        c.offset = in_bytes.take(3);
+        c.total = in_bytes.take(3);
+        const size_t len = std::min<size_t>(in_bytes.take(2) % 4096, in_bytes.n);
+        c.data = reinterpret_cast<const char*>(in_bytes.p);
+        c.size = len;
+        in_bytes.p += len, in_bytes.n -= len;
+        if (in_bytes.take(1) == 0xEE) c.wire_error = "garbled";
+        if (in.add(from, c, now).empty()) {
+          auto& got = sent[c.stream];
+          if (c.offset == 0) got.clear();  // a stream starts at byte 0 (a forgotten one may start again)
+          got.insert(got.end(), c.data, c.data + c.size);
+        }
+        break;
+      }
+      case 2: {
+        const uint64_t id = in_bytes.take(1) % 24;
+        std::shared_ptr<std::vector<char>> bytes;
+        if (in.take(from, id, bytes).empty()) {
+          require(bytes != nullptr);
+          require(*bytes == sent[id]);
+        }
+        sent.erase(id);
+        break;
+      }
+      default:
+        now += std::chrono::milliseconds(in_bytes.take(2));
+        in.expire(now);
+        break;
+    }
+    require(in.buffered_bytes() <= limits.max_buffered_bytes);
+    require(in.open_streams() <= limits.max_streams);
+  }
+  return 0;
+}
