@@ -5,8 +5,8 @@
 #   bash tools/fuzz.sh gguf_header ...  only these
 #   FUZZ_RUNS=10000000 bash tools/fuzz.sh NAME   10 M executions, or an hour (FUZZ_SECONDS) if they take longer
 # A crash, leak, or input slower than FUZZ_TIMEOUT seconds (default 1; more for a niced run on a busy machine, where
-# ASan's own bookkeeping can stall a run past 1 s) fails the run; its input is kept in build-fuzz/artifacts/NAME/ (add it to
-# tests/fuzz/corpus/NAME once fixed: every build replays that folder). Prints one line per target.
+# ASan's own bookkeeping can stall a run past 1 s) fails the run; its input is kept in build-fuzz/artifacts/NAME/
+# (add it to tests/fuzz/corpus/NAME once fixed: every build replays that folder). Prints one line per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-30}
