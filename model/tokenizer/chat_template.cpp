@@ -46,17 +46,21 @@ std::string unescape(std::string_view s) {
 // ChatML's default system prompt: a literal "<|im_start|>system\n...<|im_end|>" whose text is plain (not built
 // from the messages).
 std::string chatml_default_system(std::string_view t) {
-  constexpr std::string_view open = "<|im_start|>system", close = "<|im_end|>";
+  constexpr std::string_view open = "<|im_start|>system", close = "<|im_end|>", expression = "'\"{}+";
+  // The next close and the next expression character after a position are remembered, not searched again for
+  // every opening: a template from a model file is read in one pass whatever it holds.
+  size_t next_close = 0, next_expression = 0;
+  bool close_known = false, expression_known = false;
   for (size_t at = t.find(open); at != std::string_view::npos; at = t.find(open, at + 1)) {
     size_t b = at + open.size();
     if (t.substr(b, 1) == "\n") b += 1;
     else if (t.substr(b, 2) == "\\n") b += 2;
     else continue;
-    const size_t e = t.find(close, b);
-    if (e == std::string_view::npos) continue;
-    const std::string_view text = t.substr(b, e - b);
-    if (text.find_first_of("'\"{}+") != std::string_view::npos) continue;  // built from expressions
-    return unescape(text);
+    if (!close_known || next_close < b) next_close = t.find(close, b), close_known = true;
+    if (next_close == std::string_view::npos) break;  // no later opening has a close either
+    if (!expression_known || next_expression < b) next_expression = t.find_first_of(expression, b), expression_known = true;
+    if (next_expression < next_close) continue;  // built from expressions
+    return unescape(t.substr(b, next_close - b));
   }
   return {};
 }

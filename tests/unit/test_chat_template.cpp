@@ -2,6 +2,7 @@
 // (tests/data/chat_templates/golden.json, written by tools/make_tokenizer_golden.py).
 #define BOOST_TEST_MODULE chat_template
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -99,4 +100,20 @@ BOOST_AUTO_TEST_CASE(plain_fallback) {
   const auto t = ChatTemplate::detect("", "", "");
   const std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", "Hi"}};
   BOOST_TEST(t.render(m, true) == "System: Be brief.\nUser: Hi\nAssistant:");
+}
+
+// A template comes from the model file. Before: each "<|im_start|>system\n" searched again to the end for its
+// "<|im_end|>", so 4 MB of them took minutes (quadratic; killed after 60 s); now one pass.
+BOOST_AUTO_TEST_CASE(a_hostile_template_is_read_in_linear_time) {
+  std::string jinja;
+  while (jinja.size() < (size_t{4} << 20)) jinja += "<|im_start|>system\n";
+  const auto start = std::chrono::steady_clock::now();
+  const ChatTemplate t = ChatTemplate::detect(jinja, "<s>", "</s>");
+  BOOST_TEST(t.format() == ChatFormat::chatml);
+  BOOST_TEST(t.default_system().empty());
+  // One far close after an expression: every opening's text ran to it.
+  const ChatTemplate far = ChatTemplate::detect(jinja + "{<|im_end|>", "<s>", "</s>");
+  BOOST_TEST(far.default_system().empty());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BOOST_TEST(seconds < 5.0);
 }
