@@ -174,7 +174,7 @@ class BalanceSwarm : public DeterministicSystem {
     setup.dht = m.dht;
     m.gate = start_server_node(sys, setup, connector, source, false).gate;
     caf::anon_send(connector, register_atom::value, m.address, m.gate);
-    caf::anon_send(m.gate, address_atom::value, m.address);
+    caf::send_as(m.gate, m.gate, address_atom::value, m.address);  // from its own node, as a server does
     run();
     if (members.size() > 1) {
       auto r = ask<dht_bootstrap_reply>(m.dht, dht_bootstrap{{members.front().address}});
