@@ -33,6 +33,11 @@ ApiConfig load_api_config(const std::string& path) {
   r.get_int("max_new_tokens", c.max_new_tokens, 1, kMaxInt);
   r.get_int("default_max_tokens", c.default_max_tokens, 1, kMaxInt);
   r.get_double("state_ttl_s", c.state_ttl_s, 0, false);
+  r.get_int("max_connections", c.max_connections, 1, 1000000);
+  r.get_int("max_connections_per_address", c.max_connections_per_address, 1, 1000000);
+  r.get_double("header_timeout_s", c.header_timeout_s, 0, true);
+  r.get_double("body_timeout_s", c.body_timeout_s, 0, true);
+  r.get_int("max_body_bytes", c.max_body_bytes, 1024, 1 << 30);
   if (const toml::node* models = r.get_node("model")) {
     const toml::array* arr = models->as_array();
     if (!arr) r.fail("model", "must be an array of tables: write each model as [[model]]");
@@ -66,6 +71,13 @@ void validate(const ApiConfig& c, const std::string& source) {
   std::set<std::string> names;
   for (const auto& m : c.models)
     if (!m.name.empty() && !names.insert(m.name).second) fail("model", "names '" + m.name + "' twice");
+  // Seconds become clock durations: past a day they mean "never", and far past it they overflow the clock.
+  for (auto [key, seconds] : {std::pair{"request_timeout_s", c.request_timeout_s}, {"state_ttl_s", c.state_ttl_s},
+                              {"header_timeout_s", c.header_timeout_s}, {"body_timeout_s", c.body_timeout_s}})
+    if (!(seconds <= 86400)) fail(key, "must be at most 86400 (a day), got " + toml_double(seconds));
+  if (c.max_connections_per_address > c.max_connections)
+    fail("max_connections_per_address",
+         "must not exceed max_connections (" + std::to_string(c.max_connections) + ")");
   if (c.default_max_tokens > c.max_new_tokens)
     fail("default_max_tokens", "must not exceed max_new_tokens (" + std::to_string(c.max_new_tokens) + ")");
 }
@@ -84,6 +96,11 @@ std::string to_toml(const ApiConfig& c) {
   line("max_new_tokens", std::to_string(c.max_new_tokens));
   line("default_max_tokens", std::to_string(c.default_max_tokens));
   line("state_ttl_s", toml_double(c.state_ttl_s));
+  line("max_connections", std::to_string(c.max_connections));
+  line("max_connections_per_address", std::to_string(c.max_connections_per_address));
+  line("header_timeout_s", toml_double(c.header_timeout_s));
+  line("body_timeout_s", toml_double(c.body_timeout_s));
+  line("max_body_bytes", std::to_string(c.max_body_bytes));
   for (const auto& m : c.models) {
     out += "\n[[model]]\n";
     line("name", toml_quote(m.name));

@@ -30,6 +30,11 @@ struct ApiConfig {
   int64_t max_new_tokens = 1024;           // largest max_tokens / max_new_tokens of one request
   int64_t default_max_tokens = 256;        // chat completions without max_tokens
   double state_ttl_s = 2;                  // /health, /api/v1/state and /metrics reread the DHT this often at most
+  int64_t max_connections = 512;           // HTTP and WebSocket connections open at once
+  int64_t max_connections_per_address = 64;  // ... from one remote address
+  double header_timeout_s = 10;            // an idle connection, or one slow to send a request's header, closes
+  double body_timeout_s = 30;              // a request's body must arrive within this after its header
+  int64_t max_body_bytes = 1 << 20;        // a request body or a WebSocket message
   std::vector<ApiModelConfig> models;      // at least one
   bool operator==(const ApiConfig&) const = default;
 };

@@ -14,6 +14,9 @@
 
 namespace corolla::api {
 
+// The HTTP server's limits from the configuration.
+HttpLimits http_limits(const ApiConfig& config);
+
 class ApiServer {
  public:
   // Loads the models (throws std::runtime_error naming one that fails).

@@ -4,6 +4,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -14,7 +15,9 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sys/resource.h>
 
+#include "apps/api/connection_limits.hpp"
 #include "apps/api/json_text.hpp"
 
 namespace corolla::api {
@@ -25,8 +28,12 @@ namespace websocket = beast::websocket;
 using tcp = net::ip::tcp;
 
 namespace {
-constexpr size_t kBodyLimit = 1 << 20;
 constexpr const char* kServerName = "corolla";
+// How long accept waits after it failed (out of descriptors, mostly): the pending connection stays in the
+// backlog and the socket stays readable, so retrying at once would spin a core without ever succeeding.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+// Descriptors kept for everything but HTTP connections (the DHT node, servers and files of `corolla run`).
+constexpr size_t kReservedDescriptors = 128;
 
 void add_common_headers(http::fields& f) {
   f.set(http::field::server, kServerName);
@@ -35,7 +42,12 @@ void add_common_headers(http::fields& f) {
 }  // namespace
 
 struct HttpServer::Impl {
+  explicit Impl(HttpLimits l) : limits(l), accept_backoff(ioc) {}
+  HttpLimits limits;
+  std::shared_ptr<ConnectionLimits> connections;  // made in listen(), when the open-file limit is known
   net::io_context ioc;
+  net::steady_timer accept_backoff;
+  bool accept_failing = false;  // said once per run of failures, not per retry
   std::optional<tcp::acceptor> acceptor;
   std::map<std::pair<http::verb, std::string>, Handler> routes;
   std::set<std::string> paths;
@@ -59,14 +71,19 @@ struct HttpServer::Impl {
 
 class WsConnection : public std::enable_shared_from_this<WsConnection> {
  public:
-  WsConnection(tcp::socket&& socket, std::shared_ptr<HttpServer::Impl> impl)
-      : impl_(std::move(impl)), ws_(std::move(socket)) {}
+  WsConnection(tcp::socket&& socket, std::shared_ptr<HttpServer::Impl> impl, ConnectionLimits::Ticket ticket)
+      : impl_(std::move(impl)), ticket_(std::move(ticket)), ws_(std::move(socket)) {}
 
   void accept(Request req, WsHandler handler) {
-    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    // A peer that neither sends nor answers pings for idle_timeout is dropped (browsers answer pings on their
+    // own, so a chat page left open stays).
+    auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    timeouts.idle_timeout = std::chrono::seconds(300);
+    timeouts.keep_alive_pings = true;
+    ws_.set_option(timeouts);
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, kServerName); }));
-    ws_.read_message_max(kBodyLimit);
+    ws_.read_message_max(impl_->limits.max_body_bytes);
     auto self = shared_from_this();
     auto shared_req = std::make_shared<Request>(std::move(req));
     ws_.async_accept(*shared_req, [self, shared_req, handler](beast::error_code ec) {
@@ -164,6 +181,7 @@ class WsConnection : public std::enable_shared_from_this<WsConnection> {
   }
 
   std::shared_ptr<HttpServer::Impl> impl_;  // first: the io_context outlives the socket
+  ConnectionLimits::Ticket ticket_;
   websocket::stream<beast::tcp_stream> ws_;
   beast::flat_buffer buffer_;
   std::deque<std::string> queue_;
@@ -182,8 +200,8 @@ void WebSocketSession::close() { conn_->close(); }
 
 class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
  public:
-  HttpConnection(tcp::socket&& socket, std::shared_ptr<HttpServer::Impl> impl)
-      : impl_(std::move(impl)), stream_(std::move(socket)) {}
+  HttpConnection(tcp::socket&& socket, std::shared_ptr<HttpServer::Impl> impl, ConnectionLimits::Ticket ticket)
+      : impl_(std::move(impl)), ticket_(std::move(ticket)), stream_(std::move(socket)) {}
 
   void start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
@@ -234,15 +252,18 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void do_read() {
     ++exchange_;
     parser_.emplace();
-    parser_->body_limit(kBodyLimit);
+    parser_->body_limit(impl_->limits.max_body_bytes);
     answered_ = false;
     sse_ = false;
     sse_ended_ = false;
     header_written_ = false;
     chunks_.clear();
-    stream_.expires_after(std::chrono::seconds(120));
-    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      self->on_read(ec);
+    stream_.expires_after(impl_->limits.header_timeout);
+    http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec || self->parser_->is_done()) return self->on_read(ec);
+      self->stream_.expires_after(self->impl_->limits.body_timeout);
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       [self](beast::error_code ec, size_t) { self->on_read(ec); });
     });
   }
 
@@ -253,7 +274,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       route_ = "(too large)";
       Response res{http::status::payload_too_large, 11};
       res.set(http::field::content_type, "application/json");
-      res.body() = json_text({{"error", {{"message", "the request body is over 1 MiB"},
+      const size_t limit = impl_->limits.max_body_bytes;
+      const std::string shown = limit % (1 << 20) == 0 ? std::to_string(limit >> 20) + " MiB"
+                                                        : std::to_string(limit) + " bytes";
+      res.body() = json_text({{"error", {{"message", "the request body is over " + shown},
                                         {"type", "invalid_request_error"}}}});
       return write_response(std::move(res));
     }
@@ -265,7 +289,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       auto it = impl_->ws_routes.find(path);
       if (it != impl_->ws_routes.end()) {
         stream_.expires_never();
-        auto ws = std::make_shared<WsConnection>(stream_.release_socket(), impl_);
+        auto ws = std::make_shared<WsConnection>(stream_.release_socket(), impl_, std::move(ticket_));
         HttpServer::Impl::track(impl_->ws_open, impl_->mutex, ws);
         if (impl_->on_response) impl_->on_response(path, 101);
         ws->accept(std::move(req), it->second);
@@ -393,6 +417,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   }
 
   std::shared_ptr<HttpServer::Impl> impl_;  // first: the io_context outlives the socket
+  ConnectionLimits::Ticket ticket_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -436,16 +461,48 @@ void SseStream::on_gone(std::function<void()> f) { conn_->set_on_gone(std::move(
 
 void HttpServer::Impl::do_accept(std::shared_ptr<Impl> self) {
   acceptor->async_accept(net::make_strand(ioc), [self](beast::error_code ec, tcp::socket socket) {
-    if (!ec) {
-      auto c = std::make_shared<HttpConnection>(std::move(socket), self);
+    if (!self->acceptor || !self->acceptor->is_open()) return;
+    if (ec) {
+      if (!self->accept_failing)
+        std::cerr << "api: cannot accept connections (" << ec.message() << "); retrying every "
+                  << kAcceptBackoff.count() << " ms\n";
+      self->accept_failing = true;
+      self->accept_backoff.expires_after(kAcceptBackoff);
+      self->accept_backoff.async_wait([self](beast::error_code e) {
+        if (!e) self->do_accept(self);
+      });
+      return;
+    }
+    self->accept_failing = false;
+    beast::error_code peer_error;
+    const auto peer = socket.remote_endpoint(peer_error);
+    if (auto ticket = peer_error ? nullptr : self->connections->admit(peer.address().to_string())) {
+      auto c = std::make_shared<HttpConnection>(std::move(socket), self, std::move(ticket));
       Impl::track(self->http_open, self->mutex, c);
       c->start();
+    } else {
+      socket.close(peer_error);  // over a cap: closed before anything is read
     }
-    if (self->acceptor && self->acceptor->is_open()) self->do_accept(self);
+    self->do_accept(self);
   });
 }
 
-HttpServer::HttpServer() : impl_(std::make_shared<Impl>()) {}
+namespace {
+// max_connections, held below what the process's open-file limit leaves after the descriptors it needs for
+// everything else: past it accept() would fail for every client, not only the extra ones.
+size_t connection_cap(size_t configured) {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return configured;
+  const size_t allowed = files.rlim_cur > 2 * kReservedDescriptors ? files.rlim_cur - kReservedDescriptors
+                                                                   : files.rlim_cur / 2;
+  if (configured <= allowed) return configured;
+  std::cerr << "api: max_connections " << configured << " is more than the open-file limit (" << files.rlim_cur
+            << ") allows; holding at most " << allowed << " connections (raise it with ulimit -n)\n";
+  return allowed;
+}
+}  // namespace
+
+HttpServer::HttpServer(HttpLimits limits) : impl_(std::make_shared<Impl>(limits)) {}
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::route(http::verb method, const std::string& path, Handler h) {
@@ -474,6 +531,8 @@ uint16_t HttpServer::listen(const std::string& host, uint16_t port, int threads)
   impl_->acceptor->listen(net::socket_base::max_listen_connections, ec);
   if (ec) fail("listen");
   const uint16_t bound = impl_->acceptor->local_endpoint().port();
+  impl_->connections = std::make_shared<ConnectionLimits>(connection_cap(impl_->limits.max_connections),
+                                                          impl_->limits.max_connections_per_address);
   impl_->do_accept(impl_);
   for (int i = 0; i < threads; ++i) impl_->threads.emplace_back([impl = impl_] { impl->ioc.run(); });
   return bound;
@@ -490,6 +549,7 @@ void HttpServer::stop() {
   net::post(impl->ioc, [impl] {
     beast::error_code ec;
     if (impl->acceptor) impl->acceptor->close(ec);
+    impl->accept_backoff.cancel();
   });
   {
     std::lock_guard lock(impl->mutex);

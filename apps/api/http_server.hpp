@@ -6,6 +6,7 @@
 #pragma once
 
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,12 +71,22 @@ class WebSocketSession {
   std::shared_ptr<WsConnection> conn_;
 };
 
+// What one client may cost the server. Connections over a cap are closed as soon as they are accepted.
+struct HttpLimits {
+  size_t max_connections = 512;              // open at once, HTTP and WebSocket
+  size_t max_connections_per_address = 64;   // open at once from one remote address
+  std::chrono::milliseconds header_timeout{10'000};  // from the end of the last answer (or the connection) to
+                                                     // a request's whole header: idle and slow clients go
+  std::chrono::milliseconds body_timeout{30'000};    // to read a request's body after its header
+  size_t max_body_bytes = 1 << 20;           // a request body, and a WebSocket message
+};
+
 using Handler = std::function<void(const Request&, const Responder&)>;
 using WsHandler = std::function<void(const Request&, std::shared_ptr<WebSocketSession>)>;
 
 class HttpServer {
  public:
-  HttpServer();
+  explicit HttpServer(HttpLimits limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -20,6 +20,7 @@ struct ApiFlags {
   std::vector<std::string> initial_peers;
   std::string web_dir;
   int threads = 1;
+  int64_t max_connections = 0, max_connections_per_address = 0;
 };
 
 int run(const ApiFlags& f, CLI::App* cmd) {
@@ -28,6 +29,8 @@ int run(const ApiFlags& f, CLI::App* cmd) {
   if (cmd->count("--port")) cfg.port = static_cast<uint16_t>(f.port);
   if (cmd->count("--initial_peers")) cfg.initial_peers = f.initial_peers;
   if (cmd->count("--web_dir")) cfg.web_dir = f.web_dir;
+  if (cmd->count("--max_connections")) cfg.max_connections = f.max_connections;
+  if (cmd->count("--max_connections_per_address")) cfg.max_connections_per_address = f.max_connections_per_address;
   api::validate(cfg, f.config);
   block_stop_signals();
   corolla_config sys_cfg;
@@ -62,6 +65,11 @@ Runner add_api(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--web_dir", f->web_dir, "Serve the pages from this directory instead of the built-in copies");
   cmd->add_option("--threads", f->threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
+  cmd->add_option("--max_connections", f->max_connections, "Connections open at once (overrides the file)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--max_connections_per_address", f->max_connections_per_address,
+                  "Connections open at once from one address (overrides the file)")
+      ->check(CLI::Range(1, 1000000));
   return [f, cmd] { return run(*f, cmd); };
 }
 

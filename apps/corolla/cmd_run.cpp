@@ -33,6 +33,8 @@ struct RunOptions {
   int max_sessions = 32;
   int threads = 0;
   int64_t cache_tokens = 16384;
+  int64_t max_connections = api::ApiConfig{}.max_connections;
+  int64_t max_connections_per_address = api::ApiConfig{}.max_connections_per_address;
 };
 
 // One answer, streamed to stdout.
@@ -108,6 +110,8 @@ int run(const RunOptions& o) {
     cfg.web_dir = o.web_dir;
     cfg.initial_peers = {swarm.dht_address()};
     cfg.max_sessions = o.max_sessions;
+    cfg.max_connections = o.max_connections;
+    cfg.max_connections_per_address = o.max_connections_per_address;
     cfg.models.push_back({o.model == "demo" ? "demo" : "", path, o.tokenizer.empty() ? "" : o.tokenizer, ""});
     if (!o.prompt.empty()) {
       auto engine = std::make_shared<api::Engine>(sys, cfg, connector);
@@ -153,6 +157,11 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("--web_dir", o->web_dir, "Serve the pages from this directory instead of the built-in copies");
   cmd->add_option("--max_sessions", o->max_sessions, "Inference sessions the API keeps open at once (default 32)")
       ->check(CLI::Range(1, 100000));
+  cmd->add_option("--max_connections", o->max_connections, "HTTP and WebSocket connections open at once (default 512)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--max_connections_per_address", o->max_connections_per_address,
+                  "Connections open at once from one address (default 64)")
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--cache_tokens", o->cache_tokens, "KV-cache tokens per block of each server (default 16384)")
       ->check(CLI::Range(64, 1 << 24));
   cmd->add_option("--threads", o->threads, "CPU threads per server (0 = all cores)");
