@@ -10,8 +10,8 @@ namespace {
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 }
 
-ApiConfig load_api_config(const std::string& path) {
-  const toml::table table = parse_config_file(path);
+namespace {
+ApiConfig read_api_config(const toml::table& table, const std::string& path) {
   TableReader r(table, path);
   ApiConfig c;
   r.get_string("host", c.host);
@@ -58,6 +58,13 @@ ApiConfig load_api_config(const std::string& path) {
   }
   r.finish();
   return c;
+}
+}  // namespace
+
+ApiConfig load_api_config(const std::string& path) { return read_api_config(parse_config_file(path), path); }
+
+ApiConfig load_api_config_text(std::string_view text, const std::string& source) {
+  return read_api_config(parse_config_text(text, source), source);
 }
 
 void validate(const ApiConfig& c, const std::string& source) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/config/config_error.hpp"
@@ -42,6 +43,8 @@ struct ApiConfig {
 // Reads an API TOML file over the defaults; unknown keys and bad values are errors naming the file, the line and
 // the key. Throws ConfigError.
 ApiConfig load_api_config(const std::string& toml_path);
+// The same over the file's text (for the fuzz target); `source` names it in messages.
+ApiConfig load_api_config_text(std::string_view text, const std::string& source);
 // Checks the whole configuration (after flags). Throws ConfigError with messages starting "SOURCE: ".
 void validate(const ApiConfig& config, const std::string& source);
 // The configuration as TOML that load_api_config() reads back to the same values.
