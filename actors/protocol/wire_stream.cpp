@@ -34,28 +34,70 @@ std::vector<wire_chunk> cut_chunks(const wire_pieces& pieces, uint64_t id, size_
   return out;
 }
 
+std::string inbound_streams::room_for_stream(const caf::node_id& peer) const {
+  // A peer opening stream after stream (broken ones are kept a while to answer their final messages) must not
+  // grow the table without bound, nor fill it for everyone else.
+  if (streams_.size() >= limits_.max_streams)
+    return std::to_string(streams_.size()) + " streams are being received already (the limit)";
+  auto it = peers_.find(peer);
+  if (it != peers_.end() && it->second.streams >= limits_.max_streams_per_peer)
+    return "its sender has " + std::to_string(it->second.streams) + " streams being received already (the limit " +
+           "for one peer)";
+  return {};
+}
+
+inbound_streams::iterator inbound_streams::open(const caf::actor_addr& from, uint64_t id, time_point now) {
+  auto it = streams_.emplace(key{from, id}, entry{}).first;
+  entry& e = it->second;
+  e.last = now;
+  e.peer = from ? from.node() : caf::node_id{};  // an anonymous sender has no node: all of them share one
+  ++peers_[e.peer].streams;
+  return it;
+}
+
+std::string inbound_streams::room_for_bytes(const entry& e) const {
+  if (buffered_ + e.total > limits_.max_buffered_bytes)
+    return mb(buffered_) + " of the " + mb(limits_.max_buffered_bytes) + " allowed for streams being received are taken";
+  const size_t held = peers_.at(e.peer).bytes;
+  if (held + e.total > limits_.max_buffered_bytes_per_peer)
+    return "its sender holds " + mb(held) + " of the " + mb(limits_.max_buffered_bytes_per_peer) + " one peer may";
+  return {};
+}
+
+void inbound_streams::reserve(entry& e) {
+  e.bytes = std::make_shared<std::vector<char>>();
+  e.bytes->reserve(e.total);  // reserved, not filled: the chunks are copied in once
+  buffered_ += e.total;
+  peers_.at(e.peer).bytes += e.total;
+}
+
 std::string inbound_streams::breaks(entry& e, std::string problem) {
-  if (e.bytes) buffered_ -= e.total;
+  if (e.bytes) {
+    buffered_ -= e.total;
+    peers_.at(e.peer).bytes -= e.total;
+  }
   e.bytes.reset();
   e.problem = problem;
   return problem;
 }
 
+void inbound_streams::forget(iterator it) {
+  entry& e = it->second;
+  if (e.bytes) breaks(e, {});
+  auto peer = peers_.find(e.peer);
+  if (--peer->second.streams == 0) peers_.erase(peer);
+  streams_.erase(it);
+}
+
 std::string inbound_streams::add(const caf::actor_addr& from, const wire_chunk& c, time_point now) {
   const std::string name = "stream " + std::to_string(c.stream);
-  // A peer opening stream after stream (broken ones are kept a while to answer their final messages) must not
-  // grow the table without bound.
-  if (streams_.size() >= limits_.max_streams && streams_.find({from, c.stream}) == streams_.end())
-    return name + ": " + std::to_string(streams_.size()) + " streams are being received already (the limit)";
-  if (!c.wire_error.empty()) {
-    entry& e = streams_[{from, c.stream}];
-    e.last = now;
-    return e.problem.empty() ? breaks(e, name + ": garbled chunk: " + c.wire_error) : e.problem;
-  }
   auto it = streams_.find({from, c.stream});
   if (it == streams_.end()) {
-    entry& e = streams_[{from, c.stream}];
-    e.last = now;
+    if (auto problem = room_for_stream(from ? from.node() : caf::node_id{}); !problem.empty())
+      return name + ": " + problem;
+    it = open(from, c.stream, now);
+    entry& e = it->second;
+    if (!c.wire_error.empty()) return breaks(e, name + ": garbled chunk: " + c.wire_error);
     e.total = c.total;
     if (c.offset != 0)
       return breaks(e, name + ": a chunk at byte " + std::to_string(c.offset) +
@@ -65,13 +107,13 @@ std::string inbound_streams::add(const caf::actor_addr& from, const wire_chunk& 
                            mb(limits_.max_message_bytes) + ")");
     if (c.total % sizeof(capnp::word) != 0)
       return breaks(e, name + " announces " + std::to_string(c.total) + " bytes, not whole 8-byte words");
-    if (buffered_ + c.total > limits_.max_buffered_bytes)
-      return breaks(e, name + " of " + mb(c.total) + " does not fit: " + mb(buffered_) + " of the " +
-                           mb(limits_.max_buffered_bytes) + " allowed for streams being received are taken");
-    e.bytes = std::make_shared<std::vector<char>>();
-    e.bytes->reserve(c.total);  // reserved, not filled: the chunks are copied in once
-    buffered_ += c.total;
-    it = streams_.find({from, c.stream});
+    if (auto problem = room_for_bytes(e); !problem.empty())
+      return breaks(e, name + " of " + mb(c.total) + " does not fit: " + problem);
+    reserve(e);
+  } else if (!c.wire_error.empty()) {
+    entry& e = it->second;
+    e.last = now;
+    return e.problem.empty() ? breaks(e, name + ": garbled chunk: " + c.wire_error) : e.problem;
   }
   entry& e = it->second;
   e.last = now;
@@ -95,15 +137,14 @@ std::string inbound_streams::take(const caf::actor_addr& from, uint64_t id, std:
   auto it = streams_.find({from, id});
   if (it == streams_.end())
     return name + " is unknown here: none of its chunks arrived, or it was dropped as abandoned";
-  entry e = std::move(it->second);
-  streams_.erase(it);
-  if (!e.problem.empty()) return e.problem;
-  buffered_ -= e.total;
-  if (e.bytes->size() != e.total)
-    return name + " ended after " + std::to_string(e.bytes->size()) + " of its " + std::to_string(e.total) +
-           " bytes (chunks were lost)";
-  bytes = std::move(e.bytes);
-  return {};
+  entry& e = it->second;
+  std::string problem = e.problem;
+  if (problem.empty() && e.bytes->size() != e.total)
+    problem = name + " ended after " + std::to_string(e.bytes->size()) + " of its " + std::to_string(e.total) +
+              " bytes (chunks were lost)";
+  if (problem.empty()) bytes = e.bytes;
+  forget(it);
+  return problem;
 }
 
 void inbound_streams::expire(time_point now) {
@@ -119,7 +160,7 @@ void inbound_streams::expire(time_point now) {
       e.last = now;
       ++it;
     } else {
-      it = streams_.erase(it);
+      forget(it++);
     }
   }
 }

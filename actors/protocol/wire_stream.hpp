@@ -12,7 +12,9 @@
 // chunk at once would hold the whole message again in its send buffer, with heartbeats waiting behind it.
 //
 // The receiver's memory is bounded: a stream announces its total size in every chunk; one above
-// max_message_bytes, or beyond max_buffered_bytes with the streams already open, is refused. A broken stream
+// max_message_bytes, or beyond max_buffered_bytes with the streams already open, is refused. One peer (a node) may
+// hold only a share of that (max_streams_per_peer, max_buffered_bytes_per_peer), so it cannot take every other
+// peer's room. A broken stream
 // (a chunk missing or out of order, inconsistent sizes, too large) frees its bytes at once; the chunk that broke it,
 // later ones and its final message are answered with the problem. A stream that gets no chunk for `timeout` is
 // dropped, freeing its bytes.
@@ -54,6 +56,8 @@ struct stream_limits {
   size_t max_message_bytes = size_t{1} << 30;   // the largest message a receiver reassembles
   size_t max_buffered_bytes = size_t{2} << 30;  // all the streams a receiver reassembles at once
   size_t max_streams = 1024;  // streams a receiver tracks at once, broken ones included (each costs an entry)
+  size_t max_streams_per_peer = 64;                      // of those, the streams of one sending node
+  size_t max_buffered_bytes_per_peer = size_t{1} << 30;  // of max_buffered_bytes, what one sending node holds
   caf::timespan timeout = std::chrono::seconds(30);  // a stream without a chunk for this long is dropped
   bool in_process = false;  // stream to actors of this process too (tests)
 };
@@ -88,12 +92,27 @@ class inbound_streams {
     std::shared_ptr<std::vector<char>> bytes;  // reserved for `total`, filled in order
     std::string problem;                       // set: broken
     time_point last;
+    caf::node_id peer;  // the sending node, whose share the stream counts against
+  };
+  // What one sending node holds.
+  struct share {
+    size_t streams = 0;
+    size_t bytes = 0;
   };
   using key = std::pair<caf::actor_addr, uint64_t>;
+  using iterator = std::map<key, entry>::iterator;
+  // "" or why a new stream from `peer` cannot be tracked.
+  std::string room_for_stream(const caf::node_id& peer) const;
+  iterator open(const caf::actor_addr& from, uint64_t id, time_point now);
+  // "" or why `e` cannot reserve its total.
+  std::string room_for_bytes(const entry& e) const;
+  void reserve(entry& e);
   std::string breaks(entry& e, std::string problem);
+  void forget(iterator it);
 
   stream_limits limits_;
   std::map<key, entry> streams_;
+  std::map<caf::node_id, share> peers_;
   size_t buffered_ = 0;
   bool armed_ = false;
 };

@@ -1,8 +1,8 @@
 // The reassembly of streamed messages (actors/protocol/wire_stream.hpp) under any sequence of chunks a peer may
 // send: each op adds a chunk (stream id, offset, total and bytes from the input), takes a stream, or lets time
 // pass. Small limits, so that they are reached. Besides not crashing, the receiver must keep its bounds: bytes
-// reserved for streams never exceed max_buffered_bytes, streams tracked never exceed max_streams, and a stream
-// taken whole holds exactly the bytes its chunks carried.
+// reserved for streams never exceed the sender's share of max_buffered_bytes, streams tracked never exceed its share
+// of max_streams, and a stream taken whole holds exactly the bytes its chunks carried.
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -36,6 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_message_bytes = 64 << 10;
   limits.max_buffered_bytes = 128 << 10;
   limits.max_streams = 16;
+  limits.max_streams_per_peer = 12;  // every chunk here comes from one (anonymous) sender: its share binds first
+  limits.max_buffered_bytes_per_peer = 96 << 10;
   limits.timeout = std::chrono::seconds(1);
   inbound_streams in(limits);
   inbound_streams::time_point now{};
@@ -77,8 +79,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         in.expire(now);
         break;
     }
-    require(in.buffered_bytes() <= limits.max_buffered_bytes);
-    require(in.open_streams() <= limits.max_streams);
+    require(in.buffered_bytes() <= limits.max_buffered_bytes_per_peer);
+    require(in.open_streams() <= limits.max_streams_per_peer);
   }
   return 0;
 }

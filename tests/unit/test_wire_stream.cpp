@@ -6,6 +6,7 @@
 #define BOOST_TEST_MODULE wire_stream
 #include <boost/test/unit_test.hpp>
 #include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
 #include <cstring>
 
 #include "actors/protocol/system_config.hpp"
@@ -154,7 +155,67 @@ BOOST_AUTO_TEST_CASE(a_peer_cannot_grow_the_table_of_streams_without_bound) {
     c.stream = id;
     BOOST_TEST(!in.add(f.peer, c, f.t0).empty());
   }
-  BOOST_TEST(in.open_streams() == in.limits().max_streams);
+  BOOST_TEST(in.open_streams() == in.limits().max_streams_per_peer);  // and below max_streams in all
+}
+
+// Two senders counted as two peers: anonymous messages (no node) and an actor of this node (which has a node id
+// only with the middleman loaded).
+struct two_peers {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  inbound_streams::time_point t0{};
+  two_peers() {
+    add_corolla_types(cfg);
+    cfg.load<caf::io::middleman>();
+    sys = std::make_unique<caf::actor_system>(cfg);
+    actor_b = sys->spawn([] { return caf::behavior{[](int) {}}; });
+    b = caf::actor_cast<caf::actor_addr>(actor_b);
+  }
+  caf::actor actor_b;
+  caf::actor_addr a, b;
+  ~two_peers() { caf::anon_send_exit(actor_b, caf::exit_reason::user_shutdown); }
+};
+
+// One peer opening stream after stream filled the whole table (max_streams), so no other peer could stream at all
+// until its entries expired; now a peer holds at most max_streams_per_peer of them.
+BOOST_AUTO_TEST_CASE(one_peer_cannot_take_the_table_of_streams_from_the_others) {
+  two_peers p;
+  inbound_streams in(small_limits());
+  const auto chunks = cut_chunks(pieces(big_request()), 1, 4096);
+  for (uint64_t id = 0; id < 3000; ++id) {
+    wire_chunk c = chunks[1];  // its start never came: broken at once, but remembered
+    c.stream = id;
+    in.add(p.a, c, p.t0);
+  }
+  BOOST_TEST(in.add(p.b, chunks[0], p.t0) == "");
+}
+
+// Nor may one peer reserve every byte the receiver gives streams.
+BOOST_AUTO_TEST_CASE(one_peer_holds_at_most_its_share_of_the_bytes) {
+  two_peers p;
+  stream_limits limits = small_limits();
+  limits.max_buffered_bytes_per_peer = limits.max_buffered_bytes / 2;
+  inbound_streams in(limits);
+  const auto chunks = cut_chunks(pieces(big_request()), 1, 4096);
+  size_t refused = 0;
+  for (uint64_t id = 0; id < 20; ++id) {
+    wire_chunk c = chunks[0];
+    c.stream = id;
+    refused += !in.add(p.a, c, p.t0).empty();
+  }
+  BOOST_TEST(refused > 0u);
+  BOOST_TEST(in.buffered_bytes() <= limits.max_buffered_bytes_per_peer);
+  wire_chunk more = chunks[0];
+  more.stream = 100;
+  contains(in.add(p.a, more, p.t0), "one peer may");
+  BOOST_TEST(in.add(p.b, chunks[0], p.t0) == "");
+  // What a peer's streams held is its own again once they are taken or dropped.
+  in.expire(p.t0 + 10 * limits.timeout);
+  in.expire(p.t0 + 20 * limits.timeout);
+  BOOST_TEST(in.open_streams() == 0u);
+  BOOST_TEST(in.buffered_bytes() == 0u);
+  more.stream = 101;
+  BOOST_TEST(in.add(p.a, more, p.t0 + 20 * limits.timeout) == "");
 }
 
 BOOST_AUTO_TEST_CASE(a_stream_that_ends_early_or_is_unknown_is_refused) {
