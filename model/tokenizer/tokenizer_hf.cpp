@@ -149,9 +149,12 @@ void parse_decoder(const json& dec, TokenizerData& d) {
     for (const json& step : dec.at("decoders")) {
       const std::string t = step.value("type", "");
       if (t == "Strip") {
-        if (step.value("content", std::string(" ")) != " " || step.value("start", 0) > 1 || step.value("stop", 0) != 0)
+        // Compared as JSON values: converting a number such as 1e30 to int first would be undefined behaviour.
+        const json start = step.value("start", json(0)), stop = step.value("stop", json(0));
+        if (step.value("content", std::string(" ")) != " " || !(start == json(0) || start == json(1)) ||
+            stop != json(0))
           unsupported("decoder (Strip other than one leading space)", step);
-        d.decode_strip_space = step.value("start", 0) == 1;
+        d.decode_strip_space = start == json(1);
       } else if (t == "ByteLevel") {
         d.decode_mode = DecodeMode::byte_level;
       } else if (t == "ByteFallback") {
@@ -182,7 +185,8 @@ void parse_post_processor(const json& p, TokenizerData& d) {
         continue;
       }
       const std::string name = item.at("SpecialToken").at("id").get<std::string>();
-      for (const json& id : p.at("special_tokens").at(name).at("ids")) (after ? d.suffix : d.prefix).push_back(id.get<int32_t>());
+      for (const json& id : p.at("special_tokens").at(name).at("ids"))
+        (after ? d.suffix : d.prefix).push_back(token_id_of(id));
     }
   } else if (type != "ByteLevel") {
     unsupported("post_processor", p);

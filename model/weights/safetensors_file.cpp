@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -28,6 +29,22 @@ const char* name_of(DType t) {
     case DType::i64: return "I64";
     default: throw std::invalid_argument("safetensors cannot hold " + std::string(dtype_name(t)) + " tensors");
   }
+}
+
+// A header's list of integers (a shape, data offsets), each checked before conversion: nlohmann converts a float
+// such as 8e22 to int64 with undefined behaviour. Lists longer than any rank or offset pair are refused too.
+std::optional<std::vector<int64_t>> non_negative_integers(const nlohmann::json& v) {
+  if (!v.is_array() || v.size() > 8) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& e : v) {
+    if (!e.is_number_integer()) return std::nullopt;
+    const bool in_range = e.is_number_unsigned()
+                              ? e.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max())
+                              : e.get<int64_t>() >= 0;
+    if (!in_range) return std::nullopt;
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
 }
 
 // The safetensors format's own limit on its JSON header.
@@ -69,19 +86,20 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<MappedFi
       auto dtype = dtype_of(dt);
       if (!dtype) fail("tensor '" + name + "' has unsupported dtype " + dt);
       info.dtype = *dtype;
-      const auto dims = entry.at("shape").get<std::vector<int64_t>>();
-      for (int64_t d : dims)
-        if (d < 0) fail("tensor '" + name + "' has a negative dimension");
-      switch (dims.size()) {
+      const auto dims = non_negative_integers(entry.at("shape"));
+      if (!dims) fail("tensor '" + name + "' has a shape that is not a list of non-negative integers");
+      switch (dims->size()) {
         case 0: info.shape = Shape{}; break;
-        case 1: info.shape = Shape{dims[0]}; break;
-        case 2: info.shape = Shape{dims[0], dims[1]}; break;
-        case 3: info.shape = Shape{dims[0], dims[1], dims[2]}; break;
-        case 4: info.shape = Shape{dims[0], dims[1], dims[2], dims[3]}; break;
-        default: fail("tensor '" + name + "' has rank " + std::to_string(dims.size()));
+        case 1: info.shape = Shape{(*dims)[0]}; break;
+        case 2: info.shape = Shape{(*dims)[0], (*dims)[1]}; break;
+        case 3: info.shape = Shape{(*dims)[0], (*dims)[1], (*dims)[2]}; break;
+        case 4: info.shape = Shape{(*dims)[0], (*dims)[1], (*dims)[2], (*dims)[3]}; break;
+        default: fail("tensor '" + name + "' has rank " + std::to_string(dims->size()));
       }
-      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2 || offsets[1] < offsets[0]) fail("tensor '" + name + "' has bad data_offsets");
+      const auto offsets_read = non_negative_integers(entry.at("data_offsets"));
+      if (!offsets_read || offsets_read->size() != 2 || (*offsets_read)[1] < (*offsets_read)[0])
+        fail("tensor '" + name + "' has bad data_offsets (two non-negative integers, begin <= end)");
+      const std::vector<uint64_t> offsets((*offsets_read).begin(), (*offsets_read).end());
       const auto nbytes = checked_tensor_bytes(info.dtype, info.shape);
       if (!nbytes) fail("tensor '" + name + "' of shape " + info.shape.str() + " is too large");
       info.nbytes = *nbytes;

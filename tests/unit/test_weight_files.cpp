@@ -199,6 +199,12 @@ BOOST_AUTO_TEST_CASE(safetensors_headers_are_checked_against_the_data) {
   // Before: std::invalid_argument "negative tensor dimension", naming neither file nor tensor.
   write_header(R"({"t":{"dtype":"F32","shape":[-1,4],"data_offsets":[0,16]}})", 16);
   expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'"});
+  // Before: nlohmann converted 8e22 to int64 (undefined behaviour; UBSan stopped the safetensors fuzz target), and
+  // the garbage passed or failed by chance.
+  write_header(R"({"t":{"dtype":"F32","shape":[8e22,4],"data_offsets":[0,16]}})", 16);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'", "non-negative integers"});
+  write_header(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,1.6e1]}})", 16);
+  expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'", "data_offsets"});
   // Before: accepted.
   write_header(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16);
   expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'a'", "'b'", "overlap"});
