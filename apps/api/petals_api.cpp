@@ -212,7 +212,9 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
 
   Engine& engine_;
   std::shared_ptr<WebSocketSession> ws_;
-  std::mutex mutex_;
+  // Recursive: a GenerationSession whose actor is gone answers open() and run() at once, on this thread, and its
+  // callbacks take the lock that handle() already holds (a plain mutex deadlocked the socket's I/O thread).
+  std::recursive_mutex mutex_;
   phase phase_ = phase::want_open;
   std::deque<std::string> queued_;
   std::shared_ptr<ApiModel> model_;
