@@ -104,6 +104,16 @@ std::vector<std::string> get_string_list(const nlohmann::json& obj, const std::s
   return out;
 }
 
+std::vector<std::string> get_stop_sequences(const nlohmann::json& obj, const std::string& key) {
+  auto out = get_string_list(obj, key, kMaxStopSequences);
+  for (const auto& s : out)
+    if (s.size() > kMaxStopBytes)
+      throw bad_request("'" + key + "' holds a sequence of " + std::to_string(s.size()) + " bytes; at most " +
+                            std::to_string(kMaxStopBytes) + " are allowed",
+                        key);
+  return out;
+}
+
 nlohmann::json parse_json_body(const std::string& body) {
   nlohmann::json j;
   try {

@@ -21,6 +21,12 @@ std::optional<std::string> get_string(const nlohmann::json& obj, const std::stri
 // A string or an array of strings (OpenAI's "stop").
 std::vector<std::string> get_string_list(const nlohmann::json& obj, const std::string& key, size_t max_items);
 
+// Stop sequences: at most kMaxStopSequences of them, each non-empty and at most kMaxStopBytes long (the text
+// stream looks back up to a stop sequence's length after every token). Throws ApiError naming `key`.
+constexpr size_t kMaxStopSequences = 16;
+constexpr size_t kMaxStopBytes = 256;
+std::vector<std::string> get_stop_sequences(const nlohmann::json& obj, const std::string& key);
+
 // The request body as a JSON object: 400 for malformed JSON or anything but an object.
 nlohmann::json parse_json_body(const std::string& body);
 

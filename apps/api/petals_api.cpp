@@ -58,8 +58,11 @@ std::shared_ptr<GenJob> petals_job(Engine& engine, const ApiModel& m, const json
   }
   const int64_t n = max_new ? *max_new : engine.config().max_new_tokens;
   *new_tokens_asked = n;
-  const auto stop_sequence = get_string(req, "stop_sequence");
-  const auto extra = get_string_list(req, "extra_stop_sequences", 16);
+  const auto stop_list = get_stop_sequences(req, "stop_sequence");
+  if (stop_list.size() > 1) throw bad_request("'stop_sequence' must be one string", "stop_sequence");
+  const std::optional<std::string> stop_sequence =
+      stop_list.empty() ? std::nullopt : std::optional<std::string>(stop_list.front());
+  const auto extra = get_stop_sequences(req, "extra_stop_sequences");
   if (stop_sequence) {
     // Streaming: a reply every n tokens until a stop sequence (or the end of sequence, or the session is full).
     job->chunk_tokens = n;
@@ -96,11 +99,19 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
 
  private:
   enum class phase { want_open, opening, ready, generating, done };
+  static constexpr size_t kMaxQueued = 8;
 
   void received(std::string text) {
     std::lock_guard lock(mutex_);
     if (phase_ == phase::done) return;
     if (phase_ == phase::opening || phase_ == phase::generating) {
+      // Petals clients send one request and wait for its answer: a few waiting are plenty, and more would
+      // let one socket hold any amount of memory.
+      if (queued_.size() >= kMaxQueued)
+        return fail(ApiError{429, "rate_limit_error",
+                             "more than " + std::to_string(kMaxQueued) +
+                                 " requests are waiting on this socket; send the next after an answer",
+                             ""});
       queued_.push_back(std::move(text));
       return;
     }
