@@ -117,7 +117,7 @@ nlohmann::json parse_json_body(const std::string& body) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     std::string what = e.what();
     if (auto p = what.find("parse error"); p != std::string::npos) what = what.substr(p);
     throw bad_request("malformed JSON in the request body: " + what);
