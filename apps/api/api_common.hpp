@@ -1,5 +1,4 @@
-// Helpers the API families share: reading typed request fields (JSON values, or form and query strings in the
-// Petals HTTP API), sampling settings, and error bodies.
+// Helpers the API families share: error bodies and completion ids (request fields: request_fields.hpp).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -8,28 +7,10 @@
 
 #include "apps/api/engine.hpp"
 #include "apps/api/http_server.hpp"
+#include "apps/api/request_fields.hpp"
 #include "model/sampling.hpp"
 
 namespace corolla::api {
-
-// Field readers: nullopt when the field is absent or null; a wrong type throws ApiError (400) naming the field.
-// Numbers and booleans may also come as strings ("0.7", "1", "true"), as form fields do.
-std::optional<int64_t> get_int(const nlohmann::json& obj, const std::string& key);
-std::optional<double> get_number(const nlohmann::json& obj, const std::string& key);
-std::optional<bool> get_bool(const nlohmann::json& obj, const std::string& key);
-std::optional<std::string> get_string(const nlohmann::json& obj, const std::string& key);
-// A string or an array of strings (OpenAI's "stop").
-std::vector<std::string> get_string_list(const nlohmann::json& obj, const std::string& key, size_t max_items);
-
-// The request body as a JSON object: 400 for malformed JSON or anything but an object.
-nlohmann::json parse_json_body(const std::string& body);
-
-// Sampling from OpenAI-style fields: temperature (0: greedy), top_p, top_k, repetition_penalty, seed (random
-// when absent). `default_temperature` applies when the field is absent. Throws ApiError for bad values.
-SamplingParams openai_sampling(const nlohmann::json& body, double default_temperature);
-// Sampling from Petals / Hugging Face fields: do_sample (default false: greedy), temperature, top_k, top_p,
-// repetition_penalty.
-SamplingParams petals_sampling(const nlohmann::json& body);
 
 // {"error": {"message", "type", "param", "code"}}, OpenAI's shape.
 nlohmann::json openai_error_body(const ApiError& e);

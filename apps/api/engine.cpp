@@ -13,10 +13,6 @@
 
 namespace corolla::api {
 
-ApiError bad_request(std::string message, std::string param) {
-  return ApiError{400, "invalid_request_error", std::move(message), std::move(param)};
-}
-
 ApiError swarm_error(const caf::error& e) {
   ApiError out{503, "swarm_error", describe(e), ""};
   if (is(e, errc::out_of_cache)) out.message = "out of capacity: " + out.message;

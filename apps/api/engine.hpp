@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "apps/api/api_config.hpp"
+#include "apps/api/api_error.hpp"
 #include "kernels/backend.hpp"
 #include "model/client_head.hpp"
 #include "model/tokenizer/chat_template.hpp"
@@ -24,14 +25,6 @@
 
 namespace corolla::api {
 
-// An error for a client: the HTTP status, a short type, and a message a person can act on.
-struct ApiError {
-  int status = 500;
-  std::string type = "internal_error";  // invalid_request_error, not_found_error, rate_limit_error, ...
-  std::string message;
-  std::string param;  // the request field at fault, when one is
-};
-ApiError bad_request(std::string message, std::string param = "");
 // A swarm error (caf::error in Corolla's category) as the status a client should see: no_route and out_of_cache
 // are 503 (try later), timeouts 504, bad requests 400.
 ApiError swarm_error(const caf::error& e);

@@ -100,7 +100,7 @@ void common_fields(const json& body, Plan& p) {
     if (it != body.end() && !it->is_null() && *it != json(false) && !(std::string(k) == "best_of" && *it == json(1)))
       throw bad_request(std::string("'") + k + "' is not supported", k);
   }
-  p.stop = get_string_list(body, "stop", 16);
+  p.stop = get_stop_sequences(body, "stop");
   p.stream = get_bool(body, "stream").value_or(false);
   p.ignore_eos = get_bool(body, "ignore_eos").value_or(false);
   if (auto it = body.find("stream_options"); it != body.end() && it->is_object())

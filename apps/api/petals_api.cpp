@@ -22,59 +22,45 @@
 #include "apps/api/api_routes.hpp"
 #include "apps/api/generation.hpp"
 #include "apps/api/json_text.hpp"
+#include "apps/api/petals_messages.hpp"
 
 namespace corolla::api {
 namespace {
 
 using nlohmann::json;
 
-// The generate fields shared by both APIs: returns the job (without callbacks) and whether it streams until a
-// stop sequence.
-std::shared_ptr<GenJob> petals_job(Engine& engine, const ApiModel& m, const json& req, bool first_input,
+// The job for checked generate fields (read_petals_generate): tokenized for the model, ready for a session.
+std::shared_ptr<GenJob> petals_job(Engine& engine, const ApiModel& m, const PetalsGenerate& g, bool first_input,
                                    int64_t* new_tokens_asked) {
   auto job = std::make_shared<GenJob>();
-  if (auto inputs = get_string(req, "inputs")) {
+  if (g.inputs) {
     try {
-      job->input = m.tokenizer.encode(*inputs, {.add_special = first_input, .parse_special = true});
+      job->input = m.tokenizer.encode(*g.inputs, {.add_special = first_input, .parse_special = true});
     } catch (const std::invalid_argument& e) {
       throw bad_request(std::string("inputs: ") + e.what(), "inputs");
     }
   }
-  job->sampling = petals_sampling(req);
+  job->sampling = g.sampling;
   job->trim_stop = false;
   job->skip_special = false;
   job->flush_at_end = false;
-  const auto max_new = get_int(req, "max_new_tokens");
-  const auto max_length = get_int(req, "max_length");
-  if (!max_new && !max_length) throw bad_request("give max_new_tokens or max_length", "max_new_tokens");
-  if (max_new && *max_new < 1) throw bad_request("'max_new_tokens' must be at least 1", "max_new_tokens");
-  if (max_new && *max_new > engine.config().max_new_tokens)
-    throw bad_request("'max_new_tokens' is " + std::to_string(*max_new) + "; this API generates at most " +
-                          std::to_string(engine.config().max_new_tokens) + " tokens per request",
-                      "max_new_tokens");
-  if (max_length) {
-    if (*max_length < 1) throw bad_request("'max_length' must be at least 1", "max_length");
-    job->max_total_length = *max_length;
-  }
-  const int64_t n = max_new ? *max_new : engine.config().max_new_tokens;
+  if (g.max_length) job->max_total_length = *g.max_length;
+  const int64_t n = g.max_new_tokens ? *g.max_new_tokens : engine.config().max_new_tokens;
   *new_tokens_asked = n;
-  const auto stop_sequence = get_string(req, "stop_sequence");
-  const auto extra = get_string_list(req, "extra_stop_sequences", 16);
-  if (stop_sequence) {
+  if (g.stop_sequence) {
     // Streaming: a reply every n tokens until a stop sequence (or the end of sequence, or the session is full).
     job->chunk_tokens = n;
     job->max_new_tokens = std::numeric_limits<int64_t>::max();
-    job->length_is_error = !max_length;
-    job->stops.push_back({*stop_sequence, -1});
-    if (!extra.empty()) {
-      const auto ids = m.tokenizer.encode(*stop_sequence, {.add_special = false, .parse_special = true});
+    job->length_is_error = !g.max_length;
+    job->stops.push_back({*g.stop_sequence, -1});
+    if (!g.extra_stop_sequences.empty()) {
+      const auto ids = m.tokenizer.encode(*g.stop_sequence, {.add_special = false, .parse_special = true});
       if (ids.size() != 1)
         throw bad_request("extra_stop_sequences require stop_sequence length to be exactly 1 token",
                           "stop_sequence");
-      for (const auto& s : extra) job->stops.push_back({s, ids[0]});
+      for (const auto& s : g.extra_stop_sequences) job->stops.push_back({s, ids[0]});
     }
   } else {
-    if (!extra.empty()) throw bad_request("extra_stop_sequences need a stop_sequence", "extra_stop_sequences");
     job->chunk_tokens = std::numeric_limits<int64_t>::max();
     job->max_new_tokens = n;
   }
@@ -96,11 +82,19 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
 
  private:
   enum class phase { want_open, opening, ready, generating, done };
+  static constexpr size_t kMaxQueued = 8;
 
   void received(std::string text) {
     std::lock_guard lock(mutex_);
     if (phase_ == phase::done) return;
     if (phase_ == phase::opening || phase_ == phase::generating) {
+      // Petals clients send one request and wait for its answer: a few waiting are plenty, and more would
+      // let one socket hold any amount of memory.
+      if (queued_.size() >= kMaxQueued)
+        return fail(ApiError{429, "rate_limit_error",
+                             "more than " + std::to_string(kMaxQueued) +
+                                 " requests are waiting on this socket; send the next after an answer",
+                             ""});
       queued_.push_back(std::move(text));
       return;
     }
@@ -110,16 +104,9 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
   // Runs with mutex_ held.
   void handle(const std::string& text) {
     try {
-      const json req = parse_json_body(text);
-      const std::string type = get_string(req, "type").value_or("");
-      if (phase_ == phase::want_open) {
-        if (type != "open_inference_session")
-          throw bad_request("the first request must be of type \"open_inference_session\", got \"" + type + "\"");
-        open(req);
-      } else {
-        if (type != "generate") throw bad_request("expected a request of type \"generate\", got \"" + type + "\"");
-        generate(req);
-      }
+      const PetalsMessage m = read_petals_message(text, phase_ == phase::want_open, engine_.config().max_new_tokens);
+      if (const auto* o = std::get_if<PetalsOpen>(&m)) open(*o);
+      else generate(std::get<PetalsGenerate>(m));
     } catch (const ApiError& e) {
       fail(e);
     } catch (const std::exception& e) {
@@ -127,13 +114,12 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
     }
   }
 
-  void open(const json& req) {
+  void open(const PetalsOpen& req) {
     ApiError err;
-    model_ = engine_.find(get_string(req, "model").value_or(""), &err);
+    model_ = engine_.find(req.model, &err);
     if (!model_) throw err;
-    const auto max_length = get_int(req, "max_length");
-    if (!max_length) throw bad_request("'max_length' is required", "max_length");
-    if (*max_length < 2 || *max_length > model_->context)
+    const std::optional<int64_t> max_length = req.max_length;
+    if (*max_length > model_->context)
       throw bad_request("'max_length' must be in 2.." + std::to_string(model_->context) + " for " + model_->name +
                             ", got " + std::to_string(*max_length),
                         "max_length");
@@ -152,7 +138,7 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
     });
   }
 
-  void generate(const json& req) {
+  void generate(const PetalsGenerate& req) {
     int64_t n = 0;
     auto job = petals_job(engine_, *model_, req, first_input_, &n);
     first_input_ = false;
@@ -249,9 +235,10 @@ void http_generate(Engine& engine, const Request& req, const Responder& res) {
     ApiError err;
     auto model = engine.find(get_string(fields, "model").value_or(""), &err);
     if (!model) throw err;
-    if (!get_string(fields, "inputs")) throw bad_request("'inputs' is required", "inputs");
+    const PetalsGenerate g = read_petals_generate(fields, engine.config().max_new_tokens);
+    if (!g.inputs) throw bad_request("'inputs' is required", "inputs");
     int64_t n = 0;
-    auto job = petals_job(engine, *model, fields, true, &n);
+    auto job = petals_job(engine, *model, g, true, &n);
     if (!job->stops.empty()) throw bad_request("stop_sequence is for the WebSocket API (/api/v2/generate)");
     const int64_t prompt_len = static_cast<int64_t>(job->input.size());
     int64_t max_length = prompt_len + n;

@@ -170,6 +170,8 @@ BOOST_AUTO_TEST_CASE(malformed_websocket_frames_get_an_error_and_the_node_keeps_
       {"temperature nan", ws_frame(ws_opcode::text, R"({"type":"generate","inputs":"a","max_new_tokens":1,"do_sample":true,"temperature":"nan"})"), true},
       {"inputs of the wrong type", ws_frame(ws_opcode::text, R"({"type":"generate","inputs":{"a":1},"max_new_tokens":1})"), true},
       {"extra stop sequences of the wrong type", ws_frame(ws_opcode::text, R"({"type":"generate","inputs":"a","max_new_tokens":1,"stop_sequence":"x","extra_stop_sequences":[1]})"), true},
+      {"a stop sequence of 300 bytes", ws_frame(ws_opcode::text, R"({"type":"generate","inputs":"a","max_new_tokens":1,"stop_sequence":")" + std::string(300, 'x') + "\"}"), true},
+      {"17 extra stop sequences", ws_frame(ws_opcode::text, R"({"type":"generate","inputs":"a","max_new_tokens":1,"stop_sequence":"x","extra_stop_sequences":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})"), true},
       {"a frame over the message cap", ws_frame(ws_opcode::text, big), false},
       {"a frame announcing 2^62 bytes", ws_frame(ws_opcode::text, "{}", true, true, uint64_t{1} << 62), false},
       {"an unmasked client frame", ws_frame(ws_opcode::text, kOpen, true, false), false},
@@ -241,6 +243,7 @@ BOOST_AUTO_TEST_CASE(malformed_http_requests_get_an_error_and_the_node_keeps_ser
       {"completions: n huge", post("/v1/completions", R"({"prompt":"a","n":1e300})"), "HTTP/1.1 400"},
       {"completions: token ids out of range", post("/v1/completions", R"({"prompt":[1,-7,99999999999]})"), "HTTP/1.1 400"},
       {"completions: many stop sequences", post("/v1/completions", R"({"prompt":"a","stop":[)" + std::string(20, ' ') + R"("a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})"), "HTTP/1.1 400"},
+      {"completions: a stop sequence of 300 bytes", post("/v1/completions", R"({"prompt":"a","stop":")" + std::string(300, 'x') + "\"}"), "HTTP/1.1 400"},
       {"chat: content parts of the wrong type", post("/v1/chat/completions", R"({"messages":[{"role":"user","content":[{"type":5}]}]})"), "HTTP/1.1 400"},
       {"chat: a role with invalid UTF-8", post("/v1/chat/completions", "{\"messages\":[{\"role\":\"\xff\",\"content\":\"a\"}]}"), "HTTP/1.1 400"},
       {"chat: messages not an array", post("/v1/chat/completions", R"({"messages":"hi"})"), "HTTP/1.1 400"},
@@ -282,4 +285,24 @@ BOOST_AUTO_TEST_CASE(malformed_http_requests_get_an_error_and_the_node_keeps_ser
   waiting.write(partial.data(), partial.size());
   BOOST_CHECK(node.serving());
   BOOST_CHECK(get(port, "/health").status == 200);
+}
+
+BOOST_AUTO_TEST_CASE(requests_piling_up_on_one_socket_are_refused) {
+  ApiProcess node;
+  RawSocket s = opened_socket(node.port());
+  // Sent at once, without waiting for answers: the first runs, a few wait, the rest are refused.
+  std::vector<char> burst;
+  for (int i = 0; i < 200; ++i) {
+    auto f = ws_frame(ws_opcode::text, R"({"type":"generate","inputs":"hi","max_new_tokens":4})");
+    burst.insert(burst.end(), f.begin(), f.end());
+  }
+  s.write(burst);
+  std::string refusal;
+  for (int i = 0; i < 200 && refusal.empty(); ++i) {
+    const auto reply = ws_read_message(s, 30s);
+    if (!reply) break;
+    if (reply->find("\"ok\":false") != std::string::npos) refusal = *reply;
+  }
+  BOOST_CHECK_MESSAGE(refusal.find("waiting on this socket") != std::string::npos, refusal);
+  BOOST_CHECK(node.serving());
 }
