@@ -7,7 +7,6 @@ DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, st
   if (expiration <= now) return Put::expired;
   if (expiration - now > opt_.max_ttl) return Put::too_late;
   const size_t size = subkey.size() + value.size();
-  if (size > opt_.max_entry_bytes) return Put::too_large;
   auto key_it = data_.find(key);
   if (key_it == data_.end() || bytes_ + size > opt_.max_bytes) {
     if (data_.size() >= opt_.max_keys || bytes_ + size > opt_.max_bytes) purge(now);

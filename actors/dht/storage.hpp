@@ -4,9 +4,8 @@
 //
 // A put replaces the entry stored for the same subkey unless that entry expires later (so an old republished copy
 // never overwrites a fresh announcement). Entries already expired are refused, so are entries expiring more than
-// `max_ttl` ahead, an entry (subkey and value) above `max_entry_bytes`, a new subkey once the key holds
-// `max_subkeys`, a new key beyond `max_keys`, and anything that would take the bytes held past `max_bytes`
-// (expired entries are dropped first to make room).
+// `max_ttl` ahead, a new subkey once the key holds `max_subkeys`, a new key beyond `max_keys`, and anything that
+// would take the bytes held past `max_bytes` (expired entries are dropped first to make room).
 #pragma once
 
 #include <chrono>
@@ -37,10 +36,9 @@ class DhtStorage {
     size_t max_subkeys = 1024;         // per key
     size_t max_keys = 65536;           // keys held at once
     size_t max_bytes = size_t{256} << 20;  // subkeys and values held at once
-    size_t max_entry_bytes = size_t{64} << 10;  // one subkey and its value (a server's record is under 1 KiB)
     std::chrono::nanoseconds max_ttl{int64_t{3600} * 1000000000};  // an entry expiring later is refused
   };
-  enum class Put { stored, superseded, expired, full, too_late, too_large };
+  enum class Put { stored, superseded, expired, full, too_late };
 
   DhtStorage() : DhtStorage(Options{}) {}
   explicit DhtStorage(Options o) : opt_(o) {}

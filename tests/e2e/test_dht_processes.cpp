@@ -90,6 +90,7 @@ BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
   info.address = "127.0.0.1:31337";
   info.first_block = 4;
   info.last_block = 6;
+  info.total_blocks = 8;  // a span of a model: readers ignore spans outside 0 <= first < last <= total
   for (auto& put : announce_puts("llama", info, s.now() + 10min)) {
     auto stored = s.ask<dht_put_reply>(*a, put);
     BOOST_REQUIRE_MESSAGE(stored, why(stored));

@@ -239,19 +239,6 @@ BOOST_AUTO_TEST_CASE(storage_keeps_the_later_expiration) {
   BOOST_TEST(s.get(key, t0 + 3s).count("b") == 0u);
 }
 
-// One store of tens of megabytes (a peer's frame may hold 64 MiB) was kept whole, a quarter of all the bytes a node
-// stores; an entry may hold what a server's record needs, max_entry_bytes at most.
-BOOST_AUTO_TEST_CASE(storage_refuses_an_entry_larger_than_a_record_needs) {
-  const DhtTime t0 = DhtTime{} + 1h;
-  DhtStorage s;
-  BOOST_TEST((s.put(key_id("k"), "server-a", std::string(size_t{32} << 20, 'x'), t0 + 10s, t0) !=
-              DhtStorage::Put::stored));
-  BOOST_TEST(s.bytes() == 0u);
-  BOOST_TEST((s.put(key_id("k"), std::string(size_t{1} << 20, 's'), "online", t0 + 10s, t0) !=
-              DhtStorage::Put::stored));
-  BOOST_TEST((s.put(key_id("k"), "server-a", std::string(4096, 'x'), t0 + 10s, t0) == DhtStorage::Put::stored));
-}
-
 // A stranger's record may not outlive the hour (a server "offline" for ten years would never be superseded by
 // its own announcements), nor may strangers fill a node's memory with keys or bytes.
 BOOST_AUTO_TEST_CASE(storage_refuses_records_past_the_hour_and_beyond_its_size) {
