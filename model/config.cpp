@@ -7,6 +7,7 @@
 #include <numbers>
 #include <stdexcept>
 
+#include "model/bounded_file.hpp"
 #include "model/weights/gguf_file.hpp"
 
 namespace corolla {
@@ -178,10 +179,7 @@ class JsonFields {
 }  // namespace
 
 ModelConfig ModelConfig::from_hf_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open model config");
-  const std::string text{std::istreambuf_iterator<char>(in), {}};
-  return from_hf_json_text(text, path);
+  return from_hf_json_text(read_bounded_file(path, kMaxConfigFileBytes, "a model config"), path);
 }
 
 ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::string& path) {

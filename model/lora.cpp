@@ -7,6 +7,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "model/bounded_file.hpp"
 #include "model/weights/safetensors_file.hpp"
 #include "model/weights/weight_source.hpp"
 
@@ -73,11 +74,12 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
   namespace fs = std::filesystem;
   const fs::path root(dir);
   const std::string cfg_path = (root / "adapter_config.json").string();
-  std::ifstream in(cfg_path);
-  if (!in) throw std::runtime_error(dir + ": no adapter_config.json (not a PEFT adapter directory?)");
+  if (!fs::exists(cfg_path))
+    throw std::runtime_error(dir + ": no adapter_config.json (not a PEFT adapter directory?)");
+  const std::string text = read_bounded_file(cfg_path, kMaxConfigFileBytes, "an adapter config");
   nlohmann::json cfg;
   try {
-    cfg = nlohmann::json::parse(in);
+    cfg = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw std::runtime_error(cfg_path + ": not valid JSON (" + e.what() + ")");
   }

@@ -11,6 +11,8 @@
 #include <limits>
 #include <sstream>
 
+#include "model/bounded_file.hpp"
+
 namespace corolla {
 namespace {
 
@@ -62,10 +64,11 @@ std::string read_config_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) throw ConfigError(path + ": cannot read the file: it is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError(path + ": cannot read the file: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw ConfigError(path + ": cannot read the file: " + std::strerror(errno));
-  return text.str();
+  try {
+    return read_bounded_file(path, kMaxConfigFileBytes, "a configuration file");
+  } catch (const std::runtime_error& e) {
+    throw ConfigError(e.what());
+  }
 }
 
 toml::table parse_config_text(std::string_view text, const std::string& path) {

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "model/bounded_file.hpp"
 #include "model/config.hpp"
 #include "model/tokenizer/sentencepiece.hpp"
 #include "model/tokenizer/tokenizer.hpp"
@@ -21,11 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string read_text(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(path.string() + ": cannot be opened");
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
+  return read_bounded_file(path.string(), kMaxTokenizerFileBytes, "a tokenizer file");
 }
 
 json read_json(const fs::path& path) {

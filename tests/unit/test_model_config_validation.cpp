@@ -8,8 +8,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "actors/server/node_config.hpp"
 #include "model/config.hpp"
+#include "model/tokenizer/tokenizer.hpp"
 #include "model/weights/weight_source.hpp"
+#include "support/address_space_limit.hpp"
 #include "support/expect_error.hpp"
 #include "support/gguf_bytes.hpp"
 #include "support/golden.hpp"
@@ -141,4 +144,20 @@ BOOST_AUTO_TEST_CASE(wrong_types_are_refused_with_the_source_named) {
   expect_edit_refused([](auto& j) { j["hidden_size"] = 64.5; }, {"config.json", "hidden_size"});
   expect_config_refused("[1, 2]", {"config.json"});
   expect_config_refused("{\"model_type\": \"llama\"", {"config.json", "JSON"});
+}
+
+// A sparse file of gigabytes costs nothing on disk. Before: config.json, tokenizer.json, adapter_config.json and
+// TOML files were read whole into memory (std::bad_alloc under this test's limit, the node's memory otherwise).
+BOOST_AUTO_TEST_CASE(huge_small_files_are_refused_before_they_are_read) {
+  TempDir d;
+  AddressSpaceLimit limit(size_t{1} << 30);
+  for (const char* name : {"config.json", "tokenizer.json", "node.toml"}) {
+    std::ofstream(d.path / name);
+    fs::resize_file(d.path / name, uintmax_t{4} << 30);
+  }
+  expect_error([&] { ModelConfig::from_hf_json((d.path / "config.json").string()); },
+               {"config.json", "4294967296 bytes, above the limit"});
+  expect_error([&] { Tokenizer::from_hf_dir(d.path); }, {"tokenizer.json", "4294967296 bytes, above the limit"});
+  expect_error([&] { load_node_config((d.path / "node.toml").string()); },
+               {"node.toml", "4294967296 bytes, above the limit"});
 }
