@@ -158,8 +158,8 @@ class WsConnection : public std::enable_shared_from_this<WsConnection> {
     ws_.text(true);
     ws_.async_write(net::buffer(queue_.front()), [self = shared_from_this()](beast::error_code ec, size_t) {
       self->writing_ = false;
-      self->queue_.pop_front();
-      if (ec) return self->finished();
+      if (!self->queue_.empty()) self->queue_.pop_front();
+      if (ec || self->closed_) return self->finished();
       if (!self->queue_.empty()) return self->do_write();
       if (self->closing_) self->do_close();
     });
@@ -173,7 +173,10 @@ class WsConnection : public std::enable_shared_from_this<WsConnection> {
   void finished() {
     if (closed_) return;
     closed_ = true;
-    queue_.clear();
+    // The message being written stays until its write completes: Beast still reads it (the connection ending
+    // while a reply was on its way freed it under the write, and the write's completion popped an empty queue).
+    if (writing_) queue_.erase(std::next(queue_.begin()), queue_.end());
+    else queue_.clear();
     auto f = std::move(on_close_);
     on_close_ = nullptr;
     on_message_ = nullptr;
