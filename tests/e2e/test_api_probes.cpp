@@ -317,15 +317,6 @@ BOOST_AUTO_TEST_CASE(requests_piling_up_on_one_socket_are_refused) {
 
 namespace {
 
-size_t rss_bytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  for (size_t kb = 0; in >> key;) {
-    if (key == "VmRSS:") return (in >> kb, kb * 1024);
-    in.ignore(1 << 16, '\n');
-  }
-  return 0;
-}
 
 std::string random_text(std::mt19937_64& rng, size_t n) {
   static const std::string pieces[] = {"{", "}", "[", "]", "\"", ":", ",", "\"type\"", "\"generate\"",

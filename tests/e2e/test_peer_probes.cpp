@@ -27,15 +27,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-size_t rss_bytes(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  for (size_t kb = 0; in >> key;) {
-    if (key == "VmRSS:") return (in >> kb, kb * 1024);
-    in.ignore(1 << 16, '\n');
-  }
-  return 0;
-}
 
 uint16_t port_of(const std::string& address) {
   std::string host;

@@ -6,14 +6,10 @@
 #include <string_view>
 
 #include "apps/api/api_config.hpp"
+#include "tests/fuzz/fuzz_support.hpp"
 
 using namespace corolla;
-
-namespace {
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
-}  // namespace
+using corolla::fuzz::require;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 1 << 16) return 0;

@@ -8,13 +8,13 @@
 #include "apps/api/json_text.hpp"
 #include "apps/api/petals_messages.hpp"
 #include "apps/api/request_fields.hpp"
+#include "tests/fuzz/fuzz_support.hpp"
+
+using corolla::fuzz::require;
 
 using namespace corolla::api;
 
 namespace {
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
 
 void read(uint8_t how, const std::string& text) {
   const nlohmann::json body = parse_json_body(text);

@@ -7,13 +7,13 @@
 
 #include "apps/api/json_text.hpp"
 #include "apps/api/petals_messages.hpp"
+#include "tests/fuzz/fuzz_support.hpp"
+
+using corolla::fuzz::require;
 
 using namespace corolla::api;
 
 namespace {
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
 constexpr int64_t kLimit = 1024;
 }  // namespace
 

@@ -8,8 +8,10 @@
 #include <set>
 
 #include "actors/net/basp_filter.hpp"
+#include "tests/fuzz/fuzz_support.hpp"
 
 using namespace corolla;
+using corolla::fuzz::require;
 
 namespace {
 
@@ -22,9 +24,6 @@ basp_node_id node(uint8_t pid_low, uint8_t host) {
   return id;
 }
 
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
 
 }  // namespace
 

@@ -12,23 +12,15 @@
 
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/storage.hpp"
+#include "tests/fuzz/fuzz_support.hpp"
 
 using namespace corolla;
+using corolla::fuzz::require;
 
 namespace {
 
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
 
-struct input {
-  const uint8_t* p;
-  size_t n;
-  uint64_t take(int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes && n > 0; ++i, ++p, --n) v = (v << 8) | *p;
-    return v;
-  }
+struct input : fuzz::input {
   double real() {
     const uint64_t bits = take(8);
     double d;
@@ -75,7 +67,7 @@ DhtEntries built_entry(input in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const DhtEntries entries = (data[0] & 1) ? built_entry({data + 1, size - 1})
+  const DhtEntries entries = (data[0] & 1) ? built_entry(input{{data + 1, size - 1}})
                                            : split_entries(std::string(reinterpret_cast<const char*>(data + 1), size - 1));
   std::vector<std::string> problems;
   for (const auto& s : parse_servers(entries, &problems)) {

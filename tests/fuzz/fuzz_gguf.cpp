@@ -8,14 +8,10 @@
 #include "model/config.hpp"
 #include "model/weights/gguf_file.hpp"
 #include "model/weights/tensor_extent.hpp"
+#include "tests/fuzz/fuzz_support.hpp"
 
 using namespace corolla;
-
-namespace {
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
-}  // namespace
+using corolla::fuzz::require;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::shared_ptr<GgufFile> g;

@@ -6,13 +6,12 @@
 #include <string_view>
 
 #include "model/config.hpp"
+#include "tests/fuzz/fuzz_support.hpp"
 
 using namespace corolla;
+using corolla::fuzz::require;
 
 namespace {
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
 bool fits(std::initializer_list<int64_t> factors) {
   int64_t n = 1;
   for (int64_t f : factors)

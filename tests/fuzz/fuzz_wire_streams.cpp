@@ -10,24 +10,15 @@
 #include <vector>
 
 #include "actors/protocol/wire_stream.hpp"
+#include "tests/fuzz/fuzz_support.hpp"
 
 using namespace corolla;
+using corolla::fuzz::require;
 
 namespace {
 
-void require(bool ok) {
-  if (!ok) __builtin_trap();
-}
 
-struct input {
-  const uint8_t* p;
-  size_t n;
-  uint64_t take(int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes && n > 0; ++i, ++p, --n) v = (v << 8) | *p;
-    return v;
-  }
-};
+using input = fuzz::input;
 
 }  // namespace
 

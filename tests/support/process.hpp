@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -102,6 +103,17 @@ class ChildProcess {
   int status_ = -1;
   std::string buffer_;
 };
+
+// The resident memory of process `pid`, in bytes (0 when it cannot be read).
+inline size_t rss_bytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  for (size_t kb = 0; in >> key;) {
+    if (key == "VmRSS:") return (in >> kb, kb * 1024);
+    in.ignore(1 << 16, '\n');
+  }
+  return 0;
+}
 
 // The `corolla` binary tests start: the build's, or $COROLLA_TEST_CLI (to show that a test fails on an older build).
 inline std::string corolla_cli() {
