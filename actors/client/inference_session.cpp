@@ -17,8 +17,11 @@ namespace {
 using tensor_done = std::function<void(caf::expected<Tensor>)>;
 using error_done = std::function<void(caf::error)>;
 
-// A step may meet this many failures (each followed by a recovery) before the session gives up on it.
-constexpr int kMaxFaultsPerStep = 16;
+// A step that fails again waits before its next recovery, from kFirstRetry doubling up to kLongestRetry: a swarm
+// in turmoil is not hammered, and the step's time budget (recovery_timeout from its first fault) spans the
+// turmoil rather than a count of failures.
+constexpr auto kFirstRetry = std::chrono::milliseconds(50);
+constexpr auto kLongestRetry = std::chrono::seconds(1);
 // How long a push step waits for the forwarding servers' output copies after the last server replied, before
 // asking those servers again (they answer a repeated step id from their last output).
 constexpr auto kCopyGrace = std::chrono::milliseconds(200);
@@ -59,6 +62,14 @@ struct session_state {
   std::shared_ptr<step_run> current;
   uint64_t next_timer = 1;
   std::map<uint64_t, std::function<void()>> timers;
+  // Requests pending at gates that are not (yet) in the chain: opening a hop, replaying to a replacement. CAF
+  // does not fail requests pending at a node that is gone, so the down handler fails them.
+  struct down_watch {
+    caf::actor_addr gate;
+    std::function<void()> on_down;
+  };
+  uint64_t next_watch = 1;
+  std::map<uint64_t, down_watch> watches;
   int64_t length = 0;            // positions used so far (batch 1 generation)
   std::vector<int32_t> tokens;   // every id fed so far, for the repetition penalty
   bool busy = false;
@@ -92,6 +103,27 @@ void report(session_actor* self, const std::string& address, bool ok, double lat
   if (self->state.client) self->send(self->state.client, peer_report{address, ok, latency_ms, std::move(what)});
 }
 
+caf::timespan retry_delay(int round) {
+  return std::min<caf::timespan>(kFirstRetry * (int64_t{1} << std::min(round, 10)), kLongestRetry);
+}
+
+// `done`, called once: with the first of what the caller reports and the gate's node going down.
+error_done settle_once_or_on_down(session_actor* self, const caf::actor& gate, const std::string& address,
+                                  error_done done) {
+  auto settled = std::make_shared<bool>(false);
+  const uint64_t id = self->state.next_watch++;
+  auto once = [self, id, settled, done = std::move(done)](caf::error e) {
+    if (*settled) return;
+    *settled = true;
+    self->state.watches.erase(id);
+    done(std::move(e));
+  };
+  self->state.watches[id] = {gate.address(), [once, address] {
+                               once(make_error(errc::peer_unavailable, "server " + address + " went down"));
+                             }};
+  return once;
+}
+
 void close_hop(session_actor* self, const session_hop& h) {
   if (!h.gate) return;
   if (h.session_id) caf::anon_send(h.gate, close_session{h.session_id, {}});  // its ack is of no use
@@ -105,7 +137,8 @@ void open_hop(session_actor* self, std::shared_ptr<session_hop> hop, error_done 
       .then(
           [=](caf::actor gate) {
             hop->gate = gate;
-            self->monitor(gate);
+            auto settle = settle_once_or_on_down(self, gate, hop->plan.address, done);
+            self->monitor(gate);  // a gate already gone is reported at once
             const auto& o = self->state.opt;
             const Tensor prompts = o.prompts.defined() && o.prompts.numel() > 0
                                        ? o.prompts.slice_rows(hop->plan.first, hop->plan.last)
@@ -115,9 +148,9 @@ void open_hop(session_actor* self, std::shared_ptr<session_hop> hop, error_done 
                 .then(
                     [=](const session_opened& r) {
                       hop->session_id = r.session_id;
-                      done(caf::error{});
+                      settle(caf::error{});
                     },
-                    [=](caf::error& e) { done(std::move(e)); });
+                    [=](caf::error& e) { settle(std::move(e)); });
           },
           [=](caf::error& e) { done(std::move(e)); });
 }
@@ -151,35 +184,34 @@ void build_replacements(session_actor* self, std::shared_ptr<std::vector<std::sh
     if (e) return done(std::move(e), hop->plan.address);
     auto outputs = std::make_shared<std::vector<history_entry>>();
     const auto t0 = self->clock().now();
-    replay_through(self, hop, inputs, 0, outputs, [=](caf::error e) {
+    replay_through(self, hop, inputs, 0, outputs, settle_once_or_on_down(self, hop->gate, hop->plan.address, [=](caf::error e) {
       if (e) return done(std::move(e), hop->plan.address);
       if (!inputs.empty()) report(self, hop->plan.address, true, ms_since(self, t0));
       hop->history = inputs;
       build_replacements(self, hops, j + 1, std::move(*outputs), done);
-    });
+    }));
   });
 }
 
 // Finds servers for the blocks of `failed`, opens them, replays the failed hop's history, and splices them into
-// the chain at `k`. Retries until the deadline. The failed server itself is left out of the first try only;
-// after that the swarm client's bans (which each failed try extends) keep failing servers away, and give way when
-// nothing else covers the blocks: a server that was restarted meanwhile is welcome again.
+// the chain at `k`. Retries with backoff until the deadline. The servers that failed in this recovery (the failed
+// one first) are left out until none is left to try; then a new pass begins with all of them: a server that was
+// restarted meanwhile is welcome again. Beyond those, the swarm client's bans (which each failure extends) keep
+// failing servers away, and give way when nothing else covers the blocks.
 void replace_span(session_actor* self, size_t k, std::shared_ptr<const session_hop> failed,
-                  caf::actor_clock::time_point deadline, int round, error_done done) {
+                  std::shared_ptr<std::set<std::string>> failed_here, caf::actor_clock::time_point deadline, int round,
+                  error_done done) {
   auto& st = self->state;
   auto retry = [=](caf::error why) {
-    const auto delay = std::min<caf::timespan>(std::chrono::milliseconds(50) * (int64_t{1} << std::min(round, 6)),
-                                               std::chrono::seconds(1));
+    const auto delay = retry_delay(round);
     if (self->clock().now() + delay > deadline)
       return done(make_error(errc::no_route, "found no working replacement for " + blocks_name(failed->plan) +
                                                  " in time; last problem: " + describe(why)));
-    after(self, delay, [=] { replace_span(self, k, failed, deadline, round + 1, done); });
+    after(self, delay, [=] { replace_span(self, k, failed, failed_here, deadline, round + 1, done); });
   };
-  std::set<std::string> avoid;
-  if (round == 0) avoid.insert(failed->plan.address);
   const int64_t cache = st.opt.max_length * st.opt.batch;
   self->request(st.client, st.opt.request_timeout,
-                replan_request{failed->plan.first, failed->plan.last, cache, avoid, st.opt.adapter})
+                replan_request{failed->plan.first, failed->plan.last, cache, *failed_here, st.opt.adapter})
       .then(
           [=](std::vector<planned_hop>& plan) {
             auto hops = std::make_shared<std::vector<std::shared_ptr<session_hop>>>();
@@ -188,6 +220,7 @@ void replace_span(session_actor* self, size_t k, std::shared_ptr<const session_h
               if (e) {
                 for (auto& h : *hops) close_hop(self, *h);
                 if (!is_server_failure(e)) return done(std::move(e));  // our own request: any server would refuse it
+                failed_here->insert(bad);
                 self->state.stats.failures.push_back(bad + ": " + describe(e));
                 report(self, bad, false, 0, describe(e));
                 return retry(std::move(e));
@@ -201,13 +234,17 @@ void replace_span(session_actor* self, size_t k, std::shared_ptr<const session_h
               done(caf::error{});
             });
           },
-          [=](caf::error& e) { retry(std::move(e)); });
+          [=](caf::error& e) {
+            failed_here->clear();  // every candidate failed once: the next pass tries them all again
+            retry(std::move(e));
+          });
 }
 
-void recover_hop(session_actor* self, size_t k, error_done done) {
+void recover_hop(session_actor* self, size_t k, caf::actor_clock::time_point deadline, error_done done) {
   auto failed = std::make_shared<const session_hop>(self->state.hops[k]);
   close_hop(self, *failed);
-  replace_span(self, k, failed, self->clock().now() + self->state.opt.recovery_timeout, 0, std::move(done));
+  auto failed_here = std::make_shared<std::set<std::string>>(std::set<std::string>{failed->plan.address});
+  replace_span(self, k, failed, std::move(failed_here), deadline, 0, std::move(done));
 }
 
 // Opens every hop that has no session yet, replacing those that fail to open.
@@ -229,7 +266,7 @@ void open_route(session_actor* self, error_done done) {
     hs[i].gate = hop->gate;
     self->state.stats.failures.push_back(hop->plan.address + ": " + describe(e));
     report(self, hop->plan.address, false, 0, describe(e));
-    recover_hop(self, i, [=](caf::error e) {
+    recover_hop(self, i, self->clock().now() + self->state.opt.recovery_timeout, [=](caf::error e) {
       if (e) return done(std::move(e));
       open_route(self, done);
     });
@@ -265,18 +302,25 @@ void fail(session_actor* self, std::shared_ptr<step_run> run, size_t k, caf::err
   const std::string address = st.hops[k].plan.address;
   st.stats.failures.push_back(address + ": " + describe(e));
   report(self, address, false, 0, describe(e));
-  if (++run->faults > kMaxFaultsPerStep)
-    return finish(self, run, make_error(errc::peer_unavailable, "gave up on the step after " +
-                                                                    std::to_string(kMaxFaultsPerStep) +
-                                                                    " server failures; the last: " + describe(e)));
+  const auto deadline = *run->fault + st.opt.recovery_timeout;
+  const int earlier = run->faults++;
+  const caf::timespan delay = earlier == 0 ? caf::timespan{0} : retry_delay(earlier - 1);
+  if (self->clock().now() + delay >= deadline)
+    return finish(self, run, make_error(errc::no_route, "no working route for the step within the recovery timeout (" +
+                                                            std::to_string(run->faults) +
+                                                            " server failures); the last: " + describe(e)));
   run->attempt = ++st.attempts;  // whatever the failed attempt still sends back is ignored
   run->recovering = true;
-  recover_hop(self, k, [=](caf::error err) {
-    run->recovering = false;
-    if (self->state.current != run) return;
-    if (err) return finish(self, run, std::move(err));
-    attempt(self, run);
-  });
+  auto recover = [=] {
+    recover_hop(self, k, deadline, [=](caf::error err) {
+      run->recovering = false;
+      if (self->state.current != run) return;
+      if (err) return finish(self, run, std::move(err));
+      attempt(self, run);
+    });
+  };
+  if (delay == caf::timespan{0}) recover();
+  else after(self, delay, recover);
 }
 
 bool stale(session_actor* self, const std::shared_ptr<step_run>& run, uint64_t a) {
@@ -480,6 +524,10 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
         st.hops[k].down = true;
         if (!first) first = k;
       }
+    std::vector<std::function<void()>> watching;
+    for (auto& [id, w] : st.watches)
+      if (w.gate == m.source) watching.push_back(w.on_down);
+    for (auto& on_down : watching) on_down();  // each removes its own watch
     auto run = st.current;
     if (first && run && !run->recovering)
       fail(self, run, *first,
