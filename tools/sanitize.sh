@@ -12,5 +12,5 @@ cmake --build build-asan -j"$(nproc)"
 # Leaks are reported too; CAF's and RocksDB's process-lifetime singletons are not leaks of ours.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tools/sanitizers/lsan.supp}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:suppressions=$PWD/tools/sanitizers/ubsan.supp}
 ctest --test-dir build-asan --output-on-failure -L "unit|integration" -j"$(nproc)" "$@"
