@@ -54,3 +54,14 @@ struct DhtStoreReply {
   responder @0 :DhtContact;
   stored @1 :List(Bool);           # per item: false when a later-expiring entry is kept, or it had expired
 }
+
+# A record as its owner signed it: what every DHT value is. The owner's Ed25519 key signs the key's id, the
+# subkey, the payload and the expiry (actors/dht/signed_record.hpp). The subkey names the owner, so a record
+# under someone else's subkey cannot be signed; the expiry is Unix time, so the signature bounds how long any
+# copy of the record (a replay included) is believed.
+struct SignedRecord {
+  payload @0 :Data;
+  expiresUnixMs @1 :Int64;
+  owner @2 :Data;        # 32 bytes: the Ed25519 public key
+  signature @3 :Data;    # 64 bytes
+}

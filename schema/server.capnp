@@ -29,6 +29,7 @@ struct ServerInfo {
   forwardRps @16 :Float64;    # measured tokens/s of one block on 1024-token batches without a cache; 0 = unknown
   networkRps @17 :Float64;    # tokens/s of hidden states the network carries (measured bandwidth); 0 = unknown
   adapters @18 :List(Text);   # LoRA adapters loaded (requests name one to apply it)
+  owner @19 :Text;            # the server's Ed25519 public key, hex (in a DHT record: the key that signed it)
 }
 
 struct Ping {

@@ -25,6 +25,7 @@
 #include "actors/server/node_supervisor.hpp"
 #include "actors/server/server_node.hpp"
 #include "actors/server/throughput.hpp"
+#include "actors/trust/node_identity.hpp"
 #include "model/block.hpp"
 #include "model/client_head.hpp"
 #include "sim/cost_backend.hpp"
@@ -91,6 +92,7 @@ struct World::impl {
     int64_t cache_tokens = 0;
     size_t swarm = 0;
     caf::actor connector, dht, gate, supervisor;
+    std::shared_ptr<const SigningKey> identity;
     bool started = false, serving = false, frozen = false, gone = false;
   };
   std::deque<server> servers;
@@ -234,8 +236,12 @@ struct World::impl {
     server& s = servers[i];
     s.node = net.add_node(s.rec.address, s.rec.region, s.cls->bandwidth_mbps);
     s.connector = spawn_sim_connector(sys, net, s.node);
+    // The server's key from the world's random stream (runs stay deterministic); its DHT id is derived from it.
+    KeySeed key_seed;
+    for (auto& b : key_seed) b = static_cast<uint8_t>(rng());
+    s.identity = std::make_shared<const SigningKey>(SigningKey::from_seed(key_seed));
     dht_options d;
-    for (auto& b : d.id) b = static_cast<uint8_t>(rng());
+    d.id = dht_id_of(s.identity->public_key());
     d.address = s.rec.address;
     s.dht = spawn_dht_node(sys, d, s.connector);
     server_setup setup = setup_of(s, i);
@@ -267,6 +273,7 @@ struct World::impl {
     server& s = servers[i];
     if (s.gone) return;
     announcer_options a;
+    a.identity = s.identity;
     a.model_prefix = sources[s.swarm]->origin();
     a.period = timespan_of(sc.announce_period_s);
     balancer_options b;

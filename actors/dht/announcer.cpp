@@ -8,6 +8,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "actors/dht/signed_record.hpp"
+#include "actors/protocol/unix_clock.hpp"
 #include "model/weights/gguf_file.hpp"
 #include "model/weights/weight_source.hpp"
 
@@ -38,35 +40,51 @@ std::string block_key(const std::string& model_prefix, int64_t block) {
 
 int64_t group_count(int64_t total_blocks) { return (std::max<int64_t>(total_blocks, 0) + kBlocksPerKey - 1) / kBlocksPerKey; }
 
-std::vector<dht_record> server_records(const std::string& model_prefix, const server_info& info) {
+std::vector<dht_put> announce_puts(const SigningKey& signer, const std::string& model_prefix, server_info info,
+                                   DhtTime expiration) {
   if (info.address.empty()) throw std::invalid_argument("a server announces itself under its address, and it has none");
   if (info.first_block < 0 || info.first_block >= info.last_block)
     throw std::invalid_argument("the server's span " + std::to_string(info.first_block) + ".." +
                                 std::to_string(info.last_block) + " is empty");
+  info.owner = to_hex(signer.public_key());
   const std::vector<char> bytes = encode(info);
-  if (bytes.size() > kMaxDhtValueBytes)
-    throw std::invalid_argument("the server's info takes " + std::to_string(bytes.size()) +
-                                " bytes; DHT values are limited to " + std::to_string(kMaxDhtValueBytes));
-  const std::string value(bytes.begin(), bytes.end());
-  std::vector<dht_record> out;
-  for (int64_t g = info.first_block / kBlocksPerKey; g <= (info.last_block - 1) / kBlocksPerKey; ++g)
-    out.push_back({group_key(model_prefix, g), info.address, value});
+  const std::string payload(bytes.begin(), bytes.end());
+  const std::string subkey = owned_subkey(signer.public_key());
+  std::vector<dht_put> out;
+  for (int64_t g = info.first_block / kBlocksPerKey; g <= (info.last_block - 1) / kBlocksPerKey; ++g) {
+    std::string key = group_key(model_prefix, g);
+    std::string value = sign_record(signer, key_id(key), subkey, payload, unix_ms_at(expiration));
+    if (value.size() > kMaxDhtValueBytes)
+      throw std::invalid_argument("the server's record takes " + std::to_string(value.size()) +
+                                  " bytes; DHT values are limited to " + std::to_string(kMaxDhtValueBytes));
+    out.push_back({std::move(key), subkey, std::move(value), expiration});
+  }
   return out;
 }
 
-std::vector<dht_put> announce_puts(const std::string& model_prefix, const server_info& info, DhtTime expiration) {
-  std::vector<dht_put> out;
-  for (auto& r : server_records(model_prefix, info))
-    out.push_back({std::move(r.key), std::move(r.subkey), std::move(r.value), expiration});
-  return out;
+dht_put models_put(const SigningKey& signer, const std::string& model_prefix, int64_t total_blocks,
+                   DhtTime expiration) {
+  const std::string subkey = owned_subkey(signer.public_key(), model_prefix);
+  return {kModelsKey, subkey,
+          sign_record(signer, key_id(kModelsKey), subkey, std::to_string(total_blocks), unix_ms_at(expiration)),
+          expiration};
 }
 
 void keep_standing(std::map<std::string, announced_server>& by_address, announced_server s) {
   auto [it, fresh] = by_address.try_emplace(s.info.address, s);
   if (fresh) return;
-  const bool newer = s.expiration > it->second.expiration ||
-                     (s.expiration == it->second.expiration && it->second.info.state == "offline");
-  if (newer) it->second = std::move(s);
+  auto& held = it->second;
+  if (s.info.owner != held.info.owner) {
+    // Two keys claim one address; only a connection tells which holds it. An "offline" claim does not hide the
+    // other one (it would let anyone take any server out of the readers' view).
+    const bool s_offline = s.info.state == "offline", held_offline = held.info.state == "offline";
+    if (s_offline != held_offline) {
+      if (held_offline) held = std::move(s);
+      return;
+    }
+  }
+  const bool newer = s.expiration > held.expiration || (s.expiration == held.expiration && held.info.state == "offline");
+  if (newer) held = std::move(s);
 }
 
 std::string server_info_problem(const server_info& i) {
@@ -83,15 +101,22 @@ std::string server_info_problem(const server_info& i) {
   return {};
 }
 
-std::vector<announced_server> parse_servers(const DhtEntries& entries, std::vector<std::string>* problems) {
+std::vector<announced_server> parse_servers(const std::string& key, const DhtEntries& entries, DhtTime now,
+                                            std::vector<std::string>* problems) {
   std::vector<announced_server> out;
+  const NodeId id = key_id(key);
+  const int64_t now_unix_ms = unix_ms_at(now);
   for (const auto& [subkey, v] : entries) {
     server_info info;
-    decode(std::make_shared<std::vector<char>>(v.value.begin(), v.value.end()), info);
-    std::string problem;
-    if (!info.wire_error.empty()) problem = info.wire_error;
-    else if (info.address != subkey) problem = "it names address '" + info.address + "'";
-    else problem = server_info_problem(info);
+    checked_record record = check_record(id, subkey, v.value, now_unix_ms);
+    std::string problem = record.problem;
+    if (problem.empty()) {
+      decode(std::make_shared<std::vector<char>>(record.payload.begin(), record.payload.end()), info);
+      info.owner = to_hex(record.owner);
+      if (!info.wire_error.empty()) problem = info.wire_error;
+      else if (!subkey_name(subkey).empty()) problem = "its subkey names more than its owner";
+      else problem = server_info_problem(info);
+    }
     if (!problem.empty()) {
       if (problems) problems->push_back("the entry of '" + subkey + "' is not a server's info: " + problem);
       continue;

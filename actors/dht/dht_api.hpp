@@ -26,8 +26,10 @@
 namespace corolla {
 
 // Stores `value` under `subkey` of `key` on the `replicas` nodes nearest to SHA-1(key) (this node included when
-// it is one of them and not a client). Errors: bad_request (value over 64 KiB, subkey over 1 KiB, expiration not
-// in the future), peer_unavailable (no node stored it).
+// it is one of them and not a client). The value is a record signed by the owner the subkey names
+// (signed_record.hpp: sign_record); every node keeps it no longer than its signed expiry. Errors: bad_request
+// (value over 64 KiB, subkey over 1 KiB, expiration not in the future, a record that does not check),
+// peer_unavailable (no node stored it).
 struct dht_put {
   std::string key, subkey, value;
   DhtTime expiration{};
@@ -36,7 +38,8 @@ struct dht_put_reply {
   size_t replicas = 0;  // nodes that stored the entry
 };
 
-// The live subkeys of `key`, merged over the nodes that hold it (for each subkey, the latest expiration). No entry
+// The live subkeys of `key`, merged over the nodes that hold it (for each subkey, the latest expiration among the
+// records that check: a holder's forgery never displaces the owner's record). No entry
 // is not an error: the map is empty.
 struct dht_get {
   std::string key;

@@ -13,6 +13,7 @@
 #include "actors/protocol/own_node.hpp"
 #include "actors/dht/lookup_actor.hpp"
 #include "actors/dht/rpc.hpp"
+#include "actors/dht/signed_record.hpp"
 
 namespace corolla {
 namespace {
@@ -404,9 +405,11 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
             reply.stored.push_back(false);
             continue;
           }
-          const auto expiration = now + std::chrono::nanoseconds(std::max<int64_t>(item.ttl_ns, 0));
-          reply.stored.push_back(s.storage.put(key, item.subkey, item.value, expiration, now) ==
-                                 DhtStorage::Put::stored);
+          // Only a record its subkey's owner signed is kept, and no longer than the signature says.
+          const auto expiration = record_expiration(
+              key, item.subkey, item.value, now + std::chrono::nanoseconds(std::max<int64_t>(item.ttl_ns, 0)), now);
+          reply.stored.push_back(expiration && s.storage.put(key, item.subkey, item.value, *expiration, now) ==
+                                                   DhtStorage::Put::stored);
         }
         return reply;
       },
@@ -416,9 +419,12 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         if (auto p = check_entry(req.subkey, req.value.size()); !p.empty()) return refuse(p);
         if (req.expiration <= self->clock().now())
           return refuse("the expiration of '" + req.key + "' / '" + req.subkey + "' is not in the future");
-        auto rp = self->make_response_promise<dht_put_reply>();
         const NodeId key = key_id(req.key);
-        std::vector<Entry> entries{{req.subkey, DhtValue{std::move(req.value), req.expiration}}};
+        std::string problem;
+        const auto expiration = record_expiration(key, req.subkey, req.value, req.expiration, self->clock().now(), &problem);
+        if (!expiration) return refuse("the record of '" + req.key + "' / '" + req.subkey + "' is refused: " + problem);
+        auto rp = self->make_response_promise<dht_put_reply>();
+        std::vector<Entry> entries{{req.subkey, DhtValue{std::move(req.value), *expiration}}};
         auto deliver = [=, name = req.key](size_t stored, size_t answered, const std::string& problem) mutable {
           if (stored > 0) rp.deliver(dht_put_reply{stored});
           else if (answered > 0) rp.deliver(refuse("'" + name + "' was not stored: " + problem));

@@ -5,6 +5,7 @@
 
 #include "actors/dht/dht_internal.hpp"
 #include "actors/dht/rpc.hpp"
+#include "actors/dht/signed_record.hpp"
 
 namespace corolla {
 namespace {
@@ -35,14 +36,20 @@ void finish(lookup_actor* self) {
   self->quit();
 }
 
-// Takes the items' values (each holder's reply lists the key's whole dictionary: moved, not copied).
-void merge(DhtEntries& into, std::vector<dht_item>& items, DhtTime now) {
+// Takes the items' values (each holder's reply lists the key's whole dictionary: moved, not copied). Only records
+// that check (signed by their subkey's owner, live) count, each living no longer than its signature says: a
+// holder's forgery with a later expiration must not displace the owner's record. Replicas hold the same bytes,
+// so a value already merged is not verified again.
+void merge(const NodeId& key, DhtEntries& into, std::vector<dht_item>& items, DhtTime now) {
   for (auto& item : items) {
     if (item.ttl_ns <= 0 || item.ttl_ns > kMaxDhtTtlNs || item.value.size() > kMaxDhtValueBytes) continue;
-    const DhtTime expiration = now + std::chrono::nanoseconds(item.ttl_ns);
+    const DhtTime asked = now + std::chrono::nanoseconds(item.ttl_ns);
     auto it = into.find(item.subkey);
-    if (it == into.end()) into.emplace(std::move(item.subkey), DhtValue{std::move(item.value), expiration});
-    else if (expiration > it->second.expiration) it->second = DhtValue{std::move(item.value), expiration};
+    if (it != into.end() && it->second.value == item.value) continue;  // the same record: its expiry is signed
+    const auto expiration = record_expiration(key, item.subkey, item.value, asked, now);
+    if (!expiration) continue;
+    if (it == into.end()) into.emplace(std::move(item.subkey), DhtValue{std::move(item.value), *expiration});
+    else if (*expiration > it->second.expiration) it->second = DhtValue{std::move(item.value), *expiration};
   }
 }
 
@@ -90,7 +97,7 @@ void pump(lookup_actor* self) {
             if (self->state.done) return;
             if (on_answer(self, c, r.responder, r.contacts)) {
               if (!r.items.empty()) {
-                merge(self->state.result.entries, r.items, self->clock().now());
+                merge(self->state.p.target, self->state.result.entries, r.items, self->clock().now());
                 ++self->state.result.holders;
               }
               pump(self);

@@ -21,14 +21,16 @@ void read_swarm(caf::event_based_actor* self, const caf::actor& dht, const std::
       if (s.info.state != "offline") out.push_back(std::move(s.info));
     done(std::move(out));
   };
-  for (int64_t g = 0; g < keys; ++g)
-    self->request(dht, timeout, dht_get{group_key(model_prefix, g)})
+  for (int64_t g = 0; g < keys; ++g) {
+    const std::string key = group_key(model_prefix, g);
+    self->request(dht, timeout, dht_get{key})
         .then(
             [=](dht_get_reply& r) {
-              for (auto& s : parse_servers(r.entries)) keep_standing(*found, std::move(s));
+              for (auto& s : parse_servers(key, r.entries, self->clock().now())) keep_standing(*found, std::move(s));
               one_done();
             },
             [=](caf::error&) { one_done(); });
+  }
 }
 
 }  // namespace corolla

@@ -65,6 +65,7 @@ void fill(const server_info& x, capnp::MessageBuilder& mb) {
     b.setInferenceRps(x.inference_rps);
     b.setForwardRps(x.forward_rps);
     b.setNetworkRps(x.network_rps);
+    b.setOwner(x.owner);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
@@ -88,6 +89,7 @@ void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
     x.inference_rps = r.getInferenceRps();
     x.forward_rps = r.getForwardRps();
     x.network_rps = r.getNetworkRps();
+    x.owner = r.getOwner();
   });
 }
 

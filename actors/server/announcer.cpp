@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 #include <caf/all.hpp>
 
@@ -42,11 +43,12 @@ constexpr int kModelsEvery = 10;
 // or failed (a server that fails is forgotten).
 void measure_pings(announcer_actor* self, int64_t next, std::function<void()> done) {
   auto& st = self->state;
-  self->request(st.dht, std::chrono::seconds(10), dht_get{block_key(st.opt.model_prefix, next)})
+  const std::string key = block_key(st.opt.model_prefix, next);
+  self->request(st.dht, std::chrono::seconds(10), dht_get{key})
       .then(
           [=](dht_get_reply& r) {
             std::vector<std::string> targets;
-            for (auto& s : parse_servers(r.entries))
+            for (auto& s : parse_servers(key, r.entries, self->clock().now()))
               if (s.info.state == "online" && serves_block(s.info, next) && targets.size() < kMaxPinged)
                 targets.push_back(s.info.address);
             auto& known = self->state.rtts->ms;  // servers no longer next (gone, or this server moved)
@@ -71,7 +73,7 @@ void announce_now(announcer_actor* self, std::function<void(size_t)> done) {
             const DhtTime expiration = self->clock().now() + 2 * st.opt.period;
             std::vector<dht_put> puts;
             try {
-              puts = announce_puts(st.opt.model_prefix, info, expiration);
+              puts = announce_puts(*st.opt.identity, st.opt.model_prefix, info, expiration);
             } catch (const std::exception&) {
               done(0);  // no address or no span yet: a later round announces
               return;
@@ -79,8 +81,8 @@ void announce_now(announcer_actor* self, std::function<void(size_t)> done) {
             const DhtTime now = self->clock().now();
             if (now >= st.models_due) {
               st.models_due = now + kModelsEvery * st.opt.period;
-              puts.push_back(dht_put{kModelsKey, st.opt.model_prefix, std::to_string(info.total_blocks),
-                                     now + 2 * kModelsEvery * st.opt.period});
+              puts.push_back(models_put(*st.opt.identity, st.opt.model_prefix, info.total_blocks,
+                                        now + 2 * kModelsEvery * st.opt.period));
             }
             auto pending = std::make_shared<size_t>(puts.size());
             auto stored = std::make_shared<size_t>(0);
@@ -160,6 +162,7 @@ caf::behavior announcer(announcer_actor* self, announcer_options opt, caf::actor
 
 caf::actor spawn_announcer(caf::actor_system& sys, announcer_options options, caf::actor gate, caf::actor dht,
                            caf::actor connector) {
+  if (!options.identity) throw std::invalid_argument("an announcer signs its records: it needs the server's identity");
   return sys.spawn(announcer, std::move(options), std::move(gate), std::move(dht), std::move(connector));
 }
 

@@ -1,5 +1,5 @@
 // The announcer: keeps a server's ServerInfo in the DHT under "{model_prefix}.{block}" for each hosted block.
-// It announces at once, then every `period` (entries expire after 2 × period unless refreshed), and at once on a
+// Every record is signed by the server's identity (actors/dht/signed_record.hpp). It announces at once, then every `period` (entries expire after 2 × period unless refreshed), and at once on a
 // state change. (close_atom) announces "offline" and replies when that is stored, so a graceful shutdown is
 // visible to clients before the server goes.
 //
@@ -12,11 +12,15 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <memory>
 #include <string>
+
+#include "actors/trust/ed25519.hpp"
 
 namespace corolla {
 
 struct announcer_options {
+  std::shared_ptr<const SigningKey> identity;  // signs every record (required)
   std::string model_prefix;
   caf::timespan period = std::chrono::seconds(60);
   std::string state = "online";

@@ -1,5 +1,7 @@
 #include "actors/store/node_store.hpp"
 
+#include <openssl/rand.h>
+
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
@@ -19,7 +21,7 @@ namespace {
 
 constexpr StoreFamily kFamilies[] = {StoreFamily::weights, StoreFamily::identity, StoreFamily::reputation,
                                      StoreFamily::throughput};
-constexpr std::string_view kNodeKeyName = "node_key";
+constexpr std::string_view kIdentitySeedName = "ed25519_seed";
 
 rocksdb::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
 
@@ -135,27 +137,24 @@ void NodeStore::erase_raw(StoreFamily f, std::string_view key) {
   if (!s.ok()) fail("cannot delete " + std::string(family_name(f)) + "/" + std::string(key), s.ToString());
 }
 
-NodeStore::NodeKey NodeStore::node_key() {
+NodeStore::IdentitySeed NodeStore::identity_seed() {
   std::lock_guard lock(identity_mutex_);
-  if (node_key_) return *node_key_;
-  NodeKey key;
+  if (identity_seed_) return *identity_seed_;
+  IdentitySeed seed;
   std::string stored;
-  if (get_raw(StoreFamily::identity, kNodeKeyName, stored)) {
-    if (stored.size() != key.size())
-      fail("identity/node_key", "holds " + std::to_string(stored.size()) + " bytes, not " +
-                                    std::to_string(key.size()) + " (move the database aside to start afresh)");
-    std::copy(stored.begin(), stored.end(), key.begin());
+  if (get_raw(StoreFamily::identity, kIdentitySeedName, stored)) {
+    if (stored.size() != seed.size())
+      fail("identity/" + std::string(kIdentitySeedName), "holds " + std::to_string(stored.size()) + " bytes, not " +
+                                    std::to_string(seed.size()) + " (move the database aside to start afresh)");
+    std::copy(stored.begin(), stored.end(), seed.begin());
   } else {
-    std::random_device rd;
-    for (size_t i = 0; i < key.size(); i += 4) {
-      const uint32_t r = rd();
-      for (size_t j = 0; j < 4 && i + j < key.size(); ++j) key[i + j] = static_cast<uint8_t>(r >> (8 * j));
-    }
-    put_raw(StoreFamily::identity, kNodeKeyName,
-            std::string_view(reinterpret_cast<const char*>(key.data()), key.size()), /*sync=*/true);
+    if (RAND_bytes(seed.data(), static_cast<int>(seed.size())) != 1)
+      fail("identity/" + std::string(kIdentitySeedName), "OpenSSL's random generator failed");
+    put_raw(StoreFamily::identity, kIdentitySeedName,
+            std::string_view(reinterpret_cast<const char*>(seed.data()), seed.size()), /*sync=*/true);
   }
-  node_key_ = key;
-  return key;
+  identity_seed_ = seed;
+  return seed;
 }
 
 void NodeStore::put_throughput(const std::string& key, double value) {

@@ -1,11 +1,11 @@
 // NodeStore: a node's persistent state, one RocksDB database at <data_dir>/db with one column family per concern:
 //   weights     converted block weights (see weights_cache.hpp); large values, kept in blob files, uncompressed
-//   identity    the node key (20 random bytes made once, when the database is created)
+//   identity    the node's Ed25519 seed (32 random bytes drawn once, when first asked for; see actors/trust)
 //   reputation  per peer: successes, failures, latency EWMA, banned-until (layout in reputation.hpp)
 //   throughput  measured rates (a double) keyed by a string such as "model/device/dtype"
 //
 //   NodeStore store("/var/lib/corolla/node1");   // creates the directory and the database if needed
-//   auto key = store.node_key();
+//   auto seed = store.identity_seed();
 //
 // Errors (the directory cannot be created, another process holds the database, a corrupt database, a failed
 // read or write) throw std::runtime_error naming the path and RocksDB's status. Every method may be called from
@@ -35,7 +35,7 @@ enum class StoreFamily : uint8_t { weights, identity, reputation, throughput };
 
 class NodeStore {
  public:
-  using NodeKey = std::array<uint8_t, 20>;
+  using IdentitySeed = std::array<uint8_t, 32>;
 
   // Opens <data_dir>/db, creating the directories, the database and the column families if needed.
   explicit NodeStore(const std::string& data_dir);
@@ -47,9 +47,10 @@ class NodeStore {
   const std::string& path() const { return path_; }
 
   // --- identity -----------------------------------------------------------------------------------------------
-  // The node's persistent key: drawn from std::random_device the first time it is asked for in a new database
-  // (written with a synced write), read back ever after.
-  NodeKey node_key();
+  // The secret seed of the node's Ed25519 key (its identity, and through the public key its DHT id): drawn
+  // from OpenSSL's generator the first time it is asked for in a database (written with a synced write), read
+  // back ever after.
+  IdentitySeed identity_seed();
 
   // --- throughput ---------------------------------------------------------------------------------------------
   void put_throughput(const std::string& key, double value);
@@ -79,7 +80,7 @@ class NodeStore {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // every family opened, ours first in StoreFamily order
   std::mutex identity_mutex_;
-  std::optional<NodeKey> node_key_;
+  std::optional<IdentitySeed> identity_seed_;
 };
 
 // The column family name of `f` ("weights", "identity", "reputation", "throughput").

@@ -145,8 +145,8 @@ void read_models(state_reader* self, std::string dht_error) {
     for (int64_t g = 0; g < group_count(models[i]->num_blocks); ++g)
       self->request(self->state.dht, std::chrono::seconds(30), dht_get{group_key(models[i]->swarm_id, g)})
           .then(
-              [=](const dht_get_reply& r) {
-                for (auto& s : parse_servers(r.entries)) keep_standing(a->servers[i], std::move(s));
+              [=, key = group_key(models[i]->swarm_id, g)](const dht_get_reply& r) {
+                for (auto& s : parse_servers(key, r.entries, self->clock().now())) keep_standing(a->servers[i], std::move(s));
                 one_done();
               },
               [=](caf::error& e) {

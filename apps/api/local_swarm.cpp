@@ -13,6 +13,7 @@
 #include "actors/server/announcer.hpp"
 #include "actors/server/node_supervisor.hpp"
 #include "actors/server/server_node.hpp"
+#include "actors/trust/node_identity.hpp"
 #include "model/weights/weight_source.hpp"
 
 namespace corolla::api {
@@ -72,8 +73,11 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     setup.max_sessions = o.max_sessions;
     setup.threads = o.threads;
     setup.seed = std::random_device{}();
+    // Each server its own key, drawn afresh (a local swarm keeps no store): it signs the server's records, and
+    // the server's DHT id is derived from it.
+    auto identity = std::make_shared<const SigningKey>(SigningKey::generate());
     dht_options sopt;
-    sopt.id = random_node_id();
+    sopt.id = dht_id_of(identity->public_key());
     auto sdht = spawn_dht_node(sys_, sopt, connector_);
     setup.dht = sdht;
     bootstrap(sdht, dht_address_);
@@ -86,6 +90,7 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     self->send(sdht, address_atom::value, address);
     bootstrap(sdht, dht_address_);  // again, now as a full node the others add to their tables
     announcer_options aopt;
+    aopt.identity = identity;
     aopt.model_prefix = swarm_id_;
     aopt.period = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(o.announce_period_s));
     auto announcer = spawn_announcer(sys_, aopt, node.gate, sdht, connector_);
@@ -104,7 +109,7 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
       self->request(dht_, std::chrono::seconds(10), dht_get{group_key(swarm_id_, g)})
           .receive(
               [&](const dht_get_reply& r) {
-                for (auto& s : parse_servers(r.entries))
+                for (auto& s : parse_servers(group_key(swarm_id_, g), r.entries, self->clock().now()))
                   if (s.info.state == "online")
                     for (int64_t b = std::max<int64_t>(s.info.first_block, 0); b < std::min(s.info.last_block, total); ++b)
                       covered.insert(b);

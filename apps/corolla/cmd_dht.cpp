@@ -12,6 +12,7 @@
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "actors/store/node_store.hpp"
+#include "actors/trust/node_identity.hpp"
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
@@ -33,7 +34,7 @@ int run(const DhtFlags& f) {
   std::unique_ptr<NodeStore> store;
   if (!f.data_dir.empty()) {
     store = std::make_unique<NodeStore>(f.data_dir);
-    opt.id = store->node_key();  // the same id across restarts
+    opt.id = dht_id_of(node_identity(*store).public_key());  // the same id across restarts
   } else {
     std::random_device rd;
     for (auto& b : opt.id) b = static_cast<uint8_t>(rd());

@@ -20,6 +20,7 @@
 #include "actors/server/server_node.hpp"
 #include "actors/server/throughput.hpp"
 #include "actors/store/node_store.hpp"
+#include "actors/trust/node_identity.hpp"
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
@@ -82,7 +83,8 @@ int run(const NodeConfig& cfg) {
 
   // The server's DHT node; until the gate is published it only asks (others learn its address afterwards).
   dht_options dopt;
-  dopt.id = store.node_key();
+  const SigningKey identity = node_identity(store);
+  dopt.id = dht_id_of(identity.public_key());
   auto dht = spawn_dht_node(sys, dopt, connector);
   const std::string prefix = cfg.swarm_id.empty() ? default_model_prefix(*source) : cfg.swarm_id;
   const bool joins = !cfg.new_swarm && !cfg.initial_peers.empty();
@@ -152,6 +154,7 @@ int run(const NodeConfig& cfg) {
   self->send(dht, address_atom::value, address);
   if (joins) bootstrap(self, dht, cfg.initial_peers);  // now as a full node others add to their tables
   announcer_options aopt;
+  aopt.identity = std::make_shared<const SigningKey>(identity);
   aopt.model_prefix = prefix;
   aopt.period = seconds(cfg.update_period_s);
 

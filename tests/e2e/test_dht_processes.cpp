@@ -16,6 +16,7 @@
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "support/process.hpp"
+#include "support/record_signer.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace corolla;
@@ -91,12 +92,13 @@ BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
   info.first_block = 4;
   info.last_block = 6;
   info.total_blocks = 8;  // a span of a model: readers ignore spans outside 0 <= first < last <= total
-  for (auto& put : announce_puts("llama", info, s.now() + 10min)) {
+  test::RecordSigner signer;
+  for (auto& put : announce_puts(signer.key("server"), "llama", info, s.now() + 10min)) {
     auto stored = s.ask<dht_put_reply>(*a, put);
     BOOST_REQUIRE_MESSAGE(stored, why(stored));
     BOOST_TEST(stored->replicas == 4u);  // every server node: fewer than the 5 replicas asked
   }
-  auto plain = s.ask<dht_put_reply>(*a, dht_put{"greeting", "a", "hello", s.now() + 10min});
+  auto plain = s.ask<dht_put_reply>(*a, signer.put("greeting", "a", "hello", s.now() + 10min));
   BOOST_REQUIRE_MESSAGE(plain, why(plain));
 
   // Read through a client that knows only the third node.
@@ -104,7 +106,7 @@ BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
   BOOST_REQUIRE_MESSAGE(b, why(b));
   auto got = s.ask<dht_get_reply>(*b, dht_get{block_key("llama", 5)});
   BOOST_REQUIRE_MESSAGE(got, why(got));
-  auto servers = parse_servers(got->entries);
+  auto servers = parse_servers(block_key("llama", 5), got->entries, s.now());
   BOOST_REQUIRE(servers.size() == 1u);
   BOOST_TEST(servers[0].info.address == "127.0.0.1:31337");
   BOOST_TEST(servers[0].info.first_block == 4);
@@ -118,7 +120,9 @@ BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
         peer, dht_find_value_request{dht_contact{id_bytes(key_id("probe")), ""}, id_bytes(key_id("greeting")), {}});
     BOOST_REQUIRE_MESSAGE(r, why(r));
     BOOST_REQUIRE(r->items.size() == 1u);
-    BOOST_TEST(r->items[0].value == "hello");
+    BOOST_TEST(r->items[0].subkey == signer.subkey("a"));
+    BOOST_TEST(test::RecordSigner::payloads("greeting", {{r->items[0].subkey, {r->items[0].value, s.now() + 1min}}},
+                                            s.now())["a"].value == "hello");
     BOOST_TEST(r->contacts.size() == 3u);  // the other server nodes; clients are in nobody's table
     // The same RPC relayed through the connector: one request, answered by the peer itself.
     const dht_find_value_request probe{dht_contact{id_bytes(key_id("probe")), ""}, id_bytes(key_id("greeting")), {}};
@@ -128,7 +132,7 @@ BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
                  [&](caf::error& e) { BOOST_FAIL("relay: " << describe(e)); });
     BOOST_TEST((relayed.responder == r->responder));
     BOOST_REQUIRE(relayed.items.size() == 1u);
-    BOOST_TEST(relayed.items[0].value == "hello");
+    BOOST_TEST(relayed.items[0].value == r->items[0].value);
   }
   // Relays the connector cannot deliver get the resolve's error, naming the address.
   for (const std::string address : {"127.0.0.1:1", "no-port-here"}) {
@@ -146,10 +150,10 @@ BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
   for (auto& reader : {*a, *b, *c}) {
     auto r = s.ask<dht_get_reply>(reader, dht_get{"greeting"});
     BOOST_REQUIRE_MESSAGE(r, why(r));
-    BOOST_TEST(r->entries["a"].value == "hello");
+    BOOST_TEST(test::RecordSigner::payloads("greeting", r->entries, s.now())["a"].value == "hello");
   }
   // And stores still work.
-  auto after = s.ask<dht_put_reply>(*c, dht_put{"greeting", "b", "again", s.now() + 10min});
+  auto after = s.ask<dht_put_reply>(*c, signer.put("greeting", "b", "again", s.now() + 10min));
   BOOST_REQUIRE_MESSAGE(after, why(after));
   BOOST_TEST(after->replicas == 3u);
   auto both = s.ask<dht_get_reply>(*b, dht_get{"greeting"});

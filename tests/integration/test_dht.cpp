@@ -19,6 +19,7 @@
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "support/deterministic_system.hpp"
+#include "support/record_signer.hpp"
 
 using namespace corolla;
 using namespace corolla::test;
@@ -109,18 +110,26 @@ struct Swarm : DeterministicSystem {
     }
   }
 
+  // Records are signed (one key per subkey name, as if each name were a server): put() signs, get() returns the
+  // entries that check, by name, with their payloads.
+  test::RecordSigner signer;
   caf::expected<dht_put_reply> put(size_t from, const std::string& key, const std::string& subkey,
                                    const std::string& value, caf::timespan ttl = 1h) {
-    return ask<dht_put_reply>(nodes[from], dht_put{key, subkey, value, now() + ttl});
+    return ask<dht_put_reply>(nodes[from], signer.put(key, subkey, value, now() + ttl));
   }
   caf::expected<dht_get_reply> get(size_t from, const std::string& key) {
-    return ask<dht_get_reply>(nodes[from], dht_get{key});
+    auto r = ask<dht_get_reply>(nodes[from], dht_get{key});
+    if (r) r->entries = test::RecordSigner::payloads(key, r->entries, now());
+    return r;
   }
   // Many gets at once (node index, key).
   std::vector<caf::expected<dht_get_reply>> get_all(const std::vector<std::pair<size_t, std::string>>& which) {
     std::vector<std::pair<caf::actor, dht_get>> reqs;
     for (const auto& [i, key] : which) reqs.push_back({nodes[i], dht_get{key}});
-    return ask_all<dht_get_reply>(reqs);
+    auto out = ask_all<dht_get_reply>(reqs);
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i]) out[i]->entries = test::RecordSigner::payloads(which[i].second, out[i]->entries, now());
+    return out;
   }
 };
 
@@ -292,7 +301,7 @@ BOOST_AUTO_TEST_CASE(values_and_subkeys_expire) {
   for (auto& n : s.nodes) stored += s.ask<dht_info>(n, dht_info_request{})->entries;
   BOOST_TEST(stored == 0u);
   // An expiration in the past is refused.
-  auto late = s.ask<dht_put_reply>(s.nodes[0], dht_put{"k", "s", "v", s.now()});
+  auto late = s.ask<dht_put_reply>(s.nodes[0], s.signer.put("k", "s", "v", s.now()));
   BOOST_TEST(failed_with(late, errc::bad_request));
 }
 
@@ -342,14 +351,23 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_errors_and_the_node_keeps_serving) {
     BOOST_TEST(why(r).find(words) != std::string::npos, why(r));
   };
   // A value over 64 KiB, through the API and as an RPC.
-  expect_bad(s.ask<dht_put_reply>(node, dht_put{"big", "s", std::string(kMaxDhtValueBytes + 1, 'x'), s.now() + 1h}),
-             "65537 bytes");
+  // (A signed record of a payload that brings it to exactly 64 KiB, or one byte over: `extra` = 0 or 1.)
+  auto record_of_size = [&](size_t bytes) {
+    dht_put p = s.signer.put("big", "s", std::string(bytes - 200, 'x'), s.now() + 1h);
+    p = s.signer.put("big", "s", std::string(bytes - 200 + (bytes - p.value.size()), 'x'), s.now() + 1h);
+    return p;
+  };
+  dht_put over = record_of_size(kMaxDhtValueBytes);
+  over.value += std::string(8, 'x');  // capnp pads to words: the record's own bytes plus a word
+  expect_bad(s.ask<dht_put_reply>(node, over), "65544 bytes");
   expect_bad(s.ask<dht_store_reply>(
                  node, dht_store_request{sender, id_bytes(key_id("big")),
                                          {{"s", std::string(kMaxDhtValueBytes + 1, 'x'), 3600'000'000'000}}, {}}),
              "the limit is 65536");
   // Exactly 64 KiB is fine.
-  BOOST_TEST(s.ask<dht_put_reply>(node, dht_put{"big", "s", std::string(kMaxDhtValueBytes, 'x'), s.now() + 1h}));
+  const dht_put exact = record_of_size(kMaxDhtValueBytes);
+  BOOST_TEST(exact.value.size() == kMaxDhtValueBytes);
+  BOOST_TEST(s.ask<dht_put_reply>(node, exact));
   // Ids of 19 bytes: target, key, sender.
   expect_bad(s.ask<dht_find_node_reply>(node, dht_find_node_request{sender, std::string(19, 'x'), {}}),
              "the target id has 19 bytes");
@@ -436,3 +454,45 @@ BOOST_AUTO_TEST_CASE(bootstrap_names_the_peers_that_did_not_answer) {
   BOOST_TEST(alone.get(only, "k")->entries["s"].value == "v");
 }
 
+
+// Records are signed by the owner their subkey names. Unsigned values, records under another owner's subkey,
+// tampered payloads and expired or far-future records are refused, by the API and by the store RPC; a record is
+// kept no longer than its signature says, whatever time-to-live the sender asks for.
+BOOST_AUTO_TEST_CASE(only_records_signed_by_their_subkeys_owner_are_stored) {
+  Swarm s;
+  s.grow(6);
+  auto node = s.nodes[2];
+  const dht_contact sender{id_bytes(s.random_id()), "dht-somewhere"};
+  auto store = [&](const std::string& key, const std::string& subkey, const std::string& value, int64_t ttl_ns) {
+    auto r = s.ask<dht_store_reply>(node, dht_store_request{sender, id_bytes(key_id(key)), {{subkey, value, ttl_ns}}, {}});
+    BOOST_REQUIRE(r);
+    return r->stored.size() == 1 && r->stored[0];
+  };
+  const int64_t hour = 3600'000'000'000;
+  // Unsigned, through the API and as an RPC.
+  BOOST_TEST(failed_with(s.ask<dht_put_reply>(node, dht_put{"k", "s", "v", s.now() + 1h}), errc::bad_request));
+  BOOST_TEST(!store("k", "s", "v", hour));
+  BOOST_TEST(!store("k", s.signer.subkey("alice"), "v", hour));
+  // Mallory signs a record under Alice's subkey: the signature is by another key than the subkey names.
+  const dht_put by_mallory = s.signer.put("k", "mallory", "alice is offline", s.now() + 10min);
+  BOOST_TEST(!store("k", s.signer.subkey("alice"), by_mallory.value, hour));
+  BOOST_TEST(failed_with(s.ask<dht_put_reply>(node, dht_put{"k", s.signer.subkey("alice"), by_mallory.value, s.now() + 1h}),
+                         errc::bad_request));
+  // Alice's own record, replayed under another key, or with one byte changed.
+  const dht_put by_alice = s.signer.put("k", "alice", "alice is online", s.now() + 10min);
+  BOOST_TEST(!store("other-key", by_alice.subkey, by_alice.value, hour));
+  std::string tampered = by_alice.value;
+  tampered[tampered.find("online")] = 'O';
+  BOOST_TEST(!store("k", by_alice.subkey, tampered, hour));
+  // Expired, and expiring further ahead than the DHT keeps anything.
+  BOOST_TEST(!store("k", by_alice.subkey, s.signer.put("k", "alice", "old", s.now() - 1s).value, hour));
+  BOOST_TEST(!store("k", by_alice.subkey, s.signer.put("k", "alice", "far", s.now() + 3h).value, hour));
+  // The real one is stored; asked to live an hour, it lives as long as it is signed for (10 minutes).
+  BOOST_TEST(store("k", by_alice.subkey, by_alice.value, hour));
+  auto r = s.get(2, "k");
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->entries["alice"].value == "alice is online");
+  BOOST_TEST((r->entries["alice"].expiration <= s.now() + 10min));
+  s.advance(11min);
+  BOOST_TEST(s.get(2, "k")->entries.count("alice") == 0u);
+}

@@ -25,6 +25,7 @@
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/server/node_supervisor.hpp"
+#include "actors/trust/node_identity.hpp"
 #include "model/weights/tensor_map_source.hpp"
 #include "support/deterministic_system.hpp"
 #include "support/golden.hpp"
@@ -70,6 +71,7 @@ class BalanceSwarm : public DeterministicSystem {
     std::string address;
     swarm_member_spec spec;
     caf::actor gate, dht, supervisor;
+    std::shared_ptr<const SigningKey> identity;
     std::vector<balancer_event> events;
     size_t moves() const {
       return static_cast<size_t>(std::count_if(events.begin(), events.end(),
@@ -166,8 +168,11 @@ class BalanceSwarm : public DeterministicSystem {
     m.spec = spec;
     m.address = "srv-" + std::to_string(m.index);
     std::mt19937_64 rng(o.seed * 1000003 + m.index);
+    KeySeed seed;
+    for (auto& b : seed) b = static_cast<uint8_t>(rng());
+    m.identity = std::make_shared<const SigningKey>(SigningKey::from_seed(seed));
     dht_options d;
-    for (auto& b : d.id) b = static_cast<uint8_t>(rng());
+    d.id = dht_id_of(m.identity->public_key());
     d.address = m.address;
     m.dht = spawn_dht_node(sys, d, connector);
     server_setup setup = setup_of(m, o);
@@ -196,6 +201,7 @@ class BalanceSwarm : public DeterministicSystem {
 
   void start_parts(member& m, const swarm_options& o) {
     announcer_options a;
+    a.identity = m.identity;
     a.model_prefix = prefix;
     a.period = o.announce_period;
     balancer_options b;

@@ -14,6 +14,8 @@
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_messages.hpp"
 #include "actors/dht/node_id.hpp"
+#include "actors/dht/signed_record.hpp"
+#include "actors/protocol/unix_clock.hpp"
 #include "actors/protocol/system_config.hpp"
 
 using namespace corolla;
@@ -109,6 +111,8 @@ BOOST_AUTO_TEST_CASE(malformed_bytes_set_wire_error) {
 }
 
 BOOST_AUTO_TEST_CASE(server_records_round_trip) {
+  const SigningKey alice = SigningKey::generate(), bob = SigningKey::generate();
+  const DhtTime now = DhtTime{} + 10h, exp = now + 30min;
   server_info info;
   info.version = "0.1.0";
   info.model = "llama";
@@ -122,11 +126,13 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   info.cache_tokens_left = 4096;
   info.throughput = 123.5;
   info.hidden_size = 4096;
-  // Blocks 10..12 lie in the group of blocks 0-31: one record. A span across groups has one in each.
-  auto records = server_records("llama-3-8b", info);
+  // Blocks 10..12 lie in the group of blocks 0-31: one record, under the signer's key. A span across groups has
+  // one in each.
+  auto records = announce_puts(alice, "llama-3-8b", info, exp);
   BOOST_REQUIRE(records.size() == 1u);
   BOOST_TEST(records[0].key == "llama-3-8b.0-31");
-  BOOST_TEST(records[0].subkey == "127.0.0.1:31337");
+  BOOST_TEST(records[0].subkey == to_hex(alice.public_key()));
+  BOOST_TEST((records[0].expiration == exp));
   BOOST_TEST(block_key("m", 31) == "m.0-31");
   BOOST_TEST(block_key("m", 32) == "m.32-63");
   BOOST_TEST(group_count(80) == 3);
@@ -135,44 +141,50 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   server_info wide = info;
   wide.first_block = 31;
   wide.last_block = 65;
-  auto wide_records = server_records("m", wide);
+  auto wide_records = announce_puts(alice, "llama-3-8b", wide, exp);
   BOOST_REQUIRE(wide_records.size() == 3u);
-  BOOST_TEST(wide_records[0].key == "m.0-31");
-  BOOST_TEST(wide_records[2].key == "m.64-95");
+  BOOST_TEST(wide_records[0].key == "llama-3-8b.0-31");
+  BOOST_TEST(wide_records[2].key == "llama-3-8b.64-95");
   BOOST_TEST(serves_block(wide, 31));
   BOOST_TEST(serves_block(wide, 64));
   BOOST_TEST(!serves_block(wide, 65));
-  const DhtTime exp = DhtTime{} + 2h;
-  auto puts = announce_puts("m", wide, exp);
-  BOOST_REQUIRE(puts.size() == 3u);
-  BOOST_TEST((puts[1].expiration == exp));
-  BOOST_TEST(puts[1].value == wide_records[1].value);
-  records = wide_records;  // the entries below are of blocks 31..64
   info = wide;
+  const std::string key = wide_records[1].key;  // blocks 32..63: this server's record in it
 
-  // A reader's view of the group of block 11: this server, another one, and two entries that are not server infos.
+  // A reader's view of that key: this server, Bob's, and entries that must be left out.
   server_info other = info;
   other.address = "10.0.0.9:5000";
-  other.first_block = 11;
-  other.last_block = 12;
-  const auto other_value = server_records("llama-3-8b", other)[0].value;
-  DhtEntries entries{{info.address, {records[1].value, exp}},
-                     {other.address, {other_value, exp + 1s}},
-                     {"1.2.3.4:5", {"not capnp at all", exp}},
-                     {"5.6.7.8:9", {other_value, exp}}};  // names another address than its subkey
+  other.first_block = 40;
+  other.last_block = 41;
+  const auto bobs = announce_puts(bob, "llama-3-8b", other, exp + 1s)[0];
+  const std::string alices_subkey = wide_records[1].subkey, bobs_subkey = bobs.subkey;
+  const std::string under_name = owned_subkey(alice.public_key(), "extra");
+  DhtEntries entries{{alices_subkey, {wide_records[1].value, exp}},
+                     {bobs_subkey, {bobs.value, exp + 1s}},
+                     {"1.2.3.4:5", {"not a record at all", exp}},                          // names no owner
+                     {to_hex(SigningKey::generate().public_key()), {bobs.value, exp}},      // Bob's record elsewhere
+                     {under_name, {sign_record(alice, key_id(key), under_name, "x", unix_ms_at(exp)), exp}}};
   std::vector<std::string> problems;
-  auto servers = parse_servers(entries, &problems);
+  auto servers = parse_servers(key, entries, now, &problems);
   BOOST_REQUIRE(servers.size() == 2u);
-  BOOST_TEST(servers[0].info.address == "10.0.0.9:5000");
-  BOOST_TEST((servers[0].expiration == exp + 1s));
-  BOOST_TEST(servers[1].info.public_name == "alice's GPU");
-  BOOST_TEST(servers[1].info.first_block == 31);
-  BOOST_TEST(servers[1].info.throughput == 123.5);
-  BOOST_REQUIRE(problems.size() == 2u);
-  BOOST_TEST(problems[0].find("'1.2.3.4:5'") != std::string::npos, problems[0]);
-  BOOST_TEST(problems[1].find("names address '10.0.0.9:5000'") != std::string::npos, problems[1]);
+  std::map<std::string, announced_server> by_owner;
+  for (auto& s : servers) by_owner[s.info.owner] = s;
+  BOOST_REQUIRE(by_owner.count(to_hex(alice.public_key())) == 1u);
+  BOOST_REQUIRE(by_owner.count(to_hex(bob.public_key())) == 1u);
+  const auto& a = by_owner[to_hex(alice.public_key())];
+  BOOST_TEST(a.info.public_name == "alice's GPU");
+  BOOST_TEST(a.info.first_block == 31);
+  BOOST_TEST(a.info.throughput == 123.5);
+  BOOST_TEST(by_owner[to_hex(bob.public_key())].info.address == "10.0.0.9:5000");
+  BOOST_TEST((by_owner[to_hex(bob.public_key())].expiration == exp + 1s));
+  BOOST_REQUIRE(problems.size() == 3u);
+  for (const auto& p : problems) BOOST_TEST_MESSAGE(p);
+  // The same entries read under another key, or after they expired: nothing checks.
+  BOOST_TEST(parse_servers("llama-3-8b.0-31", entries, now).empty());
+  BOOST_TEST(parse_servers(key, entries, exp + 2s).empty());
 
   // The entry announced last stands for a server listed under several keys; on a tie, not the "offline" one.
+  info.owner = to_hex(alice.public_key());
   std::map<std::string, announced_server> standing;
   announced_server old_span{info, exp}, moved{info, exp + 1s}, offline{info, exp + 1s};
   old_span.info.state = "online";
@@ -185,30 +197,43 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   BOOST_TEST(standing.at(info.address).info.state == "joining");
   keep_standing(standing, old_span);  // older: ignored
   BOOST_TEST(standing.at(info.address).info.state == "joining");
+  // Another key claiming the same address "offline", however late it expires, does not hide the server.
+  announced_server claim{info, exp + 30min};
+  claim.info.owner = to_hex(bob.public_key());
+  claim.info.state = "offline";
+  keep_standing(standing, claim);
+  BOOST_TEST(standing.at(info.address).info.state == "joining");
+  BOOST_TEST(standing.at(info.address).info.owner == to_hex(alice.public_key()));
 
   server_info nowhere = info;
   nowhere.address.clear();
-  BOOST_CHECK_THROW(server_records("m", nowhere), std::invalid_argument);
+  BOOST_CHECK_THROW(announce_puts(alice, "m", nowhere, exp), std::invalid_argument);
   server_info empty_span = info;
   empty_span.last_block = empty_span.first_block;
-  BOOST_CHECK_THROW(server_records("m", empty_span), std::invalid_argument);
+  BOOST_CHECK_THROW(announce_puts(alice, "m", empty_span, exp), std::invalid_argument);
   server_info negative = info;
   negative.first_block = -1;
-  BOOST_CHECK_THROW(server_records("m", negative), std::invalid_argument);
+  BOOST_CHECK_THROW(announce_puts(alice, "m", negative, exp), std::invalid_argument);
 }
 
-// Records are not signed yet: a stranger's info claiming blocks 0..2^62, a NaN rate or an unknown state would have
-// every client's routing build a graph node per block or compare NaN costs. Such infos are left out.
+// A signed info can still say anything: a stranger's info claiming blocks 0..2^62, a NaN rate or an unknown state
+// would have every client's routing build a graph node per block or compare NaN costs. Such infos are left out.
 BOOST_AUTO_TEST_CASE(hostile_server_infos_are_left_out) {
+  const DhtTime now = DhtTime{} + 10h;
   server_info good;
   good.address = "127.0.0.1:1";
   good.first_block = 0;
   good.last_block = 4;
   good.total_blocks = 4;
   good.throughput = 10;
-  auto entry_of = [](const server_info& i) {
+  const std::string key = block_key("m", 0);
+  // Each info signed by a key of its own, as a stranger would, bypassing announce_puts' checks.
+  auto entry_of = [&](const server_info& i, std::string& subkey) {
+    const SigningKey k = SigningKey::generate();
+    subkey = owned_subkey(k.public_key());
     const auto bytes = encode(i);
-    return DhtValue{std::string(bytes.begin(), bytes.end()), DhtTime{} + 1h};
+    return DhtValue{sign_record(k, key_id(key), subkey, std::string(bytes.begin(), bytes.end()), unix_ms_at(now + 1h)),
+                    now + 1h};
   };
   std::vector<std::function<void(server_info&)>> hostile{
       [](server_info& i) { i.last_block = int64_t{1} << 62, i.total_blocks = int64_t{1} << 62; },
@@ -221,15 +246,19 @@ BOOST_AUTO_TEST_CASE(hostile_server_infos_are_left_out) {
       [](server_info& i) { i.state = "ruling"; },
       [](server_info& i) { i.cache_tokens_left = -1; },
   };
-  DhtEntries entries{{good.address, entry_of(good)}};
+  DhtEntries entries;
+  std::string subkey;
+  DhtValue v = entry_of(good, subkey);
+  entries[subkey] = v;
   for (size_t k = 0; k < hostile.size(); ++k) {
     server_info bad = good;
     bad.address = "127.0.0.1:" + std::to_string(100 + k);
     hostile[k](bad);
-    entries[bad.address] = entry_of(bad);
+    v = entry_of(bad, subkey);
+    entries[subkey] = v;
   }
   std::vector<std::string> problems;
-  auto servers = parse_servers(entries, &problems);
+  auto servers = parse_servers(key, entries, now, &problems);
   BOOST_REQUIRE_EQUAL(servers.size(), 1u);
   BOOST_TEST(servers[0].info.address == good.address);
   BOOST_TEST(problems.size() == hostile.size());

@@ -87,20 +87,20 @@ BOOST_AUTO_TEST_CASE(xxhash64_known_answers) {
 
 BOOST_AUTO_TEST_CASE(identity_key_persists_across_reopen) {
   TempDir d, other;
-  NodeStore::NodeKey first;
+  NodeStore::IdentitySeed first;
   {
     NodeStore s(d.str());
     BOOST_TEST(fs::exists(d.path / "db"));
-    first = s.node_key();
-    BOOST_TEST((s.node_key() == first));
-    BOOST_TEST((first != NodeStore::NodeKey{}));
+    first = s.identity_seed();
+    BOOST_TEST((s.identity_seed() == first));
+    BOOST_TEST((first != NodeStore::IdentitySeed{}));
   }
   {
     NodeStore s(d.str());
-    BOOST_TEST((s.node_key() == first));
+    BOOST_TEST((s.identity_seed() == first));
   }
   NodeStore s2(other.str());
-  BOOST_TEST((s2.node_key() != first));
+  BOOST_TEST((s2.identity_seed() != first));
 }
 
 BOOST_AUTO_TEST_CASE(throughput_and_reputation_round_trip) {
@@ -161,7 +161,7 @@ BOOST_AUTO_TEST_CASE(a_database_in_use_gives_a_clear_error) {
     expect_error([&] { NodeStore again(d.str()); }, {(d.path / "db").string(), "lock", "another"});
   }
   NodeStore reopened(d.str());  // free again once closed
-  reopened.node_key();
+  reopened.identity_seed();
 }
 
 BOOST_AUTO_TEST_CASE(a_database_held_by_another_process_gives_a_clear_error) {

@@ -1,0 +1,122 @@
+#include "actors/dht/signed_record.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "actors/protocol/unix_clock.hpp"
+#include "actors/protocol/wire_codec.hpp"
+#include "schema/dht.capnp.h"
+
+namespace corolla {
+namespace {
+
+constexpr std::string_view kSignedContext = "corolla dht record v1";
+constexpr size_t kHexKey = 64;
+
+void put_u64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out += static_cast<char>(v >> (8 * i));
+}
+
+// What the owner signs: a context string, then each part with its length, so no two (key, subkey, payload,
+// expiry) make the same bytes.
+std::string signed_bytes(const NodeId& key_id, std::string_view subkey, std::string_view payload,
+                         int64_t expires_unix_ms) {
+  std::string m;
+  m.reserve(kSignedContext.size() + 64 + key_id.size() + subkey.size() + payload.size());
+  m.append(kSignedContext);
+  put_u64(m, key_id.size());
+  m.append(reinterpret_cast<const char*>(key_id.data()), key_id.size());
+  put_u64(m, subkey.size());
+  m.append(subkey);
+  put_u64(m, payload.size());
+  m.append(payload);
+  put_u64(m, static_cast<uint64_t>(expires_unix_ms));
+  return m;
+}
+
+}  // namespace
+
+std::string owned_subkey(const PublicKey& owner, std::string_view name) {
+  if (name.empty()) return to_hex(owner);
+  return std::string(name) + "@" + to_hex(owner);
+}
+
+std::optional<PublicKey> subkey_owner(std::string_view subkey) {
+  if (subkey.size() == kHexKey) return public_key_from_hex(subkey);
+  if (subkey.size() > kHexKey && subkey[subkey.size() - kHexKey - 1] == '@')
+    return public_key_from_hex(subkey.substr(subkey.size() - kHexKey));
+  return std::nullopt;
+}
+
+std::string_view subkey_name(std::string_view subkey) {
+  if (subkey.size() > kHexKey && subkey[subkey.size() - kHexKey - 1] == '@')
+    return subkey.substr(0, subkey.size() - kHexKey - 1);
+  return {};
+}
+
+std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string_view subkey,
+                        std::string_view payload, int64_t expires_unix_ms) {
+  const auto owner = subkey_owner(subkey);
+  if (!owner || *owner != key.public_key())
+    throw std::invalid_argument("the subkey '" + std::string(subkey) + "' does not name the signing key");
+  const Signature sig = key.sign(signed_bytes(key_id, subkey, payload, expires_unix_ms));
+  capnp::MallocMessageBuilder mb;
+  auto r = mb.initRoot<wire::SignedRecord>();
+  r.setPayload(kj::arrayPtr(reinterpret_cast<const kj::byte*>(payload.data()), payload.size()));
+  r.setExpiresUnixMs(expires_unix_ms);
+  r.setOwner(kj::arrayPtr(key.public_key().data(), key.public_key().size()));
+  r.setSignature(kj::arrayPtr(sig.data(), sig.size()));
+  const std::vector<char> bytes = wire_codec::flatten(mb);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+checked_record check_record(const NodeId& key_id, std::string_view subkey, std::string_view value,
+                            int64_t now_unix_ms) {
+  checked_record out;
+  const auto named = subkey_owner(subkey);
+  if (!named) {
+    out.problem = "its subkey names no owner";
+    return out;
+  }
+  // Cap'n Proto reads whole, aligned words: the value is copied into such a buffer (values are at most 64 KiB).
+  auto bytes = std::make_shared<std::vector<char>>(value.begin(), value.end());
+  Signature sig{};
+  bool shaped = false;
+  wire_codec::parse<wire::SignedRecord>(bytes, out.problem, [&](wire::SignedRecord::Reader r, auto&) {
+    const auto payload = r.getPayload(), owner = r.getOwner(), signature = r.getSignature();
+    if (owner.size() != out.owner.size() || signature.size() != sig.size()) return;
+    out.payload.assign(reinterpret_cast<const char*>(payload.begin()), payload.size());
+    out.expires_unix_ms = r.getExpiresUnixMs();
+    std::memcpy(out.owner.data(), owner.begin(), out.owner.size());
+    std::memcpy(sig.data(), signature.begin(), sig.size());
+    shaped = true;
+  });
+  if (!out.problem.empty()) return out;
+  if (!shaped) out.problem = "it is not a signed record";
+  else if (out.owner != *named) out.problem = "it is signed by another key than its subkey names";
+  else if (out.expires_unix_ms <= now_unix_ms) out.problem = "it has expired";
+  else if (out.expires_unix_ms - now_unix_ms > kMaxRecordAheadMs) out.problem = "it expires too far ahead";
+  else if (!verify_signature(out.owner, signed_bytes(key_id, subkey, out.payload, out.expires_unix_ms), sig))
+    out.problem = "its signature does not verify";
+  if (!out.problem.empty()) out.payload.clear();
+  return out;
+}
+
+std::optional<DhtTime> record_expiration(const NodeId& key_id, std::string_view subkey, std::string_view value,
+                                         DhtTime requested, DhtTime now, std::string* problem) {
+  const int64_t now_unix_ms = unix_ms_at(now);
+  checked_record r = check_record(key_id, subkey, value, now_unix_ms);
+  if (!r.problem.empty()) {
+    if (problem) *problem = std::move(r.problem);
+    return std::nullopt;
+  }
+  return std::min(requested, now + std::chrono::milliseconds(r.expires_unix_ms - now_unix_ms));
+}
+
+}  // namespace corolla

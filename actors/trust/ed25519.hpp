@@ -1,0 +1,47 @@
+// Ed25519 keys and signatures (OpenSSL 3's EVP interface): a node's identity and what it signs. Plain C++.
+//
+//   SigningKey key = SigningKey::from_seed(store.identity_seed());  // the 32 secret bytes a node keeps
+//   Signature sig = key.sign(message);
+//   bool ok = verify_signature(key.public_key(), message, sig);
+//
+// Verification takes bytes from anyone: it never throws, and any malformed key or signature is simply false.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace corolla {
+
+using PublicKey = std::array<uint8_t, 32>;
+using Signature = std::array<uint8_t, 64>;
+using KeySeed = std::array<uint8_t, 32>;
+
+class SigningKey {
+ public:
+  // A key from 32 fresh random bytes (OpenSSL's generator).
+  static SigningKey generate();
+  // The key a seed stands for (RFC 8032: the seed is the private key).
+  static SigningKey from_seed(const KeySeed& seed);
+
+  const KeySeed& seed() const { return seed_; }
+  const PublicKey& public_key() const { return public_key_; }
+  Signature sign(std::string_view message) const;
+
+ private:
+  SigningKey() = default;
+  KeySeed seed_{};
+  PublicKey public_key_{};
+  std::shared_ptr<void> key_;  // EVP_PKEY
+};
+
+bool verify_signature(const PublicKey& key, std::string_view message, const Signature& signature);
+
+// Lower-case hex, and back (nullopt unless exactly 64 hex digits).
+std::string to_hex(const PublicKey& key);
+std::optional<PublicKey> public_key_from_hex(std::string_view hex);
+
+}  // namespace corolla
