@@ -47,11 +47,16 @@ struct OpenSession {
   # Deep prompts for these blocks, [blocks, batch, promptLen, hidden] (absent: none): before each block, a token
   # at position p < promptLen gets prompts[block, sequence, p] added (Petals' deep prompt tuning at inference).
   prompts @5 :Tensor;
+  # Random bytes (at most 64) the server signs with its identity key in the reply: the client learns that the
+  # server at this address holds the key its DHT records name.
+  challenge @6 :Data;
 }
 
 struct SessionOpened {
   sessionId @0 :UInt64;
   cacheTokensLeft @1 :Int64;
+  owner @2 :Text;                  # the server's Ed25519 public key, hex ("" for a server without one)
+  proof @3 :Data;                  # its signature of the challenge (actors/trust/identity_proof.hpp)
 }
 
 # One further server of a server-to-server (push) route.

@@ -246,6 +246,7 @@ struct World::impl {
     s.dht = spawn_dht_node(sys, d, s.connector);
     server_setup setup = setup_of(s, i);
     setup.dht = s.dht;
+    setup.identity = s.identity;
     server_node node = start_server_node(sys, setup, s.connector, sources[s.swarm], false);
     s.gate = node.gate;
     s.started = true;

@@ -10,6 +10,7 @@
 #include "actors/client/session_history.hpp"
 #include "actors/client/session_messages.hpp"
 #include "actors/protocol/errors.hpp"
+#include "actors/trust/identity_proof.hpp"
 
 namespace corolla {
 namespace {
@@ -99,8 +100,9 @@ std::string blocks_name(const planned_hop& h) {
   return "blocks " + std::to_string(h.first) + ".." + std::to_string(h.last - 1);
 }
 
-void report(session_actor* self, const std::string& address, bool ok, double latency_ms, std::string what = {}) {
-  if (self->state.client) self->send(self->state.client, peer_report{address, ok, latency_ms, std::move(what)});
+// Tells the swarm client how a server did, by peer_id (its key, when its record named one).
+void report(session_actor* self, const planned_hop& hop, bool ok, double latency_ms, std::string what = {}) {
+  if (self->state.client) self->send(self->state.client, peer_report{peer_id(hop), ok, latency_ms, std::move(what)});
 }
 
 caf::timespan retry_delay(int round) {
@@ -143,10 +145,21 @@ void open_hop(session_actor* self, std::shared_ptr<session_hop> hop, error_done 
             const Tensor prompts = o.prompts.defined() && o.prompts.numel() > 0
                                        ? o.prompts.slice_rows(hop->plan.first, hop->plan.last)
                                        : Tensor();
+            const std::string challenge = make_challenge();
             self->request(gate, o.request_timeout,
-                          open_session{o.max_length, o.batch, hop->plan.first, hop->plan.last, o.adapter, prompts, {}})
+                          open_session{o.max_length, o.batch, hop->plan.first, hop->plan.last, o.adapter, prompts,
+                                       challenge, {}})
                 .then(
                     [=](const session_opened& r) {
+                      // A server routed to by its DHT record must hold the key that signed the record: a record
+                      // that names someone else's address fails here.
+                      if (!hop->plan.owner.empty() &&
+                          (r.owner != hop->plan.owner || !identity_proven(r.owner, challenge, r.proof))) {
+                        caf::anon_send(gate, close_session{r.session_id, {}});
+                        return settle(make_error(errc::peer_unavailable,
+                                                 "the server at " + hop->plan.address +
+                                                     " does not hold the key its DHT record names"));
+                      }
                       hop->session_id = r.session_id;
                       settle(caf::error{});
                     },
@@ -174,19 +187,19 @@ void replay_through(session_actor* self, std::shared_ptr<session_hop> hop, std::
 
 // Opens the replacement hops one by one and replays `history` through them (each hop's history becomes the
 // inputs it took). On failure, names the replacement that failed.
-using replacement_done = std::function<void(caf::error, std::string failed_address)>;
+using replacement_done = std::function<void(caf::error, planned_hop failed)>;
 
 void build_replacements(session_actor* self, std::shared_ptr<std::vector<std::shared_ptr<session_hop>>> hops,
                         size_t j, std::vector<history_entry> inputs, replacement_done done) {
   if (j == hops->size()) return done(caf::error{}, {});
   auto hop = (*hops)[j];
   open_hop(self, hop, [=](caf::error e) {
-    if (e) return done(std::move(e), hop->plan.address);
+    if (e) return done(std::move(e), hop->plan);
     auto outputs = std::make_shared<std::vector<history_entry>>();
     const auto t0 = self->clock().now();
     replay_through(self, hop, inputs, 0, outputs, settle_once_or_on_down(self, hop->gate, hop->plan.address, [=](caf::error e) {
-      if (e) return done(std::move(e), hop->plan.address);
-      if (!inputs.empty()) report(self, hop->plan.address, true, ms_since(self, t0));
+      if (e) return done(std::move(e), hop->plan);
+      if (!inputs.empty()) report(self, hop->plan, true, ms_since(self, t0));
       hop->history = inputs;
       build_replacements(self, hops, j + 1, std::move(*outputs), done);
     }));
@@ -216,12 +229,12 @@ void replace_span(session_actor* self, size_t k, std::shared_ptr<const session_h
           [=](std::vector<planned_hop>& plan) {
             auto hops = std::make_shared<std::vector<std::shared_ptr<session_hop>>>();
             for (auto& p : plan) hops->push_back(std::make_shared<session_hop>(session_hop{p, {}, 0, false, {}}));
-            build_replacements(self, hops, 0, merge_for_replay(failed->history), [=](caf::error e, std::string bad) {
+            build_replacements(self, hops, 0, merge_for_replay(failed->history), [=](caf::error e, planned_hop bad) {
               if (e) {
                 for (auto& h : *hops) close_hop(self, *h);
                 if (!is_server_failure(e)) return done(std::move(e));  // our own request: any server would refuse it
-                failed_here->insert(bad);
-                self->state.stats.failures.push_back(bad + ": " + describe(e));
+                failed_here->insert(peer_id(bad));
+                self->state.stats.failures.push_back(bad.address + ": " + describe(e));
                 report(self, bad, false, 0, describe(e));
                 return retry(std::move(e));
               }
@@ -243,7 +256,7 @@ void replace_span(session_actor* self, size_t k, std::shared_ptr<const session_h
 void recover_hop(session_actor* self, size_t k, caf::actor_clock::time_point deadline, error_done done) {
   auto failed = std::make_shared<const session_hop>(self->state.hops[k]);
   close_hop(self, *failed);
-  auto failed_here = std::make_shared<std::set<std::string>>(std::set<std::string>{failed->plan.address});
+  auto failed_here = std::make_shared<std::set<std::string>>(std::set<std::string>{peer_id(failed->plan)});
   replace_span(self, k, failed, std::move(failed_here), deadline, 0, std::move(done));
 }
 
@@ -265,7 +278,7 @@ void open_route(session_actor* self, error_done done) {
     if (!is_server_failure(e)) return done(std::move(e));
     hs[i].gate = hop->gate;
     self->state.stats.failures.push_back(hop->plan.address + ": " + describe(e));
-    report(self, hop->plan.address, false, 0, describe(e));
+    report(self, hop->plan, false, 0, describe(e));
     recover_hop(self, i, self->clock().now() + self->state.opt.recovery_timeout, [=](caf::error e) {
       if (e) return done(std::move(e));
       open_route(self, done);
@@ -301,7 +314,7 @@ void fail(session_actor* self, std::shared_ptr<step_run> run, size_t k, caf::err
   if (!run->fault) run->fault = self->clock().now();
   const std::string address = st.hops[k].plan.address;
   st.stats.failures.push_back(address + ": " + describe(e));
-  report(self, address, false, 0, describe(e));
+  report(self, st.hops[k].plan, false, 0, describe(e));
   const auto deadline = *run->fault + st.opt.recovery_timeout;
   const int earlier = run->faults++;
   const caf::timespan delay = earlier == 0 ? caf::timespan{0} : retry_delay(earlier - 1);
@@ -340,7 +353,7 @@ void relay(session_actor* self, std::shared_ptr<step_run> run, size_t i, Tensor 
             if (stale(self, run, a)) return;
             if (!r.wire_error.empty())
               return fail(self, run, i, make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
-            report(self, self->state.hops[i].plan.address, true, ms_since(self, t0));
+            report(self, self->state.hops[i].plan, true, ms_since(self, t0));
             relay(self, run, i + 1, std::move(r.hidden));
           },
           [=](caf::error& e) {
@@ -411,7 +424,7 @@ void push(session_actor* self, std::shared_ptr<step_run> run) {
               return fail(self, run, suspect(self, *run),
                           make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
             const double per_hop = ms_since(self, t0) / static_cast<double>(self->state.hops.size());
-            for (auto& h : self->state.hops) report(self, h.plan.address, true, per_hop);
+            for (auto& h : self->state.hops) report(self, h.plan, true, per_hop);
             run->output = std::move(r.hidden);
             try_complete(self, run);
           },

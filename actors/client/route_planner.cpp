@@ -9,7 +9,7 @@ namespace corolla {
 std::optional<std::string> find_gap(const std::vector<server_info>& servers, int64_t first, int64_t last,
                                     const std::set<std::string>& excluded) {
   auto covers = [&](const server_info& s, int64_t b) {
-    return !excluded.count(s.address) && s.first_block <= b && b < s.last_block;
+    return !is_excluded(excluded, s) && s.first_block <= b && b < s.last_block;
   };
   int64_t at = first;
   for (; at < last; ++at)
@@ -17,7 +17,7 @@ std::optional<std::string> find_gap(const std::vector<server_info>& servers, int
   if (at >= last) return std::nullopt;
   int64_t gap_end = last;
   for (const auto& s : servers)
-    if (!excluded.count(s.address) && s.first_block > at && s.first_block < gap_end) gap_end = s.first_block;
+    if (!is_excluded(excluded, s) && s.first_block > at && s.first_block < gap_end) gap_end = s.first_block;
   return "no server for blocks " + std::to_string(at) + ".." + std::to_string(gap_end - 1);
 }
 
@@ -31,7 +31,7 @@ route_plan fastest_chain(const std::vector<server_info>& servers, int64_t first,
   // The usable servers and their part [lo, hi) of [first, last); node ids: base[i] + (b - lo[i]), b in [lo, hi].
   std::vector<const server_info*> usable;
   for (const auto& s : servers)
-    if (!excluded.count(s.address) && s.first_block < last && s.last_block > first && s.first_block < s.last_block)
+    if (!is_excluded(excluded, s) && s.first_block < last && s.last_block > first && s.first_block < s.last_block)
       usable.push_back(&s);
   const size_t n = usable.size();
   std::vector<int64_t> lo(n), hi(n);
@@ -110,7 +110,7 @@ route_plan fastest_chain(const std::vector<server_info>& servers, int64_t first,
     if (server_of(path[k + 1]) != i) continue;  // a handover: the next node starts the next hop
     const int64_t b = lo[i] + static_cast<int64_t>(path[k] - base[i]);
     if (plan.hops.empty() || plan.hops.back().address != usable[i]->address || plan.hops.back().last != b) {
-      plan.hops.push_back({usable[i]->address, b, b + 1});
+      plan.hops.push_back({usable[i]->address, b, b + 1, usable[i]->owner});
       plan.hop_done.push_back(0);
     } else {
       plan.hops.back().last = b + 1;
@@ -133,7 +133,7 @@ route_plan plan_route(const std::vector<server_info>& servers, int64_t first, in
   };
   costs.entry = [&](const server_info& s) {
     double c = 0;
-    if (auto it = penalty.find(s.address); it != penalty.end()) c += std::max(0.0, it->second);
+    if (auto it = penalty.find(peer_id(s)); it != penalty.end()) c += std::max(0.0, it->second);
     if (s.cache_tokens_left < min_cache_tokens) c += kNoCacheRoomPenalty;
     return c;
   };

@@ -32,7 +32,17 @@ namespace corolla {
 struct planned_hop {
   std::string address;
   int64_t first = 0, last = 0;  // the blocks this hop runs, [first, last)
+  std::string owner;            // the key its DHT record names (hex): the server must prove it holds it
 };
+
+// Who a server is to the client's bookkeeping (reports, bans, penalties): its key when its record named one,
+// else its address. Keyed by key, a record naming someone else's address costs its signer, not that address.
+inline const std::string& peer_id(const server_info& s) { return s.owner.empty() ? s.address : s.owner; }
+inline const std::string& peer_id(const planned_hop& h) { return h.owner.empty() ? h.address : h.owner; }
+// Whether `excluded` names the server, by key or by address.
+inline bool is_excluded(const std::set<std::string>& excluded, const server_info& s) {
+  return excluded.count(s.address) || (!s.owner.empty() && excluded.count(s.owner));
+}
 
 struct route_plan {
   std::vector<planned_hop> hops;

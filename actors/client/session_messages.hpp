@@ -21,7 +21,7 @@ struct replan_request {
 
 // How a request to a server went: a success with its latency, or a failure (the peer is then banned).
 struct peer_report {
-  std::string address;
+  std::string peer;  // peer_id (route_planner.hpp): the server's key, or its address when its record named none
   bool ok = true;
   double latency_ms = 0;
   std::string what;  // the failure, for the log

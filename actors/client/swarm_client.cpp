@@ -322,8 +322,8 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
       },
       [=](const peer_report& r) {
         auto& book = *self->state.book;
-        if (r.ok) book.record_success(r.address, r.latency_ms);
-        else book.record_failure(r.address, now_ms(self));
+        if (r.ok) book.record_success(r.peer, r.latency_ms);
+        else book.record_failure(r.peer, now_ms(self));
       },
       [=](sweep_atom) {
         self->state.book->flush();

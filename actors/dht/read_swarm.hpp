@@ -1,4 +1,6 @@
-// Reading a swarm's servers from the DHT: every key of its blocks (announcer.hpp), one server per address.
+// Reading a swarm's servers from the DHT: every key of its blocks (announcer.hpp), one server per key and address
+// (a record naming someone else's address stands beside that server's own; the client's identity check at
+// connect tells them apart).
 // A server is listed under each group of blocks it serves, and after moving also (as "offline") under its old
 // groups until those entries expire: the entry announced last stands for it (keep_standing, announcer.hpp).
 // Servers whose standing entry is "offline" are left out.

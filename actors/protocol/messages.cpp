@@ -101,6 +101,7 @@ void fill(const open_session& x, capnp::MessageBuilder& mb) {
     b.setLastBlock(x.last_block);
     b.setAdapter(x.adapter);
     if (x.prompts.defined() && x.prompts.numel() > 0) put_tensor(b.initPrompts(), x.prompts, o);
+    b.setChallenge(kj::arrayPtr(reinterpret_cast<const kj::byte*>(x.challenge.data()), x.challenge.size()));
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, open_session& x) {
@@ -111,6 +112,8 @@ void decode(std::shared_ptr<std::vector<char>> bytes, open_session& x) {
     x.last_block = r.getLastBlock();
     x.adapter = r.getAdapter();
     if (r.hasPrompts()) x.wire_error = read_tensor(r.getPrompts(), keep, "prompts", x.prompts);
+    const auto challenge = r.getChallenge();
+    x.challenge.assign(reinterpret_cast<const char*>(challenge.begin()), challenge.size());
   });
 }
 
@@ -118,12 +121,17 @@ void fill(const session_opened& x, capnp::MessageBuilder& mb) {
   fill_root<wire::SessionOpened>(mb, [&](wire::SessionOpened::Builder b, auto) {
     b.setSessionId(x.session_id);
     b.setCacheTokensLeft(x.cache_tokens_left);
+    b.setOwner(x.owner);
+    b.setProof(kj::arrayPtr(reinterpret_cast<const kj::byte*>(x.proof.data()), x.proof.size()));
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, session_opened& x) {
   parse<wire::SessionOpened>(std::move(bytes), x.wire_error, [&](wire::SessionOpened::Reader r, auto&) {
     x.session_id = r.getSessionId();
     x.cache_tokens_left = r.getCacheTokensLeft();
+    x.owner = r.getOwner();
+    const auto proof = r.getProof();
+    x.proof.assign(reinterpret_cast<const char*>(proof.begin()), proof.size());
   });
 }
 

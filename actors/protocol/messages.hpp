@@ -47,12 +47,15 @@ struct open_session {
   // Deep prompts for these blocks [blocks, batch, prompt_len, hidden] (undefined: none): before each block a token
   // at position p < prompt_len gets prompts[block, sequence, p] added, in every step (so in a replay too).
   Tensor prompts;
+  std::string challenge;    // random bytes the server signs in its reply (at most 64; "" = no proof asked)
   std::string wire_error;
 };
 
 struct session_opened {
   uint64_t session_id = 0;
   int64_t cache_tokens_left = 0;
+  std::string owner;        // the server's public key, hex
+  std::string proof;        // its signature of the challenge (actors/trust/identity_proof.hpp)
   std::string wire_error;
 };
 

@@ -40,6 +40,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.step_timeout = setup.step_timeout;
   o.session_timeout = setup.session_timeout;
   o.seed = setup.seed;
+  o.identity = setup.identity;
   o.streams = setup.streams;
   for (const auto& dir : setup.adapters) o.adapters.push_back(adapter_name(dir));
   o.throughput = setup.throughput.throughput;

@@ -34,6 +34,9 @@ struct server_setup {
   caf::timespan step_timeout = std::chrono::seconds(30);
   caf::timespan session_timeout = std::chrono::seconds(300);
   uint64_t seed = 1;
+  // Optional: the server's identity; with it the gate proves, to each client opening a session, that it holds
+  // the key its DHT records name (the announcer signs them with the same key).
+  std::shared_ptr<const SigningKey> identity;
   // Optional: the server's DHT node, to which the gate hands DHT RPCs.
   caf::actor dht;
   // Optional: converted block weights are cached here when the serving dtype differs from the stored one.

@@ -7,6 +7,7 @@
 
 #include "actors/dht/dht_messages.hpp"
 #include "actors/protocol/own_node.hpp"
+#include "actors/trust/identity_proof.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
@@ -240,6 +241,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         i.network_rps = s.opt.network_rps;
         i.state = s.blocks.empty() ? "joining" : "online";
         i.adapters = s.opt.adapters;
+        if (s.opt.identity) i.owner = to_hex(s.opt.identity->public_key());
         return i;
       },
       [=](blocks_atom, const std::vector<caf::actor>& blocks) -> caf::result<ack> {
@@ -296,6 +298,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (auto problem = check_session_prompts(s.opt, req.prompts, last - first, req.batch, req.max_length);
             !problem.empty())
           return make_error(errc::bad_request, problem);
+        if (req.challenge.size() > kMaxChallengeBytes)
+          return make_error(errc::bad_request, "a challenge of " + std::to_string(req.challenge.size()) +
+                                                   " bytes; at most " + std::to_string(kMaxChallengeBytes));
         if (static_cast<int64_t>(s.sessions.size()) >= s.opt.max_sessions)
           return make_error(errc::out_of_cache, "the server already holds its maximum of " +
                                                     std::to_string(s.opt.max_sessions) + " sessions");
@@ -320,6 +325,11 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (session.owner && s.owners[session.owner]++ == 0) self->monitor(session.owner);
         s.sessions[id] = session;
         auto rp = self->make_response_promise<session_opened>();
+        session_opened opened{id, 0, {}, {}, {}};
+        if (s.opt.identity) {
+          opened.owner = to_hex(s.opt.identity->public_key());
+          if (!req.challenge.empty()) opened.proof = prove_identity(*s.opt.identity, req.challenge);
+        }
         auto pending = std::make_shared<size_t>(session.last - session.first);
         auto failed = std::make_shared<bool>(false);
         for (size_t i = session.first; i < session.last; ++i)
@@ -327,8 +337,10 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                         block_open_msg{id, req.batch, req.max_length, block_prompts(req.prompts, i - session.first)})
               .then(
                   [=]() mutable {
-                    if (--*pending == 0 && !*failed)
-                      rp.deliver(session_opened{id, self->state.budget.tokens_left_per_block(), {}});
+                    if (--*pending == 0 && !*failed) {
+                      opened.cache_tokens_left = self->state.budget.tokens_left_per_block();
+                      rp.deliver(opened);
+                    }
                   },
                   [=](caf::error& e) mutable {
                     if (*failed) return;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/protocol/wire_stream.hpp"
+#include "actors/trust/ed25519.hpp"
 #include "kernels/backend.hpp"
 
 namespace corolla {
@@ -30,6 +31,7 @@ struct gate_options {
   double throughput = 0;                          // announced for balancing (actors/server/throughput.hpp)
   double inference_rps = 0, forward_rps = 0, network_rps = 0;  // measured rates; 0 = unknown
   uint64_t seed = 1;             // session ids are drawn from an RNG seeded with this
+  std::shared_ptr<const SigningKey> identity;  // signs open_session challenges (none: sessions open unproven)
   std::vector<std::string> adapters;  // LoRA adapters the block actors hold, by name
   stream_limits streams;              // large training requests and replies cross processes in chunks
 };

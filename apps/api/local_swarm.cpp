@@ -80,6 +80,7 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     sopt.id = dht_id_of(identity->public_key());
     auto sdht = spawn_dht_node(sys_, sopt, connector_);
     setup.dht = sdht;
+    setup.identity = identity;
     bootstrap(sdht, dht_address_);
     server_node node = start_server_node(sys_, setup, connector_, source, false);
     uint16_t port = 0;

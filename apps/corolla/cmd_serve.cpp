@@ -120,6 +120,7 @@ int run(const NodeConfig& cfg) {
   };
   setup.store = &store;
   setup.dht = dht;
+  setup.identity = std::make_shared<const SigningKey>(identity);
   setup.adapters = cfg.adapters;
   // A bad adapter is reported before anything is published (adapters are small: reading them twice is cheap).
   for (const auto& dir : cfg.adapters) {
@@ -154,7 +155,7 @@ int run(const NodeConfig& cfg) {
   self->send(dht, address_atom::value, address);
   if (joins) bootstrap(self, dht, cfg.initial_peers);  // now as a full node others add to their tables
   announcer_options aopt;
-  aopt.identity = std::make_shared<const SigningKey>(identity);
+  aopt.identity = setup.identity;
   aopt.model_prefix = prefix;
   aopt.period = seconds(cfg.update_period_s);
 

@@ -492,3 +492,38 @@ BOOST_AUTO_TEST_CASE(fake_servers_at_other_nodes_addresses_cost_a_failover) {
     s.self->send(session, close_atom::value);
   }
 }
+
+// A stranger signs, with its own key, a record of a far faster server at the address of one of the swarm's real
+// servers. The client routes to it, and the server at that address answers the open with its own key: the
+// identity proof fails, the stranger's key (not the address) takes the failure, the session goes on through the
+// swarm with the output of a fault-free run, and the real server at that address keeps its standing.
+BOOST_AUTO_TEST_CASE(a_record_naming_someone_elses_address_fails_the_identity_proof) {
+  failover_swarm s({"0:4", "0:4"}, {{0, {"--throughput", "10"}}, {1, {"--throughput", "10"}}});
+  stranger x(s);
+  const server_info real = first_server_seen(s);
+  server_info fake = real;
+  fake.public_name = "fake";
+  fake.throughput *= 100;
+  fake.inference_rps *= 100;
+  fake.forward_rps *= 100;
+  fake.network_rps *= 100;
+  BOOST_TEST(x.announce(fake, 5min) > 0u);
+  s.wait_until_announced(3);  // both real servers and the stranger's record, which shares an address
+  auto session = s.open();
+  const auto st = s.stats(session);
+  BOOST_REQUIRE(!st.failures.empty());
+  BOOST_TEST(st.failures[0].find("does not hold the key its DHT record names") != std::string::npos, st.failures[0]);
+  BOOST_TEST(generate_with(s, session, prompt(), [](int) {}) == fault_free(prompt()), boost::test_tools::per_element());
+  s.self->send(session, close_atom::value);
+  // Later sessions go nowhere near the stranger's record, and fail nothing; the real server at that address
+  // serves some of them.
+  bool real_served = false;
+  for (int i = 0; i < 4; ++i) {
+    auto again = s.open();
+    BOOST_TEST(s.stats(again).failures.empty());
+    real_served = real_served || s.route(again)[0] == real.address;
+    BOOST_TEST(generate_with(s, again, prompt(), [](int) {}) == fault_free(prompt()), boost::test_tools::per_element());
+    s.self->send(again, close_atom::value);
+  }
+  BOOST_TEST(real_served);
+}

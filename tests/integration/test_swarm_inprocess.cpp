@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(overlapping_spans_are_used_partially) {
 BOOST_AUTO_TEST_CASE(bad_requests_get_errors_and_the_server_keeps_serving) {
   swarm_fixture f({{0, 4}});
   auto gate = f.servers[0].gate;
-  auto opened = f.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}, {}});
+  auto opened = f.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}, {}, {}});
   BOOST_REQUIRE(opened);
   const uint64_t sid = opened->session_id;
   auto step = [&](uint64_t session, uint64_t step_id, Tensor hidden, std::vector<int32_t> pos) {
@@ -157,9 +157,9 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_errors_and_the_server_keeps_serving) {
   auto w = f.ask<ack>(gate, std::string("hello"));
   BOOST_TEST(is(w.error(), errc::unexpected_message));
   // Too much cache asked.
-  auto big = f.ask<session_opened>(gate, open_session{1000, 1, 0, 0, {}, {}, {}});  // beyond the context
+  auto big = f.ask<session_opened>(gate, open_session{1000, 1, 0, 0, {}, {}, {}, {}});  // beyond the context
   BOOST_TEST(is(big.error(), errc::bad_request));
-  big = f.ask<session_opened>(gate, open_session{500, 3, 0, 0, {}, {}, {}});
+  big = f.ask<session_opened>(gate, open_session{500, 3, 0, 0, {}, {}, {}, {}});
   BOOST_TEST(is(big.error(), errc::out_of_cache), describe(big.error()));
   // The session still works, and a repeated step id is answered again, not applied twice.
   auto ok = step(sid, 10, good, {0});
@@ -179,7 +179,7 @@ BOOST_AUTO_TEST_CASE(a_step_repeated_while_it_runs_is_answered_when_it_ends) {
   // running it: the repeat waits for that step and gets its output; a different step is refused meanwhile.
   swarm_fixture f({{0, 4}});
   auto gate = f.servers[0].gate;
-  auto opened = f.ask<session_opened>(gate, open_session{64, 1, 0, 0, {}, {}, {}});
+  auto opened = f.ask<session_opened>(gate, open_session{64, 1, 0, 0, {}, {}, {}, {}});
   BOOST_REQUIRE(opened);
   const uint64_t sid = opened->session_id;
   Tensor hidden = Tensor::empty(DType::f32, {1, 48, 64});
@@ -190,7 +190,7 @@ BOOST_AUTO_TEST_CASE(a_step_repeated_while_it_runs_is_answered_when_it_ends) {
   const auto timeout = std::chrono::seconds(30);
   // Another session's long prefill first: the blocks take it before step 5, so step 5 runs for as long as that
   // (tens of milliseconds, not the few hundred microseconds of its own 48 tokens) whatever the machine's load.
-  auto busy = f.ask<session_opened>(gate, open_session{256, 1, 0, 0, {}, {}, {}});
+  auto busy = f.ask<session_opened>(gate, open_session{256, 1, 0, 0, {}, {}, {}, {}});
   BOOST_REQUIRE(busy);
   std::vector<int32_t> long_pos(256);
   std::iota(long_pos.begin(), long_pos.end(), 0);
@@ -263,7 +263,7 @@ BOOST_AUTO_TEST_CASE(cache_is_freed_on_timeout_and_when_the_client_dies) {
   BOOST_TEST(cache_left() == 100);
   // A session left idle past session_timeout is closed by the server.
   uint64_t sid = 0;
-  self->request(node.gate, std::chrono::seconds(5), open_session{60, 1, 0, 0, {}, {}, {}})
+  self->request(node.gate, std::chrono::seconds(5), open_session{60, 1, 0, 0, {}, {}, {}, {}})
       .receive([&](const session_opened& o) { sid = o.session_id; }, [](caf::error&) {});
   BOOST_TEST(cache_left() == 40);
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
@@ -274,7 +274,7 @@ BOOST_AUTO_TEST_CASE(cache_is_freed_on_timeout_and_when_the_client_dies) {
   BOOST_TEST(is(err, errc::unknown_session));
   // A session whose owner dies is freed at once.
   auto owner = sys.spawn([gate = node.gate](caf::event_based_actor* me) -> caf::behavior {
-    me->request(gate, std::chrono::seconds(5), open_session{80, 1, 0, 0, {}, {}, {}}).then([](const session_opened&) {});
+    me->request(gate, std::chrono::seconds(5), open_session{80, 1, 0, 0, {}, {}, {}, {}}).then([](const session_opened&) {});
     return {[](close_atom) {}};
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -295,13 +295,13 @@ BOOST_AUTO_TEST_CASE(a_server_is_joining_until_its_blocks_are_loaded) {
   f.gate = node.gate;
   BOOST_TEST(f.info().state == "joining");
   caf::error err;
-  f.self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}, {}, {}})
+  f.self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}, {}, {}, {}})
       .receive([](const session_opened&) {}, [&](caf::error& e) { err = e; });
   BOOST_TEST(is(err, errc::peer_unavailable), describe(err));
   load_server_blocks(f.sys, node, setup, *source);
   BOOST_TEST(f.info().state == "online");
   bool opened = false;
-  f.self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}, {}, {}})
+  f.self->request(node.gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}, {}, {}, {}})
       .receive([&](const session_opened&) { opened = true; }, [](caf::error&) {});
   BOOST_TEST(opened);
 }

@@ -329,7 +329,7 @@ BOOST_AUTO_TEST_CASE(servers_apply_the_adapter_a_request_names) {
   BOOST_TEST(why(none).find("lora-mlp") != std::string::npos, why(none));
 
   // A server asked for an adapter it does not hold says which it has.
-  auto bad = f.ask<session_opened>(f.servers[1].gate, open_session{16, 1, 0, 0, "lora-mlp", {}, {}});
+  auto bad = f.ask<session_opened>(f.servers[1].gate, open_session{16, 1, 0, 0, "lora-mlp", {}, {}, {}});
   BOOST_TEST(is(bad.error(), errc::bad_request));
   BOOST_TEST(why(bad).find("unknown adapter 'lora-mlp' (this server holds lora-attn)") != std::string::npos, why(bad));
   const Tensor x = Golden("llama", "grads").tensor("block_input");
@@ -540,7 +540,7 @@ BOOST_AUTO_TEST_CASE(deep_prompts_of_the_wrong_shape_are_refused) {
   // The servers check them too: a gate gets prompts for its own blocks only.
   auto gate = f.servers[0].gate;
   auto bad = [&](Tensor prompts, int64_t first = 0, int64_t last = 0) {
-    return f.ask<session_opened>(gate, open_session{16, 1, first, last, "", prompts, {}});
+    return f.ask<session_opened>(gate, open_session{16, 1, first, last, "", prompts, {}, {}});
   };
   auto refused = [&](const caf::expected<session_opened>& r, const std::string& words) {
     BOOST_REQUIRE(!r);

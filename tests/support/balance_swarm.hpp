@@ -177,6 +177,7 @@ class BalanceSwarm : public DeterministicSystem {
     m.dht = spawn_dht_node(sys, d, connector);
     server_setup setup = setup_of(m, o);
     setup.dht = m.dht;
+    setup.identity = m.identity;
     m.gate = start_server_node(sys, setup, connector, source, false).gate;
     caf::anon_send(connector, register_atom::value, m.address, m.gate);
     caf::send_as(m.gate, m.gate, address_atom::value, m.address);  // from its own node, as a server does
