@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "actors/client/reputation_book.hpp"
+#include "actors/client/spot_check.hpp"
 #include "actors/client/training_api.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/messages.hpp"
@@ -49,6 +50,9 @@ struct swarm_client_options {
   caf::timespan recovery_timeout = std::chrono::seconds(60);
   // Training requests and replies above streams.threshold bytes cross processes in chunks (wire_stream.hpp).
   stream_limits streams;
+  // Spot checks of inference sessions: one step in `every` (and the first on each server not checked yet) is
+  // recomputed on another server and compared; a server caught lying is banned (actors/client/spot_check.hpp).
+  spot_check_options spot_checks;
 };
 
 struct open_session_request {
@@ -87,6 +91,8 @@ struct session_stats {
   int64_t steps = 0;                       // steps completed
   std::vector<double> recovery_seconds;    // per recovered step: from the fault's detection to the step's end
   std::vector<std::string> failures;       // "HOST:PORT: what went wrong", in order
+  int64_t spot_checks = 0;                 // steps of a server recomputed elsewhere that agreed
+  int64_t wrong_outputs = 0;               // steps a spot check caught wrong (each replaced its server)
 };
 
 struct step_input {

@@ -5,10 +5,12 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <set>
 
 #include "actors/client/session_history.hpp"
 #include "actors/client/session_messages.hpp"
+#include "actors/client/spot_check.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/trust/identity_proof.hpp"
 
@@ -75,6 +77,9 @@ struct session_state {
   std::vector<int32_t> tokens;   // every id fed so far, for the repetition penalty
   bool busy = false;
   session_stats stats;
+  std::mt19937_64 rng;                           // which steps are spot-checked (seeded from the options)
+  inbound_streams inbound;                       // verifiers' large replies arriving in chunks
+  uint64_t next_stream = 1;                      // numbers large verification requests sent in chunks
   static inline const char* name = "inference_session";
 };
 
@@ -101,8 +106,11 @@ std::string blocks_name(const planned_hop& h) {
 }
 
 // Tells the swarm client how a server did, by peer_id (its key, when its record named one).
-void report(session_actor* self, const planned_hop& hop, bool ok, double latency_ms, std::string what = {}) {
-  if (self->state.client) self->send(self->state.client, peer_report{peer_id(hop), ok, latency_ms, std::move(what)});
+void report(session_actor* self, const planned_hop& hop, bool ok, double latency_ms) {
+  if (self->state.client) self->send(self->state.client, peer_report{peer_id(hop), ok, latency_ms, {}, false, 0});
+}
+void report_failure(session_actor* self, const planned_hop& hop, const caf::error& e) {
+  if (self->state.client) self->send(self->state.client, failure_report(peer_id(hop), e));
 }
 
 caf::timespan retry_delay(int round) {
@@ -224,7 +232,7 @@ void replace_span(session_actor* self, size_t k, std::shared_ptr<const session_h
   };
   const int64_t cache = st.opt.max_length * st.opt.batch;
   self->request(st.client, st.opt.request_timeout,
-                replan_request{failed->plan.first, failed->plan.last, cache, *failed_here, st.opt.adapter})
+                replan_request{failed->plan.first, failed->plan.last, cache, *failed_here, st.opt.adapter, false})
       .then(
           [=](std::vector<planned_hop>& plan) {
             auto hops = std::make_shared<std::vector<std::shared_ptr<session_hop>>>();
@@ -235,7 +243,7 @@ void replace_span(session_actor* self, size_t k, std::shared_ptr<const session_h
                 if (!is_server_failure(e)) return done(std::move(e));  // our own request: any server would refuse it
                 failed_here->insert(peer_id(bad));
                 self->state.stats.failures.push_back(bad.address + ": " + describe(e));
-                report(self, bad, false, 0, describe(e));
+                report_failure(self, bad, e);
                 return retry(std::move(e));
               }
               auto& hs = self->state.hops;
@@ -278,7 +286,7 @@ void open_route(session_actor* self, error_done done) {
     if (!is_server_failure(e)) return done(std::move(e));
     hs[i].gate = hop->gate;
     self->state.stats.failures.push_back(hop->plan.address + ": " + describe(e));
-    report(self, hop->plan, false, 0, describe(e));
+    report_failure(self, hop->plan, e);
     recover_hop(self, i, self->clock().now() + self->state.opt.recovery_timeout, [=](caf::error e) {
       if (e) return done(std::move(e));
       open_route(self, done);
@@ -295,8 +303,8 @@ void finish(session_actor* self, std::shared_ptr<step_run> run, caf::expected<Te
   run->done(std::move(out));
 }
 
-// The step went through: each hop's input joins its history.
-void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
+// The step went through (and passed its spot check, if it had one): each hop's input joins its history.
+void commit(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
   auto& st = self->state;
   for (size_t i = 0; i < st.hops.size(); ++i)
     st.hops[i].history.push_back({std::move(*run->inputs[i]), *run->positions});
@@ -304,6 +312,166 @@ void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
   if (run->fault)
     st.stats.recovery_seconds.push_back(std::chrono::duration<double>(self->clock().now() - *run->fault).count());
   finish(self, run, std::move(out));
+}
+
+// --- spot checks (actors/client/spot_check.hpp) ------------------------------------------------------------------
+
+void fail(session_actor* self, std::shared_ptr<step_run> run, size_t k, caf::error e);
+bool stale(session_actor* self, const std::shared_ptr<step_run>& run, uint64_t a);
+
+// The outputs of a verifier chain and the servers that computed them.
+struct recomputation {
+  Tensor hidden;                   // [B, T, D]: every token of the forward
+  std::vector<planned_hop> chain;  // the verifier's hops
+};
+using recomputation_done = std::function<void(caf::expected<recomputation>)>;
+
+// Sends a stateless forward of `input` through blocks [hop.first, hop.last) of verifier `chain` from hop j on.
+void forward_through(session_actor* self, std::shared_ptr<recomputation> r, size_t j, history_entry input,
+                     recomputation_done done) {
+  if (j == r->chain.size()) {
+    r->hidden = std::move(input.hidden);
+    return done(std::move(*r));
+  }
+  const planned_hop v = r->chain[j];
+  self->request(self->state.connector, self->state.opt.request_timeout, resolve_atom::value, v.address)
+      .then(
+          [=](caf::actor gate) mutable {
+            auto& st = self->state;
+            // Settled once: by the reply, or by the gate's node going down (CAF fails no request pending there).
+            auto over = std::make_shared<bool>(false);
+            auto settle = settle_once_or_on_down(self, gate, v.address, [=](caf::error e) mutable {
+              if (*over || !e) return;
+              *over = true;
+              done(std::move(e));
+            });
+            self->monitor(gate);
+            const Tensor prompts = st.opt.prompts.defined() && st.opt.prompts.numel() > 0
+                                       ? st.opt.prompts.slice_rows(v.first, v.last)
+                                       : Tensor();
+            const auto positions = input.positions;
+            forward_request req{std::move(input.hidden), positions, prompts, v.first, v.last, st.opt.adapter, 0, {}};
+            auto reply = [=](caf::expected<forward_reply> out) mutable {
+              if (*over) return;
+              *over = true;
+              settle(caf::error{});
+              if (!out) return done(std::move(out.error()));
+              if (!out->wire_error.empty())
+                return done(make_error(errc::peer_unavailable, "garbled reply from " + v.address));
+              if (auto problem = stream_in(self->state.inbound, gate.address(), *out); !problem.empty())
+                return done(make_error(errc::peer_unavailable, "broken reply from " + v.address + ": " + problem));
+              if (out->hidden.dtype() != DType::f32 || out->hidden.rank() != 3 ||
+                  out->hidden.dim(0) * out->hidden.dim(1) != static_cast<int64_t>(positions.size()))
+                return done(make_error(errc::wrong_output, v.address + " returned " + out->hidden.describe()));
+              forward_through(self, r, j + 1, {std::move(out->hidden), positions}, done);
+            };
+            stream_out(self, gate, std::move(req), st.opt.streams, st.next_stream,
+                       [=](caf::expected<forward_request> sent) mutable {
+                         if (!sent) return reply(std::move(sent.error()));
+                         self->request(gate, self->state.opt.request_timeout, std::move(*sent))
+                             .then([=](forward_reply& out) mutable { reply(std::move(out)); },
+                                   [=](caf::error& e) mutable { reply(std::move(e)); });
+                       });
+          },
+          [=](caf::error& e) { done(std::move(e)); });
+}
+
+// Recomputes `input` over the blocks of `hop` on servers other than those in `avoid` (a route the swarm client
+// plans over its view, skipping banned servers).
+void recompute(session_actor* self, const planned_hop& hop, history_entry input, std::set<std::string> avoid,
+               recomputation_done done) {
+  auto& st = self->state;
+  self->request(st.client, st.opt.request_timeout,
+                replan_request{hop.first, hop.last, 0, std::move(avoid), st.opt.adapter, true})
+      .then(
+          [=](std::vector<planned_hop>& chain) mutable {
+            auto r = std::make_shared<recomputation>();
+            r->chain = std::move(chain);
+            forward_through(self, r, 0, std::move(input), done);
+          },
+          [=](caf::error& e) { done(std::move(e)); });
+}
+
+// The coarsest tolerance of the dtypes of `hop` and of a verifier chain.
+double tolerance_for(const planned_hop& hop, const std::vector<planned_hop>& chain) {
+  double t = output_tolerance(hop.dtype, hop.dtype);
+  for (const auto& v : chain) t = std::max(t, output_tolerance(hop.dtype, v.dtype));
+  return t;
+}
+
+void passed_check(session_actor* self, size_t k) {
+  auto& st = self->state;
+  ++st.stats.spot_checks;
+  st.hops[k].plan.unchecked = false;
+  if (st.client) {
+    peer_report r{peer_id(st.hops[k].plan), true, 0, {}, true, 0};
+    self->send(st.client, r);
+  }
+}
+
+// The step's hop k lied (its output disagrees with recomputations): the step runs again under a new id, so that
+// the servers after it, which took the wrong output in, recompute instead of answering from their last output.
+void caught(session_actor* self, std::shared_ptr<step_run> run, size_t k, const std::string& why) {
+  auto& st = self->state;
+  ++st.stats.wrong_outputs;
+  run->step = st.next_step++;
+  fail(self, run, k, make_error(errc::wrong_output, "server " + st.hops[k].plan.address + " (" +
+                                                        blocks_name(st.hops[k].plan) + "): " + why));
+}
+
+// Checks hop k of the step: recomputes its history and this step's input elsewhere and compares. When they
+// disagree, a second verifier decides who is wrong; with none to ask, the checked server is.
+void spot_check(session_actor* self, std::shared_ptr<step_run> run, std::vector<size_t> hops, size_t i, Tensor out) {
+  auto& st = self->state;
+  if (i == hops.size()) return commit(self, run, std::move(out));
+  const size_t k = hops[i];
+  auto next = [=]() mutable { spot_check(self, run, hops, i + 1, std::move(out)); };
+  const session_hop& hop = st.hops[k];
+  auto input = verification_input(hop.history, {*run->inputs[k], *run->positions});
+  if (!input) return next();
+  const Tensor claimed = k + 1 < st.hops.size() ? *run->inputs[k + 1] : out;
+  const int64_t tokens = run->input.dim(1);
+  const uint64_t a = run->attempt;
+  const planned_hop plan = hop.plan;
+  std::set<std::string> avoid{peer_id(plan)};
+  recompute(self, plan, *input, avoid, [=](caf::expected<recomputation> first) mutable {
+    if (stale(self, run, a)) return;
+    if (!first) {  // nobody else covers these blocks now, or the verifier failed: the step stays unchecked
+      self->state.stats.failures.push_back(plan.address + ": not spot-checked: " + describe(first.error()));
+      return next();
+    }
+    const std::string diff =
+        compare_outputs(claimed, last_tokens(first->hidden, tokens), tolerance_for(plan, first->chain));
+    if (diff.empty()) {
+      passed_check(self, k);
+      return next();
+    }
+    for (const auto& v : first->chain) avoid.insert(peer_id(v));
+    recompute(self, plan, *input, avoid, [=](caf::expected<recomputation> second) mutable {
+      if (stale(self, run, a)) return;
+      if (second && compare_outputs(claimed, last_tokens(second->hidden, tokens),
+                                    tolerance_for(plan, second->chain)).empty()) {
+        // The first verifier was the liar.
+        for (const auto& v : first->chain)
+          if (self->state.client)
+            self->send(self->state.client,
+                       failure_report(peer_id(v), make_error(errc::wrong_output, "a spot check it answered "
+                                                                                 "disagreed with two servers")));
+        passed_check(self, k);
+        return next();
+      }
+      caught(self, run, k, diff);
+    });
+  });
+}
+
+// The step's hops are done: spot-check some of them (spot_check.hpp), one after the other, then commit.
+void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
+  auto& st = self->state;
+  if (!st.client) return commit(self, run, std::move(out));
+  std::vector<bool> unchecked;
+  for (const auto& h : st.hops) unchecked.push_back(h.plan.unchecked);
+  spot_check(self, run, hops_to_check(st.opt.spot_checks, unchecked, st.rng), 0, std::move(out));
 }
 
 // Hop `k` failed this step: ban it, replace it, run the step again. Errors that are the request's own end the
@@ -314,7 +482,7 @@ void fail(session_actor* self, std::shared_ptr<step_run> run, size_t k, caf::err
   if (!run->fault) run->fault = self->clock().now();
   const std::string address = st.hops[k].plan.address;
   st.stats.failures.push_back(address + ": " + describe(e));
-  report(self, st.hops[k].plan, false, 0, describe(e));
+  report_failure(self, st.hops[k].plan, e);
   const auto deadline = *run->fault + st.opt.recovery_timeout;
   const int earlier = run->faults++;
   const caf::timespan delay = earlier == 0 ? caf::timespan{0} : retry_delay(earlier - 1);
@@ -526,6 +694,8 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
   st.connector = std::move(connector);
   st.client = std::move(client);
   st.opt = opt;
+  st.rng.seed(opt.seed);
+  st.inbound = inbound_streams(st.opt.streams);
   for (auto& h : route) st.hops.push_back({h, {}, 0, false, {}});
   // A server's node going down (killed, or frozen past the middleman's heartbeat timeout) fails the step in
   // flight at once: CAF does not fail requests pending at a node that is gone.
@@ -631,6 +801,9 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
         return out;
       },
       [=](stats_atom) -> session_stats { return self->state.stats; },
+      // Verifiers' large replies, in chunks (actors/protocol/wire_stream.hpp).
+      [=](const wire_chunk& chunk) { return receive_chunk(self, self->state.inbound, chunk); },
+      [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
       [=](close_atom) {
         for (auto& h : self->state.hops) close_hop(self, h);
         self->quit();

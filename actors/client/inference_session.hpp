@@ -17,6 +17,8 @@
 
 #include "actors/client/client_api.hpp"
 #include "actors/client/route_planner.hpp"
+#include "actors/client/spot_check.hpp"
+#include "actors/protocol/wire_stream.hpp"
 
 namespace corolla {
 
@@ -30,6 +32,9 @@ struct session_options {
   // Deep prompts [blocks, batch, P, hidden] (undefined: none): each server gets its blocks' share when its part of
   // the session opens (replacements too), and adds them to the tokens at positions < P (so replays get them).
   Tensor prompts;
+  spot_check_options spot_checks;  // which steps are recomputed elsewhere and compared (spot_check.hpp)
+  stream_limits streams;           // verification forwards and their replies cross processes in chunks
+  uint64_t seed = 0;               // of the draw of steps to check (the simulator replays it)
 };
 
 // The session answers (open_atom) with an ack once every server of `route` has opened its part (replacing those

@@ -33,6 +33,8 @@ struct planned_hop {
   std::string address;
   int64_t first = 0, last = 0;  // the blocks this hop runs, [first, last)
   std::string owner;            // the key its DHT record names (hex): the server must prove it holds it
+  std::string dtype;            // the serving dtype it announces (spot checks compare within its tolerance)
+  bool unchecked = false;       // no spot check of this client has covered the server yet (the swarm client sets it)
 };
 
 // Who a server is to the client's bookkeeping (reports, bans, penalties): its key when its record named one,

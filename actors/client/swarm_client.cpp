@@ -29,6 +29,11 @@ struct client_state {
   std::vector<server_info> servers;
   std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // smoothed round trips to servers (routing)
   std::unique_ptr<ReputationBook> book;
+  // Servers that answered too_busy (a quota of ours there), until when (now_ms) they are left out of routes. Not
+  // failures: a busy server keeps its reputation.
+  std::map<std::string, int64_t> busy_until;
+  uint64_t sessions_opened = 0;   // numbers the sessions' seeds
+  std::set<std::string> checked;  // servers a spot check of this client has covered (the others: on first use)
   // Wall-clock milliseconds at actor-clock zero, fixed at start: bans are stored as wall-clock times (they
   // outlive the process) but counted on the actor clock, so that they expire in virtual time in the simulator.
   int64_t epoch_offset_ms = 0;
@@ -66,20 +71,37 @@ int64_t clock_ms(client_actor* self) {
 // Now, for the reputation book: wall-clock milliseconds advancing with the actor clock.
 int64_t now_ms(client_actor* self) { return self->state.epoch_offset_ms + clock_ms(self); }
 
-// A route over [first, last) that skips banned servers and `avoid`, and charges the others their reputation
+// The servers routes leave out while others cover their blocks: the banned, and the busy until their hint is up.
+std::set<std::string> unwelcome_peers(client_actor* self) {
+  const int64_t now = now_ms(self);
+  auto out = self->state.book->banned_peers(now);
+  auto& busy = self->state.busy_until;
+  for (auto it = busy.begin(); it != busy.end();) {
+    if (it->second <= now) {
+      it = busy.erase(it);
+    } else {
+      out.insert(it->first);
+      ++it;
+    }
+  }
+  return out;
+}
+
+// A route over [first, last) that skips banned and busy servers and `avoid`, and charges the others their reputation
 // penalty. When bans leave no route, earlier bans give way (a restarted server may be back); `avoid` (the
 // servers that just failed this session) never does.
 route_plan plan_avoiding(client_actor* self, const std::vector<server_info>& infos, int64_t first, int64_t last,
-                         int64_t min_cache, const std::set<std::string>& avoid) {
-  auto excluded = self->state.book->banned_peers(now_ms(self));
+                         int64_t min_cache, const std::set<std::string>& avoid, bool strict = false) {
+  auto excluded = unwelcome_peers(self);
   excluded.insert(avoid.begin(), avoid.end());
   const auto& rtt_ms = self->state.rtts->ms;
   const auto penalty = self->state.book->penalties();  // unreliable servers cost their expected failure time
   route_plan plan = plan_route(infos, first, last, excluded, min_cache, penalty, rtt_ms);
-  if (!plan.ok()) {
+  if (!plan.ok() && !strict) {
     route_plan relaxed = plan_route(infos, first, last, avoid, min_cache, penalty, rtt_ms);
-    if (relaxed.ok()) return relaxed;
+    if (relaxed.ok()) plan = std::move(relaxed);
   }
+  for (auto& hop : plan.hops) hop.unchecked = !self->state.checked.count(peer_id(hop));
   return plan;
 }
 
@@ -95,6 +117,14 @@ std::vector<server_info> with_adapter(std::vector<server_info> infos, const std:
 // " with adapter 'NAME'" when one is asked for: what a no_route message adds.
 std::string adapter_note(const std::string& adapter) {
   return adapter.empty() ? std::string() : " with adapter '" + adapter + "'";
+}
+
+// A session's seed: the client's random DHT id and the session's number, so that the simulator (which draws the
+// ids from its seed) replays it.
+uint64_t session_seed(const std::array<uint8_t, 20>& dht_id, uint64_t n) {
+  uint64_t h = 1469598103934665603ull ^ n;
+  for (uint8_t b : dht_id) h = (h ^ b) * 1099511628211ull;
+  return h;
 }
 
 // Remembers a session so that it ends with the client.
@@ -221,7 +251,8 @@ void open_on_view(client_actor* self, open_session_request req, caf::response_pr
     return;
   }
   session_options so{st.opt.mode, st.opt.request_timeout,   req.max_length,
-                     req.batch,   st.opt.recovery_timeout, req.adapter, {}};
+                     req.batch,   st.opt.recovery_timeout, req.adapter, {}, st.opt.spot_checks, st.opt.streams,
+                     session_seed(st.opt.dht_id, ++st.sessions_opened)};
   session_prompts(st.head->config(), req, so.prompts);  // checked when the request came
   auto session = spawn_inference_session(self->home_system(), st.head, st.connector,
                                          caf::actor_cast<caf::actor>(self), so, plan.hops);
@@ -240,7 +271,7 @@ void open_training(client_actor* self, open_training_request req, caf::response_
   refresh(self, [=](std::vector<server_info> infos) mutable {
     auto& st = self->state;
     auto session = open_training_session(self->home_system(), st.connector, caf::actor_cast<caf::actor>(self),
-                                         std::move(infos), st.book->banned_peers(now_ms(self)), req,
+                                         std::move(infos), unwelcome_peers(self), req,
                                          st.opt.request_timeout, st.head->config().num_layers, st.opt.streams);
     if (!session && is(session.error(), errc::no_route) && attempt + 1 < kOpenAttempts)
       return open_training(self, req, rp, attempt + 1);
@@ -299,15 +330,16 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
       [=](const replan_request& req) -> caf::result<std::vector<planned_hop>> {
         auto& st = self->state;
         route_plan cached = plan_avoiding(self, with_adapter(st.servers, req.adapter), req.first, req.last,
-                                          req.min_cache_tokens, req.avoid);
-        if (cached.ok()) {
+                                          req.min_cache_tokens, req.avoid, req.strict);
+        if (cached.ok() || req.strict) {  // a verifier is not worth a wait for the DHT
           refresh(self, [](std::vector<server_info>) {});
+          if (!cached.ok()) return make_error(errc::no_route, cached.error + adapter_note(req.adapter));
           return std::move(cached.hops);
         }
         auto rp = self->make_response_promise<std::vector<planned_hop>>();
         refresh(self, [=](std::vector<server_info> infos) mutable {
           route_plan plan = plan_avoiding(self, with_adapter(std::move(infos), req.adapter), req.first, req.last,
-                                          req.min_cache_tokens, req.avoid);
+                                          req.min_cache_tokens, req.avoid, req.strict);
           if (plan.ok()) rp.deliver(std::move(plan.hops));
           else rp.deliver(make_error(errc::no_route, plan.error + adapter_note(req.adapter)));
         });
@@ -322,7 +354,12 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
       },
       [=](const peer_report& r) {
         auto& book = *self->state.book;
+        if (r.checked) {  // no latency sample: the check's success is not a request's
+          self->state.checked.insert(r.peer);
+          return;
+        }
         if (r.ok) book.record_success(r.peer, r.latency_ms);
+        else if (r.busy_ms > 0) self->state.busy_until[r.peer] = now_ms(self) + r.busy_ms;
         else book.record_failure(r.peer, now_ms(self));
       },
       [=](sweep_atom) {

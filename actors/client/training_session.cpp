@@ -164,7 +164,7 @@ void replace_hop(session_actor* self, pass_ptr p, size_t j, size_t k, caf::error
   auto& st = self->state;
   const planned_hop failed = p->parts[j].route[k].plan;
   st.excluded.insert(failed.address);
-  if (st.client) self->send(st.client, peer_report{peer_id(failed), false, 0, describe(cause)});
+  if (st.client) self->send(st.client, failure_report(peer_id(failed), cause));
   auto splice = [=](caf::expected<std::vector<planned_hop>> hops) {
     if (!hops)
       return cont(make_error(errc::no_route, "server " + failed.address + " failed (" + describe(cause) +
@@ -186,7 +186,7 @@ void replace_hop(session_actor* self, pass_ptr p, size_t j, size_t k, caf::error
   }
   // The swarm client plans over its current view of the swarm, skipping the servers it bans.
   self->request(st.client, st.opt.request_timeout,
-                replan_request{failed.first, failed.last, 0, st.excluded, st.opt.adapter})
+                replan_request{failed.first, failed.last, 0, st.excluded, st.opt.adapter, false})
       .then([=](std::vector<planned_hop>& hops) { splice(std::move(hops)); },
             [=](caf::error& e) { splice(std::move(e)); });
 }

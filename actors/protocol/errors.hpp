@@ -5,7 +5,9 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 #include <caf/message.hpp>
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace corolla {
@@ -23,11 +25,18 @@ enum class errc : uint8_t {
   no_route,             // no chain of servers covers the blocks asked for
   unexpected_message,   // the peer does not speak this message's protocol (a DHT-only node asked to serve, a
                         // peer of another version): a client takes it for a failed server, not its own mistake
+  wrong_output,         // a server's output disagreed with a recomputation elsewhere (a spot check)
+  too_busy,             // the client is at one of its quotas on this server (actors/server/peer_quotas.hpp); the
+                        // error carries when to try again (retry_after), and the client routes elsewhere meanwhile
 };
 
 inline constexpr caf::atom_value kErrorCategory = caf::atom("corolla");
 
 caf::error make_error(errc code, std::string message);
+// A too_busy error: the message, and after how long trying again may succeed (its context holds both).
+caf::error make_busy_error(std::string message, std::chrono::milliseconds retry_after);
+// The retry hint of a too_busy error (nullopt for any other error).
+std::optional<std::chrono::milliseconds> retry_after(const caf::error& e);
 std::string errc_name(errc code);
 // "out_of_cache: the server has 100 cache tokens left, 512 asked" for Corolla errors, CAF's rendering otherwise.
 std::string describe(const caf::error& e);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "actors/net/peer_limits.hpp"
+#include "actors/server/peer_quotas.hpp"
 #include "actors/server/node_config_toml.hpp"
 #include "model/model_path.hpp"
 
@@ -124,7 +125,11 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
   r.get_double("step_timeout_s", c.step_timeout_s, 0, true);
   r.get_double("session_timeout_s", c.session_timeout_s, 0, true);
   if (r.get_int("max_sessions", v, 1, kMaxInt)) c.max_sessions = static_cast<int>(v);
+  if (r.get_int("max_sessions_per_peer", v, 1, kMaxInt)) c.max_sessions_per_peer = static_cast<int>(v);
+  if (r.get_int("cache_tokens_per_peer", v, 1, std::numeric_limits<int64_t>::max())) c.cache_tokens_per_peer = v;
+  r.get_double("peer_requests_per_second", c.peer_requests_per_second, 0, true);
   r.get_int("inject_step_errors_after", c.inject_step_errors_after, -1, std::numeric_limits<int64_t>::max());
+  r.get_double("inject_wrong_outputs", c.inject_wrong_outputs, 0, false);
   if (const toml::node* n = r.get_node("throughput")) {
     const std::string want = "must be \"auto\", \"eval\" or a number >= 0 (requests per second), got ";
     if (n->is_string()) {
@@ -194,6 +199,13 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
   positive("step_timeout_s", c.step_timeout_s);
   positive("session_timeout_s", c.session_timeout_s);
   if (c.max_sessions < 1) fail("max_sessions", "must be an integer >= 1, got " + std::to_string(c.max_sessions));
+  if (c.max_sessions_per_peer && *c.max_sessions_per_peer < 1)
+    fail("max_sessions_per_peer", "must be an integer >= 1, got " + std::to_string(*c.max_sessions_per_peer));
+  if (c.cache_tokens_per_peer && *c.cache_tokens_per_peer < 1)
+    fail("cache_tokens_per_peer", "must be an integer >= 1, got " + std::to_string(*c.cache_tokens_per_peer));
+  positive("peer_requests_per_second", c.peer_requests_per_second);
+  if (!std::isfinite(c.inject_wrong_outputs) || c.inject_wrong_outputs < 0 || c.inject_wrong_outputs > 1)
+    fail("inject_wrong_outputs", "must be a number in 0..1, got " + toml_double(c.inject_wrong_outputs));
   if (auto problem = check_throughput(c.throughput)) fail("throughput", *problem);
   positive("update_period_s", c.update_period_s);
   // Announcements live twice the period, and DHT nodes refuse records living over an hour (kMaxDhtTtlNs).
@@ -221,6 +233,14 @@ peer_limits peer_limits_of(const NodeConfig& c) {
   return l;
 }
 
+peer_quota_options peer_quota_of(const NodeConfig& c) {
+  peer_quota_options q;
+  q.sessions = c.max_sessions_per_peer ? *c.max_sessions_per_peer : std::max(1, c.max_sessions / 2);
+  q.cache_tokens = c.cache_tokens_per_peer ? *c.cache_tokens_per_peer : std::max<int64_t>(1, c.cache_tokens / 2);
+  q.requests_per_second = c.peer_requests_per_second;
+  return q;
+}
+
 std::string to_toml(const NodeConfig& c, const std::string& table) {
   std::string out;
   if (!table.empty()) out += table + "\n";
@@ -241,9 +261,15 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("data_dir", toml_quote(node_data_dir(c)));
   line("cache_tokens", std::to_string(c.cache_tokens));
   line("max_sessions", std::to_string(c.max_sessions));
+  if (c.max_sessions_per_peer) line("max_sessions_per_peer", std::to_string(*c.max_sessions_per_peer));
+  else out += "# max_sessions_per_peer: not set (half of max_sessions)\n";
+  if (c.cache_tokens_per_peer) line("cache_tokens_per_peer", std::to_string(*c.cache_tokens_per_peer));
+  else out += "# cache_tokens_per_peer: not set (half of cache_tokens)\n";
+  line("peer_requests_per_second", toml_double(c.peer_requests_per_second));
   line("step_timeout_s", toml_double(c.step_timeout_s));
   line("session_timeout_s", toml_double(c.session_timeout_s));
   if (c.inject_step_errors_after >= 0) line("inject_step_errors_after", std::to_string(c.inject_step_errors_after));
+  if (c.inject_wrong_outputs > 0) line("inject_wrong_outputs", toml_double(c.inject_wrong_outputs));
   line("throughput", toml_quote(c.throughput));
   line("update_period_s", toml_double(c.update_period_s));
   line("adapters", toml_string_array(c.adapters));

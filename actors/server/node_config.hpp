@@ -39,7 +39,12 @@ struct NodeConfig {
   double step_timeout_s = 30;               // longest wait for the next step of an inference session
   double session_timeout_s = 300;           // longest life of an inference session
   int max_sessions = 64;                    // concurrent inference sessions
+  // What one remote peer (a client or server process) may hold and send (actors/server/peer_quotas.hpp).
+  std::optional<int> max_sessions_per_peer;        // not set: half of max_sessions (at least 1)
+  std::optional<int64_t> cache_tokens_per_peer;    // per hosted block; not set: half of cache_tokens (at least 1)
+  double peer_requests_per_second = 1000;          // opens, steps, forwards, backwards (a one-second burst)
   int64_t inject_step_errors_after = -1;    // chaos testing: fail every step after this many (-1: never)
+  double inject_wrong_outputs = 0;          // chaos testing: make this fraction of step outputs wrong (0..1)
   std::string throughput = "auto";          // "auto" (measure, cached), "eval" (measure again) or a number (rps)
   double update_period_s = 60;              // how often the node announces its blocks to the DHT
   std::vector<std::string> adapters;        // PEFT LoRA adapter directories; requests name one by its directory name
@@ -78,5 +83,8 @@ std::string to_toml(const NodeConfig& config, const std::string& table = "");
 // The peer gateway's limits a node's configuration sets.
 struct peer_limits;
 peer_limits peer_limits_of(const NodeConfig& config);
+// The per-peer quotas it sets, with the defaults of the keys not set resolved.
+struct peer_quota_options;
+peer_quota_options peer_quota_of(const NodeConfig& config);
 
 }  // namespace corolla

@@ -13,6 +13,7 @@
 #include "actors/protocol/messages.hpp"
 #include "actors/server/cache_budget.hpp"
 #include "actors/server/gate_training.hpp"
+#include "actors/server/peer_quotas.hpp"
 
 namespace corolla {
 namespace {
@@ -23,6 +24,7 @@ struct gate_session {
   uint64_t id = 0;
   std::string adapter;            // LoRA adapter applied to every step ("" = none)
   caf::actor_addr owner;
+  bool quota_charged = false;     // counted in its owner's quota (a remote peer's session)
   int64_t batch = 1, max_length = 0;
   size_t first = 0, last = 0;     // indices into the gate's block actors
   int64_t reserved = 0;           // token·blocks held in the budget
@@ -51,6 +53,7 @@ struct gate_state {
   caf::actor connector;
   caf::actor dht;
   CacheBudget budget{0, 0};
+  PeerQuotas<caf::node_id> quotas;
   std::map<uint64_t, gate_session> sessions;
   std::map<caf::actor_addr, int> owners;  // monitored session owners, with their session counts
   std::map<std::string, caf::actor> next_hops;  // servers that push routes continue to (monitored)
@@ -87,6 +90,28 @@ std::string check_hidden(const gate_options& o, const Tensor& hidden, const std:
   return {};
 }
 
+// The quotas of a gate over blocks [first, last).
+peer_quota quota_of(const gate_options& o) {
+  int64_t cache = 0;
+  if (__builtin_mul_overflow(o.per_peer.cache_tokens, o.last_block - o.first_block, &cache)) cache = INT64_MAX;
+  return {o.per_peer.sessions, cache, o.per_peer.requests_per_second};
+}
+
+// Charges one request to the remote node `peer` (a node's own actors are not limited); a too_busy error when it
+// is over its rate.
+caf::error charge_request(gate_actor* self, const caf::node_id& peer) {
+  if (peer == self->node()) return {};
+  if (auto refusal = self->state.quotas.admit_request(peer, self->clock().now()))
+    return make_busy_error(refusal->why, refusal->retry_after);
+  return {};
+}
+
+// The node of the current message's sender (none for an anonymous one: all of those share one quota).
+caf::node_id sender_node(gate_actor* self) {
+  const auto& sender = self->current_sender();
+  return sender ? sender->node() : caf::node_id{};
+}
+
 void release_session(gate_actor* self, uint64_t id) {
   auto& st = self->state;
   auto it = st.sessions.find(id);
@@ -95,6 +120,7 @@ void release_session(gate_actor* self, uint64_t id) {
     r.rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
   for (size_t i = it->second.first; i < it->second.last; ++i) self->send(st.blocks[i], block_close_msg{id});
   st.budget.release(it->second.reserved);
+  if (it->second.quota_charged) st.quotas.closed(it->second.owner.node(), it->second.reserved);
   if (auto o = st.owners.find(it->second.owner); o != st.owners.end() && --o->second <= 0) {
     self->demonitor(it->second.owner);
     st.owners.erase(o);
@@ -200,6 +226,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
   st.connector = std::move(connector);
   st.dht = std::move(dht);
   st.budget = CacheBudget(st.opt.cache_tokens, st.opt.last_block - st.opt.first_block);
+  st.quotas = PeerQuotas<caf::node_id>(quota_of(st.opt));
   st.rng.seed(st.opt.seed);
   st.inbound = inbound_streams(st.opt.streams);
   for (auto& b : st.blocks) self->link_to(b);  // a block actor that dies takes the gate down, and vice versa
@@ -272,6 +299,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         s.opt.first_block = first;
         s.opt.last_block = last;
         s.budget = CacheBudget(s.opt.cache_tokens, last - first);
+        s.quotas = PeerQuotas<caf::node_id>(quota_of(s.opt));
         return ack{};
       },
       [=](const bandwidth_probe& p) -> caf::result<ack> {
@@ -301,10 +329,16 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (req.challenge.size() > kMaxChallengeBytes)
           return make_error(errc::bad_request, "a challenge of " + std::to_string(req.challenge.size()) +
                                                    " bytes; at most " + std::to_string(kMaxChallengeBytes));
+        const caf::node_id peer = sender_node(self);
+        if (auto busy = charge_request(self, peer)) return busy;
+        const int64_t need = req.batch * req.max_length * (last - first);
+        const bool remote = peer != self->node();
+        if (remote)
+          if (auto refusal = s.quotas.admit_session(peer, need))
+            return make_busy_error(refusal->why, refusal->retry_after);
         if (static_cast<int64_t>(s.sessions.size()) >= s.opt.max_sessions)
           return make_error(errc::out_of_cache, "the server already holds its maximum of " +
                                                     std::to_string(s.opt.max_sessions) + " sessions");
-        const int64_t need = req.batch * req.max_length * (last - first);
         if (!s.budget.try_reserve(need))
           return make_error(errc::out_of_cache, "the server has " + std::to_string(s.budget.tokens_left_per_block()) +
                                                     " cache tokens left per block; the session needs " +
@@ -322,6 +356,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         session.reserved = need;
         session.length.assign(static_cast<size_t>(req.batch), 0);
         session.last_active = self->clock().now();
+        session.quota_charged = remote;
+        if (remote) s.quotas.opened(peer, need);
         if (session.owner && s.owners[session.owner]++ == 0) self->monitor(session.owner);
         s.sessions[id] = session;
         auto rp = self->make_response_promise<session_opened>();
@@ -371,6 +407,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
           session.repeats.push_back({rp, std::move(req), requester});
           return rp;
         }
+        // Charged to the session's owner, not the sender: in a push route the previous server sends the step.
+        if (session.quota_charged)
+          if (auto busy = charge_request(self, session.owner.node())) return busy;
         if (s.opt.inject_step_errors_after >= 0 && s.steps_served >= s.opt.inject_step_errors_after)
           return make_error(errc::internal, "injected fault: this server fails every step after its first " +
                                                 std::to_string(s.opt.inject_step_errors_after));
@@ -425,6 +464,12 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                      sess.last_step = req.step_id;
                      sess.has_output = true;
                      sess.last_output = self->state.backend->download(*out);
+                     if (self->state.opt.inject_wrong_outputs > 0 &&
+                         std::bernoulli_distribution(self->state.opt.inject_wrong_outputs)(self->state.rng)) {
+                       sess.last_output = sess.last_output.clone();  // the blocks' buffer may be shared
+                       float* v = sess.last_output.data_as<float>();
+                       for (int64_t i = 0; i < sess.last_output.numel(); ++i) v[i] += 1.0f;
+                     }
                      ++self->state.steps_served;
                      finish_step(self, rp, req, sess.last_output, requester);
                      for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
@@ -436,6 +481,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         auto& s = self->state;
         if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
         const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+        if (auto busy = charge_request(self, sender_node(self))) return busy;
         if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
             !problem.empty())
           return make_error(errc::bad_request, problem);
@@ -466,6 +512,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         auto& s = self->state;
         if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
         const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+        if (auto busy = charge_request(self, sender_node(self))) return busy;
         if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
             !problem.empty())
           return make_error(errc::bad_request, problem);
@@ -523,6 +570,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         for (auto& [id, sess] : s.sessions)
           if (!sess.running && now - sess.last_active > s.opt.session_timeout) idle.push_back(id);
         for (uint64_t id : idle) release_session(self, id);
+        s.quotas.sweep(now);
         self->delayed_send(self, sweep_period, sweep_atom::value);
       },
   };

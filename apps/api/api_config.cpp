@@ -29,6 +29,7 @@ ApiConfig read_api_config(const toml::table& table, const std::string& path) {
     r.fail("mode", "must be \"push\" or \"relay\", got " + toml_quote(c.mode));
   r.get_double("request_timeout_s", c.request_timeout_s, 0, true);
   r.get_int("max_sessions", c.max_sessions, 1, 100000);
+  r.get_int("spot_check_every", c.spot_check_every, 0, 1 << 30);
   r.get_int("max_length", c.max_length, 2, kMaxInt);
   r.get_int("max_new_tokens", c.max_new_tokens, 1, kMaxInt);
   r.get_int("default_max_tokens", c.default_max_tokens, 1, kMaxInt);
@@ -82,6 +83,8 @@ void validate(const ApiConfig& c, const std::string& source) {
   for (auto [key, seconds] : {std::pair{"request_timeout_s", c.request_timeout_s}, {"state_ttl_s", c.state_ttl_s},
                               {"header_timeout_s", c.header_timeout_s}, {"body_timeout_s", c.body_timeout_s}})
     if (!(seconds <= 86400)) fail(key, "must be at most 86400 (a day), got " + toml_double(seconds));
+  if (c.spot_check_every < 0 || c.spot_check_every > (1 << 30))
+    fail("spot_check_every", "must be an integer in 0..1073741824, got " + std::to_string(c.spot_check_every));
   if (c.max_connections_per_address > c.max_connections)
     fail("max_connections_per_address",
          "must not exceed max_connections (" + std::to_string(c.max_connections) + ")");
@@ -99,6 +102,7 @@ std::string to_toml(const ApiConfig& c) {
   line("mode", toml_quote(c.mode));
   line("request_timeout_s", toml_double(c.request_timeout_s));
   line("max_sessions", std::to_string(c.max_sessions));
+  line("spot_check_every", std::to_string(c.spot_check_every));
   line("max_length", std::to_string(c.max_length));
   line("max_new_tokens", std::to_string(c.max_new_tokens));
   line("default_max_tokens", std::to_string(c.default_max_tokens));

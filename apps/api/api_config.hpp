@@ -27,6 +27,7 @@ struct ApiConfig {
   std::string mode = "push";               // push | relay (see config/client.toml)
   double request_timeout_s = 30;           // longest wait for a server's reply
   int64_t max_sessions = 32;               // inference sessions open at once (WebSockets and requests in flight)
+  int64_t spot_check_every = 64;           // recompute one step in this many on another server and compare; 0: off
   int64_t max_length = 2048;               // longest session a client may ask (prompt and generated tokens)
   int64_t max_new_tokens = 1024;           // largest max_tokens / max_new_tokens of one request
   int64_t default_max_tokens = 256;        // chat completions without max_tokens

@@ -209,6 +209,8 @@ Engine::Engine(caf::actor_system& sys, ApiConfig config, caf::actor connector)
     opts.request_timeout = std::chrono::duration_cast<caf::timespan>(
         std::chrono::duration<double>(config_.request_timeout_s));
     opts.model_prefix = m->swarm_id;
+    opts.spot_checks.every = config_.spot_check_every;
+    opts.spot_checks.new_servers = config_.spot_check_every > 0;
     opts.dht_id = random_id();
     m->client = spawn_swarm_client(sys_, opts, m->head, connector_);
     models_.push_back(std::move(m));

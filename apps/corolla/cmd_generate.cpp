@@ -32,6 +32,7 @@ struct GenerateOptions {
   std::string system;
   bool raw = false;
   int64_t max_new_tokens = 32;
+  int64_t spot_check_every = spot_check_options{}.every;
   SamplingFlags sampling;
   std::string dtype = "auto";
   std::string device = "cpu";
@@ -157,6 +158,8 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   swarm_client_options opts;
   opts.initial_peers = o.initial_peers;
   opts.mode = o.mode == "relay" ? route_mode::relay : route_mode::push;
+  opts.spot_checks.every = o.spot_check_every;
+  opts.spot_checks.new_servers = o.spot_check_every > 0;
   opts.model_prefix = o.swarm_id.empty() ? default_model_prefix(*source) : o.swarm_id;  // the swarm's DHT keys
   opts.data_dir = corolla_cache_dir() + "/client";  // server reputations and bans, kept across runs
   std::random_device rd;
@@ -222,6 +225,10 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--mode", o->mode, "push (server to server) or relay (through the client)")
       ->check(CLI::IsMember({"push", "relay"}));
   cmd->add_option("--swarm_id", o->swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)");
+  cmd->add_option("--spot_check_every", o->spot_check_every,
+                  "Recompute one step in this many (and the first on each new server) on another server and compare; "
+                  "0: no checks (default 64)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--prompts", o->prompts, "Tuned prompts to put first (a file saved by `corolla finetune --out`)");
   cmd->add_option("--adapter", o->adapter,
                   "LoRA adapter to apply: its name on the swarm's servers (--adapters), or its directory (PEFT "

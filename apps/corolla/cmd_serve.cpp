@@ -110,7 +110,9 @@ int run(const NodeConfig& cfg) {
   setup.public_name = cfg.public_name;
   setup.cache_tokens = cfg.cache_tokens;
   setup.max_sessions = cfg.max_sessions;
+  setup.per_peer = peer_quota_of(cfg);
   setup.inject_step_errors_after = cfg.inject_step_errors_after;
+  setup.inject_wrong_outputs = cfg.inject_wrong_outputs;
   setup.step_timeout = seconds(cfg.step_timeout_s);
   setup.session_timeout = seconds(cfg.session_timeout_s);
   setup.seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);

@@ -82,6 +82,20 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
       ->check(CLI::PositiveNumber);
   cmd.add_option("--max_sessions", f.max_sessions, "Concurrent inference sessions" + dflt(d.max_sessions))
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  cmd.add_option("--max_sessions_per_peer", f.max_sessions_per_peer,
+                 "Sessions one client or server process may hold here (default: half of --max_sessions)")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  cmd.add_option("--cache_tokens_per_peer", f.cache_tokens_per_peer,
+                 "KV-cache tokens per hosted block one client or server process may reserve here (default: half of "
+                 "--cache_tokens)")
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  cmd.add_option("--peer_requests_per_second", f.peer_requests_per_second,
+                 "Requests per second one client or server process may send here (a one-second burst)" +
+                     dflt(d.peer_requests_per_second))
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--inject_wrong_outputs", f.inject_wrong_outputs,
+                 "Chaos testing: make this fraction of step outputs wrong, for clients' spot checks to catch")
+      ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--inject_step_errors_after", f.inject_step_errors_after,
                  "Chaos testing: answer every step after the first N with an error (-1: never)")
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
@@ -151,7 +165,11 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
   if (given("--step_timeout")) c.step_timeout_s = f.step_timeout;
   if (given("--session_timeout")) c.session_timeout_s = f.session_timeout;
   if (given("--max_sessions")) c.max_sessions = f.max_sessions;
+  if (given("--max_sessions_per_peer")) c.max_sessions_per_peer = f.max_sessions_per_peer;
+  if (given("--cache_tokens_per_peer")) c.cache_tokens_per_peer = f.cache_tokens_per_peer;
+  if (given("--peer_requests_per_second")) c.peer_requests_per_second = f.peer_requests_per_second;
   if (given("--inject_step_errors_after")) c.inject_step_errors_after = f.inject_step_errors_after;
+  if (given("--inject_wrong_outputs")) c.inject_wrong_outputs = f.inject_wrong_outputs;
   if (given("--throughput")) c.throughput = f.throughput;
   if (given("--update_period")) c.update_period_s = f.update_period;
   if (given("--adapters")) c.adapters = f.adapters;

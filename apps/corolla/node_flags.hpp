@@ -35,7 +35,11 @@ struct NodeFlags {
   double step_timeout = 0;
   double session_timeout = 0;
   int max_sessions = 0;
+  int max_sessions_per_peer = 0;
+  int64_t cache_tokens_per_peer = 0;
+  double peer_requests_per_second = 0;
   int64_t inject_step_errors_after = -1;
+  double inject_wrong_outputs = 0;
   std::string throughput;
   double update_period = 0;
   std::vector<std::string> adapters;

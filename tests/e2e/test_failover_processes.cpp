@@ -439,6 +439,17 @@ server_info first_server_seen(failover_swarm& s) {
   return seen.front();
 }
 
+// The client's view of the server at `address`.
+server_info server_seen_at(failover_swarm& s, const std::string& address) {
+  std::vector<server_info> seen;
+  s.self->request(s.client, 10s, refresh_atom::value)
+      .receive([&](std::vector<server_info>& v) { seen = v; }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
+  for (auto& info : seen)
+    if (info.address == address) return info;
+  BOOST_FAIL("no server seen at " << address);
+  return {};
+}
+
 }  // namespace
 
 // A stranger declares a server offline. Under the server's subkey (the forgery that took a server out of every
@@ -496,11 +507,12 @@ BOOST_AUTO_TEST_CASE(fake_servers_at_other_nodes_addresses_cost_a_failover) {
 // A stranger signs, with its own key, a record of a far faster server at the address of one of the swarm's real
 // servers. The client routes to it, and the server at that address answers the open with its own key: the
 // identity proof fails, the stranger's key (not the address) takes the failure, the session goes on through the
-// swarm with the output of a fault-free run, and the real server at that address keeps its standing.
+// swarm with the output of a fault-free run, and the real server at that address keeps its standing: the faster of
+// the two real servers, it serves the later sessions.
 BOOST_AUTO_TEST_CASE(a_record_naming_someone_elses_address_fails_the_identity_proof) {
-  failover_swarm s({"0:4", "0:4"}, {{0, {"--throughput", "10"}}, {1, {"--throughput", "10"}}});
+  failover_swarm s({"0:4", "0:4"}, {{0, {"--throughput", "10"}}, {1, {"--throughput", "5"}}});
   stranger x(s);
-  const server_info real = first_server_seen(s);
+  const server_info real = server_seen_at(s, s.slots[0].process->address());
   server_info fake = real;
   fake.public_name = "fake";
   fake.throughput *= 100;
@@ -526,4 +538,106 @@ BOOST_AUTO_TEST_CASE(a_record_naming_someone_elses_address_fails_the_identity_pr
     s.self->send(again, close_atom::value);
   }
   BOOST_TEST(real_served);
+}
+
+// Per-client quotas. Two servers of all blocks allow each client process one session. A greedy client (this
+// process) opens sessions until none is left to it: the first two go through, on different servers (the second
+// is refused too_busy by the first one's server and routed to the other), the third fails naming the quota. Meanwhile
+// another client process still gets served, with the output of a fault-free run.
+BOOST_AUTO_TEST_CASE(a_greedy_client_gets_its_quota_and_another_client_is_still_served) {
+  const std::vector<std::string> one_each{"--max_sessions_per_peer", "1"};
+  failover_swarm s({"0:4", "0:4"}, {{0, one_each}, {1, one_each}});
+  swarm_client_options o = s.options;
+  o.recovery_timeout = 3s;  // the third session gives up soon
+  o.data_dir.clear();
+  o.dht_id[0] = 42;
+  exit_on_destroy greedy{spawn_swarm_client(s.sys, o, s.head)};
+  struct opened {
+    caf::actor session;
+    caf::error error;
+  };
+  auto open = [&] {
+    opened out;
+    s.self->request(greedy.actor, 60s, open_session_request{128, 1})
+        .receive([&](caf::actor a) { out.session = a; }, [&](caf::error& e) { out.error = std::move(e); });
+    return out;
+  };
+  auto first = open();
+  BOOST_REQUIRE_MESSAGE(first.session, describe(first.error));
+  auto second = open();
+  BOOST_REQUIRE_MESSAGE(second.session, describe(second.error));
+  BOOST_TEST(s.route(first.session) != s.route(second.session));
+  auto third = open();
+  BOOST_REQUIRE(!third.session);
+  BOOST_TEST(describe(third.error).find("too_busy: this client holds 1 sessions here, its quota is 1") !=
+                 std::string::npos,
+             describe(third.error));
+
+  std::string prompt_ids, want;
+  for (int32_t id : prompt()) prompt_ids += (prompt_ids.empty() ? "" : ",") + std::to_string(id);
+  for (int32_t id : fault_free(prompt(), 16)) want += (want.empty() ? "" : " ") + std::to_string(id);
+  ChildProcess other(corolla_cli(), {"generate", "--model", model_dir("llama"), "--prompt-ids", prompt_ids,
+                                     "--max-new-tokens", "16", "--ignore-eos", "--threads", "1", "--initial_peers",
+                                     s.boot.address(), "--swarm_id", s.swarm_id});
+  std::string line;
+  try {
+    line = other.read_line(120s);
+  } catch (const std::runtime_error& e) {
+    BOOST_FAIL("the other client printed nothing: " << e.what());
+  }
+  BOOST_TEST(line == want);
+  try {
+    for (;;) other.read_line(60s);  // until it exits
+  } catch (const std::runtime_error&) {
+  }
+  BOOST_TEST(other.stop() == 0);
+  // The greedy client's sessions still work.
+  BOOST_TEST(generate_with(s, first.session, prompt(), [](int) {}) == fault_free(prompt()),
+             boost::test_tools::per_element());
+  s.self->send(first.session, close_atom::value);
+  s.self->send(second.session, close_atom::value);
+}
+
+// Spot checks. Four servers, two per span; the fast one of blocks 0:2 returns a wrong output on 2% of its steps.
+// A client that checks every step (spot_check_every 1) recomputes each step of a server on the other server of
+// its span: the first lie is caught in the step it is told, the liar is banned, and every generation equals the
+// fault-free one, although the server after the liar had taken the wrong output in.
+BOOST_AUTO_TEST_CASE(a_server_that_lies_is_caught_by_spot_checks_and_the_output_is_unchanged) {
+  const std::vector<std::string> slow{"--throughput", "10"};
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4"}, {{0, {"--inject_wrong_outputs", "0.02"}}, {1, slow}});
+  const std::string liar = s.slots[0].process->address();
+  swarm_client_options o = s.options;
+  o.spot_checks.every = 1;
+  o.data_dir = s.dir.str() + "/checking-client";
+  o.dht_id[0] = 43;
+  exit_on_destroy checking{spawn_swarm_client(s.sys, o, s.head)};
+  int64_t steps_until_caught = 0, checks = 0;
+  bool caught = false;
+  for (int i = 0; i < 10 && !caught; ++i) {
+    caf::actor session;
+    s.self->request(checking.actor, 60s, open_session_request{128, 1})
+        .receive([&](caf::actor a) { session = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+    BOOST_TEST(generate_with(s, session, prompt(), [](int) {}) == fault_free(prompt()),
+               boost::test_tools::per_element());
+    const auto st = s.stats(session);
+    checks += st.spot_checks;
+    caught = st.wrong_outputs > 0;
+    steps_until_caught += st.steps;
+    if (caught) {
+      BOOST_TEST(st.wrong_outputs == 1);
+      bool named = false;
+      for (const auto& f : st.failures) named = named || (f.rfind(liar, 0) == 0 && f.find("wrong_output") != std::string::npos);
+      BOOST_TEST(named, "no failure names the liar " << liar);
+      BOOST_TEST(s.route(session)[0] != liar);
+    }
+    s.self->send(session, close_atom::value);
+  }
+  BOOST_REQUIRE_MESSAGE(caught, "the liar was not caught in " << steps_until_caught << " steps");
+  BOOST_TEST_MESSAGE("caught after " << steps_until_caught << " steps, " << checks << " checks passed");
+  // Banned: the next session goes around it.
+  caf::actor again;
+  s.self->request(checking.actor, 60s, open_session_request{128, 1})
+      .receive([&](caf::actor a) { again = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+  BOOST_TEST(s.route(again)[0] != liar);
+  s.self->send(again, close_atom::value);
 }

@@ -1,11 +1,12 @@
 // The plain pieces behind session failover: the reputation book (bans with exponential backoff, persistence,
-// penalties) and the merging of a span's history into replay steps.
+// penalties), the merging of a span's history into replay steps, and the pieces of spot checks.
 #define BOOST_TEST_MODULE failover_pieces
 #include <boost/test/unit_test.hpp>
 #include <numeric>
 
 #include "actors/client/reputation_book.hpp"
 #include "actors/client/session_history.hpp"
+#include "actors/client/spot_check.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace corolla;
@@ -109,4 +110,56 @@ BOOST_AUTO_TEST_CASE(batched_steps_merge_sequence_by_sequence) {
   const float* p = merged[0].hidden.data_as<const float>();
   BOOST_TEST((std::vector<float>(p, p + 6) == std::vector<float>{0, 1, 10, 2, 3, 11}));
   BOOST_TEST((merged[0].positions == std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(a_span_history_becomes_one_verification_forward_from_position_zero) {
+  std::vector<history_entry> h{entry(1, 5, 4, 0, 0), entry(1, 1, 4, 5, 100)};
+  auto input = verification_input(h, entry(1, 1, 4, 6, 200));
+  BOOST_REQUIRE(input.has_value());
+  BOOST_TEST(input->hidden.dim(1) == 7);
+  BOOST_TEST(input->positions.back() == 6);
+  BOOST_TEST(input->hidden.data_as<const float>()[24] == 200.f);
+  // The step's outputs are the last tokens of the verifier's.
+  Tensor last = last_tokens(input->hidden, 1);
+  BOOST_TEST(last.dim(1) == 1);
+  BOOST_TEST(last.data_as<const float>()[0] == 200.f);
+  // A history that went back (rewrote its cache) is not one forward: no check.
+  std::vector<history_entry> back{entry(1, 4, 4, 0, 0), entry(1, 2, 4, 2, 50)};
+  BOOST_TEST(!verification_input(back, entry(1, 1, 4, 4, 90)).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(outputs_agree_within_the_coarser_dtypes_tolerance) {
+  Tensor want = Tensor::empty(DType::f32, {1, 2, 4});
+  Tensor got = Tensor::empty(DType::f32, {1, 2, 4});
+  for (int64_t i = 0; i < 8; ++i) {
+    want.data_as<float>()[i] = 1.f + static_cast<float>(i);
+    got.data_as<float>()[i] = want.data_as<float>()[i] * 1.0001f;
+  }
+  BOOST_TEST(compare_outputs(got, want, output_tolerance("f32", "f32")).empty());
+  got.data_as<float>()[3] += 1.f;  // a wrong value: 1 in a norm of ~14
+  BOOST_TEST(!compare_outputs(got, want, output_tolerance("f32", "f32")).empty());
+  BOOST_TEST(compare_outputs(got, want, output_tolerance("f32", "q4_0")).empty());  // 4-bit rounding hides it
+  got.data_as<float>()[3] = std::nanf("");
+  BOOST_TEST(compare_outputs(got, want, 1e9).find("holds nan") != std::string::npos);
+  BOOST_TEST(!compare_outputs(last_tokens(got, 1), want, 1).empty());  // shapes differ
+}
+
+BOOST_AUTO_TEST_CASE(new_servers_are_always_checked_and_each_hop_one_step_in_every) {
+  std::mt19937_64 rng(1);
+  spot_check_options o;
+  o.every = 1 << 20;
+  BOOST_TEST((hops_to_check(o, {false, true, true}, rng) == std::vector<size_t>{1, 2}));
+  o.every = 4;
+  int checked[2] = {0, 0};
+  for (int i = 0; i < 4000; ++i)
+    for (size_t k : hops_to_check(o, {false, false}, rng)) ++checked[k];
+  for (int c : checked) {
+    BOOST_TEST(c > 850);
+    BOOST_TEST(c < 1150);
+  }
+  o.every = 0;  // off: not even new servers
+  BOOST_TEST(hops_to_check(o, {true}, rng).empty());
+  o.every = 1;  // every hop of every step
+  o.new_servers = false;
+  BOOST_TEST((hops_to_check(o, {false, false, false}, rng) == std::vector<size_t>{0, 1, 2}));
 }

@@ -1,0 +1,47 @@
+// Spot checks: a client recomputes some steps of a server on another server that covers the same blocks, and
+// compares. What a session needs for that, as plain functions (unit-tested without actors): when to check, what
+// to send the verifier (the span's whole history as one stateless forward, since the verifier holds no cache of
+// the session), and whether two outputs agree within the tolerance of the dtypes that computed them.
+//
+// A check catches a server that returns wrong activations on the steps it checks, before the session uses them:
+// the session then fails over with identical output. Steps that are not checked are taken on faith, so a server
+// that lies rarely may go unnoticed for a while (docs/SECURITY.md says what checks can and cannot catch).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "actors/client/session_history.hpp"
+
+namespace corolla {
+
+struct spot_check_options {
+  int64_t every = 64;       // check one step in this many, at random; 0: no checks at all
+  bool new_servers = true;  // also check the first step on each server this client has not checked yet
+};
+
+// The hops of a step to check, in order: each hop with probability 1 / every, and every hop whose server this
+// client has not checked yet (`unchecked[k]`). Each check costs a recomputation of the hop's history elsewhere.
+std::vector<size_t> hops_to_check(const spot_check_options& o, const std::vector<bool>& unchecked,
+                                  std::mt19937_64& rng);
+
+// The span's history and this step's input as one forward from position 0 of every sequence: what a verifier
+// recomputes. nullopt when they do not join into one (the session went back and rewrote its cache).
+std::optional<history_entry> verification_input(const std::vector<history_entry>& history,
+                                                const history_entry& step);
+
+// The last `tokens` tokens of every sequence of hidden [B, T, D] (the verifier's outputs of this step).
+Tensor last_tokens(const Tensor& hidden, int64_t tokens);
+
+// How far apart two servers' outputs may be (relative L2 error), by the coarser of their serving dtypes: f32
+// servers differ by summation order only; 16-bit and quantized ones by their rounding.
+double output_tolerance(const std::string& dtype_a, const std::string& dtype_b);
+
+// "" when `got` and `want` (same shape, f32) agree: ||got - want|| <= tolerance * ||want|| (a relative L2 error),
+// else what differs. NaN or infinity in `got` never agrees.
+std::string compare_outputs(const Tensor& got, const Tensor& want, double tolerance);
+
+}  // namespace corolla
