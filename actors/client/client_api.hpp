@@ -95,6 +95,15 @@ struct session_stats {
   int64_t wrong_outputs = 0;               // steps a spot check caught wrong (each replaced its server)
 };
 
+// What a swarm client knows of a server it has used (reputation_atom).
+struct peer_standing {
+  std::string peer;               // peer_id: the server's key (hex), or its address when its record named none
+  uint64_t successes = 0, failures = 0;
+  int64_t banned_until_ms = 0;    // Unix milliseconds; in the past: not banned
+  bool banned = false;            // now
+  std::string last_failure;       // what its last failure was, since this client started ("" if none)
+};
+
 struct step_input {
   Tensor hidden;                   // [batch, tokens, hidden] f32 on the host
   std::vector<int32_t> positions;  // one per token
@@ -111,3 +120,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::generate_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::generate_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::step_input)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::session_stats)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<corolla::peer_standing>)

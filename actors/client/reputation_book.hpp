@@ -41,6 +41,8 @@ class ReputationBook {
   std::map<std::string, double> penalties() const;
 
   std::optional<PeerReputation> get(const std::string& peer) const;
+  // Every peer with an entry.
+  const std::map<std::string, PeerReputation>& all() const { return peers_; }
   // Writes entries changed since the last flush to the store (no-op without one).
   void flush();
 

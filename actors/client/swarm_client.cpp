@@ -32,6 +32,7 @@ struct client_state {
   // Servers that answered too_busy (a quota of ours there), until when (now_ms) they are left out of routes. Not
   // failures: a busy server keeps its reputation.
   std::map<std::string, int64_t> busy_until;
+  std::map<std::string, std::string> last_failure;  // per peer, since the client started (reputation_atom)
   uint64_t sessions_opened = 0;   // numbers the sessions' seeds
   std::set<std::string> checked;  // servers a spot check of this client has covered (the others: on first use)
   // Wall-clock milliseconds at actor-clock zero, fixed at start: bans are stored as wall-clock times (they
@@ -360,7 +361,22 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
         }
         if (r.ok) book.record_success(r.peer, r.latency_ms);
         else if (r.busy_ms > 0) self->state.busy_until[r.peer] = now_ms(self) + r.busy_ms;
-        else book.record_failure(r.peer, now_ms(self));
+        else {
+          book.record_failure(r.peer, now_ms(self));
+          auto& why = self->state.last_failure;
+          if (why.size() < 4096 || why.count(r.peer)) why[r.peer] = r.what.substr(0, 500);
+        }
+      },
+      [=](reputation_atom) -> std::vector<peer_standing> {
+        auto& st = self->state;
+        const int64_t now = now_ms(self);
+        std::vector<peer_standing> out;
+        for (const auto& [peer, r] : st.book->all()) {
+          auto why = st.last_failure.find(peer);
+          out.push_back({peer, r.successes, r.failures, r.banned_until_ms, r.banned_until_ms > now,
+                         why == st.last_failure.end() ? std::string() : why->second});
+        }
+        return out;
       },
       [=](sweep_atom) {
         self->state.book->flush();

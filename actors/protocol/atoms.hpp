@@ -26,6 +26,8 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 using generate_atom = caf::atom_constant<caf::atom("generate")>;
 using close_atom = caf::atom_constant<caf::atom("close")>;
 using route_atom = caf::atom_constant<caf::atom("route")>;
+// A swarm client's standing of the servers it has used (std::vector<peer_standing>).
+using reputation_atom = caf::atom_constant<caf::atom("reputation")>;
 using open_atom = caf::atom_constant<caf::atom("open")>;
 using address_atom = caf::atom_constant<caf::atom("address")>;
 using state_atom = caf::atom_constant<caf::atom("state")>;

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "actors/client/client_api.hpp"
+#include "actors/client/route_planner.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/protocol/errors.hpp"
@@ -74,14 +75,23 @@ nlohmann::json missing_ranges(const std::vector<int>& coverage) {
   return out;
 }
 
-nlohmann::json server_json(const server_info& s) {
+// A server as /api/v1/state shows it; `standing`: what this API's swarm client knows of it (its reputation, a ban
+// and why), when it has used it.
+nlohmann::json server_json(const server_info& s, const peer_standing* standing) {
   nlohmann::json pings = nlohmann::json::object();
   for (const auto& [addr, ms] : s.pings) pings[addr] = ms;
-  return {{"address", s.address},         {"public_name", s.public_name}, {"version", s.version},
-          {"state", s.state},             {"first_block", s.first_block}, {"last_block", s.last_block},
-          {"throughput", s.throughput},   {"cache_tokens_left", s.cache_tokens_left},
-          {"sessions", s.sessions},       {"dtype", s.dtype},             {"device", s.device},
-          {"pings_ms", pings}};
+  nlohmann::json out = {{"address", s.address},       {"public_name", s.public_name}, {"version", s.version},
+                        {"state", s.state},           {"first_block", s.first_block}, {"last_block", s.last_block},
+                        {"throughput", s.throughput}, {"cache_tokens_left", s.cache_tokens_left},
+                        {"sessions", s.sessions},     {"dtype", s.dtype},             {"device", s.device},
+                        {"pings_ms", pings}};
+  if (standing)
+    out["client_view"] = {{"successes", standing->successes},
+                          {"failures", standing->failures},
+                          {"banned", standing->banned},
+                          {"banned_until_ms", standing->banned_until_ms},
+                          {"last_failure", standing->last_failure}};
+  return out;
 }
 
 void deliver(state_reader* self, nlohmann::json state) {
@@ -100,13 +110,15 @@ void read_models(state_reader* self, std::string dht_error) {
   const auto& models = engine->models();
   struct acc {
     std::vector<std::map<std::string, announced_server>> servers;  // per model, the standing entry per server
+    std::vector<std::map<std::string, peer_standing>> standings;   // per model, its swarm client's, by peer_id
     size_t pending = 0;
     std::string error;
   };
   auto a = std::make_shared<acc>();
   a->servers.resize(models.size());
+  a->standings.resize(models.size());
   a->error = std::move(dht_error);
-  for (const auto& m : models) a->pending += static_cast<size_t>(group_count(m->num_blocks));
+  for (const auto& m : models) a->pending += static_cast<size_t>(group_count(m->num_blocks)) + (m->client ? 1 : 0);
   auto all_done = [=] {
     nlohmann::json out;
     out["api"] = {{"version", COROLLA_VERSION},
@@ -121,7 +133,8 @@ void read_models(state_reader* self, std::string dht_error) {
       nlohmann::json servers = nlohmann::json::array();
       for (const auto& [addr, entry] : a->servers[i]) {
         const server_info& s = entry.info;
-        servers.push_back(server_json(s));
+        auto standing = a->standings[i].find(peer_id(s));
+        servers.push_back(server_json(s, standing == a->standings[i].end() ? nullptr : &standing->second));
         if (s.state != "online") continue;
         for (int64_t b = std::max<int64_t>(0, s.first_block); b < std::min(s.last_block, m.num_blocks); ++b)
           coverage[static_cast<size_t>(b)]++;
@@ -153,6 +166,15 @@ void read_models(state_reader* self, std::string dht_error) {
                 if (a->error.empty()) a->error = describe(e);
                 one_done();
               });
+  for (size_t i = 0; i < models.size(); ++i)
+    if (models[i]->client)
+      self->request(models[i]->client, std::chrono::seconds(10), reputation_atom::value)
+          .then(
+              [=](std::vector<peer_standing>& v) {
+                for (auto& s : v) a->standings[i][s.peer] = std::move(s);
+                one_done();
+              },
+              [=](caf::error&) { one_done(); });  // the state shows no client view then
 }
 
 caf::behavior state_reader_actor(state_reader* self, std::weak_ptr<Engine> weak_engine, caf::actor dht) {

@@ -634,6 +634,18 @@ BOOST_AUTO_TEST_CASE(a_server_that_lies_is_caught_by_spot_checks_and_the_output_
   }
   BOOST_REQUIRE_MESSAGE(caught, "the liar was not caught in " << steps_until_caught << " steps");
   BOOST_TEST_MESSAGE("caught after " << steps_until_caught << " steps, " << checks << " checks passed");
+  // The client's standing of the liar (what /health shows as the API's view): banned, for a wrong output.
+  const std::string liar_key = server_seen_at(s, liar).owner;
+  bool banned = false;
+  s.self->request(checking.actor, 10s, reputation_atom::value)
+      .receive(
+          [&](std::vector<peer_standing>& v) {
+            for (const auto& p : v)
+              if (p.peer == liar_key)
+                banned = p.banned && p.last_failure.find("wrong_output") != std::string::npos;
+          },
+          [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  BOOST_TEST(banned);
   // Banned: the next session goes around it.
   caf::actor again;
   s.self->request(checking.actor, 60s, open_session_request{128, 1})
