@@ -90,11 +90,14 @@ struct ForwardRequest {
   lastBlock @4 :Int64;
   adapter @5 :Text;               # LoRA adapter to apply ("" = none)
   stream @6 :UInt64;              # nonzero: the content came as the StreamChunks of this stream (see there)
+  challenge @7 :Data;             # random bytes the server signs in its reply (as in OpenSession; empty: none)
 }
 
 struct ForwardReply {
   hidden @0 :Tensor;
   stream @1 :UInt64;
+  owner @2 :Text;                 # the server's public key (hex), with a proof when the request had a challenge
+  proof @3 :Data;
 }
 
 # The stateless backward (Petals' rpc_backward): the server recomputes the forward from `hidden` (the blocks'

@@ -350,7 +350,9 @@ void forward_through(session_actor* self, std::shared_ptr<recomputation> r, size
                                        ? st.opt.prompts.slice_rows(v.first, v.last)
                                        : Tensor();
             const auto positions = input.positions;
-            forward_request req{std::move(input.hidden), positions, prompts, v.first, v.last, st.opt.adapter, 0, {}};
+            const std::string challenge = make_challenge();
+            forward_request req{std::move(input.hidden), positions, prompts, v.first, v.last, st.opt.adapter,
+                                0,   {},        challenge};
             auto reply = [=](caf::expected<forward_reply> out) mutable {
               if (*over) return;
               *over = true;
@@ -360,6 +362,9 @@ void forward_through(session_actor* self, std::shared_ptr<recomputation> r, size
                 return done(make_error(errc::peer_unavailable, "garbled reply from " + v.address));
               if (auto problem = stream_in(self->state.inbound, gate.address(), *out); !problem.empty())
                 return done(make_error(errc::peer_unavailable, "broken reply from " + v.address + ": " + problem));
+              if (!answered_by(v.owner, challenge, out->owner, out->proof))
+                return done(make_error(errc::peer_unavailable,
+                                       "the server at " + v.address + " does not hold the key its DHT record names"));
               if (out->hidden.dtype() != DType::f32 || out->hidden.rank() != 3 ||
                   out->hidden.dim(0) * out->hidden.dim(1) != static_cast<int64_t>(positions.size()))
                 return done(make_error(errc::wrong_output, v.address + " returned " + out->hidden.describe()));

@@ -7,6 +7,7 @@
 
 #include "actors/client/batch_spread.hpp"
 #include "actors/client/session_messages.hpp"
+#include "actors/trust/identity_proof.hpp"
 #include "actors/protocol/errors.hpp"
 #include "model/train/span_training.hpp"
 
@@ -196,11 +197,22 @@ void replace_hop(session_actor* self, pass_ptr p, size_t j, size_t k, caf::error
 void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t end, tensor_cont cont) {
   const part_state& part = p->parts[j];
   const hop_run& hop = part.route[k];
+  const std::string challenge = make_challenge();
   forward_request req{hop.input,       part.positions,  prompt_slice(part, hop.plan),
-                      hop.plan.first, hop.plan.last, self->state.opt.adapter, 0, {}};
+                      hop.plan.first, hop.plan.last, self->state.opt.adapter, 0, {}, challenge};
+  const planned_hop plan = hop.plan;
   ask_server<forward_reply>(
       self, hop.plan.address, std::move(req),
       [=](forward_reply& r) {
+        // A server routed to by its DHT record must hold the key that signed it (as when a session opens).
+        if (!answered_by(plan.owner, challenge, r.owner, r.proof))
+          return replace_hop(self, p, j, k,
+                             make_error(errc::peer_unavailable, "the server at " + plan.address +
+                                                                    " does not hold the key its DHT record names"),
+                             [=](caf::error re, size_t n) {
+                               if (re) return cont(std::move(re));
+                               forward_hops(self, p, j, k, end + n - 1, cont);
+                             });
         auto& route = p->parts[j].route;
         if (k + 1 < route.size()) route[k + 1].input = r.hidden;
         if (k + 1 == end) return cont(std::move(r.hidden));

@@ -182,6 +182,7 @@ void fill(const forward_request& x, capnp::MessageBuilder& mb) {
     b.setLastBlock(x.last_block);
     b.setAdapter(x.adapter);
     b.setStream(x.stream);
+    b.setChallenge(kj::arrayPtr(reinterpret_cast<const kj::byte*>(x.challenge.data()), x.challenge.size()));
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, forward_request& x) {
@@ -194,6 +195,8 @@ void decode(std::shared_ptr<std::vector<char>> bytes, forward_request& x) {
     x.first_block = r.getFirstBlock();
     x.last_block = r.getLastBlock();
     x.adapter = r.getAdapter();
+    const auto challenge = r.getChallenge();
+    x.challenge.assign(reinterpret_cast<const char*>(challenge.begin()), challenge.size());
   });
 }
 
@@ -201,12 +204,18 @@ void fill(const forward_reply& x, capnp::MessageBuilder& mb) {
   fill_root<wire::ForwardReply>(mb, [&](wire::ForwardReply::Builder b, capnp::Orphanage o) {
     put_tensor(b.initHidden(), x.hidden, o);
     b.setStream(x.stream);
+    b.setOwner(x.owner);
+    b.setProof(kj::arrayPtr(reinterpret_cast<const kj::byte*>(x.proof.data()), x.proof.size()));
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, forward_reply& x) {
   parse<wire::ForwardReply>(std::move(bytes), x.wire_error, [&](wire::ForwardReply::Reader r, auto& keep) {
     x.stream = r.getStream();
-    if (x.stream == 0) x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
+    if (x.stream != 0) return;  // the content is in the stream's chunks
+    x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
+    x.owner = r.getOwner();
+    const auto proof = r.getProof();
+    x.proof.assign(reinterpret_cast<const char*>(proof.begin()), proof.size());
   });
 }
 

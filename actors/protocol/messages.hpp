@@ -90,12 +90,15 @@ struct forward_request {
   std::string adapter;
   uint64_t stream = 0;  // nonzero: the content came as this stream's chunks (wire_stream.hpp)
   std::string wire_error;
+  std::string challenge;  // random bytes the server signs in its reply (at most 64; "" = no proof asked)
 };
 
 struct forward_reply {
   Tensor hidden;
   uint64_t stream = 0;
   std::string wire_error;
+  std::string owner;  // the server's public key (hex)
+  std::string proof;  // its signature of the request's challenge (actors/trust/identity_proof.hpp)
 };
 
 struct backward_request {

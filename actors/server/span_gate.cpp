@@ -489,9 +489,19 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
           return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
         if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
           return make_error(errc::bad_request, msg);
+        if (req.challenge.size() > kMaxChallengeBytes)
+          return make_error(errc::bad_request, "a challenge of " + std::to_string(req.challenge.size()) +
+                                                   " bytes; at most " + std::to_string(kMaxChallengeBytes));
         auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts,
                                     req.adapter);
         if (!chain) return std::move(chain.error());
+        // Who answers, and the proof of it the client asked for: a record naming this server's address under
+        // another key is caught here, as at open_session.
+        forward_reply signed_reply;
+        if (s.opt.identity) {
+          signed_reply.owner = to_hex(s.opt.identity->public_key());
+          if (!req.challenge.empty()) signed_reply.proof = prove_identity(*s.opt.identity, req.challenge);
+        }
         auto rp = self->make_response_promise<forward_reply>();
         auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
                                     std::move(req.adapter));
@@ -500,7 +510,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
             .then(
                 [=](block_train_result& r) mutable {
                   auto& s = self->state;
-                  stream_out(self, requester, forward_reply{std::move(r.hidden), 0, {}}, s.opt.streams, s.next_stream,
+                  signed_reply.hidden = std::move(r.hidden);
+                  stream_out(self, requester, std::move(signed_reply), s.opt.streams, s.next_stream,
                              [=](caf::expected<forward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
                 },
                 [=](caf::error& e) mutable {

@@ -653,3 +653,55 @@ BOOST_AUTO_TEST_CASE(a_server_that_lies_is_caught_by_spot_checks_and_the_output_
   BOOST_TEST(s.route(again)[0] != liar);
   s.self->send(again, close_atom::value);
 }
+
+// Training routes prove identities too: their forwards carry a challenge the server signs. A stranger's record
+// of a far faster server at a real server's address draws a training forward; the server there answers with its
+// own key, the stranger's key takes the failure, and the forward goes on through the swarm with the result the
+// blocks compute in this process.
+BOOST_AUTO_TEST_CASE(a_training_forward_through_a_record_naming_someone_elses_address_is_refused) {
+  failover_swarm s({"0:4", "0:4"}, {{0, {"--throughput", "10"}}, {1, {"--throughput", "10"}}});
+  stranger x(s);
+  server_info fake = server_seen_at(s, s.slots[0].process->address());
+  fake.public_name = "fake";
+  fake.throughput *= 100;
+  fake.inference_rps *= 100;
+  fake.forward_rps *= 100;
+  fake.network_rps *= 100;
+  BOOST_TEST(x.announce(fake, 5min) > 0u);
+  s.wait_until_announced(3);
+
+  const Tensor hidden = Golden("llama", "grads").tensor("block_input");  // [2, 12, hidden]
+  std::vector<int32_t> positions;
+  for (int64_t b = 0; b < hidden.dim(0); ++b)
+    for (int32_t t = 0; t < static_cast<int32_t>(hidden.dim(1)); ++t) positions.push_back(t);
+  auto forward = [&](const caf::actor& blocks) {
+    Tensor out;
+    s.self->request(blocks, 60s, blocks_forward{hidden, positions, Tensor()})
+        .receive([&](blocks_forward_result& r) { out = r.hidden; },
+                 [&](caf::error& e) { BOOST_FAIL("forward: " << describe(e)); });
+    return out;
+  };
+  caf::actor swarm_blocks;
+  s.self->request(s.client, 60s, open_training_request{})
+      .receive([&](caf::actor a) { swarm_blocks = a; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  auto local_backend = std::shared_ptr<Backend>(make_cpu_backend(1));
+  auto local_blocks = spawn_local_block_runner(s.sys, open_weights(model_dir("llama")), local_backend);
+  const Tensor got = forward(swarm_blocks), want = forward(local_blocks);
+  BOOST_REQUIRE(got.shape() == want.shape());
+  float worst = 0;
+  for (int64_t i = 0; i < got.numel(); ++i)
+    worst = std::max(worst, std::abs(got.data_as<const float>()[i] - want.data_as<const float>()[i]));
+  BOOST_TEST(worst < 1e-4f);
+  bool stranger_failed = false;
+  s.self->request(s.client, 10s, reputation_atom::value)
+      .receive(
+          [&](std::vector<peer_standing>& v) {
+            for (const auto& p : v)
+              if (p.peer == to_hex(x.key.public_key()))
+                stranger_failed = p.failures > 0 && p.last_failure.find("does not hold the key") != std::string::npos;
+          },
+          [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  BOOST_TEST(stranger_failed);
+  s.self->send_exit(swarm_blocks, caf::exit_reason::user_shutdown);
+  s.self->send_exit(local_blocks, caf::exit_reason::user_shutdown);
+}
