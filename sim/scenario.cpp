@@ -106,6 +106,7 @@ void read_workload(TableReader& r, client_workload& w) {
     r.fail("mode", "must be \"relay\" or \"push\", got \"" + w.mode + "\"");
   r.get_double("request_timeout_s", w.request_timeout_s, 0, true);
   r.get_double("recovery_timeout_s", w.recovery_timeout_s, 0, true);
+  r.get_int("spot_check_every", w.spot_check_every, 0, 1 << 30);
   const int64_t longest = std::max(w.prompt_tokens, w.prompt_tokens_max) + std::max(w.new_tokens, w.new_tokens_max);
   if (longest > w.max_length)
     r.fail("max_length", "must hold the longest prompt and generation (" + std::to_string(longest) + " tokens)");

@@ -78,6 +78,7 @@ struct client_workload {
   std::string mode = "relay";        // relay or push
   double request_timeout_s = 30;
   double recovery_timeout_s = 120;
+  int64_t spot_check_every = 64;     // clients' spot checks (actors/client/spot_check.hpp); 0: none
 };
 
 struct churn_event {

@@ -454,6 +454,8 @@ struct World::impl {
     o.mode = w.mode == "push" ? route_mode::push : route_mode::relay;
     o.request_timeout = timespan_of(w.request_timeout_s);
     o.recovery_timeout = timespan_of(w.recovery_timeout_s);
+    o.spot_checks.every = w.spot_check_every;
+    o.spot_checks.new_servers = w.spot_check_every > 0;
     for (auto& b : o.dht_id) b = static_cast<uint8_t>(rng());
     c.swarm_client = spawn_swarm_client(sys, o, heads[c.swarm], c.connector);
   }
