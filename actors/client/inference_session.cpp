@@ -350,6 +350,7 @@ void forward_through(session_actor* self, std::shared_ptr<recomputation> r, size
                                        ? st.opt.prompts.slice_rows(v.first, v.last)
                                        : Tensor();
             const auto positions = input.positions;
+            const Shape shape = input.hidden.shape();
             const std::string challenge = make_challenge();
             forward_request req{std::move(input.hidden), positions, prompts, v.first, v.last, st.opt.adapter,
                                 0,   {},        challenge};
@@ -365,9 +366,11 @@ void forward_through(session_actor* self, std::shared_ptr<recomputation> r, size
               if (!answered_by(v.owner, challenge, out->owner, out->proof))
                 return done(make_error(errc::peer_unavailable,
                                        "the server at " + v.address + " does not hold the key its DHT record names"));
-              if (out->hidden.dtype() != DType::f32 || out->hidden.rank() != 3 ||
-                  out->hidden.dim(0) * out->hidden.dim(1) != static_cast<int64_t>(positions.size()))
-                return done(make_error(errc::wrong_output, v.address + " returned " + out->hidden.describe()));
+              if (out->hidden.dtype() != DType::f32 || out->hidden.shape() != shape) {
+                auto e = make_error(errc::wrong_output, v.address + " returned " + out->hidden.describe());
+                if (self->state.client) self->send(self->state.client, failure_report(peer_id(v), e));
+                return done(std::move(e));
+              }
               forward_through(self, r, j + 1, {std::move(out->hidden), positions}, done);
             };
             stream_out(self, gate, std::move(req), st.opt.streams, st.next_stream,
