@@ -21,7 +21,9 @@ check() {  # check NAME EXPECTED_SUBSTRING ACTUAL
 }
 wait_line() {  # wait_line FILE PATTERN
   for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  echo "FAILED: no '$2' in $1: $(cat "$1")"; exit 1
+  echo "FAILED: no '$2' in $1: $(cat "$1")"
+  for log in "$dir"/dht "$dir"/serve-*; do [ "$log" != "$1" ] && [ -f "$log" ] && echo "--- $log:" && cat "$log"; done
+  exit 1
 }
 fetch() {  # fetch URL [JSON_BODY] -> prints "STATUS BODY"
   python3 - "$@" <<'PY'
