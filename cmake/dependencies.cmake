@@ -38,7 +38,8 @@ target_include_directories(corolla::caf INTERFACE ${CAF_INCLUDE_DIR})
 target_link_libraries(corolla::caf INTERFACE ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRARY} Threads::Threads)
 
 find_package(CapnProto CONFIG REQUIRED)
-# OpenSSL 3 (libcrypto): Ed25519 node identities and record signatures (actors/trust).
+# OpenSSL 3: Ed25519 node identities and record signatures (libcrypto, actors/trust), TLS on peer links and the
+# private swarms' certificates (libssl, actors/net/peer_tls.cpp, actors/trust/swarm_certificates.cpp).
 find_package(OpenSSL 3 REQUIRED)
 find_package(RocksDB 7 CONFIG REQUIRED)
 find_package(tomlplusplus 3 CONFIG REQUIRED)

@@ -26,6 +26,7 @@ struct client_state {
   caf::actor connector;
   caf::actor dht;           // client-mode DHT node, when joining through the DHT
   bool bootstrapped = false;
+  std::string bootstrap_error;  // why joining the DHT failed last (a refused certificate, say), for no_route
   std::vector<server_info> servers;
   std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // smoothed round trips to servers (routing)
   std::unique_ptr<ReputationBook> book;
@@ -189,9 +190,13 @@ void refresh(client_actor* self, std::function<void(std::vector<server_info>)> d
       .then(
           [=](const dht_bootstrap_reply&) {
             self->state.bootstrapped = true;
+            self->state.bootstrap_error.clear();
             read_dht(self, keep);
           },
-          [=](caf::error&) { keep({}); });
+          [=](caf::error& e) {
+            self->state.bootstrap_error = describe(e);
+            keep({});
+          });
 }
 
 // The deep prompts of a session as [blocks, batch, P, hidden] (undefined: none), or what is wrong with them.
@@ -241,9 +246,10 @@ void open_on_view(client_actor* self, open_session_request req, caf::response_pr
       plan_avoiding(self, with_adapter(infos, req.adapter), 0, blocks, req.max_length * req.batch, {});
   if (!plan.ok() && attempt + 1 < kOpenAttempts) return open_session(self, req, rp, attempt + 1);
   if (infos.empty()) {
+    const std::string why = st.bootstrap_error.empty() ? "" : "; joining the DHT failed: " + st.bootstrap_error;
     rp.deliver(make_error(errc::no_route, st.dht ? "no server of swarm '" + st.opt.model_prefix +
                                                        "' is announced in the DHT (initial peers: " +
-                                                       std::to_string(st.opt.initial_peers.size()) + ")"
+                                                       std::to_string(st.opt.initial_peers.size()) + why + ")"
                                                  : std::string("none of the initial peers answered")));
     return;
   }

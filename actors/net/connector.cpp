@@ -73,7 +73,15 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
                   settle(address, a, caf::error{});
                 },
                 [=](caf::error& e) {
-                  settle(address, {}, make_error(errc::peer_unavailable, "cannot connect to " + address + ": " + describe(e)));
+                  // A peer whose gateway refuses what this node sent closes at once: with TLS on there, a node
+                  // without it sees only this.
+                  const std::string hint = e == caf::sec::disconnect_during_handshake
+                                               ? " (the peer closed the connection at once: it may be a node with "
+                                                 "TLS, of a private swarm, which needs this node to have its "
+                                                 "certificate too; or it refused this node)"
+                                               : "";
+                  settle(address, {},
+                         make_error(errc::peer_unavailable, "cannot connect to " + address + ": " + describe(e) + hint));
                 });
       },
       [=](register_atom, const std::string& address, caf::actor a) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <caf/binary_serializer.hpp>
 #include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "actors/net/basp_filter.hpp"
+#include "actors/net/peer_tls.hpp"
 #include "actors/protocol/system_config.hpp"
 
 namespace corolla {
@@ -57,6 +59,55 @@ bool make_pair(int fds[2], std::string& error) {
   return true;
 }
 
+// A peer's end of a connection: the TCP socket, or TLS over it (the gateway reads and writes clear bytes either
+// way). One read and one write may be in flight at once, as with a socket.
+class peer_link {
+ public:
+  explicit peer_link(tcp::socket s) : plain_(std::move(s)) {}
+  // Puts TLS over the socket (before any byte moved).
+  void secure(asio::ssl::context& ctx) { tls_.emplace(std::move(plain_), ctx); }
+  bool secured() const { return tls_.has_value(); }
+  asio::ssl::stream<tcp::socket>& tls() { return *tls_; }
+  tcp::socket& socket() { return tls_ ? tls_->next_layer() : plain_; }
+
+  template <class Buffers, class Handler>
+  void read(const Buffers& b, Handler&& h) {
+    if (tls_) asio::async_read(*tls_, b, std::forward<Handler>(h));
+    else asio::async_read(plain_, b, std::forward<Handler>(h));
+  }
+  template <class Buffers, class Handler>
+  void read_some(const Buffers& b, Handler&& h) {
+    if (tls_) tls_->async_read_some(b, std::forward<Handler>(h));
+    else plain_.async_read_some(b, std::forward<Handler>(h));
+  }
+  template <class Buffers, class Handler>
+  void write(const Buffers& b, Handler&& h) {
+    if (tls_) asio::async_write(*tls_, b, std::forward<Handler>(h));
+    else asio::async_write(plain_, b, std::forward<Handler>(h));
+  }
+  void close() {
+    boost::system::error_code ec;
+    socket().close(ec);
+  }
+
+ private:
+  tcp::socket plain_;
+  std::optional<asio::ssl::stream<tcp::socket>> tls_;
+};
+
+// A TLS failure in words a user can act on: what OpenSSL says, and what usually causes it.
+std::string tls_failure(const boost::system::error_code& ec, bool handshake_done) {
+  std::string why = ec.message();
+  if (why.find("certificate verify failed") != std::string::npos)
+    return "TLS: the peer's certificate was not issued by this swarm's authority (" + why + ")";
+  if (why.find("alert") != std::string::npos)
+    return "TLS: the peer refused this node's certificate: a private swarm admits only certificates its "
+           "authority issued (" + why + ")";
+  if (!handshake_done || ec == asio::error::eof || ec == asio::ssl::error::stream_truncated)
+    return "TLS: no TLS handshake with the peer: every node of a swarm must use the same TLS setting (" + why + ")";
+  return "TLS: " + why;
+}
+
 // Refusals are logged at most once a second, with the count of those left out.
 class refusal_log {
  public:
@@ -85,8 +136,8 @@ class refusal_log {
 struct PeerGateway::impl {
   struct connection;
 
-  impl(caf::actor_system& sys, const peer_limits& limits)
-      : sys(sys), limits(limits), self(node_bytes(sys.node())), work(asio::make_work_guard(io)), tick(io) {
+  impl(caf::actor_system& sys, const peer_limits& limits, std::shared_ptr<PeerTls> tls)
+      : sys(sys), limits(limits), tls(std::move(tls)), self(node_bytes(sys.node())), work(asio::make_work_guard(io)), tick(io) {
     filter_limits.max_frame_bytes = limits.max_frame_bytes;
     filter_limits.max_handshake_bytes = limits.max_handshake_bytes;
     start_tick();
@@ -100,7 +151,7 @@ struct PeerGateway::impl {
     asio::post(io, [this] {
       for (auto& [port, l] : listeners) l.acceptor->close();
       listeners.clear();
-      for (auto& c : std::set<std::shared_ptr<connection>>(connections)) shut(c, nullptr);
+      for (auto& c : std::set<std::shared_ptr<connection>>(connections)) shut(c, std::nullopt);
       tick.cancel();
       work.reset();
     });
@@ -175,7 +226,7 @@ struct PeerGateway::impl {
       log.note(error);
       return;
     }
-    auto c = start(basp_side::accepted, std::move(s), fds[0], address);
+    auto c = start(basp_side::accepted, peer_link(std::move(s)), fds[0], address);
     ++counters.accepted;
     // CAF takes its end as a connection to the published actor and greets the peer with its handshake.
     auto whom = l->second.whom;
@@ -191,9 +242,9 @@ struct PeerGateway::impl {
   // --- connections -------------------------------------------------------------------------------------------
 
   struct connection {
-    connection(asio::io_context& io, tcp::socket peer_socket, basp_side side, std::string address)
-        : peer(std::move(peer_socket)), local(io), side(side), address(std::move(address)) {}
-    tcp::socket peer;
+    connection(asio::io_context& io, peer_link peer_link, basp_side side, std::string address)
+        : peer(std::move(peer_link)), local(io), side(side), address(std::move(address)) {}
+    peer_link peer;
     unix_socket local;
     basp_side side;
     std::string address;
@@ -218,11 +269,15 @@ struct PeerGateway::impl {
     std::optional<basp_node_id> claimed;
   };
 
-  std::shared_ptr<connection> start(basp_side side, tcp::socket s, int local_fd, const std::string& address) {
-    auto c = std::make_shared<connection>(io, std::move(s), side, address);
+  // Joins a peer to CAF's end `local_fd`. An accepted peer with TLS on first completes the TLS handshake (within
+  // the handshake deadline); a connected one has done it already (connect()), and the first byte the peer sent
+  // then (`first_byte`) is the first of its first frame.
+  std::shared_ptr<connection> start(basp_side side, peer_link link, int local_fd, const std::string& address,
+                                    std::optional<uint8_t> first_byte = std::nullopt) {
+    auto c = std::make_shared<connection>(io, std::move(link), side, address);
     boost::system::error_code ec;
     c->local.assign(asio::local::stream_protocol(), local_fd, ec);
-    c->peer.set_option(tcp::no_delay(true), ec);
+    c->peer.socket().set_option(tcp::no_delay(true), ec);
     auto* raw = c.get();
     c->filter = std::make_unique<BaspFilter>(
         side, self, filter_limits, [this](const basp_node_id& n) { return claims.count(n) > 0; },
@@ -236,20 +291,35 @@ struct PeerGateway::impl {
         });
     connections.insert(c);
     if (side == basp_side::accepted) ++addresses[address].open;
-    read_header(c);
+    if (side == basp_side::accepted && tls) {
+      c->peer.secure(tls->context());
+      c->peer.tls().async_handshake(asio::ssl::stream_base::server, [this, c](const boost::system::error_code& e) {
+        if (c->closed) return;
+        if (e) return shut(c, tls_failure(e, false));
+        read_header(c);
+        read_caf(c);
+      });
+      return c;
+    }
+    if (first_byte) {
+      c->header[0] = *first_byte;
+      read_header_rest(c);
+    } else {
+      read_header(c);
+    }
     read_caf(c);
     return c;
   }
 
-  void shut(const std::shared_ptr<connection>& c, const char* why) {
+  void shut(const std::shared_ptr<connection>& c, const std::optional<std::string>& why) {
     if (c->closed) return;
     c->closed = true;
     if (why) {
       ++counters.closed_by_filter;
-      log.note("closed " + c->address + ": " + why);
+      log.note("closed " + c->address + ": " + *why);
     }
     boost::system::error_code ec;
-    c->peer.close(ec);
+    c->peer.close();
     c->local.close(ec);
     budget_used -= c->reserved;
     c->reserved = 0;
@@ -269,10 +339,10 @@ struct PeerGateway::impl {
   void read_peer(const std::shared_ptr<connection>& c, Buffers buffers, Next next) {
     c->reading_peer = true;
     c->read_started = clock_type::now();
-    asio::async_read(c->peer, buffers, [this, c, next](const boost::system::error_code& ec, size_t n) {
+    c->peer.read(buffers, [this, c, next](const boost::system::error_code& ec, size_t n) {
       c->reading_peer = false;
       if (c->closed) return;
-      if (ec) return shut(c, nullptr);
+      if (ec) return shut(c, std::nullopt);
       if (c->in_frame) {
         c->frame_seconds += std::chrono::duration<double>(clock_type::now() - c->read_started).count();
         c->frame_bytes += n;
@@ -285,7 +355,7 @@ struct PeerGateway::impl {
   void write_caf(const std::shared_ptr<connection>& c, Buffers buffers, Next next) {
     asio::async_write(c->local, buffers, [this, c, next](const boost::system::error_code& ec, size_t) {
       if (c->closed) return;
-      if (ec) return shut(c, nullptr);
+      if (ec) return shut(c, std::nullopt);
       next();
     });
   }
@@ -294,12 +364,14 @@ struct PeerGateway::impl {
     c->in_frame = false;
     // The first byte may take as long as the peer likes (CAF's heartbeats keep idle connections honest);
     // the rest of the frame is timed.
-    read_peer(c, asio::buffer(c->header, 1), [this, c] {
-      c->in_frame = true;
-      c->frame_seconds = 0;
-      c->frame_bytes = 1;
-      read_peer(c, asio::buffer(c->header + 1, kBaspHeaderSize - 1), [this, c] { on_header(c); });
-    });
+    read_peer(c, asio::buffer(c->header, 1), [this, c] { read_header_rest(c); });
+  }
+
+  void read_header_rest(const std::shared_ptr<connection>& c) {
+    c->in_frame = true;
+    c->frame_seconds = 0;
+    c->frame_bytes = 1;
+    read_peer(c, asio::buffer(c->header + 1, kBaspHeaderSize - 1), [this, c] { on_header(c); });
   }
 
   void on_header(const std::shared_ptr<connection>& c) {
@@ -362,10 +434,10 @@ struct PeerGateway::impl {
     c->payload.resize(n);
     c->reading_peer = true;
     c->read_started = clock_type::now();
-    c->peer.async_read_some(asio::buffer(c->payload), [this, c](const boost::system::error_code& ec, size_t got) {
+    c->peer.read_some(asio::buffer(c->payload), [this, c](const boost::system::error_code& ec, size_t got) {
       c->reading_peer = false;
       if (c->closed) return;
-      if (ec) return shut(c, nullptr);
+      if (ec) return shut(c, std::nullopt);
       c->frame_seconds += std::chrono::duration<double>(clock_type::now() - c->read_started).count();
       c->frame_bytes += got;
       c->stream_left -= got;
@@ -380,13 +452,13 @@ struct PeerGateway::impl {
   void read_caf(const std::shared_ptr<connection>& c) {
     c->local.async_read_some(asio::buffer(c->out), [this, c](const boost::system::error_code& ec, size_t n) {
       if (c->closed) return;
-      if (ec) return shut(c, nullptr);
+      if (ec) return shut(c, std::nullopt);
       c->writing_peer = true;
       c->write_started = clock_type::now();
-      asio::async_write(c->peer, asio::buffer(c->out.data(), n), [this, c](const boost::system::error_code& e, size_t) {
+      c->peer.write(asio::buffer(c->out.data(), n), [this, c](const boost::system::error_code& e, size_t) {
         c->writing_peer = false;
         if (c->closed) return;
-        if (e) return shut(c, nullptr);
+        if (e) return shut(c, std::nullopt);
         read_caf(c);
       });
     });
@@ -437,6 +509,7 @@ struct PeerGateway::impl {
 
   caf::actor_system& sys;
   peer_limits limits;
+  std::shared_ptr<PeerTls> tls;
   basp_filter_limits filter_limits;
   basp_node_id self;
   asio::io_context io;
@@ -456,8 +529,8 @@ struct PeerGateway::impl {
 
 // --- the gateway's public face ---------------------------------------------------------------------------------
 
-PeerGateway::PeerGateway(caf::actor_system& sys, const peer_limits& limits)
-    : impl_(std::make_unique<impl>(sys, limits)) {}
+PeerGateway::PeerGateway(caf::actor_system& sys, const peer_limits& limits, std::shared_ptr<PeerTls> tls)
+    : impl_(std::make_unique<impl>(sys, limits, std::move(tls))) {}
 
 PeerGateway::~PeerGateway() = default;
 
@@ -504,35 +577,58 @@ void PeerGateway::connect(const std::string& host, uint16_t port,
     auto socket = std::make_shared<tcp::socket>(d->io);
     auto timer = std::make_shared<asio::steady_timer>(d->io, std::chrono::seconds(10));
     auto finished = std::make_shared<bool>(false);
-    auto finish = [d, socket, timer, finished, done](const std::string& error) mutable {
+    // The link, once connected (and, with TLS, once the handshake is done and the peer's first byte came).
+    auto link = std::make_shared<std::optional<peer_link>>();
+    auto first = std::make_shared<uint8_t>(0);
+    auto finish = [d, socket, link, first, timer, finished, done](const std::string& error) mutable {
       if (*finished) return;
       *finished = true;
       timer->cancel();
       if (!error.empty()) {
         boost::system::error_code ec;
         socket->close(ec);
+        if (*link) (*link)->close();
         return done(-1, error);
       }
       int fds[2];
       std::string pair_error;
       if (!make_pair(fds, pair_error)) return done(-1, pair_error);
-      d->start(basp_side::connected, std::move(*socket), fds[0], "");
+      std::optional<uint8_t> first_byte;
+      if ((*link)->secured()) first_byte = *first;
+      d->start(basp_side::connected, std::move(**link), fds[0], "", first_byte);
       done(fds[1], "");
     };
-    timer->async_wait([finish, resolver, socket](const boost::system::error_code& ec) mutable {
+    timer->async_wait([finish, resolver, socket, link](const boost::system::error_code& ec) mutable {
       if (ec) return;
       resolver->cancel();
       boost::system::error_code ignored;
       socket->cancel(ignored);
+      if (*link) (*link)->socket().cancel(ignored);
       finish("connection timed out");
     });
+    // With TLS: the handshake, then the peer's first byte. TLS 1.3 completes the client's handshake before the
+    // peer has checked this node's certificate, so a refusal shows only as the first read failing; reading one
+    // byte here turns it into this connection's error instead of a broken CAF handshake later.
+    auto secure = [d, socket, link, first, finish]() mutable {
+      link->emplace(std::move(*socket));
+      (*link)->secure(d->tls->context());
+      (*link)->tls().async_handshake(asio::ssl::stream_base::client, [link, first, finish](const boost::system::error_code& e) mutable {
+        if (e) return finish(tls_failure(e, false));
+        (*link)->read(asio::buffer(first.get(), 1), [finish](const boost::system::error_code& r, size_t) mutable {
+          finish(r ? tls_failure(r, true) : std::string());
+        });
+      });
+    };
     resolver->async_resolve(host, std::to_string(port),
-                            [finish, resolver, socket](const boost::system::error_code& ec,
-                                                       tcp::resolver::results_type results) mutable {
+                            [d, finish, secure, resolver, socket, link](const boost::system::error_code& ec,
+                                                                 tcp::resolver::results_type results) mutable {
                               if (ec) return finish("cannot resolve: " + ec.message());
                               asio::async_connect(*socket, results,
-                                                  [finish](const boost::system::error_code& e, const tcp::endpoint&) mutable {
-                                                    finish(e ? e.message() : std::string());
+                                                  [d, finish, secure, socket, link](const boost::system::error_code& e, const tcp::endpoint&) mutable {
+                                                    if (e) return finish(e.message());
+                                                    if (d->tls) return secure();
+                                                    link->emplace(std::move(*socket));
+                                                    finish(std::string());
                                                   });
                             });
   });
@@ -562,7 +658,7 @@ struct peer_gateway_registry {
     if (!enabled.count(&sys))
       throw std::logic_error("this actor system has no peer gateway (enable_peer_gateway on its config)");
     const auto* cc = dynamic_cast<const corolla_config*>(&sys.config());
-    std::shared_ptr<PeerGateway> g(new PeerGateway(sys, cc ? cc->peers : peer_limits{}));
+    std::shared_ptr<PeerGateway> g(new PeerGateway(sys, cc ? cc->peers : peer_limits{}, cc ? cc->tls : nullptr));
     gateways.emplace(&sys, g);
     return g;
   }

@@ -7,7 +7,8 @@
 // peer go through the filter (small ones whole, large ones judged on their beginning and then streamed); bytes
 // from CAF go to the peer as they are. On top of the filter it enforces peer_limits: connections in total and
 // per address, new connections per second per address, a handshake deadline, a minimum receive rate inside a
-// frame, a write deadline, and a budget for the large frames CAF holds at once.
+// frame, a write deadline, and a budget for the large frames CAF holds at once. With TLS on (peer_tls.hpp) it
+// terminates TLS too: the filter and CAF see clear bytes, the network sees only TLS records.
 //
 //   publish_to_peers(sys, gate, "0.0.0.0", 31331)   instead of middleman().publish
 //   PeerGateway::of(sys).connect(host, port, done)   used by the connector (connector.hpp) for every peer
@@ -25,6 +26,8 @@
 #include "actors/net/peer_limits.hpp"
 
 namespace corolla {
+
+class PeerTls;
 
 struct peer_gateway_stats {
   uint64_t accepted = 0;          // inbound connections taken
@@ -55,13 +58,13 @@ class PeerGateway {
   struct impl;
 
  private:
-  explicit PeerGateway(caf::actor_system& sys, const peer_limits& limits);
+  PeerGateway(caf::actor_system& sys, const peer_limits& limits, std::shared_ptr<PeerTls> tls);
   std::unique_ptr<impl> impl_;
   friend struct peer_gateway_registry;
 };
 
 // Installs the thread hook that gives `cfg`'s actor systems a gateway (stopped with the system's multiplexer).
-// Limits come from corolla_config::peers when `cfg` is one, else the defaults.
+// Limits and TLS come from corolla_config::peers and ::tls when `cfg` is one, else the defaults (no TLS).
 void enable_peer_gateway(caf::actor_system_config& cfg);
 
 // The gateway's publish and unpublish, in the middleman's words.

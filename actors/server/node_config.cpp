@@ -92,6 +92,8 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
     if (auto problem = check_host(c.host)) r.fail("host", *problem);
   int64_t port = 0;
   if (r.get_int("port", port, 0, 65535)) c.port = static_cast<uint16_t>(port);
+  if (r.get_string("announce_address", c.announce_address) && !c.announce_address.empty())
+    if (auto problem = check_peer_address(c.announce_address)) r.fail("announce_address", *problem);
 
   std::vector<std::string> peers;
   const bool has_peers = r.get_string_array("initial_peers", peers);
@@ -153,6 +155,7 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
   r.get_int("max_peer_connections_per_address", c.max_peer_connections_per_address, 1, kMaxPeerConnections);
   r.get_double("peer_connections_per_second", c.peer_connections_per_second, 0, true);
   r.get_int("max_peer_frame_mb", c.max_peer_frame_mb, 1, kMaxPeerFrameMb);
+  read_credential_keys(r, c.credentials);
 }
 
 NodeConfig load_node_config(const std::string& toml_path) {
@@ -187,6 +190,9 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
   if (c.num_blocks && c.block_indices)
     fail("num_blocks", "and '" + prefix + "block_indices' exclude each other: give one of them");
   if (auto problem = check_host(c.host)) fail("host", *problem);
+  if (!c.announce_address.empty())
+    if (auto problem = check_peer_address(c.announce_address)) fail("announce_address", *problem);
+  if (auto p = check_credentials(c.credentials)) fail(p->key, p->problem);
   for (const auto& peer : c.initial_peers)
     if (auto problem = check_peer_address(peer)) fail("initial_peers", *problem);
   if (c.new_swarm && !c.initial_peers.empty())
@@ -251,6 +257,7 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   if (!c.num_blocks && !c.block_indices) out += "# num_blocks, block_indices: not set (as many blocks as fit)\n";
   line("host", toml_quote(c.host));
   line("port", std::to_string(c.port));
+  if (!c.announce_address.empty()) line("announce_address", toml_quote(c.announce_address));
   line("initial_peers", toml_string_array(c.initial_peers));
   line("new_swarm", c.new_swarm ? "true" : "false");
   line("public_name", toml_quote(c.public_name));
@@ -279,6 +286,7 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("max_peer_connections_per_address", std::to_string(c.max_peer_connections_per_address));
   line("peer_connections_per_second", toml_double(c.peer_connections_per_second));
   line("max_peer_frame_mb", std::to_string(c.max_peer_frame_mb));
+  out += credential_toml(c.credentials);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "actors/config/config_error.hpp"
+#include "actors/config/swarm_credentials.hpp"
 
 namespace corolla {
 
@@ -27,6 +28,8 @@ struct NodeConfig {
   // Neither: the node picks as many blocks as its memory allows, where the swarm needs them.
   std::string host = "127.0.0.1";           // address to listen on
   uint16_t port = 0;                        // port to listen on; 0 picks a free one
+  std::string announce_address;             // "HOST:PORT" peers dial to reach this node (behind NAT, or when
+                                            // host is 0.0.0.0); empty: host and the port listened on
   std::vector<std::string> initial_peers;   // "HOST:PORT" of nodes already in the swarm
   std::string swarm_id;                     // DHT key prefix of the swarm; "" = derived from the model's name
   std::string public_name;                  // name shown to other peers; also names the default data_dir
@@ -56,6 +59,7 @@ struct NodeConfig {
   int64_t max_peer_connections_per_address = 64;   // from one remote IP address
   double peer_connections_per_second = 20;         // new connections accepted from one remote IP address
   int64_t max_peer_frame_mb = 64;                  // one message from a peer (an activation), in MiB
+  SwarmCredentials credentials;             // TLS and a private swarm's certificate (swarm_credentials.hpp)
 
   bool operator==(const NodeConfig&) const = default;
 };

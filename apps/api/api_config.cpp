@@ -30,6 +30,7 @@ ApiConfig read_api_config(const toml::table& table, const std::string& path) {
   r.get_double("request_timeout_s", c.request_timeout_s, 0, true);
   r.get_int("max_sessions", c.max_sessions, 1, 100000);
   r.get_int("spot_check_every", c.spot_check_every, 0, 1 << 30);
+  read_credential_keys(r, c.credentials);
   r.get_int("max_length", c.max_length, 2, kMaxInt);
   r.get_int("max_new_tokens", c.max_new_tokens, 1, kMaxInt);
   r.get_int("default_max_tokens", c.default_max_tokens, 1, kMaxInt);
@@ -83,6 +84,7 @@ void validate(const ApiConfig& c, const std::string& source) {
   for (auto [key, seconds] : {std::pair{"request_timeout_s", c.request_timeout_s}, {"state_ttl_s", c.state_ttl_s},
                               {"header_timeout_s", c.header_timeout_s}, {"body_timeout_s", c.body_timeout_s}})
     if (!(seconds <= 86400)) fail(key, "must be at most 86400 (a day), got " + toml_double(seconds));
+  if (auto p = check_credentials(c.credentials)) fail(p->key, p->problem);
   if (c.spot_check_every < 0 || c.spot_check_every > (1 << 30))
     fail("spot_check_every", "must be an integer in 0..1073741824, got " + std::to_string(c.spot_check_every));
   if (c.max_connections_per_address > c.max_connections)
@@ -112,6 +114,7 @@ std::string to_toml(const ApiConfig& c) {
   line("header_timeout_s", toml_double(c.header_timeout_s));
   line("body_timeout_s", toml_double(c.body_timeout_s));
   line("max_body_bytes", std::to_string(c.max_body_bytes));
+  out += credential_toml(c.credentials);
   for (const auto& m : c.models) {
     out += "\n[[model]]\n";
     line("name", toml_quote(m.name));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "actors/config/config_error.hpp"
+#include "actors/config/swarm_credentials.hpp"
 
 namespace corolla::api {
 
@@ -37,6 +38,7 @@ struct ApiConfig {
   double header_timeout_s = 10;            // an idle connection, or one slow to send a request's header, closes
   double body_timeout_s = 30;              // a request's body must arrive within this after its header
   int64_t max_body_bytes = 1 << 20;        // a request body or a WebSocket message
+  SwarmCredentials credentials;            // TLS and a private swarm's certificate (swarm_credentials.hpp)
   std::vector<ApiModelConfig> models;      // at least one
   bool operator==(const ApiConfig&) const = default;
 };

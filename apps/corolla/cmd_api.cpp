@@ -4,9 +4,11 @@
 #include <iostream>
 
 #include "actors/net/connector.hpp"
+#include "actors/net/peer_tls.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "apps/api/api_server.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
 
@@ -21,6 +23,7 @@ struct ApiFlags {
   std::string web_dir;
   int threads = 1;
   int64_t max_connections = 0, max_connections_per_address = 0;
+  SwarmCredentials credentials;
 };
 
 int run(const ApiFlags& f, CLI::App* cmd) {
@@ -31,9 +34,11 @@ int run(const ApiFlags& f, CLI::App* cmd) {
   if (cmd->count("--web_dir")) cfg.web_dir = f.web_dir;
   if (cmd->count("--max_connections")) cfg.max_connections = f.max_connections;
   if (cmd->count("--max_connections_per_address")) cfg.max_connections_per_address = f.max_connections_per_address;
+  apply_credential_flags(*cmd, f.credentials, cfg.credentials);
   api::validate(cfg, f.config);
   block_stop_signals();
   corolla_config sys_cfg;
+  sys_cfg.tls = PeerTls::make(cfg.credentials);
   caf::actor_system sys{sys_cfg};
   stop_waiting_on_error unwinding{sys};
   auto connector = spawn_connector(sys);
@@ -70,6 +75,7 @@ Runner add_api(CLI::App& app) {
   cmd->add_option("--max_connections_per_address", f->max_connections_per_address,
                   "Connections open at once from one address (overrides the file)")
       ->check(CLI::Range(1, 1000000));
+  add_credential_flags(*cmd, f->credentials);
   return [f, cmd] { return run(*f, cmd); };
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "actors/net/peer_gateway.hpp"
+#include "actors/net/peer_tls.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
@@ -14,6 +15,7 @@
 #include "actors/store/node_store.hpp"
 #include "actors/trust/node_identity.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
 
@@ -26,6 +28,9 @@ struct DhtFlags {
   std::vector<std::string> initial_peers;
   std::string data_dir;
   peer_limits peers;
+  std::string announce_address;
+  SwarmCredentials credentials;  // the flags
+  CLI::App* cmd = nullptr;
 };
 
 int run(const DhtFlags& f) {
@@ -42,6 +47,8 @@ int run(const DhtFlags& f) {
 
   corolla_config sys_cfg;
   sys_cfg.peers = f.peers;
+  sys_cfg.tls = PeerTls::make(credentials_from_flags(*f.cmd, f.credentials));
+  if (sys_cfg.tls) std::cerr << "TLS on peer links: " << sys_cfg.tls->description() << "\n";
   caf::actor_system sys{sys_cfg};
   stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
@@ -58,7 +65,7 @@ int run(const DhtFlags& f) {
     throw std::runtime_error("cannot listen on " + f.host + ":" + std::to_string(f.port) + ": " +
                              sys.render(port.error()));
   }
-  const std::string address = f.host + ":" + std::to_string(*port);
+  const std::string address = f.announce_address.empty() ? f.host + ":" + std::to_string(*port) : f.announce_address;
   self->send(node, address_atom::value, address);
 
   if (!f.initial_peers.empty()) {
@@ -116,6 +123,18 @@ Runner add_dht(CLI::App& app) {
   cmd->add_option("--peer_connections_per_second", f->peers.new_connections_per_second,
                   "New peer connections accepted per second from one IP address (default 20)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--announce_address", f->announce_address,
+                  "HOST:PORT other nodes dial to reach this one, when not --host and the port listened on")
+      ->check(
+          [](const std::string& s) {
+            std::string host;
+            uint16_t port = 0;
+            return parse_address(s, host, port) ? std::string() : "'" + s + "' is not HOST:PORT";
+          },
+          "")
+      ->type_name("HOST:PORT");
+  add_credential_flags(*cmd, f->credentials);
+  f->cmd = cmd;
   return [f] { return run(*f); };
 }
 

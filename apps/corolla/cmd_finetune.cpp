@@ -8,8 +8,10 @@
 #include "actors/client/client_api.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/protocol/errors.hpp"
+#include "actors/net/peer_tls.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
 #include "model/model_path.hpp"
 #include "model/tokenizer/tokenizer.hpp"
@@ -37,6 +39,7 @@ struct FinetuneOptions {
   std::string out;
   std::string device = "cpu";
   int threads = 0;
+  SwarmCredentials credentials;
 };
 
 // Batches in a fixed order: the examples shuffled once per pass over the data (seeded), taken batch_size at a time.
@@ -126,6 +129,7 @@ int run(const FinetuneOptions& o) {
   auto head = std::make_shared<const ClientHead>(*source, *client_backend);
 
   corolla_config cfg;
+  cfg.tls = PeerTls::make(o.credentials);
   caf::actor_system sys{cfg};
   stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
@@ -193,7 +197,11 @@ Runner add_finetune(CLI::App& app) {
   cmd->add_option("--out", o->out, "Where to save the trained tensors (safetensors)");
   cmd->add_option("--device", o->device, "cpu or cuda[:N] for the blocks (without a swarm)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");
-  return [o] { return run(*o); };
+  add_credential_flags(*cmd, o->credentials);
+  return [o, cmd] {
+    o->credentials = credentials_from_flags(*cmd, o->credentials);
+    return run(*o);
+  };
 }
 
 }  // namespace corolla::cli

@@ -10,9 +10,11 @@
 #include "actors/client/client_api.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/protocol/errors.hpp"
+#include "actors/net/peer_tls.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
 #include "model/local_model.hpp"
 #include "model/lora.hpp"
@@ -43,6 +45,7 @@ struct GenerateOptions {
   std::string swarm_id;
   std::string prompts;  // tuned prompts (corolla finetune --out)
   std::string adapter;  // LoRA adapter: its name on the swarm, or its directory in this process
+  SwarmCredentials credentials;
 };
 
 // Prints tokens as they come: decoded text (never a broken UTF-8 sequence) or space-separated ids.
@@ -152,6 +155,7 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   if (!o.prompts.empty()) tuned = load_tuned_prompts(o.prompts, head->config());
 
   corolla_config cfg;
+  cfg.tls = PeerTls::make(o.credentials);
   caf::actor_system sys{cfg};
   stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
@@ -233,7 +237,9 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--adapter", o->adapter,
                   "LoRA adapter to apply: its name on the swarm's servers (--adapters), or its directory (PEFT "
                   "format) when generating in this process");
+  add_credential_flags(*cmd, o->credentials);
   return [o, cmd] {
+    o->credentials = credentials_from_flags(*cmd, o->credentials);
     if (cmd->count("--prompt") && o->prompt.empty()) throw std::invalid_argument("the prompt is empty");
     if (o->prompt_ids.empty() && o->prompt.empty()) throw std::invalid_argument("give --prompt or --prompt-ids");
     const std::string path = resolve_model_path(o->model);

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "actors/net/peer_gateway.hpp"
+#include "actors/net/peer_tls.hpp"
 #include "actors/balance/balancer.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
@@ -75,6 +76,8 @@ int run(const NodeConfig& cfg) {
 
   corolla_config sys_cfg;
   sys_cfg.peers = peer_limits_of(cfg);
+  sys_cfg.tls = PeerTls::make(cfg.credentials);
+  if (sys_cfg.tls) std::cerr << "TLS on peer links: " << sys_cfg.tls->description() << "\n";
   caf::actor_system sys{sys_cfg};
   stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
@@ -152,7 +155,8 @@ int run(const NodeConfig& cfg) {
     throw std::runtime_error("cannot listen on " + cfg.host + ":" + std::to_string(cfg.port) + ": " +
                              sys.render(port.error()));
   }
-  const std::string address = cfg.host + ":" + std::to_string(*port);
+  const std::string address =
+      cfg.announce_address.empty() ? cfg.host + ":" + std::to_string(*port) : cfg.announce_address;
   self->send(node.gate, address_atom::value, address);
   self->send(dht, address_atom::value, address);
   if (joins) bootstrap(self, dht, cfg.initial_peers);  // now as a full node others add to their tables

@@ -18,5 +18,6 @@ Runner add_finetune(CLI::App& app);
 Runner add_api(CLI::App& app);
 Runner add_run(CLI::App& app);
 Runner add_sim(CLI::App& app);
+Runner add_keys(CLI::App& app);
 
 }  // namespace corolla::cli

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add(corolla::cli::add_finetune);
   add(corolla::cli::add_api);
   add(corolla::cli::add_sim);
+  add(corolla::cli::add_keys);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

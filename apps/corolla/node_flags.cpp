@@ -128,6 +128,38 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   cmd.add_option("--max_peer_frame_mb", f.max_peer_frame_mb,
                  "Largest message a peer may send, in MiB" + dflt(d.max_peer_frame_mb))
       ->check(CLI::Range(int64_t{1}, int64_t{4095}));
+  cmd.add_option("--announce_address", f.announce_address,
+                 "HOST:PORT peers dial to reach this node, when not --host and the port listened on (behind NAT, "
+                 "or listening on 0.0.0.0)")
+      ->check(checked(check_peer_address, "HOST:PORT"))
+      ->type_name("HOST:PORT");
+  add_credential_flags(cmd, f.credentials);
+}
+
+void add_credential_flags(CLI::App& cmd, SwarmCredentials& f) {
+  cmd.add_flag("--tls", f.tls, "Encrypt every peer link with TLS (all nodes of the swarm must)");
+  cmd.add_option("--swarm_authority", f.authority,
+                 "A private swarm's authority certificate (PEM; `corolla keys authority` writes it): only its members "
+                 "connect, over mutual TLS")
+      ->type_name("FILE");
+  cmd.add_option("--certificate", f.certificate, "This node's certificate, issued by the swarm's authority "
+                                                 "(`corolla keys issue`)")
+      ->type_name("FILE");
+  cmd.add_option("--private_key", f.private_key, "The key of --certificate")->type_name("FILE");
+}
+
+void apply_credential_flags(const CLI::App& cmd, const SwarmCredentials& f, SwarmCredentials& c) {
+  if (cmd.count("--tls")) c.tls = f.tls;
+  if (cmd.count("--swarm_authority")) c.authority = f.authority;
+  if (cmd.count("--certificate")) c.certificate = f.certificate;
+  if (cmd.count("--private_key")) c.private_key = f.private_key;
+}
+
+SwarmCredentials credentials_from_flags(const CLI::App& cmd, const SwarmCredentials& f) {
+  SwarmCredentials c;
+  apply_credential_flags(cmd, f, c);
+  if (auto p = check_credentials(c)) throw ConfigError("--" + p->key + " " + p->problem);
+  return c;
 }
 
 NodeConfig resolve_node_config(const NodeFlags& f) {
@@ -180,6 +212,8 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
     c.max_peer_connections_per_address = f.max_peer_connections_per_address;
   if (given("--peer_connections_per_second")) c.peer_connections_per_second = f.peer_connections_per_second;
   if (given("--max_peer_frame_mb")) c.max_peer_frame_mb = f.max_peer_frame_mb;
+  if (given("--announce_address")) c.announce_address = f.announce_address;
+  if (f.cmd) apply_credential_flags(*f.cmd, f.credentials, c.credentials);
 
   const std::string source = source_of(f.config);
   if (c.model.empty()) throw ConfigError(source + ": no model: pass --model, or set 'model' in the --config file");

@@ -49,9 +49,19 @@ struct NodeFlags {
   int64_t max_peer_connections_per_address = 0;
   double peer_connections_per_second = 0;
   int64_t max_peer_frame_mb = 0;
+  std::string announce_address;
+  SwarmCredentials credentials;
 };
 
 void add_node_flags(CLI::App& cmd, NodeFlags& flags);
+
+// --tls, --swarm_authority, --certificate, --private_key (actors/config/swarm_credentials.hpp), for every command
+// that joins a swarm.
+void add_credential_flags(CLI::App& cmd, SwarmCredentials& flags);
+// The credential flags given on `cmd` over `c` (a private swarm's three files replace the file's together).
+void apply_credential_flags(const CLI::App& cmd, const SwarmCredentials& flags, SwarmCredentials& c);
+// apply_credential_flags over nothing, checked: what a command without a config file uses. Throws ConfigError.
+SwarmCredentials credentials_from_flags(const CLI::App& cmd, const SwarmCredentials& flags);
 // Throws ConfigError (from the file, or when the result is not a usable configuration).
 NodeConfig resolve_node_config(const NodeFlags& flags);
 

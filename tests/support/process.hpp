@@ -19,13 +19,15 @@ namespace corolla::test {
 
 class ChildProcess {
  public:
-  ChildProcess(const std::string& program, const std::vector<std::string>& args) {
+  // `with_stderr`: the child's stderr comes through read_line() too (to read its error messages).
+  ChildProcess(const std::string& program, const std::vector<std::string>& args, bool with_stderr = false) {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       dup2(out[1], STDOUT_FILENO);
+      if (with_stderr) dup2(out[1], STDERR_FILENO);
       std::vector<char*> argv;
       argv.push_back(const_cast<char*>(program.c_str()));
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));

@@ -36,6 +36,8 @@ class RawSocket {
     if (fd_ >= 0) ::close(fd_);
   }
 
+  int fd() const { return fd_; }
+
   // Writes what it can; false once the node has closed the connection.
   bool write(const std::vector<char>& data) { return write(data.data(), data.size()); }
   bool write(const char* p, size_t n) {
