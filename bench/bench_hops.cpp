@@ -2,7 +2,8 @@
 //  1. single-token steps through 3 loopback servers (tiny blocks), push and relay, against the same blocks in
 //     this process: (swarm median - local median) / 3 hops;
 //  2. 8 KiB and 1 MiB activations to an echo actor in another process (Cap'n Proto over CAF) through the peer
-//     gateway (as every node connects), straight to CAF's middleman, and to a plain TCP echo, in turn;
+//     gateway (as every node connects), through it with a private swarm's mutual TLS on both ends, straight to
+//     CAF's middleman, and to a plain TCP echo, in turn;
 //  3. large activations (16-256 MiB) to an echo in another process as one message each way, against the same as
 //     streams of chunks (actors/protocol/wire_stream.hpp): round-trip throughput and the echo's peak memory.
 //
@@ -19,6 +20,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 #include <chrono>
@@ -30,10 +33,12 @@
 #include "actors/client/client_api.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/net/peer_gateway.hpp"
+#include "actors/net/peer_tls.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
 #include "actors/protocol/wire_stream.hpp"
+#include "actors/trust/swarm_certificates.hpp"
 
 using namespace corolla;
 using clk = std::chrono::steady_clock;
@@ -139,8 +144,29 @@ int caf_echo_child(int ready_fd) {
   return 0;
 }
 
-int gateway_echo_child(int ready_fd) {
+// Credentials of one private swarm, written once before the children fork: the echo's and the client's.
+SwarmCredentials g_echo_credentials, g_client_credentials;
+
+void make_swarm_files() {
+  const std::string dir = "/tmp/corolla-bench-hops-tls-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const PemPair authority = make_swarm_authority("bench-swarm", 1);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  const std::string ca = write("authority.crt", authority.certificate);
+  for (auto* c : {&g_echo_credentials, &g_client_credentials}) {
+    const std::string name = c == &g_echo_credentials ? "echo" : "client";
+    const PemPair node = issue_node_certificate(authority, name, 1);
+    *c = SwarmCredentials{false, ca, write(name + ".crt", node.certificate), write(name + ".key", node.private_key)};
+  }
+}
+
+// The echo behind the peer gateway, with the private swarm's TLS or without.
+int gateway_echo(int ready_fd, bool tls) {
   corolla_config cfg;
+  if (tls) cfg.tls = PeerTls::make(g_echo_credentials);
   caf::actor_system sys{cfg};
   auto echo = sys.spawn(echo_actor);
   auto port = publish_to_peers(sys, echo, "127.0.0.1", 0);
@@ -149,6 +175,9 @@ int gateway_echo_child(int ready_fd) {
   pause();
   return 0;
 }
+
+int gateway_echo_child(int ready_fd) { return gateway_echo(ready_fd, false); }
+int gateway_tls_echo_child(int ready_fd) { return gateway_echo(ready_fd, true); }
 
 int tcp_echo_child(int ready_fd) {
   const int srv = socket(AF_INET, SOCK_STREAM, 0);
@@ -187,23 +216,35 @@ pid_t spawn_child(int (*body)(int), uint16_t& port) {
 }
 
 void throughput(int rounds) {
-  uint16_t caf_port = 0, gw_port = 0, tcp_port = 0;
+  make_swarm_files();
+  uint16_t caf_port = 0, gw_port = 0, tls_port = 0, tcp_port = 0;
   const pid_t caf_pid = spawn_child(caf_echo_child, caf_port);
   const pid_t gw_pid = spawn_child(gateway_echo_child, gw_port);
+  const pid_t tls_pid = spawn_child(gateway_tls_echo_child, tls_port);
   const pid_t tcp_pid = spawn_child(tcp_echo_child, tcp_port);
   const int64_t sizes[] = {8 << 10, 1 << 20};
-  std::vector<double> caf_ms[2], gw_ms[2], tcp_ms[2];
+  std::vector<double> caf_ms[2], gw_ms[2], tls_ms[2], tcp_ms[2];
   {
     corolla_config cfg;
     caf::actor_system sys{cfg};
     caf::scoped_actor self{sys};
+    // TLS is a setting of the whole actor system: the TLS client is a system of its own.
+    corolla_config tls_cfg;
+    tls_cfg.tls = PeerTls::make(g_client_credentials);
+    caf::actor_system tls_sys{tls_cfg};
+    caf::scoped_actor tls_self{tls_sys};
     auto straight = sys.middleman().remote_actor("127.0.0.1", caf_port);
     if (!straight) throw std::runtime_error("cannot reach the echo actor");
     auto connector = spawn_connector(sys);
-    caf::actor gated;
+    auto tls_connector = spawn_connector(tls_sys);
+    caf::actor gated, secured;
     self->request(connector, std::chrono::seconds(10), resolve_atom::value, "127.0.0.1:" + std::to_string(gw_port))
         .receive([&](caf::actor a) { gated = a; }, [](caf::error&) {});
     if (!gated) throw std::runtime_error("cannot reach the echo actor through the gateway");
+    std::string why;
+    tls_self->request(tls_connector, std::chrono::seconds(10), resolve_atom::value, "127.0.0.1:" + std::to_string(tls_port))
+        .receive([&](caf::actor a) { secured = a; }, [&](caf::error& e) { why = describe(e); });
+    if (!secured) throw std::runtime_error("cannot reach the echo actor over TLS: " + why);
     const int s = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -213,9 +254,9 @@ void throughput(int rounds) {
     int one = 1;
     setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     std::vector<char> buf(1 << 20);
-    auto time_caf = [&](const caf::actor& echo, const Tensor& t) {
+    auto time_caf = [&](caf::scoped_actor& from, const caf::actor& echo, const Tensor& t) {
       const auto t0 = clk::now();
-      self->request(echo, std::chrono::seconds(10), forward_request{t, {}, {}, 0, 0, {}, 0, {}})
+      from->request(echo, std::chrono::seconds(10), forward_request{t, {}, {}, 0, 0, {}, 0, {}})
           .receive([](forward_reply&) {}, [](caf::error& e) { throw std::runtime_error(describe(e)); });
       return std::chrono::duration<double, std::milli>(clk::now() - t0).count();
     };
@@ -223,8 +264,9 @@ void throughput(int rounds) {
     for (int i = 0; i < rounds; ++i) {
       for (int k = 0; k < 2; ++k) {
         Tensor t = Tensor::empty(DType::f32, {1, sizes[k] / 4 / 512, 512});
-        caf_ms[k].push_back(time_caf(*straight, t));
-        gw_ms[k].push_back(time_caf(gated, t));
+        caf_ms[k].push_back(time_caf(self, *straight, t));
+        gw_ms[k].push_back(time_caf(self, gated, t));
+        tls_ms[k].push_back(time_caf(tls_self, secured, t));
         const auto t0 = clk::now();
         uint32_t n = static_cast<uint32_t>(sizes[k]);
         send(s, &n, 4, 0);
@@ -236,20 +278,27 @@ void throughput(int rounds) {
     }
     close(s);
     self->send_exit(connector, caf::exit_reason::user_shutdown);
+    tls_self->send_exit(tls_connector, caf::exit_reason::user_shutdown);
   }
-  for (pid_t pid : {caf_pid, gw_pid, tcp_pid}) {
+  for (pid_t pid : {caf_pid, gw_pid, tls_pid, tcp_pid}) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
   std::printf("activation round trips over loopback, %d rounds each, in turn (medians)\n", rounds);
   for (int k = 0; k < 2; ++k) {
-    const double c = median(caf_ms[k]), g = median(gw_ms[k]), t = median(tcp_ms[k]);
+    const double c = median(caf_ms[k]), g = median(gw_ms[k]), e = median(tls_ms[k]), t = median(tcp_ms[k]);
     const double mb = 2.0 * static_cast<double>(sizes[k]) / 1e6;
-    std::printf("  %s: through the peer gateway %.3f ms (%.0f MB/s), straight to CAF %.3f ms (%.0f MB/s), "
-                "plain TCP %.3f ms (%.0f MB/s)\n",
-                k == 0 ? "8 KiB" : "1 MiB", g, mb / g * 1e3, c, mb / c * 1e3, t, mb / t * 1e3);
-    std::printf("  %s: gateway / straight time %.2f, gateway / TCP throughput %.2f\n", k == 0 ? "8 KiB" : "1 MiB",
-                g / c, t / g);
+    const char* size = k == 0 ? "8 KiB" : "1 MiB";
+    std::printf("  %s: through the peer gateway %.3f ms (%.0f MB/s), with TLS %.3f ms (%.0f MB/s), straight to CAF "
+                "%.3f ms (%.0f MB/s), plain TCP %.3f ms (%.0f MB/s)\n",
+                size, g, mb / g * 1e3, e, mb / e * 1e3, c, mb / c * 1e3, t, mb / t * 1e3);
+    std::printf("  %s: gateway / straight time %.2f, gateway / TCP throughput %.2f\n", size, g / c, t / g);
+    // The pairwise difference of the rounds (each round timed both in turn) and its median.
+    std::vector<double> added;
+    for (size_t i = 0; i < tls_ms[k].size(); ++i) added.push_back(tls_ms[k][i] - gw_ms[k][i]);
+    std::printf("  %s: TLS / plain gateway time %.2f, TLS adds %.3f ms per round trip (median of the rounds' "
+                "differences)\n",
+                size, e / g, median(added));
   }
 }
 

@@ -11,26 +11,7 @@ model=${1:-demo}
 tokens=${2:-128}
 runs=${3:-5}
 blocks=${4:-30}  # the model's transformer blocks (the demo model has 30)
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-# Starts a node in the background; prints the address from its first line ("... at HOST:PORT" / "dht node at").
-start() {
-  local log=$work/$1.log; shift
-  "$bin" "$@" >"$log" 2>"$log.err" &
-  pids+=($!)
-  for _ in $(seq 600); do
-    [ -s "$log" ] && { head -1 "$log" | sed 's/.* at //'; return; }
-    sleep 0.1
-  done
-  echo "node $* did not start: $(cat "$log.err")" >&2
-  exit 1
-}
+source bench/swarm_nodes.sh
 boot=$(start dht dht --port 0 --data_dir "$work/dht")
 half=$((blocks / 2))
 for i in 0 1; do

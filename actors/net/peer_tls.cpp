@@ -82,7 +82,6 @@ std::unique_ptr<ssl::context> tls13_context() {
   // add state).
   SSL_CTX_set_min_proto_version(raw, TLS1_3_VERSION);
   SSL_CTX_set_num_tickets(raw, 0);
-  SSL_CTX_set_mode(raw, SSL_MODE_RELEASE_BUFFERS);
   return ctx;
 }
 
@@ -92,6 +91,8 @@ void use_identity(ssl::context& ctx, const std::string& cert_pem, const std::str
   ctx.use_certificate(boost::asio::buffer(cert_pem), ssl::context::pem, ec);
   if (ec) throw ConfigError("certificate " + cert_name + " cannot be used: " + ec.message());
   ctx.use_private_key(boost::asio::buffer(key_pem), ssl::context::pem, ec);
+  if (ec && ec.message().find("mismatch") != std::string::npos)
+    throw ConfigError("private_key " + key_name + " does not belong to certificate " + cert_name);
   if (ec) throw ConfigError("private_key " + key_name + " cannot be used (encrypted keys are not read): " + ec.message());
   if (SSL_CTX_check_private_key(ctx.native_handle()) != 1) {
     ERR_clear_error();

@@ -79,6 +79,14 @@ x509_ptr new_certificate(EVP_PKEY* key, const std::string& name, int days, X509*
   return cert;
 }
 
+// What a node's certificate says, issued or self-signed: not an authority, usable by either end of a connection
+// (a node accepts peers and connects to them).
+void add_node_extensions(X509* cert, X509* issuer) {
+  add_extension(cert, issuer, NID_basic_constraints, "critical,CA:FALSE");
+  add_extension(cert, issuer, NID_key_usage, "critical,digitalSignature");
+  add_extension(cert, issuer, NID_ext_key_usage, "serverAuth,clientAuth");
+}
+
 void sign(X509* cert, EVP_PKEY* issuer_key) {
   if (X509_sign(cert, issuer_key, nullptr) <= 0) failed("signing the certificate");  // Ed25519: no digest
 }
@@ -155,10 +163,7 @@ PemPair issue_node_certificate(const PemPair& authority, const std::string& node
     throw std::invalid_argument("the authority's certificate is not a certificate authority's");
   auto key = new_key();
   auto cert = new_certificate(key.get(), node_name, days, ca_cert.get());
-  // Either end of a connection: a node accepts peers and connects to them.
-  add_extension(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE");
-  add_extension(cert.get(), ca_cert.get(), NID_key_usage, "critical,digitalSignature");
-  add_extension(cert.get(), ca_cert.get(), NID_ext_key_usage, "serverAuth,clientAuth");
+  add_node_extensions(cert.get(), ca_cert.get());
   add_extension(cert.get(), ca_cert.get(), NID_subject_key_identifier, "hash");
   add_extension(cert.get(), ca_cert.get(), NID_authority_key_identifier, "keyid:always");
   sign(cert.get(), ca_key.get());
@@ -169,9 +174,7 @@ PemPair make_self_signed_certificate(const std::string& name, int days) {
   check_request(name, days);
   auto key = new_key();
   auto cert = new_certificate(key.get(), name, days, nullptr);
-  add_extension(cert.get(), cert.get(), NID_basic_constraints, "critical,CA:FALSE");
-  add_extension(cert.get(), cert.get(), NID_key_usage, "critical,digitalSignature");
-  add_extension(cert.get(), cert.get(), NID_ext_key_usage, "serverAuth,clientAuth");
+  add_node_extensions(cert.get(), cert.get());
   sign(cert.get(), key.get());
   return {pem_of(key.get()), pem_of(cert.get())};
 }

@@ -94,6 +94,13 @@ int run(const DhtFlags& f) {
   return 0;
 }
 
+// A CLI11 check of a "HOST:PORT" value.
+std::string host_port(const std::string& s) {
+  std::string host;
+  uint16_t port = 0;
+  return parse_address(s, host, port) ? std::string() : "'" + s + "' is not HOST:PORT";
+}
+
 }  // namespace
 
 Runner add_dht(CLI::App& app) {
@@ -104,13 +111,7 @@ Runner add_dht(CLI::App& app) {
   cmd->add_option("--initial_peers", f->initial_peers,
                   "HOST:PORT of DHT nodes already in the swarm (several, separated by commas or spaces)")
       ->delimiter(',')
-      ->check(
-          [](const std::string& s) {
-            std::string host;
-            uint16_t port = 0;
-            return parse_address(s, host, port) ? std::string() : "'" + s + "' is not HOST:PORT";
-          },
-          "")
+      ->check(host_port, "")
       ->type_name("HOST:PORT");
   cmd->add_option("--data_dir", f->data_dir, "Directory of the node's database, which keeps its id across restarts "
                                               "(default: none, a new id each run)")
@@ -125,13 +126,7 @@ Runner add_dht(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--announce_address", f->announce_address,
                   "HOST:PORT other nodes dial to reach this one, when not --host and the port listened on")
-      ->check(
-          [](const std::string& s) {
-            std::string host;
-            uint16_t port = 0;
-            return parse_address(s, host, port) ? std::string() : "'" + s + "' is not HOST:PORT";
-          },
-          "")
+      ->check(host_port, "")
       ->type_name("HOST:PORT");
   add_credential_flags(*cmd, f->credentials);
   f->cmd = cmd;

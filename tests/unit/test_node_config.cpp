@@ -308,6 +308,8 @@ BOOST_FIXTURE_TEST_CASE(a_printed_node_configuration_reads_back_the_same, Files)
   c.update_period_s = 2.5;
   c.balance_quality = 1.5;
   c.mean_balance_check_period_s = 7.25;
+  c.announce_address = "node.example.org:443";
+  c.credentials = SwarmCredentials{true, "ca.crt", "me.crt", "me.key"};
   BOOST_TEST((load_node_config(write("out.toml", to_toml(c))) == c));
   NodeConfig d;
   d.model = "demo";
@@ -315,6 +317,25 @@ BOOST_FIXTURE_TEST_CASE(a_printed_node_configuration_reads_back_the_same, Files)
   d.new_swarm = true;
   d.data_dir = "/d";
   BOOST_TEST((load_node_config(write("out.toml", to_toml(d))) == d));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_private_swarms_credentials_go_together, Files) {
+  const NodeConfig c = load_node_config(write("node.toml", "model = \"demo\"\nswarm_authority = \"s/authority.crt\"\n"
+                                                          "certificate = \"s/a.crt\"\nprivate_key = \"s/a.key\"\n"));
+  BOOST_TEST(c.credentials.private_swarm());
+  BOOST_TEST(c.credentials.encrypted());
+  BOOST_TEST(c.credentials.certificate == "s/a.crt");
+  const NodeConfig t = load_node_config(write("node.toml", "tls = true\n"));
+  BOOST_TEST((t.credentials.encrypted() && !t.credentials.private_swarm()));
+  check_contains(node_error(*this, "certificate = \"a.crt\"\nprivate_key = \"a.key\"\n"),
+                 {"'swarm_authority' is not set", "tls = true"});
+  check_contains(node_error(*this, "swarm_authority = \"ca.crt\"\nprivate_key = \"a.key\"\n"),
+                 {"'certificate' is not set", "corolla keys issue"});
+  check_contains(node_error(*this, "swarm_authority = \"ca.crt\"\ncertificate = \"a.crt\"\n"),
+                 {"'private_key' is not set"});
+  check_contains(node_error(*this, "certificate = \"\"\n"), {"node.toml:1: 'certificate' must not be empty"});
+  check_contains(node_error(*this, "tls = 1\n"), {"'tls' must be true or false"});
+  check_contains(node_error(*this, "announce_address = \"nowhere\"\n"), {"node.toml:1: 'announce_address'"});
 }
 
 // ---- Client files
