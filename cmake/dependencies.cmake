@@ -38,9 +38,13 @@ target_include_directories(corolla::caf INTERFACE ${CAF_INCLUDE_DIR})
 target_link_libraries(corolla::caf INTERFACE ${CAF_IO_LIBRARY} ${CAF_CORE_LIBRARY} Threads::Threads)
 
 find_package(CapnProto CONFIG REQUIRED)
-# OpenSSL 3: Ed25519 node identities and record signatures (libcrypto, actors/trust), TLS on peer links and the
-# private swarms' certificates (libssl, actors/net/peer_tls.cpp, actors/trust/swarm_certificates.cpp).
+# OpenSSL 3: TLS on peer links and the private swarms' certificates (libssl, actors/net/peer_tls.cpp,
+# actors/trust/swarm_certificates.cpp).
 find_package(OpenSSL 3 REQUIRED)
+# libsodium: Ed25519 node identities and record signatures (actors/trust/ed25519.cpp).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET GLOBAL libsodium)
+add_library(corolla::sodium ALIAS PkgConfig::SODIUM)
 find_package(RocksDB 7 CONFIG REQUIRED)
 find_package(tomlplusplus 3 CONFIG REQUIRED)
 

@@ -10,7 +10,7 @@ packages=(
   libcaf-dev capnproto libcapnp-dev librocksdb-dev libtomlplusplus-dev
   libboost-test-dev libboost-dev
   libopenblas-pthread-dev libdnnl-dev libpcre2-dev libicu-dev
-  nlohmann-json3-dev libcli11-dev libspdlog-dev libjemalloc-dev libssl-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libjemalloc-dev libssl-dev libsodium-dev
 )
 missing=()
 for p in "${packages[@]}"; do

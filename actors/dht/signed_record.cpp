@@ -80,84 +80,108 @@ std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string
 
 namespace {
 
-// Records that checked, by their exact bytes (key id, subkey, value): every reader of a key meets the same
-// records again and again (each refresh, each replica, each node of a simulated swarm), and an Ed25519
-// verification costs ~50 us where finding the bytes here costs a hash of them. Only the signature's verdict is
-// kept: the expiry is checked against the clock at every call. Bounded: emptied when full.
+// What checking a record's signature found, without the clock: the problem (empty: the signature is good), and
+// where the payload lies inside the record's bytes.
+struct signature_verdict {
+  std::string problem;
+  size_t payload_offset = 0, payload_size = 0;
+  int64_t expires_unix_ms = 0;
+  PublicKey owner{};
+};
+
+// Records whose signature checked, by their exact bytes (key id, subkey, value): every reader of a key meets the
+// same records again and again (each refresh, each replica, each node of a simulated swarm), and an Ed25519
+// verification costs ~80 us where finding the bytes here costs a hash of the record's last bytes (its signature,
+// which Cap'n Proto writes last) and one comparison, with nothing copied. Only the signature's verdict is kept:
+// the expiry is checked against the clock at every call. Bounded: emptied when full.
 class verified_records {
  public:
   static verified_records& get() {
     static verified_records v;
     return v;
   }
-  static std::string key_of(const NodeId& key_id, std::string_view subkey, std::string_view value) {
-    std::string k;
-    k.reserve(key_id.size() + 8 + subkey.size() + value.size());
-    k.append(reinterpret_cast<const char*>(key_id.data()), key_id.size());
-    put_u64(k, subkey.size());
-    k.append(subkey);
-    k.append(value);
-    return k;
+  static size_t hash_of(const NodeId& key_id, std::string_view subkey, std::string_view value) {
+    const std::string_view tail = value.substr(value.size() - std::min<size_t>(value.size(), 64));
+    size_t h = std::hash<std::string_view>{}(tail) ^ (value.size() * 0x9e3779b97f4a7c15ull);
+    h ^= std::hash<std::string_view>{}(subkey) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    size_t k = 0;
+    std::memcpy(&k, key_id.data(), std::min(sizeof k, key_id.size()));
+    return h ^ (k + (h << 6) + (h >> 2));
   }
-  std::optional<checked_record> find(const std::string& k) {
+  std::optional<signature_verdict> find(size_t hash, const NodeId& key_id, std::string_view subkey,
+                                        std::string_view value) {
     std::lock_guard lock(mutex_);
-    auto it = records_.find(k);
-    if (it == records_.end()) return std::nullopt;
-    return it->second;
+    auto [first, last] = records_.equal_range(hash);
+    for (auto it = first; it != last; ++it)
+      if (it->second.value == value && it->second.subkey == subkey && it->second.key_id == key_id)
+        return it->second.verdict;
+    return std::nullopt;
   }
-  void add(std::string k, const checked_record& r) {
+  void add(size_t hash, const NodeId& key_id, std::string_view subkey, std::string_view value,
+           const signature_verdict& v) {
     std::lock_guard lock(mutex_);
     if (records_.size() >= kMaxRecords) records_.clear();
-    records_.emplace(std::move(k), r);
+    records_.emplace(hash, entry{key_id, std::string(subkey), std::string(value), v});
   }
 
  private:
+  struct entry {
+    NodeId key_id;
+    std::string subkey, value;
+    signature_verdict verdict;
+  };
   static constexpr size_t kMaxRecords = 16384;
   std::mutex mutex_;
-  std::unordered_map<std::string, checked_record> records_;
+  std::unordered_multimap<size_t, entry> records_;
 };
 
-checked_record check_signed(const NodeId& key_id, std::string_view subkey, std::string_view value);
+signature_verdict check_signed(const NodeId& key_id, std::string_view subkey, std::string_view value);
 
 }  // namespace
 
 checked_record check_record(const NodeId& key_id, std::string_view subkey, std::string_view value,
                             int64_t now_unix_ms) {
-  std::string cache_key = verified_records::key_of(key_id, subkey, value);
-  std::optional<checked_record> known = verified_records::get().find(cache_key);
-  checked_record out;
-  if (known) {
-    out = std::move(*known);
-  } else {
-    out = check_signed(key_id, subkey, value);
-    if (out.problem.empty()) verified_records::get().add(std::move(cache_key), out);
+  auto& cache = verified_records::get();
+  const size_t hash = verified_records::hash_of(key_id, subkey, value);
+  std::optional<signature_verdict> known = cache.find(hash, key_id, subkey, value);
+  if (!known) {
+    known = check_signed(key_id, subkey, value);
+    if (known->problem.empty()) cache.add(hash, key_id, subkey, value, *known);
   }
+  checked_record out;
+  out.problem = std::move(known->problem);
+  out.expires_unix_ms = known->expires_unix_ms;
+  out.owner = known->owner;
   if (out.problem.empty()) {
     if (out.expires_unix_ms <= now_unix_ms) out.problem = "it has expired";
     else if (out.expires_unix_ms - now_unix_ms > kMaxRecordAheadMs) out.problem = "it expires too far ahead";
   }
-  if (!out.problem.empty()) out.payload.clear();
+  if (out.problem.empty()) out.payload = value.substr(known->payload_offset, known->payload_size);
   return out;
 }
 
 namespace {
 
 // Everything but the clock: the shape, the owner the subkey names, the signature.
-checked_record check_signed(const NodeId& key_id, std::string_view subkey, std::string_view value) {
-  checked_record out;
+signature_verdict check_signed(const NodeId& key_id, std::string_view subkey, std::string_view value) {
+  signature_verdict out;
   const auto named = subkey_owner(subkey);
   if (!named) {
     out.problem = "its subkey names no owner";
     return out;
   }
-  // Cap'n Proto reads whole, aligned words: the value is copied into such a buffer (values are at most 64 KiB).
+  // Cap'n Proto reads whole, aligned words: the value is copied into such a buffer (values are at most 64 KiB),
+  // whose layout is the value's, so the payload's offset in it is its offset in the value.
   auto bytes = std::make_shared<std::vector<char>>(value.begin(), value.end());
   Signature sig{};
   bool shaped = false;
+  std::string_view payload;
   wire_codec::parse<wire::SignedRecord>(bytes, out.problem, [&](wire::SignedRecord::Reader r, auto&) {
-    const auto payload = r.getPayload(), owner = r.getOwner(), signature = r.getSignature();
+    const auto p = r.getPayload(), owner = r.getOwner(), signature = r.getSignature();
     if (owner.size() != out.owner.size() || signature.size() != sig.size()) return;
-    out.payload.assign(reinterpret_cast<const char*>(payload.begin()), payload.size());
+    payload = std::string_view(reinterpret_cast<const char*>(p.begin()), p.size());
+    out.payload_offset = payload.empty() ? 0 : static_cast<size_t>(payload.data() - bytes->data());
+    out.payload_size = payload.size();
     out.expires_unix_ms = r.getExpiresUnixMs();
     std::memcpy(out.owner.data(), owner.begin(), out.owner.size());
     std::memcpy(sig.data(), signature.begin(), sig.size());
@@ -166,7 +190,7 @@ checked_record check_signed(const NodeId& key_id, std::string_view subkey, std::
   if (!out.problem.empty()) return out;
   if (!shaped) out.problem = "it is not a signed record";
   else if (out.owner != *named) out.problem = "it is signed by another key than its subkey names";
-  else if (!verify_signature(out.owner, signed_bytes(key_id, subkey, out.payload, out.expires_unix_ms), sig))
+  else if (!verify_signature(out.owner, signed_bytes(key_id, subkey, payload, out.expires_unix_ms), sig))
     out.problem = "its signature does not verify";
   return out;
 }

@@ -40,14 +40,14 @@ std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string
                         std::string_view payload, int64_t expires_unix_ms);
 
 struct checked_record {
-  std::string problem;  // empty when the record is valid
-  std::string payload;
+  std::string problem;       // empty when the record is valid
+  std::string_view payload;  // inside the `value` given to check_record (empty when not valid)
   int64_t expires_unix_ms = 0;
   PublicKey owner{};
 };
 // Checks `value` as the record stored under `key_id` / `subkey` at Unix time `now_unix_ms`: a SignedRecord,
 // signed by the owner the subkey names over this key id and subkey, not expired, expiring at most
-// kMaxRecordAheadMs ahead. Never throws.
+// kMaxRecordAheadMs ahead. The payload is a view into `value`: keep `value` while you use it. Never throws.
 checked_record check_record(const NodeId& key_id, std::string_view subkey, std::string_view value,
                             int64_t now_unix_ms);
 

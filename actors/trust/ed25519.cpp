@@ -1,66 +1,49 @@
 #include "actors/trust/ed25519.hpp"
 
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
+#include <sodium.h>
 
 #include <stdexcept>
 
 namespace corolla {
 namespace {
 
-struct md_ctx_free {
-  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-};
-struct pkey_free {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-
-[[noreturn]] void openssl_failed(const char* what) {
-  ERR_clear_error();
-  throw std::runtime_error(std::string("Ed25519: ") + what + " failed in OpenSSL");
+// libsodium must be initialised once before use (it picks its implementations); idempotent and thread-safe.
+void ensure_sodium() {
+  static const bool ready = sodium_init() >= 0;
+  if (!ready) throw std::runtime_error("Ed25519: libsodium failed to initialise");
 }
 
 }  // namespace
 
 SigningKey SigningKey::generate() {
+  ensure_sodium();
   KeySeed seed;
-  if (RAND_bytes(seed.data(), static_cast<int>(seed.size())) != 1) openssl_failed("drawing a random key");
+  randombytes_buf(seed.data(), seed.size());
   return from_seed(seed);
 }
 
 SigningKey SigningKey::from_seed(const KeySeed& seed) {
+  ensure_sodium();
   SigningKey k;
   k.seed_ = seed;
-  EVP_PKEY* raw = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, seed.data(), seed.size());
-  if (!raw) openssl_failed("loading a private key");
-  k.key_ = std::shared_ptr<void>(raw, [](void* p) { EVP_PKEY_free(static_cast<EVP_PKEY*>(p)); });
-  size_t len = k.public_key_.size();
-  if (EVP_PKEY_get_raw_public_key(raw, k.public_key_.data(), &len) != 1 || len != k.public_key_.size())
-    openssl_failed("deriving the public key");
+  if (crypto_sign_seed_keypair(k.public_key_.data(), k.secret_.data(), seed.data()) != 0)
+    throw std::runtime_error("Ed25519: deriving the key pair failed");
   return k;
 }
 
 Signature SigningKey::sign(std::string_view message) const {
-  std::unique_ptr<EVP_MD_CTX, md_ctx_free> ctx(EVP_MD_CTX_new());
   Signature sig{};
-  size_t len = sig.size();
-  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, nullptr, nullptr, static_cast<EVP_PKEY*>(key_.get())) != 1 ||
-      EVP_DigestSign(ctx.get(), sig.data(), &len, reinterpret_cast<const unsigned char*>(message.data()),
-                     message.size()) != 1 ||
-      len != sig.size())
-    openssl_failed("signing");
+  if (crypto_sign_detached(sig.data(), nullptr, reinterpret_cast<const unsigned char*>(message.data()),
+                           message.size(), secret_.data()) != 0)
+    throw std::runtime_error("Ed25519: signing failed");
   return sig;
 }
 
 bool verify_signature(const PublicKey& key, std::string_view message, const Signature& signature) {
-  std::unique_ptr<EVP_PKEY, pkey_free> pkey(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, key.data(), key.size()));
-  std::unique_ptr<EVP_MD_CTX, md_ctx_free> ctx(EVP_MD_CTX_new());
-  const bool ok = pkey && ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, pkey.get()) == 1 &&
-                  EVP_DigestVerify(ctx.get(), signature.data(), signature.size(),
-                                   reinterpret_cast<const unsigned char*>(message.data()), message.size()) == 1;
-  ERR_clear_error();  // a bad key or signature leaves errors on this thread's queue
-  return ok;
+  ensure_sodium();
+  // libsodium refuses non-canonical signatures and small-order keys as well as wrong ones.
+  return crypto_sign_verify_detached(signature.data(), reinterpret_cast<const unsigned char*>(message.data()),
+                                     message.size(), key.data()) == 0;
 }
 
 std::string to_hex(const PublicKey& key) {

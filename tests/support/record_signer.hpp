@@ -31,7 +31,7 @@ class RecordSigner {
     DhtEntries out;
     for (const auto& [sub, v] : entries) {
       checked_record r = check_record(key_id(key_name), sub, v.value, unix_ms_at(now));
-      if (r.problem.empty()) out[std::string(subkey_name(sub))] = DhtValue{std::move(r.payload), v.expiration};
+      if (r.problem.empty()) out[std::string(subkey_name(sub))] = DhtValue{std::string(r.payload), v.expiration};
     }
     return out;
   }
