@@ -56,12 +56,11 @@ struct DhtStoreReply {
 }
 
 # A record as its owner signed it: what every DHT value is. The owner's Ed25519 key signs the key's id, the
-# subkey, the payload and the expiry (actors/dht/signed_record.hpp). The subkey names the owner, so a record
-# under someone else's subkey cannot be signed; the expiry is Unix time, so the signature bounds how long any
-# copy of the record (a replay included) is believed.
+# subkey, the payload and the expiry (actors/dht/signed_record.hpp). The subkey names the owner (its public key),
+# so the record need not carry it, and a record under someone else's subkey cannot be signed; the expiry is Unix
+# time, so the signature bounds how long any copy of the record (a replay included) is believed.
 struct SignedRecord {
   payload @0 :Data;
   expiresUnixMs @1 :Int64;
-  owner @2 :Data;        # 32 bytes: the Ed25519 public key
-  signature @3 :Data;    # 64 bytes
+  signature @2 :Data;    # 64 bytes
 }

@@ -147,9 +147,10 @@ checked_record check_record(const NodeId& key_id, std::string_view subkey, std::
 namespace {
 
 // A record's parts, read in place (the value copied once into aligned words; its layout is the value's, so the
-// payload's offset in it is its offset in the value). `problem` is set when it is not a SignedRecord.
+// payload's offset in it is its offset in the value). `problem` is set when it is not a SignedRecord. The owner is
+// not among them: the subkey names it.
 struct record_parts {
-  signature_verdict verdict;  // problem, payload position, expiry, owner
+  signature_verdict verdict;  // problem, payload position, expiry
   std::string_view payload;   // inside `bytes`
   Signature signature{};
   std::shared_ptr<std::vector<char>> bytes;
@@ -162,13 +163,12 @@ record_parts parse_record(std::string_view value) {
   out.bytes = std::make_shared<std::vector<char>>(value.begin(), value.end());
   bool shaped = false;
   wire_codec::parse<wire::SignedRecord>(out.bytes, v.problem, [&](wire::SignedRecord::Reader r, auto&) {
-    const auto p = r.getPayload(), owner = r.getOwner(), signature = r.getSignature();
-    if (owner.size() != v.owner.size() || signature.size() != out.signature.size()) return;
+    const auto p = r.getPayload(), signature = r.getSignature();
+    if (signature.size() != out.signature.size()) return;
     out.payload = std::string_view(reinterpret_cast<const char*>(p.begin()), p.size());
     v.payload_offset = out.payload.empty() ? 0 : static_cast<size_t>(out.payload.data() - out.bytes->data());
     v.payload_size = out.payload.size();
     v.expires_unix_ms = r.getExpiresUnixMs();
-    std::memcpy(v.owner.data(), owner.begin(), v.owner.size());
     std::memcpy(out.signature.data(), signature.begin(), out.signature.size());
     shaped = true;
   });
@@ -187,8 +187,8 @@ signature_verdict check_signed(const NodeId& key_id, std::string_view subkey, st
   record_parts parts = parse_record(value);
   signature_verdict& out = parts.verdict;
   if (!out.problem.empty()) return out;
-  if (out.owner != *named) out.problem = "it is signed by another key than its subkey names";
-  else if (!verify_signature(out.owner, signed_bytes(key_id, subkey, parts.payload, out.expires_unix_ms),
+  out.owner = *named;
+  if (!verify_signature(out.owner, signed_bytes(key_id, subkey, parts.payload, out.expires_unix_ms),
                              parts.signature))
     out.problem = "its signature does not verify";
   return out;
@@ -206,13 +206,13 @@ std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string
   auto r = mb.initRoot<wire::SignedRecord>();
   r.setPayload(kj::arrayPtr(reinterpret_cast<const kj::byte*>(payload.data()), payload.size()));
   r.setExpiresUnixMs(expires_unix_ms);
-  r.setOwner(kj::arrayPtr(key.public_key().data(), key.public_key().size()));
   r.setSignature(kj::arrayPtr(sig.data(), sig.size()));
   const std::vector<char> bytes = wire_codec::flatten(mb);
   std::string value(bytes.begin(), bytes.end());
   // This process made the signature: its verdict is known without verifying it. Nodes sharing the process (a
   // server's own DHT node, every node of a simulated swarm) then never verify it; other processes do.
   record_parts parts = parse_record(value);
+  parts.verdict.owner = *owner;
   if (parts.verdict.problem.empty())
     verified_records::get().add(verified_records::hash_of(key_id, subkey, value), key_id, subkey, value, parts.verdict);
   return value;
