@@ -123,7 +123,7 @@ void forward(Backend& be, Model& model, Scratch& s, std::span<const int32_t> pos
     be.kv_write(s.k.reshaped({1, t, m.kv_heads, m.head_dim}), s.v.reshaped({1, t, m.kv_heads, m.head_dim}),
                 positions, L.k_cache, L.v_cache);
     Tensor attn = s.attn.reshaped({1, t, m.hidden});
-    be.attention(s.q.reshaped({1, t, m.heads, m.head_dim}), L.k_cache, L.v_cache, positions, scale, attn);
+    be.attention(s.q.reshaped({1, t, m.heads, m.head_dim}), L.k_cache, L.v_cache, positions, {.scale = scale}, attn);
     be.matmul(s.attn, L.wo, nullptr, s.o);
     be.add(s.x, s.o, s.x);
     be.rms_norm(s.x, L.ln2, 1e-5f, s.h);

@@ -5,7 +5,8 @@
 // - Activations are f32. Weights may be any DType the backend lists in supports_weight().
 // - Tensors are row-major and contiguous. "Rows" means the product of all dimensions but the last.
 // - Positions are explicit: token i of a batch sits at positions[i] in its sequence; its K/V go to cache slot
-//   positions[i], and it attends to slots 0..positions[i] (the history must be contiguous).
+//   positions[i], and it attends to slots 0..positions[i] (the history must be contiguous), or to the last
+//   `window` of them with sliding-window attention.
 #pragma once
 
 #include <memory>
@@ -18,6 +19,16 @@
 namespace corolla {
 
 class ModelledTime;  // kernels/modelled_time.hpp
+
+// How one attention weighs the slots a query may see: scores = scale · q·k; with `window` > 0 the query at slot p
+// sees slots p - window + 1 .. p only (sliding-window attention, as Mistral and Qwen2 configure it), else 0 .. p.
+struct AttentionSpec {
+  float scale = 1.0f;
+  int64_t window = 0;
+  // The first slot a query at slot p sees.
+  int64_t first_slot(int64_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -71,10 +82,11 @@ class Backend {
   // Stores k, v [B, T, Hkv, Dh] into k_cache, v_cache [B, S, Hkv, Dh] at slots positions[b·T + t].
   virtual void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
                         Tensor& v_cache) = 0;
-  // Causal grouped-query attention. q [B, T, Hq, Dh] attends, per token, to cache slots 0..positions[b·T + t] of
-  // k_cache, v_cache [B, S, Hkv, Dh] (query head h uses KV head h / (Hq / Hkv)); out [B, T, Hq·Dh].
+  // Causal grouped-query attention. q [B, T, Hq, Dh] attends, per token, to cache slots
+  // spec.first_slot(p)..p, p = positions[b·T + t], of k_cache, v_cache [B, S, Hkv, Dh] (query head h uses KV head
+  // h / (Hq / Hkv)); out [B, T, Hq·Dh].
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                         std::span<const int32_t> positions, float scale, Tensor& out) = 0;
+                         std::span<const int32_t> positions, const AttentionSpec& spec, Tensor& out) = 0;
   // out[i, :] = table[ids[i], :] as f32; table [V, D] of any weight dtype.
   virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) = 0;
 
@@ -91,10 +103,10 @@ class Backend {
   virtual void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
                                  Tensor& d_up) = 0;
   // The gradient of causal self-attention within each sequence (the stateless forward: query t of a sequence
-  // attends to keys 0..t of the same sequence). q [B, T, Hq, Dh], k, v [B, T, Hkv, Dh] (after RoPE), d_out
+  // attends to keys spec.first_slot(t)..t of the same sequence). q [B, T, Hq, Dh], k, v [B, T, Hkv, Dh] (after RoPE), d_out
   // [B, T, Hq·Dh]; writes dq, dk, dv shaped like q, k, v. The softmax is recomputed from q and k.
   virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
-                                  float scale, Tensor& dq, Tensor& dk, Tensor& dv) = 0;
+                                  const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) = 0;
 };
 
 // "cpu" or "cuda" / "cuda:N". Throws std::runtime_error naming what is missing (no CUDA build, no GPU).

@@ -21,7 +21,18 @@ bool supported(const std::string& arch) {
   return false;
 }
 
+std::string unsupported_architecture(const std::string& arch) {
+  std::string list;
+  for (const auto& a : kArchitectures) list += (list.empty() ? "" : ", ") + a;
+  return "unsupported architecture '" + arch + "' (supported: " + list + ")";
+}
+
 }  // namespace
+
+int64_t ModelConfig::attention_window(int64_t layer) const {
+  if (sliding_window <= 0 || layer < 0 || layer >= static_cast<int64_t>(window_layers.size())) return 0;
+  return window_layers[static_cast<size_t>(layer)] ? sliding_window : 0;
+}
 
 std::vector<float> ModelConfig::rope_inv_freq() const {
   const int64_t half = head_dim / 2;
@@ -72,7 +83,7 @@ void ModelConfig::validate(const std::string& source) const {
   auto positive_finite = [&](const std::string& key, double v) {
     if (!std::isfinite(v) || v <= 0) fail(key + " " + std::to_string(v) + " must be a finite number above 0");
   };
-  if (!supported(arch)) fail("unsupported architecture '" + arch + "' (supported: llama, mistral, qwen2)");
+  if (!supported(arch)) fail(unsupported_architecture(arch));
   count("vocab_size", vocab_size, kMaxVocabSize);
   count("hidden_size", hidden_size, kMaxHidden);
   count("intermediate_size", intermediate_size, kMaxIntermediate);
@@ -94,6 +105,13 @@ void ModelConfig::validate(const std::string& source) const {
     fail("rope_freqs has " + std::to_string(rope_freq_factors.size()) + " factors, head_dim/2 is " +
          std::to_string(head_dim / 2));
   for (float f : rope_freq_factors) positive_finite("a rope_freqs factor", f);
+  if (hidden_act != "silu")
+    fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: silu)");
+  if (sliding_window < 0 || sliding_window > kMaxPositions)
+    fail("sliding_window " + std::to_string(sliding_window) + " must be in 0.." + std::to_string(kMaxPositions));
+  if (sliding_window > 0 && static_cast<int64_t>(window_layers.size()) != num_layers)
+    fail("the sliding window is given for " + std::to_string(window_layers.size()) + " layers, the model has " +
+         std::to_string(num_layers));
   if (!rope_scaling.type.empty() && rope_scaling.type != "linear" && rope_scaling.type != "llama3")
     fail("unsupported rope_scaling type '" + rope_scaling.type + "' (supported: linear, llama3)");
   if (!rope_scaling.type.empty()) positive_finite("rope_scaling factor", rope_scaling.factor);
@@ -176,6 +194,39 @@ class JsonFields {
   const std::string& source_;
 };
 
+// What each family reads beyond the shared keys, as its Hugging Face class does (keys another family uses are
+// ignored there too: Mistral's attention layers have no biases whatever attention_bias says).
+void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig& c) {
+  if (c.arch == "llama") {
+    c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
+    c.mlp_bias = f.boolean_or("mlp_bias", false);
+  } else if (c.arch == "mistral") {
+    // Every layer slides when the window is set.
+    c.sliding_window = f.integer_or("sliding_window", 0);
+    c.window_layers.assign(c.num_layers > 0 && c.num_layers <= kMaxLayers ? c.num_layers : 0,
+                           c.sliding_window > 0);
+  } else if (c.arch == "qwen2") {
+    c.qkv_bias = true;
+    // The window exists only with use_sliding_window; it applies to the layers layer_types marks "sliding_attention",
+    // or without that list to the layers from max_window_layers on.
+    if (f.boolean_or("use_sliding_window", false)) c.sliding_window = f.integer_or("sliding_window", 0);
+    const int64_t from = f.integer_or("max_window_layers", 28);
+    if (c.sliding_window > 0) {
+      if (f.present("layer_types")) {
+        const auto& types = j.at("layer_types");
+        if (!types.is_array()) f.fail("layer_types", "must be a list, got " + types.dump());
+        for (const auto& t : types) {
+          if (t != "sliding_attention" && t != "full_attention")
+            f.fail("layer_types", "holds " + t.dump() + " (supported: full_attention, sliding_attention)");
+          c.window_layers.push_back(t == "sliding_attention");
+        }
+      } else if (c.num_layers > 0 && c.num_layers <= kMaxLayers) {
+        for (int64_t i = 0; i < c.num_layers; ++i) c.window_layers.push_back(i >= from);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_hf_json(const std::string& path) {
@@ -194,6 +245,12 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   ModelConfig c;
   c.arch = f.string_or("model_type", "");
   if (c.arch.empty()) f.fail("model_type", "is missing");
+  // The architecture first: another family's config lacks this one's keys, and that is not what is wrong with it.
+  if (!supported(c.arch)) throw std::runtime_error(path + ": " + unsupported_architecture(c.arch));
+  // Weights quantized by a library (GPTQ, AWQ, bitsandbytes, FP8...) are not the plain tensors the blocks read.
+  if (f.present("quantization_config"))
+    f.fail("quantization_config", "names a quantized checkpoint, which Corolla does not load: use the original "
+                                  "weights (quantize them with --dtype) or a GGUF file");
   c.vocab_size = f.integer("vocab_size");
   c.hidden_size = f.integer("hidden_size");
   c.intermediate_size = f.integer("intermediate_size");
@@ -206,7 +263,9 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-5);
   c.rope_theta = f.number_or("rope_theta", 10000.0);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
-  c.attention_bias = c.arch == "qwen2" || f.boolean_or("attention_bias", false);
+  c.hidden_act = f.string_or("hidden_act", "silu");
+  if (c.hidden_act == "swish") c.hidden_act = "silu";  // the same function under its other name
+  read_arch_options(f, j, c);
   // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
   const nlohmann::json* rope = nullptr;
   if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];
@@ -242,8 +301,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture");
   c.arch = arch;
   auto key = [&](const std::string& k) { return arch + "." + k; };
-  if (!supported(arch))
-    throw std::runtime_error(g.path() + ": unsupported architecture '" + arch + "' (supported: llama, mistral, qwen2)");
+  if (!supported(arch)) throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch));
   c.hidden_size = g.get_int(key("embedding_length"));
   c.intermediate_size = g.get_int(key("feed_forward_length"));
   c.num_layers = g.get_int(key("block_count"));
@@ -258,7 +316,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
   }
-  c.attention_bias = arch == "qwen2";
+  // llama.cpp's blocks add the biases a file holds (Qwen2's q/k/v; a Llama converted with attention_bias).
+  c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+  c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
+  c.mlp_bias = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
   if (const GgufTensorInfo* f = g.find_tensor("rope_freqs.weight")) {
     Tensor factors = g.tensor(*f).to_f32();
     c.rope_freq_factors.assign(factors.data_as<const float>(), factors.data_as<const float>() + factors.numel());

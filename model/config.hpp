@@ -39,10 +39,22 @@ struct ModelConfig {
   // Per-frequency divisors stored by GGUF files as the tensor rope_freqs.weight (Llama 3.1 scaling in llama.cpp).
   std::vector<float> rope_freq_factors;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // q/k/v projections have biases (Qwen2)
+  // Which projections have biases: Llama's attention_bias gives q/k/v/o theirs and mlp_bias gate/up/down theirs;
+  // Qwen2 has q/k/v biases only; a GGUF file has the bias tensors it holds.
+  bool qkv_bias = false;
+  bool o_bias = false;
+  bool mlp_bias = false;
+  // The MLP's activation (config.json hidden_act): "silu" is the only one the Llama-family block computes.
+  std::string hidden_act = "silu";
+  // Sliding-window attention: on the layers marked in window_layers (num_layers entries) a query sees only the last
+  // sliding_window tokens, itself included; 0 = every layer sees the whole history.
+  int64_t sliding_window = 0;
+  std::vector<bool> window_layers;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 
+  // The attention window of block `layer` (0: none).
+  int64_t attention_window(int64_t layer) const;
   // RoPE inverse frequencies (head_dim / 2 values), with the configured scaling applied.
   std::vector<float> rope_inv_freq() const;
   // Why blocks [first, last) are not a span of this model (0 <= first < last <= num_layers), or nullopt when they

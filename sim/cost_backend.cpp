@@ -1,6 +1,7 @@
 #include "sim/cost_backend.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 
 #include "sim/virtual_tensor.hpp"
@@ -59,17 +60,18 @@ void CostBackend::kv_write(const Tensor& k, const Tensor& v, std::span<const int
 // Each query attends to slots 0..position: the arithmetic grows with the attended slots, the memory traffic with
 // the longest history of each sequence (a fused kernel reads a sequence's keys and values once for its queries).
 void CostBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&, std::span<const int32_t> positions,
-                            float, Tensor&) {
+                            const AttentionSpec& spec, Tensor&) {
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), dh = q.dim(3), hkv = k_cache.dim(2);
   double attended = 0, read_slots = 0;
   for (int64_t i = 0; i < b; ++i) {
-    int32_t longest = 0;
+    int32_t longest = 0, earliest = std::numeric_limits<int32_t>::max();
     for (int64_t j = 0; j < t; ++j) {
       const int32_t p = positions[static_cast<size_t>(i * t + j)];
-      attended += static_cast<double>(p) + 1;
+      attended += static_cast<double>(p + 1 - spec.first_slot(p));
       longest = std::max(longest, p);
+      earliest = std::min(earliest, p);
     }
-    read_slots += static_cast<double>(longest) + 1;
+    if (t > 0) read_slots += static_cast<double>(longest + 1 - spec.first_slot(earliest));
   }
   const double flop = 4.0 * attended * static_cast<double>(hq * dh);
   const double bytes = read_slots * static_cast<double>(hkv * dh) * 8.0 + 8.0 * static_cast<double>(q.numel());
@@ -92,8 +94,8 @@ void CostBackend::rms_norm_backward(const Tensor& x, const Tensor&, float, const
 void CostBackend::silu_mul_backward(const Tensor& gate, const Tensor&, const Tensor&, Tensor&, Tensor&) {
   account(10.0 * static_cast<double>(gate.numel()), 5 * f32_bytes(gate));
 }
-void CostBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor&, const Tensor&, float, Tensor&,
-                                     Tensor&, Tensor&) {
+void CostBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor&, const Tensor&,
+                                     const AttentionSpec&, Tensor&, Tensor&, Tensor&) {
   const double b = static_cast<double>(q.dim(0)), t = static_cast<double>(q.dim(1));
   const double hq = static_cast<double>(q.dim(2)), dh = static_cast<double>(q.dim(3));
   account(8.0 * b * t * t / 2 * hq * dh, 4 * (f32_bytes(q) + 2 * f32_bytes(k)));

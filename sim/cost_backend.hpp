@@ -46,15 +46,15 @@ class CostBackend final : public Backend, public ModelledTime {
   void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
                 Tensor& v_cache) override;
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
-                 float scale, Tensor& out) override;
+                 const AttentionSpec& spec, Tensor& out) override;
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override;
   void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override;
   void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override;
   void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;
   void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
                          Tensor& d_up) override;
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out, float scale,
-                          Tensor& dq, Tensor& dk, Tensor& dv) override;
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                          const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override;
 
   std::chrono::nanoseconds take_modelled_time() override;
   const DeviceModel& model() const { return device_; }

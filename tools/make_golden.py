@@ -32,6 +32,11 @@ Output layout (one directory per model under --out):
   mistral/        MistralForCausalLM (no sliding window)
   qwen2/          Qwen2ForCausalLM (q/k/v biases, tied embeddings), GGUF f32/q8_0
   llama3-rope/    LlamaForCausalLM with head_dim 32 and llama3 rope scaling
+  llama-bias/     LlamaForCausalLM with attention_bias and mlp_bias (biases on all seven
+                  projections), GGUF f32/q8_0
+  mistral-window/ MistralForCausalLM with a 5-token sliding window (every layer)
+  qwen2-window/   Qwen2ForCausalLM with a 4-token sliding window on layers 2 and 3
+                  (use_sliding_window, max_window_layers 2)
 
 Each directory holds config.json, the safetensors weights and golden.safetensors:
 
@@ -60,7 +65,8 @@ exactly the HF weights, so golden.safetensors applies to it.
 GGUF conventions follow llama.cpp's convert_hf_to_gguf.py (LlamaModel and
 Qwen2Model): tensor names token_embd / blk.N.{attn_norm, attn_q, attn_k,
 attn_v, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down} / output_norm /
-output (absent when the embeddings are tied), q/k/v .bias for qwen2.  For arch
+output (absent when the embeddings are tied), q/k/v .bias for qwen2 and every
+projection's .bias (attn_output, ffn_gate/up/down too) for llama-bias.  For arch
 "llama" the Q and K weights are permuted from HF's rotate-half layout into
 llama.cpp's interleaved-pair layout (see permute_qk).  Norms and other 1-D
 tensors are always F32; every 2-D weight, token_embd included, gets the file's
@@ -158,6 +164,22 @@ SPECS = {
              rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                            "high_freq_factor": 4.0, "original_max_position_embeddings": 64}),
         4000, [],
+    ),
+    "llama-bias": (
+        LlamaConfig, LlamaForCausalLM,
+        dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, attention_bias=True, mlp_bias=True),
+        5000, ["f32", "q8_0"],
+    ),
+    "mistral-window": (
+        MistralConfig, MistralForCausalLM,
+        dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=5, head_dim=16),
+        6000, [],
+    ),
+    "qwen2-window": (
+        Qwen2Config, Qwen2ForCausalLM,
+        dict(COMMON, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             use_sliding_window=True, sliding_window=4, max_window_layers=2),
+        7000, [],
     ),
 }
 
@@ -406,19 +428,28 @@ def gguf_tensor_map(config) -> list[tuple[str, str]]:
             (f"blk.{i}.attn_k.weight", p + "self_attn.k_proj.weight"),
             (f"blk.{i}.attn_v.weight", p + "self_attn.v_proj.weight"),
         ]
-        if getattr(config, "model_type", "") == "qwen2":
+        llama_bias = getattr(config, "model_type", "") == "llama" and getattr(config, "attention_bias", False)
+        if getattr(config, "model_type", "") == "qwen2" or llama_bias:
             m += [
                 (f"blk.{i}.attn_q.bias", p + "self_attn.q_proj.bias"),
                 (f"blk.{i}.attn_k.bias", p + "self_attn.k_proj.bias"),
                 (f"blk.{i}.attn_v.bias", p + "self_attn.v_proj.bias"),
             ]
+        m += [(f"blk.{i}.attn_output.weight", p + "self_attn.o_proj.weight")]
+        if llama_bias:
+            m += [(f"blk.{i}.attn_output.bias", p + "self_attn.o_proj.bias")]
         m += [
-            (f"blk.{i}.attn_output.weight", p + "self_attn.o_proj.weight"),
             (f"blk.{i}.ffn_norm.weight", p + "post_attention_layernorm.weight"),
             (f"blk.{i}.ffn_gate.weight", p + "mlp.gate_proj.weight"),
             (f"blk.{i}.ffn_up.weight", p + "mlp.up_proj.weight"),
             (f"blk.{i}.ffn_down.weight", p + "mlp.down_proj.weight"),
         ]
+        if getattr(config, "model_type", "") == "llama" and getattr(config, "mlp_bias", False):
+            m += [
+                (f"blk.{i}.ffn_gate.bias", p + "mlp.gate_proj.bias"),
+                (f"blk.{i}.ffn_up.bias", p + "mlp.up_proj.bias"),
+                (f"blk.{i}.ffn_down.bias", p + "mlp.down_proj.bias"),
+            ]
     m.append(("output_norm.weight", "model.norm.weight"))
     if not config.tie_word_embeddings:
         m.append(("output.weight", "lm_head.weight"))
@@ -458,9 +489,10 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
 
     for gname, hname in gguf_tensor_map(config):
         data = state[hname].detach().float().numpy().copy()
-        if arch == "llama" and gname.endswith("attn_q.weight"):
+        # llama.cpp's converter permutes Q and K rows, biases included
+        if arch == "llama" and gname.endswith(("attn_q.weight", "attn_q.bias")):
             data = permute_qk(data, config.num_attention_heads)
-        elif arch == "llama" and gname.endswith("attn_k.weight"):
+        elif arch == "llama" and gname.endswith(("attn_k.weight", "attn_k.bias")):
             data = permute_qk(data, config.num_key_value_heads)
         if data.ndim <= 1 or gname.endswith("_norm.weight"):
             t = GGMLQuantizationType.F32
@@ -490,9 +522,9 @@ def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
         t = by_name[gname]
         shape = tuple(int(x) for x in reversed(t.shape))  # ggml order -> numpy order
         data = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
-        if arch == "llama" and gname.endswith("attn_q.weight"):
+        if arch == "llama" and gname.endswith(("attn_q.weight", "attn_q.bias")):
             data = unpermute_qk(data, config.num_attention_heads)
-        elif arch == "llama" and gname.endswith("attn_k.weight"):
+        elif arch == "llama" and gname.endswith(("attn_k.weight", "attn_k.bias")):
             data = unpermute_qk(data, config.num_key_value_heads)
         state[hname] = torch.from_numpy(data.copy())
     return state, reader
@@ -578,11 +610,11 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
         att = np.exp(att - att.max(-1, keepdims=True))
         att /= att.sum(-1, keepdims=True)
         o = np.einsum("hts,shd->thd", att, v).reshape(T, n_head * hd)
-        x = x + o @ W[p + "attn_output.weight"].T
+        x = x + o @ W[p + "attn_output.weight"].T + W.get(p + "attn_output.bias", 0.0)
         h = rms(x, W[p + "ffn_norm.weight"])
-        g = h @ W[p + "ffn_gate.weight"].T
-        u = h @ W[p + "ffn_up.weight"].T
-        x = x + ((g / (1 + np.exp(-g))) * u) @ W[p + "ffn_down.weight"].T
+        g = h @ W[p + "ffn_gate.weight"].T + W.get(p + "ffn_gate.bias", 0.0)
+        u = h @ W[p + "ffn_up.weight"].T + W.get(p + "ffn_up.bias", 0.0)
+        x = x + ((g / (1 + np.exp(-g))) * u) @ W[p + "ffn_down.weight"].T + W.get(p + "ffn_down.bias", 0.0)
     x = rms(x, W["output_norm.weight"])
     out_w = W.get("output.weight", W["token_embd.weight"])
     return x @ out_w.T
@@ -758,7 +790,8 @@ def process_family(name: str, out: Path, input_ids, batch_ids, manifest: dict) -
         files["llama-bf16"] = sorted(p.name for p in bdir.iterdir())
         report["bf16"]["logits_vs_fp32"] = float((bgold["logits_full"] - golden["logits_full"]).abs().max())
 
-    manifest["models"][name] = dict(seed=seed, tries=attempt + 1, checks=report, files=files)
+    manifest["models"][name] = dict(seed=seed, tries=attempt + 1, checks=report, files=files,
+                                    versions=library_versions())
 
 
 def main(argv=None) -> int:
@@ -781,9 +814,6 @@ def main(argv=None) -> int:
         manifest = json.loads(manifest_path.read_text())
     manifest.update(
         generator="tools/make_golden.py",
-        versions=dict(torch=torch.__version__, transformers=transformers.__version__,
-                      gguf=getattr(gguf, "__version__", None) or _dist_version("gguf"),
-                      numpy=np.__version__),
         min_gap_required=MIN_GAP,
         steps_tolerance=STEPS_TOL,
     )
@@ -801,6 +831,12 @@ def main(argv=None) -> int:
                              "gguf_numpy_forward_vs_golden") if k in st)
             log(f"  {name:12s} {variant:5s} seed={info['seed']} min_greedy_gap={st['min_greedy_gap']:.4f}{extra}")
     return 0
+
+
+def library_versions() -> dict:
+    """What a family's files were made with (each family records its own: --only rebuilds some)."""
+    return dict(torch=torch.__version__, transformers=transformers.__version__,
+                gguf=getattr(gguf, "__version__", None) or _dist_version("gguf"), numpy=np.__version__)
 
 
 def _dist_version(pkg: str):

@@ -65,7 +65,7 @@ from transformers import AutoModelForCausalLM
 
 transformers.utils.logging.set_verbosity_error()
 
-MODELS = ["llama", "mistral", "qwen2", "llama3-rope"]
+MODELS = ["llama", "mistral", "qwen2", "llama3-rope", "llama-bias", "mistral-window", "qwen2-window"]
 T = 12
 P = 4
 SEED = 777
@@ -76,16 +76,31 @@ ADAM_STEPS = 5
 GRAD_STD = 0.1
 
 
-def causal_mask(t: int) -> torch.Tensor:
-    """Additive mask [1, 1, t, t] for eager attention: 0 on and below the diagonal, the dtype's minimum above."""
-    return torch.full((t, t), torch.finfo(torch.float32).min).triu(1)[None, None]
+def causal_mask(t: int, window: int | None = None) -> torch.Tensor:
+    """Additive mask [1, 1, t, t] for eager attention: 0 where query i sees key j (j <= i, and i - j < window with
+    a sliding window), the dtype's minimum elsewhere."""
+    i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
+    seen = j <= i
+    if window:
+        seen &= i - j < window
+    return torch.where(seen, 0.0, torch.finfo(torch.float32).min)[None, None]
+
+
+def layer_window(model, index: int) -> int | None:
+    """The sliding window of block `index` as the model's class configures it (None: whole history)."""
+    cfg = model.config
+    types = getattr(cfg, "layer_types", None)
+    if types is not None and getattr(cfg, "model_type", "") != "mistral":
+        return cfg.sliding_window if types[index] == "sliding_attention" else None
+    return getattr(cfg, "sliding_window", None)
 
 
 def run_block(model, layer, hidden: torch.Tensor) -> torch.Tensor:
     t = hidden.shape[1]
     pos = torch.arange(t)[None]
     pe = model.model.rotary_emb(hidden, position_ids=pos)
-    out = layer(hidden, attention_mask=causal_mask(t), position_ids=pos, position_embeddings=pe)
+    mask = causal_mask(t, layer_window(model, layer.self_attn.layer_idx))
+    out = layer(hidden, attention_mask=mask, position_ids=pos, position_embeddings=pe)
     return out[0] if isinstance(out, (tuple, list)) else out
 
 
@@ -195,10 +210,11 @@ def golden_for(model_dir: Path) -> dict[str, torch.Tensor]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", type=Path, default=Path("tests/data/models"))
+    ap.add_argument("--only", nargs="*", choices=MODELS, help="only these models")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    for name in MODELS:
+    for name in args.only or MODELS:
         tensors = golden_for(args.models / name)
         save_file(tensors, str(args.models / name / "golden-grads.safetensors"), metadata={"format": "pt"})
         print(f"{name}: span |grad_input| max {tensors['span_grad_input'].abs().max():.3f}, "

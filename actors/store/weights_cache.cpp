@@ -61,7 +61,9 @@ void describe_config(const ModelConfig& c, std::string& d) {
   for (float f : c.rope_freq_factors) store::put_le(d, std::bit_cast<uint32_t>(f));
   d += '\n';
   field("tie_word_embeddings", static_cast<int>(c.tie_word_embeddings));
-  field("attention_bias", static_cast<int>(c.attention_bias));
+  field("qkv_bias", static_cast<int>(c.qkv_bias));
+  field("o_bias", static_cast<int>(c.o_bias));
+  field("mlp_bias", static_cast<int>(c.mlp_bias));
   field("bos", c.bos_token_id);
   d += "eos=";
   for (int32_t e : c.eos_token_ids) d += std::to_string(e) + ',';

@@ -3,12 +3,14 @@
 // scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place. Many (prefill): per
 // (sequence, head) and block of kAttentionQueryBlock queries, scores = Q·Kᵀ and out = P·V as two oneDNN sgemm
 // calls over the cache in place (strided, no gathering), with the causal mask and softmax between them. Each
-// block multiplies only the cache slots its queries may see, so a causal prompt costs about half a full square.
+// block multiplies only the cache slots its queries may see, so a causal prompt costs about half a full square
+// (and a sliding window only the band of slots under it).
 #pragma once
 
 #include <cstdint>
 #include <span>
 
+#include "kernels/backend.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/tensor.hpp"
 
@@ -20,6 +22,6 @@ inline constexpr int64_t kAttentionGemmTokens = 8;
 inline constexpr int64_t kAttentionQueryBlock = 64;
 
 void cpu_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                   std::span<const int32_t> positions, float scale, Tensor& out);
+                   std::span<const int32_t> positions, const AttentionSpec& spec, Tensor& out);
 
 }  // namespace corolla

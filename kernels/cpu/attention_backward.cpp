@@ -24,7 +24,8 @@ void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const
 }  // namespace
 
 void cpu_attention_backward(ThreadPool& pool, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
-                            float scale, Tensor& dq, Tensor& dk, Tensor& dv) {
+                            const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) {
+  const float scale = spec.scale;
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3), hkv = k.dim(2), group = hq / hkv;
   const int64_t qrow = hq * hd, kvrow = hkv * hd;  // strides between tokens
   const auto softmax = best_vector_kernels().softmax_row;
@@ -51,11 +52,13 @@ void cpu_attention_backward(ThreadPool& pool, const Tensor& q, const Tensor& k, 
         const float* do0 = pdo + bi * t * qrow + h * hd;
         float* dq0 = pdq + bi * t * qrow + h * hd;
         const float beta = h == g * group ? 0.f : 1.f;  // the group's first head overwrites dK, dV
-        // P = softmax(scale · Q Kᵀ) with the causal mask, recomputed as the forward does (the same kernel).
+        // P = softmax(scale · Q Kᵀ) with the causal mask (and window), recomputed as the forward does.
         sgemm('N', 'T', t, t, hd, scale, q0, qrow, k0, kvrow, 0.f, p.data(), t);
         for (int64_t i = 0; i < t; ++i) {
           float* row = p.data() + i * t;
-          softmax(row, i + 1);
+          const int64_t first = spec.first_slot(i);
+          std::fill(row, row + first, 0.f);
+          softmax(row + first, i + 1 - first);
           std::fill(row + i + 1, row + t, 0.f);
         }
         // dV += Pᵀ dO; dP = dO Vᵀ
@@ -65,7 +68,7 @@ void cpu_attention_backward(ThreadPool& pool, const Tensor& q, const Tensor& k, 
         for (int64_t i = 0; i < t; ++i) {
           float* pr = p.data() + i * t;
           float* dr = dp.data() + i * t;
-          const float sum = dot(pr, dr, i + 1);
+          const float sum = dot(pr, dr, i + 1);  // P is 0 before the window
           for (int64_t j = 0; j <= i; ++j) dr[j] = pr[j] * (dr[j] - sum);
           std::fill(dr + i + 1, dr + t, 0.f);
         }

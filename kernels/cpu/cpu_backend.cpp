@@ -221,14 +221,15 @@ class CpuBackend final : public Backend {
   }
 
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
-                 float scale, Tensor& out) override {
+                 const AttentionSpec& spec, Tensor& out) override {
     require(q.rank() == 4 && k_cache.rank() == 4, "attention: q " + q.describe() + ", cache " + k_cache.describe());
     const int64_t hq = q.dim(2), hkv = k_cache.dim(2);
     require(k_cache.dim(0) == q.dim(0) && k_cache.dim(3) == q.dim(3) && hq % hkv == 0,
             "attention: q " + q.describe() + " does not fit cache " + k_cache.describe());
     require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
     require(static_cast<int64_t>(positions.size()) == q.dim(0) * q.dim(1), "attention: positions do not match tokens");
-    cpu_attention(*pool_, q, k_cache, v_cache, positions, scale, out);
+    require(spec.window >= 0, "attention: a negative window");
+    cpu_attention(*pool_, q, k_cache, v_cache, positions, spec, out);
   }
 
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
@@ -316,8 +317,8 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out, float scale,
-                          Tensor& dq, Tensor& dk, Tensor& dv) override {
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                          const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &d_out, &dq, &dk, &dv}) require_f32(*t, "attention_backward", "tensors");
     require(q.rank() == 4 && k.rank() == 4 && v.shape() == k.shape(),
             "attention_backward: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
@@ -326,7 +327,8 @@ class CpuBackend final : public Backend {
     require(d_out.numel() == q.numel() && dq.numel() == q.numel() && dk.numel() == k.numel() &&
                 dv.numel() == v.numel(),
             "attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
-    cpu_attention_backward(*pool_, q, k, v, d_out, scale, dq, dk, dv);
+    require(spec.window >= 0, "attention_backward: a negative window");
+    cpu_attention_backward(*pool_, q, k, v, d_out, spec, dq, dk, dv);
   }
 
  private:

@@ -50,6 +50,9 @@ struct AttnDims {
   int64_t b, t;
   int hq, hkv, hd;
   float scale;
+  int64_t window;  // > 0: query t sees keys t - window + 1 .. t
+  __host__ __device__ int64_t first_key(int64_t t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
+  __host__ __device__ int64_t last_query(int64_t s) const { return window > 0 && s + window - 1 < t ? s + window - 1 : t - 1; }
   __host__ __device__ int64_t qrow() const { return static_cast<int64_t>(hq) * hd; }
   __host__ __device__ int64_t kvrow() const { return static_cast<int64_t>(hkv) * hd; }
 };
@@ -116,7 +119,7 @@ __global__ void attention_stats_kernel(const float* __restrict__ q, const float*
   const float* kb = k + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   const float* vb = v + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   float m = -INFINITY, l = 0.f;
-  for (int64_t s = 0; s <= ti; ++s) {
+  for (int64_t s = d.first_key(ti); s <= ti; ++s) {
     const float sc = qv.dot(kb + s * d.kvrow(), d.hd) * d.scale;
     const float m2 = fmaxf(m, sc);
     l = l * expf(m - m2) + expf(sc - m2);
@@ -124,7 +127,7 @@ __global__ void attention_stats_kernel(const float* __restrict__ q, const float*
   }
   const float lse_r = m + logf(l);
   o.zero();
-  for (int64_t s = 0; s <= ti; ++s) {
+  for (int64_t s = d.first_key(ti); s <= ti; ++s) {
     const float p = expf(qv.dot(kb + s * d.kvrow(), d.hd) * d.scale - lse_r);
     o.axpy(p, vb + s * d.kvrow(), d.hd);
   }
@@ -156,7 +159,7 @@ __global__ void attention_dq_kernel(const float* __restrict__ q, const float* __
   acc.zero();
   const float* kb = k + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   const float* vb = v + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
-  for (int64_t s = 0; s <= ti; ++s) {
+  for (int64_t s = d.first_key(ti); s <= ti; ++s) {
     const float p = expf(qv.dot(kb + s * d.kvrow(), d.hd) * d.scale - lse[r]);
     const float dp = dov.dot(vb + s * d.kvrow(), d.hd);
     acc.axpy(d.scale * p * (dp - delta[r]), kb + s * d.kvrow(), d.hd);
@@ -180,7 +183,7 @@ __global__ void attention_dkv_kernel(const float* __restrict__ q, const float* _
   dkv.zero();
   dvv.zero();
   for (int h = g * group; h < (g + 1) * group; ++h)
-    for (int64_t ti = si; ti < d.t; ++ti) {
+    for (int64_t ti = si; ti <= d.last_query(si); ++ti) {
       const int64_t bt = bi * d.t + ti, row = bt * d.hq + h;
       const float* qp = q + bt * d.qrow() + static_cast<int64_t>(h) * d.hd;
       const float* dop = d_out + bt * d.qrow() + static_cast<int64_t>(h) * d.hd;
@@ -212,10 +215,11 @@ void silu_mul_backward(const float* gate, const float* up, const float* d_out, f
   check_launch("silu_mul_backward");
 }
 
-void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale, float* dq,
+void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale,
+                        int64_t window, float* dq,
                         float* dk, float* dv, float* lse, float* delta, int64_t batch, int64_t tokens, int64_t hq,
                         int64_t hkv, int64_t head_dim, cudaStream_t stream) {
-  const AttnDims d{batch, tokens, static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim), scale};
+  const AttnDims d{batch, tokens, static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim), scale, window};
   const int64_t qrows = batch * tokens * hq, kvrows = batch * tokens * hkv;
   if (qrows == 0) return;
   const int threads = kWarpsPerBlock * kWarp;

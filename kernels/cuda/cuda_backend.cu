@@ -421,7 +421,7 @@ class CudaBackend final : public Backend {
   }
 
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
-                 float scale, Tensor& out) override {
+                 const AttentionSpec& spec, Tensor& out) override {
     require_f32(q, "attention", "q");
     require_f32(k_cache, "attention", "k_cache");
     require_f32(v_cache, "attention", "v_cache");
@@ -439,6 +439,7 @@ class CudaBackend final : public Backend {
     require(static_cast<int64_t>(positions.size()) == b * t, "attention: " + std::to_string(positions.size()) +
                                                                  " positions for " + std::to_string(b * t) +
                                                                  " tokens");
+    require(spec.window >= 0, "attention: a negative window");
     for (int32_t p : positions)
       require(p >= 0 && p < slots, "attention: position " + std::to_string(p) + " outside the cache of " +
                                        std::to_string(slots) + " tokens");
@@ -446,7 +447,7 @@ class CudaBackend final : public Backend {
     if (b * t * hq == 0) return;
     const auto* pos = static_cast<const int32_t*>(args_->put(positions.data(), positions.size_bytes()));
     gpu::attention(q.data_as<const float>(), k_cache.data_as<const float>(), v_cache.data_as<const float>(), pos,
-                   scale, out.data_as<float>(), b, t, hq, hkv, slots, hd, ctx_->stream);
+                   spec.scale, spec.window, out.data_as<float>(), b, t, hq, hkv, slots, hd, ctx_->stream);
   }
 
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
@@ -554,8 +555,8 @@ class CudaBackend final : public Backend {
                            d_gate.data_as<float>(), d_up.data_as<float>(), n, ctx_->stream);
   }
 
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out, float scale,
-                          Tensor& dq, Tensor& dk, Tensor& dv) override {
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                          const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &d_out, &dq, &dk, &dv}) require_f32(*t, "attention_backward", "tensors");
     require(q.rank() == 4 && k.rank() == 4 && v.shape() == k.shape(),
             "attention_backward: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
@@ -567,11 +568,12 @@ class CudaBackend final : public Backend {
             "attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
     require(hd <= gpu::kAttentionMaxHeadDim, "attention_backward: head_dim " + std::to_string(hd) + " above " +
                                                  std::to_string(gpu::kAttentionMaxHeadDim) + " is not supported");
+    require(spec.window >= 0, "attention_backward: a negative window");
     DeviceScope scope(ctx_->device);
     Tensor stats = device_tensor(DType::f32, {2, b * t * hq});
     float* lse = stats.data_as<float>();
     gpu::attention_backward(q.data_as<const float>(), k.data_as<const float>(), v.data_as<const float>(),
-                            d_out.data_as<const float>(), scale, dq.data_as<float>(), dk.data_as<float>(),
+                            d_out.data_as<const float>(), spec.scale, spec.window, dq.data_as<float>(), dk.data_as<float>(),
                             dv.data_as<float>(), lse, lse + b * t * hq, b, t, hq, hkv, hd, ctx_->stream);
   }
 

@@ -51,9 +51,10 @@ void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d,
 
 // --- attention.cu ----------------------------------------------------------------------------------------------
 inline constexpr int64_t kAttentionMaxHeadDim = 256;
-// q [batch, tokens, hq, head_dim]; caches [batch, slots, hkv, head_dim]; out [batch, tokens, hq·head_dim].
+// q [batch, tokens, hq, head_dim]; caches [batch, slots, hkv, head_dim]; out [batch, tokens, hq·head_dim]. A query at
+// slot p sees slots p - window + 1 .. p (window > 0) or 0 .. p.
 void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-               float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
+               int64_t window, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
                cudaStream_t stream);
 
 // --- backward.cu -----------------------------------------------------------------------------------------------
@@ -63,8 +64,9 @@ void rms_norm_backward(const float* x, const float* w, float eps, const float* d
 void silu_mul_backward(const float* gate, const float* up, const float* d_out, float* d_gate, float* d_up, int64_t n,
                        cudaStream_t stream);
 // q, d_out, dq [batch, tokens, hq, head_dim]; k, v, dk, dv [batch, tokens, hkv, head_dim]; lse, delta: scratch of
-// batch·tokens·hq floats each. Causal within each sequence.
-void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale, float* dq,
+// batch·tokens·hq floats each. Causal within each sequence (and within the window when window > 0).
+void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale,
+                        int64_t window, float* dq,
                         float* dk, float* dv, float* lse, float* delta, int64_t batch, int64_t tokens, int64_t hq,
                         int64_t hkv, int64_t head_dim, cudaStream_t stream);
 

@@ -2,6 +2,9 @@
 //
 //   h = x + o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))   with n = rms_norm(x)
 //   y = h + down_proj(silu(gate_proj(m)) · up_proj(m))                         with m = rms_norm(h)
+//
+// Each projection has a bias where the config says so (ModelConfig::qkv_bias, o_bias, mlp_bias), and the
+// attention slides over the last sliding_window tokens on the layers the config marks.
 #include <array>
 #include <cmath>
 #include <numeric>
@@ -14,13 +17,17 @@ namespace corolla {
 namespace {
 
 struct LlamaWeights {
-  Tensor attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
+  Tensor attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, ffn_norm, w_gate, w_up, w_down, b_gate, b_up, b_down;
 };
 
 class LlamaBlock final : public Block {
  public:
-  LlamaBlock(const WeightSource& src, int64_t index, Backend& backend, const BlockLoadOptions& opt, bool qkv_bias)
-      : index_(index), backend_(backend), c_(src.config()), inv_freq_(c_.rope_inv_freq()) {
+  LlamaBlock(const WeightSource& src, int64_t index, Backend& backend, const BlockLoadOptions& opt)
+      : index_(index),
+        backend_(backend),
+        c_(src.config()),
+        inv_freq_(c_.rope_inv_freq()),
+        attention_{1.0f / std::sqrt(static_cast<float>(c_.head_dim)), c_.attention_window(index)} {
     const int64_t d = c_.hidden_size, q = c_.num_heads * c_.head_dim, kv = c_.num_kv_heads * c_.head_dim;
     const int64_t ff = c_.intermediate_size;
     auto name = [&](const char* suffix) { return block_tensor_name(index, suffix); };
@@ -30,15 +37,21 @@ class LlamaBlock final : public Block {
     w.wk = load_matrix(src, name("self_attn.k_proj.weight"), {kv, d}, opt.dtype, backend);
     w.wv = load_matrix(src, name("self_attn.v_proj.weight"), {kv, d}, opt.dtype, backend);
     w.wo = load_matrix(src, name("self_attn.o_proj.weight"), {d, q}, opt.dtype, backend);
-    if (qkv_bias) {
+    if (c_.qkv_bias) {
       w.bq = load_vector(src, name("self_attn.q_proj.bias"), q, backend);
       w.bk = load_vector(src, name("self_attn.k_proj.bias"), kv, backend);
       w.bv = load_vector(src, name("self_attn.v_proj.bias"), kv, backend);
     }
+    if (c_.o_bias) w.bo = load_vector(src, name("self_attn.o_proj.bias"), d, backend);
     w.ffn_norm = load_vector(src, name("post_attention_layernorm.weight"), d, backend);
     w.w_gate = load_matrix(src, name("mlp.gate_proj.weight"), {ff, d}, opt.dtype, backend);
     w.w_up = load_matrix(src, name("mlp.up_proj.weight"), {ff, d}, opt.dtype, backend);
     w.w_down = load_matrix(src, name("mlp.down_proj.weight"), {d, ff}, opt.dtype, backend);
+    if (c_.mlp_bias) {
+      w.b_gate = load_vector(src, name("mlp.gate_proj.bias"), ff, backend);
+      w.b_up = load_vector(src, name("mlp.up_proj.bias"), ff, backend);
+      w.b_down = load_vector(src, name("mlp.down_proj.bias"), d, backend);
+    }
   }
 
   int64_t index() const override { return index_; }
@@ -46,8 +59,8 @@ class LlamaBlock final : public Block {
 
   int64_t weight_bytes() const override {
     int64_t n = 0;
-    for (const Tensor* t : {&w_.attn_norm, &w_.wq, &w_.wk, &w_.wv, &w_.wo, &w_.bq, &w_.bk, &w_.bv, &w_.ffn_norm,
-                            &w_.w_gate, &w_.w_up, &w_.w_down})
+    for (const Tensor* t : {&w_.attn_norm, &w_.wq, &w_.wk, &w_.wv, &w_.wo, &w_.bq, &w_.bk, &w_.bv, &w_.bo,
+                            &w_.ffn_norm, &w_.w_gate, &w_.w_up, &w_.w_down, &w_.b_gate, &w_.b_up, &w_.b_down})
       n += t->nbytes();
     return n;
   }
@@ -60,11 +73,12 @@ class LlamaBlock final : public Block {
         {name("self_attn.o_proj.weight"), w_.wo},               {name("post_attention_layernorm.weight"), w_.ffn_norm},
         {name("mlp.gate_proj.weight"), w_.w_gate},              {name("mlp.up_proj.weight"), w_.w_up},
         {name("mlp.down_proj.weight"), w_.w_down}};
-    if (w_.bq.defined()) {
-      out.emplace_back(name("self_attn.q_proj.bias"), w_.bq);
-      out.emplace_back(name("self_attn.k_proj.bias"), w_.bk);
-      out.emplace_back(name("self_attn.v_proj.bias"), w_.bv);
-    }
+    const std::pair<const char*, const Tensor*> biases[] = {
+        {"self_attn.q_proj.bias", &w_.bq}, {"self_attn.k_proj.bias", &w_.bk}, {"self_attn.v_proj.bias", &w_.bv},
+        {"self_attn.o_proj.bias", &w_.bo}, {"mlp.gate_proj.bias", &w_.b_gate}, {"mlp.up_proj.bias", &w_.b_up},
+        {"mlp.down_proj.bias", &w_.b_down}};
+    for (const auto& [suffix, t] : biases)
+      if (t->defined()) out.emplace_back(name(suffix), *t);
     return out;
   }
 
@@ -107,7 +121,7 @@ class LlamaBlock final : public Block {
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);
     be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, cache->k, cache->v);
-    be.attention(q.reshaped({b, t, hq, hd}), cache->k, cache->v, slots, attention_scale(), att);
+    be.attention(q.reshaped({b, t, hq, hd}), cache->k, cache->v, slots, attention_, att);
     project(att, Projection::o, lora, n);
     be.add(x, n, x);
 
@@ -151,7 +165,7 @@ class LlamaBlock final : public Block {
     Tensor dq = be.alloc(DType::f32, {m, hq * hd}), dk = be.alloc(DType::f32, {m, hkv * hd});
     Tensor dv = be.alloc(DType::f32, {m, hkv * hd});
     be.attention_backward(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}),
-                          d_att, attention_scale(), dq, dk, dv);
+                          d_att, attention_, dq, dk, dv);
     std::vector<int32_t> back(positions.begin(), positions.end());
     for (int32_t& p : back) p = -p;  // the inverse rotation is the gradient of RoPE
     Tensor dq3 = dq.reshaped({m, hq, hd}), dk3 = dk.reshaped({m, hkv, hd});
@@ -172,8 +186,6 @@ class LlamaBlock final : public Block {
   struct Saved {
     Tensor q, k, v, h, gate, up;
   };
-
-  float attention_scale() const { return 1.0f / std::sqrt(static_cast<float>(c_.head_dim)); }
 
   void check_shapes(const Tensor& hidden, std::span<const int32_t> positions) const {
     if (hidden.rank() != 3 || hidden.dim(2) != c_.hidden_size)
@@ -202,7 +214,7 @@ class LlamaBlock final : public Block {
     std::vector<int32_t> slots(static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
     be.attention(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}), slots,
-                 attention_scale(), att);
+                 attention_, att);
     project(att, Projection::o, lora, n);
     be.add(x, n, s.h);
     be.rms_norm(s.h, w_.ffn_norm, eps, n);
@@ -223,8 +235,17 @@ class LlamaBlock final : public Block {
     return w_.wq;
   }
   const Tensor* bias(Projection p) const {
-    const Tensor* b = p == Projection::q ? &w_.bq : p == Projection::k ? &w_.bk : p == Projection::v ? &w_.bv : nullptr;
-    return b && b->defined() ? b : nullptr;
+    const Tensor* b = nullptr;
+    switch (p) {
+      case Projection::q: b = &w_.bq; break;
+      case Projection::k: b = &w_.bk; break;
+      case Projection::v: b = &w_.bv; break;
+      case Projection::o: b = &w_.bo; break;
+      case Projection::gate: b = &w_.b_gate; break;
+      case Projection::up: b = &w_.b_up; break;
+      case Projection::down: b = &w_.b_down; break;
+    }
+    return b->defined() ? b : nullptr;
   }
 
   // y = x·Wᵀ (+ bias), plus the adapter's (x·Aᵀ)·(scale·B)ᵀ when it targets this projection.
@@ -275,6 +296,7 @@ class LlamaBlock final : public Block {
   Backend& backend_;
   ModelConfig c_;
   std::vector<float> inv_freq_;
+  AttentionSpec attention_;  // scale 1/sqrt(head_dim), this layer's window
   LlamaWeights w_;
 };
 
@@ -282,7 +304,7 @@ class LlamaBlock final : public Block {
 
 std::unique_ptr<Block> make_llama_block(const WeightSource& src, int64_t index, Backend& backend,
                                         const BlockLoadOptions& opt) {
-  return std::make_unique<LlamaBlock>(src, index, backend, opt, src.config().attention_bias);
+  return std::make_unique<LlamaBlock>(src, index, backend, opt);
 }
 
 }  // namespace corolla

@@ -8,7 +8,7 @@ namespace corolla {
 const BlockFactory* find_block_factory(const std::string& arch) {
   static const std::map<std::string, BlockFactory> factories = {
       {"llama", make_llama_block},
-      {"mistral", make_llama_block},  // Mistral's block is Llama's (sliding window unused at these lengths)
+      {"mistral", make_llama_block},  // Mistral's block is Llama's with a sliding window on every layer
       {"qwen2", make_qwen2_block},
   };
   auto it = factories.find(arch);

@@ -139,8 +139,9 @@ class GgufSource final : public WeightSource {
     Tensor t = gguf_->tensor(*gguf_->find_tensor(it->second));
     count(t);
     if (!permuted_qk_) return t;
-    const bool is_q = it->second.ends_with("attn_q.weight");
-    if (!is_q && !it->second.ends_with("attn_k.weight")) return t;
+    // Q and K rows are permuted, and so are their biases' entries (a Llama with attention_bias).
+    const bool is_q = it->second.ends_with("attn_q.weight") || it->second.ends_with("attn_q.bias");
+    if (!is_q && !it->second.ends_with("attn_k.weight") && !it->second.ends_with("attn_k.bias")) return t;
     return unpermute_rows(t, is_q ? config_.num_heads : config_.num_kv_heads);
   }
 
@@ -174,6 +175,8 @@ class GgufSource final : public WeightSource {
         {"ffn_norm.weight", "post_attention_layernorm.weight"},
         {"ffn_gate.weight", "mlp.gate_proj.weight"},     {"ffn_up.weight", "mlp.up_proj.weight"},
         {"ffn_down.weight", "mlp.down_proj.weight"},
+        {"attn_output.bias", "self_attn.o_proj.bias"},   {"ffn_gate.bias", "mlp.gate_proj.bias"},
+        {"ffn_up.bias", "mlp.up_proj.bias"},             {"ffn_down.bias", "mlp.down_proj.bias"},
     };
     if (auto it = globals.find(g); it != globals.end()) return it->second;
     static const std::regex block(R"(blk\.(\d+)\.(.+))");

@@ -251,7 +251,7 @@ namespace {
 
 // kv_write of new tokens into random caches, then attention, on both backends.
 void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t hd, int64_t slots,
-                     const std::vector<int32_t>& positions, uint32_t seed) {
+                     const std::vector<int32_t>& positions, uint32_t seed, int64_t window = 0) {
   Tensor kc = random_tensor({b, slots, hkv, hd}, seed);
   Tensor vc = random_tensor({b, slots, hkv, hd}, seed + 1);
   const Tensor k = random_tensor({b, t, hkv, hd}, seed + 2);
@@ -267,10 +267,10 @@ void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t hd, 
 
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   Tensor want = Tensor::empty(DType::f32, {b, t, hq * hd});
-  cpu().attention(q, kc, vc, positions, scale, want);
+  cpu().attention(q, kc, vc, positions, {scale, window}, want);
   Tensor got = gpu().alloc(DType::f32, {b, t, hq * hd});
-  gpu().attention(up(q), kcd, vcd, positions, scale, got);
-  expect_close(got, want, 1e-4, "attention " + what.str());
+  gpu().attention(up(q), kcd, vcd, positions, {scale, window}, got);
+  expect_close(got, want, 1e-4, "attention " + what.str() + " window=" + std::to_string(window));
 }
 
 }  // namespace
@@ -287,6 +287,11 @@ BOOST_AUTO_TEST_CASE(attention_with_gqa_and_several_positions) {
 BOOST_AUTO_TEST_CASE(attention_over_a_long_cache) {
   check_attention(1, 1, 4, 1, 128, 8192, {8191}, 70);
   check_attention(1, 2, 8, 2, 64, 10000, {4000, 9999}, 71);
+}
+
+BOOST_AUTO_TEST_CASE(attention_in_a_sliding_window) {
+  check_attention(1, 2, 8, 2, 64, 10000, {4000, 9999}, 72, 4096);  // Mistral's window, one history shorter
+  check_attention(2, 3, 8, 2, 64, 40, {5, 6, 7, 30, 31, 32}, 73, 7);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_gradients_match_cpu) {
@@ -331,17 +336,19 @@ BOOST_AUTO_TEST_CASE(attention_gradients_match_cpu) {
   struct Case {
     int64_t b, t, hq, hkv, hd;
   };
-  for (const Case c : {Case{2, 37, 8, 2, 64}, Case{1, 5, 4, 4, 80}, Case{1, 130, 4, 1, 128}, Case{1, 3, 2, 1, 256}}) {
+  for (const Case c : {Case{2, 37, 8, 2, 64}, Case{1, 5, 4, 4, 80}, Case{1, 130, 4, 1, 128}, Case{1, 3, 2, 1, 256}})
+  for (const int64_t window : {0, 16}) {
     const Tensor q = random_tensor({c.b, c.t, c.hq, c.hd}, 101), k = random_tensor({c.b, c.t, c.hkv, c.hd}, 102);
     const Tensor v = random_tensor({c.b, c.t, c.hkv, c.hd}, 103), d = random_tensor({c.b, c.t, c.hq * c.hd}, 104);
     const float scale = 1.f / std::sqrt(static_cast<float>(c.hd));
     Tensor dq = Tensor::empty(DType::f32, q.shape()), dk = Tensor::empty(DType::f32, k.shape());
     Tensor dv = Tensor::empty(DType::f32, v.shape());
-    cpu().attention_backward(q, k, v, d, scale, dq, dk, dv);
+    cpu().attention_backward(q, k, v, d, {scale, window}, dq, dk, dv);
     Tensor gq = gpu().alloc(DType::f32, q.shape()), gk = gpu().alloc(DType::f32, k.shape());
     Tensor gv = gpu().alloc(DType::f32, v.shape());
-    gpu().attention_backward(up(q), up(k), up(v), up(d), scale, gq, gk, gv);
-    const std::string what = "t=" + std::to_string(c.t) + " hd=" + std::to_string(c.hd);
+    gpu().attention_backward(up(q), up(k), up(v), up(d), {scale, window}, gq, gk, gv);
+    const std::string what =
+        "t=" + std::to_string(c.t) + " hd=" + std::to_string(c.hd) + " window=" + std::to_string(window);
     expect_close(gq, dq, 1e-4, "attention_backward dq " + what);
     expect_close(gk, dk, 1e-4, "attention_backward dk " + what);
     expect_close(gv, dv, 1e-4, "attention_backward dv " + what);
@@ -359,7 +366,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_invalid_argument) {
   Tensor vc = gpu().alloc(DType::f32, {1, 4, 1, 16});
   Tensor out = gpu().alloc(DType::f32, {1, 1, 32});
   const std::vector<int32_t> outside = {4};
-  BOOST_CHECK_THROW(gpu().attention(q, kc, vc, outside, 1.f, out), std::invalid_argument);
+  BOOST_CHECK_THROW(gpu().attention(q, kc, vc, outside, {.scale = 1.f}, out), std::invalid_argument);
   Tensor kv = gpu().alloc(DType::f32, {1, 1, 1, 16});
   BOOST_CHECK_THROW(gpu().kv_write(kv, kv, outside, kc, vc), std::invalid_argument);
   Tensor r = gpu().alloc(DType::f32, {2, 1, 4});

@@ -139,10 +139,13 @@ BOOST_AUTO_TEST_CASE(silu_mul_backward_matches_finite_differences) {
 }
 
 // Long sequences take the same path; 9 tokens and two query heads per KV head exercise the causal mask and the
-// accumulation of dK, dV over a group.
+// accumulation of dK, dV over a group; a sliding window of 4 tokens cuts every query's history from the fifth on.
 BOOST_AUTO_TEST_CASE(attention_backward_matches_finite_differences) {
+  for (const int64_t window : {0, 4}) {
+  BOOST_TEST_CONTEXT("window " << window) {
   const int64_t b = 2, t = 9, hq = 4, hkv = 2, hd = 8, group = hq / hkv;
   const float scale = 0.35f;
+  const AttentionSpec spec{scale, window};
   const Tensor q = random_tensor({b, t, hq, hd}, 13), k = random_tensor({b, t, hkv, hd}, 14);
   const Tensor v = random_tensor({b, t, hkv, hd}, 15), dout = random_tensor({b, t, hq * hd}, 16);
   // out[b, t, h, :] = Σ_{s ≤ t} softmax_s(scale · q·k_s) v_s, in double.
@@ -152,17 +155,18 @@ BOOST_AUTO_TEST_CASE(attention_backward_matches_finite_differences) {
       for (int64_t ti = 0; ti < t; ++ti)
         for (int64_t h = 0; h < hq; ++h) {
           const int64_t g = h / group;
-          std::vector<double> p(static_cast<size_t>(ti + 1));
+          const int64_t first = spec.first_slot(ti);
+          std::vector<double> p(static_cast<size_t>(ti + 1), 0.0);
           double mx = -1e300, sum = 0;
-          for (int64_t s = 0; s <= ti; ++s) {
+          for (int64_t s = first; s <= ti; ++s) {
             double dotp = 0;
             for (int64_t i = 0; i < hd; ++i)
               dotp += qv[((bi * t + ti) * hq + h) * hd + i] * kv[((bi * t + s) * hkv + g) * hd + i];
             p[s] = dotp * scale;
             mx = std::max(mx, p[s]);
           }
-          for (auto& e : p) sum += (e = std::exp(e - mx));
-          for (int64_t s = 0; s <= ti; ++s)
+          for (int64_t s = first; s <= ti; ++s) sum += (p[s] = std::exp(p[s] - mx));
+          for (int64_t s = first; s <= ti; ++s)
             for (int64_t i = 0; i < hd; ++i)
               out[((bi * t + ti) * hq + h) * hd + i] += p[s] / sum * vv[((bi * t + s) * hkv + g) * hd + i];
         }
@@ -171,10 +175,12 @@ BOOST_AUTO_TEST_CASE(attention_backward_matches_finite_differences) {
   const auto qd = as_double(q), kd = as_double(k), vd = as_double(v), dd = as_double(dout);
   Tensor dq = cpu().alloc(DType::f32, q.shape()), dk = cpu().alloc(DType::f32, k.shape());
   Tensor dv = cpu().alloc(DType::f32, v.shape());
-  cpu().attention_backward(q, k, v, dout, scale, dq, dk, dv);
+  cpu().attention_backward(q, k, v, dout, spec, dq, dk, dv);
   BOOST_TEST(max_diff(dq, numeric_grad([&](const auto& x) { return attn(x, kd, vd); }, qd, dd)) < 1e-4);
   BOOST_TEST(max_diff(dk, numeric_grad([&](const auto& x) { return attn(qd, x, vd); }, kd, dd)) < 1e-4);
   BOOST_TEST(max_diff(dv, numeric_grad([&](const auto& x) { return attn(qd, kd, x); }, vd, dd)) < 1e-4);
+  }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(shape_mismatches_are_errors) {
@@ -186,5 +192,5 @@ BOOST_AUTO_TEST_CASE(shape_mismatches_are_errors) {
                     std::invalid_argument);
   Tensor q = random_tensor({1, 4, 3, 8}, 1), k = random_tensor({1, 4, 2, 8}, 2);
   Tensor dq = q.clone(), dk = k.clone(), dv = k.clone();
-  BOOST_CHECK_THROW(cpu().attention_backward(q, k, k, q, 1.f, dq, dk, dv), std::invalid_argument);
+  BOOST_CHECK_THROW(cpu().attention_backward(q, k, k, q, {.scale = 1.f}, dq, dk, dv), std::invalid_argument);
 }

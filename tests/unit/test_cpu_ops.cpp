@@ -29,7 +29,8 @@ Backend& cpu() {
 // The largest difference between out [B, T, Hq·Dh] and causal attention computed in double precision from q
 // [B, T, Hq, Dh] and the caches [B, S, Hkv, Dh] at the given positions.
 double worst_error_vs_naive(const Tensor& q, const Tensor& kc, const Tensor& vc, const std::vector<int32_t>& pos,
-                            float scale, const Tensor& out) {
+                            const AttentionSpec& spec, const Tensor& out) {
+  const double scale = spec.scale;
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3), slots = kc.dim(1), hkv = kc.dim(2);
   double worst = 0;
   for (int64_t bi = 0; bi < b; ++bi)
@@ -38,19 +39,20 @@ double worst_error_vs_naive(const Tensor& q, const Tensor& kc, const Tensor& vc,
         const int64_t g = h / (hq / hkv), last = pos[static_cast<size_t>(bi * t + ti)];
         const float* kv_k = kc.data_as<const float>() + bi * slots * hkv * hd;
         const float* kv_v = vc.data_as<const float>() + bi * slots * hkv * hd;
-        std::vector<double> s(static_cast<size_t>(last + 1));
+        const int64_t first = spec.first_slot(last);
+        std::vector<double> s(static_cast<size_t>(last + 1), 0.0);
         double mx = -1e30, z = 0;
-        for (int64_t j = 0; j <= last; ++j) {
+        for (int64_t j = first; j <= last; ++j) {
           double d = 0;
           for (int64_t i = 0; i < hd; ++i)
             d += at(q, ((bi * t + ti) * hq + h) * hd + i) * kv_k[(j * hkv + g) * hd + i];
           s[static_cast<size_t>(j)] = d * scale;
           mx = std::max(mx, d * scale);
         }
-        for (auto& e : s) z += (e = std::exp(e - mx));
+        for (int64_t j = first; j <= last; ++j) z += (s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - mx));
         for (int64_t i = 0; i < hd; ++i) {
           double want = 0;
-          for (int64_t j = 0; j <= last; ++j) want += s[static_cast<size_t>(j)] / z * kv_v[(j * hkv + g) * hd + i];
+          for (int64_t j = first; j <= last; ++j) want += s[static_cast<size_t>(j)] / z * kv_v[(j * hkv + g) * hd + i];
           worst = std::max(worst, std::fabs(at(out, (bi * t + ti) * hq * hd + h * hd + i) - want));
         }
       }
@@ -101,7 +103,7 @@ BOOST_AUTO_TEST_CASE(grouped_query_attention_matches_naive) {
   cpu().kv_write(k, v, pos, kc, vc);
   Tensor out = cpu().alloc(DType::f32, {b, t, hq * hd});
   const float scale = 0.35f;
-  cpu().attention(q, kc, vc, pos, scale, out);
+  cpu().attention(q, kc, vc, pos, {.scale = scale}, out);
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t ti = 0; ti < t; ++ti)
       for (int64_t h = 0; h < hq; ++h) {
@@ -143,10 +145,13 @@ BOOST_AUTO_TEST_CASE(prefill_attention_in_query_blocks_matches_naive) {
   }
   cpu().kv_write(k, v, pos, kc, vc);
   Tensor out = cpu().alloc(DType::f32, {b, t, hq * hd});
-  const float scale = 0.25f;
-  cpu().attention(q, kc, vc, pos, scale, out);
-  const double worst = worst_error_vs_naive(q, kc, vc, pos, scale, out);
-  BOOST_TEST(worst < 1e-5);
+  // Whole history, then sliding windows: one shorter than a query block (a block spans several windows), one
+  // longer than some histories.
+  for (const int64_t window : {0, 20, 100}) {
+    const AttentionSpec spec{0.25f, window};
+    cpu().attention(q, kc, vc, pos, spec, out);
+    BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, spec, out) < 1e-5, "window " << window);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(kv_write_beyond_the_cache_is_an_error) {
@@ -212,7 +217,11 @@ BOOST_AUTO_TEST_CASE(decode_attention_by_head_group_matches_naive) {
     Tensor q = random_tensor({b, 1, hq, hd}, 32);
     const std::vector<int32_t> pos = {699, 123};
     Tensor out = cpu().alloc(DType::f32, {b, 1, hq * hd});
-    cpu().attention(q, kc, vc, pos, 0.125f, out);
-    BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, 0.125f, out) < 1e-5, "hq " << hq << ", hkv " << hkv);
+    for (const int64_t window : {0, 200}) {  // a window shorter than one sequence's history, longer than the other's
+      const AttentionSpec spec{0.125f, window};
+      cpu().attention(q, kc, vc, pos, spec, out);
+      BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, spec, out) < 1e-5,
+                 "hq " << hq << ", hkv " << hkv << ", window " << window);
+    }
   }
 }

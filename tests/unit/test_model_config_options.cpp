@@ -1,0 +1,126 @@
+// Every config.json key that changes what a block computes is applied as its Hugging Face class applies it, or
+// refused with an error that names it: before, o_proj's bias, mlp_bias, hidden_act and the sliding window were
+// ignored (silently wrong logits), and a Falcon or BLOOM config failed on a missing key instead of its family.
+#define BOOST_TEST_MODULE model_config_options
+#include <boost/test/unit_test.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/config.hpp"
+#include "support/expect_error.hpp"
+#include "support/golden.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+
+namespace {
+
+nlohmann::json config_of(const std::string& model) {
+  std::ifstream in(model_dir(model) + "/config.json");
+  return nlohmann::json::parse(in);
+}
+
+ModelConfig read(const nlohmann::json& j) { return ModelConfig::from_hf_json_text(j.dump(), "config.json"); }
+
+std::vector<int64_t> windows(const ModelConfig& c) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < c.num_layers; ++i) out.push_back(c.attention_window(i));
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(llama_attention_bias_covers_all_four_projections_and_mlp_bias_the_mlp) {
+  nlohmann::json j = config_of("llama");
+  ModelConfig plain = read(j);
+  BOOST_TEST(!plain.qkv_bias);
+  BOOST_TEST(!plain.o_bias);
+  BOOST_TEST(!plain.mlp_bias);
+  j["attention_bias"] = true;
+  ModelConfig attention = read(j);
+  BOOST_TEST(attention.qkv_bias);
+  BOOST_TEST(attention.o_bias);
+  BOOST_TEST(!attention.mlp_bias);
+  j["mlp_bias"] = true;
+  BOOST_TEST(read(j).mlp_bias);
+}
+
+BOOST_AUTO_TEST_CASE(qwen2_has_qkv_biases_only_and_mistral_none_whatever_the_keys_say) {
+  nlohmann::json q = config_of("qwen2");
+  q["attention_bias"] = false;  // Qwen2's class gives q/k/v biases regardless, and o/MLP none
+  q["mlp_bias"] = true;
+  const ModelConfig qc = read(q);
+  BOOST_TEST(qc.qkv_bias);
+  BOOST_TEST(!qc.o_bias);
+  BOOST_TEST(!qc.mlp_bias);
+  nlohmann::json m = config_of("mistral");
+  m["attention_bias"] = true;
+  m["mlp_bias"] = true;
+  const ModelConfig mc = read(m);
+  BOOST_TEST(!mc.qkv_bias);
+  BOOST_TEST(!mc.o_bias);
+  BOOST_TEST(!mc.mlp_bias);
+}
+
+BOOST_AUTO_TEST_CASE(hidden_act_other_than_silu_is_refused) {
+  nlohmann::json j = config_of("llama");
+  j["hidden_act"] = "swish";  // SiLU's other name
+  BOOST_TEST(read(j).hidden_act == "silu");
+  for (const char* act : {"gelu", "gelu_pytorch_tanh", "relu", "bogus"}) {
+    j["hidden_act"] = act;
+    expect_error([&] { read(j); }, {"hidden_act", act, "silu"});
+  }
+}
+
+BOOST_AUTO_TEST_CASE(mistral_slides_every_layer_when_the_window_is_set) {
+  nlohmann::json j = config_of("mistral");
+  j["sliding_window"] = nullptr;
+  BOOST_TEST(windows(read(j)) == std::vector<int64_t>(4, 0), boost::test_tools::per_element());
+  j["sliding_window"] = 4096;
+  BOOST_TEST(windows(read(j)) == std::vector<int64_t>(4, 4096), boost::test_tools::per_element());
+  j["sliding_window"] = -3;
+  expect_error([&] { read(j); }, {"sliding_window", "-3"});
+}
+
+BOOST_AUTO_TEST_CASE(qwen2_slides_the_layers_its_config_marks) {
+  nlohmann::json j = config_of("qwen2");
+  j.erase("layer_types");
+  j["sliding_window"] = 32768;
+  j["max_window_layers"] = 2;
+  j["use_sliding_window"] = false;  // Qwen2.5's configs: a window given but not used
+  BOOST_TEST(windows(read(j)) == std::vector<int64_t>(4, 0), boost::test_tools::per_element());
+  j["use_sliding_window"] = true;
+  BOOST_TEST(windows(read(j)) == (std::vector<int64_t>{0, 0, 32768, 32768}), boost::test_tools::per_element());
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+  BOOST_TEST(windows(read(j)) == (std::vector<int64_t>{32768, 0, 32768, 0}), boost::test_tools::per_element());
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  expect_error([&] { read(j); }, {"sliding window", "2 layers", "4"});
+  j["layer_types"] = {"chunked_attention", "full_attention", "full_attention", "full_attention"};
+  expect_error([&] { read(j); }, {"layer_types", "chunked_attention"});
+}
+
+BOOST_AUTO_TEST_CASE(the_architecture_is_checked_before_its_keys) {
+  // Falcon's and BLOOM's configs (their real key sets): no intermediate_size, but that is not what is wrong.
+  const nlohmann::json falcon = {{"model_type", "falcon"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                                 {"num_hidden_layers", 2}, {"vocab_size", 256}, {"new_decoder_architecture", false},
+                                 {"multi_query", true}, {"parallel_attn", true}, {"alibi", false}};
+  expect_error([&] { read(falcon); }, {"unsupported architecture 'falcon'", "llama", "mistral", "qwen2"});
+  const nlohmann::json bloom = {{"model_type", "bloom"}, {"hidden_size", 64}, {"n_head", 4}, {"n_layer", 2},
+                                {"vocab_size", 256}, {"layer_norm_epsilon", 1e-5}};
+  expect_error([&] { read(bloom); }, {"unsupported architecture 'bloom'"});
+}
+
+BOOST_AUTO_TEST_CASE(library_quantized_checkpoints_are_refused) {
+  nlohmann::json j = config_of("llama");
+  j["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}};
+  expect_error([&] { read(j); }, {"quantization_config", "GGUF"});
+}
+
+BOOST_AUTO_TEST_CASE(the_golden_models_with_each_option_read_as_written) {
+  const ModelConfig bias = ModelConfig::from_hf_json(model_dir("llama-bias") + "/config.json");
+  BOOST_TEST((bias.qkv_bias && bias.o_bias && bias.mlp_bias));
+  const ModelConfig mistral = ModelConfig::from_hf_json(model_dir("mistral-window") + "/config.json");
+  BOOST_TEST(windows(mistral) == std::vector<int64_t>(4, 5), boost::test_tools::per_element());
+  const ModelConfig qwen = ModelConfig::from_hf_json(model_dir("qwen2-window") + "/config.json");
+  BOOST_TEST(windows(qwen) == (std::vector<int64_t>{0, 0, 4, 4}), boost::test_tools::per_element());
+}
