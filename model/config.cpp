@@ -13,7 +13,7 @@
 namespace corolla {
 namespace {
 
-const std::vector<std::string> kArchitectures = {"llama", "mistral", "qwen2"};
+const std::vector<std::string> kArchitectures = {"llama", "mistral", "qwen2", "qwen3"};
 
 bool supported(const std::string& arch) {
   for (const auto& a : kArchitectures)
@@ -205,8 +205,13 @@ void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig
     c.sliding_window = f.integer_or("sliding_window", 0);
     c.window_layers.assign(c.num_layers > 0 && c.num_layers <= kMaxLayers ? c.num_layers : 0,
                            c.sliding_window > 0);
-  } else if (c.arch == "qwen2") {
-    c.qkv_bias = true;
+  } else if (c.arch == "qwen2" || c.arch == "qwen3") {
+    if (c.arch == "qwen2") {
+      c.qkv_bias = true;
+    } else {
+      c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
+      c.qk_norm = true;
+    }
     // The window exists only with use_sliding_window; it applies to the layers layer_types marks "sliding_attention",
     // or without that list to the layers from max_window_layers on.
     if (f.boolean_or("use_sliding_window", false)) c.sliding_window = f.integer_or("sliding_window", 0);
@@ -258,7 +263,8 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   c.num_heads = f.integer("num_attention_heads");
   c.num_kv_heads = f.integer_or("num_key_value_heads", c.num_heads);
   // validate() refuses a head count of 0; the division waits for a positive one.
-  c.head_dim = f.integer_or("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  // Qwen3's class defaults head_dim to 128, the others to hidden_size / heads.
+  c.head_dim = f.integer_or("head_dim", c.arch == "qwen3" ? 128 : c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position = f.integer_or("max_position_embeddings", 2048);
   c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-5);
   c.rope_theta = f.number_or("rope_theta", 10000.0);
@@ -320,6 +326,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
   c.mlp_bias = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
+  c.qk_norm = arch == "qwen3";
   if (const GgufTensorInfo* f = g.find_tensor("rope_freqs.weight")) {
     Tensor factors = g.tensor(*f).to_f32();
     c.rope_freq_factors.assign(factors.data_as<const float>(), factors.data_as<const float>() + factors.numel());

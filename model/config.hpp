@@ -24,7 +24,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch;  // "llama", "mistral", "qwen2"
+  std::string arch;  // "llama", "mistral", "qwen2", "qwen3"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -44,6 +44,8 @@ struct ModelConfig {
   bool qkv_bias = false;
   bool o_bias = false;
   bool mlp_bias = false;
+  // Each head's query and key pass an RMSNorm over head_dim before RoPE (Qwen3).
+  bool qk_norm = false;
   // The MLP's activation (config.json hidden_act): "silu" is the only one the Llama-family block computes.
   std::string hidden_act = "silu";
   // Sliding-window attention: on the layers marked in window_layers (num_layers entries) a query sees only the last

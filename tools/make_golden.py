@@ -37,6 +37,8 @@ Output layout (one directory per model under --out):
   mistral-window/ MistralForCausalLM with a 5-token sliding window (every layer)
   qwen2-window/   Qwen2ForCausalLM with a 4-token sliding window on layers 2 and 3
                   (use_sliding_window, max_window_layers 2)
+  qwen3/          Qwen3ForCausalLM (q/k RMSNorm per head, head_dim 32 so that heads x head_dim
+                  is twice hidden_size, tied embeddings), GGUF f32/q8_0
 
 Each directory holds config.json, the safetensors weights and golden.safetensors:
 
@@ -104,6 +106,8 @@ from transformers import (
     MistralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
 
 try:
@@ -181,6 +185,12 @@ SPECS = {
              use_sliding_window=True, sliding_window=4, max_window_layers=2),
         7000, [],
     ),
+    "qwen3": (
+        Qwen3Config, Qwen3ForCausalLM,
+        dict(COMMON, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, head_dim=32,
+             use_sliding_window=False, sliding_window=None),
+        8000, ["f32", "q8_0"],
+    ),
 }
 
 GGUF_TYPES = {
@@ -192,7 +202,8 @@ GGUF_TYPES = {
     "q4_1": (GGMLQuantizationType.Q4_1, LlamaFileType.MOSTLY_Q4_1),
 }
 
-GGUF_ARCH = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}
+GGUF_ARCH = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
+             "Qwen3ForCausalLM": "qwen3"}
 
 
 def log(*args):
@@ -435,6 +446,11 @@ def gguf_tensor_map(config) -> list[tuple[str, str]]:
                 (f"blk.{i}.attn_k.bias", p + "self_attn.k_proj.bias"),
                 (f"blk.{i}.attn_v.bias", p + "self_attn.v_proj.bias"),
             ]
+        if getattr(config, "model_type", "") == "qwen3":
+            m += [
+                (f"blk.{i}.attn_k_norm.weight", p + "self_attn.k_norm.weight"),
+                (f"blk.{i}.attn_q_norm.weight", p + "self_attn.q_norm.weight"),
+            ]
         m += [(f"blk.{i}.attn_output.weight", p + "self_attn.o_proj.weight")]
         if llama_bias:
             m += [(f"blk.{i}.attn_output.bias", p + "self_attn.o_proj.bias")]
@@ -507,7 +523,8 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
 
 
 def type_name(config) -> str:
-    return {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}[config.model_type]
+    return {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+            "qwen3": "Qwen3ForCausalLM"}[config.model_type]
 
 
 def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
@@ -601,8 +618,10 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
         q = h @ W[p + "attn_q.weight"].T + W.get(p + "attn_q.bias", 0.0)
         k = h @ W[p + "attn_k.weight"].T + W.get(p + "attn_k.bias", 0.0)
         v = h @ W[p + "attn_v.weight"].T + W.get(p + "attn_v.bias", 0.0)
-        q = rope(q.reshape(T, n_head, hd))
-        k = rope(k.reshape(T, n_kv, hd))
+        q, k = q.reshape(T, n_head, hd), k.reshape(T, n_kv, hd)
+        if p + "attn_q_norm.weight" in W:  # qwen3: RMSNorm over each head before RoPE
+            q, k = rms(q, W[p + "attn_q_norm.weight"]), rms(k, W[p + "attn_k_norm.weight"])
+        q, k = rope(q), rope(k)
         v = v.reshape(T, n_kv, hd)
         k = np.repeat(k, n_head // n_kv, axis=1)
         v = np.repeat(v, n_head // n_kv, axis=1)

@@ -87,6 +87,7 @@ std::string throughput_cache_key(const WeightSource& source, const Backend& back
   shape += c.qkv_bias ? "/bias" : "";
   shape += c.o_bias ? "/o_bias" : "";
   shape += c.mlp_bias ? "/mlp_bias" : "";
+  shape += c.qk_norm ? "/qk_norm" : "";
   char digest[17];
   std::snprintf(digest, sizeof digest, "%016llx",
                 static_cast<unsigned long long>(store::xxhash64(shape.data(), shape.size(), 0)));

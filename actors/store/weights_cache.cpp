@@ -64,6 +64,7 @@ void describe_config(const ModelConfig& c, std::string& d) {
   field("qkv_bias", static_cast<int>(c.qkv_bias));
   field("o_bias", static_cast<int>(c.o_bias));
   field("mlp_bias", static_cast<int>(c.mlp_bias));
+  field("qk_norm", static_cast<int>(c.qk_norm));
   field("bos", c.bos_token_id);
   d += "eos=";
   for (int32_t e : c.eos_token_ids) d += std::to_string(e) + ',';

@@ -3,8 +3,9 @@
 //   h = x + o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))   with n = rms_norm(x)
 //   y = h + down_proj(silu(gate_proj(m)) · up_proj(m))                         with m = rms_norm(h)
 //
-// Each projection has a bias where the config says so (ModelConfig::qkv_bias, o_bias, mlp_bias), and the
-// attention slides over the last sliding_window tokens on the layers the config marks.
+// Each projection has a bias where the config says so (ModelConfig::qkv_bias, o_bias, mlp_bias), the attention
+// slides over the last sliding_window tokens on the layers the config marks, and with qk_norm (Qwen3) each head's
+// query and key pass an RMSNorm of their own before RoPE.
 #include <array>
 #include <cmath>
 #include <numeric>
@@ -17,7 +18,8 @@ namespace corolla {
 namespace {
 
 struct LlamaWeights {
-  Tensor attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, ffn_norm, w_gate, w_up, w_down, b_gate, b_up, b_down;
+  Tensor attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down, b_gate, b_up,
+      b_down;
 };
 
 class LlamaBlock final : public Block {
@@ -43,6 +45,10 @@ class LlamaBlock final : public Block {
       w.bv = load_vector(src, name("self_attn.v_proj.bias"), kv, backend);
     }
     if (c_.o_bias) w.bo = load_vector(src, name("self_attn.o_proj.bias"), d, backend);
+    if (c_.qk_norm) {
+      w.q_norm = load_vector(src, name("self_attn.q_norm.weight"), c_.head_dim, backend);
+      w.k_norm = load_vector(src, name("self_attn.k_norm.weight"), c_.head_dim, backend);
+    }
     w.ffn_norm = load_vector(src, name("post_attention_layernorm.weight"), d, backend);
     w.w_gate = load_matrix(src, name("mlp.gate_proj.weight"), {ff, d}, opt.dtype, backend);
     w.w_up = load_matrix(src, name("mlp.up_proj.weight"), {ff, d}, opt.dtype, backend);
@@ -60,7 +66,7 @@ class LlamaBlock final : public Block {
   int64_t weight_bytes() const override {
     int64_t n = 0;
     for (const Tensor* t : {&w_.attn_norm, &w_.wq, &w_.wk, &w_.wv, &w_.wo, &w_.bq, &w_.bk, &w_.bv, &w_.bo,
-                            &w_.ffn_norm, &w_.w_gate, &w_.w_up, &w_.w_down, &w_.b_gate, &w_.b_up, &w_.b_down})
+                            &w_.q_norm, &w_.k_norm, &w_.ffn_norm, &w_.w_gate, &w_.w_up, &w_.w_down, &w_.b_gate, &w_.b_up, &w_.b_down})
       n += t->nbytes();
     return n;
   }
@@ -76,7 +82,8 @@ class LlamaBlock final : public Block {
     const std::pair<const char*, const Tensor*> biases[] = {
         {"self_attn.q_proj.bias", &w_.bq}, {"self_attn.k_proj.bias", &w_.bk}, {"self_attn.v_proj.bias", &w_.bv},
         {"self_attn.o_proj.bias", &w_.bo}, {"mlp.gate_proj.bias", &w_.b_gate}, {"mlp.up_proj.bias", &w_.b_up},
-        {"mlp.down_proj.bias", &w_.b_down}};
+        {"mlp.down_proj.bias", &w_.b_down}, {"self_attn.q_norm.weight", &w_.q_norm},
+        {"self_attn.k_norm.weight", &w_.k_norm}};
     for (const auto& [suffix, t] : biases)
       if (t->defined()) out.emplace_back(name(suffix), *t);
     return out;
@@ -117,6 +124,10 @@ class LlamaBlock final : public Block {
 
     be.rms_norm(x, w_.attn_norm, static_cast<float>(c_.rms_norm_eps), n);
     project_many<3>(n, {Projection::q, Projection::k, Projection::v}, lora, {&q, &k, &v});
+    if (c_.qk_norm) {
+      q = head_norm(q, w_.q_norm, hq);
+      k = head_norm(k, w_.k_norm, hkv);
+    }
     Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);
@@ -171,6 +182,10 @@ class LlamaBlock final : public Block {
     Tensor dq3 = dq.reshaped({m, hq, hd}), dk3 = dk.reshaped({m, hkv, hd});
     be.rope(dq3, back, inv_freq_);
     be.rope(dk3, back, inv_freq_);
+    if (c_.qk_norm) {
+      dq = head_norm_backward(s.q_raw, w_.q_norm, dq, hq);
+      dk = head_norm_backward(s.k_raw, w_.k_norm, dk, hkv);
+    }
     project_backward(dq, Projection::q, lora, dn);
     project_backward(dk, Projection::k, lora, tmp);
     be.add(dn, tmp, dn);
@@ -182,10 +197,28 @@ class LlamaBlock final : public Block {
 
  private:
   // What the backward needs of one stateless forward: q and k after RoPE, v, the residual stream h after
-  // attention, and the MLP's gate and up projections.
+  // attention, and the MLP's gate and up projections; with qk_norm, q and k as projected, before their norms.
   struct Saved {
-    Tensor q, k, v, h, gate, up;
+    Tensor q, k, v, h, gate, up, q_raw, k_raw;
   };
+
+  // Per head of x [m, heads·head_dim]: RMSNorm over head_dim with weight w.
+  Tensor head_norm(const Tensor& x, const Tensor& w, int64_t heads) {
+    const int64_t m = x.dim(0), hd = c_.head_dim;
+    Tensor y = backend_.alloc(DType::f32, {m, heads * hd});
+    Tensor y2 = y.reshaped({m * heads, hd});
+    backend_.rms_norm(x.reshaped({m * heads, hd}), w, static_cast<float>(c_.rms_norm_eps), y2);
+    return y;
+  }
+  // The gradient of head_norm at x, given that of its output.
+  Tensor head_norm_backward(const Tensor& x, const Tensor& w, const Tensor& dy, int64_t heads) {
+    const int64_t m = x.dim(0), hd = c_.head_dim;
+    Tensor dx = backend_.alloc(DType::f32, {m, heads * hd});
+    Tensor dx2 = dx.reshaped({m * heads, hd});
+    backend_.rms_norm_backward(x.reshaped({m * heads, hd}), w, static_cast<float>(c_.rms_norm_eps),
+                               dy.reshaped({m * heads, hd}), dx2);
+    return dx;
+  }
 
   void check_shapes(const Tensor& hidden, std::span<const int32_t> positions) const {
     if (hidden.rank() != 3 || hidden.dim(2) != c_.hidden_size)
@@ -208,6 +241,12 @@ class LlamaBlock final : public Block {
     Tensor n = be.alloc(DType::f32, {m, d}), att = be.alloc(DType::f32, {m, hq * hd});
     be.rms_norm(x, w_.attn_norm, eps, n);
     project_many<3>(n, {Projection::q, Projection::k, Projection::v}, lora, {&s.q, &s.k, &s.v});
+    if (c_.qk_norm) {
+      s.q_raw = s.q;
+      s.k_raw = s.k;
+      s.q = head_norm(s.q_raw, w_.q_norm, hq);
+      s.k = head_norm(s.k_raw, w_.k_norm, hkv);
+    }
     Tensor q3 = s.q.reshaped({m, hq, hd}), k3 = s.k.reshaped({m, hkv, hd});
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);

@@ -177,6 +177,7 @@ class GgufSource final : public WeightSource {
         {"ffn_down.weight", "mlp.down_proj.weight"},
         {"attn_output.bias", "self_attn.o_proj.bias"},   {"ffn_gate.bias", "mlp.gate_proj.bias"},
         {"ffn_up.bias", "mlp.up_proj.bias"},             {"ffn_down.bias", "mlp.down_proj.bias"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
     };
     if (auto it = globals.find(g); it != globals.end()) return it->second;
     static const std::regex block(R"(blk\.(\d+)\.(.+))");

@@ -17,7 +17,7 @@ namespace {
 
 constexpr float kTol = 1e-4f;
 const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "llama-sharded",
-                         "llama-bf16", "llama-bias", "mistral-window", "qwen2-window"};
+                         "llama-bf16", "llama-bias", "mistral-window", "qwen2-window", "qwen3"};
 
 std::vector<int32_t> iota_positions(size_t n, int32_t start = 0) {
   std::vector<int32_t> p(n);
@@ -120,7 +120,8 @@ const GgufCase kGguf[] = {
     {"llama", "model-q8_0.gguf", "q8_0", kTol},   {"llama", "model-q4_0.gguf", "q4_0", kTol},
     {"llama", "model-q4_1.gguf", "q4_1", kTol},   {"qwen2", "model-f32.gguf", "", kTol},
     {"qwen2", "model-q8_0.gguf", "q8_0", kTol},   {"llama-bias", "model-f32.gguf", "", kTol},
-    {"llama-bias", "model-q8_0.gguf", "q8_0", kTol},
+    {"llama-bias", "model-q8_0.gguf", "q8_0", kTol}, {"qwen3", "model-f32.gguf", "", kTol},
+    {"qwen3", "model-q8_0.gguf", "q8_0", kTol},
 };
 }  // namespace
 

@@ -62,6 +62,21 @@ BOOST_AUTO_TEST_CASE(qwen2_has_qkv_biases_only_and_mistral_none_whatever_the_key
   BOOST_TEST(!mc.mlp_bias);
 }
 
+BOOST_AUTO_TEST_CASE(qwen3_normalizes_queries_and_keys_and_its_attention_bias_covers_all_four_projections) {
+  nlohmann::json j = config_of("qwen3");
+  ModelConfig plain = read(j);
+  BOOST_TEST(plain.qk_norm);
+  BOOST_TEST(!plain.qkv_bias);
+  BOOST_TEST(!plain.o_bias);
+  BOOST_TEST(plain.head_dim == 32);
+  BOOST_TEST(plain.num_heads * plain.head_dim == 2 * plain.hidden_size);
+  j["attention_bias"] = true;
+  ModelConfig biased = read(j);
+  BOOST_TEST((biased.qkv_bias && biased.o_bias && !biased.mlp_bias));
+  j.erase("head_dim");  // Qwen3's class defaults it to 128, not hidden_size / heads
+  BOOST_TEST(read(j).head_dim == 128);
+}
+
 BOOST_AUTO_TEST_CASE(hidden_act_other_than_silu_is_refused) {
   nlohmann::json j = config_of("llama");
   j["hidden_act"] = "swish";  // SiLU's other name
