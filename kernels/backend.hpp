@@ -89,6 +89,12 @@ class Backend {
                          std::span<const int32_t> positions, const AttentionSpec& spec, Tensor& out) = 0;
   // out[i, :] = table[ids[i], :] as f32; table [V, D] of any weight dtype.
   virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) = 0;
+  // out[i, :] = x[rows[i], :] for x [M, D] and out [R, D], R = rows.size() (the tokens routed to one expert).
+  virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) = 0;
+  // out[rows[i], :] += scale[i] · x[i, :] for x [R, D] and out [M, D]; `rows` are distinct (an expert's output added
+  // to the tokens routed to it, weighted by the router).
+  virtual void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+                                Tensor& out) = 0;
 
   // --- gradients ----------------------------------------------------------------------------------------------
   // Training keeps block weights frozen: these give gradients with respect to activations, plus the weight

@@ -13,7 +13,7 @@
 namespace corolla {
 namespace {
 
-const std::vector<std::string> kArchitectures = {"llama", "mistral", "qwen2", "qwen3"};
+const std::vector<std::string> kArchitectures = {"llama", "mistral", "mixtral", "qwen2", "qwen3"};
 
 bool supported(const std::string& arch) {
   for (const auto& a : kArchitectures)
@@ -73,6 +73,7 @@ constexpr int64_t kMaxLayers = int64_t{1} << 12;
 constexpr int64_t kMaxHeads = int64_t{1} << 12;
 constexpr int64_t kMaxHeadDim = int64_t{1} << 12;
 constexpr int64_t kMaxPositions = int64_t{1} << 24;
+constexpr int64_t kMaxExperts = 1024;
 
 void ModelConfig::validate(const std::string& source) const {
   auto fail = [&](const std::string& msg) { throw std::runtime_error(source + ": " + msg); };
@@ -105,6 +106,12 @@ void ModelConfig::validate(const std::string& source) const {
     fail("rope_freqs has " + std::to_string(rope_freq_factors.size()) + " factors, head_dim/2 is " +
          std::to_string(head_dim / 2));
   for (float f : rope_freq_factors) positive_finite("a rope_freqs factor", f);
+  if (arch == "mixtral") {
+    count("num_local_experts", num_experts, kMaxExperts);
+    count("num_experts_per_tok", experts_per_token, num_experts);
+  } else if (num_experts != 0 || experts_per_token != 0) {
+    fail("experts are given for " + arch + ", which has one dense MLP");
+  }
   if (hidden_act != "silu")
     fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: silu)");
   if (sliding_window < 0 || sliding_window > kMaxPositions)
@@ -200,9 +207,13 @@ void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig
   if (c.arch == "llama") {
     c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
     c.mlp_bias = f.boolean_or("mlp_bias", false);
-  } else if (c.arch == "mistral") {
+  } else if (c.arch == "mistral" || c.arch == "mixtral") {
     // Every layer slides when the window is set.
     c.sliding_window = f.integer_or("sliding_window", 0);
+    if (c.arch == "mixtral") {
+      c.num_experts = f.integer("num_local_experts");
+      c.experts_per_token = f.integer("num_experts_per_tok");
+    }
     c.window_layers.assign(c.num_layers > 0 && c.num_layers <= kMaxLayers ? c.num_layers : 0,
                            c.sliding_window > 0);
   } else if (c.arch == "qwen2" || c.arch == "qwen3") {

@@ -24,7 +24,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch;  // "llama", "mistral", "qwen2", "qwen3"
+  std::string arch;  // "llama", "mistral", "mixtral", "qwen2", "qwen3"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -46,6 +46,11 @@ struct ModelConfig {
   bool mlp_bias = false;
   // Each head's query and key pass an RMSNorm over head_dim before RoPE (Qwen3).
   bool qk_norm = false;
+  // Mixture of experts (Mixtral): the MLP is num_experts SwiGLU experts of intermediate_size each, and a router
+  // that sends each token to experts_per_token of them (their outputs weighted by the router's renormalized
+  // softmax); 0 = one dense MLP.
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;
   // The MLP's activation (config.json hidden_act): "silu" is the only one the Llama-family block computes.
   std::string hidden_act = "silu";
   // Sliding-window attention: on the layers marked in window_layers (num_layers entries) a query sees only the last

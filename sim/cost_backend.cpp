@@ -78,6 +78,14 @@ void CostBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
   account(flop, bytes);
 }
 
+void CostBackend::gather_rows(const Tensor&, std::span<const int32_t>, Tensor& out) {
+  account(0, 8.0 * static_cast<double>(out.numel()));
+}
+
+void CostBackend::scatter_add_rows(const Tensor& x, std::span<const int32_t>, std::span<const float>, Tensor&) {
+  account(2.0 * static_cast<double>(x.numel()), 12.0 * static_cast<double>(x.numel()));
+}
+
 void CostBackend::embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
   account(0, static_cast<double>(storage_bytes(table.dtype(), static_cast<int64_t>(ids.size()) * table.dim(1))) +
                  f32_bytes(out));

@@ -48,6 +48,9 @@ class CostBackend final : public Backend, public ModelledTime {
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
                  const AttentionSpec& spec, Tensor& out) override;
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override;
+  void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override;
+  void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+                        Tensor& out) override;
   void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override;
   void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override;
   void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;

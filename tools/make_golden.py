@@ -39,6 +39,9 @@ Output layout (one directory per model under --out):
                   (use_sliding_window, max_window_layers 2)
   qwen3/          Qwen3ForCausalLM (q/k RMSNorm per head, head_dim 32 so that heads x head_dim
                   is twice hidden_size, tied embeddings), GGUF f32/q8_0
+  mixtral/        MixtralForCausalLM (4 experts, top-2, a 6-token sliding window); the seed is
+                  accepted only if every token's 2nd and 3rd router probabilities differ by
+                  more than MIN_ROUTER_GAP, so an engine accurate to ~1e-5 routes identically
 
 Each directory holds config.json, the safetensors weights and golden.safetensors:
 
@@ -106,6 +109,8 @@ from transformers import (
     MistralForCausalLM,
     Qwen2Config,
     Qwen2ForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
 )
@@ -126,6 +131,7 @@ WEIGHT_STD = 0.15     # std of random matrix weights (HF default would be 0.02)
 NORM_STD = 0.1        # RMSNorm weights are 1 + NORM_STD * N(0, 1)
 BIAS_STD = 0.1        # biases are BIAS_STD * N(0, 1)
 MAX_SEED_TRIES = 200
+MIN_ROUTER_GAP = 1e-3  # mixture of experts: between the last chosen and the first passed-over probability
 PROMPT_SEED = 4242    # prompts are the same for every model
 
 COMMON = dict(
@@ -190,6 +196,12 @@ SPECS = {
         dict(COMMON, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, head_dim=32,
              use_sliding_window=False, sliding_window=None),
         8000, ["f32", "q8_0"],
+    ),
+    "mixtral": (
+        MixtralConfig, MixtralForCausalLM,
+        dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, head_dim=16, sliding_window=6,
+             num_local_experts=4, num_experts_per_tok=2),
+        9000, [],
     ),
 }
 
@@ -279,6 +291,26 @@ def greedy(model, input_ids: torch.Tensor) -> dict:
                 gen_vs_full=float((step_logits - full).abs().max()))
 
 
+class RouterRecorder:
+    """Records, for every token a mixture-of-experts router sees, the gap between the probability of the last
+    expert it chooses and that of the first it passes over (a tie there would make the choice a coin toss)."""
+
+    def __init__(self, model):
+        self.min_gap = 1.0
+        k = getattr(model.config, "num_experts_per_tok", 0)
+        routers = [m for m in model.modules() if type(m).__name__.endswith("TopKRouter")]
+        self.handles = [r.register_forward_hook(lambda mod, inp, out, k=k: self._hook(out, k)) for r in routers]
+
+    def _hook(self, out, k):
+        logits = out[0] if isinstance(out, (tuple, list)) else out
+        p = torch.softmax(logits.float(), dim=-1).sort(dim=-1, descending=True).values
+        self.min_gap = min(self.min_gap, float((p[..., k - 1] - p[..., k]).min()))
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
 class BlockRecorder:
     """Captures the embedding output and each decoder block's output."""
 
@@ -300,6 +332,7 @@ class BlockRecorder:
 @torch.no_grad()
 def compute_golden(model, input_ids, batch_ids) -> tuple[dict, dict]:
     ones = torch.ones_like(input_ids)
+    routers = RouterRecorder(model)
     rec = BlockRecorder(model)
     logits_full = model(input_ids, attention_mask=ones, use_cache=False).logits.float()
     rec.close()
@@ -331,6 +364,7 @@ def compute_golden(model, input_ids, batch_ids) -> tuple[dict, dict]:
                                  use_cache=False).logits.float()
 
     g = greedy(model, input_ids)
+    routers.close()
 
     golden = dict(
         input_ids=input_ids.clone(),
@@ -358,6 +392,8 @@ def compute_golden(model, input_ids, batch_ids) -> tuple[dict, dict]:
         min_prompt_gap=float(top2_gap(logits_full).min()),
         logit_std=float(logits_full.std()),
     )
+    if routers.handles:
+        stats["min_router_gap"] = routers.min_gap
     return golden, stats
 
 
@@ -365,6 +401,7 @@ def compute_golden(model, input_ids, batch_ids) -> tuple[dict, dict]:
 def compute_quant_golden(model, input_ids) -> tuple[dict, dict]:
     logits_full = model(input_ids, attention_mask=torch.ones_like(input_ids), use_cache=False).logits.float()
     g = greedy(model, input_ids)
+    routers.close()
     golden = dict(input_ids=input_ids.clone(), logits_full=logits_full,
                   greedy_ids=g["ids"], greedy_logits=g["logits"])
     stats = dict(min_greedy_gap=g["min_gap"], greedy_has_eos=bool((g["ids"] == EOS_ID).any()))
@@ -373,7 +410,8 @@ def compute_quant_golden(model, input_ids) -> tuple[dict, dict]:
 
 def acceptable(stats: dict) -> bool:
     return (stats["min_greedy_gap"] > MIN_GAP and not stats["greedy_has_eos"]
-            and stats.get("steps_vs_full", 0.0) <= STEPS_TOL)
+            and stats.get("steps_vs_full", 0.0) <= STEPS_TOL
+            and stats.get("min_router_gap", 1.0) > MIN_ROUTER_GAP)
 
 
 def reason(stats: dict) -> str:
@@ -384,6 +422,8 @@ def reason(stats: dict) -> str:
         r.append("greedy path emits EOS")
     if stats.get("steps_vs_full", 0.0) > STEPS_TOL:
         r.append(f"KV-cache logits differ by {stats['steps_vs_full']:.1e} > {STEPS_TOL}")
+    if stats.get("min_router_gap", 1.0) <= MIN_ROUTER_GAP:
+        r.append(f"router gap {stats['min_router_gap']:.1e} <= {MIN_ROUTER_GAP}")
     return ", ".join(r)
 
 

@@ -232,6 +232,37 @@ class CpuBackend final : public Backend {
     cpu_attention(*pool_, q, k_cache, v_cache, positions, spec, out);
   }
 
+  void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
+    require_f32(x, "gather_rows", "x");
+    require_f32(out, "gather_rows", "out");
+    const int64_t d = x.dim(-1), m = rows_of(x), r = static_cast<int64_t>(rows.size());
+    require(out.numel() == r * d, "gather_rows: output " + out.describe() + " for " + std::to_string(r) + " rows");
+    for (int32_t i : rows) require(i >= 0 && i < m, "gather_rows: row " + std::to_string(i) + " outside " + x.describe());
+    const float* px = x.data_as<const float>();
+    float* po = out.data_as<float>();
+    for (int64_t i = 0; i < r; ++i)
+      std::memcpy(po + i * d, px + rows[static_cast<size_t>(i)] * d, static_cast<size_t>(d) * sizeof(float));
+  }
+
+  void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+                        Tensor& out) override {
+    require_f32(x, "scatter_add_rows", "x");
+    require_f32(out, "scatter_add_rows", "out");
+    const int64_t d = out.dim(-1), m = rows_of(out), r = static_cast<int64_t>(rows.size());
+    require(x.numel() == r * d && scale.size() == rows.size(),
+            "scatter_add_rows: " + x.describe() + " for " + std::to_string(r) + " rows of " + out.describe());
+    for (int32_t i : rows)
+      require(i >= 0 && i < m, "scatter_add_rows: row " + std::to_string(i) + " outside " + out.describe());
+    const float* px = x.data_as<const float>();
+    float* po = out.data_as<float>();
+    for (int64_t i = 0; i < r; ++i) {
+      const float a = scale[static_cast<size_t>(i)];
+      float* dst = po + rows[static_cast<size_t>(i)] * d;
+      const float* src = px + i * d;
+      for (int64_t j = 0; j < d; ++j) dst[j] += a * src[j];
+    }
+  }
+
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
     const int64_t vocab = table.dim(0), d = table.dim(1);
     require(out.numel() == static_cast<int64_t>(ids.size()) * d, "embed: output " + out.describe() + " is not [" +

@@ -450,6 +450,34 @@ class CudaBackend final : public Backend {
                    spec.scale, spec.window, out.data_as<float>(), b, t, hq, hkv, slots, hd, ctx_->stream);
   }
 
+  void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
+    require_f32(x, "gather_rows", "x");
+    require_f32(out, "gather_rows", "out");
+    const int64_t d = x.dim(-1), m = x.numel() / std::max<int64_t>(d, 1), r = static_cast<int64_t>(rows.size());
+    require(out.numel() == r * d, "gather_rows: output " + out.describe() + " for " + std::to_string(r) + " rows");
+    for (int32_t i : rows) require(i >= 0 && i < m, "gather_rows: row " + std::to_string(i) + " outside " + x.describe());
+    DeviceScope scope(ctx_->device);
+    if (r == 0) return;
+    const auto* dev_rows = static_cast<const int32_t*>(args_->put(rows.data(), rows.size_bytes()));
+    gpu::gather_rows(x.data_as<const float>(), dev_rows, r, d, out.data_as<float>(), ctx_->stream);
+  }
+
+  void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+                        Tensor& out) override {
+    require_f32(x, "scatter_add_rows", "x");
+    require_f32(out, "scatter_add_rows", "out");
+    const int64_t d = out.dim(-1), m = out.numel() / std::max<int64_t>(d, 1), r = static_cast<int64_t>(rows.size());
+    require(x.numel() == r * d && scale.size() == rows.size(),
+            "scatter_add_rows: " + x.describe() + " for " + std::to_string(r) + " rows of " + out.describe());
+    for (int32_t i : rows)
+      require(i >= 0 && i < m, "scatter_add_rows: row " + std::to_string(i) + " outside " + out.describe());
+    DeviceScope scope(ctx_->device);
+    if (r == 0) return;
+    const auto* dev_rows = static_cast<const int32_t*>(args_->put(rows.data(), rows.size_bytes()));
+    const auto* dev_scale = static_cast<const float*>(args_->put(scale.data(), scale.size_bytes()));
+    gpu::scatter_add_rows(x.data_as<const float>(), dev_rows, dev_scale, r, d, out.data_as<float>(), ctx_->stream);
+  }
+
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
     require(table.rank() == 2 && supports_weight(table.dtype()), "embed: unsupported table " + table.describe());
     require_device(table, "embed", "table");

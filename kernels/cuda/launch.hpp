@@ -46,6 +46,11 @@ void softmax(float* x, int64_t rows, int64_t d, cudaStream_t stream);
 // k, v [batch·tokens, row] go to cache rows (b·slots + positions[b·tokens + t]) of k_cache, v_cache.
 void kv_write(const float* k, const float* v, const int32_t* positions, float* k_cache, float* v_cache, int64_t batch,
               int64_t tokens, int64_t slots, int64_t row, cudaStream_t stream);
+// out[i, :] = x[rows[i], :], i < r.
+void gather_rows(const float* x, const int32_t* rows, int64_t r, int64_t d, float* out, cudaStream_t stream);
+// out[rows[i], :] += scale[i] · x[i, :], i < r, rows distinct.
+void scatter_add_rows(const float* x, const int32_t* rows, const float* scale, int64_t r, int64_t d, float* out,
+                      cudaStream_t stream);
 // out[i, :] = table[ids[i], :] as f32; table [*, d] of any weight dtype.
 void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d, float* out, cudaStream_t stream);
 

@@ -108,6 +108,22 @@ __global__ void embed_kernel(const char* __restrict__ table, int64_t row_bytes, 
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) out[i * d + j] = load_elem<T>(row, j);
 }
 
+__global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, int64_t d,
+                                   float* __restrict__ out) {
+  const float* src = x + static_cast<int64_t>(rows[blockIdx.x]) * d;
+  float* dst = out + static_cast<int64_t>(blockIdx.x) * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dst[j] = src[j];
+}
+
+// One block per row of x; the rows are distinct, so no two blocks write the same output row.
+__global__ void scatter_add_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows,
+                                        const float* __restrict__ scale, int64_t d, float* __restrict__ out) {
+  const float a = scale[blockIdx.x];
+  const float* src = x + static_cast<int64_t>(blockIdx.x) * d;
+  float* dst = out + static_cast<int64_t>(rows[blockIdx.x]) * d;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dst[j] = fmaf(a, src[j], dst[j]);
+}
+
 unsigned grid_rows(int64_t rows) { return static_cast<unsigned>(rows); }
 
 }  // namespace
@@ -157,6 +173,19 @@ void kv_write(const float* k, const float* v, const int32_t* positions, float* k
   kv_write_kernel<<<grid_rows(batch * tokens), kRowThreads, 0, stream>>>(k, v, positions, k_cache, v_cache, tokens,
                                                                          slots, row);
   check_launch("kv_write");
+}
+
+void gather_rows(const float* x, const int32_t* rows, int64_t r, int64_t d, float* out, cudaStream_t stream) {
+  if (r == 0 || d == 0) return;
+  gather_rows_kernel<<<grid_rows(r), kRowThreads, 0, stream>>>(x, rows, d, out);
+  check_launch("gather_rows");
+}
+
+void scatter_add_rows(const float* x, const int32_t* rows, const float* scale, int64_t r, int64_t d, float* out,
+                      cudaStream_t stream) {
+  if (r == 0 || d == 0) return;
+  scatter_add_rows_kernel<<<grid_rows(r), kRowThreads, 0, stream>>>(x, rows, scale, d, out);
+  check_launch("scatter_add_rows");
 }
 
 void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d, float* out, cudaStream_t stream) {

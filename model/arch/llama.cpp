@@ -5,13 +5,16 @@
 //
 // Each projection has a bias where the config says so (ModelConfig::qkv_bias, o_bias, mlp_bias), the attention
 // slides over the last sliding_window tokens on the layers the config marks, and with qk_norm (Qwen3) each head's
-// query and key pass an RMSNorm of their own before RoPE.
+// query and key pass an RMSNorm of their own before RoPE. Mixtral's block is this one with a mixture of experts
+// (model/arch/sparse_moe.hpp) in place of the MLP.
 #include <array>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "model/arch/registry.hpp"
+#include "model/arch/sparse_moe.hpp"
 #include "model/weights/load_weight.hpp"
 
 namespace corolla {
@@ -50,6 +53,10 @@ class LlamaBlock final : public Block {
       w.k_norm = load_vector(src, name("self_attn.k_norm.weight"), c_.head_dim, backend);
     }
     w.ffn_norm = load_vector(src, name("post_attention_layernorm.weight"), d, backend);
+    if (c_.num_experts > 0) {
+      moe_.emplace(src, index, backend, opt.dtype);
+      return;
+    }
     w.w_gate = load_matrix(src, name("mlp.gate_proj.weight"), {ff, d}, opt.dtype, backend);
     w.w_up = load_matrix(src, name("mlp.up_proj.weight"), {ff, d}, opt.dtype, backend);
     w.w_down = load_matrix(src, name("mlp.down_proj.weight"), {d, ff}, opt.dtype, backend);
@@ -68,7 +75,7 @@ class LlamaBlock final : public Block {
     for (const Tensor* t : {&w_.attn_norm, &w_.wq, &w_.wk, &w_.wv, &w_.wo, &w_.bq, &w_.bk, &w_.bv, &w_.bo,
                             &w_.q_norm, &w_.k_norm, &w_.ffn_norm, &w_.w_gate, &w_.w_up, &w_.w_down, &w_.b_gate, &w_.b_up, &w_.b_down})
       n += t->nbytes();
-    return n;
+    return n + (moe_ ? moe_->weight_bytes() : 0);
   }
 
   std::vector<std::pair<std::string, Tensor>> named_weights() const override {
@@ -86,6 +93,10 @@ class LlamaBlock final : public Block {
         {"self_attn.k_norm.weight", &w_.k_norm}};
     for (const auto& [suffix, t] : biases)
       if (t->defined()) out.emplace_back(name(suffix), *t);
+    if (moe_) {
+      std::erase_if(out, [](const auto& named) { return !named.second.defined(); });  // no dense MLP
+      for (auto& named : moe_->named_weights()) out.push_back(std::move(named));
+    }
     return out;
   }
 
@@ -136,9 +147,14 @@ class LlamaBlock final : public Block {
     project(att, Projection::o, lora, n);
     be.add(x, n, x);
 
+    be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.rms_norm_eps), n);
+    if (moe_) {
+      refuse_mlp_lora(lora);
+      be.add(x, moe_->forward(n), x);
+      return;
+    }
     Tensor gate = be.alloc(DType::f32, {m, c_.intermediate_size});
     Tensor up = be.alloc(DType::f32, {m, c_.intermediate_size});
-    be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.rms_norm_eps), n);
     project_many<2>(n, {Projection::gate, Projection::up}, lora, {&gate, &up});
     be.silu_mul(gate, up, gate);
     project(gate, Projection::down, lora, n);
@@ -160,13 +176,17 @@ class LlamaBlock final : public Block {
     Tensor dy = grad.reshaped({m, d});  // becomes dL/dh, then dL/dx, in place
     Tensor dn = be.alloc(DType::f32, {m, d}), tmp = be.alloc(DType::f32, {m, d});
 
-    // y = h + down(silu(gate) · up), gate = n2·Wgᵀ, up = n2·Wuᵀ, n2 = rms_norm(h)
-    Tensor d_gate = be.alloc(DType::f32, {m, ff}), d_up = be.alloc(DType::f32, {m, ff});
-    project_backward(dy, Projection::down, lora, d_gate);
-    be.silu_mul_backward(s.gate, s.up, d_gate, d_gate, d_up);
-    project_backward(d_gate, Projection::gate, lora, dn);
-    project_backward(d_up, Projection::up, lora, tmp);
-    be.add(dn, tmp, dn);
+    // y = h + down(silu(gate) · up), gate = n2·Wgᵀ, up = n2·Wuᵀ, n2 = rms_norm(h); or y = h + moe(n2)
+    if (moe_) {
+      dn = moe_->backward(s.moe_in, dy);
+    } else {
+      Tensor d_gate = be.alloc(DType::f32, {m, ff}), d_up = be.alloc(DType::f32, {m, ff});
+      project_backward(dy, Projection::down, lora, d_gate);
+      be.silu_mul_backward(s.gate, s.up, d_gate, d_gate, d_up);
+      project_backward(d_gate, Projection::gate, lora, dn);
+      project_backward(d_up, Projection::up, lora, tmp);
+      be.add(dn, tmp, dn);
+    }
     be.rms_norm_backward(s.h, w_.ffn_norm, eps, dn, tmp);
     be.add(dy, tmp, dy);
 
@@ -197,10 +217,20 @@ class LlamaBlock final : public Block {
 
  private:
   // What the backward needs of one stateless forward: q and k after RoPE, v, the residual stream h after
-  // attention, and the MLP's gate and up projections; with qk_norm, q and k as projected, before their norms.
+  // attention, and the MLP's gate and up projections (a mixture of experts: its input); with qk_norm, q and k as
+  // projected, before their norms.
   struct Saved {
-    Tensor q, k, v, h, gate, up, q_raw, k_raw;
+    Tensor q, k, v, h, gate, up, q_raw, k_raw, moe_in;
   };
+
+  // Adapters target the dense MLP's projections by name; a mixture's experts have none of them.
+  void refuse_mlp_lora(const BlockLora* lora) const {
+    if (!lora) return;
+    for (Projection p : {Projection::gate, Projection::up, Projection::down})
+      if (lora->get(p))
+        throw std::invalid_argument("block " + std::to_string(index_) +
+                                    ": LoRA on a mixture of experts' projections is not supported");
+  }
 
   // Per head of x [m, heads·head_dim]: RMSNorm over head_dim with weight w.
   Tensor head_norm(const Tensor& x, const Tensor& w, int64_t heads) {
@@ -235,9 +265,11 @@ class LlamaBlock final : public Block {
     Backend& be = backend_;
     const int64_t m = b * t, d = c_.hidden_size, hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
     const float eps = static_cast<float>(c_.rms_norm_eps);
-    Saved s{be.alloc(DType::f32, {m, hq * hd}),          be.alloc(DType::f32, {m, hkv * hd}),
-            be.alloc(DType::f32, {m, hkv * hd}),         be.alloc(DType::f32, {m, d}),
-            be.alloc(DType::f32, {m, c_.intermediate_size}), be.alloc(DType::f32, {m, c_.intermediate_size})};
+    Saved s;
+    s.q = be.alloc(DType::f32, {m, hq * hd});
+    s.k = be.alloc(DType::f32, {m, hkv * hd});
+    s.v = be.alloc(DType::f32, {m, hkv * hd});
+    s.h = be.alloc(DType::f32, {m, d});
     Tensor n = be.alloc(DType::f32, {m, d}), att = be.alloc(DType::f32, {m, hq * hd});
     be.rms_norm(x, w_.attn_norm, eps, n);
     project_many<3>(n, {Projection::q, Projection::k, Projection::v}, lora, {&s.q, &s.k, &s.v});
@@ -257,6 +289,13 @@ class LlamaBlock final : public Block {
     project(att, Projection::o, lora, n);
     be.add(x, n, s.h);
     be.rms_norm(s.h, w_.ffn_norm, eps, n);
+    if (moe_) {
+      refuse_mlp_lora(lora);
+      s.moe_in = n;
+      return s;
+    }
+    s.gate = be.alloc(DType::f32, {m, c_.intermediate_size});
+    s.up = be.alloc(DType::f32, {m, c_.intermediate_size});
     project_many<2>(n, {Projection::gate, Projection::up}, lora, {&s.gate, &s.up});
     return s;
   }
@@ -337,6 +376,7 @@ class LlamaBlock final : public Block {
   std::vector<float> inv_freq_;
   AttentionSpec attention_;  // scale 1/sqrt(head_dim), this layer's window
   LlamaWeights w_;
+  std::optional<SparseMoe> moe_;  // in place of the dense MLP (Mixtral)
 };
 
 }  // namespace

@@ -11,6 +11,7 @@ const BlockFactory* find_block_factory(const std::string& arch) {
       {"mistral", make_llama_block},  // Mistral's block is Llama's with a sliding window on every layer
       {"qwen2", make_qwen2_block},
       {"qwen3", make_qwen3_block},
+      {"mixtral", make_mixtral_block},
   };
   auto it = factories.find(arch);
   return it == factories.end() ? nullptr : &it->second;

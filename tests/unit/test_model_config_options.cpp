@@ -77,6 +77,18 @@ BOOST_AUTO_TEST_CASE(qwen3_normalizes_queries_and_keys_and_its_attention_bias_co
   BOOST_TEST(read(j).head_dim == 128);
 }
 
+BOOST_AUTO_TEST_CASE(mixtral_reads_its_experts_and_window) {
+  nlohmann::json j = config_of("mixtral");
+  const ModelConfig c = read(j);
+  BOOST_TEST(c.num_experts == 4);
+  BOOST_TEST(c.experts_per_token == 2);
+  BOOST_TEST(windows(c) == std::vector<int64_t>(4, 6), boost::test_tools::per_element());
+  j["num_experts_per_tok"] = 5;
+  expect_error([&] { read(j); }, {"num_experts_per_tok", "5", "1..4"});
+  j.erase("num_local_experts");
+  expect_error([&] { read(j); }, {"num_local_experts", "missing"});
+}
+
 BOOST_AUTO_TEST_CASE(hidden_act_other_than_silu_is_refused) {
   nlohmann::json j = config_of("llama");
   j["hidden_act"] = "swish";  // SiLU's other name
