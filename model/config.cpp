@@ -338,6 +338,12 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
   c.mlp_bias = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
   c.qk_norm = arch == "qwen3";
+  // llama.cpp writes Mixtral as a "llama" with experts.
+  if (const auto experts = g.find_int(key("expert_count")); experts && *experts > 0 && arch == "llama") {
+    c.arch = "mixtral";
+    c.num_experts = *experts;
+    c.experts_per_token = g.get_int(key("expert_used_count"));
+  }
   if (const GgufTensorInfo* f = g.find_tensor("rope_freqs.weight")) {
     Tensor factors = g.tensor(*f).to_f32();
     c.rope_freq_factors.assign(factors.data_as<const float>(), factors.data_as<const float>() + factors.numel());

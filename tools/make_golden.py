@@ -39,9 +39,10 @@ Output layout (one directory per model under --out):
                   (use_sliding_window, max_window_layers 2)
   qwen3/          Qwen3ForCausalLM (q/k RMSNorm per head, head_dim 32 so that heads x head_dim
                   is twice hidden_size, tied embeddings), GGUF f32/q8_0
-  mixtral/        MixtralForCausalLM (4 experts, top-2, a 6-token sliding window); the seed is
-                  accepted only if every token's 2nd and 3rd router probabilities differ by
-                  more than MIN_ROUTER_GAP, so an engine accurate to ~1e-5 routes identically
+  mixtral/        MixtralForCausalLM (4 experts, top-2), GGUF f32/q8_0 (arch "llama" with
+                  expert_count, experts stacked as llama.cpp writes them); the seed is accepted
+                  only if every token's 2nd and 3rd router probabilities differ by more than
+                  MIN_ROUTER_GAP, so an engine accurate to ~1e-5 routes identically
 
 Each directory holds config.json, the safetensors weights and golden.safetensors:
 
@@ -199,9 +200,9 @@ SPECS = {
     ),
     "mixtral": (
         MixtralConfig, MixtralForCausalLM,
-        dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, head_dim=16, sliding_window=6,
+        dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, head_dim=16, sliding_window=None,
              num_local_experts=4, num_experts_per_tok=2),
-        9000, [],
+        9000, ["f32", "q8_0"],
     ),
 }
 
@@ -215,7 +216,7 @@ GGUF_TYPES = {
 }
 
 GGUF_ARCH = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
-             "Qwen3ForCausalLM": "qwen3"}
+             "Qwen3ForCausalLM": "qwen3", "MixtralForCausalLM": "llama"}
 
 
 def log(*args):
@@ -399,12 +400,15 @@ def compute_golden(model, input_ids, batch_ids) -> tuple[dict, dict]:
 
 @torch.no_grad()
 def compute_quant_golden(model, input_ids) -> tuple[dict, dict]:
+    routers = RouterRecorder(model)
     logits_full = model(input_ids, attention_mask=torch.ones_like(input_ids), use_cache=False).logits.float()
     g = greedy(model, input_ids)
     routers.close()
     golden = dict(input_ids=input_ids.clone(), logits_full=logits_full,
                   greedy_ids=g["ids"], greedy_logits=g["logits"])
     stats = dict(min_greedy_gap=g["min_gap"], greedy_has_eos=bool((g["ids"] == EOS_ID).any()))
+    if routers.handles:
+        stats["min_router_gap"] = routers.min_gap
     return golden, stats
 
 
@@ -429,7 +433,7 @@ def reason(stats: dict) -> str:
 
 def clone_with_state(name: str, seed: int, state: dict[str, torch.Tensor]) -> torch.nn.Module:
     model = build_model(name, seed)
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing, unexpected = model.load_state_dict(from_checkpoint_names(state), strict=False)
     # lm_head.weight may be absent when tied; nothing else may be missing
     assert not unexpected, unexpected
     assert all(k == "lm_head.weight" and model.config.tie_word_embeddings for k in missing), missing
@@ -440,10 +444,53 @@ def clone_with_state(name: str, seed: int, state: dict[str, torch.Tensor]) -> to
 
 
 def hf_state(model) -> dict[str, torch.Tensor]:
+    """The weights under the names a saved checkpoint uses."""
     sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
     if model.config.tie_word_embeddings:
         sd.pop("lm_head.weight", None)
-    return sd
+    return to_checkpoint_names(sd)
+
+
+# transformers 5 holds a Mixtral block's experts fused (mlp.experts.gate_up_proj [E, 2F, D], down_proj [E, D, F],
+# router mlp.gate) and saves them as checkpoints have them (block_sparse_moe.experts.E.w1/w3/w2, router
+# block_sparse_moe.gate): these two convert between the forms.
+def to_checkpoint_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for k, v in sd.items():
+        if k.endswith(".mlp.gate.weight"):
+            out[k.replace(".mlp.gate.", ".block_sparse_moe.gate.")] = v
+        elif k.endswith(".mlp.experts.gate_up_proj"):
+            p = k[: -len("mlp.experts.gate_up_proj")] + "block_sparse_moe.experts."
+            f = v.shape[1] // 2
+            for e in range(v.shape[0]):
+                out[f"{p}{e}.w1.weight"] = v[e, :f].clone()
+                out[f"{p}{e}.w3.weight"] = v[e, f:].clone()
+        elif k.endswith(".mlp.experts.down_proj"):
+            p = k[: -len("mlp.experts.down_proj")] + "block_sparse_moe.experts."
+            for e in range(v.shape[0]):
+                out[f"{p}{e}.w2.weight"] = v[e].clone()
+        else:
+            out[k] = v
+    return out
+
+
+def from_checkpoint_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out, experts = {}, {}
+    for k, v in sd.items():
+        if ".block_sparse_moe.gate." in k:
+            out[k.replace(".block_sparse_moe.gate.", ".mlp.gate.")] = v
+        elif ".block_sparse_moe.experts." in k:
+            layer, rest = k.split(".block_sparse_moe.experts.")
+            e, w, _ = rest.split(".")
+            experts.setdefault(layer, {})[(int(e), w)] = v
+        else:
+            out[k] = v
+    for layer, ws in experts.items():
+        n = 1 + max(e for e, _ in ws)
+        out[layer + ".mlp.experts.gate_up_proj"] = torch.stack(
+            [torch.cat([ws[(e, "w1")], ws[(e, "w3")]]) for e in range(n)])
+        out[layer + ".mlp.experts.down_proj"] = torch.stack([ws[(e, "w2")] for e in range(n)])
+    return out
 
 
 # --------------------------------------------------------------------------- GGUF
@@ -494,8 +541,19 @@ def gguf_tensor_map(config) -> list[tuple[str, str]]:
         m += [(f"blk.{i}.attn_output.weight", p + "self_attn.o_proj.weight")]
         if llama_bias:
             m += [(f"blk.{i}.attn_output.bias", p + "self_attn.o_proj.bias")]
+        m += [(f"blk.{i}.ffn_norm.weight", p + "post_attention_layernorm.weight")]
+        if getattr(config, "num_local_experts", 0):
+            # llama.cpp: the router, then each projection's experts stacked [E, rows, cols] (a tuple of names)
+            e = range(config.num_local_experts)
+            moe = p + "block_sparse_moe."
+            m += [
+                (f"blk.{i}.ffn_gate_inp.weight", moe + "gate.weight"),
+                (f"blk.{i}.ffn_gate_exps.weight", tuple(f"{moe}experts.{x}.w1.weight" for x in e)),
+                (f"blk.{i}.ffn_down_exps.weight", tuple(f"{moe}experts.{x}.w2.weight" for x in e)),
+                (f"blk.{i}.ffn_up_exps.weight", tuple(f"{moe}experts.{x}.w3.weight" for x in e)),
+            ]
+            continue
         m += [
-            (f"blk.{i}.ffn_norm.weight", p + "post_attention_layernorm.weight"),
             (f"blk.{i}.ffn_gate.weight", p + "mlp.gate_proj.weight"),
             (f"blk.{i}.ffn_up.weight", p + "mlp.up_proj.weight"),
             (f"blk.{i}.ffn_down.weight", p + "mlp.down_proj.weight"),
@@ -541,16 +599,22 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
     if arch == "llama":  # LlamaModel.set_gguf_parameters
         w.add_vocab_size(config.vocab_size)
         w.add_rope_dimension_count(head_dim)
+    if getattr(config, "num_local_experts", 0):  # LlamaModel.set_gguf_parameters for Mixtral
+        w.add_expert_count(config.num_local_experts)
+        w.add_expert_used_count(config.num_experts_per_tok)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
     for gname, hname in gguf_tensor_map(config):
-        data = state[hname].detach().float().numpy().copy()
+        if isinstance(hname, tuple):
+            data = np.stack([state[h].detach().float().numpy() for h in hname])
+        else:
+            data = state[hname].detach().float().numpy().copy()
         # llama.cpp's converter permutes Q and K rows, biases included
         if arch == "llama" and gname.endswith(("attn_q.weight", "attn_q.bias")):
             data = permute_qk(data, config.num_attention_heads)
         elif arch == "llama" and gname.endswith(("attn_k.weight", "attn_k.bias")):
             data = permute_qk(data, config.num_key_value_heads)
-        if data.ndim <= 1 or gname.endswith("_norm.weight"):
+        if data.ndim <= 1 or gname.endswith(("_norm.weight", "ffn_gate_inp.weight")):  # llama-quantize keeps routers
             t = GGMLQuantizationType.F32
         else:
             t = qtype
@@ -564,7 +628,7 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
 
 def type_name(config) -> str:
     return {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-            "qwen3": "Qwen3ForCausalLM"}[config.model_type]
+            "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM"}[config.model_type]
 
 
 def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
@@ -583,7 +647,11 @@ def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
             data = unpermute_qk(data, config.num_attention_heads)
         elif arch == "llama" and gname.endswith(("attn_k.weight", "attn_k.bias")):
             data = unpermute_qk(data, config.num_key_value_heads)
-        state[hname] = torch.from_numpy(data.copy())
+        if isinstance(hname, tuple):
+            for h, one in zip(hname, data):
+                state[h] = torch.from_numpy(one.copy())
+        else:
+            state[hname] = torch.from_numpy(data.copy())
     return state, reader
 
 
@@ -605,7 +673,8 @@ def check_gguf_metadata(reader: GGUFReader, config, gtype: str) -> None:
     assert abs(eps - config.rms_norm_eps) <= 1e-6 * config.rms_norm_eps, (eps, config.rms_norm_eps)
     qtype = GGUF_TYPES[gtype][0]
     for t in reader.tensors:
-        want_t = GGMLQuantizationType.F32 if len(t.shape) == 1 or t.name.endswith("_norm.weight") else qtype
+        keep_f32 = len(t.shape) == 1 or t.name.endswith(("_norm.weight", "ffn_gate_inp.weight"))
+        want_t = GGMLQuantizationType.F32 if keep_f32 else qtype
         assert t.tensor_type == want_t, (t.name, t.tensor_type, want_t)
 
 
@@ -671,6 +740,21 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
         o = np.einsum("hts,shd->thd", att, v).reshape(T, n_head * hd)
         x = x + o @ W[p + "attn_output.weight"].T + W.get(p + "attn_output.bias", 0.0)
         h = rms(x, W[p + "ffn_norm.weight"])
+        if p + "ffn_gate_inp.weight" in W:  # mixture of experts: softmax router, top-k, renormalized
+            k_used = f[f"{arch}.expert_used_count"]
+            logits = h @ W[p + "ffn_gate_inp.weight"].T
+            prob = np.exp(logits - logits.max(-1, keepdims=True))
+            prob /= prob.sum(-1, keepdims=True)
+            out = np.zeros_like(x)
+            for t in range(T):
+                top = np.argsort(-prob[t])[:k_used]
+                for e in top:
+                    g = h[t] @ W[p + "ffn_gate_exps.weight"][e].T
+                    u = h[t] @ W[p + "ffn_up_exps.weight"][e].T
+                    y = ((g / (1 + np.exp(-g))) * u) @ W[p + "ffn_down_exps.weight"][e].T
+                    out[t] += prob[t, e] / prob[t, top].sum() * y
+            x = x + out
+            continue
         g = h @ W[p + "ffn_gate.weight"].T + W.get(p + "ffn_gate.bias", 0.0)
         u = h @ W[p + "ffn_up.weight"].T + W.get(p + "ffn_up.bias", 0.0)
         x = x + ((g / (1 + np.exp(-g))) * u) @ W[p + "ffn_down.weight"].T + W.get(p + "ffn_down.bias", 0.0)

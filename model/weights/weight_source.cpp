@@ -108,8 +108,12 @@ class GgufSource final : public WeightSource {
     config_ = ModelConfig::from_gguf(*gguf_);
     permuted_qk_ = gguf_->get_string("general.architecture") == "llama";
     for (const auto& info : gguf_->tensors()) {
+      if (auto experts = expert_stack(info.name)) {
+        add_experts(info, *experts);
+        continue;
+      }
       const std::string hf = to_hf(info.name, gguf_->path());
-      if (!hf.empty()) hf_to_gguf_[hf] = info.name;
+      if (!hf.empty()) hf_to_gguf_[hf] = {info.name, -1};
     }
   }
 
@@ -128,7 +132,8 @@ class GgufSource final : public WeightSource {
     auto it = hf_to_gguf_.find(name);
     if (it == hf_to_gguf_.end())
       throw std::runtime_error(gguf_->path() + ": tensor '" + name + "' is missing (no GGUF tensor maps to it)");
-    const GgufTensorInfo* info = gguf_->find_tensor(it->second);
+    const GgufTensorInfo* info = gguf_->find_tensor(it->second.name);
+    if (it->second.expert >= 0) return {info->dtype, Shape{info->shape[1], info->shape[2]}};
     return {info->dtype, info->shape};  // un-permuting Q/K rows keeps dtype and shape
   }
 
@@ -136,12 +141,18 @@ class GgufSource final : public WeightSource {
     auto it = hf_to_gguf_.find(name);
     if (it == hf_to_gguf_.end())
       throw std::runtime_error(gguf_->path() + ": tensor '" + name + "' is missing (no GGUF tensor maps to it)");
-    Tensor t = gguf_->tensor(*gguf_->find_tensor(it->second));
+    const std::string& g = it->second.name;
+    Tensor t = gguf_->tensor(*gguf_->find_tensor(g));
+    if (const int64_t e = it->second.expert; e >= 0) {
+      // One expert of a stack [E, rows, cols]: its rows are contiguous (whole quantized blocks), a view.
+      const int64_t rows = t.dim(1);
+      t = t.reshaped({t.dim(0) * rows, t.dim(2)}).slice_rows(e * rows, (e + 1) * rows);
+    }
     count(t);
     if (!permuted_qk_) return t;
     // Q and K rows are permuted, and so are their biases' entries (a Llama with attention_bias).
-    const bool is_q = it->second.ends_with("attn_q.weight") || it->second.ends_with("attn_q.bias");
-    if (!is_q && !it->second.ends_with("attn_k.weight") && !it->second.ends_with("attn_k.bias")) return t;
+    const bool is_q = g.ends_with("attn_q.weight") || g.ends_with("attn_q.bias");
+    if (!is_q && !g.ends_with("attn_k.weight") && !g.ends_with("attn_k.bias")) return t;
     return unpermute_rows(t, is_q ? config_.num_heads : config_.num_kv_heads);
   }
 
@@ -161,6 +172,30 @@ class GgufSource final : public WeightSource {
     return out;
   }
 
+  // llama.cpp stores a block's experts stacked, one tensor [E, rows, cols] per projection: which projection (the
+  // Hugging Face name of one expert's weight) and block a name is, or nullopt for any other tensor.
+  struct ExpertStack {
+    int64_t block;
+    const char* weight;  // "w1" (gate), "w3" (up), "w2" (down)
+  };
+  std::optional<ExpertStack> expert_stack(const std::string& g) const {
+    static const std::regex stack(R"(blk\.(\d+)\.ffn_(gate|up|down)_exps\.weight)");
+    std::smatch m;
+    if (!std::regex_match(g, m, stack)) return std::nullopt;
+    const auto block = parse_block_number(m[1].str());
+    if (!block) throw std::runtime_error(gguf_->path() + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
+    const std::string p = m[2].str();
+    return ExpertStack{*block, p == "gate" ? "w1" : p == "up" ? "w3" : "w2"};
+  }
+  void add_experts(const GgufTensorInfo& info, const ExpertStack& s) {
+    if (info.shape.rank() != 3 || info.shape[0] != config_.num_experts)
+      throw std::runtime_error(gguf_->path() + ": tensor '" + info.name + "' is not a stack of " +
+                               std::to_string(config_.num_experts) + " experts");
+    for (int64_t e = 0; e < info.shape[0]; ++e)
+      hf_to_gguf_[block_tensor_name(s.block, "block_sparse_moe.experts." + std::to_string(e) + "." + s.weight +
+                                                 ".weight")] = {info.name, e};
+  }
+
   static std::string to_hf(const std::string& g, const std::string& path) {
     static const std::map<std::string, std::string> globals = {
         {"token_embd.weight", "model.embed_tokens.weight"},
@@ -178,6 +213,7 @@ class GgufSource final : public WeightSource {
         {"attn_output.bias", "self_attn.o_proj.bias"},   {"ffn_gate.bias", "mlp.gate_proj.bias"},
         {"ffn_up.bias", "mlp.up_proj.bias"},             {"ffn_down.bias", "mlp.down_proj.bias"},
         {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+        {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight"},
     };
     if (auto it = globals.find(g); it != globals.end()) return it->second;
     static const std::regex block(R"(blk\.(\d+)\.(.+))");
@@ -194,7 +230,12 @@ class GgufSource final : public WeightSource {
   std::shared_ptr<GgufFile> gguf_;
   ModelConfig config_;
   bool permuted_qk_ = false;
-  std::map<std::string, std::string> hf_to_gguf_;
+  // Hugging Face name -> the GGUF tensor holding it (and which expert of a stack, or -1).
+  struct Mapped {
+    std::string name;
+    int64_t expert = -1;
+  };
+  std::map<std::string, Mapped> hf_to_gguf_;
 };
 
 }  // namespace

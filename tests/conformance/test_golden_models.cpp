@@ -122,7 +122,8 @@ const GgufCase kGguf[] = {
     {"llama", "model-q4_1.gguf", "q4_1", kTol},   {"qwen2", "model-f32.gguf", "", kTol},
     {"qwen2", "model-q8_0.gguf", "q8_0", kTol},   {"llama-bias", "model-f32.gguf", "", kTol},
     {"llama-bias", "model-q8_0.gguf", "q8_0", kTol}, {"qwen3", "model-f32.gguf", "", kTol},
-    {"qwen3", "model-q8_0.gguf", "q8_0", kTol},
+    {"qwen3", "model-q8_0.gguf", "q8_0", kTol},   {"mixtral", "model-f32.gguf", "", kTol},
+    {"mixtral", "model-q8_0.gguf", "q8_0", kTol},
 };
 }  // namespace
 

@@ -82,7 +82,10 @@ BOOST_AUTO_TEST_CASE(mixtral_reads_its_experts_and_window) {
   const ModelConfig c = read(j);
   BOOST_TEST(c.num_experts == 4);
   BOOST_TEST(c.experts_per_token == 2);
-  BOOST_TEST(windows(c) == std::vector<int64_t>(4, 6), boost::test_tools::per_element());
+  BOOST_TEST(windows(c) == std::vector<int64_t>(4, 0), boost::test_tools::per_element());
+  j["sliding_window"] = 6;  // as Mistral: every layer
+  BOOST_TEST(windows(read(j)) == std::vector<int64_t>(4, 6), boost::test_tools::per_element());
+  j["sliding_window"] = nullptr;
   j["num_experts_per_tok"] = 5;
   expect_error([&] { read(j); }, {"num_experts_per_tok", "5", "1..4"});
   j.erase("num_local_experts");
