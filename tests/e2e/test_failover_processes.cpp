@@ -47,9 +47,10 @@ struct exit_on_destroy {
 };
 
 // The greedy continuation of `prompt` by the whole model in this process: what every run must produce.
-std::vector<int32_t> fault_free(const std::vector<int32_t>& prompt, int64_t n = kNewTokens) {
+std::vector<int32_t> fault_free(const std::vector<int32_t>& prompt, int64_t n = kNewTokens,
+                                const std::string& model = "llama") {
   auto backend = make_cpu_backend(1);
-  LocalModel local(open_weights(model_dir("llama")), *backend);
+  LocalModel local(open_weights(model_dir(model)), *backend);
   GenerationParams p;
   p.max_new_tokens = n;
   p.stop_at_eos = false;
@@ -73,18 +74,20 @@ struct failover_swarm {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   std::string swarm_id = next_swarm_id();
+  std::string model;  // the golden model the servers serve
   swarm_client_options options;
   exit_on_destroy client_guard;
   caf::actor client;
 
   // Servers over `spans` (each "A:B"), with extra flags per server where given.
   explicit failover_swarm(std::vector<std::string> spans, std::map<size_t, std::vector<std::string>> extra = {},
-                          route_mode mode = route_mode::push) {
+                          route_mode mode = route_mode::push, std::string model_name = "llama")
+      : model(std::move(model_name)) {
     for (size_t i = 0; i < spans.size(); ++i) {
       slots.push_back({spans[i], "0", extra[i], nullptr});
       start(i);
     }
-    head = std::make_shared<const ClientHead>(*open_weights(model_dir("llama")), *backend);
+    head = std::make_shared<const ClientHead>(*open_weights(model_dir(model)), *backend);
     swarm_client_options o;
     o.initial_peers = {boot.address()};
     o.mode = mode;
@@ -128,7 +131,7 @@ struct failover_swarm {
   // Starts (or restarts, on the same port and with the same database: the same identity) server i.
   void start(size_t i) {
     auto& s = slots[i];
-    std::vector<std::string> args{"--model", model_dir("llama"), "--block_indices", s.span, "--port", s.port,
+    std::vector<std::string> args{"--model", model_dir(model), "--block_indices", s.span, "--port", s.port,
                                   "--initial_peers", boot.address(), "--data_dir", dir.str() + "/s" + std::to_string(i),
                                   "--swarm_id", swarm_id, "--update_period", "0.5", "--threads", "1"};
     if (std::find(s.extra.begin(), s.extra.end(), "--cache_tokens") == s.extra.end())
@@ -194,7 +197,7 @@ std::vector<int32_t> generate_with(failover_swarm& s, const caf::actor& session,
 const std::vector<int32_t>& prompt() {
   static const std::vector<int32_t> p = Golden("llama").ids("input_ids");
   return p;
-}
+}  // the golden prompt, the same for every golden model
 
 // Runs one generation, applying `fault` to the server of hop `hop` of the initial route after `at` tokens.
 void survive(failover_swarm& s, size_t hop, int at, const std::function<void(ChildProcess&)>& fault) {
@@ -206,7 +209,7 @@ void survive(failover_swarm& s, size_t hop, int at, const std::function<void(Chi
   auto out = generate_with(s, session, prompt(), [p, at, fault](int k) {
     if (k == at) fault(*p);
   });
-  BOOST_TEST(out == fault_free(prompt()), boost::test_tools::per_element());
+  BOOST_TEST(out == fault_free(prompt(), kNewTokens, s.model), boost::test_tools::per_element());
   const auto after = s.route(session);
   BOOST_TEST((std::find(after.begin(), after.end(), victim) == after.end()), "the failed server is still in the route");
   const auto st = s.stats(session);
@@ -224,6 +227,13 @@ BOOST_AUTO_TEST_CASE(a_killed_server_is_replaced_and_the_output_is_unchanged_pus
 
 BOOST_AUTO_TEST_CASE(a_killed_server_is_replaced_and_the_output_is_unchanged_relay) {
   failover_swarm s({"0:2", "0:2", "2:4", "2:4"}, {}, route_mode::relay);
+  survive(s, 1, 20, [](ChildProcess& p) { p.kill_hard(); });
+}
+
+// A mixture of experts: the replacement recomputes the killed server's cache from the history, routing each token
+// to the same experts.
+BOOST_AUTO_TEST_CASE(a_killed_mixture_of_experts_server_is_replaced_and_the_output_is_unchanged) {
+  failover_swarm s({"0:2", "0:2", "2:4", "2:4"}, {}, route_mode::push, "mixtral");
   survive(s, 1, 20, [](ChildProcess& p) { p.kill_hard(); });
 }
 

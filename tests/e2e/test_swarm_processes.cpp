@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <caf/all.hpp>
 #include <memory>
@@ -20,6 +21,7 @@
 
 using namespace corolla;
 using namespace corolla::test;
+namespace bdata = boost::unit_test::data;
 
 namespace {
 
@@ -36,14 +38,14 @@ struct process_swarm {
   std::shared_ptr<ClientHead> head;
   std::vector<caf::actor> owned;
 
-  explicit process_swarm(const std::vector<std::string>& spans) {
+  explicit process_swarm(const std::vector<std::string>& spans, const std::string& model = "llama") {
     for (size_t i = 0; i < spans.size(); ++i) {
       servers.push_back(std::make_unique<ServerProcess>(std::vector<std::string>{
-          "--model", model_dir("llama"), "--block_indices", spans[i], "--port", "0", "--threads", "1",
+          "--model", model_dir(model), "--block_indices", spans[i], "--port", "0", "--threads", "1",
           "--data_dir", dir.str() + "/node" + std::to_string(i), "--cache_tokens", "2048"}));
       addresses.push_back(servers.back()->address());
     }
-    head = std::make_shared<ClientHead>(*open_weights(model_dir("llama")), *backend);
+    head = std::make_shared<ClientHead>(*open_weights(model_dir(model)), *backend);
   }
   ~process_swarm() {
     for (auto& a : owned) self->send_exit(a, caf::exit_reason::user_shutdown);
@@ -76,10 +78,10 @@ struct process_swarm {
   }
 };
 
-std::vector<int32_t> generate(process_swarm& s, route_mode mode) {
+std::vector<int32_t> generate(process_swarm& s, route_mode mode, const std::string& model = "llama") {
   auto session = s.session(mode);
   generate_request req;
-  req.prompt = Golden("llama").ids("input_ids");
+  req.prompt = Golden(model).ids("input_ids");
   req.params.max_new_tokens = 32;
   req.params.stop_at_eos = false;
   auto r = s.ask<generate_result>(session, req);
@@ -112,6 +114,17 @@ BOOST_AUTO_TEST_CASE(three_servers_relay_match_the_local_run) {
 BOOST_AUTO_TEST_CASE(two_servers_push_match_the_local_run) {
   process_swarm s({"0:2", "2:4"});
   BOOST_TEST(generate(s, route_mode::push) == Golden("llama").ids("greedy_ids"), boost::test_tools::per_element());
+}
+
+// Every architecture's blocks served by other processes give its golden greedy tokens, relayed by the client and
+// pushed from server to server: biases on every projection, sliding windows (the 44 tokens cross them), q/k norms,
+// a mixture of experts.
+BOOST_DATA_TEST_CASE(every_architecture_splits_over_two_servers,
+                     bdata::make({"llama-bias", "mistral-window", "qwen2-window", "qwen3", "mixtral"}), model) {
+  process_swarm s({"0:2", "2:4"}, model);
+  const auto want = Golden(model).ids("greedy_ids");
+  BOOST_TEST(generate(s, route_mode::relay, model) == want, boost::test_tools::per_element());
+  BOOST_TEST(generate(s, route_mode::push, model) == want, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(tensors_arrive_zero_copy) {
