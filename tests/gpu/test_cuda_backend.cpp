@@ -294,6 +294,21 @@ BOOST_AUTO_TEST_CASE(attention_in_a_sliding_window) {
   check_attention(2, 3, 8, 2, 64, 40, {5, 6, 7, 30, 31, 32}, 73, 7);
 }
 
+BOOST_AUTO_TEST_CASE(gather_and_scatter_rows_match_cpu) {
+  const Tensor x = random_tensor({9, 300}, 120);
+  const std::vector<int32_t> rows = {8, 0, 3, 5};
+  const std::vector<float> scale = {0.25f, -1.f, 2.f, 0.5f};
+  Tensor want = Tensor::empty(DType::f32, {4, 300});
+  cpu().gather_rows(x, rows, want);
+  Tensor got = gpu().alloc(DType::f32, {4, 300});
+  gpu().gather_rows(up(x), rows, got);
+  expect_close(got, want, 0, "gather_rows");
+  Tensor want_out = x.clone(), got_out = up(x);
+  cpu().scatter_add_rows(want, rows, scale, want_out);
+  gpu().scatter_add_rows(got, rows, scale, got_out);
+  expect_close(got_out, want_out, 1e-6, "scatter_add_rows");
+}
+
 BOOST_AUTO_TEST_CASE(matmul_gradients_match_cpu) {
   for (DType t : kWeightTypes)
     for (int64_t m : {1, 37}) {

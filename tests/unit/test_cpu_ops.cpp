@@ -225,3 +225,29 @@ BOOST_AUTO_TEST_CASE(decode_attention_by_head_group_matches_naive) {
     }
   }
 }
+
+// A mixture of experts gathers the rows routed to an expert and adds the expert's output back, weighted.
+BOOST_AUTO_TEST_CASE(gather_rows_and_weighted_scatter_add) {
+  const Tensor x = random_tensor({5, 7}, 40);
+  const std::vector<int32_t> rows = {4, 0, 2};
+  Tensor g = cpu().alloc(DType::f32, {3, 7});
+  cpu().gather_rows(x, rows, g);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 7; ++j) BOOST_TEST(at(g, i * 7 + j) == at(x, rows[static_cast<size_t>(i)] * 7 + j));
+  Tensor out = x.clone();
+  const std::vector<float> scale = {0.5f, -2.f, 1.f};
+  cpu().scatter_add_rows(g, rows, scale, out);
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t j = 0; j < 7; ++j) {
+      float want = at(x, r * 7 + j);
+      for (size_t i = 0; i < rows.size(); ++i)
+        if (rows[i] == r) want += scale[i] * at(x, r * 7 + j);
+      BOOST_TEST(std::fabs(at(out, r * 7 + j) - want) < 1e-6);
+    }
+  const std::vector<int32_t> outside = {5};
+  Tensor one = cpu().alloc(DType::f32, {1, 7});
+  BOOST_CHECK_THROW(cpu().gather_rows(x, outside, one), std::invalid_argument);
+  const std::vector<float> one_scale = {1.f};
+  BOOST_CHECK_THROW(cpu().scatter_add_rows(one, outside, one_scale, out), std::invalid_argument);
+  BOOST_CHECK_THROW(cpu().scatter_add_rows(g, rows, one_scale, out), std::invalid_argument);  // a scale per row
+}
