@@ -39,7 +39,13 @@ using namespace corolla::bench;
 
 namespace {
 
-
+// OpenBLAS's sgemm on the calling thread (openblas_set_num_threads(1)), as cpu_gemm's strided path runs it when
+// given: the comparison with the library Corolla used before oneDNN. Only this benchmark links OpenBLAS.
+void openblas_sgemm(int64_t m, int64_t rows, int64_t k, const float* x, const float* w, float* y, int64_t ldy) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
+              static_cast<int>(k), 1.f, x, static_cast<int>(k), w, static_cast<int>(k), 0.f, y,
+              static_cast<int>(ldy));
+}
 
 int thread_count() {
   int n = 0;
@@ -65,7 +71,7 @@ int main(int argc, char** argv) {
   const int64_t m = std::stoll(arg(argc, argv, "m", "512"));
   const int reps = std::stoi(arg(argc, argv, "reps", "3"));
   ThreadPool pool(threads);
-  init_blas_single_threaded();
+  openblas_set_num_threads(1);  // Corolla's pool parallelises around it
 
   const char* names[] = {"corolla/dnnl", "corolla/blas", "openblas", "onednn", "onednn pk",
                          "corolla/dnnl", "corolla/blas", "onednn", "onednn pk"};
@@ -109,8 +115,8 @@ int main(int argc, char** argv) {
       }
     }
     const std::function<void()> methods[kMethods] = {
-        [&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wf, y.data()); },
-        [&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wf, y.data()); },
+        [&] { cpu_gemm(pool, x.data(), m, k, wf, y.data()); },
+        [&] { cpu_gemm(pool, x.data(), m, k, wf, y.data(), openblas_sgemm); },
         [&] {
           openblas_set_num_threads(threads);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
@@ -120,8 +126,8 @@ int main(int argc, char** argv) {
         },
         dnnl[0] ? std::function<void()>([&] { dnnl[0]->run(); }) : nullptr,
         dnnl[1] ? std::function<void()>([&] { dnnl[1]->run(); }) : nullptr,
-        [&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), m, k, wb, y.data()); },
-        [&] { cpu_gemm(pool, GemmLibrary::openblas, x.data(), m, k, wb, y.data()); },
+        [&] { cpu_gemm(pool, x.data(), m, k, wb, y.data()); },
+        [&] { cpu_gemm(pool, x.data(), m, k, wb, y.data(), openblas_sgemm); },
         dnnl[2] ? std::function<void()>([&] { dnnl[2]->run(); }) : nullptr,
         dnnl[3] ? std::function<void()>([&] { dnnl[3]->run(); }) : nullptr,
     };
@@ -183,7 +189,7 @@ int main(int argc, char** argv) {
           return best_time(std::max(reps, 3), fn);
         };
         const double tm = timed([&] { cpu_matvec_rows(pool, x.data(), mm, k, w, y.data()); });
-        const double tg = timed([&] { cpu_gemm(pool, GemmLibrary::onednn, x.data(), mm, k, w, y.data()); });
+        const double tg = timed([&] { cpu_gemm(pool, x.data(), mm, k, w, y.data()); });
         std::printf("   %7.2f / %6.2f", tm * 1e3, tg * 1e3);
       }
       std::printf("\n");

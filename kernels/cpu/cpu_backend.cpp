@@ -66,7 +66,7 @@ constexpr int64_t kElementsPerChunk = 8192;
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(ThreadPool::shared(threads)) { init_blas_single_threaded(); }
+  explicit CpuBackend(int threads) : pool_(ThreadPool::shared(threads)) {}
 
   std::string name() const override {
     return "cpu (" + std::string(best_matvec_kernels().isa) + ", " + std::to_string(pool_->size()) + " threads)";

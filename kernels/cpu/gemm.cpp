@@ -1,7 +1,5 @@
 #include "kernels/cpu/gemm.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -18,7 +16,6 @@
 #include "kernels/cpu/matvec.hpp"
 
 extern "C" void omp_set_num_threads(int);
-extern "C" void openblas_set_num_threads(int);
 
 namespace corolla {
 namespace {
@@ -31,12 +28,6 @@ constexpr int64_t kTileRows = 128;
 // stay in L3 and cut that repacking 8-fold against 128-row tiles (prefill of 512 tokens 6 % faster on an AVX2
 // EPYC, docs/PERFORMANCE.md).
 constexpr int64_t kStridedTileBytes = int64_t{8} << 20;
-
-void openblas_sgemm(int64_t m, int64_t rows, int64_t k, const float* x, const float* w, float* y, int64_t ldy) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
-              static_cast<int>(k), 1.f, x, static_cast<int>(k), w, static_cast<int>(k), 0.f, y,
-              static_cast<int>(ldy));
-}
 
 // y[m, rows] (leading dimension ldy) = x[m, k] · w[rows, k]ᵀ with oneDNN on the calling thread only: OpenMP is set
 // to one thread in every thread that calls it, so oneDNN never starts an OpenMP team (whose idle threads would
@@ -171,11 +162,6 @@ void matvec_job(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::spa
 
 }  // namespace
 
-void init_blas_single_threaded() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
 int64_t matvec_max_rows(DType weights) {
   return weights == DType::f32 ? kMatvecMaxRowsF32 : kMatvecMaxRowsConverted;
 }
@@ -184,7 +170,7 @@ void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Te
   if (m <= matvec_max_rows(w.dtype())) {
     cpu_matvec_rows(pool, x, m, k, w, y);
   } else {
-    cpu_gemm(pool, GemmLibrary::onednn, x, m, k, w, y);
+    cpu_gemm(pool, x, m, k, w, y);
   }
 }
 
@@ -206,17 +192,16 @@ void cpu_matvec_rows(ThreadPool& pool, const float* x, int64_t m, int64_t k, con
   matvec_job(pool, x, m, k, {&target, 1});
 }
 
-void cpu_gemm(ThreadPool& pool, GemmLibrary lib, const float* x, int64_t m, int64_t k, const Tensor& w, float* y) {
+void cpu_gemm(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y, Sgemm strided) {
   const int64_t n = w.dim(0);
   const DType wt = w.dtype();
   const char* wdata = static_cast<const char*>(w.data());
-  auto sgemm = lib == GemmLibrary::openblas ? openblas_sgemm : onednn_sgemm;
-  if (lib == GemmLibrary::openblas) init_blas_single_threaded();
+  const Sgemm sgemm = strided ? strided : onednn_sgemm;
   const int64_t row_bytes = storage_bytes(wt, k);
   const DequantFn dequant = best_matvec_kernels().dequant_for_dtype(wt);
   const PackFn pack = best_matvec_kernels().pack_for_dtype(wt);
   pool.parallel_for(n, kTileRows, [&](int64_t r0, int64_t r1) {
-    if (lib == GemmLibrary::onednn) {
+    if (!strided) {
       thread_local AlignedFloats panel;
       float* packed = panel.get(packed_floats(k, std::min(kTileRows, r1 - r0)));
       int64_t t0 = r0;

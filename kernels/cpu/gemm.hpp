@@ -36,14 +36,14 @@ void cpu_matmul_many(ThreadPool& pool, const float* x, int64_t m, int64_t k, std
 // The two paths of cpu_matmul, for benchmarks and tests that compare them.
 // The matrix-vector path, for any m.
 void cpu_matvec_rows(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
-// The GEMM path with a given library (cpu_matmul uses oneDNN; OpenBLAS was the previous choice, kept for the
-// comparison). Both run single-threaded inside the chunks of Corolla's pool: OpenBLAS through
-// init_blas_single_threaded(), oneDNN by setting OpenMP to one thread in every thread that calls it (so it never
+// The GEMM path: oneDNN's packed-weight kernels, and where it has none for a shape, its sgemm over tiles of weights
+// converted to f32 (cpu_matmul's choice). Given `strided`, that function instead does every tile's product (another
+// library's sgemm, for a benchmark that compares them, or a reference in a test). Either runs single-threaded inside
+// the chunks of Corolla's pool: oneDNN by setting OpenMP to one thread in every thread that calls it (so it never
 // starts an OpenMP team; other OpenMP code in those threads is affected too).
-enum class GemmLibrary { openblas, onednn };
-void cpu_gemm(ThreadPool& pool, GemmLibrary lib, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
-
-// Pins OpenBLAS to one thread: Corolla parallelises around it with ThreadPool, whose idle threads block.
-void init_blas_single_threaded();
+// y[m, rows] (leading dimension ldy) = x[m, k] · w[rows, k]ᵀ.
+using Sgemm = void (*)(int64_t m, int64_t rows, int64_t k, const float* x, const float* w, float* y, int64_t ldy);
+void cpu_gemm(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y,
+              Sgemm strided = nullptr);
 
 }  // namespace corolla
