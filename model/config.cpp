@@ -13,7 +13,7 @@
 namespace corolla {
 namespace {
 
-const std::vector<std::string> kArchitectures = {"llama", "mistral", "mixtral", "qwen2", "qwen3"};
+const std::vector<std::string> kArchitectures = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"};
 
 bool supported(const std::string& arch) {
   for (const auto& a : kArchitectures)
@@ -201,12 +201,22 @@ class JsonFields {
   const std::string& source_;
 };
 
+void check_full_rotary(double factor, const std::string& path) {
+  if (factor != 1.0)
+    throw std::runtime_error(path + ": 'partial_rotary_factor' " + std::to_string(factor) +
+                             " (RoPE over part of each head) is not supported; only 1.0");
+}
+
 // What each family reads beyond the shared keys, as its Hugging Face class does (keys another family uses are
 // ignored there too: Mistral's attention layers have no biases whatever attention_bias says).
 void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig& c) {
   if (c.arch == "llama") {
     c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
     c.mlp_bias = f.boolean_or("mlp_bias", false);
+  } else if (c.arch == "phi3") {
+    c.fused_projections = true;
+    c.sliding_window = f.integer_or("sliding_window", 0);  // every layer, as Mistral
+    c.window_layers.assign(c.num_layers > 0 && c.num_layers <= kMaxLayers ? c.num_layers : 0, c.sliding_window > 0);
   } else if (c.arch == "mistral" || c.arch == "mixtral") {
     // Every layer slides when the window is set.
     c.sliding_window = f.integer_or("sliding_window", 0);
@@ -283,6 +293,11 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   c.hidden_act = f.string_or("hidden_act", "silu");
   if (c.hidden_act == "swish") c.hidden_act = "silu";  // the same function under its other name
   read_arch_options(f, j, c);
+  // RoPE over only part of each head (Phi-4-mini's 0.75) is not implemented: refused, wherever the config puts it.
+  for (const char* where : {"rope_parameters", "rope_scaling"})
+    if (j.contains(where) && j[where].is_object() && j[where].contains("partial_rotary_factor"))
+      check_full_rotary(JsonFields(j[where], path).number_or("partial_rotary_factor", 1.0), path);
+  check_full_rotary(f.number_or("partial_rotary_factor", 1.0), path);
   // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
   const nlohmann::json* rope = nullptr;
   if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];

@@ -24,7 +24,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch;  // "llama", "mistral", "mixtral", "qwen2", "qwen3"
+  std::string arch;  // "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -44,6 +44,8 @@ struct ModelConfig {
   bool qkv_bias = false;
   bool o_bias = false;
   bool mlp_bias = false;
+  // q/k/v stored as one qkv_proj and gate/up as one gate_up_proj (Phi-3); the block uses row slices of them.
+  bool fused_projections = false;
   // Each head's query and key pass an RMSNorm over head_dim before RoPE (Qwen3).
   bool qk_norm = false;
   // Mixture of experts (Mixtral): the MLP is num_experts SwiGLU experts of intermediate_size each, and a router

@@ -43,6 +43,7 @@ Output layout (one directory per model under --out):
                   expert_count, experts stacked as llama.cpp writes them); the seed is accepted
                   only if every token's 2nd and 3rd router probabilities differ by more than
                   MIN_ROUTER_GAP, so an engine accurate to ~1e-5 routes identically
+  phi3/           Phi3ForCausalLM (fused qkv_proj and gate_up_proj, a 7-token sliding window)
 
 Each directory holds config.json, the safetensors weights and golden.safetensors:
 
@@ -112,6 +113,8 @@ from transformers import (
     Qwen2ForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
     Qwen3Config,
     Qwen3ForCausalLM,
 )
@@ -203,6 +206,12 @@ SPECS = {
         dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, head_dim=16, sliding_window=None,
              num_local_experts=4, num_experts_per_tok=2),
         9000, ["f32", "q8_0"],
+    ),
+    "phi3": (
+        Phi3Config, Phi3ForCausalLM,
+        dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=7,
+             original_max_position_embeddings=512, pad_token_id=0),
+        10000, [],
     ),
 }
 

@@ -6,7 +6,7 @@
 // Each projection has a bias where the config says so (ModelConfig::qkv_bias, o_bias, mlp_bias), the attention
 // slides over the last sliding_window tokens on the layers the config marks, and with qk_norm (Qwen3) each head's
 // query and key pass an RMSNorm of their own before RoPE. Mixtral's block is this one with a mixture of experts
-// (model/arch/sparse_moe.hpp) in place of the MLP.
+// (model/arch/sparse_moe.hpp) in place of the MLP; Phi-3's stores q/k/v and gate/up fused (row slices are used).
 #include <array>
 #include <cmath>
 #include <numeric>
@@ -23,6 +23,7 @@ namespace {
 struct LlamaWeights {
   Tensor attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down, b_gate, b_up,
       b_down;
+  Tensor wqkv, w_gate_up;  // the stored matrices when q/k/v and gate/up are fused (wq... are views into them)
 };
 
 class LlamaBlock final : public Block {
@@ -38,9 +39,16 @@ class LlamaBlock final : public Block {
     auto name = [&](const char* suffix) { return block_tensor_name(index, suffix); };
     auto& w = w_;
     w.attn_norm = load_vector(src, name("input_layernorm.weight"), d, backend);
-    w.wq = load_matrix(src, name("self_attn.q_proj.weight"), {q, d}, opt.dtype, backend);
-    w.wk = load_matrix(src, name("self_attn.k_proj.weight"), {kv, d}, opt.dtype, backend);
-    w.wv = load_matrix(src, name("self_attn.v_proj.weight"), {kv, d}, opt.dtype, backend);
+    if (c_.fused_projections) {  // Phi-3: views of the rows of one [q + 2·kv, d] matrix
+      w.wqkv = load_matrix(src, name("self_attn.qkv_proj.weight"), {q + 2 * kv, d}, opt.dtype, backend);
+      w.wq = w.wqkv.slice_rows(0, q);
+      w.wk = w.wqkv.slice_rows(q, q + kv);
+      w.wv = w.wqkv.slice_rows(q + kv, q + 2 * kv);
+    } else {
+      w.wq = load_matrix(src, name("self_attn.q_proj.weight"), {q, d}, opt.dtype, backend);
+      w.wk = load_matrix(src, name("self_attn.k_proj.weight"), {kv, d}, opt.dtype, backend);
+      w.wv = load_matrix(src, name("self_attn.v_proj.weight"), {kv, d}, opt.dtype, backend);
+    }
     w.wo = load_matrix(src, name("self_attn.o_proj.weight"), {d, q}, opt.dtype, backend);
     if (c_.qkv_bias) {
       w.bq = load_vector(src, name("self_attn.q_proj.bias"), q, backend);
@@ -57,8 +65,14 @@ class LlamaBlock final : public Block {
       moe_.emplace(src, index, backend, opt.dtype);
       return;
     }
-    w.w_gate = load_matrix(src, name("mlp.gate_proj.weight"), {ff, d}, opt.dtype, backend);
-    w.w_up = load_matrix(src, name("mlp.up_proj.weight"), {ff, d}, opt.dtype, backend);
+    if (c_.fused_projections) {  // gate rows first, then up
+      w.w_gate_up = load_matrix(src, name("mlp.gate_up_proj.weight"), {2 * ff, d}, opt.dtype, backend);
+      w.w_gate = w.w_gate_up.slice_rows(0, ff);
+      w.w_up = w.w_gate_up.slice_rows(ff, 2 * ff);
+    } else {
+      w.w_gate = load_matrix(src, name("mlp.gate_proj.weight"), {ff, d}, opt.dtype, backend);
+      w.w_up = load_matrix(src, name("mlp.up_proj.weight"), {ff, d}, opt.dtype, backend);
+    }
     w.w_down = load_matrix(src, name("mlp.down_proj.weight"), {d, ff}, opt.dtype, backend);
     if (c_.mlp_bias) {
       w.b_gate = load_vector(src, name("mlp.gate_proj.bias"), ff, backend);
@@ -93,6 +107,16 @@ class LlamaBlock final : public Block {
         {"self_attn.k_norm.weight", &w_.k_norm}};
     for (const auto& [suffix, t] : biases)
       if (t->defined()) out.emplace_back(name(suffix), *t);
+    if (c_.fused_projections) {  // the stored matrices, not the views
+      std::erase_if(out, [&](const auto& named) {
+        for (const char* view : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                                 "mlp.gate_proj.weight", "mlp.up_proj.weight"})
+          if (named.first == name(view)) return true;
+        return false;
+      });
+      out.emplace_back(name("self_attn.qkv_proj.weight"), w_.wqkv);
+      out.emplace_back(name("mlp.gate_up_proj.weight"), w_.w_gate_up);
+    }
     if (moe_) {
       std::erase_if(out, [](const auto& named) { return !named.second.defined(); });  // no dense MLP
       for (auto& named : moe_->named_weights()) out.push_back(std::move(named));

@@ -12,6 +12,7 @@ const BlockFactory* find_block_factory(const std::string& arch) {
       {"qwen2", make_qwen2_block},
       {"qwen3", make_qwen3_block},
       {"mixtral", make_mixtral_block},
+      {"phi3", make_phi3_block},
   };
   auto it = factories.find(arch);
   return it == factories.end() ? nullptr : &it->second;

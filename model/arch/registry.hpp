@@ -1,4 +1,4 @@
-// Architectures register a block factory under their config name ("llama", "mistral", "mixtral", "qwen2", "qwen3").
+// Architectures register a block factory under their config name ("llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3").
 #pragma once
 
 #include <functional>
@@ -19,5 +19,6 @@ std::unique_ptr<Block> make_llama_block(const WeightSource&, int64_t, Backend&, 
 std::unique_ptr<Block> make_qwen2_block(const WeightSource&, int64_t, Backend&, const BlockLoadOptions&);
 std::unique_ptr<Block> make_qwen3_block(const WeightSource&, int64_t, Backend&, const BlockLoadOptions&);
 std::unique_ptr<Block> make_mixtral_block(const WeightSource&, int64_t, Backend&, const BlockLoadOptions&);
+std::unique_ptr<Block> make_phi3_block(const WeightSource&, int64_t, Backend&, const BlockLoadOptions&);
 
 }  // namespace corolla

@@ -120,7 +120,7 @@ BOOST_AUTO_TEST_CASE(two_servers_push_match_the_local_run) {
 // pushed from server to server: biases on every projection, sliding windows (the 44 tokens cross them), q/k norms,
 // a mixture of experts.
 BOOST_DATA_TEST_CASE(every_architecture_splits_over_two_servers,
-                     bdata::make({"llama-bias", "mistral-window", "qwen2-window", "qwen3", "mixtral"}), model) {
+                     bdata::make({"llama-bias", "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3"}), model) {
   process_swarm s({"0:2", "2:4"}, model);
   const auto want = Golden(model).ids("greedy_ids");
   BOOST_TEST(generate(s, route_mode::relay, model) == want, boost::test_tools::per_element());

@@ -92,6 +92,21 @@ BOOST_AUTO_TEST_CASE(mixtral_reads_its_experts_and_window) {
   expect_error([&] { read(j); }, {"num_local_experts", "missing"});
 }
 
+BOOST_AUTO_TEST_CASE(phi3_is_fused_and_slides_and_partial_rotary_is_refused) {
+  nlohmann::json j = config_of("phi3");
+  const ModelConfig c = read(j);
+  BOOST_TEST(c.fused_projections);
+  BOOST_TEST(windows(c) == std::vector<int64_t>(4, 7), boost::test_tools::per_element());
+  j["rope_parameters"]["partial_rotary_factor"] = 0.75;  // Phi-4-mini
+  expect_error([&] { read(j); }, {"partial_rotary_factor", "0.75"});
+  j["rope_parameters"]["partial_rotary_factor"] = 1.0;
+  j["partial_rotary_factor"] = 0.5;
+  expect_error([&] { read(j); }, {"partial_rotary_factor", "0.5"});
+  j.erase("partial_rotary_factor");
+  j["rope_parameters"]["rope_type"] = "longrope";  // Phi-3's 128k variants: not implemented, refused
+  expect_error([&] { read(j); }, {"longrope"});
+}
+
 BOOST_AUTO_TEST_CASE(hidden_act_other_than_silu_is_refused) {
   nlohmann::json j = config_of("llama");
   j["hidden_act"] = "swish";  // SiLU's other name
