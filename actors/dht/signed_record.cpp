@@ -227,7 +227,7 @@ std::optional<DhtTime> record_expiration(const NodeId& key_id, std::string_view 
     if (problem) *problem = std::move(r.problem);
     return std::nullopt;
   }
-  return std::min(requested, now + std::chrono::milliseconds(r.expires_unix_ms - now_unix_ms));
+  return std::min(requested, time_at_unix_ms(r.expires_unix_ms));
 }
 
 }  // namespace corolla

@@ -24,6 +24,13 @@ inline int64_t unix_ms_at(caf::actor_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count() + unix_offset_ms();
 }
 
+// The actor-clock time at Unix millisecond `ms`, exactly: the inverse of unix_ms_at on whole milliseconds. Not
+// `now + (ms - unix_ms_at(now))`, which carries now's fraction of a millisecond: two records signed to expire in
+// one millisecond would then expire at different moments depending on when each was read.
+inline caf::actor_clock::time_point time_at_unix_ms(int64_t ms) {
+  return caf::actor_clock::time_point{std::chrono::milliseconds(ms - unix_offset_ms())};
+}
+
 inline int64_t unix_ms(caf::local_actor* self) { return unix_ms_at(self->clock().now()); }
 
 }  // namespace corolla

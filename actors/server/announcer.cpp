@@ -25,6 +25,10 @@ struct announcer_state {
   // next period (a server that looked still loading). One asked for during another runs after it (several
   // coalesce into one), so its records leave once the earlier ones were stored, and arrive and expire later.
   bool announcing = false;
+  // Each announcement's records expire at least a millisecond (what a signature carries) after the last one's: a
+  // DHT node keeps the record that expires last, and a reader merging several nodes' copies does the same, so two
+  // announcements in one millisecond ("joining", then "online" as the blocks finish loading) would otherwise tie.
+  DhtTime last_expiration{};
   std::vector<std::function<void(size_t)>> queued;  // callers waiting for the next announcement
   static inline const char* name = "announcer";
 };
@@ -70,7 +74,9 @@ void announce_now(announcer_actor* self, std::function<void(size_t)> done) {
             auto& st = self->state;
             if (st.opt.state == "offline") info.state = "offline";  // otherwise the gate's: joining or online
             for (auto& [address, ms] : st.rtts->ms) info.pings.emplace_back(address, ms);
-            const DhtTime expiration = self->clock().now() + 2 * st.opt.period;
+            const DhtTime expiration =
+                std::max(self->clock().now() + 2 * st.opt.period, st.last_expiration + std::chrono::milliseconds(1));
+            st.last_expiration = expiration;
             std::vector<dht_put> puts;
             try {
               puts = announce_puts(*st.opt.identity, st.opt.model_prefix, info, expiration);

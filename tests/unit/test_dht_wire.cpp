@@ -15,6 +15,7 @@
 #include "actors/dht/dht_messages.hpp"
 #include "actors/dht/node_id.hpp"
 #include "actors/dht/signed_record.hpp"
+#include "actors/dht/storage.hpp"
 #include "actors/protocol/unix_clock.hpp"
 #include "actors/protocol/system_config.hpp"
 
@@ -214,6 +215,36 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   server_info negative = info;
   negative.first_block = -1;
   BOOST_CHECK_THROW(announce_puts(alice, "m", negative, exp), std::invalid_argument);
+}
+
+// A server announces "joining", then "online" as its blocks finish loading, both records signed to expire within
+// one millisecond. A DHT node stores the second over the first only if it expires no sooner; it once reckoned the
+// signed expiry from its own clock's whole milliseconds, so a record arriving just after a millisecond ticked
+// over came out up to 1 ms shorter than its predecessor, was refused, and the server looked "joining" until its
+// next announcement. A record's expiry is the signed millisecond, whenever and wherever it is read.
+BOOST_AUTO_TEST_CASE(a_signed_expiry_is_the_same_whenever_the_record_is_read) {
+  const SigningKey alice = SigningKey::generate();
+  const std::string key = block_key("m", 0);
+  const std::string subkey = owned_subkey(alice.public_key());
+  const DhtTime t0 = DhtTime{} + 10h;  // on a millisecond
+  const int64_t expires = unix_ms_at(t0 + 20s);
+  const std::string joining = sign_record(alice, key_id(key), subkey, "joining", expires);
+  const std::string online = sign_record(alice, key_id(key), subkey, "online", expires);
+  const DhtTime far = t0 + 1h;  // the sender's time-to-live asks for no less than the signature
+  DhtStorage storage;
+  const DhtTime first_read = t0 + 900us, second_read = t0 + 1100us;  // either side of a millisecond's end
+  const auto a = record_expiration(key_id(key), subkey, joining, far, first_read);
+  const auto b = record_expiration(key_id(key), subkey, online, far, second_read);
+  BOOST_REQUIRE((a && b));
+  BOOST_TEST((*a == *b));
+  BOOST_TEST((*a == time_at_unix_ms(expires)));
+  BOOST_TEST((storage.put(key_id(key), subkey, joining, *a, first_read) == DhtStorage::Put::stored));
+  BOOST_TEST((storage.put(key_id(key), subkey, online, *b, second_read) == DhtStorage::Put::stored));
+  BOOST_TEST((storage.get(key_id(key), second_read).at(subkey).value == online));  // the "online" record stands
+  // A time-to-live shorter than the signature still shortens it.
+  BOOST_TEST((record_expiration(key_id(key), subkey, online, t0 + 5s, second_read) == t0 + 5s));
+  // Unix milliseconds and the actor clock convert both ways.
+  BOOST_TEST(unix_ms_at(time_at_unix_ms(expires)) == expires);
 }
 
 // A signed info can still say anything: a stranger's info claiming blocks 0..2^62, a NaN rate or an unknown state
