@@ -9,6 +9,7 @@
 //   `window` of them with sliding-window attention.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,14 +21,38 @@ namespace corolla {
 
 class ModelledTime;  // kernels/modelled_time.hpp
 
+#ifdef __CUDACC__
+#define COROLLA_HOST_DEVICE __host__ __device__
+#else
+#define COROLLA_HOST_DEVICE
+#endif
+
 // How one attention weighs the slots a query may see: scores = scale · q·k; with `window` > 0 the query at slot p
 // sees slots p - window + 1 .. p only (sliding-window attention, as Mistral and Qwen2 configure it), else 0 .. p.
+// With `alibi_heads` > 0 (BLOOM's ALiBi, over that many query heads) head h's score for slot s gains
+// alibi_slope(h) · s: a penalty growing with distance, since the softmax of a query is unchanged by a constant.
 struct AttentionSpec {
   float scale = 1.0f;
   int64_t window = 0;
+  int64_t alibi_heads = 0;
   // The first slot a query at slot p sees.
-  int64_t first_slot(int64_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
+  COROLLA_HOST_DEVICE int64_t first_slot(int64_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
+  // Head h's ALiBi slope, as BLOOM computes them: for the largest power of two n <= heads, head h < n has
+  // 2^(-8(h+1)/n), and the heads past n take the odd powers of 2^(-4/n) in turn (the slopes of 2n heads that n
+  // lacks). 0 without ALiBi.
+  COROLLA_HOST_DEVICE float alibi_slope(int64_t h) const {
+    if (alibi_heads <= 0) return 0.0f;
+    int64_t n = 1;
+    while (2 * n <= alibi_heads) n *= 2;
+    const double exponent = h < n ? -8.0 * static_cast<double>(h + 1) / static_cast<double>(n)
+                                  : -4.0 * static_cast<double>(2 * (h - n) + 1) / static_cast<double>(n);
+    return static_cast<float>(exp2(exponent));
+  }
 };
+
+// The two forms of GELU in use: the exact one, x·Φ(x) with the normal CDF through erf (Falcon; PyTorch's
+// nn.GELU()), and the tanh approximation (BLOOM, Gemma 2; "gelu_new", "gelu_pytorch_tanh"). kernels/gelu.hpp.
+enum class Gelu { erf, tanh };
 
 class Backend {
  public:
@@ -75,6 +100,8 @@ class Backend {
   virtual void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) = 0;
   // out = silu(gate) · up, elementwise.
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // out = gelu(x), elementwise; out may be x.
+  virtual void gelu(const Tensor& x, Gelu form, Tensor& out) = 0;
   // out = a + b, elementwise; out may be a.
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // Softmax over the last dimension, in place.
@@ -105,6 +132,10 @@ class Backend {
   virtual void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) = 0;
   // Per row of x[M, D]: dx = the gradient of rms_norm(x, w, eps) with respect to x, given dy.
   virtual void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) = 0;
+  // Per row of x[M, D]: dx = the gradient of layer_norm(x, w, b, eps) with respect to x, given dy.
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) = 0;
+  // For out = gelu(x): dx = gelu'(x) · d_out (dx may be d_out).
+  virtual void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) = 0;
   // For out = silu(gate) · up: d_gate and d_up from d_out (d_gate may be d_out).
   virtual void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
                                  Tensor& d_up) = 0;

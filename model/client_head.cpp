@@ -3,17 +3,42 @@
 #include <stdexcept>
 #include <string>
 
+#include "model/arch/bloom_names.hpp"
 #include "model/weights/load_weight.hpp"
 
 namespace corolla {
+namespace {
+
+// The head's tensors as the architecture's checkpoints name them (norm_bias and the embedding norm: BLOOM only).
+struct HeadNames {
+  std::string embeddings, norm, norm_bias, embedding_norm, embedding_norm_bias;
+};
+
+HeadNames head_names(const WeightSource& src) {
+  if (src.config().arch == "bloom") {
+    const BloomNames n(src, "word_embeddings.weight");
+    return {n("word_embeddings.weight"), n("ln_f.weight"), n("ln_f.bias"), n("word_embeddings_layernorm.weight"),
+            n("word_embeddings_layernorm.bias")};
+  }
+  return {"model.embed_tokens.weight", "model.norm.weight", "", "", ""};
+}
+
+}  // namespace
+
 
 ClientHead::ClientHead(const WeightSource& src, Backend& backend, std::optional<DType> dtype)
     : backend_(backend), config_(src.config()) {
   const int64_t v = config_.vocab_size, d = config_.hidden_size;
+  const HeadNames names = head_names(src);
   // Tied, the table is the LM head too, so it is placed for matrix products; else it is only read by rows.
-  embeddings_ = config_.tie_word_embeddings ? load_matrix(src, "model.embed_tokens.weight", {v, d}, dtype, backend)
-                                            : load_table(src, "model.embed_tokens.weight", {v, d}, dtype, backend);
-  norm_ = load_vector(src, "model.norm.weight", d, backend);
+  embeddings_ = config_.tie_word_embeddings ? load_matrix(src, names.embeddings, {v, d}, dtype, backend)
+                                            : load_table(src, names.embeddings, {v, d}, dtype, backend);
+  norm_ = load_vector(src, names.norm, d, backend);
+  if (config_.layer_norm) norm_bias_ = load_vector(src, names.norm_bias, d, backend);
+  if (config_.embedding_norm) {
+    embedding_norm_ = load_vector(src, names.embedding_norm, d, backend);
+    embedding_norm_bias_ = load_vector(src, names.embedding_norm_bias, d, backend);
+  }
   if (!config_.tie_word_embeddings && src.has("lm_head.weight"))
     lm_head_ = load_matrix(src, "lm_head.weight", {v, d}, dtype, backend);
   else if (!config_.tie_word_embeddings)
@@ -32,7 +57,22 @@ Tensor ClientHead::embed(std::span<const int32_t> ids, int64_t batch) const {
                                   " is outside the vocabulary of " + std::to_string(config_.vocab_size));
   Tensor out = backend_.alloc(DType::f32, {batch, n / batch, config_.hidden_size});
   backend_.embed(embeddings_, ids, out);
-  return out;
+  if (!embedding_norm_.defined()) return out;
+  Tensor normed = backend_.alloc(DType::f32, out.shape());
+  backend_.layer_norm(out, embedding_norm_, embedding_norm_bias_, static_cast<float>(config_.norm_eps), normed);
+  return normed;
+}
+
+void ClientHead::final_norm(const Tensor& x, Tensor& y) const {
+  const float eps = static_cast<float>(config_.norm_eps);
+  if (config_.layer_norm) backend_.layer_norm(x, norm_, norm_bias_, eps, y);
+  else backend_.rms_norm(x, norm_, eps, y);
+}
+
+void ClientHead::final_norm_backward(const Tensor& x, const Tensor& dy, Tensor& dx) const {
+  const float eps = static_cast<float>(config_.norm_eps);
+  if (config_.layer_norm) backend_.layer_norm_backward(x, norm_, eps, dy, dx);
+  else backend_.rms_norm_backward(x, norm_, eps, dy, dx);
 }
 
 Tensor ClientHead::logits(const Tensor& hidden) const {
@@ -44,7 +84,7 @@ Tensor ClientHead::logits(const Tensor& hidden) const {
   Tensor x = hidden.reshaped({rows, d});
   Tensor n = backend_.alloc(DType::f32, {rows, d});
   Tensor out = backend_.alloc(DType::f32, {rows, config_.vocab_size});
-  backend_.rms_norm(x, norm_, static_cast<float>(config_.rms_norm_eps), n);
+  final_norm(x, n);
   backend_.matmul(n, lm_head_, nullptr, out);
   return backend_.download(out);
 }

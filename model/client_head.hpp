@@ -1,5 +1,6 @@
-// What a client keeps of a model: the token embeddings, the final norm and the LM head (tied to the embeddings
-// when the model says so). Everything between runs on servers (or, locally, in LocalModel).
+// What a client keeps of a model: the token embeddings (with BLOOM, and their LayerNorm), the final norm and the LM
+// head (tied to the embeddings when the model says so). Everything between runs on servers (or, locally, in
+// LocalModel).
 #pragma once
 
 #include <memory>
@@ -17,21 +18,25 @@ class ClientHead {
   ClientHead(const WeightSource& source, Backend& backend, std::optional<DType> dtype = std::nullopt);
 
   const ModelConfig& config() const { return config_; }
-  // Hidden states [batch, ids.size() / batch, hidden] on the backend. Throws on ids outside the vocabulary.
+  // Hidden states [batch, ids.size() / batch, hidden] on the backend: what the first block takes. Throws on ids
+  // outside the vocabulary.
   Tensor embed(std::span<const int32_t> ids, int64_t batch) const;
+  // The final norm (RMSNorm, or LayerNorm with its bias) of x [rows, hidden] into y, and its gradient: dx from dy.
+  void final_norm(const Tensor& x, Tensor& y) const;
+  void final_norm_backward(const Tensor& x, const Tensor& dy, Tensor& dx) const;
   // Logits [rows, vocab] on the host for hidden [rows, hidden] (any leading shape; the last dim is hidden).
   Tensor logits(const Tensor& hidden) const;
 
   // The head's tensors on the backend, for training (gradients flow back through the final norm and the head).
   Backend& backend() const { return backend_; }
   const Tensor& embeddings() const { return embeddings_; }
-  const Tensor& norm_weight() const { return norm_; }
   const Tensor& lm_head_weight() const { return lm_head_; }
 
  private:
   Backend& backend_;
   ModelConfig config_;
-  Tensor embeddings_, norm_, lm_head_;
+  Tensor embeddings_, norm_, norm_bias_, lm_head_;
+  Tensor embedding_norm_, embedding_norm_bias_;  // BLOOM's word_embeddings_layernorm
 };
 
 }  // namespace corolla

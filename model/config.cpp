@@ -13,17 +13,20 @@
 namespace corolla {
 namespace {
 
-const std::vector<std::string> kArchitectures = {"llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"};
+const std::vector<std::string> kArchitectures = {"bloom", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"};
+// The general.architecture values of the GGUF files whose tensors the loader maps (llama.cpp writes Mistral and
+// Mixtral as "llama").
+const std::vector<std::string> kGgufArchitectures = {"llama", "qwen2", "qwen3"};
 
-bool supported(const std::string& arch) {
-  for (const auto& a : kArchitectures)
+bool supported(const std::string& arch, const std::vector<std::string>& list = kArchitectures) {
+  for (const auto& a : list)
     if (a == arch) return true;
   return false;
 }
 
-std::string unsupported_architecture(const std::string& arch) {
+std::string unsupported_architecture(const std::string& arch, const std::vector<std::string>& supported = kArchitectures) {
   std::string list;
-  for (const auto& a : kArchitectures) list += (list.empty() ? "" : ", ") + a;
+  for (const auto& a : supported) list += (list.empty() ? "" : ", ") + a;
   return "unsupported architecture '" + arch + "' (supported: " + list + ")";
 }
 
@@ -100,7 +103,7 @@ void ModelConfig::validate(const std::string& source) const {
     fail("num_key_value_heads " + std::to_string(num_kv_heads) + " does not divide num_attention_heads " +
          std::to_string(num_heads));
   if (head_dim % 2 != 0) fail("head_dim " + std::to_string(head_dim) + " must be even");
-  if (!(rms_norm_eps > 0 && rms_norm_eps < 1)) fail("rms_norm_eps " + std::to_string(rms_norm_eps) + " must be in (0, 1)");
+  if (!(norm_eps > 0 && norm_eps < 1)) fail("rms_norm_eps " + std::to_string(norm_eps) + " must be in (0, 1)");
   positive_finite("rope_theta", rope_theta);
   if (!rope_freq_factors.empty() && static_cast<int64_t>(rope_freq_factors.size()) != head_dim / 2)
     fail("rope_freqs has " + std::to_string(rope_freq_factors.size()) + " factors, head_dim/2 is " +
@@ -112,8 +115,9 @@ void ModelConfig::validate(const std::string& source) const {
   } else if (num_experts != 0 || experts_per_token != 0) {
     fail("experts are given for " + arch + ", which has one dense MLP");
   }
-  if (hidden_act != "silu")
-    fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: silu)");
+  const char* activation = arch == "bloom" ? "gelu_tanh" : "silu";
+  if (hidden_act != activation)
+    fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: " + activation + ")");
   if (sliding_window < 0 || sliding_window > kMaxPositions)
     fail("sliding_window " + std::to_string(sliding_window) + " must be in 0.." + std::to_string(kMaxPositions));
   if (sliding_window > 0 && static_cast<int64_t>(window_layers.size()) != num_layers)
@@ -253,6 +257,46 @@ void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig
   }
 }
 
+// BLOOM names its sizes its own way (n_layer, n_head; n_embed in older files) and has no intermediate size (4 ×
+// hidden), RoPE or hidden_act: LayerNorm, ALiBi and the tanh GELU are the architecture. slow_but_exact with
+// pretraining_tp only splits the output projections' sums into slices: the same values up to rounding.
+void read_bloom(const JsonFields& f, ModelConfig& c) {
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.present("hidden_size") ? f.integer("hidden_size") : f.integer("n_embed");
+  c.num_layers = f.present("n_layer") ? f.integer("n_layer") : f.integer("num_hidden_layers");
+  c.num_heads = f.present("n_head") ? f.integer("n_head") : f.integer("num_attention_heads");
+  c.num_kv_heads = c.num_heads;
+  // validate() refuses a head count of 0 and sizes out of range; the arithmetic waits for sane ones.
+  c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  c.intermediate_size = c.hidden_size > 0 && c.hidden_size <= kMaxHidden ? 4 * c.hidden_size : 0;
+  c.max_position = f.integer_or("seq_length", 2048);  // ALiBi has no table of positions; this bounds sessions
+  c.norm_eps = f.number_or("layer_norm_epsilon", 1e-5);
+  c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
+  if (f.boolean_or("apply_residual_connection_post_layernorm", false))
+    f.fail("apply_residual_connection_post_layernorm",
+           "is true: residual connections taken after the LayerNorms are not supported");
+  c.layer_norm = c.embedding_norm = c.alibi = true;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  c.fused_projections = true;
+  c.hidden_act = "gelu_tanh";
+}
+
+// The token ids of config.json.
+void read_special_tokens(const JsonFields& f, const nlohmann::json& j, ModelConfig& c, const std::string& path) {
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
+    c.bos_token_id = token_id(f.integer("bos_token_id"), "bos_token_id", path);
+  if (j.contains("eos_token_id")) {
+    const auto& e = j["eos_token_id"];
+    if (e.is_number_integer()) c.eos_token_ids.push_back(token_id(f.integer("eos_token_id"), "eos_token_id", path));
+    if (e.is_array())
+      for (const auto& v : e) {
+        if (!v.is_number_integer()) f.fail("eos_token_id", "must hold integers, got " + v.dump());
+        const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{1} << 62 ? -2 : v.get<int64_t>();
+        c.eos_token_ids.push_back(token_id(id, "eos_token_id", path));
+      }
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_hf_json(const std::string& path) {
@@ -277,6 +321,12 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   if (f.present("quantization_config"))
     f.fail("quantization_config", "names a quantized checkpoint, which Corolla does not load: use the original "
                                   "weights (quantize them with --dtype) or a GGUF file");
+  if (c.arch == "bloom") {
+    read_bloom(f, c);
+    read_special_tokens(f, j, c, path);
+    c.validate(path);
+    return c;
+  }
   c.vocab_size = f.integer("vocab_size");
   c.hidden_size = f.integer("hidden_size");
   c.intermediate_size = f.integer("intermediate_size");
@@ -287,7 +337,7 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   // Qwen3's class defaults head_dim to 128, the others to hidden_size / heads.
   c.head_dim = f.integer_or("head_dim", c.arch == "qwen3" ? 128 : c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position = f.integer_or("max_position_embeddings", 2048);
-  c.rms_norm_eps = f.number_or("rms_norm_eps", 1e-5);
+  c.norm_eps = f.number_or("rms_norm_eps", 1e-5);
   c.rope_theta = f.number_or("rope_theta", 10000.0);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
   c.hidden_act = f.string_or("hidden_act", "silu");
@@ -312,18 +362,7 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
     c.rope_scaling.high_freq_factor = r.number_or("high_freq_factor", 4.0);
     c.rope_scaling.original_max_position = r.integer_or("original_max_position_embeddings", 8192);
   }
-  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer())
-    c.bos_token_id = token_id(f.integer("bos_token_id"), "bos_token_id", path);
-  if (j.contains("eos_token_id")) {
-    const auto& e = j["eos_token_id"];
-    if (e.is_number_integer()) c.eos_token_ids.push_back(token_id(f.integer("eos_token_id"), "eos_token_id", path));
-    if (e.is_array())
-      for (const auto& v : e) {
-        if (!v.is_number_integer()) f.fail("eos_token_id", "must hold integers, got " + v.dump());
-        const int64_t id = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{1} << 62 ? -2 : v.get<int64_t>();
-        c.eos_token_ids.push_back(token_id(id, "eos_token_id", path));
-      }
-  }
+  read_special_tokens(f, j, c, path);
   c.validate(path);
   return c;
 }
@@ -333,7 +372,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture");
   c.arch = arch;
   auto key = [&](const std::string& k) { return arch + "." + k; };
-  if (!supported(arch)) throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch));
+  if (!supported(arch, kGgufArchitectures))
+    throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch, kGgufArchitectures) + " in a GGUF file");
   c.hidden_size = g.get_int(key("embedding_length"));
   c.intermediate_size = g.get_int(key("feed_forward_length"));
   c.num_layers = g.get_int(key("block_count"));
@@ -342,7 +382,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   // validate() refuses a head count of 0; the division waits for a positive one.
   c.head_dim = g.find_int(key("attention.key_length")).value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position = g.find_int(key("context_length")).value_or(2048);
-  c.rms_norm_eps = g.get_float(key("attention.layer_norm_rms_epsilon"));
+  c.norm_eps = g.get_float(key("attention.layer_norm_rms_epsilon"));
   c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
   if (auto t = g.find_string(key("rope.scaling.type")); t && *t == "linear") {
     c.rope_scaling.type = "linear";

@@ -24,7 +24,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch;  // "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"
+  std::string arch;  // "bloom", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -33,7 +33,7 @@ struct ModelConfig {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t max_position = 0;
-  double rms_norm_eps = 1e-5;
+  double norm_eps = 1e-5;  // of every norm, RMSNorm or LayerNorm
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   // Per-frequency divisors stored by GGUF files as the tensor rope_freqs.weight (Llama 3.1 scaling in llama.cpp).
@@ -48,12 +48,18 @@ struct ModelConfig {
   bool fused_projections = false;
   // Each head's query and key pass an RMSNorm over head_dim before RoPE (Qwen3).
   bool qk_norm = false;
+  // BLOOM: every norm is a LayerNorm with a bias (the final one too), the embeddings pass one of their own before
+  // the first block, and positions enter as ALiBi biases on the attention scores instead of RoPE.
+  bool layer_norm = false;
+  bool embedding_norm = false;
+  bool alibi = false;
   // Mixture of experts (Mixtral): the MLP is num_experts SwiGLU experts of intermediate_size each, and a router
   // that sends each token to experts_per_token of them (their outputs weighted by the router's renormalized
   // softmax); 0 = one dense MLP.
   int64_t num_experts = 0;
   int64_t experts_per_token = 0;
-  // The MLP's activation (config.json hidden_act): "silu" is the only one the Llama-family block computes.
+  // The MLP's activation: "silu" (config.json hidden_act of the Llama family, the only one its block computes) or
+  // "gelu_tanh" (BLOOM's, fixed by its architecture).
   std::string hidden_act = "silu";
   // Sliding-window attention: on the layers marked in window_layers (num_layers entries) a query sees only the last
   // sliding_window tokens, itself included; 0 = every layer sees the whole history.

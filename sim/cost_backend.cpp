@@ -49,6 +49,9 @@ void CostBackend::rope(Tensor& x, std::span<const int32_t>, std::span<const floa
 void CostBackend::silu_mul(const Tensor& gate, const Tensor&, Tensor&) {
   account(6.0 * static_cast<double>(gate.numel()), 3 * f32_bytes(gate));
 }
+void CostBackend::gelu(const Tensor& x, Gelu, Tensor&) {
+  account(10.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
+}
 void CostBackend::add(const Tensor& a, const Tensor&, Tensor&) {
   account(static_cast<double>(a.numel()), 3 * f32_bytes(a));
 }
@@ -98,6 +101,12 @@ void CostBackend::matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor&)
 }
 void CostBackend::rms_norm_backward(const Tensor& x, const Tensor&, float, const Tensor&, Tensor&) {
   account(8.0 * static_cast<double>(x.numel()), 3 * f32_bytes(x));
+}
+void CostBackend::layer_norm_backward(const Tensor& x, const Tensor&, float, const Tensor&, Tensor&) {
+  account(12.0 * static_cast<double>(x.numel()), 3 * f32_bytes(x));
+}
+void CostBackend::gelu_backward(const Tensor& x, Gelu, const Tensor&, Tensor&) {
+  account(14.0 * static_cast<double>(x.numel()), 3 * f32_bytes(x));
 }
 void CostBackend::silu_mul_backward(const Tensor& gate, const Tensor&, const Tensor&, Tensor&, Tensor&) {
   account(10.0 * static_cast<double>(gate.numel()), 5 * f32_bytes(gate));

@@ -41,6 +41,7 @@ class CostBackend final : public Backend, public ModelledTime {
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override;
   void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void gelu(const Tensor& x, Gelu form, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void softmax(Tensor& x) override;
   void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
@@ -54,6 +55,8 @@ class CostBackend final : public Backend, public ModelledTime {
   void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override;
   void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override;
   void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;
+  void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;
+  void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override;
   void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
                          Tensor& d_up) override;
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,

@@ -44,6 +44,9 @@ Output layout (one directory per model under --out):
                   only if every token's 2nd and 3rd router probabilities differ by more than
                   MIN_ROUTER_GAP, so an engine accurate to ~1e-5 routes identically
   phi3/           Phi3ForCausalLM (fused qkv_proj and gate_up_proj, a 7-token sliding window)
+  bloom/          BloomForCausalLM (ALiBi, LayerNorms with biases, the embeddings' LayerNorm, fused
+                  query_key_value interleaved per head, tanh GELU, tied embeddings); it takes no
+                  position ids, so its positions_* logits are the plain ones
 
 Each directory holds config.json, the safetensors weights and golden.safetensors:
 
@@ -103,6 +106,8 @@ import transformers
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, LlamaFileType
 from safetensors.torch import save_file
 from transformers import (
+    BloomConfig,
+    BloomForCausalLM,
     DynamicCache,
     GenerationConfig,
     LlamaConfig,
@@ -207,6 +212,12 @@ SPECS = {
              num_local_experts=4, num_experts_per_tok=2),
         9000, ["f32", "q8_0"],
     ),
+    "bloom": (
+        BloomConfig, BloomForCausalLM,
+        dict(vocab_size=256, hidden_size=64, n_layer=4, n_head=4, layer_norm_epsilon=1e-5, bos_token_id=BOS_ID,
+             eos_token_id=EOS_ID, pad_token_id=None, initializer_range=WEIGHT_STD, tie_word_embeddings=True),
+        11000, [],
+    ),
     "phi3": (
         Phi3Config, Phi3ForCausalLM,
         dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=7,
@@ -250,7 +261,7 @@ def randomize(model: torch.nn.Module, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     for pname, p in model.named_parameters():  # tied parameters appear once
         noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
-        if pname.endswith("norm.weight"):
+        if pname.endswith("norm.weight") or pname.endswith("ln_f.weight"):
             p.copy_(1.0 + NORM_STD * noise)
         elif pname.endswith(".bias"):
             p.copy_(BIAS_STD * noise)
@@ -321,14 +332,26 @@ class RouterRecorder:
             h.remove()
 
 
+def is_bloom(model) -> bool:
+    return model.config.model_type == "bloom"
+
+
+def decoder(model):
+    """The model under the LM head: (embedding module whose output the first block takes, blocks, final norm)."""
+    if is_bloom(model):
+        t = model.transformer
+        return t.word_embeddings_layernorm, t.h, t.ln_f
+    return model.model.embed_tokens, model.model.layers, model.model.norm
+
+
 class BlockRecorder:
-    """Captures the embedding output and each decoder block's output."""
+    """Captures the embedding output (BLOOM: after its LayerNorm) and each decoder block's output."""
 
     def __init__(self, model):
         self.outs = []
-        inner = model.model
-        self.handles = [inner.embed_tokens.register_forward_hook(self._hook)]
-        self.handles += [layer.register_forward_hook(self._hook) for layer in inner.layers]
+        embedding, blocks, _ = decoder(model)
+        self.handles = [embedding.register_forward_hook(self._hook)]
+        self.handles += [layer.register_forward_hook(self._hook) for layer in blocks]
 
     def _hook(self, module, inputs, output):
         h = output[0] if isinstance(output, (tuple, list)) else output
@@ -364,14 +387,14 @@ def compute_golden(model, input_ids, batch_ids) -> tuple[dict, dict]:
     batch_logits = model(batch_ids, attention_mask=torch.ones_like(batch_ids), use_cache=False).logits.float()
 
     pos_off = torch.arange(100, 100 + PROMPT_LEN, dtype=torch.int64)[None]
-    positions_offset_logits = model(input_ids, attention_mask=ones, position_ids=pos_off,
-                                    use_cache=False).logits.float()
     # An explicit attention_mask keeps transformers from treating the jump in
     # position ids as the start of a second packed sequence.
     half = PROMPT_LEN // 2
     pos_gap = torch.cat([torch.arange(0, half), torch.arange(40, 40 + PROMPT_LEN - half)]).to(torch.int64)[None]
-    positions_gap_logits = model(input_ids, attention_mask=ones, position_ids=pos_gap,
-                                 use_cache=False).logits.float()
+    # BLOOM takes no position ids: ALiBi counts distances within the sequence, so any positions give the plain logits.
+    pos_kw = (lambda p: {}) if is_bloom(model) else (lambda p: {"position_ids": p})
+    positions_offset_logits = model(input_ids, attention_mask=ones, use_cache=False, **pos_kw(pos_off)).logits.float()
+    positions_gap_logits = model(input_ids, attention_mask=ones, use_cache=False, **pos_kw(pos_gap)).logits.float()
 
     g = greedy(model, input_ids)
     routers.close()
@@ -398,7 +421,7 @@ def compute_golden(model, input_ids, batch_ids) -> tuple[dict, dict]:
         gap_vs_full=float((positions_gap_logits - logits_full).abs().max()),
         generate_vs_full=g["gen_vs_full"],
         hidden_last_vs_full=float(
-            (model.lm_head(model.model.norm(hidden[-1])) - logits_full).abs().max()),
+            (model.lm_head(decoder(model)[2](hidden[-1])) - logits_full).abs().max()),
         min_prompt_gap=float(top2_gap(logits_full).min()),
         logit_std=float(logits_full.std()),
     )

@@ -65,7 +65,8 @@ from transformers import AutoModelForCausalLM
 
 transformers.utils.logging.set_verbosity_error()
 
-MODELS = ["llama", "mistral", "qwen2", "llama3-rope", "llama-bias", "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3"]
+MODELS = ["llama", "mistral", "qwen2", "llama3-rope", "llama-bias", "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3",
+          "bloom"]
 T = 12
 P = 4
 SEED = 777
@@ -95,8 +96,36 @@ def layer_window(model, index: int) -> int | None:
     return getattr(cfg, "sliding_window", None)
 
 
+def is_bloom(model) -> bool:
+    return model.config.model_type == "bloom"
+
+
+def inner(model):
+    return model.transformer if is_bloom(model) else model.model
+
+
+def blocks(model):
+    return model.transformer.h if is_bloom(model) else model.model.layers
+
+
+def embed(model, ids):
+    """What the first block takes: BLOOM's embeddings pass their LayerNorm."""
+    if is_bloom(model):
+        return model.transformer.word_embeddings_layernorm(model.transformer.word_embeddings(ids))
+    return model.model.embed_tokens(ids)
+
+
+def final_norm(model, h):
+    return model.transformer.ln_f(h) if is_bloom(model) else model.model.norm(h)
+
+
 def run_block(model, layer, hidden: torch.Tensor) -> torch.Tensor:
     t = hidden.shape[1]
+    if is_bloom(model):  # ALiBi over the sequence's own positions, causal mask
+        ones = torch.ones(hidden.shape[0], t, dtype=torch.int64)
+        alibi = model.transformer.build_alibi_tensor(ones, model.config.n_head, dtype=hidden.dtype)
+        out = layer(hidden, alibi=alibi, attention_mask=causal_mask(t))
+        return out[0] if isinstance(out, (tuple, list)) else out
     pos = torch.arange(t)[None]
     pe = model.model.rotary_emb(hidden, position_ids=pos)
     mask = causal_mask(t, layer_window(model, layer.self_attn.layer_idx))
@@ -106,7 +135,7 @@ def run_block(model, layer, hidden: torch.Tensor) -> torch.Tensor:
 
 def run_stack(model, hidden: torch.Tensor, prompts: torch.Tensor | None) -> torch.Tensor:
     """Every block in order; prompts [L, B, P, H] are added to the first P positions before each block."""
-    for i, layer in enumerate(model.model.layers):
+    for i, layer in enumerate(blocks(model)):
         if prompts is not None:
             p = prompts.shape[2]
             hidden = torch.cat([hidden[:, :p] + prompts[i], hidden[:, p:]], dim=1)
@@ -117,11 +146,11 @@ def run_stack(model, hidden: torch.Tensor, prompts: torch.Tensor | None) -> torc
 def client_hidden(model, ids, prompts, deep):
     """ptune / deep_ptune: prompts prepended, deep prompts per block, prompt positions dropped at the end."""
     b = ids.shape[0]
-    emb = model.model.embed_tokens(ids)
+    emb = embed(model, ids)
     x = torch.cat([prompts[None].expand(b, -1, -1), emb], dim=1)
     deep_b = None if deep is None else deep[:, None].expand(-1, b, -1, -1)
     h = run_stack(model, x, deep_b)
-    return model.model.norm(h[:, prompts.shape[0]:])
+    return final_norm(model, h[:, prompts.shape[0]:])
 
 
 def lm_loss(model, ids, prompts, deep):
@@ -149,8 +178,8 @@ def golden_for(model_dir: Path) -> dict[str, torch.Tensor]:
     # The layer loop above must be the model's own forward.
     ids0 = torch.randint(3, cfg.vocab_size, (2, T), generator=gen)
     with torch.no_grad():
-        ref = model.model(ids0, attention_mask=torch.ones_like(ids0), use_cache=False).last_hidden_state
-        mine = model.model.norm(run_stack(model, model.model.embed_tokens(ids0), None))
+        ref = inner(model)(ids0, attention_mask=torch.ones_like(ids0), use_cache=False).last_hidden_state
+        mine = final_norm(model, run_stack(model, embed(model, ids0), None))
     assert (ref - mine).abs().max() < 1e-5, f"layer loop differs from the model's forward: {(ref - mine).abs().max()}"
 
     out: dict[str, torch.Tensor] = {}
@@ -158,7 +187,7 @@ def golden_for(model_dir: Path) -> dict[str, torch.Tensor]:
     g = rnd(2, T, h, std=GRAD_STD)
     out["block_input"], out["block_grad_output"] = x, g
     outs, grads = [], []
-    for layer in model.model.layers:
+    for layer in blocks(model):
         xi = x.clone().requires_grad_(True)
         y = run_block(model, layer, xi)
         y.backward(g)

@@ -11,6 +11,8 @@ tokens, special tokens).
   bpe-smollm    byte-level BPE, Digits(individual) + ByteLevel pre-tokenizer (SmolLM / GPT-2 style)
   bpe-llama3    byte-level BPE, Llama-3 Split regex, ignore_merges, BOS added by TemplateProcessing
   bpe-qwen2     byte-level BPE, NFC normalizer, Qwen2 Split regex (single digits)
+  bpe-bloom     byte-level BPE, BLOOM's Split regex (words with their leading space, a nested character class
+                of punctuation), no BOS added (BLOOM's layout)
   spm-legacy    SentencePiece-style BPE with byte fallback, Prepend/Replace normalizer, Strip decoder
                 (Llama-2's tokenizer.json layout)
   spm-metaspace SentencePiece-style BPE with byte fallback, Metaspace pre-tokenizer (prepend_scheme "first")
@@ -190,6 +192,9 @@ CHAT_TEMPLATES = {
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# BLOOM's: a run of anything but whitespace and a few punctuation marks (and "(", "|", ")", which the nested class
+# also names), with its leading space.
+BLOOM_SPLIT = " ?[^(\\s|[.,!?…。，、।۔،])]+"
 QWEN2_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
@@ -325,6 +330,27 @@ def make_bpe_qwen2():
         "pad_token": "<|endoftext|>",
         "add_bos_token": False,
         "chat_template": CHAT_TEMPLATES["qwen2"]["template"],
+    }
+    return tok, config
+
+
+def make_bpe_bloom():
+    specials = ["<unk>", "<s>", "</s>", "<pad>"]
+    pre = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(BLOOM_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok = byte_level_tokenizer(pre, specials, 400)
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    config = {
+        "tokenizer_class": "BloomTokenizer",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "pad_token": "<pad>",
+        "add_prefix_space": False,
     }
     return tok, config
 
@@ -517,6 +543,7 @@ def main():
         "bpe-smollm": make_bpe_smollm,
         "bpe-llama3": make_bpe_llama3,
         "bpe-qwen2": make_bpe_qwen2,
+        "bpe-bloom": make_bpe_bloom,
         "spm-legacy": lambda: make_spm("legacy"),
         "spm-metaspace": lambda: make_spm("metaspace"),
     }

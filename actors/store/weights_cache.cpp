@@ -51,7 +51,7 @@ void describe_config(const ModelConfig& c, std::string& d) {
   field("head_dim", c.head_dim);
   field("max_position", c.max_position);
   d += "doubles=";  // exact bits: to_string would round
-  for (double v : {c.rms_norm_eps, c.rope_theta, c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
+  for (double v : {c.norm_eps, c.rope_theta, c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
                    c.rope_scaling.high_freq_factor})
     store::put_le_double(d, v);
   d += '\n';

@@ -32,6 +32,12 @@ void attention_values(int64_t rows, int64_t span, int64_t hd, const float* p, co
     throw std::runtime_error("attention: oneDNN sgemm failed");
 }
 
+// ALiBi: row[s] += slope · (first + s) over the `span` slots from `first` (nothing when slope is 0).
+void add_alibi(float* row, int64_t span, float slope, int64_t first) {
+  if (slope == 0.0f) return;
+  for (int64_t s = 0; s < span; ++s) row[s] += slope * static_cast<float>(first + s);
+}
+
 // Few queries (decode): per token and KV head, the query heads that share it (contiguous in q and out) as one
 // block of rows, scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place. The keys and
 // values are read once per group rather than once per query head (Hq / Hkv = 8 times for TinyLlama), and the
@@ -59,7 +65,10 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       float* o0 = po + (token * d.hq + h0) * d.hd;
       scores.resize(static_cast<size_t>(rows * span));
       attention_scores(rows, span, d.hd, spec.scale, q0, d.hd, k0, d.hkv * d.hd, scores.data());
-      for (int64_t r = 0; r < rows; ++r) softmax_row(scores.data() + r * span, span);
+      for (int64_t r = 0; r < rows; ++r) {
+        add_alibi(scores.data() + r * span, span, spec.alibi_slope(h0 + r), first);
+        softmax_row(scores.data() + r * span, span);
+      }
       attention_values(rows, span, d.hd, scores.data(), v0, d.hkv * d.hd, o0, d.hd);
     }
   });
@@ -75,6 +84,7 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const f
     thread_local std::vector<float> scores;
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t bi = w / d.hq, h = w % d.hq, kvh = h / d.group;
+      const float slope = spec.alibi_slope(h);
       for (int64_t t0 = 0; t0 < d.t; t0 += kAttentionQueryBlock) {
         const int64_t rows = std::min(kAttentionQueryBlock, d.t - t0);
         const int32_t* pos = positions.data() + bi * d.t + t0;
@@ -90,6 +100,7 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const f
         for (int64_t ti = 0; ti < rows; ++ti) {
           float* row = scores.data() + ti * span;
           const int64_t first = spec.first_slot(pos[ti]) - from, last = pos[ti] - from;
+          add_alibi(row + first, last - first + 1, slope, from + first);
           std::fill(row, row + first, 0.f);  // before the window: no weight
           softmax_row(row + first, last - first + 1);
           std::fill(row + last + 1, row + span, 0.f);  // causal mask: later slots get no weight

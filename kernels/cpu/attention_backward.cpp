@@ -52,11 +52,14 @@ void cpu_attention_backward(ThreadPool& pool, const Tensor& q, const Tensor& k, 
         const float* do0 = pdo + bi * t * qrow + h * hd;
         float* dq0 = pdq + bi * t * qrow + h * hd;
         const float beta = h == g * group ? 0.f : 1.f;  // the group's first head overwrites dK, dV
-        // P = softmax(scale · Q Kᵀ) with the causal mask (and window), recomputed as the forward does.
+        const float slope = spec.alibi_slope(h);
+        // P = softmax(scale · Q Kᵀ + ALiBi) with the causal mask (and window), recomputed as the forward does.
         sgemm('N', 'T', t, t, hd, scale, q0, qrow, k0, kvrow, 0.f, p.data(), t);
         for (int64_t i = 0; i < t; ++i) {
           float* row = p.data() + i * t;
           const int64_t first = spec.first_slot(i);
+          if (slope != 0.0f)
+            for (int64_t j = first; j <= i; ++j) row[j] += slope * static_cast<float>(j);  // ALiBi: a constant bias
           std::fill(row, row + first, 0.f);
           softmax(row + first, i + 1 - first);
           std::fill(row + i + 1, row + t, 0.f);

@@ -9,6 +9,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/attention_backward.hpp"
+#include "kernels/gelu.hpp"
 #include "kernels/cpu/buffer_pool.hpp"
 #include "kernels/cpu/dot.hpp"
 #include "kernels/cpu/gemm.hpp"
@@ -180,6 +181,17 @@ class CpuBackend final : public Backend {
                         [&](int64_t b, int64_t e) { silu_mul(g + b, u + b, o + b, e - b); });
   }
 
+  void gelu(const Tensor& x, Gelu form, Tensor& out) override {
+    require_f32(x, "gelu", "x");
+    require_f32(out, "gelu", "out");
+    require(out.numel() == x.numel(), "gelu: shapes " + x.describe() + " and " + out.describe() + " differ");
+    const float* px = x.data_as<const float>();
+    float* po = out.data_as<float>();
+    pool_->parallel_for(x.numel(), kElementsPerChunk, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) po[i] = gelu_value(px[i], form);
+    });
+  }
+
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     require(a.numel() == b.numel() && out.numel() == a.numel(),
             "add: shapes " + a.describe() + " and " + b.describe() + " differ");
@@ -229,6 +241,7 @@ class CpuBackend final : public Backend {
     require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
     require(static_cast<int64_t>(positions.size()) == q.dim(0) * q.dim(1), "attention: positions do not match tokens");
     require(spec.window >= 0, "attention: a negative window");
+    require(spec.alibi_heads == 0 || spec.alibi_heads == hq, "attention: ALiBi over a head count other than q's");
     cpu_attention(*pool_, q, k_cache, v_cache, positions, spec, out);
   }
 
@@ -326,6 +339,54 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &dy, &dx}) require_f32(*t, "layer_norm_backward", "tensors");
+    const int64_t d = x.dim(-1), m = rows_of(x);
+    require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
+            "layer_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
+    const float* px = x.data_as<const float>();
+    const float* pw = w.data_as<const float>();
+    const float* pdy = dy.data_as<const float>();
+    float* pdx = dx.data_as<float>();
+    // y = x̂ · w + b with x̂ = (x − mean) · r, r = (var + eps)^-½, and g = w ∘ dy:
+    //   dx = r · (g − mean(g) − x̂ · mean(g ∘ x̂)).
+    pool_->parallel_for(m, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = px + r * d;
+        const float* gr = pdy + r * d;
+        double mean = 0, var = 0;
+        for (int64_t i = 0; i < d; ++i) mean += xr[i];
+        mean /= static_cast<double>(d);
+        for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+        var /= static_cast<double>(d);
+        const float inv = static_cast<float>(1.0 / std::sqrt(var + eps)), mu = static_cast<float>(mean);
+        double g_mean = 0, gx_mean = 0;
+        for (int64_t i = 0; i < d; ++i) {
+          const float g = pw[i] * gr[i];
+          g_mean += g;
+          gx_mean += g * (xr[i] - mu) * inv;
+        }
+        g_mean /= static_cast<double>(d);
+        gx_mean /= static_cast<double>(d);
+        for (int64_t i = 0; i < d; ++i) {
+          const float xhat = (xr[i] - mu) * inv;
+          pdx[r * d + i] = inv * (pw[i] * gr[i] - static_cast<float>(g_mean) - xhat * static_cast<float>(gx_mean));
+        }
+      }
+    });
+  }
+
+  void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &d_out, &dx}) require_f32(*t, "gelu_backward", "tensors");
+    require(d_out.numel() == x.numel() && dx.numel() == x.numel(), "gelu_backward: shapes differ");
+    const float* px = x.data_as<const float>();
+    const float* pd = d_out.data_as<const float>();
+    float* po = dx.data_as<float>();
+    pool_->parallel_for(x.numel(), kElementsPerChunk, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) po[i] = gelu_derivative(px[i], form) * pd[i];
+    });
+  }
+
   void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
                          Tensor& d_up) override {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &d_out, &d_gate, &d_up}) require_f32(*t, "silu_mul_backward", "tensors");
@@ -359,6 +420,8 @@ class CpuBackend final : public Backend {
                 dv.numel() == v.numel(),
             "attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
     require(spec.window >= 0, "attention_backward: a negative window");
+    require(spec.alibi_heads == 0 || spec.alibi_heads == q.dim(2),
+            "attention_backward: ALiBi over a head count other than q's");
     cpu_attention_backward(*pool_, q, k, v, d_out, spec, dq, dk, dv);
   }
 

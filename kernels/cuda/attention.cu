@@ -4,6 +4,7 @@
 // window) with an online softmax (running max, running sum,
 // running weighted sum of V held across the warp's lanes), so the number of slots is limited only by the cache;
 // the block's warps are merged at the end. A warp takes four slots per step to keep several loads in flight.
+#include "kernels/backend.hpp"
 #include "kernels/cuda/common.cuh"
 
 namespace corolla::gpu {
@@ -18,7 +19,7 @@ template <int E>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_kernel(const float* __restrict__ q, const float* __restrict__ k_cache,
                      const float* __restrict__ v_cache, const int32_t* __restrict__ positions, float scale,
-                     int64_t window, float* __restrict__ out, int64_t tokens, int hq, int hkv, int64_t slots, int hd) {
+                     int64_t window, int64_t alibi_heads, float* __restrict__ out, int64_t tokens, int hq, int hkv, int64_t slots, int hd) {
   extern __shared__ float merged[];  // [kAttnWarps, hd]
   __shared__ float warp_max_s[kAttnWarps], warp_sum_s[kAttnWarps];
 
@@ -29,6 +30,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int64_t n = static_cast<int64_t>(positions[bt]) + 1;  // one past the last slot seen
   const int64_t first = window > 0 && n > window ? n - window : 0;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const float slope = AttentionSpec{scale, window, alibi_heads}.alibi_slope(h);  // 0 without ALiBi
 
   const float* qv = q + (bt * hq + h) * hd;
   float qr[E], acc[E];
@@ -63,7 +65,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
     for (int u = 0; u < kSlotsPerStep; ++u) {
       if (s0 + u >= n) break;
-      const float x = score[u] * scale;
+      const float x = score[u] * scale + slope * static_cast<float>(s0 + u);
       const float m_new = fmaxf(m, x);
       const float correction = expf(m - m_new);  // 0 for the first slot (m = -inf)
       const float p = expf(x - m_new);
@@ -109,28 +111,28 @@ __global__ void __launch_bounds__(kAttnThreads)
 
 template <int E>
 void launch(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-            int64_t window, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
+            int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
             cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(kAttnWarps) * head_dim * sizeof(float);
   attention_kernel<E><<<static_cast<unsigned>(batch * tokens * hq), kAttnThreads, smem, stream>>>(
-      q, k_cache, v_cache, positions, scale, window, out, tokens, static_cast<int>(hq), static_cast<int>(hkv), slots,
+      q, k_cache, v_cache, positions, scale, window, alibi_heads, out, tokens, static_cast<int>(hq), static_cast<int>(hkv), slots,
       static_cast<int>(head_dim));
 }
 
 }  // namespace
 
 void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-               int64_t window, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
+               int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
                cudaStream_t stream) {
   if (batch * tokens * hq == 0 || head_dim == 0) return;
   if (head_dim <= 32)
-    launch<1>(q, k_cache, v_cache, positions, scale, window, out, batch, tokens, hq, hkv, slots, head_dim, stream);
+    launch<1>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots, head_dim, stream);
   else if (head_dim <= 64)
-    launch<2>(q, k_cache, v_cache, positions, scale, window, out, batch, tokens, hq, hkv, slots, head_dim, stream);
+    launch<2>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots, head_dim, stream);
   else if (head_dim <= 128)
-    launch<4>(q, k_cache, v_cache, positions, scale, window, out, batch, tokens, hq, hkv, slots, head_dim, stream);
+    launch<4>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots, head_dim, stream);
   else
-    launch<8>(q, k_cache, v_cache, positions, scale, window, out, batch, tokens, hq, hkv, slots, head_dim, stream);
+    launch<8>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots, head_dim, stream);
   check_launch("attention");
 }
 

@@ -6,7 +6,9 @@
 //   2. per (token, head): dQ = scale · Σ_s P (dP − D) k_s over s ≤ t;
 //   3. per (token, KV head): dK, dV summed over the heads of the group and the queries t ≥ s.
 // O(T² · Dh) per head, no atomics: each output row belongs to one warp.
+#include "kernels/backend.hpp"
 #include "kernels/cuda/common.cuh"
+#include "kernels/gelu.hpp"
 
 namespace corolla::gpu {
 namespace {
@@ -34,6 +36,38 @@ __global__ void rms_norm_backward_kernel(const float* __restrict__ x, const floa
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) out[i] = inv * w[i] * gr[i] - xr[i] * c;
 }
 
+// One block per row: dx = r · (g − mean(g) − x̂ · mean(g ∘ x̂)), g = w ∘ dy, x̂ = (x − mean) · r.
+__global__ void layer_norm_backward_kernel(const float* __restrict__ x, const float* __restrict__ w, float eps,
+                                           const float* __restrict__ dy, float* __restrict__ dx, int64_t d) {
+  __shared__ float scratch[kWarp];
+  const float* xr = x + blockIdx.x * d;
+  const float* gr = dy + blockIdx.x * d;
+  float* out = dx + blockIdx.x * d;
+  float s = 0.f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) s += xr[i];
+  const float mean = block_sum(s, scratch) / static_cast<float>(d);
+  float v = 0.f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) v = fmaf(xr[i] - mean, xr[i] - mean, v);
+  const float inv = 1.f / sqrtf(block_sum(v, scratch) / static_cast<float>(d) + eps);
+  float g_sum = 0.f, gx_sum = 0.f;
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+    const float g = w[i] * gr[i];
+    g_sum += g;
+    gx_sum = fmaf(g, (xr[i] - mean) * inv, gx_sum);
+  }
+  const float g_mean = block_sum(g_sum, scratch) / static_cast<float>(d);
+  const float gx_mean = block_sum(gx_sum, scratch) / static_cast<float>(d);
+  for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+    out[i] = inv * (w[i] * gr[i] - g_mean - (xr[i] - mean) * inv * gx_mean);
+}
+
+// dx may alias d_out.
+__global__ void gelu_backward_kernel(const float* x, Gelu form, const float* d_out, float* dx, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dx[i] = gelu_derivative(x[i], form) * d_out[i];
+}
+
 // d_gate may alias d_out.
 __global__ void silu_mul_backward_kernel(const float* g, const float* u, const float* d, float* dg, float* du,
                                          int64_t n) {
@@ -51,6 +85,8 @@ struct AttnDims {
   int hq, hkv, hd;
   float scale;
   int64_t window;  // > 0: query t sees keys t - window + 1 .. t
+  int64_t alibi_heads;  // hq with ALiBi, else 0
+  __device__ float slope(int h) const { return AttentionSpec{scale, window, alibi_heads}.alibi_slope(h); }
   __host__ __device__ int64_t first_key(int64_t t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
   __host__ __device__ int64_t last_query(int64_t s) const { return window > 0 && s + window - 1 < t ? s + window - 1 : t - 1; }
   __host__ __device__ int64_t qrow() const { return static_cast<int64_t>(hq) * hd; }
@@ -114,13 +150,14 @@ __global__ void attention_stats_kernel(const float* __restrict__ q, const float*
   const int h = static_cast<int>(r % d.hq);
   const int64_t bt = r / d.hq, bi = bt / d.t, ti = bt % d.t;
   const int g = h / (d.hq / d.hkv);
+  const float slope = d.slope(h);
   LaneVec qv, o;
   qv.load(q + bt * d.qrow() + static_cast<int64_t>(h) * d.hd, d.hd);
   const float* kb = k + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   const float* vb = v + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   float m = -INFINITY, l = 0.f;
   for (int64_t s = d.first_key(ti); s <= ti; ++s) {
-    const float sc = qv.dot(kb + s * d.kvrow(), d.hd) * d.scale;
+    const float sc = qv.dot(kb + s * d.kvrow(), d.hd) * d.scale + slope * static_cast<float>(s);
     const float m2 = fmaxf(m, sc);
     l = l * expf(m - m2) + expf(sc - m2);
     m = m2;
@@ -128,7 +165,7 @@ __global__ void attention_stats_kernel(const float* __restrict__ q, const float*
   const float lse_r = m + logf(l);
   o.zero();
   for (int64_t s = d.first_key(ti); s <= ti; ++s) {
-    const float p = expf(qv.dot(kb + s * d.kvrow(), d.hd) * d.scale - lse_r);
+    const float p = expf(qv.dot(kb + s * d.kvrow(), d.hd) * d.scale + slope * static_cast<float>(s) - lse_r);
     o.axpy(p, vb + s * d.kvrow(), d.hd);
   }
   LaneVec dov;
@@ -153,6 +190,7 @@ __global__ void attention_dq_kernel(const float* __restrict__ q, const float* __
   const int h = static_cast<int>(r % d.hq);
   const int64_t bt = r / d.hq, bi = bt / d.t, ti = bt % d.t;
   const int g = h / (d.hq / d.hkv);
+  const float slope = d.slope(h);
   LaneVec qv, dov, acc;
   qv.load(q + bt * d.qrow() + static_cast<int64_t>(h) * d.hd, d.hd);
   dov.load(d_out + bt * d.qrow() + static_cast<int64_t>(h) * d.hd, d.hd);
@@ -160,7 +198,7 @@ __global__ void attention_dq_kernel(const float* __restrict__ q, const float* __
   const float* kb = k + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   const float* vb = v + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   for (int64_t s = d.first_key(ti); s <= ti; ++s) {
-    const float p = expf(qv.dot(kb + s * d.kvrow(), d.hd) * d.scale - lse[r]);
+    const float p = expf(qv.dot(kb + s * d.kvrow(), d.hd) * d.scale + slope * static_cast<float>(s) - lse[r]);
     const float dp = dov.dot(vb + s * d.kvrow(), d.hd);
     acc.axpy(d.scale * p * (dp - delta[r]), kb + s * d.kvrow(), d.hd);
   }
@@ -182,16 +220,18 @@ __global__ void attention_dkv_kernel(const float* __restrict__ q, const float* _
   vv.load(v + bs * d.kvrow() + static_cast<int64_t>(g) * d.hd, d.hd);
   dkv.zero();
   dvv.zero();
-  for (int h = g * group; h < (g + 1) * group; ++h)
+  for (int h = g * group; h < (g + 1) * group; ++h) {
+    const float bias = d.slope(h) * static_cast<float>(si);  // ALiBi of key si, whichever query
     for (int64_t ti = si; ti <= d.last_query(si); ++ti) {
       const int64_t bt = bi * d.t + ti, row = bt * d.hq + h;
       const float* qp = q + bt * d.qrow() + static_cast<int64_t>(h) * d.hd;
       const float* dop = d_out + bt * d.qrow() + static_cast<int64_t>(h) * d.hd;
-      const float p = expf(kv.dot(qp, d.hd) * d.scale - lse[row]);
+      const float p = expf(kv.dot(qp, d.hd) * d.scale + bias - lse[row]);
       dvv.axpy(p, dop, d.hd);
       const float dp = vv.dot(dop, d.hd);
       dkv.axpy(d.scale * p * (dp - delta[row]), qp, d.hd);
     }
+  }
   dkv.store(dk + bs * d.kvrow() + static_cast<int64_t>(g) * d.hd, d.hd);
   dvv.store(dv + bs * d.kvrow() + static_cast<int64_t>(g) * d.hd, d.hd);
 }
@@ -207,6 +247,19 @@ void rms_norm_backward(const float* x, const float* w, float eps, const float* d
   check_launch("rms_norm_backward");
 }
 
+void layer_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows,
+                         int64_t d, cudaStream_t stream) {
+  if (rows == 0 || d == 0) return;
+  layer_norm_backward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, eps, dy, dx, d);
+  check_launch("layer_norm_backward");
+}
+
+void gelu_backward(const float* x, Gelu form, const float* d_out, float* dx, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  gelu_backward_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(x, form, d_out, dx, n);
+  check_launch("gelu_backward");
+}
+
 void silu_mul_backward(const float* gate, const float* up, const float* d_out, float* d_gate, float* d_up, int64_t n,
                        cudaStream_t stream) {
   if (n == 0) return;
@@ -216,10 +269,11 @@ void silu_mul_backward(const float* gate, const float* up, const float* d_out, f
 }
 
 void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale,
-                        int64_t window, float* dq,
+                        int64_t window, int64_t alibi_heads, float* dq,
                         float* dk, float* dv, float* lse, float* delta, int64_t batch, int64_t tokens, int64_t hq,
                         int64_t hkv, int64_t head_dim, cudaStream_t stream) {
-  const AttnDims d{batch, tokens, static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim), scale, window};
+  const AttnDims d{batch, tokens, static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim), scale, window,
+                    alibi_heads};
   const int64_t qrows = batch * tokens * hq, kvrows = batch * tokens * hkv;
   if (qrows == 0) return;
   const int threads = kWarpsPerBlock * kWarp;

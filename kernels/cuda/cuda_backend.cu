@@ -382,6 +382,14 @@ class CudaBackend final : public Backend {
                   ctx_->stream);
   }
 
+  void gelu(const Tensor& x, Gelu form, Tensor& out) override {
+    require_f32(x, "gelu", "x");
+    require_f32(out, "gelu", "out");
+    require(out.numel() == x.numel(), "gelu: shapes " + x.describe() + " and " + out.describe() + " differ");
+    DeviceScope scope(ctx_->device);
+    gpu::gelu(x.data_as<const float>(), form, out.data_as<float>(), x.numel(), ctx_->stream);
+  }
+
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
     require_f32(a, "add", "a");
     require_f32(b, "add", "b");
@@ -440,6 +448,7 @@ class CudaBackend final : public Backend {
                                                                  " positions for " + std::to_string(b * t) +
                                                                  " tokens");
     require(spec.window >= 0, "attention: a negative window");
+    require(spec.alibi_heads == 0 || spec.alibi_heads == hq, "attention: ALiBi over a head count other than q's");
     for (int32_t p : positions)
       require(p >= 0 && p < slots, "attention: position " + std::to_string(p) + " outside the cache of " +
                                        std::to_string(slots) + " tokens");
@@ -447,7 +456,7 @@ class CudaBackend final : public Backend {
     if (b * t * hq == 0) return;
     const auto* pos = static_cast<const int32_t*>(args_->put(positions.data(), positions.size_bytes()));
     gpu::attention(q.data_as<const float>(), k_cache.data_as<const float>(), v_cache.data_as<const float>(), pos,
-                   spec.scale, spec.window, out.data_as<float>(), b, t, hq, hkv, slots, hd, ctx_->stream);
+                   spec.scale, spec.window, spec.alibi_heads, out.data_as<float>(), b, t, hq, hkv, slots, hd, ctx_->stream);
   }
 
   void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
@@ -572,6 +581,24 @@ class CudaBackend final : public Backend {
                            dx.data_as<float>(), m, d, ctx_->stream);
   }
 
+  void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &dy, &dx}) require_f32(*t, "layer_norm_backward", "tensors");
+    const int64_t d = x.dim(-1), m = rows_of(x);
+    require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
+            "layer_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
+    DeviceScope scope(ctx_->device);
+    gpu::layer_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
+                             dx.data_as<float>(), m, d, ctx_->stream);
+  }
+
+  void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &d_out, &dx}) require_f32(*t, "gelu_backward", "tensors");
+    require(d_out.numel() == x.numel() && dx.numel() == x.numel(), "gelu_backward: shapes differ");
+    DeviceScope scope(ctx_->device);
+    gpu::gelu_backward(x.data_as<const float>(), form, d_out.data_as<const float>(), dx.data_as<float>(), x.numel(),
+                       ctx_->stream);
+  }
+
   void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
                          Tensor& d_up) override {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &d_out, &d_gate, &d_up}) require_f32(*t, "silu_mul_backward", "tensors");
@@ -597,11 +624,13 @@ class CudaBackend final : public Backend {
     require(hd <= gpu::kAttentionMaxHeadDim, "attention_backward: head_dim " + std::to_string(hd) + " above " +
                                                  std::to_string(gpu::kAttentionMaxHeadDim) + " is not supported");
     require(spec.window >= 0, "attention_backward: a negative window");
+    require(spec.alibi_heads == 0 || spec.alibi_heads == hq,
+            "attention_backward: ALiBi over a head count other than q's");
     DeviceScope scope(ctx_->device);
     Tensor stats = device_tensor(DType::f32, {2, b * t * hq});
     float* lse = stats.data_as<float>();
     gpu::attention_backward(q.data_as<const float>(), k.data_as<const float>(), v.data_as<const float>(),
-                            d_out.data_as<const float>(), spec.scale, spec.window, dq.data_as<float>(), dk.data_as<float>(),
+                            d_out.data_as<const float>(), spec.scale, spec.window, spec.alibi_heads, dq.data_as<float>(), dk.data_as<float>(),
                             dv.data_as<float>(), lse, lse + b * t * hq, b, t, hq, hkv, hd, ctx_->stream);
   }
 

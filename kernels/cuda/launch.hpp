@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/backend.hpp"
 #include "kernels/dtype.hpp"
 
 namespace corolla::gpu {
@@ -41,6 +42,8 @@ void layer_norm(const float* x, const float* w, const float* b, float eps, float
 void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, const int32_t* positions, const float* inv_freq,
           cudaStream_t stream);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+// out may be x.
+void gelu(const float* x, Gelu form, float* out, int64_t n, cudaStream_t stream);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void softmax(float* x, int64_t rows, int64_t d, cudaStream_t stream);
 // k, v [batch·tokens, row] go to cache rows (b·slots + positions[b·tokens + t]) of k_cache, v_cache.
@@ -57,21 +60,27 @@ void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d,
 // --- attention.cu ----------------------------------------------------------------------------------------------
 inline constexpr int64_t kAttentionMaxHeadDim = 256;
 // q [batch, tokens, hq, head_dim]; caches [batch, slots, hkv, head_dim]; out [batch, tokens, hq·head_dim]. A query at
-// slot p sees slots p - window + 1 .. p (window > 0) or 0 .. p.
+// slot p sees slots p - window + 1 .. p (window > 0) or 0 .. p; with alibi_heads = hq, head h's score for slot s
+// gains AttentionSpec::alibi_slope(h) · s.
 void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-               int64_t window, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
+               int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
                cudaStream_t stream);
 
 // --- backward.cu -----------------------------------------------------------------------------------------------
 void rms_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows, int64_t d,
                        cudaStream_t stream);
+void layer_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows,
+                         int64_t d, cudaStream_t stream);
+// dx may alias d_out.
+void gelu_backward(const float* x, Gelu form, const float* d_out, float* dx, int64_t n, cudaStream_t stream);
 // d_gate may alias d_out.
 void silu_mul_backward(const float* gate, const float* up, const float* d_out, float* d_gate, float* d_up, int64_t n,
                        cudaStream_t stream);
 // q, d_out, dq [batch, tokens, hq, head_dim]; k, v, dk, dv [batch, tokens, hkv, head_dim]; lse, delta: scratch of
-// batch·tokens·hq floats each. Causal within each sequence (and within the window when window > 0).
+// batch·tokens·hq floats each. Causal within each sequence (and within the window when window > 0), with ALiBi
+// as attention() when alibi_heads = hq.
 void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale,
-                        int64_t window, float* dq,
+                        int64_t window, int64_t alibi_heads, float* dq,
                         float* dk, float* dv, float* lse, float* delta, int64_t batch, int64_t tokens, int64_t hq,
                         int64_t hkv, int64_t head_dim, cudaStream_t stream);
 

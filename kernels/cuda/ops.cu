@@ -1,6 +1,7 @@
 // Elementwise and row-wise kernels: norms, rotary embedding, SwiGLU, residual add, softmax, KV-cache writes,
 // embedding lookup. Each mirrors the CPU backend's arithmetic (same formulas, f32 throughout).
 #include "kernels/cuda/common.cuh"
+#include "kernels/gelu.hpp"
 
 namespace corolla::gpu {
 namespace {
@@ -59,6 +60,13 @@ __global__ void rope_kernel(float* x, int64_t heads, int64_t head_dim, const int
 }
 
 // out may alias gate or up.
+// out may be x.
+__global__ void gelu_kernel(const float* x, Gelu form, float* out, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = gelu_value(x[i], form);
+}
+
 __global__ void silu_mul_kernel(const float* g, const float* u, float* o, int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -147,6 +155,12 @@ void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, const int32
   const size_t smem = static_cast<size_t>(head_dim / 2) * 2 * sizeof(float);
   rope_kernel<<<grid_rows(tokens), kRowThreads, smem, stream>>>(x, heads, head_dim, positions, inv_freq);
   check_launch("rope");
+}
+
+void gelu(const float* x, Gelu form, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  gelu_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(x, form, out, n);
+  check_launch("gelu");
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {

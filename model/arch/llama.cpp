@@ -157,7 +157,7 @@ class LlamaBlock final : public Block {
     Tensor v = be.alloc(DType::f32, {m, hkv * hd});
     Tensor att = be.alloc(DType::f32, {m, hq * hd});
 
-    be.rms_norm(x, w_.attn_norm, static_cast<float>(c_.rms_norm_eps), n);
+    be.rms_norm(x, w_.attn_norm, static_cast<float>(c_.norm_eps), n);
     project_many<3>(n, {Projection::q, Projection::k, Projection::v}, lora, {&q, &k, &v});
     if (c_.qk_norm) {
       q = head_norm(q, w_.q_norm, hq);
@@ -171,7 +171,7 @@ class LlamaBlock final : public Block {
     project(att, Projection::o, lora, n);
     be.add(x, n, x);
 
-    be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.rms_norm_eps), n);
+    be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.norm_eps), n);
     if (moe_) {
       refuse_mlp_lora(lora);
       be.add(x, moe_->forward(n), x);
@@ -194,7 +194,7 @@ class LlamaBlock final : public Block {
                                   " does not match the hidden states " + hidden_in.describe());
     const int64_t b = hidden_in.dim(0), t = hidden_in.dim(1), d = c_.hidden_size, m = b * t;
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim, ff = c_.intermediate_size;
-    const float eps = static_cast<float>(c_.rms_norm_eps);
+    const float eps = static_cast<float>(c_.norm_eps);
     const Tensor x = hidden_in.reshaped({m, d});
     const Saved s = recompute(x, b, t, positions, lora);
     Tensor dy = grad.reshaped({m, d});  // becomes dL/dh, then dL/dx, in place
@@ -261,7 +261,7 @@ class LlamaBlock final : public Block {
     const int64_t m = x.dim(0), hd = c_.head_dim;
     Tensor y = backend_.alloc(DType::f32, {m, heads * hd});
     Tensor y2 = y.reshaped({m * heads, hd});
-    backend_.rms_norm(x.reshaped({m * heads, hd}), w, static_cast<float>(c_.rms_norm_eps), y2);
+    backend_.rms_norm(x.reshaped({m * heads, hd}), w, static_cast<float>(c_.norm_eps), y2);
     return y;
   }
   // The gradient of head_norm at x, given that of its output.
@@ -269,7 +269,7 @@ class LlamaBlock final : public Block {
     const int64_t m = x.dim(0), hd = c_.head_dim;
     Tensor dx = backend_.alloc(DType::f32, {m, heads * hd});
     Tensor dx2 = dx.reshaped({m * heads, hd});
-    backend_.rms_norm_backward(x.reshaped({m * heads, hd}), w, static_cast<float>(c_.rms_norm_eps),
+    backend_.rms_norm_backward(x.reshaped({m * heads, hd}), w, static_cast<float>(c_.norm_eps),
                                dy.reshaped({m * heads, hd}), dx2);
     return dx;
   }
@@ -288,7 +288,7 @@ class LlamaBlock final : public Block {
   Saved recompute(const Tensor& x, int64_t b, int64_t t, std::span<const int32_t> positions, const BlockLora* lora) {
     Backend& be = backend_;
     const int64_t m = b * t, d = c_.hidden_size, hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
-    const float eps = static_cast<float>(c_.rms_norm_eps);
+    const float eps = static_cast<float>(c_.norm_eps);
     Saved s;
     s.q = be.alloc(DType::f32, {m, hq * hd});
     s.k = be.alloc(DType::f32, {m, hkv * hd});

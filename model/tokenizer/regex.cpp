@@ -28,19 +28,65 @@ MatchScratch& scratch() {
   return s;
 }
 
+// Hugging Face's tokenizers compile patterns with Oniguruma, where a class may hold a class: [^(\s|[.,!?])] (BLOOM's)
+// is "none of (, whitespace, |, the marks in the inner class, )". PCRE reads a '[' in a class as a character, so
+// the inner class is inlined (a union of its members, which is what it means there); a negated inner class has no
+// such rewriting and is refused.
+std::string flatten_nested_classes(const std::string& p) {
+  std::string out;
+  out.reserve(p.size());
+  int depth = 0;  // 0 outside a class, 1 in one, 2+ in nested ones
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\' && i + 1 < p.size()) {
+      out += c;
+      out += p[++i];
+      continue;
+    }
+    if (c == '[') {
+      if (depth > 0 && i + 1 < p.size() && p[i + 1] == ':') {  // a POSIX class such as [:alpha:]
+        const size_t end = p.find(":]", i + 2);
+        if (end != std::string::npos) {
+          out.append(p, i, end + 2 - i);
+          i = end + 1;
+          continue;
+        }
+      }
+      if (depth == 0) {
+        out += c;
+        depth = 1;
+        if (i + 1 < p.size() && p[i + 1] == '^') out += p[++i];
+        if (i + 1 < p.size() && p[i + 1] == ']') out += p[++i];  // a leading ']' is a member
+        continue;
+      }
+      if (i + 1 < p.size() && p[i + 1] == '^')
+        throw std::invalid_argument("bad pre-tokenizer regex '" + p + "': a negated class inside a class");
+      ++depth;
+      continue;
+    }
+    if (c == ']' && depth > 0) {
+      if (--depth == 0) out += c;
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
-Regex::Regex(const std::string& pattern, bool literal) : pattern_(pattern) {
+Regex::Regex(const std::string& pattern_in, bool literal) : pattern_(pattern_in) {
   int err = 0;
   PCRE2_SIZE err_offset = 0;
   uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
   if (literal) options |= PCRE2_LITERAL;
+  const std::string pattern = literal ? pattern_in : flatten_nested_classes(pattern_in);
   auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err,
                              &err_offset, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    throw std::invalid_argument("bad pre-tokenizer regex '" + pattern + "' at offset " +
+    throw std::invalid_argument("bad pre-tokenizer regex '" + pattern_in + "' at offset " +
                                 std::to_string(err_offset) + ": " + reinterpret_cast<const char*>(msg));
   }
   code_ = code;

@@ -143,10 +143,9 @@ HeadLoss PromptTuning::loss(const TrainingBatch& batch, const Tensor& blocks_out
     std::memcpy(h.data_as<float>() + i * d, out.data_as<const float>() + rows[static_cast<size_t>(i)] * d,
                 static_cast<size_t>(d) * 4);
 
-  const float eps = static_cast<float>(c.rms_norm_eps);
   const Tensor hd = be.upload(h);
   Tensor n = be.alloc(DType::f32, {r, d});
-  be.rms_norm(hd, head_->norm_weight(), eps, n);
+  head_->final_norm(hd, n);
   const Tensor w = be.upload(head_weight());
   const int64_t classes = w.dim(0);
   Param* trained = find(options_.head == TrainingHead::classifier ? "score" : "lm_head");
@@ -181,7 +180,7 @@ HeadLoss PromptTuning::loss(const TrainingBatch& batch, const Tensor& blocks_out
   }
   if (trained) copy_into(be, head_grad, trained->grad);
   Tensor dh = be.alloc(DType::f32, {r, d});
-  be.rms_norm_backward(hd, head_->norm_weight(), eps, dn, dh);
+  head_->final_norm_backward(hd, dn, dh);
   const Tensor dh_host = be.download(dh);
 
   HeadLoss result;

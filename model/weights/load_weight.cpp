@@ -1,5 +1,6 @@
 #include "model/weights/load_weight.hpp"
 
+#include <cstring>
 #include <stdexcept>
 
 namespace corolla {
@@ -32,7 +33,37 @@ Tensor released_if_copied(const WeightSource& src, const Tensor& host, Tensor pl
   return placed;
 }
 
+// Rows of t (any dtype: whole rows are moved as bytes) in `order`.
+Tensor reordered_rows(const Tensor& t, std::span<const int64_t> order, const std::string& what) {
+  const int64_t rows = t.dim(0);
+  if (static_cast<int64_t>(order.size()) != rows) throw std::logic_error(what + ": a row order of the wrong length");
+  const int64_t row_bytes = t.nbytes() / rows;
+  Tensor out = Tensor::empty(t.dtype(), t.shape());
+  const auto* src = static_cast<const char*>(t.data());
+  auto* dst = static_cast<char*>(out.data());
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t from = order[static_cast<size_t>(i)];
+    if (from < 0 || from >= rows) throw std::logic_error(what + ": a row order naming a row out of range");
+    std::memcpy(dst + i * row_bytes, src + from * row_bytes, static_cast<size_t>(row_bytes));
+  }
+  return out;
+}
+
 }  // namespace
+
+Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
+                   Backend& backend, std::span<const int64_t> order) {
+  const Tensor t = host_matrix(src, name, expected, dtype, backend);
+  const Tensor placed = backend.upload_weight(reordered_rows(t, order, src.origin() + ": " + name));
+  src.release(t);
+  return placed;
+}
+
+Tensor load_vector(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend,
+                   std::span<const int64_t> order) {
+  Tensor t = checked(src, name, Shape{expected});
+  return backend.upload(reordered_rows(t.dtype() == DType::f32 ? t : t.to_f32(), order, src.origin() + ": " + name));
+}
 
 Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
                    Backend& backend) {

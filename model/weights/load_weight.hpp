@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 
 #include "kernels/backend.hpp"
@@ -19,5 +20,12 @@ Tensor load_table(const WeightSource& src, const std::string& name, Shape expect
                   Backend& backend);
 // A vector (norm weight, bias) always in f32.
 Tensor load_vector(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend);
+
+// The same two with their rows reordered on the way: row i placed is row order[i] stored (`order` a permutation of
+// the rows; BLOOM's fused q/k/v, stored interleaved head by head, regrouped as all q rows, all k, all v).
+Tensor load_matrix(const WeightSource& src, const std::string& name, Shape expected, std::optional<DType> dtype,
+                   Backend& backend, std::span<const int64_t> order);
+Tensor load_vector(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend,
+                   std::span<const int64_t> order);
 
 }  // namespace corolla

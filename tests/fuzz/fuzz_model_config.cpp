@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(fits({c.num_heads, c.head_dim, c.hidden_size, 4}));
   require(fits({c.intermediate_size, c.hidden_size, 3, 4}));
   require(fits({c.max_position, c.num_kv_heads, c.head_dim, 2, 4}));
-  require(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0 && std::isfinite(c.rope_theta) && c.rope_theta > 0);
+  require(std::isfinite(c.norm_eps) && c.norm_eps > 0 && std::isfinite(c.rope_theta) && c.rope_theta > 0);
   for (float f : c.rope_inv_freq()) require(std::isfinite(f));
   // What the block computes was either read or refused: one activation, a window for each layer or none.
   require(c.hidden_act == "silu");

@@ -1,6 +1,6 @@
 // Every config.json key that changes what a block computes is applied as its Hugging Face class applies it, or
 // refused with an error that names it: before, o_proj's bias, mlp_bias, hidden_act and the sliding window were
-// ignored (silently wrong logits), and a Falcon or BLOOM config failed on a missing key instead of its family.
+// ignored (silently wrong logits), and a Falcon config failed on a missing key instead of its family.
 #define BOOST_TEST_MODULE model_config_options
 #include <boost/test/unit_test.hpp>
 #include <fstream>
@@ -145,14 +145,38 @@ BOOST_AUTO_TEST_CASE(qwen2_slides_the_layers_its_config_marks) {
 }
 
 BOOST_AUTO_TEST_CASE(the_architecture_is_checked_before_its_keys) {
-  // Falcon's and BLOOM's configs (their real key sets): no intermediate_size, but that is not what is wrong.
+  // Falcon's config (its real key set): no intermediate_size, but that is not what is wrong.
   const nlohmann::json falcon = {{"model_type", "falcon"}, {"hidden_size", 64}, {"num_attention_heads", 4},
                                  {"num_hidden_layers", 2}, {"vocab_size", 256}, {"new_decoder_architecture", false},
                                  {"multi_query", true}, {"parallel_attn", true}, {"alibi", false}};
-  expect_error([&] { read(falcon); }, {"unsupported architecture 'falcon'", "llama", "mistral", "qwen2"});
-  const nlohmann::json bloom = {{"model_type", "bloom"}, {"hidden_size", 64}, {"n_head", 4}, {"n_layer", 2},
-                                {"vocab_size", 256}, {"layer_norm_epsilon", 1e-5}};
-  expect_error([&] { read(bloom); }, {"unsupported architecture 'bloom'"});
+  expect_error([&] { read(falcon); }, {"unsupported architecture 'falcon'", "bloom", "llama", "mistral", "qwen2"});
+}
+
+// BLOOM's keys are its own (n_layer, n_head, layer_norm_epsilon; n_embed in older files), with no intermediate
+// size, RoPE or hidden_act: LayerNorm, ALiBi and the tanh GELU come with the architecture.
+BOOST_AUTO_TEST_CASE(bloom_reads_its_own_keys_and_refuses_post_layernorm_residuals) {
+  nlohmann::json bloom = {{"model_type", "bloom"}, {"n_embed", 64}, {"n_head", 4}, {"n_layer", 2},
+                          {"vocab_size", 256}, {"layer_norm_epsilon", 2e-5}};
+  const ModelConfig c = read(bloom);
+  BOOST_TEST(c.hidden_size == 64);
+  BOOST_TEST(c.intermediate_size == 256);
+  BOOST_TEST(c.num_layers == 2);
+  BOOST_TEST(c.num_heads == 4);
+  BOOST_TEST(c.num_kv_heads == 4);
+  BOOST_TEST(c.head_dim == 16);
+  BOOST_TEST(c.norm_eps == 2e-5);
+  BOOST_TEST((c.layer_norm && c.embedding_norm && c.alibi && c.fused_projections));
+  BOOST_TEST((c.qkv_bias && c.o_bias && c.mlp_bias));
+  BOOST_TEST(c.hidden_act == "gelu_tanh");
+  BOOST_TEST(c.tie_word_embeddings);
+  bloom["apply_residual_connection_post_layernorm"] = true;
+  expect_error([&] { read(bloom); }, {"apply_residual_connection_post_layernorm", "not supported"});
+  bloom.erase("apply_residual_connection_post_layernorm");
+  bloom.erase("n_layer");
+  expect_error([&] { read(bloom); }, {"num_hidden_layers", "missing"});
+  bloom["n_layer"] = 2;
+  bloom["n_embed"] = int64_t{1} << 40;  // refused, not multiplied by 4
+  expect_error([&] { read(bloom); }, {"hidden_size"});
 }
 
 BOOST_AUTO_TEST_CASE(library_quantized_checkpoints_are_refused) {

@@ -109,6 +109,15 @@ BOOST_AUTO_TEST_CASE(unsupported_architecture_is_named) {
   write_file(d.path / "config.json", config);
   fs::copy_file(model_dir("llama") + "/model.safetensors", d.path / "model.safetensors");
   expect_error([&] { open_weights(d.path.string()); }, {"config.json", "unsupported architecture 'falcon'"});
+  // A GGUF file of an architecture whose config.json form loads but whose GGUF tensors are not mapped (BLOOM,
+  // Phi-3) is refused by name, before any tensor is looked for.
+  for (const char* arch : {"bloom", "phi3"}) {
+    GgufBuilder g;
+    g.str("general.architecture", arch).u32(std::string(arch) + ".block_count", 1);
+    write_file(d.path / "m.gguf", g.bytes());
+    expect_error([&] { open_weights((d.path / "m.gguf").string()); },
+                 {"m.gguf", "unsupported architecture '" + std::string(arch) + "'", "GGUF", "llama, qwen2, qwen3"});
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_gguf_files_are_reported) {
