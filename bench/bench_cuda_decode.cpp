@@ -5,8 +5,10 @@
 // each token, as a server does.
 //
 // Prints tokens/s and the weight bytes read per second against the GPU's peak memory bandwidth
-// (cudaDevAttrMemoryClockRate × bus width × 2), for: decode with the custom matrix-vector kernel, decode with
-// cuBLAS (COROLLA_CUDA_MATVEC=cublas), decode at a long context, the matrix-vector kernel alone, and a prefill.
+// (cudaDevAttrMemoryClockRate × bus width × 2) and against a device-to-device copy measured in the same run, for:
+// decode with each operation launched as called, with a CUDA graph per layer (Backend::record, as a server's
+// block actors replay them) and with one graph per token; decode with cuBLAS (COROLLA_CUDA_MATVEC=cublas), decode
+// at a long context, the matrix-vector kernel alone, and a prefill.
 //   bench_cuda_decode [tokens=128]
 // Exits with 77 when no CUDA GPU is present.
 #include <cuda_runtime_api.h>
@@ -20,6 +22,7 @@
 #include <memory>
 #include <numeric>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -107,47 +110,72 @@ struct Scratch {
   }
 };
 
-// t tokens at positions[0..t) through every layer; x holds the hidden states in and out.
-void forward(Backend& be, Model& model, Scratch& s, std::span<const int32_t> positions) {
+// One layer on x [t, hidden] (in place), t tokens at positions[0..t).
+void layer_forward(Backend& be, Layer& L, const std::vector<float>& inv_freq, Scratch& s, Tensor& x,
+                   std::span<const int32_t> positions) {
   const auto& m = kModel;
   const int64_t t = static_cast<int64_t>(positions.size());
   const float scale = 1.f / std::sqrt(static_cast<float>(m.head_dim));
-  for (Layer& L : model.layers) {
-    be.rms_norm(s.x, L.ln1, 1e-5f, s.h);
-    be.matmul(s.h, L.wq, nullptr, s.q);
-    be.matmul(s.h, L.wk, nullptr, s.k);
-    be.matmul(s.h, L.wv, nullptr, s.v);
-    Tensor q3 = s.q.reshaped({t, m.heads, m.head_dim}), k3 = s.k.reshaped({t, m.kv_heads, m.head_dim});
-    be.rope(q3, positions, model.inv_freq);
-    be.rope(k3, positions, model.inv_freq);
-    be.kv_write(s.k.reshaped({1, t, m.kv_heads, m.head_dim}), s.v.reshaped({1, t, m.kv_heads, m.head_dim}),
-                positions, L.k_cache, L.v_cache);
-    Tensor attn = s.attn.reshaped({1, t, m.hidden});
-    be.attention(s.q.reshaped({1, t, m.heads, m.head_dim}), L.k_cache, L.v_cache, positions, {.scale = scale}, attn);
-    be.matmul(s.attn, L.wo, nullptr, s.o);
-    be.add(s.x, s.o, s.x);
-    be.rms_norm(s.x, L.ln2, 1e-5f, s.h);
-    be.matmul(s.h, L.wg, nullptr, s.gate);
-    be.matmul(s.h, L.wu, nullptr, s.up);
-    be.silu_mul(s.gate, s.up, s.gate);
-    be.matmul(s.gate, L.wd, nullptr, s.o);
-    be.add(s.x, s.o, s.x);
-  }
+  be.rms_norm(x, L.ln1, 1e-5f, s.h);
+  be.matmul(s.h, L.wq, nullptr, s.q);
+  be.matmul(s.h, L.wk, nullptr, s.k);
+  be.matmul(s.h, L.wv, nullptr, s.v);
+  Tensor q3 = s.q.reshaped({t, m.heads, m.head_dim}), k3 = s.k.reshaped({t, m.kv_heads, m.head_dim});
+  be.rope(q3, positions, inv_freq);
+  be.rope(k3, positions, inv_freq);
+  be.kv_write(s.k.reshaped({1, t, m.kv_heads, m.head_dim}), s.v.reshaped({1, t, m.kv_heads, m.head_dim}), positions,
+              L.k_cache, L.v_cache);
+  Tensor attn = s.attn.reshaped({1, t, m.hidden});
+  be.attention(s.q.reshaped({1, t, m.heads, m.head_dim}), L.k_cache, L.v_cache, positions, {.scale = scale}, attn);
+  be.matmul(s.attn, L.wo, nullptr, s.o);
+  be.add(x, s.o, x);
+  be.rms_norm(x, L.ln2, 1e-5f, s.h);
+  be.matmul(s.h, L.wg, nullptr, s.gate);
+  be.matmul(s.h, L.wu, nullptr, s.up);
+  be.silu_mul(s.gate, s.up, s.gate);
+  be.matmul(s.gate, L.wd, nullptr, s.o);
+  be.add(x, s.o, x);
 }
+
+// t tokens at positions[0..t) through every layer; s.x holds the hidden states in and out.
+void forward(Backend& be, Model& model, Scratch& s, std::span<const int32_t> positions) {
+  for (Layer& L : model.layers) layer_forward(be, L, model.inv_freq, s, s.x, positions);
+}
+
+// How a decode step reaches the device: each operation launched as called; one recording (CUDA graph) per layer
+// replayed in turn, the hidden state copied in and out of each, as a server's block actors run; one recording of
+// the whole stack per step.
+enum class Launch { each_operation, recording_per_layer, recording_per_step };
 
 struct Result {
   double tokens_per_s, gbps;
 };
 
 // Decodes `tokens` tokens one at a time starting at `start`; the hidden state travels host -> device -> host.
-Result decode(Backend& be, Model& model, int64_t start, int64_t tokens) {
+Result decode(Backend& be, Model& model, int64_t start, int64_t tokens, Launch launch = Launch::each_operation) {
   Scratch s(be, 1);
   const Tensor input = filled({1, kModel.hidden}, 0.5f);
+  std::vector<std::unique_ptr<Recording>> recordings;
+  const int32_t first[1] = {static_cast<int32_t>(start)};
+  if (launch == Launch::recording_per_layer)
+    for (Layer& L : model.layers)
+      recordings.push_back(be.record(s.x, first, [&](Tensor& io, std::span<const int32_t> p) {
+        layer_forward(be, L, model.inv_freq, s, io, p);
+      }));
+  if (launch == Launch::recording_per_step)
+    recordings.push_back(be.record(s.x, first, [&](Tensor& io, std::span<const int32_t> p) {
+      for (Layer& L : model.layers) layer_forward(be, L, model.inv_freq, s, io, p);
+    }));
+  for (const auto& r : recordings)
+    if (!r) throw std::runtime_error("the backend did not record the decode step");
   auto step = [&](int32_t pos) {
     const Tensor x = be.upload(input);
     be.add(x, x, s.x);  // the received hidden state becomes this pass's input
     const int32_t p[1] = {pos};
-    forward(be, model, s, p);
+    if (recordings.empty())
+      forward(be, model, s, p);
+    else
+      for (auto& r : recordings) r->replay(s.x, p);
     be.download(s.x);
   };
   for (int32_t i = 0; i < 4; ++i) step(static_cast<int32_t>(start) + i);  // warm-up (same slots as measured)
@@ -155,6 +183,35 @@ Result decode(Backend& be, Model& model, int64_t start, int64_t tokens) {
   for (int64_t i = 0; i < tokens; ++i) step(static_cast<int32_t>(start + i));
   const double dt = seconds_since(t0);
   return {static_cast<double>(tokens) / dt, static_cast<double>(model.weight_bytes) * tokens / dt / 1e9};
+}
+
+// Device memory bandwidth as a device-to-device copy of 2 GiB measures it (bytes read + bytes written per
+// second): the ceiling the decode figures are compared with, from the same run.
+double copy_gbps() {
+  const size_t bytes = size_t{1} << 31;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) {
+    cudaFree(a);
+    cudaGetLastError();
+    return 0;
+  }
+  cudaMemset(a, 1, bytes);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);  // warm-up
+  const int rounds = 10;
+  cudaEventRecord(e0);
+  for (int i = 0; i < rounds; ++i) cudaMemcpyAsync(i % 2 ? a : b, i % 2 ? b : a, bytes, cudaMemcpyDeviceToDevice);
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaFree(a);
+  cudaFree(b);
+  return ms > 0 ? 2.0 * static_cast<double>(bytes) * rounds / (ms * 1e-3) / 1e9 : 0;
 }
 
 // The gate projection (5632 x 2048 bf16) of every layer in turn, one row of activations: the kernel alone.
@@ -212,17 +269,30 @@ int run(int64_t tokens) {
     std::printf("bandwidth bound: %.0f tokens/s (peak bandwidth / weight bytes per token)\n",
                 peak_gbps * 1e9 / static_cast<double>(model.weight_bytes));
 
+  const double copy = copy_gbps();
+  std::printf("device-to-device copy: %.0f GB/s (read + written) = %s of peak; decode bound at that rate: %.0f "
+              "tokens/s\n",
+              copy, of_peak(copy, peak_gbps).c_str(), copy * 1e9 / static_cast<double>(model.weight_bytes));
+  auto of_copy = [&](double gbps) { return of_peak(gbps, copy); };
   auto line = [&](const char* what, Result r) {
-    std::printf("  %-44s %8.1f tokens/s  %7.3f ms/token  %7.0f GB/s  %s of peak\n", what, r.tokens_per_s,
-                1e3 / r.tokens_per_s, r.gbps, of_peak(r.gbps, peak_gbps).c_str());
+    std::printf("  %-50s %8.1f tokens/s  %7.3f ms/token  %7.0f GB/s  %s of peak  %s of copy\n", what,
+                r.tokens_per_s, 1e3 / r.tokens_per_s, r.gbps, of_peak(r.gbps, peak_gbps).c_str(),
+                of_copy(r.gbps).c_str());
   };
   auto kernel_line = [&](const char* what, double gbps) {
-    std::printf("  %-44s %35s %7.0f GB/s  %s of peak\n", what, "", gbps, of_peak(gbps, peak_gbps).c_str());
+    std::printf("  %-50s %35s %7.0f GB/s  %s of peak  %s of copy\n", what, "", gbps,
+                of_peak(gbps, peak_gbps).c_str(), of_copy(gbps).c_str());
   };
   const Result dec = decode(*custom, model, 0, tokens);
-  line("decode, custom matvec, context 0..", dec);
+  line("decode, each operation launched, context 0..", dec);
+  const Result dec_layer = decode(*custom, model, 0, tokens, Launch::recording_per_layer);
+  line("decode, a CUDA graph per layer, context 0..", dec_layer);
+  const Result dec_step = decode(*custom, model, 0, tokens, Launch::recording_per_step);
+  line("decode, one CUDA graph per token, context 0..", dec_step);
   const Result dec_long = decode(*custom, model, 3000, tokens / 2);
-  line("decode, custom matvec, context 3000..", dec_long);
+  line("decode, each operation launched, context 3000..", dec_long);
+  const Result dec_long_layer = decode(*custom, model, 3000, tokens / 2, Launch::recording_per_layer);
+  line("decode, a CUDA graph per layer, context 3000..", dec_long_layer);
   kernel_line("custom matvec alone (bf16 5632x2048, x22)", matvec_gbps(*custom, model, 20));
   custom->synchronize();
 
@@ -238,9 +308,12 @@ int run(int64_t tokens) {
   const double pre = prefill_tokens_per_s(*custom, model, 512);
   std::printf("  %-44s %8.0f tokens/s\n", "prefill, 512 tokens in one pass (cuBLAS)", pre);
 
-  std::printf("summary: decode %.1f tokens/s (%.3f ms/token), weights read at %.0f GB/s = %s of %.0f GB/s peak; "
-              "custom/cuBLAS decode speed ratio %.2f; prefill %.0f tokens/s\n",
-              dec.tokens_per_s, 1e3 / dec.tokens_per_s, dec.gbps, of_peak(dec.gbps, peak_gbps).c_str(), peak_gbps,
+  std::printf("summary: decode %.1f tokens/s launched op by op, %.1f with a CUDA graph per layer (%.2fx), %.1f with one "
+              "per token (%.2fx); per layer: weights read at %.0f GB/s = %s of %.0f GB/s peak, %s of the %.0f GB/s "
+              "copy; custom/cuBLAS decode speed ratio %.2f; prefill %.0f tokens/s\n",
+              dec.tokens_per_s, dec_layer.tokens_per_s, dec_layer.tokens_per_s / dec.tokens_per_s,
+              dec_step.tokens_per_s, dec_step.tokens_per_s / dec.tokens_per_s, dec_layer.gbps,
+              of_peak(dec_layer.gbps, peak_gbps).c_str(), peak_gbps, of_copy(dec_layer.gbps).c_str(), copy,
               dec.tokens_per_s / dec_blas.tokens_per_s, pre);
   return 0;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -54,6 +55,20 @@ struct AttentionSpec {
 // nn.GELU()), and the tanh approximation (BLOOM, Gemma 2; "gelu_new", "gelu_pytorch_tanh"). kernels/gelu.hpp.
 enum class Gelu { erf, tanh };
 
+// A step's operations recorded once and replayed as one unit (a CUDA graph): a decode step of one block issues
+// ~15 kernels, and launching them one by one costs more than their work at small batch. Everything the recorded
+// operations read is fixed at recording (tensors' addresses and shapes, host arrays, the weights) except two
+// inputs that each replay gives anew: `io`, the tensor the operations transform in place, copied into and back
+// out of the recording's own buffer, and the positions (their count is fixed).
+class Recording {
+ public:
+  virtual ~Recording() = default;
+  // Runs the recorded operations on `io` (the recorded shape, on the backend's device) at `positions`. Throws
+  // std::invalid_argument for another shape or count, or a position outside what the recorded operations
+  // allow (a KV cache's slots): a replay does not run the operations' own checks.
+  virtual void replay(Tensor& io, std::span<const int32_t> positions) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -79,6 +94,16 @@ class Backend {
   // A backend that reports its work's time instead of spending it (the simulator's cost model) returns its
   // ModelledTime; the others nullptr. Asked once per block and step: a virtual call, not a cross-cast.
   virtual ModelledTime* modelled_time() { return nullptr; }
+  // Records what `ops` issues on this backend when given a tensor shaped like `io` and positions like
+  // `positions`, without running it (the returned Recording runs it). nullptr where the backend does not record
+  // (it computes as it is called: the CPU) or `ops` did what cannot be recorded (waited for the device, copied to
+  // the host, threw): then nothing ran and the caller runs `ops` itself. The backend must outlive the recording.
+  using RecordedOps = std::function<void(Tensor& io, std::span<const int32_t> positions)>;
+  virtual std::unique_ptr<Recording> record(const Tensor& io, std::span<const int32_t> positions,
+                                            const RecordedOps& ops) {
+    (void)io, (void)positions, (void)ops;
+    return nullptr;
+  }
 
   // --- operations ---------------------------------------------------------------------------------------------
   // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] if bias is given).

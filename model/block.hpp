@@ -43,6 +43,10 @@ class Block {
   virtual void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,
                         const BlockLora* lora = nullptr) = 0;
   virtual KVCache make_cache(int64_t batch, int64_t max_length) = 0;
+  // Whether one Backend::record of a forward with a cache serves any positions: the forward gives the backend no
+  // host array computed from the positions but the positions themselves, and needs no result on the host
+  // (model/recorded_steps.hpp).
+  virtual bool recordable() const { return false; }
   // Bytes of weights held (in the serving dtype).
   virtual int64_t weight_bytes() const = 0;
   // The weights as loaded (serving dtype, Hugging Face names, on the backend's device): what a weights cache

@@ -25,6 +25,7 @@ void LocalModel::reset(int64_t batch, int64_t max_length) {
   if (max_length <= 0 || max_length > config().max_position)
     throw std::invalid_argument("max_length " + std::to_string(max_length) + " is outside 1.." +
                                 std::to_string(config().max_position));
+  recorded_.clear();
   caches_.clear();
   for (auto& b : blocks_) caches_.push_back(b->make_cache(batch, max_length));
   batch_ = batch;
@@ -52,7 +53,8 @@ Tensor LocalModel::forward_hidden(Tensor hidden, std::span<const int32_t> positi
                                   std::to_string(max_length));
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (has_prompts(deep_prompts)) add_block_prompts(backend_, hidden, deep_prompts, static_cast<int64_t>(i));
-    blocks_[i]->forward(hidden, positions, &caches_[i], adapter_ ? adapter_->block(blocks_[i]->index()) : nullptr);
+    recorded_.forward(*blocks_[i], hidden, positions, &caches_[i],
+                      adapter_ ? adapter_->block(blocks_[i]->index()) : nullptr);
   }
   const int64_t t = hidden.dim(1);
   cached_length_ = std::max<int64_t>(cached_length_, positions.back() + 1);

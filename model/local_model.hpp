@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/block.hpp"
+#include "model/recorded_steps.hpp"
 #include "model/client_head.hpp"
 #include "model/sampling.hpp"
 
@@ -21,7 +22,10 @@ class LocalModel {
 
   const ModelConfig& config() const { return head_.config(); }
   // Applies a LoRA adapter (loaded for every block) from now on; nullptr removes it.
-  void set_adapter(std::shared_ptr<const LoraAdapter> adapter) { adapter_ = std::move(adapter); }
+  void set_adapter(std::shared_ptr<const LoraAdapter> adapter) {
+    recorded_.clear();  // recorded with the old adapter's tensors
+    adapter_ = std::move(adapter);
+  }
   const ClientHead& head() const { return head_; }
   int64_t weight_bytes() const;
 
@@ -45,6 +49,7 @@ class LocalModel {
   ClientHead head_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<KVCache> caches_;
+  RecordedSteps recorded_;  // decode steps, where the backend records them
   std::shared_ptr<const LoraAdapter> adapter_;
   int64_t batch_ = 0;
   int64_t cached_length_ = 0;

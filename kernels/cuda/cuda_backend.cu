@@ -12,6 +12,11 @@
 //
 // Host arrays (positions, inv_freq, token ids) reach the device through ArgRing, a pinned staging ring: no stream
 // synchronisation per call, and an identical recent payload (the same positions in every layer) is reused.
+//
+// Recordings (Backend::record) are CUDA graphs captured from the stream: while one is captured, tensors come from
+// the recording's arena (zeroed at the start of each replay, as alloc() zeroes), host arrays other than the
+// positions become device constants of the recording, and frees are held back until the capture ends. One lock
+// per backend orders the callers' threads, so no other caller's work lands in a capture.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -20,9 +25,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/backend.hpp"
 #include "kernels/cuda/launch.hpp"
@@ -90,6 +98,12 @@ struct StreamContext {
   int device = 0;
   cudaStream_t stream = nullptr;
   bool async_alloc = false;  // stream-ordered allocator (cudaMallocAsync) available
+  // Held by every operation, and through a whole capture (by its thread, which may take it again).
+  mutable std::recursive_mutex lock;
+  // While a recording is captured: frees are held in `deferred` (a cudaFreeAsync would be captured) and done
+  // after the capture ends.
+  mutable bool capturing = false;
+  mutable std::vector<void*> deferred;
 
   ~StreamContext() {
     if (!stream) return;
@@ -112,6 +126,24 @@ struct StreamContext {
   // Never throws (runs in deleters, possibly at exit when the runtime is gone).
   void release(void* p) const noexcept {
     if (!p) return;
+    std::lock_guard guard(lock);
+    if (capturing) {
+      try {
+        deferred.push_back(p);
+        return;
+      } catch (...) {  // out of host memory: freeing now is still better than leaking
+      }
+    }
+    free_now(p);
+  }
+  void release_deferred() const noexcept {
+    std::lock_guard guard(lock);
+    for (void* p : deferred) free_now(p);
+    deferred.clear();
+  }
+
+ private:
+  void free_now(void* p) const noexcept {
     int previous = 0;
     if (cudaGetDevice(&previous) != cudaSuccess) return;
     if (previous != device) cudaSetDevice(device);
@@ -208,6 +240,191 @@ class ArgRing {
   std::array<Entry, 8> recent_{};
 };
 
+// Operations of one backend, one caller at a time, on the backend's device.
+class OpScope {
+ public:
+  explicit OpScope(const StreamContext& ctx) : guard_(ctx.lock), device_(ctx.device) {}
+
+ private:
+  std::unique_lock<std::recursive_mutex> guard_;
+  DeviceScope device_;
+};
+
+// Device memory of one recording: `zeroed` chunks hold the tensors its operations allocate (zeroed at the start
+// of every replay, as alloc() zeroes), `constants` the host arrays they passed (copied once, at recording).
+struct RecordingMemory {
+  struct Chunk {
+    char* data = nullptr;
+    size_t size = 0, used = 0;
+  };
+  static constexpr size_t kAlign = 256, kChunkBytes = size_t{1} << 20;
+  int device = 0;
+  std::vector<Chunk> zeroed;
+  std::vector<void*> constants;
+
+  explicit RecordingMemory(int d) : device(d) {}
+  ~RecordingMemory() {
+    int previous = 0;
+    if (cudaGetDevice(&previous) != cudaSuccess) return;
+    cudaSetDevice(device);
+    for (const Chunk& c : zeroed) cudaFree(c.data);
+    for (void* p : constants) cudaFree(p);
+    cudaSetDevice(previous);
+    cudaGetLastError();
+  }
+  RecordingMemory(const RecordingMemory&) = delete;
+  RecordingMemory& operator=(const RecordingMemory&) = delete;
+
+  void* take(size_t bytes) {
+    const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
+    if (zeroed.empty() || zeroed.back().size - zeroed.back().used < need) {
+      Chunk c;
+      c.size = std::max(need, kChunkBytes);
+      void* p = nullptr;
+      check(cudaMalloc(&p, c.size), "cudaMalloc (recording)");
+      c.data = static_cast<char*>(p);
+      zeroed.push_back(c);
+    }
+    Chunk& c = zeroed.back();
+    void* p = c.data + c.used;
+    c.used += need;
+    return p;
+  }
+  // Copied now, synchronously, on the legacy stream (the capturing stream is non-blocking, so this is no part
+  // of the capture).
+  const void* constant(const void* src, size_t bytes) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes), "cudaMalloc (recording constant)");
+    constants.push_back(p);
+    check(cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (recording constant)");
+    return p;
+  }
+};
+
+// What operations consult while a recording is captured.
+struct Capture {
+  RecordingMemory* memory = nullptr;
+  const int32_t* positions_host = nullptr;  // the span the recorded operations were given
+  size_t positions_bytes = 0;
+  const int32_t* positions_dev = nullptr;
+  // Positions a replay may take: [low, high), narrowed by the operations that index a cache with them.
+  int64_t low = std::numeric_limits<int32_t>::min(), high = int64_t{std::numeric_limits<int32_t>::max()} + 1;
+  bool reads(std::span<const int32_t> positions) const {
+    return positions.data() == positions_host && positions.size_bytes() == positions_bytes;
+  }
+};
+
+class CudaRecording final : public Recording {
+ public:
+  CudaRecording(std::shared_ptr<StreamContext> ctx, Shape shape, size_t count)
+      : ctx_(std::move(ctx)), memory_(std::make_unique<RecordingMemory>(ctx_->device)), shape_(shape),
+        count_(count) {
+    bytes_ = static_cast<size_t>(storage_bytes(DType::f32, shape.numel()));
+    void* p = nullptr;
+    if (bytes_) {
+      check(cudaMalloc(&p, bytes_), "cudaMalloc (recording io)");
+      io_data_ = p;
+    }
+    if (count_) {
+      check(cudaMallocHost(&p, count_ * sizeof(int32_t)), "cudaMallocHost (recording positions)");
+      positions_host_ = static_cast<int32_t*>(p);
+      check(cudaMalloc(&p, count_ * sizeof(int32_t)), "cudaMalloc (recording positions)");
+      positions_dev_ = static_cast<int32_t*>(p);
+    }
+    check(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  ~CudaRecording() override {
+    OpScope scope(*ctx_);
+    cudaStreamSynchronize(ctx_->stream);  // no replay still reads what is freed here
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (copied_) cudaEventDestroy(copied_);
+    if (io_data_) cudaFree(io_data_);
+    if (positions_dev_) cudaFree(positions_dev_);
+    if (positions_host_) cudaFreeHost(positions_host_);
+    memory_.reset();
+    cudaGetLastError();
+  }
+
+  // The tensor and positions the recorded operations are given.
+  Tensor io() { return Tensor::view(io_data_, DType::f32, shape_, nullptr, Device::cuda); }
+  std::span<const int32_t> positions() const { return {positions_host_, count_}; }
+  Capture capture() {
+    Capture c;
+    c.memory = memory_.get();
+    c.positions_host = positions_host_;
+    c.positions_bytes = count_ * sizeof(int32_t);
+    c.positions_dev = positions_dev_;
+    return c;
+  }
+
+  // The captured graph, after zeroing the arena's chunks. Takes ownership of `captured`.
+  void instantiate(cudaGraph_t captured, const Capture& c) {
+    low_ = c.low, high_ = c.high;
+    cudaGraph_t parent = nullptr;
+    cudaError_t error = cudaGraphCreate(&parent, 0);
+    std::vector<cudaGraphNode_t> zeroing;
+    for (const RecordingMemory::Chunk& chunk : memory_->zeroed) {
+      if (error != cudaSuccess || chunk.used == 0) continue;
+      cudaMemsetParams p{};
+      p.dst = chunk.data;
+      p.value = 0;
+      p.elementSize = 1;
+      p.width = chunk.used;
+      p.height = 1;
+      cudaGraphNode_t node = nullptr;
+      error = cudaGraphAddMemsetNode(&node, parent, nullptr, 0, &p);
+      zeroing.push_back(node);
+    }
+    cudaGraphNode_t child = nullptr;
+    if (error == cudaSuccess)
+      error = cudaGraphAddChildGraphNode(&child, parent, zeroing.data(), zeroing.size(), captured);
+    if (error == cudaSuccess) error = cudaGraphInstantiate(&exec_, parent, 0);
+    cudaGraphDestroy(captured);
+    if (parent) cudaGraphDestroy(parent);
+    check(error, "cudaGraphInstantiate (recording)");
+  }
+
+  void replay(Tensor& io, std::span<const int32_t> positions) override {
+    if (io.dtype() != DType::f32 || io.device() != Device::cuda || io.shape() != shape_)
+      throw std::invalid_argument("replay: " + io.describe() + " is not the recorded CUDA f32 " +
+                                  Tensor::view(nullptr, DType::f32, shape_, nullptr, Device::cuda).describe());
+    if (positions.size() != count_)
+      throw std::invalid_argument("replay: " + std::to_string(positions.size()) + " positions, recorded with " +
+                                  std::to_string(count_));
+    for (int32_t p : positions)
+      if (p < low_ || p >= high_)
+        throw std::invalid_argument("replay: position " + std::to_string(p) + " outside the cache of " +
+                                    std::to_string(high_) + " tokens");
+    OpScope scope(*ctx_);
+    cudaStream_t stream = ctx_->stream;
+    if (count_) {
+      check(cudaEventSynchronize(copied_), "cudaEventSynchronize");  // the last replay's positions were copied
+      std::memcpy(positions_host_, positions.data(), positions.size_bytes());
+      check(cudaMemcpyAsync(positions_dev_, positions_host_, positions.size_bytes(), cudaMemcpyHostToDevice, stream),
+            "cudaMemcpyAsync (replay positions)");
+      check(cudaEventRecord(copied_, stream), "cudaEventRecord");
+    }
+    const bool own = io.data() == io_data_;
+    if (!own && bytes_)
+      check(cudaMemcpyAsync(io_data_, io.data(), bytes_, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (replay in)");
+    check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch");
+    if (!own && bytes_)
+      check(cudaMemcpyAsync(io.data(), io_data_, bytes_, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (replay out)");
+  }
+
+ private:
+  std::shared_ptr<StreamContext> ctx_;
+  std::unique_ptr<RecordingMemory> memory_;
+  Shape shape_;
+  size_t count_ = 0, bytes_ = 0;
+  void* io_data_ = nullptr;
+  int32_t* positions_host_ = nullptr;
+  int32_t* positions_dev_ = nullptr;
+  cudaEvent_t copied_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  int64_t low_ = 0, high_ = 0;
+};
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : ctx_(std::make_shared<StreamContext>()) {
@@ -270,15 +487,15 @@ class CudaBackend final : public Backend {
 
   // --- memory ---------------------------------------------------------------------------------------------------
   Tensor alloc(DType dtype, Shape shape) override {
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     Tensor t = device_tensor(dtype, shape);
-    if (t.nbytes()) check(cudaMemsetAsync(t.data(), 0, static_cast<size_t>(t.nbytes()), ctx_->stream), "cudaMemset");
+    if (t.nbytes() && !capture_) check(cudaMemsetAsync(t.data(), 0, static_cast<size_t>(t.nbytes()), ctx_->stream), "cudaMemset");
     return t;
   }
 
   Tensor upload(const Tensor& host) override {
     if (host.device() == Device::cuda) return host;
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     Tensor t = device_tensor(host.dtype(), host.shape());
     if (t.nbytes()) {
       check(cudaMemcpyAsync(t.data(), host.data(), static_cast<size_t>(t.nbytes()), cudaMemcpyHostToDevice,
@@ -291,7 +508,7 @@ class CudaBackend final : public Backend {
 
   Tensor download(const Tensor& t) override {
     if (t.device() != Device::cuda) return t;
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     Tensor host = Tensor::empty(t.dtype(), t.shape());
     if (t.nbytes())
       check(cudaMemcpyAsync(host.data(), t.data(), static_cast<size_t>(t.nbytes()), cudaMemcpyDeviceToHost,
@@ -302,8 +519,42 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize() override {
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     check(cudaStreamSynchronize(ctx_->stream), "cudaStreamSynchronize");
+  }
+
+  std::unique_ptr<Recording> record(const Tensor& io, std::span<const int32_t> positions,
+                                    const RecordedOps& ops) override {
+    if (io.dtype() != DType::f32 || io.device() != Device::cuda) return nullptr;
+    OpScope scope(*ctx_);
+    if (capture_) return nullptr;  // one capture at a time (ops recording ops)
+    auto recording = std::make_unique<CudaRecording>(ctx_, io.shape(), positions.size());
+    std::memcpy(const_cast<int32_t*>(recording->positions().data()), positions.data(), positions.size_bytes());
+    Capture capture = recording->capture();
+    Tensor inout = recording->io();
+    check(cudaStreamSynchronize(ctx_->stream), "cudaStreamSynchronize");  // the capture starts from an idle stream
+    check(cudaStreamBeginCapture(ctx_->stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+    capture_ = &capture;
+    ctx_->capturing = true;
+    bool ok = true;
+    try {
+      ops(inout, recording->positions());
+      ok = inout.data() == recording->io().data() && inout.shape() == io.shape();  // transformed in place
+    } catch (const std::exception&) {
+      ok = false;
+    }
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(ctx_->stream, &graph);
+    capture_ = nullptr;
+    ctx_->capturing = false;
+    ctx_->release_deferred();
+    cudaGetLastError();  // an operation the capture refused leaves its error behind
+    if (!ok || ended != cudaSuccess || !graph) {
+      if (graph) cudaGraphDestroy(graph);
+      return nullptr;
+    }
+    recording->instantiate(graph, capture);
+    return recording;
   }
 
   // --- operations -----------------------------------------------------------------------------------------------
@@ -322,7 +573,7 @@ class CudaBackend final : public Backend {
     }
     require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
             "matmul: dimensions beyond 2^31 are not supported");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     if (m == 0 || n == 0) return;
     float* py = y.data_as<float>();
     if (k == 0) {
@@ -341,7 +592,7 @@ class CudaBackend final : public Backend {
     require_f32(y, "rms_norm", "y");
     const int64_t d = x.dim(-1), m = rows_of(x);
     require(w.numel() == d && y.numel() == x.numel(), "rms_norm: shapes " + x.describe() + ", " + w.describe());
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::rms_norm(x.data_as<const float>(), w.data_as<const float>(), eps, y.data_as<float>(), m, d, ctx_->stream);
   }
 
@@ -352,7 +603,7 @@ class CudaBackend final : public Backend {
     require_f32(y, "layer_norm", "y");
     const int64_t d = x.dim(-1), m = rows_of(x);
     require(w.numel() == d && b.numel() == d && y.numel() == x.numel(), "layer_norm: shapes " + x.describe());
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::layer_norm(x.data_as<const float>(), w.data_as<const float>(), b.data_as<const float>(), eps,
                     y.data_as<float>(), m, d, ctx_->stream);
   }
@@ -365,10 +616,10 @@ class CudaBackend final : public Backend {
                                                              " positions for " + std::to_string(n) + " tokens");
     require(static_cast<int64_t>(inv_freq.size()) == half, "rope: inv_freq has " + std::to_string(inv_freq.size()) +
                                                                " entries, head_dim/2 is " + std::to_string(half));
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     if (n == 0 || half == 0) return;
-    const auto* pos = static_cast<const int32_t*>(args_->put(positions.data(), positions.size_bytes()));
-    const auto* freq = static_cast<const float*>(args_->put(inv_freq.data(), inv_freq.size_bytes()));
+    const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
+    const auto* freq = static_cast<const float*>(put_args(inv_freq.data(), inv_freq.size_bytes()));
     gpu::rope(x.data_as<float>(), n, heads, hd, pos, freq, ctx_->stream);
   }
 
@@ -377,7 +628,7 @@ class CudaBackend final : public Backend {
     require_f32(up, "silu_mul", "up");
     require_f32(out, "silu_mul", "out");
     require(gate.numel() == up.numel() && out.numel() == up.numel(), "silu_mul: shapes differ");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::silu_mul(gate.data_as<const float>(), up.data_as<const float>(), out.data_as<float>(), out.numel(),
                   ctx_->stream);
   }
@@ -386,7 +637,7 @@ class CudaBackend final : public Backend {
     require_f32(x, "gelu", "x");
     require_f32(out, "gelu", "out");
     require(out.numel() == x.numel(), "gelu: shapes " + x.describe() + " and " + out.describe() + " differ");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::gelu(x.data_as<const float>(), form, out.data_as<float>(), x.numel(), ctx_->stream);
   }
 
@@ -396,13 +647,13 @@ class CudaBackend final : public Backend {
     require_f32(out, "add", "out");
     require(a.numel() == b.numel() && out.numel() == a.numel(),
             "add: shapes " + a.describe() + " and " + b.describe() + " differ");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::add(a.data_as<const float>(), b.data_as<const float>(), out.data_as<float>(), a.numel(), ctx_->stream);
   }
 
   void softmax(Tensor& x) override {
     require_f32(x, "softmax", "x");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::softmax(x.data_as<float>(), rows_of(x), x.rank() == 0 ? 1 : x.dim(-1), ctx_->stream);
   }
 
@@ -421,9 +672,10 @@ class CudaBackend final : public Backend {
     for (int32_t slot : positions)
       require(slot >= 0 && slot < slots, "kv_write: position " + std::to_string(slot) + " outside the cache of " +
                                              std::to_string(slots) + " tokens");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     if (b * t == 0) return;
-    const auto* pos = static_cast<const int32_t*>(args_->put(positions.data(), positions.size_bytes()));
+    limit_positions(positions, slots);
+    const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
     gpu::kv_write(k.data_as<const float>(), v.data_as<const float>(), pos, k_cache.data_as<float>(),
                   v_cache.data_as<float>(), b, t, slots, row, ctx_->stream);
   }
@@ -452,9 +704,10 @@ class CudaBackend final : public Backend {
     for (int32_t p : positions)
       require(p >= 0 && p < slots, "attention: position " + std::to_string(p) + " outside the cache of " +
                                        std::to_string(slots) + " tokens");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     if (b * t * hq == 0) return;
-    const auto* pos = static_cast<const int32_t*>(args_->put(positions.data(), positions.size_bytes()));
+    limit_positions(positions, slots);
+    const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
     gpu::attention(q.data_as<const float>(), k_cache.data_as<const float>(), v_cache.data_as<const float>(), pos,
                    spec.scale, spec.window, spec.alibi_heads, out.data_as<float>(), b, t, hq, hkv, slots, hd, ctx_->stream);
   }
@@ -465,9 +718,9 @@ class CudaBackend final : public Backend {
     const int64_t d = x.dim(-1), m = x.numel() / std::max<int64_t>(d, 1), r = static_cast<int64_t>(rows.size());
     require(out.numel() == r * d, "gather_rows: output " + out.describe() + " for " + std::to_string(r) + " rows");
     for (int32_t i : rows) require(i >= 0 && i < m, "gather_rows: row " + std::to_string(i) + " outside " + x.describe());
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     if (r == 0) return;
-    const auto* dev_rows = static_cast<const int32_t*>(args_->put(rows.data(), rows.size_bytes()));
+    const auto* dev_rows = static_cast<const int32_t*>(put_args(rows.data(), rows.size_bytes()));
     gpu::gather_rows(x.data_as<const float>(), dev_rows, r, d, out.data_as<float>(), ctx_->stream);
   }
 
@@ -480,10 +733,10 @@ class CudaBackend final : public Backend {
             "scatter_add_rows: " + x.describe() + " for " + std::to_string(r) + " rows of " + out.describe());
     for (int32_t i : rows)
       require(i >= 0 && i < m, "scatter_add_rows: row " + std::to_string(i) + " outside " + out.describe());
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     if (r == 0) return;
-    const auto* dev_rows = static_cast<const int32_t*>(args_->put(rows.data(), rows.size_bytes()));
-    const auto* dev_scale = static_cast<const float*>(args_->put(scale.data(), scale.size_bytes()));
+    const auto* dev_rows = static_cast<const int32_t*>(put_args(rows.data(), rows.size_bytes()));
+    const auto* dev_scale = static_cast<const float*>(put_args(scale.data(), scale.size_bytes()));
     gpu::scatter_add_rows(x.data_as<const float>(), dev_rows, dev_scale, r, d, out.data_as<float>(), ctx_->stream);
   }
 
@@ -498,9 +751,9 @@ class CudaBackend final : public Backend {
     for (int32_t id : ids)
       require(id >= 0 && id < vocab,
               "embed: token id " + std::to_string(id) + " outside the vocabulary of " + std::to_string(vocab));
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     if (ids.empty() || d == 0) return;
-    const auto* dev_ids = static_cast<const int32_t*>(args_->put(ids.data(), ids.size_bytes()));
+    const auto* dev_ids = static_cast<const int32_t*>(put_args(ids.data(), ids.size_bytes()));
     gpu::embed(table.dtype(), table.data(), dev_ids, static_cast<int64_t>(ids.size()), d, out.data_as<float>(),
                ctx_->stream);
   }
@@ -519,7 +772,7 @@ class CudaBackend final : public Backend {
                                                      std::to_string(m) + ", " + std::to_string(k) + "]");
     require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
             "matmul_backward: dimensions beyond 2^31 are not supported");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     if (m == 0 || k == 0) return;
     float* pdx = dx.data_as<float>();
     if (n == 0) {
@@ -536,7 +789,7 @@ class CudaBackend final : public Backend {
       return;
     }
     const int64_t tile_rows = std::max<int64_t>(1, std::min<int64_t>(n, kDequantTileBytes / (k * 4)));
-    auto* tile = static_cast<float*>(tile_->get(static_cast<size_t>(tile_rows * k) * 4));
+    auto* tile = static_cast<float*>(scratch(*tile_, static_cast<size_t>(tile_rows * k) * 4));
     const int64_t row_bytes = storage_bytes(w.dtype(), k);
     for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
       const int64_t rows = std::min(tile_rows, n - r0);
@@ -558,7 +811,7 @@ class CudaBackend final : public Backend {
     require(rows_of(x) == m && dw.rank() == 2 && dw.dim(0) == n && dw.dim(1) == k,
             "matmul_weight_grad: dy " + dy.describe() + ", x " + x.describe() + " and dw " + dw.describe() +
                 " do not fit");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     if (m == 0 || n == 0 || k == 0) return;
     const float alpha = 1.f, one = 1.f;
     check_blas(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(k), static_cast<int>(n),
@@ -576,7 +829,7 @@ class CudaBackend final : public Backend {
     const int64_t d = x.dim(-1), m = rows_of(x);
     require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
             "rms_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::rms_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
                            dx.data_as<float>(), m, d, ctx_->stream);
   }
@@ -586,7 +839,7 @@ class CudaBackend final : public Backend {
     const int64_t d = x.dim(-1), m = rows_of(x);
     require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
             "layer_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::layer_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
                              dx.data_as<float>(), m, d, ctx_->stream);
   }
@@ -594,7 +847,7 @@ class CudaBackend final : public Backend {
   void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &d_out, &dx}) require_f32(*t, "gelu_backward", "tensors");
     require(d_out.numel() == x.numel() && dx.numel() == x.numel(), "gelu_backward: shapes differ");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::gelu_backward(x.data_as<const float>(), form, d_out.data_as<const float>(), dx.data_as<float>(), x.numel(),
                        ctx_->stream);
   }
@@ -605,7 +858,7 @@ class CudaBackend final : public Backend {
     const int64_t n = gate.numel();
     require(up.numel() == n && d_out.numel() == n && d_gate.numel() == n && d_up.numel() == n,
             "silu_mul_backward: shapes differ");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     gpu::silu_mul_backward(gate.data_as<const float>(), up.data_as<const float>(), d_out.data_as<const float>(),
                            d_gate.data_as<float>(), d_up.data_as<float>(), n, ctx_->stream);
   }
@@ -626,7 +879,7 @@ class CudaBackend final : public Backend {
     require(spec.window >= 0, "attention_backward: a negative window");
     require(spec.alibi_heads == 0 || spec.alibi_heads == hq,
             "attention_backward: ALiBi over a head count other than q's");
-    DeviceScope scope(ctx_->device);
+    OpScope scope(*ctx_);
     Tensor stats = device_tensor(DType::f32, {2, b * t * hq});
     float* lse = stats.data_as<float>();
     gpu::attention_backward(q.data_as<const float>(), k.data_as<const float>(), v.data_as<const float>(),
@@ -638,6 +891,7 @@ class CudaBackend final : public Backend {
   Tensor device_tensor(DType dtype, Shape shape) {
     const int64_t bytes = storage_bytes(dtype, shape.numel());
     if (bytes == 0) return Tensor::view(nullptr, dtype, shape, nullptr, Device::cuda);
+    if (capture_) return Tensor::view(capture_->memory->take(static_cast<size_t>(bytes)), dtype, shape, nullptr, Device::cuda);
     void* p = ctx_->allocate(static_cast<size_t>(bytes));
     std::shared_ptr<const StreamContext> ctx = ctx_;
     std::shared_ptr<const void> owner(p, [ctx](const void* q) { ctx->release(const_cast<void*>(q)); });
@@ -657,7 +911,7 @@ class CudaBackend final : public Backend {
     }
     if (!is_quantized(wt)) {
       const cudaDataType_t ct = wt == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
-      auto* hi = static_cast<char*>(activations_->get(static_cast<size_t>(m * k) * 4));
+      auto* hi = static_cast<char*>(scratch(*activations_, static_cast<size_t>(m * k) * 4));
       void* lo = hi + m * k * 2;
       gpu::split_activations(x, m * k, wt, hi, lo, ctx_->stream);
       const float one = 1.f;
@@ -670,7 +924,7 @@ class CudaBackend final : public Backend {
       return;
     }
     const int64_t tile_rows = std::max<int64_t>(1, std::min<int64_t>(n, kDequantTileBytes / (k * 4)));
-    auto* tile = static_cast<float*>(tile_->get(static_cast<size_t>(tile_rows * k) * 4));
+    auto* tile = static_cast<float*>(scratch(*tile_, static_cast<size_t>(tile_rows * k) * 4));
     const int64_t row_bytes = storage_bytes(wt, k);
     for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
       const int64_t rows = std::min(tile_rows, n - r0);
@@ -682,7 +936,25 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // A host array on the device: the recording's positions or constants while one is captured, else through the ring.
+  const void* put_args(const void* src, size_t bytes) {
+    if (!capture_) return args_->put(src, bytes);
+    if (bytes == 0) return nullptr;
+    if (capture_->reads({static_cast<const int32_t*>(src), bytes / sizeof(int32_t)}) && bytes % sizeof(int32_t) == 0)
+      return capture_->positions_dev;
+    return capture_->memory->constant(src, bytes);
+  }
+  // The recording's arena while one is captured (a Scratch that grew would free memory the graph reads).
+  void* scratch(Scratch& s, size_t bytes) { return capture_ ? capture_->memory->take(bytes) : s.get(bytes); }
+  // An operation that indexes a cache of `slots` with the recorded positions bounds what a replay may pass.
+  void limit_positions(std::span<const int32_t> positions, int64_t slots) {
+    if (!capture_ || !capture_->reads(positions)) return;
+    capture_->low = 0;
+    capture_->high = std::min(capture_->high, slots);
+  }
+
   std::shared_ptr<StreamContext> ctx_;
+  Capture* capture_ = nullptr;  // while a recording is captured (under ctx_->lock)
   cublasHandle_t blas_ = nullptr;
   std::unique_ptr<Scratch> activations_, tile_;
   std::unique_ptr<ArgRing> args_;

@@ -91,6 +91,9 @@ class BloomBlock final : public Block {
             {name("mlp.dense_4h_to_h.weight"), w_.w_down},        {name("mlp.dense_4h_to_h.bias"), w_.b_down}};
   }
 
+  // ALiBi is computed on the device from the slots.
+  bool recordable() const override { return true; }
+
   KVCache make_cache(int64_t batch, int64_t max_length) override {
     return {backend_.alloc(DType::f32, {batch, max_length, c_.num_heads, c_.head_dim}),
             backend_.alloc(DType::f32, {batch, max_length, c_.num_heads, c_.head_dim})};

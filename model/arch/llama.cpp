@@ -124,6 +124,9 @@ class LlamaBlock final : public Block {
     return out;
   }
 
+  // A mixture routes tokens on the host.
+  bool recordable() const override { return !moe_; }
+
   KVCache make_cache(int64_t batch, int64_t max_length) override {
     return {backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim}),
             backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim})};

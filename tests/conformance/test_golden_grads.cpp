@@ -202,7 +202,8 @@ BOOST_DATA_TEST_CASE(deep_prompts_through_the_cache_equal_the_stateless_forward,
   one[0].ids.assign(ids.begin(), ids.begin() + 12);
   const TrainingBatch batch = make_batch(one, 0);
   const BlockInputs in = tuning.inputs(batch);
-  const Tensor stateless = model.head().logits(span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, backend()));
+  const Tensor stateless =
+      model.head().logits(on_backend(span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, backend())));
   model.reset(1, 64);
   const Tensor cached = model.forward_hidden(on_backend(in.hidden), in.positions, false, in.prompts);
   BOOST_TEST(max_abs_diff(cached, stateless) < kTol);

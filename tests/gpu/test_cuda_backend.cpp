@@ -392,6 +392,100 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_invalid_argument) {
   gpu().synchronize();
 }
 
+namespace {
+
+// A decode step of a small attention block on `io` [1, 1, d] with its own KV cache: what a block records.
+struct StepOps {
+  int64_t d = 64, heads = 4, hd = 16, slots = 32;
+  Tensor norm, wq, wk, wv, wo, k_cache, v_cache;
+  std::vector<float> inv_freq;
+  explicit StepOps(uint32_t seed) {
+    norm = up(random_tensor({d}, seed, 0.5f));
+    wq = up(random_tensor({d, d}, seed + 1, 0.2f).cast(DType::bf16));
+    wk = up(random_tensor({d, d}, seed + 2, 0.2f).cast(DType::bf16));
+    wv = up(random_tensor({d, d}, seed + 3, 0.2f).cast(DType::bf16));
+    wo = up(random_tensor({d, d}, seed + 4, 0.2f));
+    k_cache = gpu().alloc(DType::f32, {1, slots, heads, hd});
+    v_cache = gpu().alloc(DType::f32, {1, slots, heads, hd});
+    for (int64_t i = 0; i < hd / 2; ++i) inv_freq.push_back(std::pow(100.f, -2.f * i / hd));
+  }
+  void run(Tensor& io, std::span<const int32_t> positions) {
+    Backend& be = gpu();
+    Tensor x = io.reshaped({1, d});
+    Tensor n = be.alloc(DType::f32, {1, d}), q = be.alloc(DType::f32, {1, d}), k = be.alloc(DType::f32, {1, d});
+    Tensor v = be.alloc(DType::f32, {1, d}), att = be.alloc(DType::f32, {1, 1, d});
+    be.rms_norm(x, norm, 1e-5f, n);
+    be.matmul(n, wq, nullptr, q);
+    be.matmul(n, wk, nullptr, k);
+    be.matmul(n, wv, nullptr, v);
+    Tensor q3 = q.reshaped({1, heads, hd}), k3 = k.reshaped({1, heads, hd});
+    be.rope(q3, positions, inv_freq);
+    be.rope(k3, positions, inv_freq);
+    be.kv_write(k.reshaped({1, 1, heads, hd}), v.reshaped({1, 1, heads, hd}), positions, k_cache, v_cache);
+    be.attention(q.reshaped({1, 1, heads, hd}), k_cache, v_cache, positions, {.scale = 0.25f}, att);
+    be.matmul(att.reshaped({1, d}), wo, nullptr, n);
+    be.add(x, n, x);
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_recording_replays_decode_steps_at_new_positions_as_the_operations_compute_them) {
+  StepOps eager(300), recorded(300);
+  const Tensor first = random_tensor({1, 1, 64}, 310);
+  const std::vector<int32_t> p0 = {0};
+  std::unique_ptr<Recording> rec = gpu().record(up(first), p0, [&](Tensor& io, std::span<const int32_t> p) {
+    recorded.run(io, p);
+  });
+  BOOST_REQUIRE(rec);
+  for (int32_t pos = 0; pos < 20; ++pos) {
+    const Tensor input = random_tensor({1, 1, 64}, 320 + pos);
+    const std::vector<int32_t> p = {pos};
+    Tensor a = up(input), b = up(input);
+    eager.run(a, p);
+    rec->replay(b, p);
+    expect_close(b, gpu().download(a), 0, "replayed step at position " + std::to_string(pos));
+  }
+  // The caches were written alike, so attention saw the same history.
+  expect_close(recorded.k_cache, gpu().download(eager.k_cache), 0, "k cache after 20 replays");
+}
+
+BOOST_AUTO_TEST_CASE(a_replay_refuses_positions_outside_the_cache_and_other_shapes) {
+  StepOps ops(330);
+  const std::vector<int32_t> p0 = {3};
+  Tensor io = gpu().alloc(DType::f32, {1, 1, 64});
+  auto rec = gpu().record(io, p0, [&](Tensor& t, std::span<const int32_t> p) { ops.run(t, p); });
+  BOOST_REQUIRE(rec);
+  const std::vector<int32_t> beyond = {32}, negative = {-1}, two = {1, 2};
+  BOOST_CHECK_THROW(rec->replay(io, beyond), std::invalid_argument);
+  BOOST_CHECK_THROW(rec->replay(io, negative), std::invalid_argument);
+  BOOST_CHECK_THROW(rec->replay(io, two), std::invalid_argument);
+  Tensor other = gpu().alloc(DType::f32, {1, 2, 64});
+  BOOST_CHECK_THROW(rec->replay(other, p0), std::invalid_argument);
+  const std::vector<int32_t> last = {31};
+  rec->replay(io, last);
+  gpu().synchronize();
+}
+
+BOOST_AUTO_TEST_CASE(what_cannot_be_recorded_is_refused_and_the_backend_goes_on) {
+  Tensor io = up(random_tensor({1, 8}, 340));
+  const std::vector<int32_t> p0 = {0};
+  auto rec = gpu().record(io, p0, [&](Tensor& t, std::span<const int32_t>) {
+    gpu().add(t, t, t);
+    (void)gpu().download(t);  // waits for the device: not recordable
+  });
+  BOOST_CHECK(!rec);
+  auto throws = gpu().record(io, p0, [&](Tensor&, std::span<const int32_t>) { throw std::runtime_error("no"); });
+  BOOST_CHECK(!throws);
+  // Nothing of the refused recordings ran, and the stream works.
+  Tensor twice = gpu().alloc(DType::f32, {1, 8});
+  gpu().add(io, io, twice);
+  const Tensor host = gpu().download(io);
+  Tensor want = Tensor::empty(DType::f32, {1, 8});
+  cpu().add(host, host, want);
+  expect_close(twice, want, 0, "add after refused recordings");
+}
+
 int main(int argc, char** argv) {
   if (!cuda_available()) {
     std::cout << "test_cuda_backend: SKIPPED, no CUDA GPU found (cudaGetDeviceCount reports none or no driver)\n";
