@@ -1,7 +1,7 @@
 // Decode microbenchmark of the CUDA backend: a TinyLlama-1.1B-shaped stack of 22 Llama blocks (hidden 2048, 32
 // query heads / 4 KV heads of 64, intermediate 5632, random bf16 weights) built directly from backend operations.
-// Per token and layer: rms_norm, q/k/v matmuls, rope, kv_write, attention, o matmul, residual add, rms_norm,
-// gate/up matmuls, silu_mul, down matmul, residual add; the hidden state is uploaded before and downloaded after
+// Per token and layer: rms_norm, q/k/v matmuls (one matmul_many), rope, kv_write, attention, o matmul, residual add,
+// rms_norm, gate/up matmuls (one matmul_many), silu_mul, down matmul added to the residual; the hidden state is uploaded before and downloaded after
 // each token, as a server does.
 //
 // Prints tokens/s and the weight bytes read per second against the GPU's peak memory bandwidth
@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -110,6 +111,13 @@ struct Scratch {
   }
 };
 
+// Projections of one input as a block makes them: one matmul_many.
+template <size_t N>
+void project(Backend& be, const Tensor& x, std::array<const Tensor*, N> ws, std::array<Tensor*, N> ys) {
+  const std::array<const Tensor*, N> no_bias{};
+  be.matmul_many(x, ws, no_bias, ys);
+}
+
 // One layer on x [t, hidden] (in place), t tokens at positions[0..t).
 void layer_forward(Backend& be, Layer& L, const std::vector<float>& inv_freq, Scratch& s, Tensor& x,
                    std::span<const int32_t> positions) {
@@ -117,9 +125,7 @@ void layer_forward(Backend& be, Layer& L, const std::vector<float>& inv_freq, Sc
   const int64_t t = static_cast<int64_t>(positions.size());
   const float scale = 1.f / std::sqrt(static_cast<float>(m.head_dim));
   be.rms_norm(x, L.ln1, 1e-5f, s.h);
-  be.matmul(s.h, L.wq, nullptr, s.q);
-  be.matmul(s.h, L.wk, nullptr, s.k);
-  be.matmul(s.h, L.wv, nullptr, s.v);
+  project<3>(be, s.h, {&L.wq, &L.wk, &L.wv}, {&s.q, &s.k, &s.v});
   Tensor q3 = s.q.reshaped({t, m.heads, m.head_dim}), k3 = s.k.reshaped({t, m.kv_heads, m.head_dim});
   be.rope(q3, positions, inv_freq);
   be.rope(k3, positions, inv_freq);
@@ -127,14 +133,11 @@ void layer_forward(Backend& be, Layer& L, const std::vector<float>& inv_freq, Sc
               L.k_cache, L.v_cache);
   Tensor attn = s.attn.reshaped({1, t, m.hidden});
   be.attention(s.q.reshaped({1, t, m.heads, m.head_dim}), L.k_cache, L.v_cache, positions, {.scale = scale}, attn);
-  be.matmul(s.attn, L.wo, nullptr, s.o);
-  be.add(x, s.o, x);
+  be.matmul_add(s.attn, L.wo, nullptr, x);
   be.rms_norm(x, L.ln2, 1e-5f, s.h);
-  be.matmul(s.h, L.wg, nullptr, s.gate);
-  be.matmul(s.h, L.wu, nullptr, s.up);
+  project<2>(be, s.h, {&L.wg, &L.wu}, {&s.gate, &s.up});
   be.silu_mul(s.gate, s.up, s.gate);
-  be.matmul(s.gate, L.wd, nullptr, s.o);
-  be.add(x, s.o, x);
+  be.matmul_add(s.gate, L.wd, nullptr, x);
 }
 
 // t tokens at positions[0..t) through every layer; s.x holds the hidden states in and out.

@@ -108,6 +108,14 @@ class Backend {
   // --- operations ---------------------------------------------------------------------------------------------
   // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] if bias is given).
   virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  // y[M, N] += x[M, K] · w[N, K]ᵀ (+ bias[N]): a projection added to the residual stream. One pass where the
+  // backend can (the CUDA matrix-vector kernel and GEMM accumulate into y); by default a matmul into a temporary
+  // and an add.
+  virtual void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+    Tensor t = alloc(DType::f32, y.shape());
+    matmul(x, w, bias, t);
+    add(y, t, y);
+  }
   // Several projections of one input: ys[i] = x · ws[i]ᵀ (+ biases[i] where given). One call lets a backend run
   // them as one job (the CPU backend splits decode's q/k/v, or gate/up, over its threads together: fewer waits
   // for the slowest thread); by default they run one after the other.

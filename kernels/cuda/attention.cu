@@ -1,9 +1,15 @@
-// Causal grouped-query attention over a KV cache: one block per (token, query head).
+// Causal grouped-query attention over a KV cache: `splits` blocks per (token, query head).
 //
-// Each warp walks a share of the cache slots positions[token] - window + 1 .. positions[token] (from slot 0 without a
-// window) with an online softmax (running max, running sum,
-// running weighted sum of V held across the warp's lanes), so the number of slots is limited only by the cache;
-// the block's warps are merged at the end. A warp takes four slots per step to keep several loads in flight.
+// The slots a query sees, positions[token] - window + 1 .. positions[token] (from slot 0 without a window), are cut
+// into `splits` equal parts, one block each. Each warp of a block walks a share of its part with an online softmax
+// (running max, running sum, running weighted sum of V held across the warp's lanes), so the number of slots is
+// limited only by the cache; the block's warps are merged at the end. A warp takes four slots per step to keep
+// several loads in flight. With one split the block writes the output; with more (decode: too few (token, head)
+// pairs to fill the GPU, so a long context would be walked by a few SMs) each block writes its part's max, sum and
+// weighted sum, and a second kernel merges the parts. The split count depends on shapes only, never on the
+// positions, so a recorded step (a CUDA graph) stays right at any position.
+#include <algorithm>
+
 #include "kernels/backend.hpp"
 #include "kernels/cuda/common.cuh"
 
@@ -19,16 +25,22 @@ template <int E>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_kernel(const float* __restrict__ q, const float* __restrict__ k_cache,
                      const float* __restrict__ v_cache, const int32_t* __restrict__ positions, float scale,
-                     int64_t window, int64_t alibi_heads, float* __restrict__ out, int64_t tokens, int hq, int hkv, int64_t slots, int hd) {
+                     int64_t window, int64_t alibi_heads, float* __restrict__ out, int64_t tokens, int hq, int hkv,
+                     int64_t slots, int hd, int splits, float* __restrict__ partials) {
   extern __shared__ float merged[];  // [kAttnWarps, hd]
   __shared__ float warp_max_s[kAttnWarps], warp_sum_s[kAttnWarps];
 
-  const int64_t bt = blockIdx.x / hq;  // b · tokens + t
-  const int h = static_cast<int>(blockIdx.x % hq);
+  const int64_t pair = blockIdx.x / splits;  // (b · tokens + t) · hq + h
+  const int split = static_cast<int>(blockIdx.x % splits);
+  const int64_t bt = pair / hq;  // b · tokens + t
+  const int h = static_cast<int>(pair % hq);
   const int64_t b = bt / tokens;
   const int kvh = h / (hq / hkv);
-  const int64_t n = static_cast<int64_t>(positions[bt]) + 1;  // one past the last slot seen
-  const int64_t first = window > 0 && n > window ? n - window : 0;
+  const int64_t seen_end = static_cast<int64_t>(positions[bt]) + 1;  // one past the last slot seen
+  const int64_t seen_first = window > 0 && seen_end > window ? seen_end - window : 0;
+  const int64_t part = (seen_end - seen_first + splits - 1) / splits;
+  const int64_t first = seen_first + split * part;
+  const int64_t n = min(seen_end, first + part);  // this block's slots: first .. n - 1 (none if first >= n)
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const float slope = AttentionSpec{scale, window, alibi_heads}.alibi_slope(h);  // 0 without ALiBi
 
@@ -99,40 +111,93 @@ __global__ void __launch_bounds__(kAttnThreads)
     weight[w] = warp_max_s[w] == -INFINITY ? 0.f : expf(warp_max_s[w] - block_m);  // warps that saw no slot
     total += warp_sum_s[w] * weight[w];
   }
-  const float inv = 1.f / total;
-  float* o = out + (bt * hq + h) * hd;
+  if (splits == 1) {
+    const float inv = 1.f / total;
+    float* o = out + pair * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < kAttnWarps; ++w) s = fmaf(merged[w * hd + d], weight[w], s);
+      o[d] = s * inv;
+    }
+    return;
+  }
+  // This part's max, sum and unnormalised weighted sum of V (max -inf, sums 0 for a part with no slot).
+  float* p = partials + (pair * splits + split) * (hd + 2);
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float s = 0.f;
 #pragma unroll
     for (int w = 0; w < kAttnWarps; ++w) s = fmaf(merged[w * hd + d], weight[w], s);
-    o[d] = s * inv;
+    p[2 + d] = s;
+  }
+  if (threadIdx.x == 0) {
+    p[0] = block_m;
+    p[1] = total;
+  }
+}
+
+// One block per (token, query head): the parts' results rescaled to their common max and summed.
+__global__ void merge_parts_kernel(const float* __restrict__ partials, float* __restrict__ out, int hd, int splits) {
+  const int64_t pair = blockIdx.x;
+  const float* p = partials + pair * splits * (hd + 2);
+  float m = -INFINITY;
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, p[s * (hd + 2)]);
+  float total = 0.f;
+  for (int s = 0; s < splits; ++s) {
+    const float ms = p[s * (hd + 2)];
+    if (ms != -INFINITY) total += p[s * (hd + 2) + 1] * expf(ms - m);
+  }
+  const float inv = 1.f / total;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float acc = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      const float ms = p[s * (hd + 2)];
+      if (ms != -INFINITY) acc = fmaf(p[s * (hd + 2) + 2 + d], expf(ms - m), acc);
+    }
+    out[pair * hd + d] = acc * inv;
   }
 }
 
 template <int E>
 void launch(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-            int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
-            cudaStream_t stream) {
+            int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
+            int64_t slots, int64_t head_dim, int splits, float* partials, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(kAttnWarps) * head_dim * sizeof(float);
-  attention_kernel<E><<<static_cast<unsigned>(batch * tokens * hq), kAttnThreads, smem, stream>>>(
-      q, k_cache, v_cache, positions, scale, window, alibi_heads, out, tokens, static_cast<int>(hq), static_cast<int>(hkv), slots,
-      static_cast<int>(head_dim));
+  const int64_t pairs = batch * tokens * hq;
+  attention_kernel<E><<<static_cast<unsigned>(pairs * splits), kAttnThreads, smem, stream>>>(
+      q, k_cache, v_cache, positions, scale, window, alibi_heads, out, tokens, static_cast<int>(hq),
+      static_cast<int>(hkv), slots, static_cast<int>(head_dim), splits, partials);
+  if (splits > 1)
+    merge_parts_kernel<<<static_cast<unsigned>(pairs), kWarp * ((head_dim + kWarp - 1) / kWarp), 0, stream>>>(
+        partials, out, static_cast<int>(head_dim), splits);
 }
 
 }  // namespace
 
+int attention_splits(int64_t pairs, int64_t slots, int64_t window, int sm_count) {
+  if (pairs <= 0) return 1;
+  const int64_t seen = window > 0 ? std::min(window, slots) : slots;  // the most slots a query sees
+  const int64_t to_fill = (2 * static_cast<int64_t>(sm_count) + pairs - 1) / pairs;
+  return static_cast<int>(std::clamp<int64_t>(std::min(to_fill, seen / kMinSlotsPerSplit), 1, kMaxAttentionSplits));
+}
+
 void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-               int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
-               cudaStream_t stream) {
+               int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
+               int64_t slots, int64_t head_dim, int splits, float* partials, cudaStream_t stream) {
   if (batch * tokens * hq == 0 || head_dim == 0) return;
+  splits = std::max(splits, 1);
+  auto go = [&]<int E>() {
+    launch<E>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots,
+              head_dim, splits, partials, stream);
+  };
   if (head_dim <= 32)
-    launch<1>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots, head_dim, stream);
+    go.template operator()<1>();
   else if (head_dim <= 64)
-    launch<2>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots, head_dim, stream);
+    go.template operator()<2>();
   else if (head_dim <= 128)
-    launch<4>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots, head_dim, stream);
+    go.template operator()<4>();
   else
-    launch<8>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots, head_dim, stream);
+    go.template operator()<8>();
   check_launch("attention");
 }
 

@@ -461,6 +461,7 @@ class CudaBackend final : public Backend {
     cublas_small_m_ = mode && std::string_view(mode) == "cublas";
     activations_ = std::make_unique<Scratch>(*ctx_);
     tile_ = std::make_unique<Scratch>(*ctx_);
+    partials_ = std::make_unique<Scratch>(*ctx_);
     args_ = std::make_unique<ArgRing>(*ctx_);
   }
 
@@ -471,6 +472,7 @@ class CudaBackend final : public Backend {
     cudaStreamSynchronize(ctx_->stream);
     args_.reset();
     tile_.reset();
+    partials_.reset();
     activations_.reset();
     if (blas_) cublasDestroy(blas_);
     cudaSetDevice(previous);
@@ -559,31 +561,31 @@ class CudaBackend final : public Backend {
 
   // --- operations -----------------------------------------------------------------------------------------------
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
-    require_f32(x, "matmul", "x");
-    require_f32(y, "matmul", "y");
-    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul: unsupported weight " + w.describe());
-    require_device(w, "matmul", "weight");
-    const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
-    require(x.dim(-1) == k, "matmul: x " + x.describe() + " does not match weight " + w.describe());
-    require(rows_of(y) == m && y.dim(-1) == n, "matmul: output " + y.describe() + " is not [" + std::to_string(m) +
-                                                   ", " + std::to_string(n) + "]");
-    if (bias) {
-      require_f32(*bias, "matmul", "bias");
-      require(bias->numel() == n, "matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
+    project(x, w, bias, y, false);
+  }
+
+  void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+    project(x, w, bias, y, true);
+  }
+
+  // Decode rows: the projections of one input in one matrix-vector launch where they share a dtype and width.
+  void matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
+                   std::span<Tensor* const> ys) override {
+    require(ws.size() == ys.size() && biases.size() == ws.size(), "matmul_many: as many weights, biases and outputs");
+    const int64_t m = rows_of(x);
+    bool one_launch = !ws.empty() && m >= 1 && m <= gpu::kMatvecMaxRows && !cublas_small_m_;
+    for (size_t i = 0; one_launch && i < ws.size(); ++i)
+      one_launch = ws[i]->dtype() == ws[0]->dtype() && ws[i]->rank() == 2 && ws[i]->dim(1) == ws[0]->dim(1) &&
+                   ws[i]->dim(1) > 0;
+    if (!one_launch) return Backend::matmul_many(x, ws, biases, ys);
+    std::vector<gpu::MatvecOutput> outputs;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      check_matmul(x, *ws[i], biases[i], *ys[i]);
+      outputs.push_back({ws[i]->data(), ys[i]->data_as<float>(), ws[i]->dim(0),
+                         biases[i] ? biases[i]->data_as<const float>() : nullptr});
     }
-    require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
-            "matmul: dimensions beyond 2^31 are not supported");
     OpScope scope(*ctx_);
-    if (m == 0 || n == 0) return;
-    float* py = y.data_as<float>();
-    if (k == 0) {
-      check(cudaMemsetAsync(py, 0, static_cast<size_t>(m * n) * sizeof(float), ctx_->stream), "cudaMemset");
-    } else if (m <= gpu::kMatvecMaxRows && !cublas_small_m_) {
-      gpu::matvec(w.dtype(), w.data(), x.data_as<const float>(), py, m, n, k, sm_count_, ctx_->stream);
-    } else {
-      gemm(x.data_as<const float>(), w, py, m, n, k);
-    }
-    if (bias) gpu::add_bias(py, bias->data_as<const float>(), m, n, ctx_->stream);
+    gpu::matvec_many(ws[0]->dtype(), outputs, x.data_as<const float>(), m, ws[0]->dim(1), sm_count_, ctx_->stream);
   }
 
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
@@ -708,8 +710,12 @@ class CudaBackend final : public Backend {
     if (b * t * hq == 0) return;
     limit_positions(positions, slots);
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
+    const int splits = gpu::attention_splits(b * t * hq, slots, spec.window, sm_count_);
+    float* partials = splits > 1 ? static_cast<float*>(scratch(*partials_, static_cast<size_t>(b * t * hq * splits * (hd + 2)) * sizeof(float)))
+                                 : nullptr;
     gpu::attention(q.data_as<const float>(), k_cache.data_as<const float>(), v_cache.data_as<const float>(), pos,
-                   spec.scale, spec.window, spec.alibi_heads, out.data_as<float>(), b, t, hq, hkv, slots, hd, ctx_->stream);
+                   spec.scale, spec.window, spec.alibi_heads, out.data_as<float>(), b, t, hq, hkv, slots, hd, splits,
+                   partials, ctx_->stream);
   }
 
   void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
@@ -899,8 +905,9 @@ class CudaBackend final : public Backend {
   }
 
   // y[m, n] = x[m, k] · w[n, k]ᵀ through cuBLAS. Column-major view: yᵀ (n × m) = W (k × n)ᵀ · xᵀ (k × m).
-  void gemm(const float* x, const Tensor& w, float* y, int64_t m, int64_t n, int64_t k) {
-    const float alpha = 1.f, beta = 0.f;
+  // y = x · wᵀ + beta · y (beta 0 or 1).
+  void gemm(const float* x, const Tensor& w, float* y, int64_t m, int64_t n, int64_t k, float beta) {
+    const float alpha = 1.f;
     const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
     const DType wt = w.dtype();
     if (wt == DType::f32) {
@@ -936,6 +943,47 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // y = x · wᵀ (+ bias), or y += that with `accumulate`.
+  void project(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool accumulate) {
+    check_matmul(x, w, bias, y);
+    const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
+    OpScope scope(*ctx_);
+    if (m == 0 || n == 0) return;
+    float* py = y.data_as<float>();
+    const float* pb = bias ? bias->data_as<const float>() : nullptr;
+    if (m <= gpu::kMatvecMaxRows && !cublas_small_m_ && k > 0) {
+      const gpu::MatvecOutput out{w.data(), py, n, pb, accumulate};
+      gpu::matvec_many(w.dtype(), std::span<const gpu::MatvecOutput>(&out, 1), x.data_as<const float>(), m, k,
+                       sm_count_, ctx_->stream);
+      return;
+    }
+    if (k == 0) {
+      if (!accumulate)
+        check(cudaMemsetAsync(py, 0, static_cast<size_t>(m * n) * sizeof(float), ctx_->stream), "cudaMemset");
+    } else {
+      gemm(x.data_as<const float>(), w, py, m, n, k, accumulate ? 1.f : 0.f);
+    }
+    if (pb) gpu::add_bias(py, pb, m, n, ctx_->stream);
+  }
+
+  // What matmul requires of its arguments.
+  void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) const {
+    require_f32(x, "matmul", "x");
+    require_f32(y, "matmul", "y");
+    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul: unsupported weight " + w.describe());
+    require_device(w, "matmul", "weight");
+    const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
+    require(x.dim(-1) == k, "matmul: x " + x.describe() + " does not match weight " + w.describe());
+    require(rows_of(y) == m && y.dim(-1) == n, "matmul: output " + y.describe() + " is not [" + std::to_string(m) +
+                                                   ", " + std::to_string(n) + "]");
+    if (bias) {
+      require_f32(*bias, "matmul", "bias");
+      require(bias->numel() == n, "matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
+    }
+    require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
+            "matmul: dimensions beyond 2^31 are not supported");
+  }
+
   // A host array on the device: the recording's positions or constants while one is captured, else through the ring.
   const void* put_args(const void* src, size_t bytes) {
     if (!capture_) return args_->put(src, bytes);
@@ -956,7 +1004,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<StreamContext> ctx_;
   Capture* capture_ = nullptr;  // while a recording is captured (under ctx_->lock)
   cublasHandle_t blas_ = nullptr;
-  std::unique_ptr<Scratch> activations_, tile_;
+  std::unique_ptr<Scratch> activations_, tile_, partials_;  // partials_: attention's split parts
   std::unique_ptr<ArgRing> args_;
   std::string gpu_name_;
   int sm_count_ = 1, arch_ = 0;

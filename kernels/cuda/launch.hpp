@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <span>
 
 #include "kernels/backend.hpp"
 #include "kernels/dtype.hpp"
@@ -22,10 +23,18 @@ inline void check(cudaError_t error, const char* what) {
 // Up to this many rows of x, matmul streams the weights once through the matrix-vector kernel.
 inline constexpr int64_t kMatvecMaxRows = 4;
 
-// y[m, n] = x[m, k] · w[n, k]ᵀ for 1 ≤ m ≤ kMatvecMaxRows. Weights are read as stored (any weight dtype) and
-// converted in registers; activations stay f32 and sums are f32. `sm_count` sizes the grid.
-void matvec(DType wt, const void* w, const float* x, float* y, int64_t m, int64_t n, int64_t k, int sm_count,
-            cudaStream_t stream);
+// Several matrices of one dtype and width k applied to the same x, as one launch (up to kMaxMatvecJobs at a time):
+// decode's q/k/v or gate/up projections, whose small matrices alone would leave most SMs idle.
+inline constexpr int kMaxMatvecJobs = 4;
+struct MatvecOutput {
+  const void* w;               // [n, k]
+  float* y;                    // [m, n]
+  int64_t n;
+  const float* bias = nullptr;  // [n], added to each row
+  bool accumulate = false;      // y += x · wᵀ (+ bias) instead of y =
+};
+void matvec_many(DType wt, std::span<const MatvecOutput> outputs, const float* x, int64_t m, int64_t k, int sm_count,
+                 cudaStream_t stream);
 // out[rows·k] (f32) = the first rows·k elements of w (any weight dtype), exactly.
 void dequantize_to_f32(DType wt, const void* w, int64_t rows, int64_t k, float* out, cudaStream_t stream);
 // x[n] = hi[n] + lo[n] in f16 or bf16 (`to`): hi = x rounded to nearest even, lo = the rounding error rounded.
@@ -59,12 +68,18 @@ void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d,
 
 // --- attention.cu ----------------------------------------------------------------------------------------------
 inline constexpr int64_t kAttentionMaxHeadDim = 256;
+inline constexpr int64_t kMaxAttentionSplits = 32, kMinSlotsPerSplit = 64;
+// How many blocks share the slots of one (token, query head), for `pairs` = batch · tokens · hq pairs over a cache of
+// `slots` (within `window` when > 0): enough blocks to fill the GPU twice, each part at least kMinSlotsPerSplit
+// slots of a full cache. Shapes only: a recording replays it at any position.
+int attention_splits(int64_t pairs, int64_t slots, int64_t window, int sm_count);
 // q [batch, tokens, hq, head_dim]; caches [batch, slots, hkv, head_dim]; out [batch, tokens, hq·head_dim]. A query at
 // slot p sees slots p - window + 1 .. p (window > 0) or 0 .. p; with alibi_heads = hq, head h's score for slot s
-// gains AttentionSpec::alibi_slope(h) · s.
+// gains AttentionSpec::alibi_slope(h) · s. With splits > 1, `partials` holds batch·tokens·hq·splits·(head_dim + 2)
+// floats of scratch.
 void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-               int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t slots, int64_t head_dim,
-               cudaStream_t stream);
+               int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
+               int64_t slots, int64_t head_dim, int splits, float* partials, cudaStream_t stream);
 
 // --- backward.cu -----------------------------------------------------------------------------------------------
 void rms_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows, int64_t d,

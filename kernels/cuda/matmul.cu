@@ -3,6 +3,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
+
 #include "kernels/cuda/common.cuh"
 
 namespace corolla::gpu {
@@ -11,23 +13,58 @@ namespace {
 constexpr int kMatvecWarps = 8;
 constexpr int kMatvecThreads = kMatvecWarps * kWarp;
 
+// The matrices of one launch (the projections of one input): the grid's blocks are dealt out to them in order.
+struct MatvecJobs {
+  struct Job {
+    const char* w;
+    float* y;
+    const float* bias;
+    int64_t n;
+    unsigned first_block;
+    bool accumulate;
+  } job[kMaxMatvecJobs];
+  int count;
+};
+
+// This block's matrix and its block index within that matrix.
+struct JobBlock {
+  const char* w;
+  float* y;
+  const float* bias;
+  int64_t n;
+  unsigned block;
+  bool accumulate;
+  __device__ explicit JobBlock(const MatvecJobs& jobs) {
+    int j = 0;
+    while (j + 1 < jobs.count && blockIdx.x >= jobs.job[j + 1].first_block) ++j;
+    w = jobs.job[j].w;
+    y = jobs.job[j].y;
+    bias = jobs.job[j].bias;
+    n = jobs.job[j].n;
+    block = blockIdx.x - jobs.job[j].first_block;
+    accumulate = jobs.job[j].accumulate;
+  }
+};
+
 // Rows of w are spread over the block's warps: rows_per_block rows, kMatvecWarps / rows_per_block warps each.
 struct RowSplit {
   int lane, warp, warps_per_row, part;
   int64_t row;
-  __device__ RowSplit(int rows_per_block) {
+  __device__ RowSplit(unsigned block, int rows_per_block) {
     lane = threadIdx.x % kWarp;
     warp = threadIdx.x / kWarp;
     warps_per_row = kMatvecWarps / rows_per_block;
     part = warp % warps_per_row;
-    row = static_cast<int64_t>(blockIdx.x) * rows_per_block + warp / warps_per_row;
+    row = static_cast<int64_t>(block) * rows_per_block + warp / warps_per_row;
   }
 };
 
-// Sums the per-thread partial results of each row and writes y[mi, row].
+// Sums the per-thread partial results of each row, adds the bias, and writes (or adds to) y[mi, row].
 template <int M>
-__device__ __forceinline__ void finish_rows(const RowSplit& rs, float (&acc)[M], float* y, int64_t n,
+__device__ __forceinline__ void finish_rows(const RowSplit& rs, const JobBlock& jb, float (&acc)[M],
                                             int rows_per_block) {
+  const unsigned block = jb.block;
+  const int64_t n = jb.n;
   __shared__ float partial[M][kMatvecWarps];
 #pragma unroll
   for (int mi = 0; mi < M; ++mi) {
@@ -37,63 +74,89 @@ __device__ __forceinline__ void finish_rows(const RowSplit& rs, float (&acc)[M],
   __syncthreads();
   if (threadIdx.x < rows_per_block * M) {
     const int r = threadIdx.x / M, mi = threadIdx.x % M;
-    const int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block + r;
+    const int64_t row = static_cast<int64_t>(block) * rows_per_block + r;
     if (row < n) {
       float s = 0.f;
       for (int p = 0; p < rs.warps_per_row; ++p) s += partial[mi][r * rs.warps_per_row + p];
-      y[mi * n + row] = s;
+      if (jb.bias) s += jb.bias[row];
+      float* y = jb.y + mi * n + row;
+      *y = jb.accumulate ? *y + s : s;
     }
   }
 }
 
 // Vector path: k % 8 == 0, x 16-byte aligned, plain weights 16-byte aligned.
+// Adds x[mi, chunk c] · (the 8 weights in c) to acc[mi], mi < M.
 template <DType T, int M>
+__device__ __forceinline__ void add_chunk(const Chunk& c, const float* __restrict__ x, int k, float (&acc)[M]) {
+#pragma unroll
+  for (int mi = 0; mi < M; ++mi) {
+    const float4 a = ldg(reinterpret_cast<const float4*>(x + mi * k + c.x0));
+    const float4 b = ldg(reinterpret_cast<const float4*>(x + mi * k + c.x1));
+    float s = c.v[0] * a.x;
+    s = fmaf(c.v[1], a.y, s);
+    s = fmaf(c.v[2], a.z, s);
+    s = fmaf(c.v[3], a.w, s);
+    s = fmaf(c.v[4], b.x, s);
+    s = fmaf(c.v[5], b.y, s);
+    s = fmaf(c.v[6], b.z, s);
+    s = fmaf(c.v[7], b.w, s);
+    if constexpr (T == DType::q4_1) {
+      const float sx = (a.x + a.y) + (a.z + a.w) + (b.x + b.y) + (b.z + b.w);
+      acc[mi] += c.d * s + c.m * sx;
+    } else if constexpr (is_quantized_v<T>) {
+      acc[mi] = fmaf(c.d, s, acc[mi]);
+    } else {
+      acc[mi] += s;
+    }
+  }
+}
+
+// Vector path: k % 8 == 0, x 16-byte aligned, plain weights 16-byte aligned. U: chunks each lane loads before it
+// sums them (loads in flight per lane); U = 1 leaves that to the compiler (a loop unrolled twice).
+template <DType T, int M, int U>
 __global__ void __launch_bounds__(kMatvecThreads)
-    matvec_kernel(const char* __restrict__ w, int64_t row_bytes, const float* __restrict__ x, float* __restrict__ y,
-                  int64_t n, int k, int rows_per_block) {
-  const RowSplit rs(rows_per_block);
+    matvec_kernel(const __grid_constant__ MatvecJobs jobs, int64_t row_bytes, const float* __restrict__ x, int k,
+                  int rows_per_block) {
+  const JobBlock jb(jobs);
+  const RowSplit rs(jb.block, rows_per_block);
   float acc[M];
 #pragma unroll
   for (int mi = 0; mi < M; ++mi) acc[mi] = 0.f;
-  if (rs.row < n) {
-    const char* wr = w + rs.row * row_bytes;
+  if (rs.row < jb.n) {
+    const char* __restrict__ wr = jb.w + rs.row * row_bytes;
     const int chunks = k / 8, step = rs.warps_per_row * kWarp;
+    if constexpr (U == 1) {
 #pragma unroll 2
-    for (int g = rs.part * kWarp + rs.lane; g < chunks; g += step) {
-      Chunk c;
-      load_chunk<T>(wr, g, c);
+      for (int g = rs.part * kWarp + rs.lane; g < chunks; g += step) {
+        Chunk c;
+        load_chunk<T>(wr, g, c);
+        add_chunk<T, M>(c, x, k, acc);
+      }
+    } else {
+      for (int g0 = rs.part * kWarp + rs.lane; g0 < chunks; g0 += U * step) {
+        Chunk c[U];
 #pragma unroll
-      for (int mi = 0; mi < M; ++mi) {
-        const float4 a = ldg(reinterpret_cast<const float4*>(x + mi * k + c.x0));
-        const float4 b = ldg(reinterpret_cast<const float4*>(x + mi * k + c.x1));
-        float s = c.v[0] * a.x;
-        s = fmaf(c.v[1], a.y, s);
-        s = fmaf(c.v[2], a.z, s);
-        s = fmaf(c.v[3], a.w, s);
-        s = fmaf(c.v[4], b.x, s);
-        s = fmaf(c.v[5], b.y, s);
-        s = fmaf(c.v[6], b.z, s);
-        s = fmaf(c.v[7], b.w, s);
-        if constexpr (T == DType::q4_1) {
-          const float sx = (a.x + a.y) + (a.z + a.w) + (b.x + b.y) + (b.z + b.w);
-          acc[mi] += c.d * s + c.m * sx;
-        } else if constexpr (is_quantized_v<T>) {
-          acc[mi] = fmaf(c.d, s, acc[mi]);
-        } else {
-          acc[mi] += s;
-        }
+        for (int u = 0; u < U; ++u)
+          if (g0 + u * step < chunks) load_chunk<T>(wr, g0 + u * step, c[u]);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (g0 + u * step < chunks) add_chunk<T, M>(c[u], x, k, acc);
       }
     }
   }
-  finish_rows<M>(rs, acc, y, n, rows_per_block);
+  finish_rows<M>(rs, jb, acc, rows_per_block);
 }
 
 // Scalar path for any k and alignment (one element per lane and step).
 template <DType T, int M>
 __global__ void __launch_bounds__(kMatvecThreads)
-    matvec_scalar_kernel(const char* __restrict__ w, int64_t row_bytes, const float* __restrict__ x,
-                         float* __restrict__ y, int64_t n, int k, int rows_per_block) {
-  const RowSplit rs(rows_per_block);
+    matvec_scalar_kernel(const __grid_constant__ MatvecJobs jobs, int64_t row_bytes, const float* __restrict__ x,
+                         int k, int rows_per_block) {
+  const JobBlock jb(jobs);
+  const char* __restrict__ w = jb.w;
+  const int64_t n = jb.n;
+  const RowSplit rs(jb.block, rows_per_block);
   float acc[M];
 #pragma unroll
   for (int mi = 0; mi < M; ++mi) acc[mi] = 0.f;
@@ -105,7 +168,7 @@ __global__ void __launch_bounds__(kMatvecThreads)
       for (int mi = 0; mi < M; ++mi) acc[mi] = fmaf(wv, x[mi * k + j], acc[mi]);
     }
   }
-  finish_rows<M>(rs, acc, y, n, rows_per_block);
+  finish_rows<M>(rs, jb, acc, rows_per_block);
 }
 
 template <DType T>
@@ -146,39 +209,70 @@ __global__ void add_bias_kernel(float* __restrict__ y, const float* __restrict__
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Chunks a lane of the one-row kernel loads before it sums them: 4 or 8 from COROLLA_CUDA_MATVEC_LOADS (read once;
+// for comparisons in bench_cuda_decode), else 1 (the compiler's schedule).
+int matvec_loads_in_flight() {
+  static const int loads = [] {
+    const char* v = std::getenv("COROLLA_CUDA_MATVEC_LOADS");
+    const int n = v ? std::atoi(v) : 1;
+    return n >= 8 ? 8 : n >= 4 ? 4 : 1;
+  }();
+  return loads;
+}
+
 template <DType T, int M>
-void launch_matvec(const void* w, int64_t row_bytes, const float* x, float* y, int64_t n, int64_t k, bool vector,
+void launch_matvec(const MatvecJobs& jobs, unsigned grid, int64_t row_bytes, const float* x, int64_t k, bool vector,
                    int rows_per_block, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
-  const auto* wb = static_cast<const char*>(w);
-  if (vector)
-    matvec_kernel<T, M><<<grid, kMatvecThreads, 0, stream>>>(wb, row_bytes, x, y, n, static_cast<int>(k),
-                                                             rows_per_block);
+  const int ik = static_cast<int>(k);
+  const int loads = M == 1 ? matvec_loads_in_flight() : 1;
+  if (vector && loads == 8)
+    matvec_kernel<T, M, 8><<<grid, kMatvecThreads, 0, stream>>>(jobs, row_bytes, x, ik, rows_per_block);
+  else if (vector && loads == 4)
+    matvec_kernel<T, M, 4><<<grid, kMatvecThreads, 0, stream>>>(jobs, row_bytes, x, ik, rows_per_block);
+  else if (vector)
+    matvec_kernel<T, M, 1><<<grid, kMatvecThreads, 0, stream>>>(jobs, row_bytes, x, ik, rows_per_block);
   else
-    matvec_scalar_kernel<T, M><<<grid, kMatvecThreads, 0, stream>>>(wb, row_bytes, x, y, n, static_cast<int>(k),
+    matvec_scalar_kernel<T, M><<<grid, kMatvecThreads, 0, stream>>>(jobs, row_bytes, x, static_cast<int>(k),
                                                                     rows_per_block);
   check_launch("matvec");
 }
 
 }  // namespace
 
-void matvec(DType wt, const void* w, const float* x, float* y, int64_t m, int64_t n, int64_t k, int sm_count,
-            cudaStream_t stream) {
+void matvec_many(DType wt, std::span<const MatvecOutput> outputs, const float* x, int64_t m, int64_t k, int sm_count,
+                 cudaStream_t stream) {
+  if (outputs.empty()) return;
+  if (outputs.size() > static_cast<size_t>(kMaxMatvecJobs)) {
+    matvec_many(wt, outputs.first(kMaxMatvecJobs), x, m, k, sm_count, stream);
+    return matvec_many(wt, outputs.subspan(kMaxMatvecJobs), x, m, k, sm_count, stream);
+  }
+  int64_t rows = 0;
+  for (const MatvecOutput& o : outputs) rows += o.n;
   // Enough blocks to cover every SM twice; the fewer rows per block, the more warps share a row.
   int rows_per_block = 1;
   for (int r : {8, 4, 2})
-    if ((n + r - 1) / r >= 2 * static_cast<int64_t>(sm_count)) {
+    if ((rows + r - 1) / r >= 2 * static_cast<int64_t>(sm_count)) {
       rows_per_block = r;
       break;
     }
+  MatvecJobs jobs{};
+  jobs.count = static_cast<int>(outputs.size());
+  unsigned grid = 0;
+  bool aligned = k % 8 == 0 && aligned16(x);
+  for (int j = 0; j < jobs.count; ++j) {
+    const MatvecOutput& o = outputs[static_cast<size_t>(j)];
+    jobs.job[j] = {static_cast<const char*>(o.w), o.y, o.bias, o.n, grid, o.accumulate};
+    grid += static_cast<unsigned>((o.n + rows_per_block - 1) / rows_per_block);
+    aligned = aligned && (is_quantized(wt) || aligned16(o.w));
+  }
+  if (grid == 0) return;
   const int64_t row_bytes = storage_bytes(wt, k);
-  const bool vector = k % 8 == 0 && aligned16(x) && (is_quantized(wt) || aligned16(w));
   dispatch_weight(wt, [&]<DType T>() {
     switch (m) {
-      case 1: launch_matvec<T, 1>(w, row_bytes, x, y, n, k, vector, rows_per_block, stream); break;
-      case 2: launch_matvec<T, 2>(w, row_bytes, x, y, n, k, vector, rows_per_block, stream); break;
-      case 3: launch_matvec<T, 3>(w, row_bytes, x, y, n, k, vector, rows_per_block, stream); break;
-      default: launch_matvec<T, 4>(w, row_bytes, x, y, n, k, vector, rows_per_block, stream); break;
+      case 1: launch_matvec<T, 1>(jobs, grid, row_bytes, x, k, aligned, rows_per_block, stream); break;
+      case 2: launch_matvec<T, 2>(jobs, grid, row_bytes, x, k, aligned, rows_per_block, stream); break;
+      case 3: launch_matvec<T, 3>(jobs, grid, row_bytes, x, k, aligned, rows_per_block, stream); break;
+      default: launch_matvec<T, 4>(jobs, grid, row_bytes, x, k, aligned, rows_per_block, stream); break;
     }
   });
 }

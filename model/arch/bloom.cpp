@@ -127,15 +127,13 @@ class BloomBlock final : public Block {
     project_qkv(n, q, k, v);
     be.kv_write(k.reshaped({b, t, heads, hd}), v.reshaped({b, t, heads, hd}), slots, cache->k, cache->v);
     be.attention(q.reshaped({b, t, heads, hd}), cache->k, cache->v, slots, attention_, att);
-    be.matmul(att, w_.wo, &w_.bo, n);
-    be.add(x, n, x);
+    be.matmul_add(att, w_.wo, &w_.bo, x);
 
     be.layer_norm(x, w_.ln2_w, w_.ln2_b, eps, n);
     Tensor up = be.alloc(DType::f32, {m, c_.intermediate_size});
     be.matmul(n, w_.w_up, &w_.b_up, up);
     be.gelu(up, Gelu::tanh, up);
-    be.matmul(up, w_.w_down, &w_.b_down, n);
-    be.add(x, n, x);
+    be.matmul_add(up, w_.w_down, &w_.b_down, x);
   }
 
   void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,

@@ -171,8 +171,7 @@ class LlamaBlock final : public Block {
     be.rope(k3, positions, inv_freq_);
     be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, cache->k, cache->v);
     be.attention(q.reshaped({b, t, hq, hd}), cache->k, cache->v, slots, attention_, att);
-    project(att, Projection::o, lora, n);
-    be.add(x, n, x);
+    project_add(att, Projection::o, lora, x);
 
     be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.norm_eps), n);
     if (moe_) {
@@ -184,8 +183,7 @@ class LlamaBlock final : public Block {
     Tensor up = be.alloc(DType::f32, {m, c_.intermediate_size});
     project_many<2>(n, {Projection::gate, Projection::up}, lora, {&gate, &up});
     be.silu_mul(gate, up, gate);
-    project(gate, Projection::down, lora, n);
-    be.add(x, n, x);
+    project_add(gate, Projection::down, lora, x);
   }
 
   void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,
@@ -356,6 +354,12 @@ class LlamaBlock final : public Block {
   // y = x·Wᵀ (+ bias), plus the adapter's (x·Aᵀ)·(scale·B)ᵀ when it targets this projection.
   void project(const Tensor& x, Projection p, const BlockLora* lora, Tensor& y) {
     backend_.matmul(x, weight(p), bias(p), y);
+    add_lora(x, p, lora, y);
+  }
+
+  // y += the projection p of x (with its adapter's part): o_proj and down_proj into the residual stream.
+  void project_add(const Tensor& x, Projection p, const BlockLora* lora, Tensor& y) {
+    backend_.matmul_add(x, weight(p), bias(p), y);
     add_lora(x, p, lora, y);
   }
 

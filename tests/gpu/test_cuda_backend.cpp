@@ -163,6 +163,47 @@ BOOST_AUTO_TEST_CASE(matmul_through_cublas_for_decode_rows) {
   for (DType wt : kWeightTypes) check_matmul(*b, wt, 1, 72, 256, true, 12, kMatmulTolerance);
 }
 
+BOOST_AUTO_TEST_CASE(matmul_many_matches_cpu_in_one_launch_and_falls_back_otherwise) {
+  for (int64_t m : {1, 3, 6}) {
+    for (DType wt : {DType::bf16, DType::q8_0}) {
+      const Tensor x = random_tensor({m, 256}, 400);
+      const Tensor wa = random_tensor({96, 256}, 401, 0.06f).cast(wt), wb = random_tensor({32, 256}, 402, 0.06f).cast(wt);
+      const Tensor wc = random_tensor({200, 256}, 403, 0.06f).cast(wt), bias = random_tensor({32}, 404);
+      Tensor ya = Tensor::empty(DType::f32, {m, 96}), yb = Tensor::empty(DType::f32, {m, 32});
+      Tensor yc = Tensor::empty(DType::f32, {m, 200});
+      cpu().matmul(x, wa, nullptr, ya);
+      cpu().matmul(x, wb, &bias, yb);
+      cpu().matmul(x, wc, nullptr, yc);
+      const Tensor da = up(wa), db = up(wb), dc = up(wc), dbias = up(bias);
+      Tensor ga = gpu().alloc(DType::f32, {m, 96}), gb = gpu().alloc(DType::f32, {m, 32});
+      Tensor gc = gpu().alloc(DType::f32, {m, 200});
+      const Tensor* ws[] = {&da, &db, &dc};
+      const Tensor* bs[] = {nullptr, &dbias, nullptr};
+      Tensor* ys[] = {&ga, &gb, &gc};
+      gpu().matmul_many(up(x), ws, bs, ys);
+      const std::string what = "matmul_many " + dt(wt) + " m=" + std::to_string(m);
+      expect_close(ga, ya, kMatmulTolerance, what + " first");
+      expect_close(gb, yb, kMatmulTolerance, what + " second, with bias");
+      expect_close(gc, yc, kMatmulTolerance, what + " third");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(matmul_add_adds_the_projection_to_y_on_both_paths) {
+  for (int64_t m : {1, 4, 9}) {
+    for (DType wt : {DType::f32, DType::bf16, DType::q4_0}) {
+      const Tensor x = random_tensor({m, 128}, 410), y0 = random_tensor({m, 64}, 411), bias = random_tensor({64}, 412);
+      const Tensor w = random_tensor({64, 128}, 413, 0.09f).cast(wt);
+      Tensor want = y0.clone();
+      cpu().matmul_add(x, w, &bias, want);
+      Tensor got = up(y0);
+      const Tensor dbias = up(bias);
+      gpu().matmul_add(up(x), up(w), &dbias, got);
+      expect_close(got, want, kMatmulTolerance, "matmul_add " + dt(wt) + " m=" + std::to_string(m));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(norms_match_cpu) {
   for (int64_t d : {100, 2048}) {
     const Tensor x = random_tensor({7, d}, 20, 3.f);
@@ -286,6 +327,8 @@ BOOST_AUTO_TEST_CASE(attention_with_gqa_and_several_positions) {
 
 BOOST_AUTO_TEST_CASE(attention_over_a_long_cache) {
   check_attention(1, 1, 4, 1, 128, 8192, {8191}, 70);
+  check_attention(1, 1, 4, 1, 64, 8192, {5}, 74);  // most parts of the split cache hold no slot
+  check_attention(1, 1, 32, 4, 64, 4096, {1000}, 75);
   check_attention(1, 2, 8, 2, 64, 10000, {4000, 9999}, 71);
 }
 
