@@ -1,16 +1,18 @@
 // Decode microbenchmark of the CUDA backend: a TinyLlama-1.1B-shaped stack of 22 Llama blocks (hidden 2048, 32
 // query heads / 4 KV heads of 64, intermediate 5632, random bf16 weights) built directly from backend operations.
-// Per token and layer: rms_norm, q/k/v matmuls (one matmul_many), rope, kv_write, attention, o matmul, residual add,
-// rms_norm, gate/up matmuls (one matmul_many), silu_mul, down matmul added to the residual; the hidden state is uploaded before and downloaded after
+// Per token and layer, as a Llama block issues them: rms_norm, the q/k/v projections (one matmul_many), rope and
+// kv_write (one rope_kv_write), attention, o_proj added to the residual (matmul_add), rms_norm, gate/up (one
+// matmul_many), silu_mul, down_proj added to the residual; the hidden state is uploaded before and downloaded after
 // each token, as a server does.
 //
 // Prints tokens/s and the weight bytes read per second against the GPU's peak memory bandwidth
 // (cudaDevAttrMemoryClockRate × bus width × 2) and against a device-to-device copy measured in the same run, for:
-// decode with each operation launched as called, with a CUDA graph per layer (Backend::record, as a server's
-// block actors replay them) and with one graph per token; decode with cuBLAS (COROLLA_CUDA_MATVEC=cublas), decode
+// decode with each operation launched as called (a server's block actors), with a CUDA graph per layer
+// (Backend::record) and with one graph per token (LocalModel); decode with cuBLAS (COROLLA_CUDA_MATVEC=cublas), decode
 // at a long context, the matrix-vector kernel alone, and a prefill.
 //   bench_cuda_decode [tokens=128]
 // Exits with 77 when no CUDA GPU is present.
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -119,20 +121,21 @@ void project(Backend& be, const Tensor& x, std::array<const Tensor*, N> ws, std:
 }
 
 // One layer on x [t, hidden] (in place), t tokens at positions[0..t).
+// With `batch` > 1: that many sequences of rows / batch tokens each, over caches [batch, slots, ...].
 void layer_forward(Backend& be, Layer& L, const std::vector<float>& inv_freq, Scratch& s, Tensor& x,
-                   std::span<const int32_t> positions) {
+                   std::span<const int32_t> positions, int64_t batch = 1, Tensor* k_cache = nullptr,
+                   Tensor* v_cache = nullptr) {
   const auto& m = kModel;
-  const int64_t t = static_cast<int64_t>(positions.size());
+  const int64_t rows = static_cast<int64_t>(positions.size()), t = rows / batch;
+  Tensor& kc = k_cache ? *k_cache : L.k_cache;
+  Tensor& vc = v_cache ? *v_cache : L.v_cache;
   const float scale = 1.f / std::sqrt(static_cast<float>(m.head_dim));
   be.rms_norm(x, L.ln1, 1e-5f, s.h);
   project<3>(be, s.h, {&L.wq, &L.wk, &L.wv}, {&s.q, &s.k, &s.v});
-  Tensor q3 = s.q.reshaped({t, m.heads, m.head_dim}), k3 = s.k.reshaped({t, m.kv_heads, m.head_dim});
-  be.rope(q3, positions, inv_freq);
-  be.rope(k3, positions, inv_freq);
-  be.kv_write(s.k.reshaped({1, t, m.kv_heads, m.head_dim}), s.v.reshaped({1, t, m.kv_heads, m.head_dim}), positions,
-              L.k_cache, L.v_cache);
-  Tensor attn = s.attn.reshaped({1, t, m.hidden});
-  be.attention(s.q.reshaped({1, t, m.heads, m.head_dim}), L.k_cache, L.v_cache, positions, {.scale = scale}, attn);
+  Tensor q3 = s.q.reshaped({rows, m.heads, m.head_dim}), k3 = s.k.reshaped({rows, m.kv_heads, m.head_dim});
+  be.rope_kv_write(q3, k3, s.v.reshaped({rows, m.kv_heads, m.head_dim}), positions, inv_freq, kc, vc);
+  Tensor attn = s.attn.reshaped({batch, t, m.hidden});
+  be.attention(s.q.reshaped({batch, t, m.heads, m.head_dim}), kc, vc, positions, {.scale = scale}, attn);
   be.matmul_add(s.attn, L.wo, nullptr, x);
   be.rms_norm(x, L.ln2, 1e-5f, s.h);
   project<2>(be, s.h, {&L.wg, &L.wu}, {&s.gate, &s.up});
@@ -145,9 +148,9 @@ void forward(Backend& be, Model& model, Scratch& s, std::span<const int32_t> pos
   for (Layer& L : model.layers) layer_forward(be, L, model.inv_freq, s, s.x, positions);
 }
 
-// How a decode step reaches the device: each operation launched as called; one recording (CUDA graph) per layer
-// replayed in turn, the hidden state copied in and out of each, as a server's block actors run; one recording of
-// the whole stack per step.
+// How a decode step reaches the device: each operation launched as called (as a server's block actors run it);
+// one recording (CUDA graph) per layer replayed in turn, the hidden state copied in and out of each; one recording
+// of the whole stack per step (as LocalModel runs it).
 enum class Launch { each_operation, recording_per_layer, recording_per_step };
 
 struct Result {
@@ -186,6 +189,93 @@ Result decode(Backend& be, Model& model, int64_t start, int64_t tokens, Launch l
   for (int64_t i = 0; i < tokens; ++i) step(static_cast<int32_t>(start + i));
   const double dt = seconds_since(t0);
   return {static_cast<double>(tokens) / dt, static_cast<double>(model.weight_bytes) * tokens / dt / 1e9};
+}
+
+// `batch` sessions decoding together, one token each per step (one recording per layer where the backend
+// records the step, else launched op by op), `tokens` steps from context 0 over caches of 1024 slots: aggregate
+// tokens/s. `recorded` tells which.
+Result decode_batched(Backend& be, Model& model, int64_t batch, int64_t tokens, bool& recorded) {
+  const auto& m = kModel;
+  const int64_t slots = 1024;
+  Scratch s(be, batch);
+  std::vector<Tensor> k_caches, v_caches;
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    k_caches.push_back(be.alloc(DType::f32, {batch, slots, m.kv_heads, m.head_dim}));
+    v_caches.push_back(be.alloc(DType::f32, {batch, slots, m.kv_heads, m.head_dim}));
+  }
+  const Tensor input = filled({batch, m.hidden}, 0.5f);
+  std::vector<int32_t> positions(static_cast<size_t>(batch), 0);
+  std::vector<std::unique_ptr<Recording>> recordings;
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    recordings.push_back(be.record(s.x, positions, [&, l](Tensor& io, std::span<const int32_t> p) {
+      layer_forward(be, model.layers[l], model.inv_freq, s, io, p, batch, &k_caches[l], &v_caches[l]);
+    }));
+    if (!recordings.back()) {
+      recordings.clear();
+      break;
+    }
+  }
+  recorded = !recordings.empty();
+  auto step = [&](int32_t pos) {
+    const Tensor x = be.upload(input);
+    be.add(x, x, s.x);
+    std::fill(positions.begin(), positions.end(), pos);
+    for (size_t l = 0; l < model.layers.size(); ++l) {
+      if (recorded)
+        recordings[l]->replay(s.x, positions);
+      else
+        layer_forward(be, model.layers[l], model.inv_freq, s, s.x, positions, batch, &k_caches[l], &v_caches[l]);
+    }
+    be.download(s.x);
+  };
+  for (int32_t i = 0; i < 4; ++i) step(i);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < tokens; ++i) step(static_cast<int32_t>(i));
+  const double dt = seconds_since(t0);
+  return {static_cast<double>(tokens * batch) / dt, static_cast<double>(model.weight_bytes) * tokens / dt / 1e9};
+}
+
+// Multiply-add FLOPs of the matrices of every layer for t tokens: 2 · t · (weight elements).
+double matmul_flops(const Model& model, int64_t t) {
+  double elements = 0;
+  for (const Layer& L : model.layers)
+    for (const Tensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wg, &L.wu, &L.wd})
+      elements += static_cast<double>(w->dim(0)) * static_cast<double>(w->dim(1));
+  return 2.0 * static_cast<double>(t) * elements;
+}
+
+// cuBLAS alone at prefill's shapes: one bf16 GEMM per matrix of every layer ([t, k] bf16 activations, f32
+// accumulation and output), TFLOP/s. The reference the prefill figure is compared with (the backend runs two
+// such GEMMs per matrix, hi and lo parts of the activations, to keep them exact to about 16 bits).
+double cublas_prefill_tflops(Model& model, int64_t t) {
+  const auto& m = kModel;
+  const int64_t widest = std::max(m.hidden, m.inter);
+  void *a = nullptr, *c = nullptr;
+  cudaMalloc(&a, static_cast<size_t>(t * widest) * 2);
+  cudaMalloc(&c, static_cast<size_t>(t * widest) * 4);
+  cudaMemset(a, 0x3c, static_cast<size_t>(t * widest) * 2);  // bf16 0x3c3c, about 0.0115: not zeros
+  cublasHandle_t blas = nullptr;
+  cublasCreate(&blas);
+  const float alpha = 1.f, beta = 0.f;
+  auto pass = [&] {
+    for (Layer& L : model.layers)
+      for (Tensor* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.wg, &L.wu, &L.wd}) {
+        const int n = static_cast<int>(w->dim(0)), k = static_cast<int>(w->dim(1)), it = static_cast<int>(t);
+        cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, n, it, k, &alpha, w->data(), CUDA_R_16BF, k, a, CUDA_R_16BF, k,
+                     &beta, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      }
+  };
+  pass();
+  cudaDeviceSynchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rounds = 3;
+  for (int r = 0; r < rounds; ++r) pass();
+  cudaDeviceSynchronize();
+  const double dt = seconds_since(t0) / rounds;
+  cublasDestroy(blas);
+  cudaFree(a);
+  cudaFree(c);
+  return matmul_flops(model, t) / dt / 1e12;
 }
 
 // Device memory bandwidth as a device-to-device copy of 2 GiB measures it (bytes read + bytes written per
@@ -298,6 +388,15 @@ int run(int64_t tokens) {
   line("decode, a CUDA graph per layer, context 3000..", dec_long_layer);
   kernel_line("custom matvec alone (bf16 5632x2048, x22)", matvec_gbps(*custom, model, 20));
   custom->synchronize();
+  double batch1 = 0;
+  for (int64_t batch : {1, 8, 32, 64}) {
+    bool recorded = false;
+    const Result r = decode_batched(*custom, model, batch, std::min<int64_t>(tokens, 64), recorded);
+    if (batch == 1) batch1 = r.tokens_per_s;
+    std::printf("  decode, %2lld sessions together (%s)%*s %8.1f tokens/s  %5.2fx batch 1\n",
+                static_cast<long long>(batch), recorded ? "graph per layer" : "op by op", recorded ? 7 : 14, "",
+                r.tokens_per_s, r.tokens_per_s / batch1);
+  }
 
   // The same weights through cuBLAS (activations rounded to bf16).
   setenv("COROLLA_CUDA_MATVEC", "cublas", 1);
@@ -309,15 +408,21 @@ int run(int64_t tokens) {
   cublas->synchronize();
 
   const double pre = prefill_tokens_per_s(*custom, model, 512);
-  std::printf("  %-44s %8.0f tokens/s\n", "prefill, 512 tokens in one pass (cuBLAS)", pre);
+  for (int64_t t : {int64_t{512}, int64_t{4096}}) {
+    const double tps = t == 512 ? pre : prefill_tokens_per_s(*custom, model, t);
+    const double ours = matmul_flops(model, t) / (static_cast<double>(t) / tps) / 1e12;
+    const double ref = cublas_prefill_tflops(model, t);
+    std::printf("  prefill, %4lld tokens in one pass: %8.0f tokens/s, matrices at %6.1f TFLOP/s; one bf16 cuBLAS "
+                "GEMM per matrix alone %6.1f TFLOP/s: ratio %.2f\n",
+                static_cast<long long>(t), tps, ours, ref, ours / ref);
+  }
 
-  std::printf("summary: decode %.1f tokens/s launched op by op, %.1f with a CUDA graph per layer (%.2fx), %.1f with one "
-              "per token (%.2fx); per layer: weights read at %.0f GB/s = %s of %.0f GB/s peak, %s of the %.0f GB/s "
-              "copy; custom/cuBLAS decode speed ratio %.2f; prefill %.0f tokens/s\n",
-              dec.tokens_per_s, dec_layer.tokens_per_s, dec_layer.tokens_per_s / dec.tokens_per_s,
-              dec_step.tokens_per_s, dec_step.tokens_per_s / dec.tokens_per_s, dec_layer.gbps,
-              of_peak(dec_layer.gbps, peak_gbps).c_str(), peak_gbps, of_copy(dec_layer.gbps).c_str(), copy,
-              dec.tokens_per_s / dec_blas.tokens_per_s, pre);
+  std::printf("summary: decode %.1f tokens/s launched op by op (a server's blocks) = %s of the %.0f GB/s copy, %.1f "
+              "with a CUDA graph per layer (%.2fx), %.1f with one per token (LocalModel, %.2fx) = %s of the copy; "
+              "custom/cuBLAS decode speed ratio %.2f; prefill %.0f tokens/s\n",
+              dec.tokens_per_s, of_copy(dec.gbps).c_str(), copy, dec_layer.tokens_per_s,
+              dec_layer.tokens_per_s / dec.tokens_per_s, dec_step.tokens_per_s, dec_step.tokens_per_s / dec.tokens_per_s,
+              of_copy(dec_step.gbps).c_str(), dec.tokens_per_s / dec_blas.tokens_per_s, pre);
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -142,6 +143,19 @@ class Backend {
   // Stores k, v [B, T, Hkv, Dh] into k_cache, v_cache [B, S, Hkv, Dh] at slots positions[b·T + t].
   virtual void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
                         Tensor& v_cache) = 0;
+  // rope(q) and rope(k) in place, then kv_write(k, v) at the same positions: q [B·T, Hq, Dh], k, v [B·T, Hkv, Dh],
+  // caches [B, S, Hkv, Dh]. One pass where the backend can (a decode step's three position-dependent operations);
+  // by default the three calls.
+  virtual void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                             std::span<const float> inv_freq, Tensor& k_cache, Tensor& v_cache) {
+    rope(q, positions, inv_freq);
+    rope(k, positions, inv_freq);
+    const int64_t b = k_cache.rank() == 4 ? k_cache.dim(0) : 1, rows = k.rank() == 3 ? k.dim(0) : 0;
+    if (b <= 0 || rows % b != 0 || k.rank() != 3)
+      throw std::invalid_argument("rope_kv_write: k " + k.describe() + " does not fit cache " + k_cache.describe());
+    const Shape kv{b, rows / b, k.dim(1), k.dim(2)};
+    kv_write(k.reshaped(kv), v.reshaped(kv), positions, k_cache, v_cache);
+  }
   // Causal grouped-query attention. q [B, T, Hq, Dh] attends, per token, to cache slots
   // spec.first_slot(p)..p, p = positions[b·T + t], of k_cache, v_cache [B, S, Hkv, Dh] (query head h uses KV head
   // h / (Hq / Hkv)); out [B, T, Hq·Dh].

@@ -45,7 +45,7 @@ class Block {
   virtual KVCache make_cache(int64_t batch, int64_t max_length) = 0;
   // Whether one Backend::record of a forward with a cache serves any positions: the forward gives the backend no
   // host array computed from the positions but the positions themselves, and needs no result on the host
-  // (model/recorded_steps.hpp).
+  // (LocalModel records its single-token steps).
   virtual bool recordable() const { return false; }
   // Bytes of weights held (in the serving dtype).
   virtual int64_t weight_bytes() const = 0;

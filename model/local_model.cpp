@@ -1,5 +1,6 @@
 #include "model/local_model.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <cstring>
 #include <stdexcept>
@@ -25,7 +26,7 @@ void LocalModel::reset(int64_t batch, int64_t max_length) {
   if (max_length <= 0 || max_length > config().max_position)
     throw std::invalid_argument("max_length " + std::to_string(max_length) + " is outside 1.." +
                                 std::to_string(config().max_position));
-  recorded_.clear();
+  decode_ = {};  // recorded with the caches dropped here
   caches_.clear();
   for (auto& b : blocks_) caches_.push_back(b->make_cache(batch, max_length));
   batch_ = batch;
@@ -36,6 +37,29 @@ Tensor LocalModel::forward(std::span<const int32_t> ids, std::span<const int32_t
   if (caches_.empty()) throw std::logic_error("LocalModel::forward before reset()");
   if (positions.size() != ids.size()) throw std::invalid_argument("one position per token id is needed");
   return forward_hidden(head_.embed(ids, batch_), positions, last_only);
+}
+
+void LocalModel::run_blocks(Tensor& hidden, std::span<const int32_t> positions, const Tensor& deep_prompts) {
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (has_prompts(deep_prompts)) add_block_prompts(backend_, hidden, deep_prompts, static_cast<int64_t>(i));
+    blocks_[i]->forward(hidden, positions, &caches_[i], adapter_ ? adapter_->block(blocks_[i]->index()) : nullptr);
+  }
+}
+
+bool LocalModel::replay_decode(Tensor& hidden, std::span<const int32_t> positions) {
+  if (!decode_.tried || decode_.shape != hidden.shape() || decode_.adapter != adapter_.get()) {
+    decode_ = {};
+    decode_.tried = true;
+    decode_.shape = hidden.shape();
+    decode_.adapter = adapter_.get();
+    if (std::all_of(blocks_.begin(), blocks_.end(), [](const auto& b) { return b->recordable(); }))
+      decode_.steps = backend_.record(hidden, positions, [this](Tensor& io, std::span<const int32_t> p) {
+        run_blocks(io, p, Tensor());
+      });
+  }
+  if (!decode_.steps) return false;
+  decode_.steps->replay(hidden, positions);
+  return true;
 }
 
 Tensor LocalModel::forward_hidden(Tensor hidden, std::span<const int32_t> positions, bool last_only,
@@ -51,11 +75,8 @@ Tensor LocalModel::forward_hidden(Tensor hidden, std::span<const int32_t> positi
     if (p < 0 || p >= max_length)
       throw std::invalid_argument("position " + std::to_string(p) + " is beyond max_length " +
                                   std::to_string(max_length));
-  for (size_t i = 0; i < blocks_.size(); ++i) {
-    if (has_prompts(deep_prompts)) add_block_prompts(backend_, hidden, deep_prompts, static_cast<int64_t>(i));
-    recorded_.forward(*blocks_[i], hidden, positions, &caches_[i],
-                      adapter_ ? adapter_->block(blocks_[i]->index()) : nullptr);
-  }
+  const bool decode = hidden.dim(1) == 1 && !has_prompts(deep_prompts);
+  if (!decode || !replay_decode(hidden, positions)) run_blocks(hidden, positions, deep_prompts);
   const int64_t t = hidden.dim(1);
   cached_length_ = std::max<int64_t>(cached_length_, positions.back() + 1);
   if (!last_only) return head_.logits(hidden);

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "model/block.hpp"
-#include "model/recorded_steps.hpp"
 #include "model/client_head.hpp"
 #include "model/sampling.hpp"
 
@@ -23,7 +22,7 @@ class LocalModel {
   const ModelConfig& config() const { return head_.config(); }
   // Applies a LoRA adapter (loaded for every block) from now on; nullptr removes it.
   void set_adapter(std::shared_ptr<const LoraAdapter> adapter) {
-    recorded_.clear();  // recorded with the old adapter's tensors
+    decode_ = {};  // recorded with the old adapter's tensors
     adapter_ = std::move(adapter);
   }
   const ClientHead& head() const { return head_; }
@@ -49,7 +48,19 @@ class LocalModel {
   ClientHead head_;
   std::vector<std::unique_ptr<Block>> blocks_;
   std::vector<KVCache> caches_;
-  RecordedSteps recorded_;  // decode steps, where the backend records them
+  // A single-token step through every block recorded once (Backend::record: one CUDA graph per token) for the batch
+  // shape and adapter it was made with; `steps` stays empty where the backend does not record or a block cannot be
+  // recorded (a mixture of experts routes on the host).
+  struct DecodeRecording {
+    bool tried = false;
+    Shape shape;
+    const LoraAdapter* adapter = nullptr;
+    std::unique_ptr<Recording> steps;
+  } decode_;
+  // Every block on hidden at positions, with the caches; the adapter's pairs where it has some.
+  void run_blocks(Tensor& hidden, std::span<const int32_t> positions, const Tensor& deep_prompts);
+  // A single-token step through decode_ (made if need be); false where there is none.
+  bool replay_decode(Tensor& hidden, std::span<const int32_t> positions);
   std::shared_ptr<const LoraAdapter> adapter_;
   int64_t batch_ = 0;
   int64_t cached_length_ = 0;

@@ -6,7 +6,7 @@
 // limited only by the cache; the block's warps are merged at the end. A warp takes four slots per step to keep
 // several loads in flight. With one split the block writes the output; with more (decode: too few (token, head)
 // pairs to fill the GPU, so a long context would be walked by a few SMs) each block writes its part's max, sum and
-// weighted sum, and a second kernel merges the parts. The split count depends on shapes only, never on the
+// weighted sum, and the last block of each (token, head) to finish merges them. The split count depends on shapes only, never on the
 // positions, so a recorded step (a CUDA graph) stays right at any position.
 #include <algorithm>
 
@@ -26,7 +26,10 @@ __global__ void __launch_bounds__(kAttnThreads)
     attention_kernel(const float* __restrict__ q, const float* __restrict__ k_cache,
                      const float* __restrict__ v_cache, const int32_t* __restrict__ positions, float scale,
                      int64_t window, int64_t alibi_heads, float* __restrict__ out, int64_t tokens, int hq, int hkv,
-                     int64_t slots, int hd, int splits, float* __restrict__ partials) {
+                     int64_t slots, int hd, int splits, float* __restrict__ partials,
+                     int* __restrict__ counters) {
+  wait_for_prior_grid();
+  allow_next_grid();
   extern __shared__ float merged[];  // [kAttnWarps, hd]
   __shared__ float warp_max_s[kAttnWarps], warp_sum_s[kAttnWarps];
 
@@ -122,7 +125,8 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
     return;
   }
-  // This part's max, sum and unnormalised weighted sum of V (max -inf, sums 0 for a part with no slot).
+  // This part's max, sum and unnormalised weighted sum of V (max -inf, sums 0 for a part with no slot); the last
+  // block of the pair to finish merges all parts (counters[pair] counts the finished ones and is left at 0).
   float* p = partials + (pair * splits + split) * (hd + 2);
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float s = 0.f;
@@ -134,42 +138,42 @@ __global__ void __launch_bounds__(kAttnThreads)
     p[0] = block_m;
     p[1] = total;
   }
-}
-
-// One block per (token, query head): the parts' results rescaled to their common max and summed.
-__global__ void merge_parts_kernel(const float* __restrict__ partials, float* __restrict__ out, int hd, int splits) {
-  const int64_t pair = blockIdx.x;
-  const float* p = partials + pair * splits * (hd + 2);
-  float m = -INFINITY;
-  for (int s = 0; s < splits; ++s) m = fmaxf(m, p[s * (hd + 2)]);
-  float total = 0.f;
+  __threadfence();  // this part is visible before the count says so
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(&counters[pair], 1) == splits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* parts = partials + pair * splits * (hd + 2);  // read past L1: other blocks wrote them
+  float m_all = -INFINITY;
+  for (int s = 0; s < splits; ++s) m_all = fmaxf(m_all, __ldcg(parts + s * (hd + 2)));
+  float l_all = 0.f;
   for (int s = 0; s < splits; ++s) {
-    const float ms = p[s * (hd + 2)];
-    if (ms != -INFINITY) total += p[s * (hd + 2) + 1] * expf(ms - m);
+    const float ms = __ldcg(parts + s * (hd + 2));
+    if (ms != -INFINITY) l_all += __ldcg(parts + s * (hd + 2) + 1) * expf(ms - m_all);
   }
-  const float inv = 1.f / total;
+  const float inv_all = 1.f / l_all;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float acc = 0.f;
+    float acc_all = 0.f;
     for (int s = 0; s < splits; ++s) {
-      const float ms = p[s * (hd + 2)];
-      if (ms != -INFINITY) acc = fmaf(p[s * (hd + 2) + 2 + d], expf(ms - m), acc);
+      const float ms = __ldcg(parts + s * (hd + 2));
+      if (ms != -INFINITY) acc_all = fmaf(__ldcg(parts + s * (hd + 2) + 2 + d), expf(ms - m_all), acc_all);
     }
-    out[pair * hd + d] = acc * inv;
+    out[pair * hd + d] = acc_all * inv_all;
   }
+  if (threadIdx.x == 0) counters[pair] = 0;
 }
 
 template <int E>
 void launch(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
             int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-            int64_t slots, int64_t head_dim, int splits, float* partials, cudaStream_t stream) {
+            int64_t slots, int64_t head_dim, int splits, float* partials, int* counters, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(kAttnWarps) * head_dim * sizeof(float);
   const int64_t pairs = batch * tokens * hq;
-  attention_kernel<E><<<static_cast<unsigned>(pairs * splits), kAttnThreads, smem, stream>>>(
-      q, k_cache, v_cache, positions, scale, window, alibi_heads, out, tokens, static_cast<int>(hq),
-      static_cast<int>(hkv), slots, static_cast<int>(head_dim), splits, partials);
-  if (splits > 1)
-    merge_parts_kernel<<<static_cast<unsigned>(pairs), kWarp * ((head_dim + kWarp - 1) / kWarp), 0, stream>>>(
-        partials, out, static_cast<int>(head_dim), splits);
+  launch_after(attention_kernel<E>, static_cast<unsigned>(pairs * splits), kAttnThreads, smem, stream, q, k_cache,
+               v_cache, positions, scale, window, alibi_heads, out, tokens, static_cast<int>(hq),
+               static_cast<int>(hkv), slots, static_cast<int>(head_dim), splits, partials, counters);
 }
 
 }  // namespace
@@ -183,12 +187,12 @@ int attention_splits(int64_t pairs, int64_t slots, int64_t window, int sm_count)
 
 void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
                int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-               int64_t slots, int64_t head_dim, int splits, float* partials, cudaStream_t stream) {
+               int64_t slots, int64_t head_dim, int splits, float* partials, int* counters, cudaStream_t stream) {
   if (batch * tokens * hq == 0 || head_dim == 0) return;
   splits = std::max(splits, 1);
   auto go = [&]<int E>() {
     launch<E>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots,
-              head_dim, splits, partials, stream);
+              head_dim, splits, partials, counters, stream);
   };
   if (head_dim <= 32)
     go.template operator()<1>();

@@ -16,6 +16,41 @@ inline constexpr int kWarp = 32;
 // Checks the last kernel launch.
 inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
 
+// Programmatic dependent launch (sm_90 and later): a kernel launched through launch_after() may start while the
+// kernel before it on the stream is finishing, instead of after it: a decode step is ~10 small kernels per layer,
+// each otherwise paying its launch after the last one's tail. Such a kernel calls wait_for_prior_grid() before it
+// reads anything (it returns once the kernel before has completed and its writes are visible) and then
+// allow_next_grid(), which lets the next one be scheduled. Off unless programmatic_launch(true) was called
+// (the CUDA backend does on sm_90+ GPUs, unless COROLLA_CUDA_PDL=0; launch.hpp).
+
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <class... Params, class... Args>
+void launch_after(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                  Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = programmatic_launch() ? 1 : 0;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  check(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...), "cudaLaunchKernelEx");
+}
+
 inline unsigned blocks_for(int64_t n, int threads, int64_t cap = 65536) {
   int64_t b = (n + threads - 1) / threads;
   if (b < 1) b = 1;

@@ -171,6 +171,7 @@ class Scratch {
     }
     return data_;
   }
+  size_t capacity() const { return capacity_; }
 
  private:
   const StreamContext& ctx_;
@@ -331,13 +332,14 @@ class CudaRecording final : public Recording {
       check(cudaMalloc(&p, count_ * sizeof(int32_t)), "cudaMalloc (recording positions)");
       positions_dev_ = static_cast<int32_t*>(p);
     }
-    check(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
   }
   ~CudaRecording() override {
     OpScope scope(*ctx_);
     cudaStreamSynchronize(ctx_->stream);  // no replay still reads what is freed here
     if (exec_) cudaGraphExecDestroy(exec_);
-    if (copied_) cudaEventDestroy(copied_);
+    if (graph_) cudaGraphDestroy(graph_);
+    if (done_) cudaEventDestroy(done_);
     if (io_data_) cudaFree(io_data_);
     if (positions_dev_) cudaFree(positions_dev_);
     if (positions_host_) cudaFreeHost(positions_host_);
@@ -357,12 +359,14 @@ class CudaRecording final : public Recording {
     return c;
   }
 
-  // The captured graph, after zeroing the arena's chunks. Takes ownership of `captured`.
-  void instantiate(cudaGraph_t captured, const Capture& c) {
+  // The captured graph as replays run it: the arena's chunks zeroed, the positions copied from the pinned host
+  // array and `io` copied in before the captured nodes, `io` copied out after them (copies that each replay points
+  // at its tensor). Takes ownership of `captured`; false where the graph cannot be instantiated.
+  bool instantiate(cudaGraph_t captured, const Capture& c, const Tensor& io) {
     low_ = c.low, high_ = c.high;
-    cudaGraph_t parent = nullptr;
-    cudaError_t error = cudaGraphCreate(&parent, 0);
-    std::vector<cudaGraphNode_t> zeroing;
+    std::vector<cudaGraphNode_t> roots, leaves;
+    cudaError_t error = graph_ends(captured, roots, leaves);
+    std::vector<cudaGraphNode_t> before;  // what runs before the captured nodes
     for (const RecordingMemory::Chunk& chunk : memory_->zeroed) {
       if (error != cudaSuccess || chunk.used == 0) continue;
       cudaMemsetParams p{};
@@ -371,17 +375,34 @@ class CudaRecording final : public Recording {
       p.elementSize = 1;
       p.width = chunk.used;
       p.height = 1;
-      cudaGraphNode_t node = nullptr;
-      error = cudaGraphAddMemsetNode(&node, parent, nullptr, 0, &p);
-      zeroing.push_back(node);
+      before.emplace_back();
+      error = cudaGraphAddMemsetNode(&before.back(), captured, nullptr, 0, &p);
     }
-    cudaGraphNode_t child = nullptr;
-    if (error == cudaSuccess)
-      error = cudaGraphAddChildGraphNode(&child, parent, zeroing.data(), zeroing.size(), captured);
-    if (error == cudaSuccess) error = cudaGraphInstantiate(&exec_, parent, 0);
-    cudaGraphDestroy(captured);
-    if (parent) cudaGraphDestroy(parent);
-    check(error, "cudaGraphInstantiate (recording)");
+    if (error == cudaSuccess && count_) {
+      before.emplace_back();
+      error = cudaGraphAddMemcpyNode1D(&before.back(), captured, nullptr, 0, positions_dev_, positions_host_,
+                                       count_ * sizeof(int32_t), cudaMemcpyHostToDevice);
+    }
+    if (error == cudaSuccess && bytes_) {
+      error = cudaGraphAddMemcpyNode1D(&copy_in_, captured, nullptr, 0, io_data_, io.data(), bytes_,
+                                       cudaMemcpyDeviceToDevice);
+      before.push_back(copy_in_);
+      if (error == cudaSuccess)
+        error = cudaGraphAddMemcpyNode1D(&copy_out_, captured, leaves.data(), leaves.size(), io.data(), io_data_,
+                                         bytes_, cudaMemcpyDeviceToDevice);
+    }
+    for (cudaGraphNode_t b : before)
+      for (size_t r = 0; error == cudaSuccess && r < roots.size(); ++r)
+        error = cudaGraphAddDependencies(captured, &b, &roots[r], nullptr, 1);
+    if (error == cudaSuccess) error = cudaGraphInstantiate(&exec_, captured, 0);
+    graph_ = captured;  // kept: updates of the instantiated copy name its nodes
+    if (error != cudaSuccess) {
+      exec_ = nullptr;
+      cudaGetLastError();
+      return false;
+    }
+    io_target_ = io.data();
+    return true;
   }
 
   void replay(Tensor& io, std::span<const int32_t> positions) override {
@@ -396,20 +417,44 @@ class CudaRecording final : public Recording {
         throw std::invalid_argument("replay: position " + std::to_string(p) + " outside the cache of " +
                                     std::to_string(high_) + " tokens");
     OpScope scope(*ctx_);
-    cudaStream_t stream = ctx_->stream;
-    if (count_) {
-      check(cudaEventSynchronize(copied_), "cudaEventSynchronize");  // the last replay's positions were copied
-      std::memcpy(positions_host_, positions.data(), positions.size_bytes());
-      check(cudaMemcpyAsync(positions_dev_, positions_host_, positions.size_bytes(), cudaMemcpyHostToDevice, stream),
-            "cudaMemcpyAsync (replay positions)");
-      check(cudaEventRecord(copied_, stream), "cudaEventRecord");
+    if (bytes_ && io.data() != io_target_) {  // point the copies in and out at this tensor
+      const bool own = io.data() == io_data_;  // the recording's own buffer: nothing to copy
+      check(cudaGraphNodeSetEnabled(exec_, copy_in_, own ? 0 : 1), "cudaGraphNodeSetEnabled");
+      check(cudaGraphNodeSetEnabled(exec_, copy_out_, own ? 0 : 1), "cudaGraphNodeSetEnabled");
+      if (!own) {
+        check(cudaGraphExecMemcpyNodeSetParams1D(exec_, copy_in_, io_data_, io.data(), bytes_,
+                                                 cudaMemcpyDeviceToDevice),
+              "cudaGraphExecMemcpyNodeSetParams1D");
+        check(cudaGraphExecMemcpyNodeSetParams1D(exec_, copy_out_, io.data(), io_data_, bytes_,
+                                                 cudaMemcpyDeviceToDevice),
+              "cudaGraphExecMemcpyNodeSetParams1D");
+      }
+      io_target_ = io.data();
     }
-    const bool own = io.data() == io_data_;
-    if (!own && bytes_)
-      check(cudaMemcpyAsync(io_data_, io.data(), bytes_, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (replay in)");
-    check(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch");
-    if (!own && bytes_)
-      check(cudaMemcpyAsync(io.data(), io_data_, bytes_, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync (replay out)");
+    if (count_) {
+      check(cudaEventSynchronize(done_), "cudaEventSynchronize");  // the last replay has read the positions
+      std::memcpy(positions_host_, positions.data(), positions.size_bytes());
+    }
+    check(cudaGraphLaunch(exec_, ctx_->stream), "cudaGraphLaunch");
+    check(cudaEventRecord(done_, ctx_->stream), "cudaEventRecord");
+  }
+
+ private:
+  // The captured graph's first nodes (no dependencies) and last nodes (no dependents).
+  static cudaError_t graph_ends(cudaGraph_t graph, std::vector<cudaGraphNode_t>& roots,
+                                std::vector<cudaGraphNode_t>& leaves) {
+    size_t n = 0;
+    cudaError_t error = cudaGraphGetNodes(graph, nullptr, &n);
+    std::vector<cudaGraphNode_t> nodes(n);
+    if (error == cudaSuccess && n) error = cudaGraphGetNodes(graph, nodes.data(), &n);
+    for (size_t i = 0; error == cudaSuccess && i < n; ++i) {
+      size_t in = 0, out = 0;
+      error = cudaGraphNodeGetDependencies(nodes[i], nullptr, nullptr, &in);
+      if (error == cudaSuccess) error = cudaGraphNodeGetDependentNodes(nodes[i], nullptr, nullptr, &out);
+      if (in == 0) roots.push_back(nodes[i]);
+      if (out == 0) leaves.push_back(nodes[i]);
+    }
+    return error;
   }
 
  private:
@@ -420,7 +465,10 @@ class CudaRecording final : public Recording {
   void* io_data_ = nullptr;
   int32_t* positions_host_ = nullptr;
   int32_t* positions_dev_ = nullptr;
-  cudaEvent_t copied_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+  cudaGraphNode_t copy_in_ = nullptr, copy_out_ = nullptr;
+  const void* io_target_ = nullptr;  // the tensor the copies in and out point at
+  cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
   int64_t low_ = 0, high_ = 0;
 };
@@ -457,11 +505,20 @@ class CudaBackend final : public Backend {
     check_blas(cublasCreate(&blas_), "cublasCreate");
     check_blas(cublasSetStream(blas_, ctx_->stream), "cublasSetStream");
     check_blas(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // no TF32
+    // A workspace of our own, so that cuBLAS allocates nothing while a recording is captured.
+    check(cudaMalloc(&blas_workspace_, kBlasWorkspaceBytes), "cudaMalloc (cuBLAS workspace)");
+    check_blas(cublasSetWorkspace(blas_, blas_workspace_, kBlasWorkspaceBytes), "cublasSetWorkspace");
     const char* mode = std::getenv("COROLLA_CUDA_MATVEC");
     cublas_small_m_ = mode && std::string_view(mode) == "cublas";
+    // Programmatic dependent launch needs sm_90 on every GPU the process computes on (the switch is process-wide).
+    const char* pdl = std::getenv("COROLLA_CUDA_PDL");
+    static std::once_flag first_gpu;
+    std::call_once(first_gpu, [&] { gpu::programmatic_launch(arch_ >= 90 && !(pdl && std::string_view(pdl) == "0")); });
+    if (arch_ < 90) gpu::programmatic_launch(false);
     activations_ = std::make_unique<Scratch>(*ctx_);
     tile_ = std::make_unique<Scratch>(*ctx_);
     partials_ = std::make_unique<Scratch>(*ctx_);
+    counters_ = std::make_unique<Scratch>(*ctx_);
     args_ = std::make_unique<ArgRing>(*ctx_);
   }
 
@@ -473,14 +530,17 @@ class CudaBackend final : public Backend {
     args_.reset();
     tile_.reset();
     partials_.reset();
+    counters_.reset();
     activations_.reset();
     if (blas_) cublasDestroy(blas_);
+    if (blas_workspace_) cudaFree(blas_workspace_);
     cudaSetDevice(previous);
   }
 
   std::string name() const override {
     return "cuda:" + std::to_string(ctx_->device) + " (" + gpu_name_ + ", sm_" + std::to_string(arch_) +
-           (cublas_small_m_ ? ", cuBLAS for decode" : "") + ")";
+           (cublas_small_m_ ? ", cuBLAS for decode" : "") +
+           (gpu::programmatic_launch() ? ", programmatic dependent launch" : "") + ")";
   }
   Device device() const override { return Device::cuda; }
   bool supports_weight(DType t) const override {
@@ -555,7 +615,7 @@ class CudaBackend final : public Backend {
       if (graph) cudaGraphDestroy(graph);
       return nullptr;
     }
-    recording->instantiate(graph, capture);
+    if (!recording->instantiate(graph, capture, io)) return nullptr;
     return recording;
   }
 
@@ -682,6 +742,35 @@ class CudaBackend final : public Backend {
                   v_cache.data_as<float>(), b, t, slots, row, ctx_->stream);
   }
 
+  void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                     std::span<const float> inv_freq, Tensor& k_cache, Tensor& v_cache) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &k_cache, &v_cache})
+      require_f32(*t, "rope_kv_write", "tensors");
+    require(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && k_cache.rank() == 4 &&
+                v_cache.shape() == k_cache.shape(),
+            "rope_kv_write: q " + q.describe() + ", k " + k.describe() + ", cache " + k_cache.describe());
+    const int64_t m = q.dim(0), hq = q.dim(1), hd = q.dim(2), hkv = k.dim(1), b = k_cache.dim(0),
+                  slots = k_cache.dim(1);
+    require(k.dim(0) == m && k.dim(2) == hd && k_cache.dim(2) == hkv && k_cache.dim(3) == hd && b > 0 && m % b == 0,
+            "rope_kv_write: k " + k.describe() + " does not fit q " + q.describe() + " and cache " +
+                k_cache.describe());
+    require(static_cast<int64_t>(positions.size()) == m, "rope_kv_write: " + std::to_string(positions.size()) +
+                                                             " positions for " + std::to_string(m) + " tokens");
+    require(static_cast<int64_t>(inv_freq.size()) == hd / 2, "rope_kv_write: inv_freq has " +
+                                                                 std::to_string(inv_freq.size()) +
+                                                                 " entries, head_dim/2 is " + std::to_string(hd / 2));
+    for (int32_t slot : positions)
+      require(slot >= 0 && slot < slots, "rope_kv_write: position " + std::to_string(slot) +
+                                             " outside the cache of " + std::to_string(slots) + " tokens");
+    OpScope scope(*ctx_);
+    if (m == 0 || hd == 0) return;
+    limit_positions(positions, slots);
+    const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
+    const auto* freq = static_cast<const float*>(put_args(inv_freq.data(), inv_freq.size_bytes()));
+    gpu::rope_kv_write(q.data_as<float>(), k.data_as<float>(), v.data_as<const float>(), b, m / b, hq, hkv, hd, pos,
+                       freq, k_cache.data_as<float>(), v_cache.data_as<float>(), slots, ctx_->stream);
+  }
+
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
                  const AttentionSpec& spec, Tensor& out) override {
     require_f32(q, "attention", "q");
@@ -711,11 +800,16 @@ class CudaBackend final : public Backend {
     limit_positions(positions, slots);
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
     const int splits = gpu::attention_splits(b * t * hq, slots, spec.window, sm_count_);
-    float* partials = splits > 1 ? static_cast<float*>(scratch(*partials_, static_cast<size_t>(b * t * hq * splits * (hd + 2)) * sizeof(float)))
-                                 : nullptr;
+    float* partials = nullptr;
+    int* counters = nullptr;
+    if (splits > 1) {
+      partials = static_cast<float*>(
+          scratch(*partials_, static_cast<size_t>(b * t * hq * splits * (hd + 2)) * sizeof(float)));
+      counters = static_cast<int*>(zeroed_scratch(*counters_, static_cast<size_t>(b * t * hq) * sizeof(int)));
+    }
     gpu::attention(q.data_as<const float>(), k_cache.data_as<const float>(), v_cache.data_as<const float>(), pos,
                    spec.scale, spec.window, spec.alibi_heads, out.data_as<float>(), b, t, hq, hkv, slots, hd, splits,
-                   partials, ctx_->stream);
+                   partials, counters, ctx_->stream);
   }
 
   void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
@@ -994,6 +1088,14 @@ class CudaBackend final : public Backend {
   }
   // The recording's arena while one is captured (a Scratch that grew would free memory the graph reads).
   void* scratch(Scratch& s, size_t bytes) { return capture_ ? capture_->memory->take(bytes) : s.get(bytes); }
+  // Scratch that is zero when handed out (the kernels that use it leave it zero): zeroed when it grows.
+  void* zeroed_scratch(Scratch& s, size_t bytes) {
+    if (capture_) return capture_->memory->take(bytes);  // zeroed at the start of each replay
+    const size_t before = s.capacity();
+    void* p = s.get(bytes);
+    if (s.capacity() != before) check(cudaMemsetAsync(p, 0, s.capacity(), ctx_->stream), "cudaMemsetAsync");
+    return p;
+  }
   // An operation that indexes a cache of `slots` with the recorded positions bounds what a replay may pass.
   void limit_positions(std::span<const int32_t> positions, int64_t slots) {
     if (!capture_ || !capture_->reads(positions)) return;
@@ -1004,7 +1106,9 @@ class CudaBackend final : public Backend {
   std::shared_ptr<StreamContext> ctx_;
   Capture* capture_ = nullptr;  // while a recording is captured (under ctx_->lock)
   cublasHandle_t blas_ = nullptr;
-  std::unique_ptr<Scratch> activations_, tile_, partials_;  // partials_: attention's split parts
+  static constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;  // what cuBLAS asks for on Hopper
+  void* blas_workspace_ = nullptr;
+  std::unique_ptr<Scratch> activations_, tile_, partials_, counters_;  // attention's split parts and their counts
   std::unique_ptr<ArgRing> args_;
   std::string gpu_name_;
   int sm_count_ = 1, arch_ = 0;

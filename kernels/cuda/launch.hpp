@@ -19,6 +19,11 @@ inline void check(cudaError_t error, const char* what) {
   if (error != cudaSuccess) throw_cuda_error(error, what);
 }
 
+// Programmatic dependent launch of the decode kernels (common.cuh), process-wide: on only where every GPU in use is
+// sm_90 or later.
+void programmatic_launch(bool on);
+bool programmatic_launch();
+
 // --- matmul.cu -------------------------------------------------------------------------------------------------
 // Up to this many rows of x, matmul streams the weights once through the matrix-vector kernel.
 inline constexpr int64_t kMatvecMaxRows = 4;
@@ -58,6 +63,11 @@ void softmax(float* x, int64_t rows, int64_t d, cudaStream_t stream);
 // k, v [batch·tokens, row] go to cache rows (b·slots + positions[b·tokens + t]) of k_cache, v_cache.
 void kv_write(const float* k, const float* v, const int32_t* positions, float* k_cache, float* v_cache, int64_t batch,
               int64_t tokens, int64_t slots, int64_t row, cudaStream_t stream);
+// q [batch·tokens, hq, head_dim] and k [batch·tokens, hkv, head_dim] rotated in place as rope() does, then k and
+// v stored as kv_write() does: one kernel for a decode step's three position-dependent operations.
+void rope_kv_write(float* q, float* k, const float* v, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
+                   int64_t head_dim, const int32_t* positions, const float* inv_freq, float* k_cache, float* v_cache,
+                   int64_t slots, cudaStream_t stream);
 // out[i, :] = x[rows[i], :], i < r.
 void gather_rows(const float* x, const int32_t* rows, int64_t r, int64_t d, float* out, cudaStream_t stream);
 // out[rows[i], :] += scale[i] · x[i, :], i < r, rows distinct.
@@ -76,10 +86,10 @@ int attention_splits(int64_t pairs, int64_t slots, int64_t window, int sm_count)
 // q [batch, tokens, hq, head_dim]; caches [batch, slots, hkv, head_dim]; out [batch, tokens, hq·head_dim]. A query at
 // slot p sees slots p - window + 1 .. p (window > 0) or 0 .. p; with alibi_heads = hq, head h's score for slot s
 // gains AttentionSpec::alibi_slope(h) · s. With splits > 1, `partials` holds batch·tokens·hq·splits·(head_dim + 2)
-// floats of scratch.
+// floats of scratch and `counters` batch·tokens·hq ints that are 0 (and are left so).
 void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
                int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-               int64_t slots, int64_t head_dim, int splits, float* partials, cudaStream_t stream);
+               int64_t slots, int64_t head_dim, int splits, float* partials, int* counters, cudaStream_t stream);
 
 // --- backward.cu -----------------------------------------------------------------------------------------------
 void rms_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows, int64_t d,

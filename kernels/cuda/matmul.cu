@@ -3,8 +3,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-
 #include "kernels/cuda/common.cuh"
 
 namespace corolla::gpu {
@@ -112,12 +110,15 @@ __device__ __forceinline__ void add_chunk(const Chunk& c, const float* __restric
   }
 }
 
-// Vector path: k % 8 == 0, x 16-byte aligned, plain weights 16-byte aligned. U: chunks each lane loads before it
-// sums them (loads in flight per lane); U = 1 leaves that to the compiler (a loop unrolled twice).
-template <DType T, int M, int U>
+// Vector path: k % 8 == 0, x 16-byte aligned, plain weights 16-byte aligned. Each lane loads a chunk and sums it,
+// the loop unrolled twice: the compiler's schedule of the loads (loading 4 or 8 chunks per lane before summing
+// them measured 20-25 % slower on an H200, docs/PERFORMANCE.md).
+template <DType T, int M>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_kernel(const __grid_constant__ MatvecJobs jobs, int64_t row_bytes, const float* __restrict__ x, int k,
                   int rows_per_block) {
+  wait_for_prior_grid();
+  allow_next_grid();
   const JobBlock jb(jobs);
   const RowSplit rs(jb.block, rows_per_block);
   float acc[M];
@@ -126,23 +127,11 @@ __global__ void __launch_bounds__(kMatvecThreads)
   if (rs.row < jb.n) {
     const char* __restrict__ wr = jb.w + rs.row * row_bytes;
     const int chunks = k / 8, step = rs.warps_per_row * kWarp;
-    if constexpr (U == 1) {
 #pragma unroll 2
-      for (int g = rs.part * kWarp + rs.lane; g < chunks; g += step) {
-        Chunk c;
-        load_chunk<T>(wr, g, c);
-        add_chunk<T, M>(c, x, k, acc);
-      }
-    } else {
-      for (int g0 = rs.part * kWarp + rs.lane; g0 < chunks; g0 += U * step) {
-        Chunk c[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (g0 + u * step < chunks) load_chunk<T>(wr, g0 + u * step, c[u]);
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (g0 + u * step < chunks) add_chunk<T, M>(c[u], x, k, acc);
-      }
+    for (int g = rs.part * kWarp + rs.lane; g < chunks; g += step) {
+      Chunk c;
+      load_chunk<T>(wr, g, c);
+      add_chunk<T, M>(c, x, k, acc);
     }
   }
   finish_rows<M>(rs, jb, acc, rows_per_block);
@@ -153,6 +142,8 @@ template <DType T, int M>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_scalar_kernel(const __grid_constant__ MatvecJobs jobs, int64_t row_bytes, const float* __restrict__ x,
                          int k, int rows_per_block) {
+  wait_for_prior_grid();
+  allow_next_grid();
   const JobBlock jb(jobs);
   const char* __restrict__ w = jb.w;
   const int64_t n = jb.n;
@@ -202,6 +193,8 @@ __global__ void split_bf16_kernel(const float* __restrict__ x, int64_t n, __nv_b
 }
 
 __global__ void add_bias_kernel(float* __restrict__ y, const float* __restrict__ bias, int64_t m, int64_t n) {
+  wait_for_prior_grid();
+  allow_next_grid();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m * n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] += bias[i % n];
@@ -209,31 +202,15 @@ __global__ void add_bias_kernel(float* __restrict__ y, const float* __restrict__
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Chunks a lane of the one-row kernel loads before it sums them: 4 or 8 from COROLLA_CUDA_MATVEC_LOADS (read once;
-// for comparisons in bench_cuda_decode), else 1 (the compiler's schedule).
-int matvec_loads_in_flight() {
-  static const int loads = [] {
-    const char* v = std::getenv("COROLLA_CUDA_MATVEC_LOADS");
-    const int n = v ? std::atoi(v) : 1;
-    return n >= 8 ? 8 : n >= 4 ? 4 : 1;
-  }();
-  return loads;
-}
-
 template <DType T, int M>
 void launch_matvec(const MatvecJobs& jobs, unsigned grid, int64_t row_bytes, const float* x, int64_t k, bool vector,
                    int rows_per_block, cudaStream_t stream) {
   const int ik = static_cast<int>(k);
-  const int loads = M == 1 ? matvec_loads_in_flight() : 1;
-  if (vector && loads == 8)
-    matvec_kernel<T, M, 8><<<grid, kMatvecThreads, 0, stream>>>(jobs, row_bytes, x, ik, rows_per_block);
-  else if (vector && loads == 4)
-    matvec_kernel<T, M, 4><<<grid, kMatvecThreads, 0, stream>>>(jobs, row_bytes, x, ik, rows_per_block);
-  else if (vector)
-    matvec_kernel<T, M, 1><<<grid, kMatvecThreads, 0, stream>>>(jobs, row_bytes, x, ik, rows_per_block);
+  if (vector)
+    launch_after(matvec_kernel<T, M>, grid, kMatvecThreads, 0, stream, jobs, row_bytes, x, ik, rows_per_block);
   else
-    matvec_scalar_kernel<T, M><<<grid, kMatvecThreads, 0, stream>>>(jobs, row_bytes, x, static_cast<int>(k),
-                                                                    rows_per_block);
+    launch_after(matvec_scalar_kernel<T, M>, grid, kMatvecThreads, 0, stream, jobs, row_bytes, x, ik,
+                 rows_per_block);
   check_launch("matvec");
 }
 
@@ -295,7 +272,7 @@ void split_activations(const float* x, int64_t n, DType to, void* hi, void* lo, 
 }
 
 void add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t stream) {
-  add_bias_kernel<<<blocks_for(m * n, 256), 256, 0, stream>>>(y, bias, m, n);
+  launch_after(add_bias_kernel, blocks_for(m * n, 256), 256, 0, stream, y, bias, m, n);
   check_launch("add_bias");
 }
 

@@ -1,5 +1,7 @@
 // Elementwise and row-wise kernels: norms, rotary embedding, SwiGLU, residual add, softmax, KV-cache writes,
 // embedding lookup. Each mirrors the CPU backend's arithmetic (same formulas, f32 throughout).
+#include <atomic>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/gelu.hpp"
 
@@ -8,14 +10,20 @@ namespace {
 
 constexpr int kRowThreads = 256;
 constexpr int kElemThreads = 256;
+// Norms and the rotary/KV-write kernel: a decode step has one row, so its latency is one block's: more threads,
+// fewer dependent loads each (measured with 256: 8 us per RMSNorm of 2048, 6 us per rope_kv_write on an H200).
+constexpr int kWideRowThreads = 1024;
 
 // One block per row; y may be x.
 __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, float* y,
                                 int64_t d) {
+  wait_for_prior_grid();
+  allow_next_grid();
   __shared__ float scratch[kWarp];
   const float* xr = x + blockIdx.x * d;
   float* yr = y + blockIdx.x * d;
   float ss = 0.f;
+#pragma unroll 4
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss = fmaf(xr[i], xr[i], ss);
   ss = block_sum(ss, scratch);
   const float inv = 1.f / sqrtf(ss / static_cast<float>(d) + eps);
@@ -24,6 +32,8 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, flo
 
 __global__ void layer_norm_kernel(const float* x, const float* __restrict__ w,
                                   const float* __restrict__ b, float eps, float* y, int64_t d) {
+  wait_for_prior_grid();
+  allow_next_grid();
   __shared__ float scratch[kWarp];
   const float* xr = x + blockIdx.x * d;
   float* yr = y + blockIdx.x * d;
@@ -62,12 +72,16 @@ __global__ void rope_kernel(float* x, int64_t heads, int64_t head_dim, const int
 // out may alias gate or up.
 // out may be x.
 __global__ void gelu_kernel(const float* x, Gelu form, float* out, int64_t n) {
+  wait_for_prior_grid();
+  allow_next_grid();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = gelu_value(x[i], form);
 }
 
 __global__ void silu_mul_kernel(const float* g, const float* u, float* o, int64_t n) {
+  wait_for_prior_grid();
+  allow_next_grid();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     o[i] = g[i] / (1.f + expf(-g[i])) * u[i];
@@ -75,6 +89,8 @@ __global__ void silu_mul_kernel(const float* g, const float* u, float* o, int64_
 
 // out may alias a or b.
 __global__ void add_kernel(const float* a, const float* b, float* o, int64_t n) {
+  wait_for_prior_grid();
+  allow_next_grid();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     o[i] = a[i] + b[i];
@@ -108,6 +124,40 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
+// One block per token: q's and k's heads rotated in place (as rope_kernel), then k and v stored at the token's slot.
+__global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict__ v, int64_t hq, int64_t hkv,
+                                     int64_t head_dim, const int32_t* __restrict__ positions,
+                                     const float* __restrict__ inv_freq, float* __restrict__ k_cache,
+                                     float* __restrict__ v_cache, int64_t tokens, int64_t slots) {
+  wait_for_prior_grid();
+  allow_next_grid();
+  extern __shared__ float cs[];
+  const int64_t t = blockIdx.x, half = head_dim / 2, row = hkv * head_dim;
+  const float pos = static_cast<float>(positions[t]);
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    const float angle = pos * inv_freq[i];
+    cs[i] = cosf(angle);
+    cs[half + i] = sinf(angle);
+  }
+  __syncthreads();
+  float* qt = q + t * hq * head_dim;
+  float* kt = k + t * row;
+  const int64_t dst = (t / tokens * slots + positions[t]) * row;
+  for (int64_t p = threadIdx.x; p < (hq + hkv) * half; p += blockDim.x) {
+    const int64_t h = p / half, i = p % half;
+    float* x = h < hq ? qt + h * head_dim : kt + (h - hq) * head_dim;
+    const float a = x[i], b = x[i + half], c = cs[i], s = cs[half + i];
+    x[i] = a * c - b * s;
+    x[i + half] = b * c + a * s;
+    if (h >= hq) {
+      k_cache[dst + (h - hq) * head_dim + i] = x[i];
+      k_cache[dst + (h - hq) * head_dim + i + half] = x[i + half];
+    }
+  }
+  const float* vt = v + t * row;
+  for (int64_t j = threadIdx.x; j < row; j += blockDim.x) v_cache[dst + j] = vt[j];
+}
+
 template <DType T>
 __global__ void embed_kernel(const char* __restrict__ table, int64_t row_bytes, const int32_t* __restrict__ ids,
                              int64_t d, float* __restrict__ out) {
@@ -134,18 +184,23 @@ __global__ void scatter_add_rows_kernel(const float* __restrict__ x, const int32
 
 unsigned grid_rows(int64_t rows) { return static_cast<unsigned>(rows); }
 
+std::atomic<bool> programmatic{false};
+
 }  // namespace
+
+void programmatic_launch(bool on) { programmatic.store(on, std::memory_order_relaxed); }
+bool programmatic_launch() { return programmatic.load(std::memory_order_relaxed); }
 
 void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t d, cudaStream_t stream) {
   if (rows == 0 || d == 0) return;
-  rms_norm_kernel<<<grid_rows(rows), kRowThreads, 0, stream>>>(x, w, eps, y, d);
+  launch_after(rms_norm_kernel, grid_rows(rows), kWideRowThreads, 0, stream, x, w, eps, y, d);
   check_launch("rms_norm");
 }
 
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows, int64_t d,
                 cudaStream_t stream) {
   if (rows == 0 || d == 0) return;
-  layer_norm_kernel<<<grid_rows(rows), kRowThreads, 0, stream>>>(x, w, b, eps, y, d);
+  launch_after(layer_norm_kernel, grid_rows(rows), kWideRowThreads, 0, stream, x, w, b, eps, y, d);
   check_launch("layer_norm");
 }
 
@@ -159,19 +214,19 @@ void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, const int32
 
 void gelu(const float* x, Gelu form, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  gelu_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(x, form, out, n);
+  launch_after(gelu_kernel, blocks_for(n, kElemThreads), kElemThreads, 0, stream, x, form, out, n);
   check_launch("gelu");
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  silu_mul_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(gate, up, out, n);
+  launch_after(silu_mul_kernel, blocks_for(n, kElemThreads), kElemThreads, 0, stream, gate, up, out, n);
   check_launch("silu_mul");
 }
 
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  add_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(a, b, out, n);
+  launch_after(add_kernel, blocks_for(n, kElemThreads), kElemThreads, 0, stream, a, b, out, n);
   check_launch("add");
 }
 
@@ -187,6 +242,16 @@ void kv_write(const float* k, const float* v, const int32_t* positions, float* k
   kv_write_kernel<<<grid_rows(batch * tokens), kRowThreads, 0, stream>>>(k, v, positions, k_cache, v_cache, tokens,
                                                                          slots, row);
   check_launch("kv_write");
+}
+
+void rope_kv_write(float* q, float* k, const float* v, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
+                   int64_t head_dim, const int32_t* positions, const float* inv_freq, float* k_cache, float* v_cache,
+                   int64_t slots, cudaStream_t stream) {
+  if (batch * tokens == 0 || head_dim == 0) return;
+  const size_t smem = static_cast<size_t>(head_dim) * sizeof(float);
+  launch_after(rope_kv_write_kernel, grid_rows(batch * tokens), kWideRowThreads, smem, stream, q, k, v, hq, hkv, head_dim,
+               positions, inv_freq, k_cache, v_cache, tokens, slots);
+  check_launch("rope_kv_write");
 }
 
 void gather_rows(const float* x, const int32_t* rows, int64_t r, int64_t d, float* out, cudaStream_t stream) {

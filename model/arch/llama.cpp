@@ -167,9 +167,13 @@ class LlamaBlock final : public Block {
       k = head_norm(k, w_.k_norm, hkv);
     }
     Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
-    be.rope(q3, positions, inv_freq_);
-    be.rope(k3, positions, inv_freq_);
-    be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, cache->k, cache->v);
+    if (slots.data() == positions.data()) {  // a session's cache: slot = position
+      be.rope_kv_write(q3, k3, v.reshaped({m, hkv, hd}), positions, inv_freq_, cache->k, cache->v);
+    } else {
+      be.rope(q3, positions, inv_freq_);
+      be.rope(k3, positions, inv_freq_);
+      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, cache->k, cache->v);
+    }
     be.attention(q.reshaped({b, t, hq, hd}), cache->k, cache->v, slots, attention_, att);
     project_add(att, Projection::o, lora, x);
 

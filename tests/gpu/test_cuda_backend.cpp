@@ -252,6 +252,34 @@ BOOST_AUTO_TEST_CASE(rope_arguments_survive_many_calls) {
   expect_close(got, want, 1e-3, "rope after 6000 calls");
 }
 
+BOOST_AUTO_TEST_CASE(rope_kv_write_matches_rope_and_kv_write_on_the_cpu) {
+  struct Case {
+    int64_t b, t, hq, hkv, hd, slots;
+    std::vector<int32_t> positions;
+  };
+  for (const Case& c : {Case{1, 1, 32, 4, 64, 4096, {3000}}, Case{2, 3, 8, 2, 80, 16, {0, 1, 2, 7, 8, 9}}}) {
+    const int64_t m = c.b * c.t;
+    Tensor q = random_tensor({m, c.hq, c.hd}, 360), k = random_tensor({m, c.hkv, c.hd}, 361);
+    const Tensor v = random_tensor({m, c.hkv, c.hd}, 362);
+    Tensor kc = random_tensor({c.b, c.slots, c.hkv, c.hd}, 363), vc = random_tensor({c.b, c.slots, c.hkv, c.hd}, 364);
+    std::vector<float> inv_freq;
+    for (int64_t i = 0; i < c.hd / 2; ++i) inv_freq.push_back(std::pow(10000.f, -2.f * i / c.hd));
+    Tensor qd = up(q), kd = up(k), kcd = up(kc), vcd = up(vc);
+    cpu().rope_kv_write(q, k, v, c.positions, inv_freq, kc, vc);
+    gpu().rope_kv_write(qd, kd, up(v), c.positions, inv_freq, kcd, vcd);
+    const std::string what = "rope_kv_write b=" + std::to_string(c.b) + " t=" + std::to_string(c.t);
+    expect_close(qd, q, 1e-5, what + " q");
+    expect_close(kd, k, 1e-5, what + " k");
+    expect_close(kcd, kc, 1e-5, what + " k cache");
+    expect_close(vcd, vc, 0, what + " v cache");
+  }
+  Tensor q = gpu().alloc(DType::f32, {1, 2, 4}), k = gpu().alloc(DType::f32, {1, 1, 4});
+  Tensor kc = gpu().alloc(DType::f32, {1, 4, 1, 4}), vc = gpu().alloc(DType::f32, {1, 4, 1, 4});
+  const std::vector<int32_t> outside = {4};
+  const std::vector<float> inv_freq = {1.f, 0.5f};
+  BOOST_CHECK_THROW(gpu().rope_kv_write(q, k, k, outside, inv_freq, kc, vc), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(elementwise_ops_match_cpu) {
   const Tensor g = random_tensor({3, 1000}, 40, 4.f);
   const Tensor u = random_tensor({3, 1000}, 41);
@@ -491,6 +519,31 @@ BOOST_AUTO_TEST_CASE(a_recording_replays_decode_steps_at_new_positions_as_the_op
   }
   // The caches were written alike, so attention saw the same history.
   expect_close(recorded.k_cache, gpu().download(eager.k_cache), 0, "k cache after 20 replays");
+}
+
+BOOST_AUTO_TEST_CASE(a_recording_of_several_rows_through_cublas_replays_as_launched) {
+  const Tensor w = random_tensor({96, 64}, 350, 0.1f).cast(DType::bf16);
+  const Tensor wd = up(w), w2 = up(random_tensor({64, 96}, 351, 0.1f));
+  auto step = [&](Tensor& io, std::span<const int32_t>) {
+    Tensor y = gpu().alloc(DType::f32, {6, 96});
+    gpu().matmul(io.reshaped({6, 64}), wd, nullptr, y);  // 6 rows: the cuBLAS path
+    gpu().softmax(y);
+    Tensor back = gpu().alloc(DType::f32, {6, 64});
+    gpu().matmul(y, w2, nullptr, back);
+    gpu().add(io.reshaped({6, 64}), back, back);
+    gpu().add(back, back, io);
+  };
+  const std::vector<int32_t> none;
+  Tensor first = up(random_tensor({1, 6, 64}, 352));
+  auto rec = gpu().record(first, none, step);
+  BOOST_REQUIRE(rec);
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Tensor input = random_tensor({1, 6, 64}, 353 + i);
+    Tensor a = up(input), b = up(input);
+    step(a, none);
+    rec->replay(b, none);
+    expect_close(b, gpu().download(a), 0, "replayed cuBLAS step " + std::to_string(i));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_replay_refuses_positions_outside_the_cache_and_other_shapes) {
