@@ -1,13 +1,14 @@
 // Causal grouped-query attention over a KV cache: `splits` blocks per (token, query head).
 //
 // The slots a query sees, positions[token] - window + 1 .. positions[token] (from slot 0 without a window), are cut
-// into `splits` equal parts, one block each. Each warp of a block walks a share of its part with an online softmax
+// into up to `splits` equal parts of at least kMinSlotsPerSplit slots, one block each; the blocks a short history
+// leaves without a part return at once. Each warp of a block walks a share of its part with an online softmax
 // (running max, running sum, running weighted sum of V held across the warp's lanes), so the number of slots is
 // limited only by the cache; the block's warps are merged at the end. A warp takes four slots per step to keep
-// several loads in flight. With one split the block writes the output; with more (decode: too few (token, head)
+// several loads in flight. With one part the block writes the output; with more (decode: too few (token, head)
 // pairs to fill the GPU, so a long context would be walked by a few SMs) each block writes its part's max, sum and
-// weighted sum, and the last block of each (token, head) to finish merges them. The split count depends on shapes only, never on the
-// positions, so a recorded step (a CUDA graph) stays right at any position.
+// weighted sum, and the last block of each (token, head) to finish merges them. The launch depends on shapes only,
+// never on the positions (read on the device), so a recorded step (a CUDA graph) stays right at any position.
 #include <algorithm>
 
 #include "kernels/backend.hpp"
@@ -41,7 +42,12 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int kvh = h / (hq / hkv);
   const int64_t seen_end = static_cast<int64_t>(positions[bt]) + 1;  // one past the last slot seen
   const int64_t seen_first = window > 0 && seen_end > window ? seen_end - window : 0;
-  const int64_t part = (seen_end - seen_first + splits - 1) / splits;
+  // The parts in use for this query: no more than one per kMinSlotsPerSplit slots it sees (a short history is one
+  // block's work; the launch's other blocks for it leave at once).
+  const int active = static_cast<int>(
+      min(static_cast<int64_t>(splits), (seen_end - seen_first + kMinSlotsPerSplit - 1) / kMinSlotsPerSplit));
+  if (split >= active) return;
+  const int64_t part = (seen_end - seen_first + active - 1) / active;
   const int64_t first = seen_first + split * part;
   const int64_t n = min(seen_end, first + part);  // this block's slots: first .. n - 1 (none if first >= n)
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -114,7 +120,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     weight[w] = warp_max_s[w] == -INFINITY ? 0.f : expf(warp_max_s[w] - block_m);  // warps that saw no slot
     total += warp_sum_s[w] * weight[w];
   }
-  if (splits == 1) {
+  if (active == 1) {
     const float inv = 1.f / total;
     float* o = out + pair * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
@@ -141,22 +147,22 @@ __global__ void __launch_bounds__(kAttnThreads)
   __threadfence();  // this part is visible before the count says so
   __syncthreads();
   __shared__ bool last;
-  if (threadIdx.x == 0) last = atomicAdd(&counters[pair], 1) == splits - 1;
+  if (threadIdx.x == 0) last = atomicAdd(&counters[pair], 1) == active - 1;
   __syncthreads();
   if (!last) return;
   __threadfence();
   const float* parts = partials + pair * splits * (hd + 2);  // read past L1: other blocks wrote them
   float m_all = -INFINITY;
-  for (int s = 0; s < splits; ++s) m_all = fmaxf(m_all, __ldcg(parts + s * (hd + 2)));
+  for (int s = 0; s < active; ++s) m_all = fmaxf(m_all, __ldcg(parts + s * (hd + 2)));
   float l_all = 0.f;
-  for (int s = 0; s < splits; ++s) {
+  for (int s = 0; s < active; ++s) {
     const float ms = __ldcg(parts + s * (hd + 2));
     if (ms != -INFINITY) l_all += __ldcg(parts + s * (hd + 2) + 1) * expf(ms - m_all);
   }
   const float inv_all = 1.f / l_all;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float acc_all = 0.f;
-    for (int s = 0; s < splits; ++s) {
+    for (int s = 0; s < active; ++s) {
       const float ms = __ldcg(parts + s * (hd + 2));
       if (ms != -INFINITY) acc_all = fmaf(__ldcg(parts + s * (hd + 2) + 2 + d), expf(ms - m_all), acc_all);
     }

@@ -79,9 +79,10 @@ void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d,
 // --- attention.cu ----------------------------------------------------------------------------------------------
 inline constexpr int64_t kAttentionMaxHeadDim = 256;
 inline constexpr int64_t kMaxAttentionSplits = 32, kMinSlotsPerSplit = 64;
-// How many blocks share the slots of one (token, query head), for `pairs` = batch · tokens · hq pairs over a cache of
-// `slots` (within `window` when > 0): enough blocks to fill the GPU twice, each part at least kMinSlotsPerSplit
-// slots of a full cache. Shapes only: a recording replays it at any position.
+// How many blocks are launched for the slots of one (token, query head), for `pairs` = batch · tokens · hq pairs over
+// a cache of `slots` (within `window` when > 0): enough blocks to fill the GPU twice, each part at least
+// kMinSlotsPerSplit slots of a full cache. Shapes only: a recording replays it at any position; each query uses
+// as many of its blocks as its history fills kMinSlotsPerSplit slots each.
 int attention_splits(int64_t pairs, int64_t slots, int64_t window, int sm_count);
 // q [batch, tokens, hq, head_dim]; caches [batch, slots, hkv, head_dim]; out [batch, tokens, hq·head_dim]. A query at
 // slot p sees slots p - window + 1 .. p (window > 0) or 0 .. p; with alibi_heads = hq, head h's score for slot s

@@ -117,10 +117,12 @@ template <DType T, int M>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_kernel(const __grid_constant__ MatvecJobs jobs, int64_t row_bytes, const float* __restrict__ x, int k,
                   int rows_per_block) {
-  wait_for_prior_grid();
-  allow_next_grid();
   const JobBlock jb(jobs);
   const RowSplit rs(jb.block, rows_per_block);
+  // Nothing is read before the kernel before has finished: asking this block's weights into L2 meanwhile (they do
+  // not depend on it) measured slower on an H200 (docs/PERFORMANCE.md).
+  wait_for_prior_grid();
+  allow_next_grid();
   float acc[M];
 #pragma unroll
   for (int mi = 0; mi < M; ++mi) acc[mi] = 0.f;
