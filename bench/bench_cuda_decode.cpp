@@ -36,9 +36,13 @@ using namespace corolla;
 namespace {
 
 struct ModelShape {
-  int64_t hidden = 2048, layers = 22, heads = 32, kv_heads = 4, head_dim = 64, inter = 5632, slots = 4096;
+  const char* name;
+  int64_t hidden, layers, heads, kv_heads, head_dim, inter, slots;
 };
-constexpr ModelShape kModel{};
+constexpr ModelShape kTinyLlama{"TinyLlama-1.1B", 2048, 22, 32, 4, 64, 5632, 4096};
+constexpr ModelShape kLlama3_8B{"Llama-3-8B", 4096, 32, 32, 8, 128, 14336, 4096};
+// The shape the functions below build and run (one model at a time).
+ModelShape model_shape = kTinyLlama;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -74,14 +78,20 @@ struct Model {
   int64_t weight_bytes = 0;  // matmul weights read per token
 };
 
-Model build(Backend& be) {
-  const auto& m = kModel;
+// A random matrix in `dtype` (bf16, or bf16 values quantized).
+Tensor random_weight(int64_t n, int64_t k, uint64_t seed, DType dtype) {
+  Tensor t = random_bf16(n, k, seed);
+  return dtype == DType::bf16 ? t : t.cast(dtype);
+}
+
+Model build(Backend& be, DType dtype = DType::bf16) {
+  const auto& m = model_shape;
   const int64_t kv = m.kv_heads * m.head_dim;
   // One host tensor per projection kind; every layer gets its own device copy.
-  const Tensor q = random_bf16(m.hidden, m.hidden, 1), k = random_bf16(kv, m.hidden, 2),
-               v = random_bf16(kv, m.hidden, 3), o = random_bf16(m.hidden, m.hidden, 4),
-               g = random_bf16(m.inter, m.hidden, 5), u = random_bf16(m.inter, m.hidden, 6),
-               d = random_bf16(m.hidden, m.inter, 7);
+  const Tensor q = random_weight(m.hidden, m.hidden, 1, dtype), k = random_weight(kv, m.hidden, 2, dtype),
+               v = random_weight(kv, m.hidden, 3, dtype), o = random_weight(m.hidden, m.hidden, 4, dtype),
+               g = random_weight(m.inter, m.hidden, 5, dtype), u = random_weight(m.inter, m.hidden, 6, dtype),
+               d = random_weight(m.hidden, m.inter, 7, dtype);
   const Tensor ones = filled({m.hidden}, 1.f);
   Model model;
   for (int64_t l = 0; l < m.layers; ++l) {
@@ -104,7 +114,7 @@ Model build(Backend& be) {
 struct Scratch {
   Tensor x, h, q, k, v, attn, o, gate, up;
   Scratch(Backend& be, int64_t t) {
-    const auto& m = kModel;
+    const auto& m = model_shape;
     x = be.alloc(DType::f32, {t, m.hidden}), h = be.alloc(DType::f32, {t, m.hidden});
     q = be.alloc(DType::f32, {t, m.hidden}), attn = be.alloc(DType::f32, {t, m.hidden});
     o = be.alloc(DType::f32, {t, m.hidden});
@@ -125,7 +135,7 @@ void project(Backend& be, const Tensor& x, std::array<const Tensor*, N> ws, std:
 void layer_forward(Backend& be, Layer& L, const std::vector<float>& inv_freq, Scratch& s, Tensor& x,
                    std::span<const int32_t> positions, int64_t batch = 1, Tensor* k_cache = nullptr,
                    Tensor* v_cache = nullptr) {
-  const auto& m = kModel;
+  const auto& m = model_shape;
   const int64_t rows = static_cast<int64_t>(positions.size()), t = rows / batch;
   Tensor& kc = k_cache ? *k_cache : L.k_cache;
   Tensor& vc = v_cache ? *v_cache : L.v_cache;
@@ -160,7 +170,7 @@ struct Result {
 // Decodes `tokens` tokens one at a time starting at `start`; the hidden state travels host -> device -> host.
 Result decode(Backend& be, Model& model, int64_t start, int64_t tokens, Launch launch = Launch::each_operation) {
   Scratch s(be, 1);
-  const Tensor input = filled({1, kModel.hidden}, 0.5f);
+  const Tensor input = filled({1, model_shape.hidden}, 0.5f);
   std::vector<std::unique_ptr<Recording>> recordings;
   const int32_t first[1] = {static_cast<int32_t>(start)};
   if (launch == Launch::recording_per_layer)
@@ -195,7 +205,7 @@ Result decode(Backend& be, Model& model, int64_t start, int64_t tokens, Launch l
 // records the step, else launched op by op), `tokens` steps from context 0 over caches of 1024 slots: aggregate
 // tokens/s. `recorded` tells which.
 Result decode_batched(Backend& be, Model& model, int64_t batch, int64_t tokens, bool& recorded) {
-  const auto& m = kModel;
+  const auto& m = model_shape;
   const int64_t slots = 1024;
   Scratch s(be, batch);
   std::vector<Tensor> k_caches, v_caches;
@@ -248,7 +258,7 @@ double matmul_flops(const Model& model, int64_t t) {
 // accumulation and output), TFLOP/s. The reference the prefill figure is compared with (the backend runs two
 // such GEMMs per matrix, hi and lo parts of the activations, to keep them exact to about 16 bits).
 double cublas_prefill_tflops(Model& model, int64_t t) {
-  const auto& m = kModel;
+  const auto& m = model_shape;
   const int64_t widest = std::max(m.hidden, m.inter);
   void *a = nullptr, *c = nullptr;
   cudaMalloc(&a, static_cast<size_t>(t * widest) * 2);
@@ -309,8 +319,8 @@ double copy_gbps() {
 
 // The gate projection (5632 x 2048 bf16) of every layer in turn, one row of activations: the kernel alone.
 double matvec_gbps(Backend& be, Model& model, int rounds) {
-  Tensor x = be.upload(filled({1, kModel.hidden}, 0.5f));
-  Tensor y = be.alloc(DType::f32, {1, kModel.inter});
+  Tensor x = be.upload(filled({1, model_shape.hidden}, 0.5f));
+  Tensor y = be.alloc(DType::f32, {1, model_shape.inter});
   for (Layer& L : model.layers) be.matmul(x, L.wg, nullptr, y);
   be.synchronize();
   const auto t0 = std::chrono::steady_clock::now();
@@ -325,7 +335,7 @@ double prefill_tokens_per_s(Backend& be, Model& model, int64_t t) {
   Scratch s(be, t);
   std::vector<int32_t> positions(static_cast<size_t>(t));
   std::iota(positions.begin(), positions.end(), 0);
-  be.add(be.upload(filled({t, kModel.hidden}, 0.5f)), be.upload(filled({t, kModel.hidden}, 0.f)), s.x);
+  be.add(be.upload(filled({t, model_shape.hidden}, 0.5f)), be.upload(filled({t, model_shape.hidden}, 0.f)), s.x);
   forward(be, model, s, positions);  // warm-up
   be.synchronize();
   const auto t0 = std::chrono::steady_clock::now();
@@ -356,8 +366,8 @@ int run(int64_t tokens) {
   std::printf("bench_cuda_decode: %s, %d SMs, %.0f GiB, peak memory bandwidth %.0f GB/s (%d-bit bus, %d MHz)\n",
               prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, peak_gbps,
               prop.memoryBusWidth, clock_khz / 1000);
-  std::printf("model: TinyLlama-1.1B shape, %lld layers, bf16 weights %.2f GB read per token (built in %.1f s)\n",
-              static_cast<long long>(kModel.layers), model.weight_bytes / 1e9, seconds_since(t_build));
+  std::printf("model: %s shape, %lld layers, bf16 weights %.2f GB read per token (built in %.1f s)\n",
+              model_shape.name, static_cast<long long>(model_shape.layers), model.weight_bytes / 1e9, seconds_since(t_build));
   if (peak_gbps > 0)
     std::printf("bandwidth bound: %.0f tokens/s (peak bandwidth / weight bytes per token)\n",
                 peak_gbps * 1e9 / static_cast<double>(model.weight_bytes));
@@ -406,6 +416,29 @@ int run(int64_t tokens) {
   line("decode, cuBLAS for the matmuls, context 0..", dec_blas);
   kernel_line("cuBLAS alone (bf16 5632x2048, x22)", matvec_gbps(*cublas, model, 20));
   cublas->synchronize();
+
+  // Other weight formats and shapes, op by op (a server) and one graph per token (LocalModel), each against the
+  // copy's bound for its own bytes per token.
+  auto other = [&](const char* label, ModelShape shape, DType dtype, int64_t n) {
+    model_shape = shape;
+    const auto t0 = std::chrono::steady_clock::now();
+    Model m = build(*custom, dtype);
+    std::printf("  %s shape, %s weights: %.2f GB read per token, bound %.0f tokens/s at the copy's rate (built in "
+                "%.0f s)\n",
+                shape.name, std::string(dtype_name(dtype)).c_str(), m.weight_bytes / 1e9,
+                copy * 1e9 / static_cast<double>(m.weight_bytes), seconds_since(t0));
+    line("  decode, each operation launched", decode(*custom, m, 0, n));
+    line("  decode, one CUDA graph per token", decode(*custom, m, 0, n, Launch::recording_per_step));
+    custom->synchronize();
+  };
+  {
+    Model released = std::move(model);  // room for the others
+  }
+  other("TinyLlama-1.1B", kTinyLlama, DType::q8_0, tokens);
+  other("TinyLlama-1.1B", kTinyLlama, DType::q4_0, tokens);
+  other("Llama-3-8B", kLlama3_8B, DType::bf16, tokens / 2);
+  model_shape = kTinyLlama;
+  model = build(*custom);
 
   const double pre = prefill_tokens_per_s(*custom, model, 512);
   for (int64_t t : {int64_t{512}, int64_t{4096}}) {
