@@ -16,6 +16,7 @@
 
 #include "model/arch/bloom_names.hpp"
 #include "model/arch/registry.hpp"
+#include "model/arch/step_cache.hpp"
 #include "model/weights/load_weight.hpp"
 
 namespace corolla {
@@ -104,20 +105,9 @@ class BloomBlock final : public Block {
     check(hidden, positions, lora);
     const int64_t b = hidden.dim(0), t = hidden.dim(1), d = c_.hidden_size, m = b * t;
     const int64_t heads = c_.num_heads, hd = c_.head_dim;
-    // Without a cache each sequence gets a scratch cache of its own t tokens (slot = index in the sequence), so
-    // the ALiBi distances are those within the sequence whatever the positions say, as BLOOM computes them.
-    KVCache scratch;
-    std::vector<int32_t> local_slots;
-    std::span<const int32_t> slots = positions;
-    if (!cache) {
-      scratch = make_cache(b, t);
-      cache = &scratch;
-      local_slots = sequence_slots(b, t);
-      slots = local_slots;
-    } else if (cache->batch() != b) {
-      throw std::invalid_argument("block " + std::to_string(index_) + ": batch of " + std::to_string(b) +
-                                  " does not match the session's cache batch " + std::to_string(cache->batch()));
-    }
+    StepCache step(*this, cache, b, t, positions);
+    const std::span<const int32_t> slots = step.slots();
+    KVCache& kv = step.cache();
     Tensor x = hidden.reshaped({m, d});
     Tensor n = be.alloc(DType::f32, {m, d});
     Tensor q = be.alloc(DType::f32, {m, heads * hd}), k = be.alloc(DType::f32, {m, heads * hd});
@@ -125,8 +115,8 @@ class BloomBlock final : public Block {
     const float eps = static_cast<float>(c_.norm_eps);
     be.layer_norm(x, w_.ln1_w, w_.ln1_b, eps, n);
     project_qkv(n, q, k, v);
-    be.kv_write(k.reshaped({b, t, heads, hd}), v.reshaped({b, t, heads, hd}), slots, cache->k, cache->v);
-    be.attention(q.reshaped({b, t, heads, hd}), cache->k, cache->v, slots, attention_, att);
+    be.kv_write(k.reshaped({b, t, heads, hd}), v.reshaped({b, t, heads, hd}), slots, kv.k, kv.v);
+    be.attention(q.reshaped({b, t, heads, hd}), kv.k, kv.v, slots, attention_, att);
     be.matmul_add(att, w_.wo, &w_.bo, x);
 
     be.layer_norm(x, w_.ln2_w, w_.ln2_b, eps, n);
@@ -199,13 +189,6 @@ class BloomBlock final : public Block {
       for (size_t p = 0; p < kProjections; ++p)
         if (lora->pairs[p].a.defined())
           throw std::invalid_argument("block " + std::to_string(index_) + ": LoRA adapters on BLOOM blocks are not supported");
-  }
-
-  // Slot = index in the sequence, for each of b sequences of t tokens.
-  static std::vector<int32_t> sequence_slots(int64_t b, int64_t t) {
-    std::vector<int32_t> slots(static_cast<size_t>(b * t));
-    for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int32_t>(static_cast<int64_t>(i) % t);
-    return slots;
   }
 
   void project_qkv(const Tensor& n, Tensor& q, Tensor& k, Tensor& v) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/arch/registry.hpp"
+#include "model/arch/step_cache.hpp"
 #include "model/arch/sparse_moe.hpp"
 #include "model/weights/load_weight.hpp"
 
@@ -137,21 +138,8 @@ class LlamaBlock final : public Block {
     check_shapes(hidden, positions);
     const int64_t b = hidden.dim(0), t = hidden.dim(1), d = c_.hidden_size, m = b * t;
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
-    // Without a cache each sequence gets a scratch cache of its own t tokens (slot = index in the sequence), so
-    // positions may have gaps: they only rotate queries and keys.
-    KVCache scratch;
-    std::vector<int32_t> local_slots;
-    std::span<const int32_t> slots = positions;
-    if (!cache) {
-      scratch = make_cache(b, t);
-      cache = &scratch;
-      local_slots.resize(static_cast<size_t>(m));
-      for (int64_t i = 0; i < m; ++i) local_slots[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
-      slots = local_slots;
-    } else if (cache->batch() != b) {
-      throw std::invalid_argument("block " + std::to_string(index_) + ": batch of " + std::to_string(b) +
-                                  " does not match the session's cache batch " + std::to_string(cache->batch()));
-    }
+    StepCache step(*this, cache, b, t, positions);
+    const std::span<const int32_t> slots = step.slots();
 
     Tensor x = hidden.reshaped({m, d});
     Tensor n = be.alloc(DType::f32, {m, d});
@@ -167,14 +155,15 @@ class LlamaBlock final : public Block {
       k = head_norm(k, w_.k_norm, hkv);
     }
     Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
-    if (slots.data() == positions.data()) {  // a session's cache: slot = position
-      be.rope_kv_write(q3, k3, v.reshaped({m, hkv, hd}), positions, inv_freq_, cache->k, cache->v);
+    KVCache& kv = step.cache();
+    if (step.at_positions(positions)) {
+      be.rope_kv_write(q3, k3, v.reshaped({m, hkv, hd}), positions, inv_freq_, kv.k, kv.v);
     } else {
       be.rope(q3, positions, inv_freq_);
       be.rope(k3, positions, inv_freq_);
-      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, cache->k, cache->v);
+      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
     }
-    be.attention(q.reshaped({b, t, hq, hd}), cache->k, cache->v, slots, attention_, att);
+    be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
     project_add(att, Projection::o, lora, x);
 
     be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.norm_eps), n);
@@ -311,8 +300,7 @@ class LlamaBlock final : public Block {
     Tensor q3 = s.q.reshaped({m, hq, hd}), k3 = s.k.reshaped({m, hkv, hd});
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);
-    std::vector<int32_t> slots(static_cast<size_t>(m));
-    for (int64_t i = 0; i < m; ++i) slots[static_cast<size_t>(i)] = static_cast<int32_t>(i % t);
+    const std::vector<int32_t> slots = sequence_slots(b, t);
     be.attention(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}), slots,
                  attention_, att);
     project(att, Projection::o, lora, n);
