@@ -1,5 +1,6 @@
 #include "model/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -62,10 +63,53 @@ std::vector<float> ModelConfig::rope_inv_freq() const {
         f = static_cast<float>((1 - smooth) * f / rope_scaling.factor + smooth * f);
       }
     }
+  } else if (rope_scaling.type == "yarn") {
+    yarn_frequencies(inv);
   }
   if (!rope_freq_factors.empty())
     for (int64_t i = 0; i < half; ++i) inv[static_cast<size_t>(i)] /= rope_freq_factors[static_cast<size_t>(i)];
   return inv;
+}
+
+namespace {
+
+// YaRN's mscale (its paper's eq. 21) as Hugging Face computes it.
+double yarn_mscale(double scale, double mscale = 1.0) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+
+}  // namespace
+
+// YaRN as Hugging Face computes it (f32 where it is f32 there): each frequency blends the unscaled one
+// (extrapolation) with it divided by `factor` (interpolation), by a ramp over the dimensions whose wavelengths lie
+// between beta_fast and beta_slow rotations of the original context.
+void ModelConfig::yarn_frequencies(std::vector<float>& inv) const {
+  const RopeScaling& r = rope_scaling;
+  const int64_t dim = head_dim, half = dim / 2;
+  const double base = rope_theta, context = static_cast<double>(r.original_max_position);
+  auto correction_dim = [&](double rotations) {
+    return static_cast<double>(dim) * std::log(context / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
+  };
+  double low = correction_dim(r.beta_fast), high = correction_dim(r.beta_slow);
+  if (r.truncate) low = std::floor(low), high = std::ceil(high);
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;  // no division by zero
+  const float lo = static_cast<float>(low), span = static_cast<float>(high - low);
+  const float factor = static_cast<float>(r.factor);
+  for (int64_t i = 0; i < half; ++i) {
+    const float pos_freq = std::pow(static_cast<float>(base), static_cast<float>(2 * i) / static_cast<float>(dim));
+    const float extrapolated = 1.0f / pos_freq, interpolated = 1.0f / (factor * pos_freq);
+    const float ramp = std::clamp((static_cast<float>(i) - lo) / span, 0.0f, 1.0f);
+    const float keep = 1.0f - ramp;  // the share of the extrapolated frequency
+    inv[static_cast<size_t>(i)] = interpolated * (1.0f - keep) + extrapolated * keep;
+  }
+}
+
+double ModelConfig::rope_attention_factor() const {
+  if (rope_scaling.type != "yarn") return 1.0;
+  const RopeScaling& r = rope_scaling;
+  if (r.attention_factor > 0) return r.attention_factor;
+  if (r.mscale != 0 && r.mscale_all_dim != 0) return yarn_mscale(r.factor, r.mscale) / yarn_mscale(r.factor, r.mscale_all_dim);
+  return yarn_mscale(r.factor);
 }
 
 // Bounds on a model's sizes, far above any real model, so that every size derived from them (vocab × hidden
@@ -123,8 +167,9 @@ void ModelConfig::validate(const std::string& source) const {
   if (sliding_window > 0 && static_cast<int64_t>(window_layers.size()) != num_layers)
     fail("the sliding window is given for " + std::to_string(window_layers.size()) + " layers, the model has " +
          std::to_string(num_layers));
-  if (!rope_scaling.type.empty() && rope_scaling.type != "linear" && rope_scaling.type != "llama3")
-    fail("unsupported rope_scaling type '" + rope_scaling.type + "' (supported: linear, llama3)");
+  if (!rope_scaling.type.empty() && rope_scaling.type != "linear" && rope_scaling.type != "llama3" &&
+      rope_scaling.type != "yarn" && rope_scaling.type != "dynamic")
+    fail("unsupported rope_scaling type '" + rope_scaling.type + "' (supported: linear, llama3, yarn, dynamic)");
   if (!rope_scaling.type.empty()) positive_finite("rope_scaling factor", rope_scaling.factor);
   if (rope_scaling.type == "llama3") {
     positive_finite("rope_scaling low_freq_factor", rope_scaling.low_freq_factor);
@@ -133,6 +178,18 @@ void ModelConfig::validate(const std::string& source) const {
     if (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor))
       fail("rope_scaling high_freq_factor must be above low_freq_factor");
     count("rope_scaling original_max_position_embeddings", rope_scaling.original_max_position, kMaxPositions);
+  }
+  if (rope_scaling.type == "yarn") {
+    count("rope_scaling original_max_position_embeddings", rope_scaling.original_max_position, kMaxPositions);
+    positive_finite("rope_scaling beta_fast", rope_scaling.beta_fast);
+    positive_finite("rope_scaling beta_slow", rope_scaling.beta_slow);
+    for (const auto& [name, v] : {std::pair{"attention_factor", rope_scaling.attention_factor},
+                                  std::pair{"mscale", rope_scaling.mscale},
+                                  std::pair{"mscale_all_dim", rope_scaling.mscale_all_dim}})
+      if (!std::isfinite(v) || v < 0) fail(std::string("rope_scaling ") + name + " must be finite and not negative");
+    if (!(rope_theta > 1)) fail("yarn needs rope_theta above 1");
+    if (!std::isfinite(rope_attention_factor()) || !(rope_attention_factor() > 0))
+      fail("the yarn attention factor is not a positive number");
   }
   // The frequencies themselves, as every RoPE kernel will use them (extreme but finite factors can still overflow).
   for (float f : rope_inv_freq())
@@ -360,7 +417,15 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
     c.rope_scaling.factor = r.number_or("factor", 1.0);
     c.rope_scaling.low_freq_factor = r.number_or("low_freq_factor", 1.0);
     c.rope_scaling.high_freq_factor = r.number_or("high_freq_factor", 4.0);
-    c.rope_scaling.original_max_position = r.integer_or("original_max_position_embeddings", 8192);
+    // yarn without one takes the model's own context (as Hugging Face standardizes it); llama3's default is 8192.
+    c.rope_scaling.original_max_position = r.integer_or(
+        "original_max_position_embeddings", c.rope_scaling.type == "yarn" ? c.max_position : 8192);
+    c.rope_scaling.beta_fast = r.number_or("beta_fast", 32.0);
+    c.rope_scaling.beta_slow = r.number_or("beta_slow", 1.0);
+    c.rope_scaling.attention_factor = r.number_or("attention_factor", 0.0);
+    c.rope_scaling.mscale = r.number_or("mscale", 0.0);
+    c.rope_scaling.mscale_all_dim = r.number_or("mscale_all_dim", 0.0);
+    c.rope_scaling.truncate = r.boolean_or("truncate", true);
   }
   read_special_tokens(f, j, c, path);
   c.validate(path);
@@ -387,6 +452,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   if (auto t = g.find_string(key("rope.scaling.type")); t && *t == "linear") {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
+  } else if (t && !t->empty() && *t != "none") {
+    // llama.cpp's yarn (its own ramp and attention factor keys) is not mapped: refused, not ignored.
+    throw std::runtime_error(g.path() + ": rope scaling '" + *t + "' in a GGUF file is not supported (supported: linear)");
   }
   // llama.cpp's blocks add the biases a file holds (Qwen2's q/k/v; a Llama converted with attention_bias).
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;

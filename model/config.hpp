@@ -16,11 +16,18 @@ class GgufFile;
 constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
 
 struct RopeScaling {
-  std::string type;  // "" (none), "linear", "llama3"
+  // "" (none), "linear", "llama3", "yarn", or "dynamic" (NTK: the frequencies change only for sequences longer
+  // than max_position_embeddings, which Corolla refuses, so within the context they are the unscaled ones).
+  std::string type;
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position = 8192;
+  // yarn: the ramp between extrapolated and interpolated frequencies runs from beta_fast to beta_slow rotations
+  // over original_max_position, its ends rounded to whole dimensions when `truncate`; cos and sin are scaled by
+  // attention_factor (0: derived from factor, and from mscale / mscale_all_dim when both are given).
+  double beta_fast = 32.0, beta_slow = 1.0, attention_factor = 0.0, mscale = 0.0, mscale_all_dim = 0.0;
+  bool truncate = true;
 };
 
 struct ModelConfig {
@@ -72,6 +79,9 @@ struct ModelConfig {
   int64_t attention_window(int64_t layer) const;
   // RoPE inverse frequencies (head_dim / 2 values), with the configured scaling applied.
   std::vector<float> rope_inv_freq() const;
+  // The factor Hugging Face scales RoPE's cos and sin by (yarn's attention factor; 1 otherwise): scores of rotated
+  // queries and keys scale by its square.
+  double rope_attention_factor() const;
   // Why blocks [first, last) are not a span of this model (0 <= first < last <= num_layers), or nullopt when they
   // are: the one rule that serving, block loading and `corolla config-check` apply.
   std::optional<std::string> span_problem(int64_t first, int64_t last) const;
@@ -82,6 +92,9 @@ struct ModelConfig {
   // The same from the text of a config.json; `source` names it in errors.
   static ModelConfig from_hf_json_text(std::string_view text, const std::string& source);
   static ModelConfig from_gguf(const GgufFile& gguf);
+
+ private:
+  void yarn_frequencies(std::vector<float>& inv) const;
 };
 
 }  // namespace corolla

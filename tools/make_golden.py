@@ -32,6 +32,7 @@ Output layout (one directory per model under --out):
   mistral/        MistralForCausalLM (no sliding window)
   qwen2/          Qwen2ForCausalLM (q/k/v biases, tied embeddings), GGUF f32/q8_0
   llama3-rope/    LlamaForCausalLM with head_dim 32 and llama3 rope scaling
+  qwen2-yarn/     Qwen2ForCausalLM with YaRN rope scaling (factor 4 over a 64-token original context)
   llama-bias/     LlamaForCausalLM with attention_bias and mlp_bias (biases on all seven
                   projections), GGUF f32/q8_0
   mistral-window/ MistralForCausalLM with a 5-token sliding window (every layer)
@@ -183,6 +184,13 @@ SPECS = {
              rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                            "high_freq_factor": 4.0, "original_max_position_embeddings": 64}),
         4000, [],
+    ),
+    "qwen2-yarn": (
+        Qwen2Config, Qwen2ForCausalLM,
+        dict(COMMON, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+             use_sliding_window=False, sliding_window=None,
+             rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}),
+        12000, [],
     ),
     "llama-bias": (
         LlamaConfig, LlamaForCausalLM,

@@ -52,11 +52,13 @@ void describe_config(const ModelConfig& c, std::string& d) {
   field("max_position", c.max_position);
   d += "doubles=";  // exact bits: to_string would round
   for (double v : {c.norm_eps, c.rope_theta, c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
-                   c.rope_scaling.high_freq_factor})
+                   c.rope_scaling.high_freq_factor, c.rope_scaling.beta_fast, c.rope_scaling.beta_slow,
+                   c.rope_scaling.attention_factor, c.rope_scaling.mscale, c.rope_scaling.mscale_all_dim})
     store::put_le_double(d, v);
   d += '\n';
   field("rope_scaling", c.rope_scaling.type);
   field("rope_original_max_position", c.rope_scaling.original_max_position);
+  field("rope_truncate", static_cast<int>(c.rope_scaling.truncate));
   d += "rope_freq_factors=";
   for (float f : c.rope_freq_factors) store::put_le(d, std::bit_cast<uint32_t>(f));
   d += '\n';

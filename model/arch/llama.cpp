@@ -34,7 +34,9 @@ class LlamaBlock final : public Block {
         backend_(backend),
         c_(src.config()),
         inv_freq_(c_.rope_inv_freq()),
-        attention_{1.0f / std::sqrt(static_cast<float>(c_.head_dim)), c_.attention_window(index)} {
+        attention_{static_cast<float>(c_.rope_attention_factor() * c_.rope_attention_factor() /
+                                      std::sqrt(static_cast<double>(c_.head_dim))),
+                   c_.attention_window(index)} {
     const int64_t d = c_.hidden_size, q = c_.num_heads * c_.head_dim, kv = c_.num_kv_heads * c_.head_dim;
     const int64_t ff = c_.intermediate_size;
     auto name = [&](const char* suffix) { return block_tensor_name(index, suffix); };
@@ -397,7 +399,7 @@ class LlamaBlock final : public Block {
   Backend& backend_;
   ModelConfig c_;
   std::vector<float> inv_freq_;
-  AttentionSpec attention_;  // scale 1/sqrt(head_dim), this layer's window
+  AttentionSpec attention_;  // scale 1/sqrt(head_dim) (times yarn's attention factor squared), this layer's window
   LlamaWeights w_;
   std::optional<SparseMoe> moe_;  // in place of the dense MLP (Mixtral)
 };

@@ -16,7 +16,7 @@ namespace bdata = boost::unit_test::data;
 namespace {
 
 constexpr float kTol = 1e-4f;
-const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "llama-sharded",
+const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "qwen2-yarn", "llama-sharded",
                          "llama-bf16", "llama-bias", "mistral-window", "qwen2-window", "qwen3",
                          "mixtral",    "phi3",       "bloom"};
 

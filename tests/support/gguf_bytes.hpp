@@ -101,4 +101,26 @@ std::string with_gguf_value(std::string bytes, const std::string& key, T value) 
   return bytes;
 }
 
+// Adds a string metadata entry to a GGUF file's bytes (version 3, 32-byte alignment), with a filler entry that keeps
+// the tensor data where it was aligned.
+inline std::string with_gguf_string_added(std::string bytes, const std::string& key, const std::string& value) {
+  std::string entries;
+  append_gguf_string(entries, key);
+  append_le<uint32_t>(entries, gguf_string);
+  append_gguf_string(entries, value);
+  const std::string filler_key = "test.filler";
+  const size_t filler_fixed = 8 + filler_key.size() + 4 + 8;
+  const size_t filler_len = (64 - (entries.size() + filler_fixed) % 32) % 32;
+  append_gguf_string(entries, filler_key);
+  append_le<uint32_t>(entries, gguf_string);
+  append_gguf_string(entries, std::string(filler_len, ' '));
+  constexpr size_t kHeader = 4 + 4 + 8 + 8;  // magic, version, tensor count, entry count
+  uint64_t n_kv = 0;
+  std::memcpy(&n_kv, bytes.data() + 16, 8);
+  n_kv += 2;
+  std::memcpy(bytes.data() + 16, &n_kv, 8);
+  bytes.insert(kHeader, entries);
+  return bytes;
+}
+
 }  // namespace corolla::test

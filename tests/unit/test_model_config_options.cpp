@@ -3,6 +3,7 @@
 // ignored (silently wrong logits), and a Falcon config failed on a missing key instead of its family.
 #define BOOST_TEST_MODULE model_config_options
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -105,6 +106,25 @@ BOOST_AUTO_TEST_CASE(phi3_is_fused_and_slides_and_partial_rotary_is_refused) {
   j.erase("partial_rotary_factor");
   j["rope_parameters"]["rope_type"] = "longrope";  // Phi-3's 128k variants: not implemented, refused
   expect_error([&] { read(j); }, {"longrope"});
+}
+
+BOOST_AUTO_TEST_CASE(yarn_reads_its_ramp_and_attention_factor_and_dynamic_keeps_the_frequencies) {
+  nlohmann::json j = config_of("qwen2");
+  const ModelConfig plain = read(j);
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  ModelConfig yarn = read(j);
+  BOOST_TEST(yarn.rope_scaling.original_max_position == plain.max_position);  // none given: the model's context
+  BOOST_TEST(yarn.rope_attention_factor() == 0.1 * std::log(4.0) + 1.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(yarn.rope_inv_freq().front() == plain.rope_inv_freq().front());  // the fastest dimension extrapolates
+  BOOST_TEST(yarn.rope_inv_freq().back() != plain.rope_inv_freq().back());
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+  BOOST_TEST(read(j).rope_attention_factor() == 1.0);  // DeepSeek's: the two mscales cancel
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", 0.5}};
+  BOOST_TEST(read(j).rope_attention_factor() == 0.5);
+  j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  const ModelConfig dynamic = read(j);
+  BOOST_TEST(dynamic.rope_inv_freq() == plain.rope_inv_freq(), boost::test_tools::per_element());
+  BOOST_TEST(dynamic.rope_attention_factor() == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(hidden_act_other_than_silu_is_refused) {

@@ -62,7 +62,7 @@ void expect_gguf_refused(const std::string& key, T value, std::initializer_list<
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_committed_models_are_valid) {
-  for (const char* m : {"llama", "llama-bf16", "llama-sharded", "llama3-rope", "mistral", "qwen2", "llama-bias",
+  for (const char* m : {"llama", "llama-bf16", "llama-sharded", "llama3-rope", "qwen2-yarn", "mistral", "qwen2", "llama-bias",
                         "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3", "bloom"})
     BOOST_CHECK_NO_THROW(open_weights(model_dir(m)));
   BOOST_CHECK_NO_THROW(open_weights(kGguf));
@@ -109,6 +109,24 @@ BOOST_AUTO_TEST_CASE(non_finite_and_non_positive_numbers_are_refused) {
                              {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 0}};
       },
       {"rope_scaling", "original_max_position_embeddings"});
+  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 0}}; },
+                      {"rope_scaling", "beta_fast"});
+  expect_edit_refused(
+      [](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", -1.0}}; },
+      {"rope_scaling", "attention_factor"});
+  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; },
+                      {"rope_scaling", "longrope", "supported"});
+}
+
+// Before: a GGUF file's rope scaling other than linear (llama.cpp writes "yarn" for Qwen2.5 and DeepSeek models)
+// was ignored, and the model computed with unscaled frequencies.
+BOOST_AUTO_TEST_CASE(gguf_rope_scaling_other_than_linear_is_refused_by_name) {
+  TempDir d;
+  const auto file = (d.path / "m.gguf").string();
+  write_file(file, with_gguf_string_added(read_file(kGguf), "llama.rope.scaling.type", "yarn"));
+  expect_error([&] { open_weights(file); }, {"m.gguf", "rope scaling 'yarn'", "not supported"});
+  write_file(file, with_gguf_string_added(read_file(kGguf), "llama.rope.scaling.type", "none"));
+  BOOST_CHECK_NO_THROW(open_weights(file));
 }
 
 // Before: accepted, and the sizes derived from them (vocab × hidden elements, KV-cache bytes) overflow int64.
