@@ -1,5 +1,6 @@
 #include "actors/protocol/wire_tensor.hpp"
 
+#include <optional>
 #include <stdexcept>
 
 namespace corolla {
@@ -40,7 +41,9 @@ void write_tensor(wire::Tensor::Builder b, const Tensor& t, capnp::Orphanage orp
   b.setDtype(to_wire(t.dtype()));
   auto shape = b.initShape(static_cast<unsigned>(t.rank()));
   for (int i = 0; i < t.rank(); ++i) shape.set(static_cast<unsigned>(i), t.dim(i));
-  if (t.numel() == 0 || !t.data()) return;
+  // A shape past int64 elements (only a hostile sender builds one: the probes do) goes out as its dimensions alone.
+  const std::optional<int64_t> n = t.shape().checked_numel();
+  if (!n || *n == 0 || !t.data()) return;
   auto bytes = kj::arrayPtr(static_cast<const kj::byte*>(t.data()), static_cast<size_t>(t.nbytes()));
   b.adoptData(orphanage.referenceExternalData(capnp::Data::Reader(bytes.begin(), bytes.size())));
 }
