@@ -361,7 +361,7 @@ class CudaRecording final : public Recording {
 
   // The captured graph as replays run it: the arena's chunks zeroed, the positions copied from the pinned host
   // array and `io` copied in before the captured nodes, `io` copied out after them (copies that each replay points
-  // at its tensor). Takes ownership of `captured`; false where the graph cannot be instantiated.
+  // at its tensor). Keeps `captured` (replays re-point its copy nodes); false where it cannot be instantiated.
   bool instantiate(cudaGraph_t captured, const Capture& c, const Tensor& io) {
     low_ = c.low, high_ = c.high;
     std::vector<cudaGraphNode_t> roots, leaves;
