@@ -33,6 +33,16 @@ void require_f32(const Tensor& t, const char* op, const char* arg) {
           std::string(op) + ": " + arg + " must be a host f32 tensor, got " + t.describe());
 }
 
+// What a norm's backward requires of x [M, D], its weight [D] and the gradients dy, dx shaped like x.
+void require_norm_backward(const char* op, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+  require_f32(x, op, "x");
+  require_f32(w, op, "weight");
+  require_f32(dy, op, "dy");
+  require_f32(dx, op, "dx");
+  require(w.numel() == x.dim(-1) && dy.numel() == x.numel() && dx.numel() == x.numel(),
+          std::string(op) + ": shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
+}
+
 
 bool weight_dtype_supported(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_quantized(t);
@@ -314,13 +324,8 @@ class CpuBackend final : public Backend {
   }
 
   void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    require_f32(x, "rms_norm_backward", "x");
-    require_f32(w, "rms_norm_backward", "weight");
-    require_f32(dy, "rms_norm_backward", "dy");
-    require_f32(dx, "rms_norm_backward", "dx");
+    require_norm_backward("rms_norm_backward", x, w, dy, dx);
     const int64_t d = x.dim(-1), m = rows_of(x);
-    require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
-            "rms_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     const float* pdy = dy.data_as<const float>();
@@ -340,10 +345,8 @@ class CpuBackend final : public Backend {
   }
 
   void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &dy, &dx}) require_f32(*t, "layer_norm_backward", "tensors");
+    require_norm_backward("layer_norm_backward", x, w, dy, dx);
     const int64_t d = x.dim(-1), m = rows_of(x);
-    require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
-            "layer_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     const float* pdy = dy.data_as<const float>();

@@ -70,6 +70,16 @@ void require_f32(const Tensor& t, const char* op, const char* arg) {
           std::string(op) + ": " + arg + " must be a CUDA f32 tensor, got " + where(t));
 }
 
+// What a norm's backward requires of x [M, D], its weight [D] and the gradients dy, dx shaped like x.
+void require_norm_backward(const char* op, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx) {
+  require_f32(x, op, "x");
+  require_f32(w, op, "weight");
+  require_f32(dy, op, "dy");
+  require_f32(dx, op, "dx");
+  require(w.numel() == x.dim(-1) && dy.numel() == x.numel() && dx.numel() == x.numel(),
+          std::string(op) + ": shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
+}
+
 void require_device(const Tensor& t, const char* op, const char* arg) {
   require(t.device() == Device::cuda, std::string(op) + ": " + arg + " " + t.describe() +
                                           " is on the host (upload it to the CUDA backend first)");
@@ -922,23 +932,16 @@ class CudaBackend final : public Backend {
   }
 
   void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    require_f32(x, "rms_norm_backward", "x");
-    require_f32(w, "rms_norm_backward", "weight");
-    require_f32(dy, "rms_norm_backward", "dy");
-    require_f32(dx, "rms_norm_backward", "dx");
+    require_norm_backward("rms_norm_backward", x, w, dy, dx);
     const int64_t d = x.dim(-1), m = rows_of(x);
-    require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
-            "rms_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
     OpScope scope(*ctx_);
     gpu::rms_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
                            dx.data_as<float>(), m, d, ctx_->stream);
   }
 
   void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &dy, &dx}) require_f32(*t, "layer_norm_backward", "tensors");
+    require_norm_backward("layer_norm_backward", x, w, dy, dx);
     const int64_t d = x.dim(-1), m = rows_of(x);
-    require(w.numel() == d && dy.numel() == x.numel() && dx.numel() == x.numel(),
-            "layer_norm_backward: shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
     OpScope scope(*ctx_);
     gpu::layer_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
                              dx.data_as<float>(), m, d, ctx_->stream);
