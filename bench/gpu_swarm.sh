@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A GPU server in a swarm of processes, on one machine with an NVIDIA GPU: a TinyLlama-shaped random bf16 model
 # (make_bench_model), generated from (1) in one process on the GPU, (2) through two `corolla serve --device cuda`
-# processes (11 blocks each) with a CPU client (tokenizer-free: --prompt-ids; the client's embeddings and LM head
-# run on its CPU), (3) in one process on the CPU for the token ids. Prints each run's tokens/s, and whether the
+# processes (11 blocks each) with a client (tokenizer-free: --prompt-ids) whose embeddings and LM head run on the GPU,
+# then on its CPU, (3) in one process on the CPU for the token ids. Prints each run's tokens/s, and whether the
 # greedy ids of (1) and (2) equal those of (3).
 #   bash bench/gpu_swarm.sh [BIN_DIR=build/bin] [NEW_TOKENS=64]
 set -euo pipefail
@@ -25,14 +25,16 @@ start s0 serve --model "$work/model" --block_indices 0:11 --port 0 --initial_pee
 start s1 serve --model "$work/model" --block_indices 11:22 --port 0 --initial_peers "$boot" --device cuda \
   --data_dir "$work/s1" --swarm_id gpu >/dev/null
 sleep 3  # the servers announce themselves
-$gen --initial_peers "$boot" --swarm_id gpu --spot_check_every 0 >"$work/swarm.out" 2>"$work/swarm.err" ||
-  { cat "$work/swarm.err"; exit 1; }
-echo "two GPU server processes: $(tail -n 1 "$work/swarm.err")"
+swarm="$gen --initial_peers $boot --swarm_id gpu --spot_check_every 0"
+$swarm --device cuda >"$work/swarm.out" 2>"$work/swarm.err" || { cat "$work/swarm.err"; exit 1; }
+echo "two GPU server processes, the client's head on the GPU: $(tail -n 1 "$work/swarm.err")"
+$swarm --device cpu >"$work/swarm_cpu.out" 2>"$work/swarm_cpu.err" || { cat "$work/swarm_cpu.err"; exit 1; }
+echo "two GPU server processes, the client's head on its CPU: $(tail -n 1 "$work/swarm_cpu.err")"
 
 $gen --device cpu >"$work/cpu.out" 2>"$work/cpu.err"
 echo "one process on the CPU:   $(tail -n 1 "$work/cpu.err")"
 status=0
-for run in gpu swarm; do
+for run in gpu swarm swarm_cpu; do
   if [ "$(ids "$work/$run.out")" = "$(ids "$work/cpu.out")" ]; then
     echo "$run: the same $tokens greedy token ids as the CPU"
   else

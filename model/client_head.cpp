@@ -81,7 +81,9 @@ Tensor ClientHead::logits(const Tensor& hidden) const {
     throw std::invalid_argument("hidden states " + hidden.describe() + " do not end in the model's hidden size " +
                                 std::to_string(d));
   const int64_t rows = hidden.numel() / d;
-  Tensor x = hidden.reshaped({rows, d});
+  // A swarm client's hidden states arrive from the network on the host; its head may sit on a GPU.
+  Tensor x = hidden.device() == backend_.device() ? hidden.reshaped({rows, d})
+                                                  : backend_.upload(hidden.reshaped({rows, d}));
   Tensor n = backend_.alloc(DType::f32, {rows, d});
   Tensor out = backend_.alloc(DType::f32, {rows, config_.vocab_size});
   final_norm(x, n);

@@ -24,7 +24,8 @@ class ClientHead {
   // The final norm (RMSNorm, or LayerNorm with its bias) of x [rows, hidden] into y, and its gradient: dx from dy.
   void final_norm(const Tensor& x, Tensor& y) const;
   void final_norm_backward(const Tensor& x, const Tensor& dy, Tensor& dx) const;
-  // Logits [rows, vocab] on the host for hidden [rows, hidden] (any leading shape; the last dim is hidden).
+  // Logits [rows, vocab] on the host for hidden [rows, hidden] (any leading shape; the last dim is hidden), which
+  // may be on the host or on the backend.
   Tensor logits(const Tensor& hidden) const;
 
   // The head's tensors on the backend, for training (gradients flow back through the final norm and the head).

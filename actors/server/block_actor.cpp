@@ -8,6 +8,7 @@
 #include "actors/protocol/errors.hpp"
 #include "actors/server/block_training.hpp"
 #include "kernels/modelled_time.hpp"
+#include "model/recorded_steps.hpp"
 #include "model/train/span_training.hpp"
 
 namespace corolla {
@@ -33,6 +34,7 @@ struct block_state {
   // thousands of blocks) was the simulator's largest single cost per block step.
   std::vector<uint64_t> cache_sessions;
   std::vector<KVCache> caches;
+  RecordedSteps recorded;  // the sessions' decode steps, where the backend records them
   size_t index_of(uint64_t session) const {  // cache_sessions.size() when the session has none
     size_t i = 0;
     while (i < cache_sessions.size() && cache_sessions[i] != session) ++i;
@@ -44,6 +46,7 @@ struct block_state {
   }
   void set_cache(uint64_t session, KVCache cache) {
     if (KVCache* held = cache_of(session)) {
+      recorded.forget(*held);
       *held = std::move(cache);
       return;
     }
@@ -53,6 +56,7 @@ struct block_state {
   void drop_cache(uint64_t session) {
     const size_t i = index_of(session);
     if (i == caches.size()) return;
+    recorded.forget(caches[i]);
     cache_sessions[i] = cache_sessions.back();
     caches[i] = std::move(caches.back());
     cache_sessions.pop_back();
@@ -131,7 +135,7 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::s
         try {
           if (auto p = st.prompts.find(m.session); m.session != 0 && p != st.prompts.end())
             add_prompts_at_positions(st.block->backend(), m.hidden, p->second, m.positions);
-          st.block->forward(m.hidden, m.positions, cache, lora);
+          st.recorded.forward(*st.block, m.hidden, m.positions, cache, lora);
         } catch (const std::invalid_argument& e) {
           return make_error(errc::bad_request, e.what());
         } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 #include "actors/store/node_store.hpp"
 #include "actors/store/xxhash64.hpp"
 #include "model/block.hpp"
+#include "model/recorded_steps.hpp"
 
 namespace corolla {
 namespace {
@@ -56,10 +57,11 @@ compute_rates measure_compute_rates(const WeightSource& source, Backend& backend
     const int steps = limits.inference_steps;
     KVCache cache = block->make_cache(1, std::min<int64_t>(steps + 2, c.max_position));
     const Tensor input = random_hidden(1, c.hidden_size);
+    RecordedSteps recorded;  // as the block actor runs decode steps
     out.inference_rps = tokens_per_second(backend, 1, steps, limits.seconds_each, [&](int i) {
       Tensor h = backend.device() == Device::cpu ? input.clone() : backend.upload(input);
       const int32_t pos = static_cast<int32_t>(std::min<int64_t>(i, cache.max_length() - 1));
-      block->forward(h, std::span<const int32_t>(&pos, 1), &cache);
+      recorded.forward(*block, h, std::span<const int32_t>(&pos, 1), &cache, nullptr);
     });
   }
   // Forward: a batch of 1024 tokens (or the model's context) without a cache.

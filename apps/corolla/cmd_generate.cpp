@@ -56,6 +56,8 @@ class TokenPrinter {
   }
   void print(int32_t id) {
     std::lock_guard lock(mutex_);
+    last_ = std::chrono::steady_clock::now();
+    if (count_ == 0) first_ = last_;
     if (decoder_) std::cout << decoder_->push(id);
     else std::cout << (count_ ? " " : "") << id;
     ++count_;
@@ -66,8 +68,12 @@ class TokenPrinter {
     std::cout << std::endl;
   }
   size_t count() const { return count_; }
+  // When the first and the last token were printed.
+  std::chrono::steady_clock::time_point first() const { return first_; }
+  std::chrono::steady_clock::time_point last() const { return last_; }
 
  private:
+  std::chrono::steady_clock::time_point first_, last_;
   std::mutex mutex_;
   std::optional<StreamDecoder> decoder_;
   size_t count_ = 0;
@@ -126,19 +132,16 @@ int run_local(const GenerateOptions& o, const std::string& path) {
   if (!o.prompts.empty()) tuned = load_tuned_prompts(o.prompts, model.config());
   TokenPrinter printer(std::move(tokenizer));
   const auto t0 = std::chrono::steady_clock::now();
-  auto t_first = t0;
   generate(
       model, prompt, params,
       [&](int32_t id) {
-        if (printer.count() == 0) t_first = std::chrono::steady_clock::now();
         printer.print(id);
         return true;
       },
       tuned ? &*tuned : nullptr);
   printer.finish();
-  const auto t1 = std::chrono::steady_clock::now();
-  report(prompt.size(), printer.count(), std::chrono::duration<double>(t_first - t0).count(),
-         std::chrono::duration<double>(t1 - t0).count());
+  report(prompt.size(), printer.count(), std::chrono::duration<double>(printer.first() - t0).count(),
+         std::chrono::duration<double>(printer.last() - t0).count());
   return 0;
 }
 
@@ -147,7 +150,9 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   const auto prompt = prompt_ids(o, path, tokenizer);
   const auto params = generation_params(o);
   auto source = open_weights(path);
-  auto backend = std::shared_ptr<Backend>(make_cpu_backend(o.threads));
+  // The client's share of the model (embeddings, final norm, LM head) on --device: per token the LM head reads
+  // vocab × hidden weights, a CPU's memory bandwidth is what a GPU server's client waits on.
+  auto backend = std::shared_ptr<Backend>(make_backend(o.device, o.threads));
   auto head = std::make_shared<const ClientHead>(*source, *backend);  // only the head's tensors are read
   std::optional<TunedPrompts> tuned;
   // Deep prompts (deep_ptune) go to the servers when the session opens: each adds its blocks' share to the
@@ -181,14 +186,15 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
       .receive(
           [&](caf::actor session) {
             generate_request req{prompt, params, printer_actor, tuned ? tuned->prompts : Tensor()};
+            const auto t0 = std::chrono::steady_clock::now();
             self->request(session, caf::infinite, std::move(req))
                 .receive(
                     [&](const generate_result& r) {
                       // Tokens stream through the printer actor; wait until it has printed them all.
                       while (printer->count() < r.tokens.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
                       printer->finish();
-                      std::cerr << r.tokens.size() << " tokens in " << r.seconds << " s ("
-                                << r.tokens.size() / r.seconds << " tokens/s including the prompt)\n";
+                      report(prompt.size(), printer->count(), std::chrono::duration<double>(printer->first() - t0).count(),
+                             std::chrono::duration<double>(printer->last() - t0).count());
                     },
                     [&](caf::error& e) {
                       std::cerr << "error: " << describe(e) << "\n";
@@ -220,7 +226,8 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   add_sampling_flags(*cmd, o->sampling);
   cmd->add_option("--dtype", o->dtype, "Serving dtype of weights (local): auto, f32, bf16, f16, q8_0, q4_0, q4_1");
-  cmd->add_option("--device", o->device, "cpu or cuda[:N] (local)");
+  cmd->add_option("--device", o->device,
+                  "cpu or cuda[:N]: for the whole model (local), or for the embeddings and LM head (through a swarm)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->add_option("--initial_peers", o->initial_peers,
