@@ -38,13 +38,20 @@ int64_t ModelConfig::attention_window(int64_t layer) const {
   return window_layers[static_cast<size_t>(layer)] ? sliding_window : 0;
 }
 
-std::vector<float> ModelConfig::rope_inv_freq() const {
+std::vector<float> ModelConfig::rope_inv_freq(int64_t length) const {
   const int64_t half = head_dim / 2;
   std::vector<float> inv(static_cast<size_t>(half));
+  // longrope divides theta^(2i/d) by its factor before inverting, in f32 as Hugging Face does.
+  const std::vector<float>* divisors = nullptr;
+  if (rope_scaling.type == "longrope")
+    divisors = length > rope_scaling.original_max_position ? &rope_scaling.long_factor : &rope_scaling.short_factor;
   for (int64_t i = 0; i < half; ++i) {
     // As Hugging Face: 1 / theta^(2i/d) computed in f32 from an int64 arange.
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    inv[static_cast<size_t>(i)] = 1.0f / std::pow(static_cast<float>(rope_theta), exponent);
+    const float wavelength = std::pow(static_cast<float>(rope_theta), exponent);
+    inv[static_cast<size_t>(i)] =
+        1.0f / (divisors && static_cast<size_t>(i) < divisors->size() ? (*divisors)[static_cast<size_t>(i)] * wavelength
+                                                                     : wavelength);
   }
   if (rope_scaling.type == "linear") {
     for (auto& f : inv) f = static_cast<float>(f / rope_scaling.factor);
@@ -105,8 +112,14 @@ void ModelConfig::yarn_frequencies(std::vector<float>& inv) const {
 }
 
 double ModelConfig::rope_attention_factor() const {
-  if (rope_scaling.type != "yarn") return 1.0;
   const RopeScaling& r = rope_scaling;
+  if (r.type == "longrope") {
+    if (r.attention_factor > 0) return r.attention_factor;
+    const double context = static_cast<double>(r.original_max_position);
+    const double factor = r.factor > 0 ? r.factor : static_cast<double>(max_position) / context;
+    return factor <= 1 ? 1.0 : std::sqrt(1 + std::log(factor) / std::log(context));
+  }
+  if (r.type != "yarn") return 1.0;
   if (r.attention_factor > 0) return r.attention_factor;
   if (r.mscale != 0 && r.mscale_all_dim != 0) return yarn_mscale(r.factor, r.mscale) / yarn_mscale(r.factor, r.mscale_all_dim);
   return yarn_mscale(r.factor);
@@ -168,9 +181,28 @@ void ModelConfig::validate(const std::string& source) const {
     fail("the sliding window is given for " + std::to_string(window_layers.size()) + " layers, the model has " +
          std::to_string(num_layers));
   if (!rope_scaling.type.empty() && rope_scaling.type != "linear" && rope_scaling.type != "llama3" &&
-      rope_scaling.type != "yarn" && rope_scaling.type != "dynamic")
-    fail("unsupported rope_scaling type '" + rope_scaling.type + "' (supported: linear, llama3, yarn, dynamic)");
-  if (!rope_scaling.type.empty()) positive_finite("rope_scaling factor", rope_scaling.factor);
+      rope_scaling.type != "yarn" && rope_scaling.type != "dynamic" && rope_scaling.type != "longrope")
+    fail("unsupported rope_scaling type '" + rope_scaling.type +
+         "' (supported: linear, llama3, yarn, dynamic, longrope)");
+  if (!rope_scaling.type.empty() && rope_scaling.type != "longrope")
+    positive_finite("rope_scaling factor", rope_scaling.factor);
+  if (rope_scaling.type == "longrope") {
+    count("rope_scaling original_max_position_embeddings", rope_scaling.original_max_position, kMaxPositions);
+    for (const auto& [name, factors] : {std::pair{"short_factor", &rope_scaling.short_factor},
+                                        std::pair{"long_factor", &rope_scaling.long_factor}}) {
+      if (static_cast<int64_t>(factors->size()) != head_dim / 2)
+        fail(std::string("rope_scaling ") + name + " has " + std::to_string(factors->size()) +
+             " values; longrope needs one per frequency, head_dim / 2 = " + std::to_string(head_dim / 2));
+      for (float v : *factors)
+        if (!std::isfinite(v) || !(v > 0)) fail(std::string("rope_scaling ") + name + " values must be positive");
+    }
+    if (!std::isfinite(rope_scaling.factor) || rope_scaling.factor < 0)
+      fail("rope_scaling factor must be finite and not negative");
+    if (!std::isfinite(rope_scaling.attention_factor) || rope_scaling.attention_factor < 0)
+      fail("rope_scaling attention_factor must be finite and not negative");
+    if (!std::isfinite(rope_attention_factor()) || !(rope_attention_factor() > 0))
+      fail("the longrope attention factor is not a positive number");
+  }
   if (rope_scaling.type == "llama3") {
     positive_finite("rope_scaling low_freq_factor", rope_scaling.low_freq_factor);
     positive_finite("rope_scaling high_freq_factor", rope_scaling.high_freq_factor);
@@ -192,8 +224,10 @@ void ModelConfig::validate(const std::string& source) const {
       fail("the yarn attention factor is not a positive number");
   }
   // The frequencies themselves, as every RoPE kernel will use them (extreme but finite factors can still overflow).
-  for (float f : rope_inv_freq())
-    if (!std::isfinite(f)) fail("the RoPE parameters (rope_theta, rope_scaling, rope_freqs) give a non-finite frequency");
+  for (int64_t length : {int64_t{0}, max_position})  // longrope's short and long sets
+    for (float f : rope_inv_freq(length))
+      if (!std::isfinite(f))
+        fail("the RoPE parameters (rope_theta, rope_scaling, rope_freqs) give a non-finite frequency");
   if (bos_token_id < -1 || bos_token_id >= vocab_size)
     fail("bos_token_id " + std::to_string(bos_token_id) + " is outside the vocabulary of " +
          std::to_string(vocab_size));
@@ -246,6 +280,19 @@ class JsonFields {
     const auto& v = j_.at(key);
     if (!v.is_boolean()) fail(key, "must be true or false, got " + v.dump());
     return v.get<bool>();
+  }
+  // A list of at most `max` numbers (the key is required).
+  std::vector<float> numbers(const char* key, int64_t max) const {
+    if (!present(key)) fail(key, "is missing");
+    const auto& v = j_.at(key);
+    if (!v.is_array()) fail(key, "must be a list of numbers");
+    if (static_cast<int64_t>(v.size()) > max) fail(key, "has more than " + std::to_string(max) + " values");
+    std::vector<float> out;
+    for (const auto& x : v) {
+      if (!x.is_number()) fail(key, "must be a list of numbers, got " + x.dump());
+      out.push_back(static_cast<float>(x.get<double>()));
+    }
+    return out;
   }
   std::string string_or(const char* key, const std::string& fallback) const {
     if (!present(key)) return fallback;
@@ -414,12 +461,23 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
     if (!f.present("rope_theta")) c.rope_theta = r.number_or("rope_theta", c.rope_theta);
     c.rope_scaling.type = r.present("rope_type") ? r.string_or("rope_type", "") : r.string_or("type", "");
     if (c.rope_scaling.type == "default") c.rope_scaling.type.clear();
-    c.rope_scaling.factor = r.number_or("factor", 1.0);
+    // Phi-3's older configs name longrope "su", or "yarn" (which Hugging Face's Phi-3 reads as longrope).
+    if (c.arch == "phi3" && (c.rope_scaling.type == "su" || c.rope_scaling.type == "yarn"))
+      c.rope_scaling.type = "longrope";
+    const bool longrope = c.rope_scaling.type == "longrope";
+    c.rope_scaling.factor = r.number_or("factor", longrope ? 0.0 : 1.0);
     c.rope_scaling.low_freq_factor = r.number_or("low_freq_factor", 1.0);
     c.rope_scaling.high_freq_factor = r.number_or("high_freq_factor", 4.0);
     // yarn without one takes the model's own context (as Hugging Face standardizes it); llama3's default is 8192.
     c.rope_scaling.original_max_position = r.integer_or(
-        "original_max_position_embeddings", c.rope_scaling.type == "yarn" ? c.max_position : 8192);
+        "original_max_position_embeddings", c.rope_scaling.type == "yarn" || longrope ? c.max_position : 8192);
+    // Phi-3 keeps its pretraining context beside rope_scaling, and Hugging Face prefers that one (4096 unless set).
+    if (c.arch == "phi3" && longrope)
+      c.rope_scaling.original_max_position = f.integer_or("original_max_position_embeddings", 4096);
+    if (longrope) {
+      c.rope_scaling.short_factor = r.numbers("short_factor", kMaxHeadDim);
+      c.rope_scaling.long_factor = r.numbers("long_factor", kMaxHeadDim);
+    }
     c.rope_scaling.beta_fast = r.number_or("beta_fast", 32.0);
     c.rope_scaling.beta_slow = r.number_or("beta_slow", 1.0);
     c.rope_scaling.attention_factor = r.number_or("attention_factor", 0.0);

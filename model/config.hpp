@@ -16,8 +16,8 @@ class GgufFile;
 constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
 
 struct RopeScaling {
-  // "" (none), "linear", "llama3", "yarn", or "dynamic" (NTK: the frequencies change only for sequences longer
-  // than max_position_embeddings, which Corolla refuses, so within the context they are the unscaled ones).
+  // "" (none), "linear", "llama3", "yarn", "longrope", or "dynamic" (NTK: the frequencies change only for sequences
+  // longer than max_position_embeddings, which Corolla refuses, so within the context they are the unscaled ones).
   std::string type;
   double factor = 1.0;
   double low_freq_factor = 1.0;
@@ -28,6 +28,11 @@ struct RopeScaling {
   // attention_factor (0: derived from factor, and from mscale / mscale_all_dim when both are given).
   double beta_fast = 32.0, beta_slow = 1.0, attention_factor = 0.0, mscale = 0.0, mscale_all_dim = 0.0;
   bool truncate = true;
+  // longrope (Phi-3's, "su" in older configs): frequency i is divided by short_factor[i], or by long_factor[i] in a
+  // forward whose last position is past original_max_position (the choice is made per forward, over all its
+  // positions, as Hugging Face makes it); cos and sin are scaled by attention_factor (0: derived from factor, or
+  // from max_position / original_max_position without one).
+  std::vector<float> short_factor, long_factor;
 };
 
 struct ModelConfig {
@@ -77,8 +82,11 @@ struct ModelConfig {
 
   // The attention window of block `layer` (0: none).
   int64_t attention_window(int64_t layer) const;
-  // RoPE inverse frequencies (head_dim / 2 values), with the configured scaling applied.
-  std::vector<float> rope_inv_freq() const;
+  // RoPE inverse frequencies (head_dim / 2 values), with the configured scaling applied, for a forward whose
+  // positions end below `length` (longrope's choice of factors; the other scalings do not depend on it).
+  std::vector<float> rope_inv_freq(int64_t length = 0) const;
+  // Whether rope_inv_freq() depends on the forward's length (longrope).
+  bool rope_depends_on_length() const { return rope_scaling.type == "longrope"; }
   // The factor Hugging Face scales RoPE's cos and sin by (yarn's attention factor; 1 otherwise): scores of rotated
   // queries and keys scale by its square.
   double rope_attention_factor() const;

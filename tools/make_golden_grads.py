@@ -65,7 +65,7 @@ from transformers import AutoModelForCausalLM
 
 transformers.utils.logging.set_verbosity_error()
 
-MODELS = ["llama", "mistral", "qwen2", "llama3-rope", "qwen2-yarn", "llama-bias", "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3",
+MODELS = ["llama", "mistral", "qwen2", "llama3-rope", "qwen2-yarn", "phi3-longrope", "llama-bias", "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3",
           "bloom"]
 T = 12
 P = 4

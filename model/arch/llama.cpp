@@ -7,6 +7,7 @@
 // slides over the last sliding_window tokens on the layers the config marks, and with qk_norm (Qwen3) each head's
 // query and key pass an RMSNorm of their own before RoPE. Mixtral's block is this one with a mixture of experts
 // (model/arch/sparse_moe.hpp) in place of the MLP; Phi-3's stores q/k/v and gate/up fused (row slices are used).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <numeric>
@@ -34,6 +35,7 @@ class LlamaBlock final : public Block {
         backend_(backend),
         c_(src.config()),
         inv_freq_(c_.rope_inv_freq()),
+        inv_freq_long_(c_.rope_depends_on_length() ? c_.rope_inv_freq(c_.max_position) : std::vector<float>{}),
         attention_{static_cast<float>(c_.rope_attention_factor() * c_.rope_attention_factor() /
                                       std::sqrt(static_cast<double>(c_.head_dim))),
                    c_.attention_window(index)} {
@@ -128,7 +130,8 @@ class LlamaBlock final : public Block {
   }
 
   // A mixture routes tokens on the host.
-  bool recordable() const override { return !moe_; }
+  // A recording keeps the frequencies it was made with: not longrope's, which change with the positions.
+  bool recordable() const override { return !moe_ && inv_freq_long_.empty(); }
 
   KVCache make_cache(int64_t batch, int64_t max_length) override {
     return {backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim}),
@@ -159,10 +162,10 @@ class LlamaBlock final : public Block {
     Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
     KVCache& kv = step.cache();
     if (step.at_positions(positions)) {
-      be.rope_kv_write(q3, k3, v.reshaped({m, hkv, hd}), positions, inv_freq_, kv.k, kv.v);
+      be.rope_kv_write(q3, k3, v.reshaped({m, hkv, hd}), positions, frequencies(positions), kv.k, kv.v);
     } else {
-      be.rope(q3, positions, inv_freq_);
-      be.rope(k3, positions, inv_freq_);
+      be.rope(q3, positions, frequencies(positions));
+      be.rope(k3, positions, frequencies(positions));
       be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
     }
     be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
@@ -220,8 +223,8 @@ class LlamaBlock final : public Block {
     std::vector<int32_t> back(positions.begin(), positions.end());
     for (int32_t& p : back) p = -p;  // the inverse rotation is the gradient of RoPE
     Tensor dq3 = dq.reshaped({m, hq, hd}), dk3 = dk.reshaped({m, hkv, hd});
-    be.rope(dq3, back, inv_freq_);
-    be.rope(dk3, back, inv_freq_);
+    be.rope(dq3, back, frequencies(positions));
+    be.rope(dk3, back, frequencies(positions));
     if (c_.qk_norm) {
       dq = head_norm_backward(s.q_raw, w_.q_norm, dq, hq);
       dk = head_norm_backward(s.k_raw, w_.k_norm, dk, hkv);
@@ -300,8 +303,8 @@ class LlamaBlock final : public Block {
       s.k = head_norm(s.k_raw, w_.k_norm, hkv);
     }
     Tensor q3 = s.q.reshaped({m, hq, hd}), k3 = s.k.reshaped({m, hkv, hd});
-    be.rope(q3, positions, inv_freq_);
-    be.rope(k3, positions, inv_freq_);
+    be.rope(q3, positions, frequencies(positions));
+    be.rope(k3, positions, frequencies(positions));
     const std::vector<int32_t> slots = sequence_slots(b, t);
     be.attention(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}), slots,
                  attention_, att);
@@ -398,7 +401,15 @@ class LlamaBlock final : public Block {
   int64_t index_;
   Backend& backend_;
   ModelConfig c_;
-  std::vector<float> inv_freq_;
+  // The frequencies of a forward at `positions`: longrope's long set (inv_freq_long_, else empty) once the forward's
+  // last position passes the original context, for every position of that forward, as Hugging Face switches.
+  const std::vector<float>& frequencies(std::span<const int32_t> positions) const {
+    if (inv_freq_long_.empty() || positions.empty()) return inv_freq_;
+    const int64_t length = int64_t{*std::max_element(positions.begin(), positions.end())} + 1;
+    return length > c_.rope_scaling.original_max_position ? inv_freq_long_ : inv_freq_;
+  }
+
+  std::vector<float> inv_freq_, inv_freq_long_;
   AttentionSpec attention_;  // scale 1/sqrt(head_dim) (times yarn's attention factor squared), this layer's window
   LlamaWeights w_;
   std::optional<SparseMoe> moe_;  // in place of the dense MLP (Mixtral)

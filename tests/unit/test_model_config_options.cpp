@@ -104,8 +104,45 @@ BOOST_AUTO_TEST_CASE(phi3_is_fused_and_slides_and_partial_rotary_is_refused) {
   j["partial_rotary_factor"] = 0.5;
   expect_error([&] { read(j); }, {"partial_rotary_factor", "0.5"});
   j.erase("partial_rotary_factor");
-  j["rope_parameters"]["rope_type"] = "longrope";  // Phi-3's 128k variants: not implemented, refused
-  expect_error([&] { read(j); }, {"longrope"});
+  j["rope_parameters"]["rope_type"] = "longrope";  // without its factors
+  expect_error([&] { read(j); }, {"short_factor", "missing"});
+}
+
+// Phi-3's 128k variants: short factors within the original context, long ones past it, chosen per forward.
+BOOST_AUTO_TEST_CASE(longrope_reads_both_factor_sets_and_phi3_names_it_su_or_yarn_too) {
+  nlohmann::json j = config_of("phi3");
+  const ModelConfig plain = read(j);
+  const size_t half = static_cast<size_t>(plain.head_dim / 2);
+  std::vector<double> short_factor(half, 1.0), long_factor(half, 4.0);
+  short_factor.back() = 2.0;
+  j["max_position_embeddings"] = 1024;
+  j["original_max_position_embeddings"] = 64;
+  for (const char* type : {"longrope", "su", "yarn"}) {
+    j["rope_scaling"] = {{"type", type}, {"short_factor", short_factor}, {"long_factor", long_factor}};
+    const ModelConfig c = read(j);
+    BOOST_TEST(c.rope_scaling.type == "longrope");
+    BOOST_TEST(c.rope_depends_on_length());
+    BOOST_TEST(c.rope_scaling.original_max_position == 64);  // Phi-3's own key, as Hugging Face prefers it
+    BOOST_TEST(c.rope_inv_freq(64).front() == plain.rope_inv_freq().front());  // short factor 1
+    BOOST_TEST(c.rope_inv_freq(64).back() == 1.0f / (2.0f * (1.0f / plain.rope_inv_freq().back())),
+               boost::test_tools::tolerance(1e-6f));
+    BOOST_TEST(c.rope_inv_freq(65).front() == plain.rope_inv_freq().front() / 4.0f, boost::test_tools::tolerance(1e-6f));
+    // sqrt(1 + ln(1024 / 64) / ln(64)) from the contexts' ratio; a given factor or attention_factor wins.
+    BOOST_TEST(c.rope_attention_factor() == std::sqrt(1 + std::log(16.0) / std::log(64.0)),
+               boost::test_tools::tolerance(1e-12));
+  }
+  j["rope_scaling"]["factor"] = 2.0;
+  BOOST_TEST(read(j).rope_attention_factor() == std::sqrt(1 + std::log(2.0) / std::log(64.0)),
+             boost::test_tools::tolerance(1e-12));
+  j["rope_scaling"]["attention_factor"] = 1.5;
+  BOOST_TEST(read(j).rope_attention_factor() == 1.5);
+  j["rope_scaling"]["long_factor"] = std::vector<double>(half - 1, 4.0);
+  expect_error([&] { read(j); }, {"long_factor", "one per frequency"});
+  j["rope_scaling"]["long_factor"] = long_factor;
+  j["rope_scaling"]["short_factor"][0] = -1.0;
+  expect_error([&] { read(j); }, {"short_factor", "positive"});
+  j["rope_scaling"]["short_factor"][0] = "one";
+  expect_error([&] { read(j); }, {"short_factor", "list of numbers"});
 }
 
 BOOST_AUTO_TEST_CASE(yarn_reads_its_ramp_and_attention_factor_and_dynamic_keeps_the_frequencies) {

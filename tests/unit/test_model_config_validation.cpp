@@ -63,7 +63,7 @@ void expect_gguf_refused(const std::string& key, T value, std::initializer_list<
 
 BOOST_AUTO_TEST_CASE(the_committed_models_are_valid) {
   for (const char* m : {"llama", "llama-bf16", "llama-sharded", "llama3-rope", "qwen2-yarn", "mistral", "qwen2", "llama-bias",
-                        "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3", "bloom"})
+                        "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3", "phi3-longrope", "bloom"})
     BOOST_CHECK_NO_THROW(open_weights(model_dir(m)));
   BOOST_CHECK_NO_THROW(open_weights(kGguf));
   BOOST_CHECK_NO_THROW(ModelConfig::from_hf_json_text(tiny_config().dump(), "config.json"));
@@ -115,7 +115,9 @@ BOOST_AUTO_TEST_CASE(non_finite_and_non_positive_numbers_are_refused) {
       [](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", -1.0}}; },
       {"rope_scaling", "attention_factor"});
   expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; },
-                      {"rope_scaling", "longrope", "supported"});
+                      {"short_factor", "missing"});
+  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 4.0}}; },
+                      {"rope_scaling", "ntk-by-parts", "supported"});
 }
 
 // Before: a GGUF file's rope scaling other than linear (llama.cpp writes "yarn" for Qwen2.5 and DeepSeek models)
