@@ -7,8 +7,10 @@
 #   CUDA_ARCH=90 bash tools/gpu_check.sh     # CMAKE_CUDA_ARCHITECTURES (default: native, this machine's GPU)
 #   BENCH_TOKENS=256 bash tools/gpu_check.sh # tokens decoded per benchmark run (default 128)
 #   GPU_CHECK_BIN=DIR bash tools/gpu_check.sh # binaries built elsewhere (test_cuda_backend, the golden suites,
-#                                             # bench_cuda_decode, corolla, make_bench_model): no setup or build
-# Then bench/gpu_swarm.sh: the bench model through two `corolla serve --device cuda` processes.
+#                                             # bench_cuda_decode, corolla, make_bench_model,
+#                                             # test_failover_processes): no setup or build
+# Then a failover between a GPU and a CPU server (test_failover_processes) and bench/gpu_swarm.sh: the bench model
+# through two `corolla serve --device cuda` processes.
 # Exit code 0 only if every gpu test passed (a skipped one counts as a failure here) and the benchmark ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +92,18 @@ for t in "${golden[@]}"; do
   COROLLA_TEST_DEVICE=cuda "$bindir/$t" 2>&1 | tee -a "$logs/golden.log" | tail -n 3 || test_status=1
 done
 
+step "failover between a GPU and a CPU server across processes (test_failover_processes)"
+failover_case=a_killed_server_is_replaced_by_one_on_the_other_device_and_the_output_is_unchanged
+[ -n "${GPU_CHECK_BIN:-}" ] ||
+  cmake --build "$build" -j"$(nproc)" --target corolla test_failover_processes >>"$logs/build.log" 2>&1 ||
+  fail "build test_failover_processes"
+failover_status=0
+COROLLA_TEST_CLI="$bindir/corolla" timeout 300 "$bindir/test_failover_processes" --run_test="$failover_case" \
+  --log_level=test_suite 2>&1 | tee "$logs/failover.log" | grep -E "recovered|precondition|error|No errors|failure" ||
+  failover_status=1
+grep -q "No errors detected" "$logs/failover.log" || failover_status=1
+if grep -q "precondition failed" "$logs/failover.log"; then echo "the failover test was skipped: no GPU answered"; failover_status=1; fi
+
 step "decode microbenchmark (bench_cuda_decode ${BENCH_TOKENS:-128})"
 bench_status=0
 timeout 300 "$bindir/bench_cuda_decode" "${BENCH_TOKENS:-128}" 2>&1 | tee "$logs/bench.log" || bench_status=$?
@@ -106,8 +120,10 @@ echo "build:      ${build_s}s for ${#tests[@]} gpu test(s) + bench_cuda_decode (
 echo "tests:      ${tests_line:-no ctest result} (log: $root/$logs/ctest.log)"
 echo "benchmark:  ${bench_line#summary: } (log: $root/$logs/bench.log)"
 echo "swarm:      $(grep -c "greedy token ids as the CPU" "$logs/swarm.log" || true) of 2 runs gave the CPU's tokens (log: $root/$logs/swarm.log)"
+echo "failover:   GPU <-> CPU server $([ "$failover_status" -eq 0 ] && echo passed || echo FAILED) (log: $root/$logs/failover.log)"
 echo "total:      $(($(date +%s) - t0))s"
 [ "$test_status" -eq 0 ] || fail "gpu tests (see $logs/ctest.log)"
 [ "$bench_status" -eq 0 ] || fail "benchmark exited with $bench_status (see $logs/bench.log)"
+[ "$failover_status" -eq 0 ] || fail "the GPU <-> CPU failover test (see $logs/failover.log)"
 [ "$swarm_status" -eq 0 ] || fail "the swarm check exited with $swarm_status (see $logs/swarm.log)"
 echo "gpu_check: OK"

@@ -20,6 +20,7 @@
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
+#include "kernels/backend.hpp"
 #include "support/golden.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"
@@ -234,6 +235,16 @@ BOOST_AUTO_TEST_CASE(a_killed_server_is_replaced_and_the_output_is_unchanged_rel
 // to the same experts.
 BOOST_AUTO_TEST_CASE(a_killed_mixture_of_experts_server_is_replaced_and_the_output_is_unchanged) {
   failover_swarm s({"0:2", "0:2", "2:4", "2:4"}, {}, route_mode::push, "mixtral");
+  survive(s, 1, 20, [](ChildProcess& p) { p.kill_hard(); });
+}
+
+// Each span served by a GPU server and a CPU server: whichever the route starts with is killed, the other device
+// takes over from the history, and the output is the CPU's own, token for token. Needs a CUDA GPU
+// (tools/gpu_check.sh runs it there); skipped without one.
+BOOST_AUTO_TEST_CASE(a_killed_server_is_replaced_by_one_on_the_other_device_and_the_output_is_unchanged,
+                     *boost::unit_test::precondition([](boost::unit_test::test_unit_id) { return cuda_available(); })) {
+  failover_swarm s({"0:2", "2:4", "0:2", "2:4"}, {{0, {"--device", "cuda"}}, {1, {"--device", "cuda"}}});
+  survive(s, 0, 20, [](ChildProcess& p) { p.kill_hard(); });
   survive(s, 1, 20, [](ChildProcess& p) { p.kill_hard(); });
 }
 
