@@ -39,15 +39,15 @@ int64_t ModelConfig::attention_window(int64_t layer) const {
 }
 
 std::vector<float> ModelConfig::rope_inv_freq(int64_t length) const {
-  const int64_t half = head_dim / 2;
+  const int64_t dim = rope_dim(), half = dim / 2;
   std::vector<float> inv(static_cast<size_t>(half));
   // longrope divides theta^(2i/d) by its factor before inverting, in f32 as Hugging Face does.
   const std::vector<float>* divisors = nullptr;
   if (rope_scaling.type == "longrope")
     divisors = length > rope_scaling.original_max_position ? &rope_scaling.long_factor : &rope_scaling.short_factor;
   for (int64_t i = 0; i < half; ++i) {
-    // As Hugging Face: 1 / theta^(2i/d) computed in f32 from an int64 arange.
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+    // As Hugging Face: 1 / theta^(2i/d) computed in f32 from an int64 arange (d: the rotated part of a head).
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
     const float wavelength = std::pow(static_cast<float>(rope_theta), exponent);
     inv[static_cast<size_t>(i)] =
         1.0f / (divisors && static_cast<size_t>(i) < divisors->size() ? (*divisors)[static_cast<size_t>(i)] * wavelength
@@ -90,7 +90,7 @@ double yarn_mscale(double scale, double mscale = 1.0) { return scale <= 1 ? 1.0 
 // between beta_fast and beta_slow rotations of the original context.
 void ModelConfig::yarn_frequencies(std::vector<float>& inv) const {
   const RopeScaling& r = rope_scaling;
-  const int64_t dim = head_dim, half = dim / 2;
+  const int64_t dim = rope_dim(), half = dim / 2;
   const double base = rope_theta, context = static_cast<double>(r.original_max_position);
   auto correction_dim = [&](double rotations) {
     return static_cast<double>(dim) * std::log(context / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
@@ -162,9 +162,12 @@ void ModelConfig::validate(const std::string& source) const {
   if (head_dim % 2 != 0) fail("head_dim " + std::to_string(head_dim) + " must be even");
   if (!(norm_eps > 0 && norm_eps < 1)) fail("rms_norm_eps " + std::to_string(norm_eps) + " must be in (0, 1)");
   positive_finite("rope_theta", rope_theta);
-  if (!rope_freq_factors.empty() && static_cast<int64_t>(rope_freq_factors.size()) != head_dim / 2)
-    fail("rope_freqs has " + std::to_string(rope_freq_factors.size()) + " factors, head_dim/2 is " +
-         std::to_string(head_dim / 2));
+  if (rotary_dim != 0 && (rotary_dim < 2 || rotary_dim > head_dim || rotary_dim % 2 != 0))
+    fail("RoPE over " + std::to_string(rotary_dim) + " of each head's " + std::to_string(head_dim) +
+         " values (partial_rotary_factor): it must be an even count from 2 to head_dim");
+  if (!rope_freq_factors.empty() && static_cast<int64_t>(rope_freq_factors.size()) != rope_dim() / 2)
+    fail("rope_freqs has " + std::to_string(rope_freq_factors.size()) + " factors, rotary dim/2 is " +
+         std::to_string(rope_dim() / 2));
   for (float f : rope_freq_factors) positive_finite("a rope_freqs factor", f);
   if (arch == "mixtral") {
     count("num_local_experts", num_experts, kMaxExperts);
@@ -190,9 +193,9 @@ void ModelConfig::validate(const std::string& source) const {
     count("rope_scaling original_max_position_embeddings", rope_scaling.original_max_position, kMaxPositions);
     for (const auto& [name, factors] : {std::pair{"short_factor", &rope_scaling.short_factor},
                                         std::pair{"long_factor", &rope_scaling.long_factor}}) {
-      if (static_cast<int64_t>(factors->size()) != head_dim / 2)
+      if (static_cast<int64_t>(factors->size()) != rope_dim() / 2)
         fail(std::string("rope_scaling ") + name + " has " + std::to_string(factors->size()) +
-             " values; longrope needs one per frequency, head_dim / 2 = " + std::to_string(head_dim / 2));
+             " values; longrope needs one per frequency, rotary dim / 2 = " + std::to_string(rope_dim() / 2));
       for (float v : *factors)
         if (!std::isfinite(v) || !(v > 0)) fail(std::string("rope_scaling ") + name + " values must be positive");
     }
@@ -308,12 +311,6 @@ class JsonFields {
   const nlohmann::json& j_;
   const std::string& source_;
 };
-
-void check_full_rotary(double factor, const std::string& path) {
-  if (factor != 1.0)
-    throw std::runtime_error(path + ": 'partial_rotary_factor' " + std::to_string(factor) +
-                             " (RoPE over part of each head) is not supported; only 1.0");
-}
 
 // What each family reads beyond the shared keys, as its Hugging Face class does (keys another family uses are
 // ignored there too: Mistral's attention layers have no biases whatever attention_bias says).
@@ -447,11 +444,23 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   c.hidden_act = f.string_or("hidden_act", "silu");
   if (c.hidden_act == "swish") c.hidden_act = "silu";  // the same function under its other name
   read_arch_options(f, j, c);
-  // RoPE over only part of each head (Phi-4-mini's 0.75) is not implemented: refused, wherever the config puts it.
-  for (const char* where : {"rope_parameters", "rope_scaling"})
+  // RoPE over part of each head: Phi-3's block turns the first int(head_dim · factor) values (Phi-4-mini: 0.75);
+  // the other families' blocks rotate whole heads, so there it is refused. The factor in the RoPE parameters wins
+  // over a top-level one, as Hugging Face standardizes them.
+  double rotary_factor = f.number_or("partial_rotary_factor", 1.0);
+  for (const char* where : {"rope_scaling", "rope_parameters"})
     if (j.contains(where) && j[where].is_object() && j[where].contains("partial_rotary_factor"))
-      check_full_rotary(JsonFields(j[where], path).number_or("partial_rotary_factor", 1.0), path);
-  check_full_rotary(f.number_or("partial_rotary_factor", 1.0), path);
+      rotary_factor = JsonFields(j[where], path).number_or("partial_rotary_factor", 1.0);
+  if (rotary_factor != 1.0) {
+    if (c.arch != "phi3" || !(rotary_factor > 0 && rotary_factor < 1))
+      throw std::runtime_error(path + ": 'partial_rotary_factor' " + std::to_string(rotary_factor) +
+                               " (RoPE over part of each head) is supported for phi3 only, in (0, 1]");
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * rotary_factor);
+    if (c.rotary_dim < 2)
+      throw std::runtime_error(path + ": 'partial_rotary_factor' " + std::to_string(rotary_factor) + " of head_dim " +
+                               std::to_string(c.head_dim) + " turns " + std::to_string(c.rotary_dim) +
+                               " values; RoPE needs an even count from 2 to head_dim");
+  }
   // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
   const nlohmann::json* rope = nullptr;
   if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];
@@ -505,6 +514,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   // validate() refuses a head count of 0; the division waits for a positive one.
   c.head_dim = g.find_int(key("attention.key_length")).value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position = g.find_int(key("context_length")).value_or(2048);
+  // RoPE over part of each head is not mapped for these architectures: refused, not ignored.
+  if (auto rot = g.find_int(key("rope.dimension_count")); rot && *rot != c.head_dim)
+    throw std::runtime_error(g.path() + ": rope.dimension_count " + std::to_string(*rot) + " is not head_dim " +
+                             std::to_string(c.head_dim) + " (RoPE over part of each head is not supported in GGUF)");
   c.norm_eps = g.get_float(key("attention.layer_norm_rms_epsilon"));
   c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
   if (auto t = g.find_string(key("rope.scaling.type")); t && *t == "linear") {

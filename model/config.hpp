@@ -44,6 +44,9 @@ struct ModelConfig {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
+  // RoPE turns the first rotary_dim values of each query and key head (Phi-3's partial_rotary_factor, Phi-4-mini's
+  // 0.75 of head_dim); the rest pass unrotated. 0: the whole head.
+  int64_t rotary_dim = 0;
   int64_t max_position = 0;
   double norm_eps = 1e-5;  // of every norm, RMSNorm or LayerNorm
   double rope_theta = 10000.0;
@@ -82,7 +85,9 @@ struct ModelConfig {
 
   // The attention window of block `layer` (0: none).
   int64_t attention_window(int64_t layer) const;
-  // RoPE inverse frequencies (head_dim / 2 values), with the configured scaling applied, for a forward whose
+  // The values of each head RoPE turns: rotary_dim, or head_dim where that is 0.
+  int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  // RoPE inverse frequencies (rope_dim() / 2 values), with the configured scaling applied, for a forward whose
   // positions end below `length` (longrope's choice of factors; the other scalings do not depend on it).
   std::vector<float> rope_inv_freq(int64_t length = 0) const;
   // Whether rope_inv_freq() depends on the forward's length (longrope).

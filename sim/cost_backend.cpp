@@ -43,7 +43,7 @@ void CostBackend::rms_norm(const Tensor& x, const Tensor&, float, Tensor&) {
 void CostBackend::layer_norm(const Tensor& x, const Tensor&, const Tensor&, float, Tensor&) {
   account(6.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
 }
-void CostBackend::rope(Tensor& x, std::span<const int32_t>, std::span<const float>) {
+void CostBackend::rope(Tensor& x, std::span<const int32_t>, std::span<const float>, float) {
   account(3.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
 }
 void CostBackend::silu_mul(const Tensor& gate, const Tensor&, Tensor&) {

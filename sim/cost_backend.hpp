@@ -39,7 +39,8 @@ class CostBackend final : public Backend, public ModelledTime {
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override;
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override;
-  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) override;
+  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
+            float scale = 1.0f) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
   void gelu(const Tensor& x, Gelu form, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;

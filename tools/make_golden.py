@@ -45,8 +45,9 @@ Output layout (one directory per model under --out):
                   only if every token's 2nd and 3rd router probabilities differ by more than
                   MIN_ROUTER_GAP, so an engine accurate to ~1e-5 routes identically
   phi3/           Phi3ForCausalLM (fused qkv_proj and gate_up_proj, a 7-token sliding window)
-  phi3-longrope/  Phi3ForCausalLM with longrope scaling over a 64-token original context (short
-                  factors for the prompts and the greedy path, long ones at positions 100..111)
+  phi3-longrope/  Phi3ForCausalLM with Phi-4-mini's RoPE: over 3/4 of each head (partial_rotary_factor
+                  0.75), longrope over a 64-token original context (short factors for the prompts and
+                  the greedy path, long ones at positions 100..111)
   bloom/          BloomForCausalLM (ALiBi, LayerNorms with biases, the embeddings' LayerNorm, fused
                   query_key_value interleaved per head, tanh GELU, tied embeddings); it takes no
                   position ids, so its positions_* logits are the plain ones
@@ -234,15 +235,17 @@ SPECS = {
              original_max_position_embeddings=512, pad_token_id=0),
         10000, [],
     ),
-    # longrope: the prompts and the greedy path stay within the 64-token original context (short factors); the
-    # positions_offset forward (100..111) passes it, so it runs on the long factors.
+    # Phi-4-mini's RoPE: longrope over 3/4 of each head (12 of 16 values turn, 6 frequencies). The prompts and
+    # the greedy path stay within the 64-token original context (short factors); the positions_offset forward
+    # (100..111) passes it, so it runs on the long factors.
     "phi3-longrope": (
         Phi3Config, Phi3ForCausalLM,
         dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=None,
              max_position_embeddings=256, original_max_position_embeddings=64, pad_token_id=0,
+             partial_rotary_factor=0.75,
              rope_scaling={"type": "longrope",
-                           "short_factor": [1.0, 1.05, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0],
-                           "long_factor": [1.0, 1.5, 2.5, 4.0, 6.0, 9.0, 12.0, 16.0]}),
+                           "short_factor": [1.0, 1.05, 1.1, 1.3, 1.6, 2.0],
+                           "long_factor": [1.0, 2.5, 4.0, 6.0, 9.0, 16.0]}),
         13000, [],
     ),
 }

@@ -152,22 +152,25 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) override {
+  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
+            float scale = 1.0f) override {
     require_f32(x, "rope", "x");
     require(x.rank() == 3, "rope: x must be [tokens, heads, head_dim], got " + x.describe());
-    const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
+    // The first 2·half values of each head turn (half = inv_freq's length: all of the head, or Phi-3's partial
+    // rotary part); the rest pass.
+    const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = static_cast<int64_t>(inv_freq.size());
     require(static_cast<int64_t>(positions.size()) == n, "rope: " + std::to_string(positions.size()) +
                                                              " positions for " + std::to_string(n) + " tokens");
-    require(static_cast<int64_t>(inv_freq.size()) == half, "rope: inv_freq has " + std::to_string(inv_freq.size()) +
-                                                               " entries, head_dim/2 is " + std::to_string(half));
+    require(half > 0 && 2 * half <= hd, "rope: inv_freq has " + std::to_string(inv_freq.size()) +
+                                            " entries for heads of " + std::to_string(hd) + " (1..head_dim/2)");
     float* px = x.data_as<float>();
-    std::vector<float> cs(static_cast<size_t>(hd));
+    std::vector<float> cs(static_cast<size_t>(2 * half));
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t i = 0; i < half; ++i) {
         // Angle in f32 as Hugging Face computes it (position · inv_freq in f32, then cos/sin).
         const float angle = static_cast<float>(positions[static_cast<size_t>(t)]) * inv_freq[static_cast<size_t>(i)];
-        cs[static_cast<size_t>(i)] = std::cos(angle);
-        cs[static_cast<size_t>(half + i)] = std::sin(angle);
+        cs[static_cast<size_t>(i)] = std::cos(angle) * scale;
+        cs[static_cast<size_t>(half + i)] = std::sin(angle) * scale;
       }
       for (int64_t h = 0; h < heads; ++h) {
         float* v = px + (t * heads + h) * hd;

@@ -680,7 +680,9 @@ class CudaBackend final : public Backend {
                     y.data_as<float>(), m, d, ctx_->stream);
   }
 
-  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq) override {
+  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
+            float scale = 1.0f) override {
+    require(scale == 1.0f, "rope: a scaled rotation (partial rotary with an attention factor) runs on the CPU only");
     require_f32(x, "rope", "x");
     require(x.rank() == 3, "rope: x must be [tokens, heads, head_dim], got " + x.describe());
     const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;

@@ -36,9 +36,14 @@ class LlamaBlock final : public Block {
         c_(src.config()),
         inv_freq_(c_.rope_inv_freq()),
         inv_freq_long_(c_.rope_depends_on_length() ? c_.rope_inv_freq(c_.max_position) : std::vector<float>{}),
-        attention_{static_cast<float>(c_.rope_attention_factor() * c_.rope_attention_factor() /
+        rope_scale_(c_.rope_dim() != c_.head_dim ? static_cast<float>(c_.rope_attention_factor()) : 1.0f),
+        attention_{static_cast<float>((rope_scale_ == 1.0f ? c_.rope_attention_factor() * c_.rope_attention_factor()
+                                                           : 1.0) /
                                       std::sqrt(static_cast<double>(c_.head_dim))),
                    c_.attention_window(index)} {
+    if (c_.rope_dim() != c_.head_dim && backend.device() != Device::cpu)
+      throw std::runtime_error(src.origin() + ": RoPE over part of each head (partial_rotary_factor) runs on the CPU "
+                               "backend only");
     const int64_t d = c_.hidden_size, q = c_.num_heads * c_.head_dim, kv = c_.num_kv_heads * c_.head_dim;
     const int64_t ff = c_.intermediate_size;
     auto name = [&](const char* suffix) { return block_tensor_name(index, suffix); };
@@ -161,11 +166,11 @@ class LlamaBlock final : public Block {
     }
     Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
     KVCache& kv = step.cache();
-    if (step.at_positions(positions)) {
+    if (step.at_positions(positions) && rope_scale_ == 1.0f) {
       be.rope_kv_write(q3, k3, v.reshaped({m, hkv, hd}), positions, frequencies(positions), kv.k, kv.v);
     } else {
-      be.rope(q3, positions, frequencies(positions));
-      be.rope(k3, positions, frequencies(positions));
+      be.rope(q3, positions, frequencies(positions), rope_scale_);
+      be.rope(k3, positions, frequencies(positions), rope_scale_);
       be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
     }
     be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
@@ -223,8 +228,8 @@ class LlamaBlock final : public Block {
     std::vector<int32_t> back(positions.begin(), positions.end());
     for (int32_t& p : back) p = -p;  // the inverse rotation is the gradient of RoPE
     Tensor dq3 = dq.reshaped({m, hq, hd}), dk3 = dk.reshaped({m, hkv, hd});
-    be.rope(dq3, back, frequencies(positions));
-    be.rope(dk3, back, frequencies(positions));
+    be.rope(dq3, back, frequencies(positions), rope_scale_);  // the transpose of scale · R(θ) is scale · R(-θ)
+    be.rope(dk3, back, frequencies(positions), rope_scale_);
     if (c_.qk_norm) {
       dq = head_norm_backward(s.q_raw, w_.q_norm, dq, hq);
       dk = head_norm_backward(s.k_raw, w_.k_norm, dk, hkv);
@@ -303,8 +308,8 @@ class LlamaBlock final : public Block {
       s.k = head_norm(s.k_raw, w_.k_norm, hkv);
     }
     Tensor q3 = s.q.reshaped({m, hq, hd}), k3 = s.k.reshaped({m, hkv, hd});
-    be.rope(q3, positions, frequencies(positions));
-    be.rope(k3, positions, frequencies(positions));
+    be.rope(q3, positions, frequencies(positions), rope_scale_);
+    be.rope(k3, positions, frequencies(positions), rope_scale_);
     const std::vector<int32_t> slots = sequence_slots(b, t);
     be.attention(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}), slots,
                  attention_, att);
@@ -410,7 +415,10 @@ class LlamaBlock final : public Block {
   }
 
   std::vector<float> inv_freq_, inv_freq_long_;
-  AttentionSpec attention_;  // scale 1/sqrt(head_dim) (times yarn's attention factor squared), this layer's window
+  // The RoPE scaling's attention factor on cos and sin where only part of each head turns (the passed values keep
+  // their scale); 1 where the whole head turns and the factor squared is in the attention's scale instead.
+  float rope_scale_;
+  AttentionSpec attention_;  // scale 1/sqrt(head_dim) (times the attention factor squared), this layer's window
   LlamaWeights w_;
   std::optional<SparseMoe> moe_;  // in place of the dense MLP (Mixtral)
 };

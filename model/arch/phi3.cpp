@@ -1,7 +1,7 @@
 // Phi-3: the Llama block with q/k/v stored as one qkv_proj [q + 2·kv, d] and gate/up as one gate_up_proj
 // [2·ff, d] (gate rows first), used as row views with nothing copied, and a sliding window on every layer when the
-// config sets one (Phi-3-mini-4k: 2047), and longrope scaling (the 128k variants) through the Llama block's RoPE.
-// RoPE over part of each head is refused by the config.
+// config sets one (Phi-3-mini-4k: 2047); longrope scaling (the 128k variants) and RoPE over part of each head
+// (Phi-4-mini) through the Llama block's RoPE.
 #include "model/arch/registry.hpp"
 
 namespace corolla {

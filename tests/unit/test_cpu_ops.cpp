@@ -94,6 +94,30 @@ BOOST_AUTO_TEST_CASE(rope_rotates_halves) {
       }
 }
 
+// Partial rotary (Phi-4-mini): 3 frequencies for heads of 8 turn pairs (i, i + 3) of the first 6 values; the last
+// two pass unchanged. More frequencies than head_dim / 2, or none, are refused.
+BOOST_AUTO_TEST_CASE(rope_over_part_of_each_head_leaves_the_rest) {
+  Tensor x = random_tensor({2, 3, 8}, 4);
+  Tensor orig = x.clone();
+  std::vector<int32_t> pos = {5, 17};
+  std::vector<float> inv = {1.0f, 0.1f, 0.01f};
+  cpu().rope(x, pos, inv);
+  for (int t = 0; t < 2; ++t)
+    for (int h = 0; h < 3; ++h) {
+      const int64_t base = (t * 3 + h) * 8;
+      for (int i = 0; i < 3; ++i) {
+        const double a = at(orig, base + i), b = at(orig, base + i + 3), ang = pos[t] * double(inv[i]);
+        BOOST_TEST(std::fabs(at(x, base + i) - (a * std::cos(ang) - b * std::sin(ang))) < 1e-5);
+        BOOST_TEST(std::fabs(at(x, base + i + 3) - (b * std::cos(ang) + a * std::sin(ang))) < 1e-5);
+      }
+      BOOST_TEST(at(x, base + 6) == at(orig, base + 6));
+      BOOST_TEST(at(x, base + 7) == at(orig, base + 7));
+    }
+  std::vector<float> too_many(5, 1.0f), none;
+  BOOST_CHECK_THROW(cpu().rope(x, pos, too_many), std::invalid_argument);
+  BOOST_CHECK_THROW(cpu().rope(x, pos, none), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(grouped_query_attention_matches_naive) {
   const int64_t b = 2, t = 3, hq = 4, hkv = 2, hd = 8, slots = 10;
   Tensor q = random_tensor({b, t, hq, hd}, 5);

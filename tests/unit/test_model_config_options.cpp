@@ -93,17 +93,33 @@ BOOST_AUTO_TEST_CASE(mixtral_reads_its_experts_and_window) {
   expect_error([&] { read(j); }, {"num_local_experts", "missing"});
 }
 
-BOOST_AUTO_TEST_CASE(phi3_is_fused_and_slides_and_partial_rotary_is_refused) {
+BOOST_AUTO_TEST_CASE(phi3_is_fused_and_slides_and_rotates_part_of_each_head_where_told) {
   nlohmann::json j = config_of("phi3");
   const ModelConfig c = read(j);
   BOOST_TEST(c.fused_projections);
   BOOST_TEST(windows(c) == std::vector<int64_t>(4, 7), boost::test_tools::per_element());
+  BOOST_TEST(c.rope_dim() == c.head_dim);
   j["rope_parameters"]["partial_rotary_factor"] = 0.75;  // Phi-4-mini
-  expect_error([&] { read(j); }, {"partial_rotary_factor", "0.75"});
+  const ModelConfig partial = read(j);
+  BOOST_TEST(partial.rotary_dim == c.head_dim * 3 / 4);
+  BOOST_TEST(partial.rope_inv_freq().size() == static_cast<size_t>(c.head_dim * 3 / 8));
+  // 1/theta^(2i/R) over the rotated part R, as Hugging Face computes it.
+  BOOST_TEST(partial.rope_inv_freq()[1] ==
+                 1.0f / std::pow(static_cast<float>(c.rope_theta), 2.0f / static_cast<float>(c.head_dim * 3 / 4)),
+             boost::test_tools::tolerance(1e-7f));
   j["rope_parameters"]["partial_rotary_factor"] = 1.0;
-  j["partial_rotary_factor"] = 0.5;
-  expect_error([&] { read(j); }, {"partial_rotary_factor", "0.5"});
+  j["partial_rotary_factor"] = 0.5;  // the RoPE parameters' factor wins, as Hugging Face standardizes them
+  BOOST_TEST(read(j).rope_dim() == c.head_dim);
+  j["rope_parameters"].erase("partial_rotary_factor");
+  BOOST_TEST(read(j).rotary_dim == c.head_dim / 2);
+  j["partial_rotary_factor"] = 1.5;
+  expect_error([&] { read(j); }, {"partial_rotary_factor", "1.5"});
+  j["partial_rotary_factor"] = 0.01;  // no whole pair of values left
+  expect_error([&] { read(j); }, {"partial_rotary_factor", "even count"});
   j.erase("partial_rotary_factor");
+  nlohmann::json llama = config_of("llama");  // its block turns whole heads: refused there
+  llama["partial_rotary_factor"] = 0.5;
+  expect_error([&] { read(llama); }, {"partial_rotary_factor", "phi3 only"});
   j["rope_parameters"]["rope_type"] = "longrope";  // without its factors
   expect_error([&] { read(j); }, {"short_factor", "missing"});
 }
