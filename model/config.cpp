@@ -14,7 +14,8 @@
 namespace corolla {
 namespace {
 
-const std::vector<std::string> kArchitectures = {"bloom", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"};
+const std::vector<std::string> kArchitectures = {"bloom",  "falcon", "llama", "mistral",
+                                                 "mixtral", "phi3",  "qwen2", "qwen3"};
 // The general.architecture values of the GGUF files whose tensors the loader maps (llama.cpp writes Mistral and
 // Mixtral as "llama").
 const std::vector<std::string> kGgufArchitectures = {"llama", "qwen2", "qwen3"};
@@ -159,9 +160,13 @@ void ModelConfig::validate(const std::string& source) const {
   } else if (num_experts != 0 || experts_per_token != 0) {
     fail("experts are given for " + arch + ", which has one dense MLP");
   }
-  const char* activation = arch == "bloom" ? "gelu_tanh" : "silu";
-  if (hidden_act != activation)
-    fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: " + activation + ")");
+  // Falcon's config names its GELU (exact or tanh); BLOOM's is fixed; the Llama family computes SiLU only.
+  const std::vector<std::string> activations = arch == "bloom"    ? std::vector<std::string>{"gelu_tanh"}
+                                               : arch == "falcon" ? std::vector<std::string>{"gelu", "gelu_tanh"}
+                                                                  : std::vector<std::string>{"silu"};
+  if (!supported(hidden_act, activations))
+    fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: " +
+         (activations.size() == 1 ? activations[0] : activations[0] + ", " + activations[1]) + ")");
   if (sliding_window < 0 || sliding_window > kMaxPositions)
     fail("sliding_window " + std::to_string(sliding_window) + " must be in 0.." + std::to_string(kMaxPositions));
   if (sliding_window > 0 && static_cast<int64_t>(window_layers.size()) != num_layers)
@@ -314,6 +319,39 @@ void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig
   }
 }
 
+// RoPE's base and scaling, from rope_scaling (older configs) or rope_parameters (newer ones, which may also carry
+// rope_theta).
+void read_rope(const JsonFields& f, const nlohmann::json& j, ModelConfig& c, const std::string& path) {
+  c.rope_theta = f.number_or("rope_theta", 10000.0);
+  // RoPE over only part of each head (Phi-4-mini's 0.75) is not implemented: refused, wherever the config puts it.
+  for (const char* where : {"rope_parameters", "rope_scaling"})
+    if (j.contains(where) && j[where].is_object() && j[where].contains("partial_rotary_factor"))
+      check_full_rotary(JsonFields(j[where], path).number_or("partial_rotary_factor", 1.0), path);
+  check_full_rotary(f.number_or("partial_rotary_factor", 1.0), path);
+  // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
+  const nlohmann::json* rope = nullptr;
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];
+  else if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) rope = &j["rope_parameters"];
+  if (rope) {
+    const JsonFields r(*rope, path);
+    if (!f.present("rope_theta")) c.rope_theta = r.number_or("rope_theta", c.rope_theta);
+    c.rope_scaling.type = r.present("rope_type") ? r.string_or("rope_type", "") : r.string_or("type", "");
+    if (c.rope_scaling.type == "default") c.rope_scaling.type.clear();
+    c.rope_scaling.factor = r.number_or("factor", 1.0);
+    c.rope_scaling.low_freq_factor = r.number_or("low_freq_factor", 1.0);
+    c.rope_scaling.high_freq_factor = r.number_or("high_freq_factor", 4.0);
+    // yarn without one takes the model's own context (as Hugging Face standardizes it); llama3's default is 8192.
+    c.rope_scaling.original_max_position = r.integer_or(
+        "original_max_position_embeddings", c.rope_scaling.type == "yarn" ? c.max_position : 8192);
+    c.rope_scaling.beta_fast = r.number_or("beta_fast", 32.0);
+    c.rope_scaling.beta_slow = r.number_or("beta_slow", 1.0);
+    c.rope_scaling.attention_factor = r.number_or("attention_factor", 0.0);
+    c.rope_scaling.mscale = r.number_or("mscale", 0.0);
+    c.rope_scaling.mscale_all_dim = r.number_or("mscale_all_dim", 0.0);
+    c.rope_scaling.truncate = r.boolean_or("truncate", true);
+  }
+}
+
 // BLOOM names its sizes its own way (n_layer, n_head; n_embed in older files) and has no intermediate size (4 ×
 // hidden), RoPE or hidden_act: LayerNorm, ALiBi and the tanh GELU are the architecture. slow_but_exact with
 // pretraining_tp only splits the output projections' sums into slices: the same values up to rounding.
@@ -336,6 +374,63 @@ void read_bloom(const JsonFields& f, ModelConfig& c) {
   c.qkv_bias = c.o_bias = c.mlp_bias = true;
   c.fused_projections = true;
   c.hidden_act = "gelu_tanh";
+}
+
+// Falcon as Hugging Face's FalconConfig and FalconDecoderLayer read it. Its keys are its own (ffn_hidden_size,
+// 4 × hidden by default; layer_norm_epsilon; bias for every projection; activation; num_kv_heads), and three of them
+// choose the block's layout: new_decoder_architecture (40B/180B: grouped keys and values, query_key_value per KV
+// group, ln_attn and ln_mlp, or one input_layernorm with num_ln_in_parallel_attn 1), multi_query (7B: one KV head)
+// and parallel_attn (attention and MLP side by side, else one after the other). The combinations Hugging Face's
+// layer cannot run are refused, as is ALiBi (Falcon-RW). hidden_dropout and attention_dropout act only in
+// training mode, which the blocks never take (as Petals, their backward is that of the evaluation forward).
+void read_falcon(const JsonFields& f, const nlohmann::json& j, ModelConfig& c, const std::string& path) {
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.present("n_embed") ? f.integer("n_embed") : f.integer("hidden_size");  // n_embed wins, as there
+  c.num_layers = f.integer("num_hidden_layers");
+  c.num_heads = f.integer("num_attention_heads");
+  // validate() refuses a head count of 0 and sizes out of range; the arithmetic waits for sane ones.
+  c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  const bool new_arch = f.boolean_or("new_decoder_architecture", false);
+  const bool multi_query = f.boolean_or("multi_query", true);
+  c.parallel_attn = f.boolean_or("parallel_attn", true);
+  const int64_t kv_heads = f.integer_or("num_kv_heads", c.num_heads);
+  // num_key_value_heads, written by newer versions, is derived from these three and recomputed on load.
+  c.num_kv_heads = new_arch || !multi_query ? kv_heads : 1;
+  if (!new_arch && !multi_query && kv_heads != c.num_heads)
+    f.fail("num_kv_heads", "is " + std::to_string(kv_heads) + " with multi_query and new_decoder_architecture false: "
+                           "that layout stores a key and a value for each of the " + std::to_string(c.num_heads) +
+                           " query heads, so only num_kv_heads = num_attention_heads is computed");
+  const int64_t norms = f.integer_or("num_ln_in_parallel_attn", new_arch ? 2 : 0);  // 0: not given
+  if (new_arch) {
+    if (!c.parallel_attn)
+      f.fail("parallel_attn", "is false with new_decoder_architecture: that layer always runs attention and MLP in "
+                              "parallel (Hugging Face's Falcon has no sequential form of it)");
+    if (norms != 1 && norms != 2)
+      f.fail("num_ln_in_parallel_attn", "is " + std::to_string(norms) + " (supported: 1, 2)");
+    c.separate_mlp_norm = norms == 2;
+  } else if (c.parallel_attn && norms != 0 && norms != 1) {
+    f.fail("num_ln_in_parallel_attn", "is " + std::to_string(norms) + " without new_decoder_architecture: only the "
+                                      "new decoder architecture has separate LayerNorms for attention and MLP");
+  }
+  if (f.boolean_or("alibi", false))
+    f.fail("alibi", "is true (Falcon-RW): ALiBi as Falcon computes it (slopes times positions rounded to bfloat16, "
+                    "scaled by 1/sqrt(head_dim)) is not supported; Falcon models with RoPE are");
+  // The original Falcon code took the residual after the LayerNorm when this was set; Hugging Face's ignores it.
+  if (f.boolean_or("apply_residual_connection_post_layernorm", false))
+    f.fail("apply_residual_connection_post_layernorm",
+           "is true: residual connections taken after the LayerNorms are not supported");
+  c.intermediate_size = f.integer_or("ffn_hidden_size", c.hidden_size > 0 && c.hidden_size <= kMaxHidden ? 4 * c.hidden_size : 0);
+  c.max_position = f.integer_or("max_position_embeddings", 2048);
+  c.norm_eps = f.number_or("layer_norm_epsilon", 1e-5);
+  c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
+  c.qkv_bias = c.o_bias = c.mlp_bias = f.boolean_or("bias", false);
+  const std::string act = f.string_or("activation", "gelu");
+  if (act == "gelu") c.hidden_act = "gelu";  // exact, with erf
+  else if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.hidden_act = "gelu_tanh";  // the same function
+  else f.fail("activation", "is '" + act + "' (supported: gelu, gelu_new, gelu_pytorch_tanh)");
+  c.layer_norm = true;
+  c.fused_projections = true;
+  read_rope(f, j, c, path);
 }
 
 // The token ids of config.json.
@@ -378,8 +473,9 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   if (f.present("quantization_config"))
     f.fail("quantization_config", "names a quantized checkpoint, which Corolla does not load: use the original "
                                   "weights (quantize them with --dtype) or a GGUF file");
-  if (c.arch == "bloom") {
-    read_bloom(f, c);
+  if (c.arch == "bloom" || c.arch == "falcon") {
+    if (c.arch == "bloom") read_bloom(f, c);
+    else read_falcon(f, j, c, path);
     read_special_tokens(f, j, c, path);
     c.validate(path);
     return c;
@@ -395,38 +491,11 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   c.head_dim = f.integer_or("head_dim", c.arch == "qwen3" ? 128 : c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position = f.integer_or("max_position_embeddings", 2048);
   c.norm_eps = f.number_or("rms_norm_eps", 1e-5);
-  c.rope_theta = f.number_or("rope_theta", 10000.0);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
   c.hidden_act = f.string_or("hidden_act", "silu");
   if (c.hidden_act == "swish") c.hidden_act = "silu";  // the same function under its other name
   read_arch_options(f, j, c);
-  // RoPE over only part of each head (Phi-4-mini's 0.75) is not implemented: refused, wherever the config puts it.
-  for (const char* where : {"rope_parameters", "rope_scaling"})
-    if (j.contains(where) && j[where].is_object() && j[where].contains("partial_rotary_factor"))
-      check_full_rotary(JsonFields(j[where], path).number_or("partial_rotary_factor", 1.0), path);
-  check_full_rotary(f.number_or("partial_rotary_factor", 1.0), path);
-  // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
-  const nlohmann::json* rope = nullptr;
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];
-  else if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) rope = &j["rope_parameters"];
-  if (rope) {
-    const JsonFields r(*rope, path);
-    if (!f.present("rope_theta")) c.rope_theta = r.number_or("rope_theta", c.rope_theta);
-    c.rope_scaling.type = r.present("rope_type") ? r.string_or("rope_type", "") : r.string_or("type", "");
-    if (c.rope_scaling.type == "default") c.rope_scaling.type.clear();
-    c.rope_scaling.factor = r.number_or("factor", 1.0);
-    c.rope_scaling.low_freq_factor = r.number_or("low_freq_factor", 1.0);
-    c.rope_scaling.high_freq_factor = r.number_or("high_freq_factor", 4.0);
-    // yarn without one takes the model's own context (as Hugging Face standardizes it); llama3's default is 8192.
-    c.rope_scaling.original_max_position = r.integer_or(
-        "original_max_position_embeddings", c.rope_scaling.type == "yarn" ? c.max_position : 8192);
-    c.rope_scaling.beta_fast = r.number_or("beta_fast", 32.0);
-    c.rope_scaling.beta_slow = r.number_or("beta_slow", 1.0);
-    c.rope_scaling.attention_factor = r.number_or("attention_factor", 0.0);
-    c.rope_scaling.mscale = r.number_or("mscale", 0.0);
-    c.rope_scaling.mscale_all_dim = r.number_or("mscale_all_dim", 0.0);
-    c.rope_scaling.truncate = r.boolean_or("truncate", true);
-  }
+  read_rope(f, j, c, path);
   read_special_tokens(f, j, c, path);
   c.validate(path);
   return c;

@@ -48,6 +48,17 @@ Output layout (one directory per model under --out):
   bloom/          BloomForCausalLM (ALiBi, LayerNorms with biases, the embeddings' LayerNorm, fused
                   query_key_value interleaved per head, tanh GELU, tied embeddings); it takes no
                   position ids, so its positions_* logits are the plain ones
+  falcon/         FalconForCausalLM in Falcon-7B's layout: multi-query attention (one KV head),
+                  attention and MLP in parallel from one shared input_layernorm, no biases, RoPE,
+                  exact (erf) GELU, LayerNorms with biases, tied embeddings
+  falcon-new/     FalconForCausalLM in Falcon-40B/180B's layout (new_decoder_architecture): 2 KV
+                  heads for 4 query heads, query_key_value laid out per KV group, ln_attn and
+                  ln_mlp, biases on every projection, ffn_hidden_size 96, untied LM head
+  falcon-sequential/  FalconForCausalLM with parallel_attn and multi_query false: attention, then
+                  post_attention_layernorm and the MLP; query_key_value interleaved per head;
+                  biases on every projection
+  falcon2/        FalconForCausalLM in Falcon2-11B's layout: new_decoder_architecture with one
+                  input_layernorm shared by attention and MLP (num_ln_in_parallel_attn 1), 2 KV heads
 
 Each directory holds config.json, the safetensors weights and golden.safetensors:
 
@@ -110,6 +121,8 @@ from transformers import (
     BloomConfig,
     BloomForCausalLM,
     DynamicCache,
+    FalconConfig,
+    FalconForCausalLM,
     GenerationConfig,
     LlamaConfig,
     LlamaForCausalLM,
@@ -157,6 +170,24 @@ COMMON = dict(
     eos_token_id=EOS_ID,
     pad_token_id=None,
     initializer_range=WEIGHT_STD,
+)
+
+# Falcon's own keys (no intermediate_size or rms_norm_eps: ffn_hidden_size defaults to 4 x hidden, every norm
+# is a LayerNorm with layer_norm_epsilon).
+FALCON = dict(
+    vocab_size=256,
+    hidden_size=64,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    layer_norm_epsilon=1e-5,
+    max_position_embeddings=512,
+    alibi=False,
+    activation="gelu",
+    bos_token_id=BOS_ID,
+    eos_token_id=EOS_ID,
+    pad_token_id=None,
+    initializer_range=WEIGHT_STD,
+    tie_word_embeddings=True,
 )
 
 # name -> (config class, model class, config kwargs, base seed, gguf types)
@@ -226,6 +257,27 @@ SPECS = {
              eos_token_id=EOS_ID, pad_token_id=None, initializer_range=WEIGHT_STD, tie_word_embeddings=True),
         11000, [],
     ),
+    "falcon": (
+        FalconConfig, FalconForCausalLM,
+        dict(FALCON, new_decoder_architecture=False, multi_query=True, parallel_attn=True, bias=False),
+        13100, [],  # 13000's Adam steps in make_golden_grads.py are ill-conditioned (fp32 vs fp64: 7.7e-5)
+    ),
+    "falcon-new": (
+        FalconConfig, FalconForCausalLM,
+        dict(FALCON, new_decoder_architecture=True, num_kv_heads=2, bias=True, ffn_hidden_size=96,
+             tie_word_embeddings=False, rope_theta=500000.0),
+        14000, [],
+    ),
+    "falcon-sequential": (
+        FalconConfig, FalconForCausalLM,
+        dict(FALCON, new_decoder_architecture=False, multi_query=False, parallel_attn=False, bias=True),
+        15000, [],
+    ),
+    "falcon2": (
+        FalconConfig, FalconForCausalLM,
+        dict(FALCON, new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1, bias=False),
+        16000, [],
+    ),
     "phi3": (
         Phi3Config, Phi3ForCausalLM,
         dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=7,
@@ -269,7 +321,7 @@ def randomize(model: torch.nn.Module, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     for pname, p in model.named_parameters():  # tied parameters appear once
         noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
-        if pname.endswith("norm.weight") or pname.endswith("ln_f.weight"):
+        if pname.endswith(("norm.weight", "ln_f.weight", "ln_attn.weight", "ln_mlp.weight")):
             p.copy_(1.0 + NORM_STD * noise)
         elif pname.endswith(".bias"):
             p.copy_(BIAS_STD * noise)
@@ -349,6 +401,9 @@ def decoder(model):
     if is_bloom(model):
         t = model.transformer
         return t.word_embeddings_layernorm, t.h, t.ln_f
+    if model.config.model_type == "falcon":
+        t = model.transformer
+        return t.word_embeddings, t.h, t.ln_f
     return model.model.embed_tokens, model.model.layers, model.model.norm
 
 

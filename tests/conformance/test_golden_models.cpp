@@ -18,7 +18,8 @@ namespace {
 constexpr float kTol = 1e-4f;
 const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "qwen2-yarn", "llama-sharded",
                          "llama-bf16", "llama-bias", "mistral-window", "qwen2-window", "qwen3",
-                         "mixtral",    "phi3",       "bloom"};
+                         "mixtral",    "phi3",       "bloom",          "falcon",      "falcon-new",
+                         "falcon-sequential", "falcon2"};
 
 std::vector<int32_t> iota_positions(size_t n, int32_t start = 0) {
   std::vector<int32_t> p(n);
