@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "model/local_model.hpp"
+#include "model/weights/tensor_map_source.hpp"
 #include "support/golden.hpp"
 
 using namespace corolla;
@@ -59,6 +60,30 @@ BOOST_DATA_TEST_CASE(token_by_token_with_cache_matches, bdata::make(kModels), na
     Tensor logits = model.forward({&ids[i], 1}, {&pos, 1}, true);
     BOOST_TEST(max_abs_diff(logits.data_as<const float>(), steps.data_as<const float>() + i * vocab, vocab) < kTol);
     BOOST_TEST(max_abs_diff(logits.data_as<const float>(), full.data_as<const float>() + i * vocab, vocab) < kTol);
+  }
+}
+
+// Each block's output equals Hugging Face's (hidden_states[i + 1] from hidden_states[i]), and so does that of the
+// block loaded again from its named_weights(), as a weights cache entry loads it: the regrouped or fused forms
+// (BLOOM's and Falcon's query_key_value, Phi-3's projections) must load as they were stored.
+BOOST_DATA_TEST_CASE(each_block_and_its_named_weights_match, bdata::make(kModels), name) {
+  auto source = open_weights(model_dir(name));
+  Golden g(name);
+  const Tensor hs = g.tensor("hidden_states");  // [L + 1, 1, T, H]
+  const Shape one{1, hs.dim(2), hs.dim(3)};
+  std::vector<int32_t> positions = iota_positions(static_cast<size_t>(hs.dim(2)));
+  for (int64_t l = 0; l < source->config().num_layers; ++l) {
+    std::unique_ptr<Block> block = load_block(*source, l, backend());
+    std::map<std::string, Tensor> stored;
+    for (const auto& [n, t] : block->named_weights()) stored.emplace(n, backend().download(t));
+    TensorMapSource cached(source->config(), std::move(stored), "named weights");
+    std::unique_ptr<Block> reloaded = load_block(cached, l, backend());
+    const Tensor want = hs.slice_rows(l + 1, l + 2).reshaped(one);
+    for (Block* b : {block.get(), reloaded.get()}) {
+      Tensor h = backend().upload(hs.slice_rows(l, l + 1).reshaped(one).clone());
+      b->forward(h, positions, nullptr);
+      BOOST_TEST(max_abs_diff(backend().download(h), want) < kTol, "block " << l << (b == block.get() ? "" : " reloaded"));
+    }
   }
 }
 
