@@ -17,8 +17,8 @@ namespace {
 const std::vector<std::string> kArchitectures = {"bloom",  "falcon", "llama", "mistral",
                                                  "mixtral", "phi3",  "qwen2", "qwen3"};
 // The general.architecture values of the GGUF files whose tensors the loader maps (llama.cpp writes Mistral and
-// Mixtral as "llama").
-const std::vector<std::string> kGgufArchitectures = {"llama", "qwen2", "qwen3"};
+// Mixtral as "llama"; its Falcon files hold the parallel layouts only).
+const std::vector<std::string> kGgufArchitectures = {"falcon", "llama", "qwen2", "qwen3"};
 
 bool supported(const std::string& arch, const std::vector<std::string>& list = kArchitectures) {
   for (const auto& a : list)
@@ -501,13 +501,55 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   return c;
 }
 
-ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
-  ModelConfig c;
-  const std::string arch = g.get_string("general.architecture");
-  c.arch = arch;
+namespace {
+
+// RoPE's base and scaling as llama.cpp's converters write them.
+void read_gguf_rope(const GgufFile& g, ModelConfig& c) {
+  auto key = [&](const std::string& k) { return c.arch + "." + k; };
+  c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
+  if (auto t = g.find_string(key("rope.scaling.type")); t && *t == "linear") {
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
+  } else if (t && !t->empty() && *t != "none") {
+    // llama.cpp's yarn (its own ramp and attention factor keys) is not mapped: refused, not ignored.
+    throw std::runtime_error(g.path() + ": rope scaling '" + *t + "' in a GGUF file is not supported (supported: linear)");
+  }
+}
+
+// Falcon as llama.cpp's converter writes it: query_key_value regrouped into all q, all k, all v rows (the "jploski"
+// layout), attn_norm and (40B/180B) attn_norm_2 as LayerNorms with biases, attention and MLP in parallel (its graph
+// has no other form). feed_forward_length is written as 4 × hidden whatever ffn_hidden_size was, so the MLP's width
+// is read from its tensor. The GELU is the exact one of the Hugging Face model the file was converted from.
+void read_falcon_gguf(const GgufFile& g, ModelConfig& c) {
+  const std::string layout = g.find_string("falcon.tensor_data_layout").value_or("");
+  if (layout != "jploski")
+    throw std::runtime_error(g.path() + ": falcon.tensor_data_layout '" + layout +
+                             "' is not supported (supported: jploski, the layout llama.cpp's converter writes)");
+  if (g.find_tensor("blk.0.ffn_norm.weight"))
+    throw std::runtime_error(g.path() + ": a Falcon block with an ffn_norm (attention, then the MLP) is not supported "
+                                        "in a GGUF file; load its Hugging Face directory");
+  c.hidden_size = g.get_int("falcon.embedding_length");
+  c.num_layers = g.get_int("falcon.block_count");
+  c.num_heads = g.get_int("falcon.attention.head_count");
+  c.num_kv_heads = g.find_int("falcon.attention.head_count_kv").value_or(c.num_heads);
+  // validate() refuses a head count of 0; the division waits for a positive one.
+  c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  const GgufTensorInfo* up = g.find_tensor("blk.0.ffn_up.weight");
+  c.intermediate_size = up && up->shape.rank() == 2 ? up->shape[0] : g.get_int("falcon.feed_forward_length");
+  c.max_position = g.find_int("falcon.context_length").value_or(2048);
+  c.norm_eps = g.get_float("falcon.attention.layer_norm_epsilon");
+  read_gguf_rope(g, c);
+  c.layer_norm = c.fused_projections = c.parallel_attn = true;
+  c.separate_mlp_norm = g.find_tensor("blk.0.attn_norm_2.weight") != nullptr;
+  c.qkv_bias = g.find_tensor("blk.0.attn_qkv.bias") != nullptr;
+  c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
+  c.mlp_bias = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
+  c.hidden_act = "gelu";
+}
+
+void read_llama_gguf(const GgufFile& g, ModelConfig& c) {
+  const std::string arch = c.arch;  // a copy: a Mixtral found below renames c.arch
   auto key = [&](const std::string& k) { return arch + "." + k; };
-  if (!supported(arch, kGgufArchitectures))
-    throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch, kGgufArchitectures) + " in a GGUF file");
   c.hidden_size = g.get_int(key("embedding_length"));
   c.intermediate_size = g.get_int(key("feed_forward_length"));
   c.num_layers = g.get_int(key("block_count"));
@@ -517,14 +559,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.head_dim = g.find_int(key("attention.key_length")).value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position = g.find_int(key("context_length")).value_or(2048);
   c.norm_eps = g.get_float(key("attention.layer_norm_rms_epsilon"));
-  c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
-  if (auto t = g.find_string(key("rope.scaling.type")); t && *t == "linear") {
-    c.rope_scaling.type = "linear";
-    c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
-  } else if (t && !t->empty() && *t != "none") {
-    // llama.cpp's yarn (its own ramp and attention factor keys) is not mapped: refused, not ignored.
-    throw std::runtime_error(g.path() + ": rope scaling '" + *t + "' in a GGUF file is not supported (supported: linear)");
-  }
+  read_gguf_rope(g, c);
   // llama.cpp's blocks add the biases a file holds (Qwen2's q/k/v; a Llama converted with attention_bias).
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
@@ -540,6 +575,19 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     Tensor factors = g.tensor(*f).to_f32();
     c.rope_freq_factors.assign(factors.data_as<const float>(), factors.data_as<const float>() + factors.numel());
   }
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
+  ModelConfig c;
+  const std::string arch = g.get_string("general.architecture");
+  c.arch = arch;
+  auto key = [&](const std::string& k) { return arch + "." + k; };
+  if (!supported(arch, kGgufArchitectures))
+    throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch, kGgufArchitectures) + " in a GGUF file");
+  if (arch == "falcon") read_falcon_gguf(g, c);
+  else read_llama_gguf(g, c);
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (!embd) throw std::runtime_error(g.path() + ": tensor 'token_embd.weight' is missing");
   c.vocab_size = g.find_int(key("vocab_size")).value_or(embd->shape[0]);
@@ -553,5 +601,6 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.validate(g.path());
   return c;
 }
+
 
 }  // namespace corolla

@@ -149,7 +149,9 @@ const GgufCase kGguf[] = {
     {"qwen2", "model-q8_0.gguf", "q8_0", kTol},   {"llama-bias", "model-f32.gguf", "", kTol},
     {"llama-bias", "model-q8_0.gguf", "q8_0", kTol}, {"qwen3", "model-f32.gguf", "", kTol},
     {"qwen3", "model-q8_0.gguf", "q8_0", kTol},   {"mixtral", "model-f32.gguf", "", kTol},
-    {"mixtral", "model-q8_0.gguf", "q8_0", kTol},
+    {"mixtral", "model-q8_0.gguf", "q8_0", kTol}, {"falcon", "model-f32.gguf", "", kTol},
+    {"falcon", "model-q8_0.gguf", "q8_0", kTol},  {"falcon-new", "model-f32.gguf", "", kTol},
+    {"falcon-new", "model-q8_0.gguf", "q8_0", kTol},
 };
 }  // namespace
 
