@@ -9,7 +9,8 @@
 namespace corolla {
 namespace {
 
-// The head's tensors as the architecture's checkpoints name them (norm_bias and the embedding norm: BLOOM only).
+// The head's tensors as the architecture's checkpoints name them (norm_bias: BLOOM and Falcon; the embedding norm:
+// BLOOM only).
 struct HeadNames {
   std::string embeddings, norm, norm_bias, embedding_norm, embedding_norm_bias;
 };
@@ -19,6 +20,10 @@ HeadNames head_names(const WeightSource& src) {
     const BloomNames n(src, "word_embeddings.weight");
     return {n("word_embeddings.weight"), n("ln_f.weight"), n("ln_f.bias"), n("word_embeddings_layernorm.weight"),
             n("word_embeddings_layernorm.bias")};
+  }
+  if (src.config().arch == "falcon") {  // BLOOM's names, without the embeddings' LayerNorm
+    const BloomNames n(src, "word_embeddings.weight");
+    return {n("word_embeddings.weight"), n("ln_f.weight"), n("ln_f.bias"), "", ""};
   }
   return {"model.embed_tokens.weight", "model.norm.weight", "", "", ""};
 }

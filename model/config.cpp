@@ -14,10 +14,11 @@
 namespace corolla {
 namespace {
 
-const std::vector<std::string> kArchitectures = {"bloom", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"};
+const std::vector<std::string> kArchitectures = {"bloom",  "falcon", "llama", "mistral",
+                                                 "mixtral", "phi3",  "qwen2", "qwen3"};
 // The general.architecture values of the GGUF files whose tensors the loader maps (llama.cpp writes Mistral and
-// Mixtral as "llama").
-const std::vector<std::string> kGgufArchitectures = {"llama", "qwen2", "qwen3"};
+// Mixtral as "llama"; its Falcon files hold the parallel layouts only).
+const std::vector<std::string> kGgufArchitectures = {"falcon", "llama", "qwen2", "qwen3"};
 
 bool supported(const std::string& arch, const std::vector<std::string>& list = kArchitectures) {
   for (const auto& a : list)
@@ -175,9 +176,13 @@ void ModelConfig::validate(const std::string& source) const {
   } else if (num_experts != 0 || experts_per_token != 0) {
     fail("experts are given for " + arch + ", which has one dense MLP");
   }
-  const char* activation = arch == "bloom" ? "gelu_tanh" : "silu";
-  if (hidden_act != activation)
-    fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: " + activation + ")");
+  // Falcon's config names its GELU (exact or tanh); BLOOM's is fixed; the Llama family computes SiLU only.
+  const std::vector<std::string> activations = arch == "bloom"    ? std::vector<std::string>{"gelu_tanh"}
+                                               : arch == "falcon" ? std::vector<std::string>{"gelu", "gelu_tanh"}
+                                                                  : std::vector<std::string>{"silu"};
+  if (!supported(hidden_act, activations))
+    fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: " +
+         (activations.size() == 1 ? activations[0] : activations[0] + ", " + activations[1]) + ")");
   if (sliding_window < 0 || sliding_window > kMaxPositions)
     fail("sliding_window " + std::to_string(sliding_window) + " must be in 0.." + std::to_string(kMaxPositions));
   if (sliding_window > 0 && static_cast<int64_t>(window_layers.size()) != num_layers)
@@ -358,6 +363,64 @@ void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig
   }
 }
 
+// RoPE's base and scaling, from rope_scaling (older configs) or rope_parameters (newer ones, which may also carry
+// rope_theta).
+void read_rope(const JsonFields& f, const nlohmann::json& j, ModelConfig& c, const std::string& path) {
+  c.rope_theta = f.number_or("rope_theta", 10000.0);
+  // RoPE over part of each head: Phi-3's block turns the first int(head_dim · factor) values (Phi-4-mini: 0.75);
+  // the other families' blocks rotate whole heads, so there it is refused. The factor in the RoPE parameters wins
+  // over a top-level one, as Hugging Face standardizes them.
+  double rotary_factor = f.number_or("partial_rotary_factor", 1.0);
+  for (const char* where : {"rope_scaling", "rope_parameters"})
+    if (j.contains(where) && j[where].is_object() && j[where].contains("partial_rotary_factor"))
+      rotary_factor = JsonFields(j[where], path).number_or("partial_rotary_factor", 1.0);
+  if (rotary_factor != 1.0) {
+    if (c.arch != "phi3" || !(rotary_factor > 0 && rotary_factor < 1))
+      throw std::runtime_error(path + ": 'partial_rotary_factor' " + std::to_string(rotary_factor) +
+                               " (RoPE over part of each head) is supported for phi3 only, in (0, 1]");
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * rotary_factor);
+    if (c.rotary_dim < 2)
+      throw std::runtime_error(path + ": 'partial_rotary_factor' " + std::to_string(rotary_factor) + " of head_dim " +
+                               std::to_string(c.head_dim) + " turns " + std::to_string(c.rotary_dim) +
+                               " values; RoPE needs an even count from 2 to head_dim");
+  }
+  // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
+  const nlohmann::json* rope = nullptr;
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];
+  else if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) rope = &j["rope_parameters"];
+  if (rope) {
+    const JsonFields r(*rope, path);
+    if (!f.present("rope_theta")) c.rope_theta = r.number_or("rope_theta", c.rope_theta);
+    c.rope_scaling.type = r.present("rope_type") ? r.string_or("rope_type", "") : r.string_or("type", "");
+    if (c.rope_scaling.type == "default") c.rope_scaling.type.clear();
+    // Phi-3's older configs name longrope "su", or "yarn" (which Hugging Face's Phi-3 reads as longrope).
+    if (c.arch == "phi3" && (c.rope_scaling.type == "su" || c.rope_scaling.type == "yarn"))
+      c.rope_scaling.type = "longrope";
+    const bool longrope = c.rope_scaling.type == "longrope";
+    c.rope_scaling.factor = r.number_or("factor", longrope ? 0.0 : 1.0);
+    c.rope_scaling.low_freq_factor = r.number_or("low_freq_factor", 1.0);
+    c.rope_scaling.high_freq_factor = r.number_or("high_freq_factor", 4.0);
+    // yarn without one takes the model's own context (as Hugging Face standardizes it); llama3's default is 8192.
+    c.rope_scaling.original_max_position = r.integer_or(
+        "original_max_position_embeddings", c.rope_scaling.type == "yarn" || longrope ? c.max_position : 8192);
+    // Phi-3 keeps its pretraining context beside rope_scaling, and Hugging Face prefers that one (4096 unless set).
+    if (c.arch == "phi3" && longrope)
+      c.rope_scaling.original_max_position = f.integer_or("original_max_position_embeddings", 4096);
+    if (longrope && c.arch == "falcon")  // its block keeps one set of frequencies
+      throw std::runtime_error(path + ": rope_scaling longrope is not supported for falcon");
+    if (longrope) {
+      c.rope_scaling.short_factor = r.numbers("short_factor", kMaxHeadDim);
+      c.rope_scaling.long_factor = r.numbers("long_factor", kMaxHeadDim);
+    }
+    c.rope_scaling.beta_fast = r.number_or("beta_fast", 32.0);
+    c.rope_scaling.beta_slow = r.number_or("beta_slow", 1.0);
+    c.rope_scaling.attention_factor = r.number_or("attention_factor", 0.0);
+    c.rope_scaling.mscale = r.number_or("mscale", 0.0);
+    c.rope_scaling.mscale_all_dim = r.number_or("mscale_all_dim", 0.0);
+    c.rope_scaling.truncate = r.boolean_or("truncate", true);
+  }
+}
+
 // BLOOM names its sizes its own way (n_layer, n_head; n_embed in older files) and has no intermediate size (4 ×
 // hidden), RoPE or hidden_act: LayerNorm, ALiBi and the tanh GELU are the architecture. slow_but_exact with
 // pretraining_tp only splits the output projections' sums into slices: the same values up to rounding.
@@ -380,6 +443,63 @@ void read_bloom(const JsonFields& f, ModelConfig& c) {
   c.qkv_bias = c.o_bias = c.mlp_bias = true;
   c.fused_projections = true;
   c.hidden_act = "gelu_tanh";
+}
+
+// Falcon as Hugging Face's FalconConfig and FalconDecoderLayer read it. Its keys are its own (ffn_hidden_size,
+// 4 × hidden by default; layer_norm_epsilon; bias for every projection; activation; num_kv_heads), and three of them
+// choose the block's layout: new_decoder_architecture (40B/180B: grouped keys and values, query_key_value per KV
+// group, ln_attn and ln_mlp, or one input_layernorm with num_ln_in_parallel_attn 1), multi_query (7B: one KV head)
+// and parallel_attn (attention and MLP side by side, else one after the other). The combinations Hugging Face's
+// layer cannot run are refused, as is ALiBi (Falcon-RW). hidden_dropout and attention_dropout act only in
+// training mode, which the blocks never take (as Petals, their backward is that of the evaluation forward).
+void read_falcon(const JsonFields& f, const nlohmann::json& j, ModelConfig& c, const std::string& path) {
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.present("n_embed") ? f.integer("n_embed") : f.integer("hidden_size");  // n_embed wins, as there
+  c.num_layers = f.integer("num_hidden_layers");
+  c.num_heads = f.integer("num_attention_heads");
+  // validate() refuses a head count of 0 and sizes out of range; the arithmetic waits for sane ones.
+  c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  const bool new_arch = f.boolean_or("new_decoder_architecture", false);
+  const bool multi_query = f.boolean_or("multi_query", true);
+  c.parallel_attn = f.boolean_or("parallel_attn", true);
+  const int64_t kv_heads = f.integer_or("num_kv_heads", c.num_heads);
+  // num_key_value_heads, written by newer versions, is derived from these three and recomputed on load.
+  c.num_kv_heads = new_arch || !multi_query ? kv_heads : 1;
+  if (!new_arch && !multi_query && kv_heads != c.num_heads)
+    f.fail("num_kv_heads", "is " + std::to_string(kv_heads) + " with multi_query and new_decoder_architecture false: "
+                           "that layout stores a key and a value for each of the " + std::to_string(c.num_heads) +
+                           " query heads, so only num_kv_heads = num_attention_heads is computed");
+  const int64_t norms = f.integer_or("num_ln_in_parallel_attn", new_arch ? 2 : 0);  // 0: not given
+  if (new_arch) {
+    if (!c.parallel_attn)
+      f.fail("parallel_attn", "is false with new_decoder_architecture: that layer always runs attention and MLP in "
+                              "parallel (Hugging Face's Falcon has no sequential form of it)");
+    if (norms != 1 && norms != 2)
+      f.fail("num_ln_in_parallel_attn", "is " + std::to_string(norms) + " (supported: 1, 2)");
+    c.separate_mlp_norm = norms == 2;
+  } else if (c.parallel_attn && norms != 0 && norms != 1) {
+    f.fail("num_ln_in_parallel_attn", "is " + std::to_string(norms) + " without new_decoder_architecture: only the "
+                                      "new decoder architecture has separate LayerNorms for attention and MLP");
+  }
+  if (f.boolean_or("alibi", false))
+    f.fail("alibi", "is true (Falcon-RW): ALiBi as Falcon computes it (slopes times positions rounded to bfloat16, "
+                    "scaled by 1/sqrt(head_dim)) is not supported; Falcon models with RoPE are");
+  // The original Falcon code took the residual after the LayerNorm when this was set; Hugging Face's ignores it.
+  if (f.boolean_or("apply_residual_connection_post_layernorm", false))
+    f.fail("apply_residual_connection_post_layernorm",
+           "is true: residual connections taken after the LayerNorms are not supported");
+  c.intermediate_size = f.integer_or("ffn_hidden_size", c.hidden_size > 0 && c.hidden_size <= kMaxHidden ? 4 * c.hidden_size : 0);
+  c.max_position = f.integer_or("max_position_embeddings", 2048);
+  c.norm_eps = f.number_or("layer_norm_epsilon", 1e-5);
+  c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
+  c.qkv_bias = c.o_bias = c.mlp_bias = f.boolean_or("bias", false);
+  const std::string act = f.string_or("activation", "gelu");
+  if (act == "gelu") c.hidden_act = "gelu";  // exact, with erf
+  else if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.hidden_act = "gelu_tanh";  // the same function
+  else f.fail("activation", "is '" + act + "' (supported: gelu, gelu_new, gelu_pytorch_tanh)");
+  c.layer_norm = true;
+  c.fused_projections = true;
+  read_rope(f, j, c, path);
 }
 
 // The token ids of config.json.
@@ -422,8 +542,9 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   if (f.present("quantization_config"))
     f.fail("quantization_config", "names a quantized checkpoint, which Corolla does not load: use the original "
                                   "weights (quantize them with --dtype) or a GGUF file");
-  if (c.arch == "bloom") {
-    read_bloom(f, c);
+  if (c.arch == "bloom" || c.arch == "falcon") {
+    if (c.arch == "bloom") read_bloom(f, c);
+    else read_falcon(f, j, c, path);
     read_special_tokens(f, j, c, path);
     c.validate(path);
     return c;
@@ -439,73 +560,65 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   c.head_dim = f.integer_or("head_dim", c.arch == "qwen3" ? 128 : c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position = f.integer_or("max_position_embeddings", 2048);
   c.norm_eps = f.number_or("rms_norm_eps", 1e-5);
-  c.rope_theta = f.number_or("rope_theta", 10000.0);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
   c.hidden_act = f.string_or("hidden_act", "silu");
   if (c.hidden_act == "swish") c.hidden_act = "silu";  // the same function under its other name
   read_arch_options(f, j, c);
-  // RoPE over part of each head: Phi-3's block turns the first int(head_dim · factor) values (Phi-4-mini: 0.75);
-  // the other families' blocks rotate whole heads, so there it is refused. The factor in the RoPE parameters wins
-  // over a top-level one, as Hugging Face standardizes them.
-  double rotary_factor = f.number_or("partial_rotary_factor", 1.0);
-  for (const char* where : {"rope_scaling", "rope_parameters"})
-    if (j.contains(where) && j[where].is_object() && j[where].contains("partial_rotary_factor"))
-      rotary_factor = JsonFields(j[where], path).number_or("partial_rotary_factor", 1.0);
-  if (rotary_factor != 1.0) {
-    if (c.arch != "phi3" || !(rotary_factor > 0 && rotary_factor < 1))
-      throw std::runtime_error(path + ": 'partial_rotary_factor' " + std::to_string(rotary_factor) +
-                               " (RoPE over part of each head) is supported for phi3 only, in (0, 1]");
-    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * rotary_factor);
-    if (c.rotary_dim < 2)
-      throw std::runtime_error(path + ": 'partial_rotary_factor' " + std::to_string(rotary_factor) + " of head_dim " +
-                               std::to_string(c.head_dim) + " turns " + std::to_string(c.rotary_dim) +
-                               " values; RoPE needs an even count from 2 to head_dim");
-  }
-  // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
-  const nlohmann::json* rope = nullptr;
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];
-  else if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) rope = &j["rope_parameters"];
-  if (rope) {
-    const JsonFields r(*rope, path);
-    if (!f.present("rope_theta")) c.rope_theta = r.number_or("rope_theta", c.rope_theta);
-    c.rope_scaling.type = r.present("rope_type") ? r.string_or("rope_type", "") : r.string_or("type", "");
-    if (c.rope_scaling.type == "default") c.rope_scaling.type.clear();
-    // Phi-3's older configs name longrope "su", or "yarn" (which Hugging Face's Phi-3 reads as longrope).
-    if (c.arch == "phi3" && (c.rope_scaling.type == "su" || c.rope_scaling.type == "yarn"))
-      c.rope_scaling.type = "longrope";
-    const bool longrope = c.rope_scaling.type == "longrope";
-    c.rope_scaling.factor = r.number_or("factor", longrope ? 0.0 : 1.0);
-    c.rope_scaling.low_freq_factor = r.number_or("low_freq_factor", 1.0);
-    c.rope_scaling.high_freq_factor = r.number_or("high_freq_factor", 4.0);
-    // yarn without one takes the model's own context (as Hugging Face standardizes it); llama3's default is 8192.
-    c.rope_scaling.original_max_position = r.integer_or(
-        "original_max_position_embeddings", c.rope_scaling.type == "yarn" || longrope ? c.max_position : 8192);
-    // Phi-3 keeps its pretraining context beside rope_scaling, and Hugging Face prefers that one (4096 unless set).
-    if (c.arch == "phi3" && longrope)
-      c.rope_scaling.original_max_position = f.integer_or("original_max_position_embeddings", 4096);
-    if (longrope) {
-      c.rope_scaling.short_factor = r.numbers("short_factor", kMaxHeadDim);
-      c.rope_scaling.long_factor = r.numbers("long_factor", kMaxHeadDim);
-    }
-    c.rope_scaling.beta_fast = r.number_or("beta_fast", 32.0);
-    c.rope_scaling.beta_slow = r.number_or("beta_slow", 1.0);
-    c.rope_scaling.attention_factor = r.number_or("attention_factor", 0.0);
-    c.rope_scaling.mscale = r.number_or("mscale", 0.0);
-    c.rope_scaling.mscale_all_dim = r.number_or("mscale_all_dim", 0.0);
-    c.rope_scaling.truncate = r.boolean_or("truncate", true);
-  }
+  read_rope(f, j, c, path);
   read_special_tokens(f, j, c, path);
   c.validate(path);
   return c;
 }
 
-ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
-  ModelConfig c;
-  const std::string arch = g.get_string("general.architecture");
-  c.arch = arch;
+namespace {
+
+// RoPE's base and scaling as llama.cpp's converters write them.
+void read_gguf_rope(const GgufFile& g, ModelConfig& c) {
+  auto key = [&](const std::string& k) { return c.arch + "." + k; };
+  c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
+  if (auto t = g.find_string(key("rope.scaling.type")); t && *t == "linear") {
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
+  } else if (t && !t->empty() && *t != "none") {
+    // llama.cpp's yarn (its own ramp and attention factor keys) is not mapped: refused, not ignored.
+    throw std::runtime_error(g.path() + ": rope scaling '" + *t + "' in a GGUF file is not supported (supported: linear)");
+  }
+}
+
+// Falcon as llama.cpp's converter writes it: query_key_value regrouped into all q, all k, all v rows (the "jploski"
+// layout), attn_norm and (40B/180B) attn_norm_2 as LayerNorms with biases, attention and MLP in parallel (its graph
+// has no other form). feed_forward_length is written as 4 × hidden whatever ffn_hidden_size was, so the MLP's width
+// is read from its tensor. The GELU is the exact one of the Hugging Face model the file was converted from.
+void read_falcon_gguf(const GgufFile& g, ModelConfig& c) {
+  const std::string layout = g.find_string("falcon.tensor_data_layout").value_or("");
+  if (layout != "jploski")
+    throw std::runtime_error(g.path() + ": falcon.tensor_data_layout '" + layout +
+                             "' is not supported (supported: jploski, the layout llama.cpp's converter writes)");
+  if (g.find_tensor("blk.0.ffn_norm.weight"))
+    throw std::runtime_error(g.path() + ": a Falcon block with an ffn_norm (attention, then the MLP) is not supported "
+                                        "in a GGUF file; load its Hugging Face directory");
+  c.hidden_size = g.get_int("falcon.embedding_length");
+  c.num_layers = g.get_int("falcon.block_count");
+  c.num_heads = g.get_int("falcon.attention.head_count");
+  c.num_kv_heads = g.find_int("falcon.attention.head_count_kv").value_or(c.num_heads);
+  // validate() refuses a head count of 0; the division waits for a positive one.
+  c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  const GgufTensorInfo* up = g.find_tensor("blk.0.ffn_up.weight");
+  c.intermediate_size = up && up->shape.rank() == 2 ? up->shape[0] : g.get_int("falcon.feed_forward_length");
+  c.max_position = g.find_int("falcon.context_length").value_or(2048);
+  c.norm_eps = g.get_float("falcon.attention.layer_norm_epsilon");
+  read_gguf_rope(g, c);
+  c.layer_norm = c.fused_projections = c.parallel_attn = true;
+  c.separate_mlp_norm = g.find_tensor("blk.0.attn_norm_2.weight") != nullptr;
+  c.qkv_bias = g.find_tensor("blk.0.attn_qkv.bias") != nullptr;
+  c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
+  c.mlp_bias = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
+  c.hidden_act = "gelu";
+}
+
+void read_llama_gguf(const GgufFile& g, ModelConfig& c) {
+  const std::string arch = c.arch;  // a copy: a Mixtral found below renames c.arch
   auto key = [&](const std::string& k) { return arch + "." + k; };
-  if (!supported(arch, kGgufArchitectures))
-    throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch, kGgufArchitectures) + " in a GGUF file");
   c.hidden_size = g.get_int(key("embedding_length"));
   c.intermediate_size = g.get_int(key("feed_forward_length"));
   c.num_layers = g.get_int(key("block_count"));
@@ -519,14 +632,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     throw std::runtime_error(g.path() + ": rope.dimension_count " + std::to_string(*rot) + " is not head_dim " +
                              std::to_string(c.head_dim) + " (RoPE over part of each head is not supported in GGUF)");
   c.norm_eps = g.get_float(key("attention.layer_norm_rms_epsilon"));
-  c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
-  if (auto t = g.find_string(key("rope.scaling.type")); t && *t == "linear") {
-    c.rope_scaling.type = "linear";
-    c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
-  } else if (t && !t->empty() && *t != "none") {
-    // llama.cpp's yarn (its own ramp and attention factor keys) is not mapped: refused, not ignored.
-    throw std::runtime_error(g.path() + ": rope scaling '" + *t + "' in a GGUF file is not supported (supported: linear)");
-  }
+  read_gguf_rope(g, c);
   // llama.cpp's blocks add the biases a file holds (Qwen2's q/k/v; a Llama converted with attention_bias).
   c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
@@ -542,6 +648,19 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     Tensor factors = g.tensor(*f).to_f32();
     c.rope_freq_factors.assign(factors.data_as<const float>(), factors.data_as<const float>() + factors.numel());
   }
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
+  ModelConfig c;
+  const std::string arch = g.get_string("general.architecture");
+  c.arch = arch;
+  auto key = [&](const std::string& k) { return arch + "." + k; };
+  if (!supported(arch, kGgufArchitectures))
+    throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch, kGgufArchitectures) + " in a GGUF file");
+  if (arch == "falcon") read_falcon_gguf(g, c);
+  else read_llama_gguf(g, c);
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (!embd) throw std::runtime_error(g.path() + ": tensor 'token_embd.weight' is missing");
   c.vocab_size = g.find_int(key("vocab_size")).value_or(embd->shape[0]);
@@ -555,5 +674,6 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.validate(g.path());
   return c;
 }
+
 
 }  // namespace corolla

@@ -36,7 +36,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch;  // "bloom", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"
+  std::string arch;  // "bloom", "falcon", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -68,13 +68,19 @@ struct ModelConfig {
   bool layer_norm = false;
   bool embedding_norm = false;
   bool alibi = false;
+  // Falcon: attention and the MLP both read the block's input and both add to it (parallel_attn), through one
+  // shared LayerNorm or, with separate_mlp_norm, one each (ln_attn, ln_mlp); without parallel_attn the MLP reads
+  // the stream after attention (post_attention_layernorm).
+  bool parallel_attn = false;
+  bool separate_mlp_norm = false;
   // Mixture of experts (Mixtral): the MLP is num_experts SwiGLU experts of intermediate_size each, and a router
   // that sends each token to experts_per_token of them (their outputs weighted by the router's renormalized
   // softmax); 0 = one dense MLP.
   int64_t num_experts = 0;
   int64_t experts_per_token = 0;
-  // The MLP's activation: "silu" (config.json hidden_act of the Llama family, the only one its block computes) or
-  // "gelu_tanh" (BLOOM's, fixed by its architecture).
+  // The MLP's activation: "silu" (config.json hidden_act of the Llama family, the only one its block computes),
+  // "gelu_tanh" (BLOOM's, fixed by its architecture; Falcon's when its activation names the tanh form) or "gelu"
+  // (exact, with erf: Falcon's default).
   std::string hidden_act = "silu";
   // Sliding-window attention: on the layers marked in window_layers (num_layers entries) a query sees only the last
   // sliding_window tokens, itself included; 0 = every layer sees the whole history.

@@ -51,6 +51,18 @@ Output layout (one directory per model under --out):
   bloom/          BloomForCausalLM (ALiBi, LayerNorms with biases, the embeddings' LayerNorm, fused
                   query_key_value interleaved per head, tanh GELU, tied embeddings); it takes no
                   position ids, so its positions_* logits are the plain ones
+  falcon/         FalconForCausalLM in Falcon-7B's layout: multi-query attention (one KV head),
+                  attention and MLP in parallel from one shared input_layernorm, no biases, RoPE,
+                  exact (erf) GELU, LayerNorms with biases, tied embeddings; GGUF f32/q8_0
+  falcon-new/     FalconForCausalLM in Falcon-40B/180B's layout (new_decoder_architecture): 2 KV
+                  heads for 4 query heads, query_key_value laid out per KV group, ln_attn and
+                  ln_mlp, biases on every projection, ffn_hidden_size 96, untied LM head; GGUF
+                  f32/q8_0
+  falcon-sequential/  FalconForCausalLM with parallel_attn and multi_query false: attention, then
+                  post_attention_layernorm and the MLP; query_key_value interleaved per head;
+                  biases on every projection
+  falcon2/        FalconForCausalLM in Falcon2-11B's layout: new_decoder_architecture with one
+                  input_layernorm shared by attention and MLP (num_ln_in_parallel_attn 1), 2 KV heads
 
 Each directory holds config.json, the safetensors weights and golden.safetensors:
 
@@ -84,7 +96,12 @@ projection's .bias (attn_output, ffn_gate/up/down too) for llama-bias.  For arch
 "llama" the Q and K weights are permuted from HF's rotate-half layout into
 llama.cpp's interleaved-pair layout (see permute_qk).  Norms and other 1-D
 tensors are always F32; every 2-D weight, token_embd included, gets the file's
-type (like llama-quantize --pure for q4_0/q4_1).
+type (like llama-quantize --pure for q4_0/q4_1).  Falcon follows FalconModel:
+token_embd / blk.N.{attn_norm, attn_norm_2 (ln_mlp), attn_qkv, attn_output,
+ffn_up, ffn_down} / output_norm / output, LayerNorm biases as .bias, keys
+context_length 2048, tensor_data_layout "jploski" (query_key_value regrouped
+as all q, all k, all v rows), feed_forward_length 4 x hidden, head_count_kv,
+layer_norm_epsilon; rope.freq_base is added (the converter omits it).
 
 A summary of the checks is printed and also written to <out>/manifest.json.
 """
@@ -113,6 +130,8 @@ from transformers import (
     BloomConfig,
     BloomForCausalLM,
     DynamicCache,
+    FalconConfig,
+    FalconForCausalLM,
     GenerationConfig,
     LlamaConfig,
     LlamaForCausalLM,
@@ -160,6 +179,24 @@ COMMON = dict(
     eos_token_id=EOS_ID,
     pad_token_id=None,
     initializer_range=WEIGHT_STD,
+)
+
+# Falcon's own keys (no intermediate_size or rms_norm_eps: ffn_hidden_size defaults to 4 x hidden, every norm
+# is a LayerNorm with layer_norm_epsilon).
+FALCON = dict(
+    vocab_size=256,
+    hidden_size=64,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    layer_norm_epsilon=1e-5,
+    max_position_embeddings=512,
+    alibi=False,
+    activation="gelu",
+    bos_token_id=BOS_ID,
+    eos_token_id=EOS_ID,
+    pad_token_id=None,
+    initializer_range=WEIGHT_STD,
+    tie_word_embeddings=True,
 )
 
 # name -> (config class, model class, config kwargs, base seed, gguf types)
@@ -229,6 +266,27 @@ SPECS = {
              eos_token_id=EOS_ID, pad_token_id=None, initializer_range=WEIGHT_STD, tie_word_embeddings=True),
         11000, [],
     ),
+    "falcon": (
+        FalconConfig, FalconForCausalLM,
+        dict(FALCON, new_decoder_architecture=False, multi_query=True, parallel_attn=True, bias=False),
+        13100, ["f32", "q8_0"],  # 13000's Adam steps in make_golden_grads.py are ill-conditioned (fp32 vs fp64: 7.7e-5)
+    ),
+    "falcon-new": (
+        FalconConfig, FalconForCausalLM,
+        dict(FALCON, new_decoder_architecture=True, num_kv_heads=2, bias=True, ffn_hidden_size=96,
+             tie_word_embeddings=False, rope_theta=500000.0),
+        14000, ["f32", "q8_0"],
+    ),
+    "falcon-sequential": (
+        FalconConfig, FalconForCausalLM,
+        dict(FALCON, new_decoder_architecture=False, multi_query=False, parallel_attn=False, bias=True),
+        15000, [],
+    ),
+    "falcon2": (
+        FalconConfig, FalconForCausalLM,
+        dict(FALCON, new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1, bias=False),
+        16000, [],
+    ),
     "phi3": (
         Phi3Config, Phi3ForCausalLM,
         dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=7,
@@ -260,7 +318,7 @@ GGUF_TYPES = {
 }
 
 GGUF_ARCH = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
-             "Qwen3ForCausalLM": "qwen3", "MixtralForCausalLM": "llama"}
+             "Qwen3ForCausalLM": "qwen3", "MixtralForCausalLM": "llama", "FalconForCausalLM": "falcon"}
 
 
 def log(*args):
@@ -285,7 +343,7 @@ def randomize(model: torch.nn.Module, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     for pname, p in model.named_parameters():  # tied parameters appear once
         noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
-        if pname.endswith("norm.weight") or pname.endswith("ln_f.weight"):
+        if pname.endswith(("norm.weight", "ln_f.weight", "ln_attn.weight", "ln_mlp.weight")):
             p.copy_(1.0 + NORM_STD * noise)
         elif pname.endswith(".bias"):
             p.copy_(BIAS_STD * noise)
@@ -365,6 +423,9 @@ def decoder(model):
     if is_bloom(model):
         t = model.transformer
         return t.word_embeddings_layernorm, t.h, t.ln_f
+    if model.config.model_type == "falcon":
+        t = model.transformer
+        return t.word_embeddings, t.h, t.ln_f
     return model.model.embed_tokens, model.model.layers, model.model.norm
 
 
@@ -494,7 +555,7 @@ def clone_with_state(name: str, seed: int, state: dict[str, torch.Tensor]) -> to
     assert not unexpected, unexpected
     assert all(k == "lm_head.weight" and model.config.tie_word_embeddings for k in missing), missing
     if model.config.tie_word_embeddings:
-        assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+        assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
     model.eval()
     return model
 
@@ -571,8 +632,50 @@ def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
             .reshape(w.shape))
 
 
+def falcon_tensor_map(config) -> list[tuple[str, str]]:
+    """Falcon's (gguf name, HF name) as llama.cpp's FalconModel converter maps them: attn_norm is ln_attn or the
+    shared input_layernorm, attn_norm_2 ln_mlp; LayerNorm biases always, projection biases with config.bias."""
+    m = [("token_embd.weight", "transformer.word_embeddings.weight")]
+    two = config.new_decoder_architecture and config.num_ln_in_parallel_attn == 2
+    assert config.parallel_attn or config.new_decoder_architecture, "llama.cpp has no sequential Falcon block"
+    for i in range(config.num_hidden_layers):
+        p = f"transformer.h.{i}."
+        norms = [("attn_norm", "ln_attn"), ("attn_norm_2", "ln_mlp")] if two else [("attn_norm", "input_layernorm")]
+        for g, h in norms:
+            m += [(f"blk.{i}.{g}.weight", p + h + ".weight"), (f"blk.{i}.{g}.bias", p + h + ".bias")]
+        for g, h in [("attn_qkv", "self_attention.query_key_value"), ("attn_output", "self_attention.dense"),
+                     ("ffn_up", "mlp.dense_h_to_4h"), ("ffn_down", "mlp.dense_4h_to_h")]:
+            m.append((f"blk.{i}.{g}.weight", p + h + ".weight"))
+            if config.bias:
+                m.append((f"blk.{i}.{g}.bias", p + h + ".bias"))
+    m += [("output_norm.weight", "transformer.ln_f.weight"), ("output_norm.bias", "transformer.ln_f.bias")]
+    if not config.tie_word_embeddings:
+        m.append(("output.weight", "lm_head.weight"))
+    return m
+
+
+def falcon_qkv_to_gguf(data: np.ndarray, config) -> np.ndarray:
+    """query_key_value rows [kv groups, heads/kv + 2, head_dim] -> all q, all k, all v (llama.cpp's "jploski"
+    layout); biases likewise."""
+    kv, hd = config.num_key_value_heads, config.hidden_size // config.num_attention_heads
+    g = data.reshape(kv, -1, hd, *data.shape[1:])
+    q, k, v = g[:, :-2], g[:, -2:-1], g[:, -1:]
+    return np.concatenate([x.reshape(-1, *data.shape[1:]) for x in (q, k, v)])
+
+
+def falcon_qkv_from_gguf(data: np.ndarray, config) -> np.ndarray:
+    kv, heads, hd = config.num_key_value_heads, config.num_attention_heads, config.hidden_size // config.num_attention_heads
+    rest = data.shape[1:]
+    q = data[: heads * hd].reshape(kv, heads // kv, hd, *rest)
+    k = data[heads * hd: (heads + kv) * hd].reshape(kv, 1, hd, *rest)
+    v = data[(heads + kv) * hd:].reshape(kv, 1, hd, *rest)
+    return np.concatenate([q, k, v], axis=1).reshape(data.shape)
+
+
 def gguf_tensor_map(config) -> list[tuple[str, str]]:
     """(gguf name, HF name) in llama.cpp's write order."""
+    if getattr(config, "model_type", "") == "falcon":
+        return falcon_tensor_map(config)
     m = [("token_embd.weight", "model.embed_tokens.weight")]
     for i in range(config.num_hidden_layers):
         p = f"model.layers.{i}."
@@ -637,7 +740,49 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
     w = GGUFWriter(str(path), arch)  # writes general.architecture
     w.add_type(gguf.GGUFType.MODEL)
     w.add_name(model_name)
+    if arch == "falcon":  # FalconModel.set_gguf_parameters
+        w.add_context_length(2048)  # the converter's constant
+        w.add_tensor_data_layout("jploski")  # query_key_value regrouped as all q, all k, all v
+        w.add_embedding_length(config.hidden_size)
+        w.add_feed_forward_length(4 * config.hidden_size)  # written so whatever ffn_hidden_size says
+        w.add_block_count(config.num_hidden_layers)
+        w.add_head_count(config.num_attention_heads)
+        # the KV heads the layer computes (the converter reads num_kv_heads, which a multi-query config saved by
+        # transformers 5 sets to the head count)
+        w.add_head_count_kv(config.num_key_value_heads)
+        w.add_layer_norm_eps(float(config.layer_norm_epsilon))
+        w.add_file_type(int(ftype))
+        w.add_rope_freq_base(float(rope["rope_theta"]))  # the converter omits it (10000 then); kept for falcon-new
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     # same keys, same order as convert_hf_to_gguf.py TextModel.set_gguf_parameters
+    else:
+        write_llama_keys(w, config, arch, ftype, rope, head_dim)
+
+    for gname, hname in gguf_tensor_map(config):
+        if isinstance(hname, tuple):
+            data = np.stack([state[h].detach().float().numpy() for h in hname])
+        else:
+            data = state[hname].detach().float().numpy().copy()
+        # llama.cpp's converter permutes Q and K rows, biases included
+        if arch == "llama" and gname.endswith(("attn_q.weight", "attn_q.bias")):
+            data = permute_qk(data, config.num_attention_heads)
+        elif arch == "llama" and gname.endswith(("attn_k.weight", "attn_k.bias")):
+            data = permute_qk(data, config.num_key_value_heads)
+        elif arch == "falcon" and ".attn_qkv." in gname:
+            data = falcon_qkv_to_gguf(data, config)
+        if data.ndim <= 1 or gname.endswith(("_norm.weight", "ffn_gate_inp.weight")):  # llama-quantize keeps routers
+            t = GGMLQuantizationType.F32
+        else:
+            t = qtype
+        w.add_tensor(gname, gguf.quants.quantize(data, t), raw_dtype=t)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_llama_keys(w, config, arch, ftype, rope, head_dim) -> None:
     w.add_block_count(config.num_hidden_layers)
     w.add_context_length(config.max_position_embeddings)
     w.add_embedding_length(config.hidden_size)
@@ -660,31 +805,11 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
         w.add_expert_used_count(config.num_experts_per_tok)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
-    for gname, hname in gguf_tensor_map(config):
-        if isinstance(hname, tuple):
-            data = np.stack([state[h].detach().float().numpy() for h in hname])
-        else:
-            data = state[hname].detach().float().numpy().copy()
-        # llama.cpp's converter permutes Q and K rows, biases included
-        if arch == "llama" and gname.endswith(("attn_q.weight", "attn_q.bias")):
-            data = permute_qk(data, config.num_attention_heads)
-        elif arch == "llama" and gname.endswith(("attn_k.weight", "attn_k.bias")):
-            data = permute_qk(data, config.num_key_value_heads)
-        if data.ndim <= 1 or gname.endswith(("_norm.weight", "ffn_gate_inp.weight")):  # llama-quantize keeps routers
-            t = GGMLQuantizationType.F32
-        else:
-            t = qtype
-        w.add_tensor(gname, gguf.quants.quantize(data, t), raw_dtype=t)
-
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
 
 def type_name(config) -> str:
     return {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-            "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM"}[config.model_type]
+            "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM",
+            "falcon": "FalconForCausalLM"}[config.model_type]
 
 
 def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
@@ -703,6 +828,8 @@ def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
             data = unpermute_qk(data, config.num_attention_heads)
         elif arch == "llama" and gname.endswith(("attn_k.weight", "attn_k.bias")):
             data = unpermute_qk(data, config.num_key_value_heads)
+        elif arch == "falcon" and ".attn_qkv." in gname:
+            data = falcon_qkv_from_gguf(data, config)
         if isinstance(hname, tuple):
             for h, one in zip(hname, data):
                 state[h] = torch.from_numpy(one.copy())
@@ -714,6 +841,25 @@ def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
 def check_gguf_metadata(reader: GGUFReader, config, gtype: str) -> None:
     arch = reader.fields["general.architecture"].contents()
     f = {k: v.contents() for k, v in reader.fields.items() if not k.startswith("GGUF.")}
+    if arch == "falcon":
+        want = {
+            "falcon.block_count": config.num_hidden_layers,
+            "falcon.context_length": 2048,
+            "falcon.tensor_data_layout": "jploski",
+            "falcon.embedding_length": config.hidden_size,
+            "falcon.feed_forward_length": 4 * config.hidden_size,
+            "falcon.attention.head_count": config.num_attention_heads,
+            "falcon.attention.head_count_kv": config.num_key_value_heads,
+            "general.file_type": int(GGUF_TYPES[gtype][1]),
+        }
+        for k, v in want.items():
+            assert f[k] == v, (k, f[k], v)
+        eps = f["falcon.attention.layer_norm_epsilon"]
+        assert abs(eps - config.layer_norm_epsilon) <= 1e-6 * config.layer_norm_epsilon, eps
+        for t in reader.tensors:
+            want_t = GGMLQuantizationType.F32 if len(t.shape) == 1 else GGUF_TYPES[gtype][0]
+            assert t.tensor_type == want_t, (t.name, t.tensor_type, want_t)
+        return
     want = {
         f"{arch}.block_count": config.num_hidden_layers,
         f"{arch}.context_length": config.max_position_embeddings,
@@ -749,6 +895,8 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
     for t in r.tensors:
         shape = tuple(int(x) for x in reversed(t.shape))
         W[t.name] = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(shape)
+    if arch == "falcon":
+        return falcon_reference_logits(f, W, input_ids)
     n_layer = f[f"{arch}.block_count"]
     n_head = f[f"{arch}.attention.head_count"]
     n_kv = f[f"{arch}.attention.head_count_kv"]
@@ -817,6 +965,54 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
     x = rms(x, W["output_norm.weight"])
     out_w = W.get("output.weight", W["token_embd.weight"])
     return x @ out_w.T
+
+
+def falcon_reference_logits(f: dict, W: dict, input_ids: np.ndarray) -> np.ndarray:
+    """Falcon from its GGUF tensors as llama.cpp's graph lays them out: attn_qkv holds all q rows, then all k, then
+    all v; attention and MLP run in parallel from attn_norm, the MLP from attn_norm_2 when the file has it; RoPE
+    rotates halves (NEOX).  The GELU is the exact one of the Hugging Face model the file came from (llama.cpp's
+    graph uses the tanh approximation)."""
+    from math import erf
+    n_layer, n_head = f["falcon.block_count"], f["falcon.attention.head_count"]
+    n_kv, eps = f["falcon.attention.head_count_kv"], f["falcon.attention.layer_norm_epsilon"]
+    base = f.get("falcon.rope.freq_base", 10000.0)
+    hd = f["falcon.embedding_length"] // n_head
+    T = len(input_ids)
+    gelu = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))
+
+    def ln(x, name):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + eps) * W[name + ".weight"] + W[name + ".bias"]
+
+    inv = base ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+    def rope(x):  # x [T, H, hd], halves rotated
+        a, b = x[..., : hd // 2], x[..., hd // 2:]
+        return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+
+    x = W["token_embd.weight"][input_ids]
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        n = ln(x, p + "attn_norm")
+        m = ln(x, p + "attn_norm_2") if p + "attn_norm_2.weight" in W else n
+        qkv = n @ W[p + "attn_qkv.weight"].T + W.get(p + "attn_qkv.bias", 0.0)
+        q = rope(qkv[:, : n_head * hd].reshape(T, n_head, hd))
+        k = rope(qkv[:, n_head * hd: (n_head + n_kv) * hd].reshape(T, n_kv, hd))
+        v = qkv[:, (n_head + n_kv) * hd:].reshape(T, n_kv, hd)
+        k, v = np.repeat(k, n_head // n_kv, axis=1), np.repeat(v, n_head // n_kv, axis=1)
+        att = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att /= att.sum(-1, keepdims=True)
+        o = np.einsum("hts,shd->thd", att, v).reshape(T, n_head * hd)
+        attn = o @ W[p + "attn_output.weight"].T + W.get(p + "attn_output.bias", 0.0)
+        u = gelu(m @ W[p + "ffn_up.weight"].T + W.get(p + "ffn_up.bias", 0.0))
+        x = x + attn + u @ W[p + "ffn_down.weight"].T + W.get(p + "ffn_down.bias", 0.0)
+    x = ln(x, "output_norm")
+    return x @ W.get("output.weight", W["token_embd.weight"]).T
 
 
 # --------------------------------------------------------------------------- output

@@ -13,6 +13,9 @@ tokens, special tokens).
   bpe-qwen2     byte-level BPE, NFC normalizer, Qwen2 Split regex (single digits)
   bpe-bloom     byte-level BPE, BLOOM's Split regex (words with their leading space, a nested character class
                 of punctuation), no BOS added (BLOOM's layout)
+  bpe-falcon    byte-level BPE, Falcon's pre-tokenizer: Punctuation (contiguous), ByteLevel, then Digits and a
+                Split of digit triples, which read the words in the byte alphabet (a UTF-8 continuation byte
+                0xB2 reads as '²' there, so Cyrillic 'в' is cut in two)
   spm-legacy    SentencePiece-style BPE with byte fallback, Prepend/Replace normalizer, Strip decoder
                 (Llama-2's tokenizer.json layout)
   spm-metaspace SentencePiece-style BPE with byte fallback, Metaspace pre-tokenizer (prepend_scheme "first")
@@ -355,6 +358,32 @@ def make_bpe_bloom():
     return tok, config
 
 
+def make_bpe_falcon():
+    specials = [">>TITLE<<", ">>ABSTRACT<<", ">>INTRODUCTION<<", ">>SUMMARY<<", ">>COMMENT<<", ">>ANSWER<<",
+                ">>QUESTION<<", ">>DOMAIN<<", ">>PREFIX<<", ">>SUFFIX<<", ">>MIDDLE<<", "<|endoftext|>"]
+    pre = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Punctuation(behavior="contiguous"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            pre_tokenizers.Digits(individual_digits=False),
+            pre_tokenizers.Split(Regex("[0-9][0-9][0-9]"), behavior="isolated", invert=False),
+        ]
+    )
+    # Merges learned without the two rules after ByteLevel, so that some join bytes those rules separate (Cyrillic
+    # 'в' is 'Ð' '²' in the byte alphabet): only a tokenizer that cuts where Hugging Face cuts gives its ids.
+    learn = pre_tokenizers.Sequence(
+        [pre_tokenizers.Punctuation(behavior="contiguous"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+    )
+    tok = byte_level_tokenizer(learn, specials, 400)
+    tok.pre_tokenizer = pre
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "eos_token": "<|endoftext|>",
+        "add_prefix_space": False,
+    }
+    return tok, config
+
+
 def train_spm_style(n_merges, min_char_count=3):
     """A SentencePiece-style BPE: pieces start with ▁ and never cross words; characters seen fewer than
     `min_char_count` times are left out so that byte fallback is used. Returns (vocab, merges) with <unk>,
@@ -544,6 +573,7 @@ def main():
         "bpe-llama3": make_bpe_llama3,
         "bpe-qwen2": make_bpe_qwen2,
         "bpe-bloom": make_bpe_bloom,
+        "bpe-falcon": make_bpe_falcon,
         "spm-legacy": lambda: make_spm("legacy"),
         "spm-metaspace": lambda: make_spm("metaspace"),
     }

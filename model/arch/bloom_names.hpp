@@ -1,5 +1,6 @@
 // Where a BLOOM checkpoint keeps its tensors: h.N.…, word_embeddings…, ln_f… as BloomModel saves them (the
-// bigscience repositories), or the same under "transformer." as BloomForCausalLM saves them.
+// bigscience repositories), or the same under "transformer." as BloomForCausalLM saves them. Falcon's checkpoints
+// (FalconModel, FalconForCausalLM) name theirs the same way.
 #pragma once
 
 #include <cstdint>

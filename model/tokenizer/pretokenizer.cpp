@@ -76,6 +76,10 @@ PreTokenizer PreTokenizer::for_gguf_name(const std::string& name, bool* ignore_m
   } else if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3") {
     p.add_split(patterns::llama3, SplitBehavior::isolated);
     ignore = true;
+  } else if (name == "falcon") {  // llama.cpp's rules for Falcon's (punctuation runs, GPT-2's words, digit triples)
+    p.add_split(patterns::punctuation_runs, SplitBehavior::isolated);
+    p.add_split(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))", SplitBehavior::isolated);
+    p.add_split("[0-9][0-9][0-9]", SplitBehavior::isolated);
   } else if (name == "qwen2" || name == "deepseek-r1-qwen") {
     p.add_split(patterns::qwen2, SplitBehavior::isolated);
   } else if (name == "smollm" || name == "starcoder" || name == "refact" || name == "command-r" ||
@@ -84,7 +88,7 @@ PreTokenizer PreTokenizer::for_gguf_name(const std::string& name, bool* ignore_m
     p.add_split(patterns::gpt2, SplitBehavior::isolated);
   } else {
     throw std::invalid_argument("unknown pre-tokenizer '" + name +
-                                "' (known: default, gpt-2, llama-bpe/llama3, qwen2, smollm and aliases)");
+                                "' (known: default, gpt-2, llama-bpe/llama3, qwen2, smollm, falcon and aliases)");
   }
   if (ignore_merges) *ignore_merges = ignore;
   return p;

@@ -26,6 +26,10 @@ inline constexpr const char* llama3 =
 inline constexpr const char* qwen2 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 inline constexpr const char* single_digit = R"(\p{N})";
+// Hugging Face's Punctuation pre-tokenizer: Unicode punctuation (\p{P}) and the ASCII symbols Rust counts as
+// punctuation too.
+inline constexpr const char* punctuation = R"([\p{P}$+<=>^`|~])";
+inline constexpr const char* punctuation_runs = R"([\p{P}$+<=>^`|~]+)";
 inline constexpr const char* digit_runs = R"(\p{N}+)";
 }  // namespace patterns
 

@@ -128,7 +128,32 @@ void Tokenizer::encode_fragment(std::string_view text, bool at_start, std::vecto
   if (d.spm_word_split) spm_split_words(s, words);
   else d.pre.split(s, words);
   // encode_word does not touch `words`, so the thread-local list stays valid through the loop.
-  for (std::string_view w : words) encode_word(w, out);
+  if (d.after_byte_level.empty()) {
+    for (std::string_view w : words) encode_word(w, out);
+    return;
+  }
+  // The remaining rules cut each word written in the byte alphabet; every piece they leave is whole characters of
+  // that alphabet, so it maps back to a run of the word's bytes.
+  std::string mapped;
+  std::vector<size_t> byte_at;  // byte_at[offset in mapped] = index of the word's byte it starts
+  std::vector<std::string_view> pieces;
+  for (std::string_view w : words) {
+    mapped.clear();
+    byte_at.clear();
+    for (size_t i = 0; i < w.size(); ++i) {
+      const std::string& c = byte_to_unicode()[static_cast<unsigned char>(w[i])];
+      byte_at.insert(byte_at.end(), c.size(), i);
+      mapped += c;
+    }
+    byte_at.push_back(w.size());
+    pieces.clear();
+    d.after_byte_level.split(mapped, pieces);
+    for (std::string_view p : pieces) {
+      const size_t begin = byte_at[static_cast<size_t>(p.data() - mapped.data())];
+      const size_t end = byte_at[static_cast<size_t>(p.data() - mapped.data()) + p.size()];
+      encode_word(w.substr(begin, end - begin), out);
+    }
+  }
 }
 
 void Tokenizer::encode_word(std::string_view word, std::vector<int32_t>& out) const {

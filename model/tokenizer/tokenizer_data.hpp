@@ -59,6 +59,10 @@ struct TokenizerData {
   Metaspace metaspace;
   bool byte_level_prefix_space = false;  // ByteLevel(add_prefix_space)
   PreTokenizer pre;
+  // Rules that follow ByteLevel in the pre-tokenizer sequence (Falcon's Digits and Split): Hugging Face applies
+  // them to each word written in GPT-2's byte alphabet, where a UTF-8 continuation byte such as 0xB2 reads as the
+  // digit '²', so they can cut inside a character.
+  PreTokenizer after_byte_level;
   bool spm_word_split = false;  // cut escaped text before "▁" (safe for this vocabulary: words are independent)
 
   // Word → ids.

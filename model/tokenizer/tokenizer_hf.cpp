@@ -103,6 +103,10 @@ SplitBehavior split_behavior(const std::string& s) {
 void parse_pre_tokenizer(const json& p, TokenizerData& d) {
   if (p.is_null()) return;
   const std::string type = p.value("type", "");
+  // After ByteLevel, splitting rules read the words in its byte alphabet.
+  PreTokenizer& rules = d.byte_level ? d.after_byte_level : d.pre;
+  if (d.byte_level && type != "Sequence" && type != "Split" && type != "Digits" && type != "Punctuation")
+    unsupported("pre_tokenizer after ByteLevel", p);
   if (type == "Sequence") {
     for (const json& step : p.at("pretokenizers")) parse_pre_tokenizer(step, d);
   } else if (type == "ByteLevel") {
@@ -111,10 +115,15 @@ void parse_pre_tokenizer(const json& p, TokenizerData& d) {
     if (p.value("use_regex", true)) d.pre.add_split(patterns::gpt2, SplitBehavior::isolated);
   } else if (type == "Split") {
     auto [pattern, literal] = pattern_of(p.at("pattern"));
-    d.pre.add_split(pattern, split_behavior(p.at("behavior").get<std::string>()), p.value("invert", false), literal);
+    rules.add_split(pattern, split_behavior(p.at("behavior").get<std::string>()), p.value("invert", false), literal);
   } else if (type == "Digits") {
-    d.pre.add_split(p.value("individual_digits", false) ? patterns::single_digit : patterns::digit_runs,
+    rules.add_split(p.value("individual_digits", false) ? patterns::single_digit : patterns::digit_runs,
                     SplitBehavior::isolated);
+  } else if (type == "Punctuation") {
+    // Each punctuation character is a delimiter; "Contiguous" keeps a run of them together.
+    const std::string behavior = p.value("behavior", std::string("Isolated"));
+    if (behavior == "Contiguous") rules.add_split(patterns::punctuation_runs, SplitBehavior::isolated);
+    else rules.add_split(patterns::punctuation, split_behavior(behavior));
   } else if (type == "Metaspace") {
     d.metaspace.enabled = true;
     d.metaspace.replacement = p.value("replacement", std::string(kSpmSpace));

@@ -107,12 +107,13 @@ class GgufSource final : public WeightSource {
   explicit GgufSource(const std::string& path) : gguf_(GgufFile::open(path)) {
     config_ = ModelConfig::from_gguf(*gguf_);
     permuted_qk_ = gguf_->get_string("general.architecture") == "llama";
+    const bool falcon = config_.arch == "falcon";
     for (const auto& info : gguf_->tensors()) {
       if (auto experts = expert_stack(info.name)) {
         add_experts(info, *experts);
         continue;
       }
-      const std::string hf = to_hf(info.name, gguf_->path());
+      const std::string hf = falcon ? falcon_to_hf(info.name) : to_hf(info.name, gguf_->path());
       if (!hf.empty()) hf_to_gguf_[hf] = {info.name, -1};
     }
   }
@@ -223,6 +224,34 @@ class GgufSource final : public WeightSource {
         const auto block = parse_block_number(m[1].str());
         if (!block) throw std::runtime_error(path + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
         return block_tensor_name(*block, it->second);
+      }
+    return {};
+  }
+
+  // Falcon's tensors under the names of its Hugging Face checkpoints (FalconModel's, without "transformer."); its
+  // attn_qkv, already all q, all k, all v, is the block's regrouped self_attention.qkv.
+  std::string falcon_to_hf(const std::string& g) const {
+    static const std::map<std::string, std::string> globals = {
+        {"token_embd.weight", "word_embeddings.weight"}, {"output_norm.weight", "ln_f.weight"},
+        {"output_norm.bias", "ln_f.bias"},               {"output.weight", "lm_head.weight"},
+    };
+    const std::string attn_norm = config_.separate_mlp_norm ? "ln_attn" : "input_layernorm";
+    const std::map<std::string, std::string> per_block = {
+        {"attn_norm.weight", attn_norm + ".weight"},           {"attn_norm.bias", attn_norm + ".bias"},
+        {"attn_norm_2.weight", "ln_mlp.weight"},               {"attn_norm_2.bias", "ln_mlp.bias"},
+        {"attn_qkv.weight", "self_attention.qkv.weight"},      {"attn_qkv.bias", "self_attention.qkv.bias"},
+        {"attn_output.weight", "self_attention.dense.weight"}, {"attn_output.bias", "self_attention.dense.bias"},
+        {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},         {"ffn_up.bias", "mlp.dense_h_to_4h.bias"},
+        {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},       {"ffn_down.bias", "mlp.dense_4h_to_h.bias"},
+    };
+    if (auto it = globals.find(g); it != globals.end()) return it->second;
+    static const std::regex block(R"(blk\.(\d+)\.(.+))");
+    std::smatch m;
+    if (std::regex_match(g, m, block))
+      if (auto it = per_block.find(m[2].str()); it != per_block.end()) {
+        const auto n = parse_block_number(m[1].str());
+        if (!n) throw std::runtime_error(gguf_->path() + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
+        return "h." + std::to_string(*n) + "." + it->second;
       }
     return {};
   }

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "model/local_model.hpp"
+#include "model/weights/tensor_map_source.hpp"
 #include "support/golden.hpp"
 
 using namespace corolla;
@@ -18,7 +19,8 @@ namespace {
 constexpr float kTol = 1e-4f;
 const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "qwen2-yarn", "llama-sharded",
                          "llama-bf16", "llama-bias", "mistral-window", "qwen2-window", "qwen3",
-                         "mixtral",    "phi3",       "phi3-longrope", "bloom"};
+                         "mixtral",    "phi3",       "phi3-longrope", "bloom",          "falcon",      "falcon-new",
+                         "falcon-sequential", "falcon2"};
 
 std::vector<int32_t> iota_positions(size_t n, int32_t start = 0) {
   std::vector<int32_t> p(n);
@@ -58,6 +60,30 @@ BOOST_DATA_TEST_CASE(token_by_token_with_cache_matches, bdata::make(kModels), na
     Tensor logits = model.forward({&ids[i], 1}, {&pos, 1}, true);
     BOOST_TEST(max_abs_diff(logits.data_as<const float>(), steps.data_as<const float>() + i * vocab, vocab) < kTol);
     BOOST_TEST(max_abs_diff(logits.data_as<const float>(), full.data_as<const float>() + i * vocab, vocab) < kTol);
+  }
+}
+
+// Each block's output equals Hugging Face's (hidden_states[i + 1] from hidden_states[i]), and so does that of the
+// block loaded again from its named_weights(), as a weights cache entry loads it: the regrouped or fused forms
+// (BLOOM's and Falcon's query_key_value, Phi-3's projections) must load as they were stored.
+BOOST_DATA_TEST_CASE(each_block_and_its_named_weights_match, bdata::make(kModels), name) {
+  auto source = open_weights(model_dir(name));
+  Golden g(name);
+  const Tensor hs = g.tensor("hidden_states");  // [L + 1, 1, T, H]
+  const Shape one{1, hs.dim(2), hs.dim(3)};
+  std::vector<int32_t> positions = iota_positions(static_cast<size_t>(hs.dim(2)));
+  for (int64_t l = 0; l < source->config().num_layers; ++l) {
+    std::unique_ptr<Block> block = load_block(*source, l, backend());
+    std::map<std::string, Tensor> stored;
+    for (const auto& [n, t] : block->named_weights()) stored.emplace(n, backend().download(t));
+    TensorMapSource cached(source->config(), std::move(stored), "named weights");
+    std::unique_ptr<Block> reloaded = load_block(cached, l, backend());
+    const Tensor want = hs.slice_rows(l + 1, l + 2).reshaped(one);
+    for (Block* b : {block.get(), reloaded.get()}) {
+      Tensor h = backend().upload(hs.slice_rows(l, l + 1).reshaped(one).clone());
+      b->forward(h, positions, nullptr);
+      BOOST_TEST(max_abs_diff(backend().download(h), want) < kTol, "block " << l << (b == block.get() ? "" : " reloaded"));
+    }
   }
 }
 
@@ -123,7 +149,9 @@ const GgufCase kGguf[] = {
     {"qwen2", "model-q8_0.gguf", "q8_0", kTol},   {"llama-bias", "model-f32.gguf", "", kTol},
     {"llama-bias", "model-q8_0.gguf", "q8_0", kTol}, {"qwen3", "model-f32.gguf", "", kTol},
     {"qwen3", "model-q8_0.gguf", "q8_0", kTol},   {"mixtral", "model-f32.gguf", "", kTol},
-    {"mixtral", "model-q8_0.gguf", "q8_0", kTol},
+    {"mixtral", "model-q8_0.gguf", "q8_0", kTol}, {"falcon", "model-f32.gguf", "", kTol},
+    {"falcon", "model-q8_0.gguf", "q8_0", kTol},  {"falcon-new", "model-f32.gguf", "", kTol},
+    {"falcon-new", "model-q8_0.gguf", "q8_0", kTol},
 };
 }  // namespace
 

@@ -38,8 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(fits({c.max_position, c.num_kv_heads, c.head_dim, 2, 4}));
   require(std::isfinite(c.norm_eps) && c.norm_eps > 0 && std::isfinite(c.rope_theta) && c.rope_theta > 0);
   for (float f : c.rope_inv_freq()) require(std::isfinite(f));
-  // What the block computes was either read or refused: one activation, a window for each layer or none.
-  require(c.hidden_act == "silu");
+  // What the block computes was either read or refused: its family's activation, a window for each layer or none.
+  if (c.arch == "bloom") require(c.hidden_act == "gelu_tanh");
+  else if (c.arch == "falcon") require(c.hidden_act == "gelu" || c.hidden_act == "gelu_tanh");
+  else require(c.hidden_act == "silu");
   require(c.sliding_window >= 0 && (c.sliding_window == 0 || static_cast<int64_t>(c.window_layers.size()) == c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) require(c.attention_window(i) >= 0);
   return 0;

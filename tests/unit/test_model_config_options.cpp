@@ -1,6 +1,6 @@
 // Every config.json key that changes what a block computes is applied as its Hugging Face class applies it, or
 // refused with an error that names it: before, o_proj's bias, mlp_bias, hidden_act and the sliding window were
-// ignored (silently wrong logits), and a Falcon config failed on a missing key instead of its family.
+// ignored (silently wrong logits), and an unsupported family's config failed on a missing key instead of its family.
 #define BOOST_TEST_MODULE model_config_options
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -218,11 +218,10 @@ BOOST_AUTO_TEST_CASE(qwen2_slides_the_layers_its_config_marks) {
 }
 
 BOOST_AUTO_TEST_CASE(the_architecture_is_checked_before_its_keys) {
-  // Falcon's config (its real key set): no intermediate_size, but that is not what is wrong.
-  const nlohmann::json falcon = {{"model_type", "falcon"}, {"hidden_size", 64}, {"num_attention_heads", 4},
-                                 {"num_hidden_layers", 2}, {"vocab_size", 256}, {"new_decoder_architecture", false},
-                                 {"multi_query", true}, {"parallel_attn", true}, {"alibi", false}};
-  expect_error([&] { read(falcon); }, {"unsupported architecture 'falcon'", "bloom", "llama", "mistral", "qwen2"});
+  // GPT-2's config (its real key set): no hidden_size or intermediate_size, but that is not what is wrong.
+  const nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"n_embd", 64}, {"n_head", 4}, {"n_layer", 2},
+                               {"vocab_size", 256}, {"activation_function", "gelu_new"}};
+  expect_error([&] { read(gpt2); }, {"unsupported architecture 'gpt2'", "bloom", "falcon", "llama", "mistral", "qwen2"});
 }
 
 // BLOOM's keys are its own (n_layer, n_head, layer_norm_epsilon; n_embed in older files), with no intermediate
@@ -265,4 +264,87 @@ BOOST_AUTO_TEST_CASE(the_golden_models_with_each_option_read_as_written) {
   BOOST_TEST(windows(mistral) == std::vector<int64_t>(4, 5), boost::test_tools::per_element());
   const ModelConfig qwen = ModelConfig::from_hf_json(model_dir("qwen2-window") + "/config.json");
   BOOST_TEST(windows(qwen) == (std::vector<int64_t>{0, 0, 4, 4}), boost::test_tools::per_element());
+}
+
+// Falcon's keys are its own (ffn_hidden_size, layer_norm_epsilon, bias, activation, num_kv_heads), and three of them
+// choose the layout: Falcon-7B's (multi-query, parallel, one LayerNorm) by default.
+BOOST_AUTO_TEST_CASE(falcon_reads_its_own_keys_and_layouts) {
+  nlohmann::json j = {{"model_type", "falcon"}, {"hidden_size", 64}, {"num_attention_heads", 4},
+                      {"num_hidden_layers", 2}, {"vocab_size", 256}};
+  ModelConfig c = read(j);
+  BOOST_TEST(c.num_kv_heads == 1);  // multi_query
+  BOOST_TEST(c.head_dim == 16);
+  BOOST_TEST(c.intermediate_size == 256);
+  BOOST_TEST((c.parallel_attn && !c.separate_mlp_norm));
+  BOOST_TEST((c.layer_norm && c.fused_projections && !c.alibi && !c.embedding_norm));
+  BOOST_TEST((!c.qkv_bias && !c.o_bias && !c.mlp_bias));
+  BOOST_TEST(c.hidden_act == "gelu");
+  BOOST_TEST(c.tie_word_embeddings);
+  BOOST_TEST(c.rope_theta == 10000.0);
+  BOOST_TEST(c.max_position == 2048);
+
+  j["bias"] = true;
+  j["ffn_hidden_size"] = 96;
+  j["layer_norm_epsilon"] = 2e-5;
+  j["activation"] = "gelu_pytorch_tanh";
+  j["rope_theta"] = 500000.0;
+  c = read(j);
+  BOOST_TEST((c.qkv_bias && c.o_bias && c.mlp_bias));
+  BOOST_TEST(c.intermediate_size == 96);
+  BOOST_TEST(c.norm_eps == 2e-5);
+  BOOST_TEST(c.hidden_act == "gelu_tanh");
+  BOOST_TEST(c.rope_theta == 500000.0);
+  j["activation"] = "relu";
+  expect_error([&] { read(j); }, {"'activation'", "relu", "gelu"});
+  j.erase("activation");
+
+  // The new decoder architecture (40B, 180B): grouped KV heads, ln_attn and ln_mlp unless told one.
+  j["new_decoder_architecture"] = true;
+  j["num_kv_heads"] = 2;
+  c = read(j);
+  BOOST_TEST(c.num_kv_heads == 2);
+  BOOST_TEST((c.parallel_attn && c.separate_mlp_norm));
+  j["num_ln_in_parallel_attn"] = 1;  // Falcon 2
+  c = read(j);
+  BOOST_TEST((c.parallel_attn && !c.separate_mlp_norm));
+  j["num_ln_in_parallel_attn"] = 3;
+  expect_error([&] { read(j); }, {"num_ln_in_parallel_attn", "3"});
+  j["num_ln_in_parallel_attn"] = 2;
+  j["parallel_attn"] = false;  // Hugging Face's layer has no such form
+  expect_error([&] { read(j); }, {"parallel_attn", "new_decoder_architecture"});
+  j["parallel_attn"] = true;
+  j["num_kv_heads"] = 3;
+  expect_error([&] { read(j); }, {"num_key_value_heads", "3"});
+
+  // The old layout: multi_query false keeps a key and a value per query head; parallel_attn false runs the MLP after
+  // attention, through post_attention_layernorm.
+  j["new_decoder_architecture"] = false;
+  j.erase("num_ln_in_parallel_attn");
+  j["multi_query"] = false;
+  j["parallel_attn"] = false;
+  j["num_kv_heads"] = 4;
+  c = read(j);
+  BOOST_TEST(c.num_kv_heads == 4);
+  BOOST_TEST(!c.parallel_attn);
+  j["num_kv_heads"] = 2;
+  expect_error([&] { read(j); }, {"num_kv_heads", "multi_query"});
+  j.erase("num_kv_heads");
+  j["parallel_attn"] = true;
+  j["num_ln_in_parallel_attn"] = 2;  // separate norms exist only in the new architecture
+  expect_error([&] { read(j); }, {"num_ln_in_parallel_attn", "new_decoder_architecture"});
+  j.erase("num_ln_in_parallel_attn");
+
+  j["alibi"] = true;  // Falcon-RW
+  expect_error([&] { read(j); }, {"alibi", "not supported"});
+  j["alibi"] = false;
+  j["apply_residual_connection_post_layernorm"] = true;
+  expect_error([&] { read(j); }, {"apply_residual_connection_post_layernorm", "not supported"});
+  j["apply_residual_connection_post_layernorm"] = false;
+  j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  c = read(j);
+  BOOST_TEST(c.rope_scaling.type == "linear");
+  j["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 2.0}};
+  expect_error([&] { read(j); }, {"rope_scaling", "ntk-by-parts"});
+  j["rope_scaling"] = {{"rope_type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
+  expect_error([&] { read(j); }, {"longrope", "falcon"});
 }
