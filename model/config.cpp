@@ -18,7 +18,7 @@ const std::vector<std::string> kArchitectures = {"bloom",  "falcon", "llama", "m
                                                  "mixtral", "phi3",  "qwen2", "qwen3"};
 // The general.architecture values of the GGUF files whose tensors the loader maps (llama.cpp writes Mistral and
 // Mixtral as "llama"; its Falcon files hold the parallel layouts only).
-const std::vector<std::string> kGgufArchitectures = {"falcon", "llama", "qwen2", "qwen3"};
+const std::vector<std::string> kGgufArchitectures = {"bloom", "falcon", "llama", "phi3", "qwen2", "qwen3"};
 
 bool supported(const std::string& arch, const std::vector<std::string>& list = kArchitectures) {
   for (const auto& a : list)
@@ -572,17 +572,63 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
 
 namespace {
 
-// RoPE's base and scaling as llama.cpp's converters write them.
+// RoPE's base and scaling as llama.cpp's converters write them. YaRN as Hugging Face's configs give it (Qwen2.5's
+// factor and original context, the ramp's betas) is the same computation in llama.cpp; the keys only llama.cpp's
+// other converters write (an extrapolation factor other than 1, an attention factor, DeepSeek's log multiplier)
+// change it in ways Hugging Face's yarn does not, so they are refused. Phi-3's longrope comes as two factor tensors
+// (read_phi3_gguf).
 void read_gguf_rope(const GgufFile& g, ModelConfig& c) {
   auto key = [&](const std::string& k) { return c.arch + "." + k; };
   c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
-  if (auto t = g.find_string(key("rope.scaling.type")); t && *t == "linear") {
+  const std::string type = g.find_string(key("rope.scaling.type")).value_or("");
+  if (type == "linear") {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
-  } else if (t && !t->empty() && *t != "none") {
-    // llama.cpp's yarn (its own ramp and attention factor keys) is not mapped: refused, not ignored.
-    throw std::runtime_error(g.path() + ": rope scaling '" + *t + "' in a GGUF file is not supported (supported: linear)");
+  } else if (type == "yarn") {
+    c.rope_scaling.type = "yarn";
+    c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
+    c.rope_scaling.original_max_position =
+        g.find_int(key("rope.scaling.original_context_length")).value_or(c.max_position);
+    c.rope_scaling.beta_fast = g.find_float(key("rope.scaling.yarn_beta_fast")).value_or(32.0);
+    c.rope_scaling.beta_slow = g.find_float(key("rope.scaling.yarn_beta_slow")).value_or(1.0);
+    for (const auto& [name, neutral] : {std::pair{"rope.scaling.yarn_ext_factor", 1.0},
+                                        std::pair{"rope.scaling.yarn_attn_factor", 1.0},
+                                        std::pair{"rope.scaling.yarn_log_multiplier", 0.0}})
+      if (auto v = g.find_float(key(name)); v && *v != neutral)
+        throw std::runtime_error(g.path() + ": " + key(name) + " " + std::to_string(*v) +
+                                 " is not supported (YaRN is supported as Hugging Face computes it: " +
+                                 std::string(name).substr(13) + " " + std::to_string(neutral) + ")");
+  } else if (type == "longrope" && c.arch == "phi3") {
+    // read_phi3_gguf takes the factors from their tensors
+  } else if (!type.empty() && type != "none") {
+    throw std::runtime_error(g.path() + ": rope scaling '" + type +
+                             "' in a GGUF file is not supported (supported: linear, yarn; phi3's longrope)");
   }
+}
+
+// BLOOM as llama.cpp's converter writes it: query_key_value regrouped into all q, all k, all v rows (BLOOM's block
+// regroups its checkpoint's rows the same way), LayerNorms and projections with biases, the embeddings' LayerNorm as
+// token_embd_norm and the LM head as output.weight (a copy of the embeddings). context_length is the checkpoint's
+// seq_length, or the hidden size where it had none (ALiBi has no table of positions: it bounds sessions only).
+void read_bloom_gguf(const GgufFile& g, ModelConfig& c) {
+  c.hidden_size = g.get_int("bloom.embedding_length");
+  c.num_layers = g.get_int("bloom.block_count");
+  c.num_heads = g.get_int("bloom.attention.head_count");
+  c.num_kv_heads = g.find_int("bloom.attention.head_count_kv").value_or(c.num_heads);
+  if (c.num_kv_heads != c.num_heads)
+    throw std::runtime_error(g.path() + ": bloom.attention.head_count_kv " + std::to_string(c.num_kv_heads) +
+                             " is not head_count " + std::to_string(c.num_heads) + " (BLOOM has a key per head)");
+  // validate() refuses a head count of 0; the division waits for a positive one.
+  c.head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+  c.intermediate_size = g.get_int("bloom.feed_forward_length");
+  c.max_position = g.find_int("bloom.context_length").value_or(2048);
+  c.norm_eps = g.get_float("bloom.attention.layer_norm_epsilon");
+  if (g.find_string("bloom.rope.scaling.type") || g.find_int("bloom.rope.dimension_count"))
+    throw std::runtime_error(g.path() + ": a bloom file with RoPE keys is not supported (BLOOM's positions are ALiBi)");
+  c.layer_norm = c.embedding_norm = c.alibi = true;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  c.fused_projections = true;
+  c.hidden_act = "gelu_tanh";
 }
 
 // Falcon as llama.cpp's converter writes it: query_key_value regrouped into all q, all k, all v rows (the "jploski"
@@ -616,6 +662,34 @@ void read_falcon_gguf(const GgufFile& g, ModelConfig& c) {
   c.hidden_act = "gelu";
 }
 
+// Phi-3 as llama.cpp's converter writes it: qkv_proj as attn_qkv and gate_up_proj as ffn_up (gate rows first), both
+// kept fused as the Hugging Face checkpoint has them; a sliding window on every layer (0: none, Phi-4); longrope's
+// factors as the tensors rope_factors_short and rope_factors_long beside the original context and the attention
+// factor. Hugging Face switches to the long factors once a sequence passes the original context, and so does
+// Corolla for a GGUF file (llama.cpp decides once, from the context it is started with).
+void read_phi3_gguf(const GgufFile& g, ModelConfig& c) {
+  c.fused_projections = true;
+  c.sliding_window = g.find_int("phi3.attention.sliding_window").value_or(0);
+  c.window_layers.assign(c.num_layers > 0 && c.num_layers <= kMaxLayers ? c.num_layers : 0, c.sliding_window > 0);
+  const GgufTensorInfo* long_factors = g.find_tensor("rope_factors_long.weight");
+  const GgufTensorInfo* short_factors = g.find_tensor("rope_factors_short.weight");
+  if (!long_factors && !short_factors) return;
+  if (!long_factors || !short_factors)
+    throw std::runtime_error(g.path() + ": longrope needs both rope_factors_long.weight and rope_factors_short.weight");
+  auto factors = [&](const GgufTensorInfo& info) {
+    if (info.shape.rank() != 1 || info.shape[0] > kMaxHeadDim)
+      throw std::runtime_error(g.path() + ": tensor '" + info.name + "' is not a list of RoPE factors");
+    Tensor t = g.tensor(info).to_f32();
+    return std::vector<float>(t.data_as<const float>(), t.data_as<const float>() + t.numel());
+  };
+  c.rope_scaling.type = "longrope";
+  c.rope_scaling.factor = 0;  // the attention factor is given, or follows from the two contexts
+  c.rope_scaling.long_factor = factors(*long_factors);
+  c.rope_scaling.short_factor = factors(*short_factors);
+  c.rope_scaling.original_max_position = g.get_int("phi3.rope.scaling.original_context_length");
+  c.rope_scaling.attention_factor = g.find_float("phi3.rope.scaling.attn_factor").value_or(0.0);
+}
+
 void read_llama_gguf(const GgufFile& g, ModelConfig& c) {
   const std::string arch = c.arch;  // a copy: a Mixtral found below renames c.arch
   auto key = [&](const std::string& k) { return arch + "." + k; };
@@ -627,10 +701,14 @@ void read_llama_gguf(const GgufFile& g, ModelConfig& c) {
   // validate() refuses a head count of 0; the division waits for a positive one.
   c.head_dim = g.find_int(key("attention.key_length")).value_or(c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   c.max_position = g.find_int(key("context_length")).value_or(2048);
-  // RoPE over part of each head is not mapped for these architectures: refused, not ignored.
-  if (auto rot = g.find_int(key("rope.dimension_count")); rot && *rot != c.head_dim)
-    throw std::runtime_error(g.path() + ": rope.dimension_count " + std::to_string(*rot) + " is not head_dim " +
-                             std::to_string(c.head_dim) + " (RoPE over part of each head is not supported in GGUF)");
+  // RoPE over part of each head: Phi-3's block turns the first rope.dimension_count values; the other blocks
+  // rotate whole heads, so there it is refused, not ignored.
+  if (auto rot = g.find_int(key("rope.dimension_count")); rot && *rot != c.head_dim) {
+    if (arch != "phi3")
+      throw std::runtime_error(g.path() + ": rope.dimension_count " + std::to_string(*rot) + " is not head_dim " +
+                               std::to_string(c.head_dim) + " (RoPE over part of each head is supported for phi3 only)");
+    c.rotary_dim = *rot;  // validate() checks it against head_dim
+  }
   c.norm_eps = g.get_float(key("attention.layer_norm_rms_epsilon"));
   read_gguf_rope(g, c);
   // llama.cpp's blocks add the biases a file holds (Qwen2's q/k/v; a Llama converted with attention_bias).
@@ -638,6 +716,7 @@ void read_llama_gguf(const GgufFile& g, ModelConfig& c) {
   c.o_bias = g.find_tensor("blk.0.attn_output.bias") != nullptr;
   c.mlp_bias = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
   c.qk_norm = arch == "qwen3";
+  if (arch == "phi3") read_phi3_gguf(g, c);
   // llama.cpp writes Mixtral as a "llama" with experts.
   if (const auto experts = g.find_int(key("expert_count")); experts && *experts > 0 && arch == "llama") {
     c.arch = "mixtral";
@@ -660,6 +739,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   if (!supported(arch, kGgufArchitectures))
     throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch, kGgufArchitectures) + " in a GGUF file");
   if (arch == "falcon") read_falcon_gguf(g, c);
+  else if (arch == "bloom") read_bloom_gguf(g, c);
   else read_llama_gguf(g, c);
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (!embd) throw std::runtime_error(g.path() + ": tensor 'token_embd.weight' is missing");

@@ -36,6 +36,9 @@ void read_model(TableReader& r, model_shape& m) {
   m.kv_heads = m.heads;
   r.get_int("kv_heads", m.kv_heads, 1, 4096);
   r.get_int("vocab_size", m.vocab_size, 1, 1 << 24);
+  r.get_int("experts", m.experts, 0, 1024);
+  r.get_int("experts_per_token", m.experts_per_token, 1, 1024);
+  if (m.experts > 0 && m.experts_per_token > m.experts) r.fail("experts_per_token", "must not exceed experts");
   r.get_int("swarms", m.swarms, 1, 100000);
   std::string dtype;
   if (r.get_string("dtype", dtype)) {
@@ -146,7 +149,9 @@ void read_churn(TableReader& r, churn_model& c) {
 
 ModelConfig model_shape::config() const {
   ModelConfig c;
-  c.arch = "llama";
+  c.arch = experts > 0 ? "mixtral" : "llama";
+  c.num_experts = experts;
+  c.experts_per_token = experts > 0 ? experts_per_token : 0;
   c.vocab_size = vocab_size;
   c.hidden_size = hidden_size;
   c.intermediate_size = intermediate_size;
@@ -163,8 +168,11 @@ ModelConfig model_shape::config() const {
 
 double model_shape::block_bytes() const {
   const int64_t d = hidden_size, hd = hidden_size / heads, kv = kv_heads * hd;
-  const int64_t matrices = 2 * d * d + 2 * kv * d + 3 * intermediate_size * d;
-  return static_cast<double>(storage_bytes(dtype, matrices)) + 8.0 * static_cast<double>(d);
+  const int64_t mlps = experts > 0 ? experts : 1;
+  const int64_t matrices = 2 * d * d + 2 * kv * d + mlps * 3 * intermediate_size * d;
+  // the norms, and the router (kept in f32, as the block loads it)
+  return static_cast<double>(storage_bytes(dtype, matrices)) + 8.0 * static_cast<double>(d) +
+         4.0 * static_cast<double>(experts * d);
 }
 
 int64_t scenario::server_count() const {

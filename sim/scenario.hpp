@@ -21,6 +21,10 @@ struct model_shape {
   int64_t heads = 16;
   int64_t kv_heads = 16;
   int64_t vocab_size = 32000;
+  // A mixture of experts (Mixtral's block) when experts > 0: each token's MLP runs experts_per_token of the
+  // `experts` MLPs of intermediate_size (a block holds them all; a decode step reads only the chosen ones).
+  int64_t experts = 0;
+  int64_t experts_per_token = 2;
   DType dtype = DType::f16;  // of the weight matrices
   int64_t swarms = 1;        // models of this shape served on the one DHT, each its own swarm
   ModelConfig config() const;

@@ -7,10 +7,19 @@
 namespace corolla::sim {
 namespace {
 
-const char* const kBlockTensors[] = {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                     "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                                     "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-                                     "mlp.down_proj.weight"};
+const char* const kAttentionTensors[] = {"input_layernorm.weight", "self_attn.q_proj.weight",
+                                         "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                                         "self_attn.o_proj.weight", "post_attention_layernorm.weight"};
+const char* const kMlpTensors[] = {"mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
+
+// A Mixtral block's MLP: the router and each expert's w1 (gate), w3 (up) and w2 (down), as its checkpoints name them.
+std::vector<std::string> moe_tensors(int64_t experts) {
+  std::vector<std::string> out = {"block_sparse_moe.gate.weight"};
+  for (int64_t e = 0; e < experts; ++e)
+    for (const char* w : {"w1", "w2", "w3"})
+      out.push_back("block_sparse_moe.experts." + std::to_string(e) + "." + w + ".weight");
+  return out;
+}
 
 }  // namespace
 
@@ -43,6 +52,8 @@ bool SyntheticWeights::lookup(const std::string& name, TensorMeta& out) const {
   }
   if (block < 0 || block >= c.num_layers) return false;
   const std::string suffix = name.substr(dot + 1);
+  if (c.num_experts > 0 && suffix.rfind("mlp.", 0) == 0) return false;  // a mixture of experts has no dense MLP
+  if (c.num_experts > 0 && suffix.rfind("block_sparse_moe.", 0) == 0) return lookup_expert(suffix, out);
   if (suffix == "input_layernorm.weight" || suffix == "post_attention_layernorm.weight") out = {DType::f32, Shape{d}};
   else if (suffix == "self_attn.q_proj.weight") out = {weight_dtype_, Shape{q, d}};
   else if (suffix == "self_attn.k_proj.weight" || suffix == "self_attn.v_proj.weight") out = {weight_dtype_, Shape{kv, d}};
@@ -71,11 +82,36 @@ Tensor SyntheticWeights::get(const std::string& name) const {
   return t;
 }
 
+bool SyntheticWeights::lookup_expert(const std::string& suffix, TensorMeta& out) const {
+  const auto& c = config_;
+  const int64_t d = c.hidden_size, ff = c.intermediate_size;
+  if (suffix == "block_sparse_moe.gate.weight") {
+    out = {DType::f32, Shape{c.num_experts, d}};
+    return true;
+  }
+  const std::string prefix = "block_sparse_moe.experts.";
+  if (suffix.rfind(prefix, 0) != 0) return false;
+  const size_t dot = suffix.find('.', prefix.size());
+  if (dot == std::string::npos) return false;
+  const auto expert = parse_block_number(std::string_view(suffix).substr(prefix.size(), dot - prefix.size()));
+  if (!expert || *expert >= c.num_experts) return false;
+  const std::string weight = suffix.substr(dot + 1);
+  if (weight == "w1.weight" || weight == "w3.weight") out = {weight_dtype_, Shape{ff, d}};
+  else if (weight == "w2.weight") out = {weight_dtype_, Shape{d, ff}};
+  else return false;
+  return true;
+}
+
 std::vector<std::string> SyntheticWeights::names() const {
   std::vector<std::string> out = {"model.embed_tokens.weight", "model.norm.weight"};
   if (!config_.tie_word_embeddings) out.push_back("lm_head.weight");
-  for (int64_t i = 0; i < config_.num_layers; ++i)
-    for (const char* suffix : kBlockTensors) out.push_back(block_tensor_name(i, suffix));
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    for (const char* suffix : kAttentionTensors) out.push_back(block_tensor_name(i, suffix));
+    if (config_.num_experts > 0)
+      for (const std::string& suffix : moe_tensors(config_.num_experts)) out.push_back(block_tensor_name(i, suffix));
+    else
+      for (const char* suffix : kMlpTensors) out.push_back(block_tensor_name(i, suffix));
+  }
   return out;
 }
 

@@ -101,7 +101,13 @@ token_embd / blk.N.{attn_norm, attn_norm_2 (ln_mlp), attn_qkv, attn_output,
 ffn_up, ffn_down} / output_norm / output, LayerNorm biases as .bias, keys
 context_length 2048, tensor_data_layout "jploski" (query_key_value regrouped
 as all q, all k, all v rows), feed_forward_length 4 x hidden, head_count_kv,
-layer_norm_epsilon; rope.freq_base is added (the converter omits it).
+layer_norm_epsilon; rope.freq_base is added (the converter omits it).  BLOOM follows BloomModel: token_embd,
+token_embd_norm, blk.N.{attn_norm, attn_qkv (regrouped all q, all k, all v), attn_output, ffn_norm, ffn_up,
+ffn_down} with biases, output_norm and output (a copy of the embeddings), context_length seq_length or the hidden
+size.  Phi-3 follows Phi3MiniModel: attn_qkv and ffn_up (gate_up) fused, rope.dimension_count, sliding_window,
+rope.scaling.original_context_length, and for longrope the tensors rope_factors_long/short with
+rope.scaling.attn_factor.  YaRN (qwen2-yarn) writes rope.scaling.type/factor/original_context_length as
+TextModel.set_gguf_parameters does.
 
 A summary of the checks is printed and also written to <out>/manifest.json.
 """
@@ -230,7 +236,7 @@ SPECS = {
         dict(COMMON, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
              use_sliding_window=False, sliding_window=None,
              rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}),
-        12000, [],
+        12000, ["f32"],
     ),
     "llama-bias": (
         LlamaConfig, LlamaForCausalLM,
@@ -264,7 +270,7 @@ SPECS = {
         BloomConfig, BloomForCausalLM,
         dict(vocab_size=256, hidden_size=64, n_layer=4, n_head=4, layer_norm_epsilon=1e-5, bos_token_id=BOS_ID,
              eos_token_id=EOS_ID, pad_token_id=None, initializer_range=WEIGHT_STD, tie_word_embeddings=True),
-        11000, [],
+        11000, ["f32", "q8_0"],
     ),
     "falcon": (
         FalconConfig, FalconForCausalLM,
@@ -291,7 +297,7 @@ SPECS = {
         Phi3Config, Phi3ForCausalLM,
         dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=7,
              original_max_position_embeddings=512, pad_token_id=0),
-        10000, [],
+        10000, ["f32", "q8_0"],
     ),
     # Phi-4-mini's RoPE: longrope over 3/4 of each head (12 of 16 values turn, 6 frequencies). The prompts and
     # the greedy path stay within the 64-token original context (short factors); the positions_offset forward
@@ -304,7 +310,7 @@ SPECS = {
              rope_scaling={"type": "longrope",
                            "short_factor": [1.0, 1.05, 1.1, 1.3, 1.6, 2.0],
                            "long_factor": [1.0, 2.5, 4.0, 6.0, 9.0, 16.0]}),
-        13000, [],
+        13000, ["f32"],
     ),
 }
 
@@ -318,7 +324,8 @@ GGUF_TYPES = {
 }
 
 GGUF_ARCH = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
-             "Qwen3ForCausalLM": "qwen3", "MixtralForCausalLM": "llama", "FalconForCausalLM": "falcon"}
+             "Qwen3ForCausalLM": "qwen3", "MixtralForCausalLM": "llama", "FalconForCausalLM": "falcon",
+             "BloomForCausalLM": "bloom", "Phi3ForCausalLM": "phi3"}
 
 
 def log(*args):
@@ -672,10 +679,82 @@ def falcon_qkv_from_gguf(data: np.ndarray, config) -> np.ndarray:
     return np.concatenate([q, k, v], axis=1).reshape(data.shape)
 
 
+def bloom_tensor_map(config) -> list[tuple[str, str]]:
+    """BLOOM's (gguf name, HF name) as llama.cpp's BloomModel converter maps them: every projection and norm with
+    its bias, the embedding LayerNorm as token_embd_norm, and output.weight written as a copy of the embeddings."""
+    t = "transformer."
+    m = [("token_embd.weight", t + "word_embeddings.weight"),
+         ("token_embd_norm.weight", t + "word_embeddings_layernorm.weight"),
+         ("token_embd_norm.bias", t + "word_embeddings_layernorm.bias")]
+    for i in range(config.num_hidden_layers):
+        p = f"{t}h.{i}."
+        for g, h in [("attn_norm", "input_layernorm"), ("attn_qkv", "self_attention.query_key_value"),
+                     ("attn_output", "self_attention.dense"), ("ffn_norm", "post_attention_layernorm"),
+                     ("ffn_up", "mlp.dense_h_to_4h"), ("ffn_down", "mlp.dense_4h_to_h")]:
+            m += [(f"blk.{i}.{g}.weight", p + h + ".weight"), (f"blk.{i}.{g}.bias", p + h + ".bias")]
+    m += [("output_norm.weight", t + "ln_f.weight"), ("output_norm.bias", t + "ln_f.bias"),
+          ("output.weight", t + "word_embeddings.weight")]
+    return m
+
+
+def bloom_qkv_to_gguf(data: np.ndarray, config) -> np.ndarray:
+    """query_key_value rows [heads, 3, head_dim] -> all q, all k, all v (as the converter regroups them)."""
+    heads = config.num_attention_heads
+    g = data.reshape(heads, 3, -1, *data.shape[1:])
+    return np.concatenate([g[:, part].reshape(-1, *data.shape[1:]) for part in range(3)])
+
+
+def bloom_qkv_from_gguf(data: np.ndarray, config) -> np.ndarray:
+    heads = config.num_attention_heads
+    g = data.reshape(3, heads, -1, *data.shape[1:])
+    return g.swapaxes(0, 1).reshape(data.shape)
+
+
+def rope_parameters(config) -> dict:
+    if hasattr(config, "rope_parameters"):
+        return config.rope_parameters or {}
+    return {"rope_theta": config.rope_theta} if hasattr(config, "rope_theta") else {}  # BLOOM: ALiBi, no RoPE
+
+
+def rope_type(config) -> str:
+    rope = rope_parameters(config)
+    return rope.get("rope_type", rope.get("type", "default"))
+
+
+def phi3_rope_dims(config) -> int:
+    rot = rope_parameters(config).get("partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0))
+    return int(rot * config.hidden_size) // config.num_attention_heads
+
+
+def gguf_extra_tensors(config) -> dict[str, np.ndarray]:
+    """Tensors the converter makes from the config, not from a weight: Phi-3's longrope factors."""
+    if getattr(config, "model_type", "") != "phi3" or rope_type(config) != "longrope":
+        return {}
+    rope = rope_parameters(config)
+    return {"rope_factors_long.weight": np.asarray(rope["long_factor"], dtype=np.float32),
+            "rope_factors_short.weight": np.asarray(rope["short_factor"], dtype=np.float32)}
+
+
 def gguf_tensor_map(config) -> list[tuple[str, str]]:
     """(gguf name, HF name) in llama.cpp's write order."""
     if getattr(config, "model_type", "") == "falcon":
         return falcon_tensor_map(config)
+    if getattr(config, "model_type", "") == "bloom":
+        return bloom_tensor_map(config)
+    if getattr(config, "model_type", "") == "phi3":  # Phi3MiniModel: qkv_proj and gate_up_proj stay fused
+        m = [("token_embd.weight", "model.embed_tokens.weight")]
+        for i in range(config.num_hidden_layers):
+            p = f"model.layers.{i}."
+            m += [(f"blk.{i}.attn_norm.weight", p + "input_layernorm.weight"),
+                  (f"blk.{i}.attn_qkv.weight", p + "self_attn.qkv_proj.weight"),
+                  (f"blk.{i}.attn_output.weight", p + "self_attn.o_proj.weight"),
+                  (f"blk.{i}.ffn_norm.weight", p + "post_attention_layernorm.weight"),
+                  (f"blk.{i}.ffn_up.weight", p + "mlp.gate_up_proj.weight"),
+                  (f"blk.{i}.ffn_down.weight", p + "mlp.down_proj.weight")]
+        m.append(("output_norm.weight", "model.norm.weight"))
+        if not config.tie_word_embeddings:
+            m.append(("output.weight", "lm_head.weight"))
+        return m
     m = [("token_embd.weight", "model.embed_tokens.weight")]
     for i in range(config.num_hidden_layers):
         p = f"model.layers.{i}."
@@ -733,9 +812,10 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
     arch = GGUF_ARCH[config.architectures[0] if config.architectures else type_name(config)]
     qtype, ftype = GGUF_TYPES[gtype]
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    rope = config.rope_parameters if hasattr(config, "rope_parameters") else {"rope_theta": config.rope_theta}
-    rope_type = rope.get("rope_type", rope.get("type", "default"))
-    assert rope_type == "default", f"GGUF export of rope_type {rope_type!r} is not implemented"
+    rope = rope_parameters(config)
+    kind = rope_type(config)
+    assert kind == "default" or (kind, arch) in {("yarn", "qwen2"), ("longrope", "phi3")}, \
+        f"GGUF export of rope_type {kind!r} for {arch} is not implemented"
 
     w = GGUFWriter(str(path), arch)  # writes general.architecture
     w.add_type(gguf.GGUFType.MODEL)
@@ -754,6 +834,34 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
         w.add_file_type(int(ftype))
         w.add_rope_freq_base(float(rope["rope_theta"]))  # the converter omits it (10000 then); kept for falcon-new
         w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    elif arch == "bloom":  # BloomModel.set_gguf_parameters
+        w.add_context_length(config.to_dict().get("seq_length", config.hidden_size))  # the converter's fallback
+        w.add_embedding_length(config.hidden_size)
+        w.add_feed_forward_length(4 * config.hidden_size)
+        w.add_block_count(config.num_hidden_layers)
+        w.add_head_count(config.num_attention_heads)
+        w.add_head_count_kv(config.num_attention_heads)
+        w.add_layer_norm_eps(float(config.layer_norm_epsilon))
+        w.add_file_type(int(ftype))
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    elif arch == "phi3":  # Phi3MiniModel.set_gguf_parameters and generate_extra_tensors
+        orig = rope.get("original_max_position_embeddings", config.original_max_position_embeddings)
+        w.add_context_length(config.max_position_embeddings)
+        w.add_rope_scaling_orig_ctx_len(orig)
+        w.add_embedding_length(config.hidden_size)
+        w.add_feed_forward_length(config.intermediate_size)
+        w.add_block_count(config.num_hidden_layers)
+        w.add_head_count(config.num_attention_heads)
+        w.add_head_count_kv(config.num_key_value_heads)
+        w.add_layer_norm_rms_eps(float(config.rms_norm_eps))
+        w.add_rope_dimension_count(phi3_rope_dims(config))
+        w.add_rope_freq_base(float(rope["rope_theta"]))
+        w.add_file_type(int(ftype))
+        w.add_sliding_window(config.sliding_window or 0)
+        if kind == "longrope":
+            scale = config.max_position_embeddings / orig
+            w.add_rope_scaling_attn_factors(float(np.sqrt(1 + np.log(scale) / np.log(orig)) if scale > 1 else 1.0))
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     # same keys, same order as convert_hf_to_gguf.py TextModel.set_gguf_parameters
     else:
         write_llama_keys(w, config, arch, ftype, rope, head_dim)
@@ -770,11 +878,15 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
             data = permute_qk(data, config.num_key_value_heads)
         elif arch == "falcon" and ".attn_qkv." in gname:
             data = falcon_qkv_to_gguf(data, config)
+        elif arch == "bloom" and ".attn_qkv." in gname:
+            data = bloom_qkv_to_gguf(data, config)
         if data.ndim <= 1 or gname.endswith(("_norm.weight", "ffn_gate_inp.weight")):  # llama-quantize keeps routers
             t = GGMLQuantizationType.F32
         else:
             t = qtype
         w.add_tensor(gname, gguf.quants.quantize(data, t), raw_dtype=t)
+    for gname, data in gguf_extra_tensors(config).items():
+        w.add_tensor(gname, data, raw_dtype=GGMLQuantizationType.F32)
 
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -790,6 +902,10 @@ def write_llama_keys(w, config, arch, ftype, rope, head_dim) -> None:
     w.add_head_count(config.num_attention_heads)
     w.add_head_count_kv(config.num_key_value_heads)
     w.add_rope_freq_base(float(rope["rope_theta"]))
+    if rope_type(config) == "yarn":  # TextModel.set_gguf_parameters
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(float(rope["factor"]))
+        w.add_rope_scaling_orig_ctx_len(int(rope["original_max_position_embeddings"]))
     w.add_layer_norm_rms_eps(float(config.rms_norm_eps))
     # the converter writes these only when config.json has head_dim (transformers 5
     # saves it for llama and mistral, not for qwen2)
@@ -809,7 +925,8 @@ def write_llama_keys(w, config, arch, ftype, rope, head_dim) -> None:
 def type_name(config) -> str:
     return {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
             "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM",
-            "falcon": "FalconForCausalLM"}[config.model_type]
+            "falcon": "FalconForCausalLM", "bloom": "BloomForCausalLM",
+            "phi3": "Phi3ForCausalLM"}[config.model_type]
 
 
 def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
@@ -818,7 +935,10 @@ def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
     arch = reader.fields["general.architecture"].contents()
     by_name = {t.name: t for t in reader.tensors}
     expected = gguf_tensor_map(config)
-    assert sorted(by_name) == sorted(g for g, _ in expected), (sorted(by_name), expected)
+    extras = gguf_extra_tensors(config)
+    assert sorted(by_name) == sorted([g for g, _ in expected] + list(extras)), (sorted(by_name), expected)
+    for gname, want in extras.items():
+        assert np.array_equal(np.asarray(by_name[gname].data, dtype=np.float32), want), gname
     state = {}
     for gname, hname in expected:
         t = by_name[gname]
@@ -830,6 +950,8 @@ def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
             data = unpermute_qk(data, config.num_key_value_heads)
         elif arch == "falcon" and ".attn_qkv." in gname:
             data = falcon_qkv_from_gguf(data, config)
+        elif arch == "bloom" and ".attn_qkv." in gname:
+            data = bloom_qkv_from_gguf(data, config)
         if isinstance(hname, tuple):
             for h, one in zip(hname, data):
                 state[h] = torch.from_numpy(one.copy())
@@ -860,6 +982,33 @@ def check_gguf_metadata(reader: GGUFReader, config, gtype: str) -> None:
             want_t = GGMLQuantizationType.F32 if len(t.shape) == 1 else GGUF_TYPES[gtype][0]
             assert t.tensor_type == want_t, (t.name, t.tensor_type, want_t)
         return
+    if arch == "bloom":
+        want = {
+            "bloom.block_count": config.num_hidden_layers,
+            "bloom.context_length": config.to_dict().get("seq_length", config.hidden_size),
+            "bloom.embedding_length": config.hidden_size,
+            "bloom.feed_forward_length": 4 * config.hidden_size,
+            "bloom.attention.head_count": config.num_attention_heads,
+            "bloom.attention.head_count_kv": config.num_attention_heads,
+            "general.file_type": int(GGUF_TYPES[gtype][1]),
+        }
+        for k, v in want.items():
+            assert f[k] == v, (k, f[k], v)
+        eps = f["bloom.attention.layer_norm_epsilon"]
+        assert abs(eps - config.layer_norm_epsilon) <= 1e-6 * config.layer_norm_epsilon, eps
+        for t in reader.tensors:
+            want_t = GGMLQuantizationType.F32 if len(t.shape) == 1 else GGUF_TYPES[gtype][0]
+            assert t.tensor_type == want_t, (t.name, t.tensor_type, want_t)
+        return
+    if arch == "phi3":
+        assert f["phi3.rope.dimension_count"] == phi3_rope_dims(config)
+        assert f["phi3.attention.sliding_window"] == (config.sliding_window or 0)
+        assert ("phi3.rope.scaling.attn_factor" in f) == (rope_type(config) == "longrope")
+    if rope_type(config) == "yarn":
+        rope = rope_parameters(config)
+        assert f[f"{arch}.rope.scaling.type"] == "yarn"
+        assert f[f"{arch}.rope.scaling.factor"] == rope["factor"]
+        assert f[f"{arch}.rope.scaling.original_context_length"] == rope["original_max_position_embeddings"]
     want = {
         f"{arch}.block_count": config.num_hidden_layers,
         f"{arch}.context_length": config.max_position_embeddings,
@@ -876,6 +1025,7 @@ def check_gguf_metadata(reader: GGUFReader, config, gtype: str) -> None:
     qtype = GGUF_TYPES[gtype][0]
     for t in reader.tensors:
         keep_f32 = len(t.shape) == 1 or t.name.endswith(("_norm.weight", "ffn_gate_inp.weight"))
+        keep_f32 = keep_f32 or t.name.startswith("rope_factors_")
         want_t = GGMLQuantizationType.F32 if keep_f32 else qtype
         assert t.tensor_type == want_t, (t.name, t.tensor_type, want_t)
 
@@ -897,6 +1047,8 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
         W[t.name] = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(shape)
     if arch == "falcon":
         return falcon_reference_logits(f, W, input_ids)
+    if arch == "bloom":
+        return bloom_reference_logits(f, W, input_ids)
     n_layer = f[f"{arch}.block_count"]
     n_head = f[f"{arch}.attention.head_count"]
     n_kv = f[f"{arch}.attention.head_count_kv"]
@@ -909,9 +1061,29 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
     def rms(x, w):
         return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
-    inv = base ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)      # [hd/2]
-    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]      # [T, hd/2]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    rd = f.get(f"{arch}.rope.dimension_count", hd)  # Phi-3: RoPE over the first rd values of each head
+    inv = base ** (-np.arange(0, rd, 2, dtype=np.float64) / rd)      # [rd/2]
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]      # [T, rd/2]
+    mscale = 1.0
+    if "rope_factors_short.weight" in W:
+        # longrope: each frequency divided by its factor, the long ones once the sequence passes the original
+        # context (as Hugging Face chooses them; llama.cpp chooses by the context it was started with)
+        long = T > f[f"{arch}.rope.scaling.original_context_length"]
+        ang = ang / W["rope_factors_long.weight" if long else "rope_factors_short.weight"][None, :]
+        mscale = f[f"{arch}.rope.scaling.attn_factor"]
+    if f.get(f"{arch}.rope.scaling.type") == "yarn":
+        # llama.cpp's YaRN: interpolated and extrapolated angles mixed over a ramp between the correction dims
+        factor, orig = f[f"{arch}.rope.scaling.factor"], f[f"{arch}.rope.scaling.original_context_length"]
+        fast, slow = f.get(f"{arch}.rope.scaling.yarn_beta_fast", 32.0), f.get(f"{arch}.rope.scaling.yarn_beta_slow", 1.0)
+
+        def corr_dim(rot):
+            return rd * np.log(orig / (rot * 2 * np.pi)) / (2 * np.log(base))
+
+        low, high = max(0.0, np.floor(corr_dim(fast))), min(rd - 1.0, np.ceil(corr_dim(slow)))
+        ramp = 1 - np.clip((np.arange(rd // 2) - low) / max(0.001, high - low), 0, 1)
+        ang = ang / factor * (1 - ramp) + ang * ramp
+        mscale = 1 + 0.1 * np.log(factor)
+    cos, sin = mscale * np.cos(ang)[:, None, :], mscale * np.sin(ang)[:, None, :]
 
     def rope(x):  # x [T, H, hd]
         if arch == "llama":
@@ -920,17 +1092,23 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
             out[..., 0::2] = a * cos - b * sin
             out[..., 1::2] = a * sin + b * cos
             return out
-        a, b = x[..., : hd // 2], x[..., hd // 2:]
-        return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+        a, b, rest = x[..., : rd // 2], x[..., rd // 2: rd], x[..., rd:]
+        return np.concatenate([a * cos - b * sin, a * sin + b * cos, rest], axis=-1)
 
     x = W["token_embd.weight"][input_ids]
     mask = np.triu(np.full((T, T), -np.inf), 1)
+    if window := f.get(f"{arch}.attention.sliding_window", 0):  # a query sees itself and the window-1 before it
+        mask = mask + np.tril(np.full((T, T), -np.inf), -window)
     for i in range(n_layer):
         p = f"blk.{i}."
         h = rms(x, W[p + "attn_norm.weight"])
-        q = h @ W[p + "attn_q.weight"].T + W.get(p + "attn_q.bias", 0.0)
-        k = h @ W[p + "attn_k.weight"].T + W.get(p + "attn_k.bias", 0.0)
-        v = h @ W[p + "attn_v.weight"].T + W.get(p + "attn_v.bias", 0.0)
+        if p + "attn_qkv.weight" in W:  # Phi-3: q, k and v rows in one tensor
+            qkv = h @ W[p + "attn_qkv.weight"].T
+            q, k, v = np.split(qkv, [n_head * hd, (n_head + n_kv) * hd], axis=-1)
+        else:
+            q = h @ W[p + "attn_q.weight"].T + W.get(p + "attn_q.bias", 0.0)
+            k = h @ W[p + "attn_k.weight"].T + W.get(p + "attn_k.bias", 0.0)
+            v = h @ W[p + "attn_v.weight"].T + W.get(p + "attn_v.bias", 0.0)
         q, k = q.reshape(T, n_head, hd), k.reshape(T, n_kv, hd)
         if p + "attn_q_norm.weight" in W:  # qwen3: RMSNorm over each head before RoPE
             q, k = rms(q, W[p + "attn_q_norm.weight"]), rms(k, W[p + "attn_k_norm.weight"])
@@ -959,8 +1137,11 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
                     out[t] += prob[t, e] / prob[t, top].sum() * y
             x = x + out
             continue
-        g = h @ W[p + "ffn_gate.weight"].T + W.get(p + "ffn_gate.bias", 0.0)
-        u = h @ W[p + "ffn_up.weight"].T + W.get(p + "ffn_up.bias", 0.0)
+        if p + "ffn_gate.weight" in W:
+            g = h @ W[p + "ffn_gate.weight"].T + W.get(p + "ffn_gate.bias", 0.0)
+            u = h @ W[p + "ffn_up.weight"].T + W.get(p + "ffn_up.bias", 0.0)
+        else:  # Phi-3: gate rows, then up rows, in ffn_up
+            g, u = np.split(h @ W[p + "ffn_up.weight"].T, 2, axis=-1)
         x = x + ((g / (1 + np.exp(-g))) * u) @ W[p + "ffn_down.weight"].T + W.get(p + "ffn_down.bias", 0.0)
     x = rms(x, W["output_norm.weight"])
     out_w = W.get("output.weight", W["token_embd.weight"])
@@ -1013,6 +1194,44 @@ def falcon_reference_logits(f: dict, W: dict, input_ids: np.ndarray) -> np.ndarr
         x = x + attn + u @ W[p + "ffn_down.weight"].T + W.get(p + "ffn_down.bias", 0.0)
     x = ln(x, "output_norm")
     return x @ W.get("output.weight", W["token_embd.weight"]).T
+
+
+def bloom_reference_logits(f: dict, W: dict, input_ids: np.ndarray) -> np.ndarray:
+    """BLOOM from its GGUF tensors as llama.cpp's graph computes it: the embeddings' LayerNorm, then per block
+    LayerNorm, attn_qkv (all q, all k, all v rows) with ALiBi (head h's score for key s gains slope_h * s; a
+    per-query constant, so the same as a relative bias), attn_output, LayerNorm, ffn_up, tanh GELU, ffn_down."""
+    n_layer, n_head = f["bloom.block_count"], f["bloom.attention.head_count"]
+    eps = f["bloom.attention.layer_norm_epsilon"]
+    hd = f["bloom.embedding_length"] // n_head
+    T = len(input_ids)
+
+    def ln(x, name):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + eps) * W[name + ".weight"] + W[name + ".bias"]
+
+    def gelu(v):
+        return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+
+    n = 2 ** int(np.floor(np.log2(n_head)))  # slopes of the largest power of two, then the odd ones of 2n
+    slopes = [2 ** (-8 * (h + 1) / n) for h in range(n)] + [2 ** (-4 * (2 * j + 1) / n) for j in range(n_head - n)]
+    alibi = np.asarray(slopes)[:, None, None] * np.arange(T, dtype=np.float64)[None, None, :]
+
+    x = ln(W["token_embd.weight"][input_ids], "token_embd_norm")
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        qkv = ln(x, p + "attn_norm") @ W[p + "attn_qkv.weight"].T + W[p + "attn_qkv.bias"]
+        q, k, v = (part.reshape(T, n_head, hd) for part in np.split(qkv, 3, axis=-1))
+        att = np.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + alibi + mask
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att /= att.sum(-1, keepdims=True)
+        o = np.einsum("hts,shd->thd", att, v).reshape(T, n_head * hd)
+        x = x + o @ W[p + "attn_output.weight"].T + W[p + "attn_output.bias"]
+        u = gelu(ln(x, p + "ffn_norm") @ W[p + "ffn_up.weight"].T + W[p + "ffn_up.bias"])
+        x = x + u @ W[p + "ffn_down.weight"].T + W[p + "ffn_down.bias"]
+    x = ln(x, "output_norm")
+    return x @ W["output.weight"].T
 
 
 # --------------------------------------------------------------------------- output

@@ -9,6 +9,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "model/arch/bloom_names.hpp"
 #include "model/weights/gguf_file.hpp"
 #include "model/weights/safetensors_file.hpp"
 #include "model/weights/safetensors_index.hpp"
@@ -107,13 +108,13 @@ class GgufSource final : public WeightSource {
   explicit GgufSource(const std::string& path) : gguf_(GgufFile::open(path)) {
     config_ = ModelConfig::from_gguf(*gguf_);
     permuted_qk_ = gguf_->get_string("general.architecture") == "llama";
-    const bool falcon = config_.arch == "falcon";
+    const bool bloom_names = config_.arch == "falcon" || config_.arch == "bloom";
     for (const auto& info : gguf_->tensors()) {
       if (auto experts = expert_stack(info.name)) {
         add_experts(info, *experts);
         continue;
       }
-      const std::string hf = falcon ? falcon_to_hf(info.name) : to_hf(info.name, gguf_->path());
+      const std::string hf = bloom_names ? bloom_to_hf(info.name) : to_hf(info.name);
       if (!hf.empty()) hf_to_gguf_[hf] = {info.name, -1};
     }
   }
@@ -197,7 +198,8 @@ class GgufSource final : public WeightSource {
                                                  ".weight")] = {info.name, e};
   }
 
-  static std::string to_hf(const std::string& g, const std::string& path) {
+  // The Llama family's tensors under Hugging Face's names; Phi-3 keeps q/k/v and gate/up fused, as its checkpoints.
+  std::string to_hf(const std::string& g) const {
     static const std::map<std::string, std::string> globals = {
         {"token_embd.weight", "model.embed_tokens.weight"},
         {"output_norm.weight", "model.norm.weight"},
@@ -216,44 +218,53 @@ class GgufSource final : public WeightSource {
         {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
         {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight"},
     };
+    static const std::map<std::string, std::string> phi3_fused = {
+        {"attn_qkv.weight", "self_attn.qkv_proj.weight"}, {"ffn_up.weight", "mlp.gate_up_proj.weight"}};
     if (auto it = globals.find(g); it != globals.end()) return it->second;
-    static const std::regex block(R"(blk\.(\d+)\.(.+))");
-    std::smatch m;
-    if (std::regex_match(g, m, block))
-      if (auto it = per_block.find(m[2].str()); it != per_block.end()) {
-        const auto block = parse_block_number(m[1].str());
-        if (!block) throw std::runtime_error(path + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
-        return block_tensor_name(*block, it->second);
-      }
+    const auto [block, suffix] = block_and_suffix(g);
+    if (block < 0) return {};
+    if (config_.arch == "phi3")
+      if (auto it = phi3_fused.find(suffix); it != phi3_fused.end()) return block_tensor_name(block, it->second);
+    if (auto it = per_block.find(suffix); it != per_block.end()) return block_tensor_name(block, it->second);
     return {};
   }
 
-  // Falcon's tensors under the names of its Hugging Face checkpoints (FalconModel's, without "transformer."); its
-  // attn_qkv, already all q, all k, all v, is the block's regrouped self_attention.qkv.
-  std::string falcon_to_hf(const std::string& g) const {
+  // Falcon's and BLOOM's tensors under the names of their Hugging Face checkpoints (FalconModel's and BloomModel's,
+  // without "transformer."); attn_qkv, already all q, all k, all v, is the blocks' regrouped self_attention.qkv.
+  std::string bloom_to_hf(const std::string& g) const {
     static const std::map<std::string, std::string> globals = {
-        {"token_embd.weight", "word_embeddings.weight"}, {"output_norm.weight", "ln_f.weight"},
-        {"output_norm.bias", "ln_f.bias"},               {"output.weight", "lm_head.weight"},
+        {"token_embd.weight", "word_embeddings.weight"},
+        {"token_embd_norm.weight", "word_embeddings_layernorm.weight"},
+        {"token_embd_norm.bias", "word_embeddings_layernorm.bias"},
+        {"output_norm.weight", "ln_f.weight"},
+        {"output_norm.bias", "ln_f.bias"},
+        {"output.weight", "lm_head.weight"},
     };
     const std::string attn_norm = config_.separate_mlp_norm ? "ln_attn" : "input_layernorm";
     const std::map<std::string, std::string> per_block = {
         {"attn_norm.weight", attn_norm + ".weight"},           {"attn_norm.bias", attn_norm + ".bias"},
         {"attn_norm_2.weight", "ln_mlp.weight"},               {"attn_norm_2.bias", "ln_mlp.bias"},
+        {"ffn_norm.weight", "post_attention_layernorm.weight"}, {"ffn_norm.bias", "post_attention_layernorm.bias"},
         {"attn_qkv.weight", "self_attention.qkv.weight"},      {"attn_qkv.bias", "self_attention.qkv.bias"},
         {"attn_output.weight", "self_attention.dense.weight"}, {"attn_output.bias", "self_attention.dense.bias"},
         {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},         {"ffn_up.bias", "mlp.dense_h_to_4h.bias"},
         {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},       {"ffn_down.bias", "mlp.dense_4h_to_h.bias"},
     };
     if (auto it = globals.find(g); it != globals.end()) return it->second;
+    const auto [block, suffix] = block_and_suffix(g);
+    if (block < 0) return {};
+    if (auto it = per_block.find(suffix); it != per_block.end()) return BloomNames::block_name(block, it->second);
+    return {};
+  }
+
+  // "blk.N.rest" as (N, rest); (-1, "") for a tensor outside the blocks.
+  std::pair<int64_t, std::string> block_and_suffix(const std::string& g) const {
     static const std::regex block(R"(blk\.(\d+)\.(.+))");
     std::smatch m;
-    if (std::regex_match(g, m, block))
-      if (auto it = per_block.find(m[2].str()); it != per_block.end()) {
-        const auto n = parse_block_number(m[1].str());
-        if (!n) throw std::runtime_error(gguf_->path() + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
-        return "h." + std::to_string(*n) + "." + it->second;
-      }
-    return {};
+    if (!std::regex_match(g, m, block)) return {-1, ""};
+    const auto n = parse_block_number(m[1].str());
+    if (!n) throw std::runtime_error(gguf_->path() + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
+    return {*n, m[2].str()};
   }
 
   std::shared_ptr<GgufFile> gguf_;

@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const ModelConfig c = ModelConfig::from_gguf(*g);
     require(c.num_heads > 0 && c.hidden_size % c.num_heads == 0 && c.num_heads % c.num_kv_heads == 0);
-    require(static_cast<int64_t>(c.rope_inv_freq().size()) == c.head_dim / 2);
+    require(c.rope_dim() <= c.head_dim && static_cast<int64_t>(c.rope_inv_freq().size()) == c.rope_dim() / 2);
   } catch (const std::bad_alloc&) {
     __builtin_trap();
   } catch (const std::exception&) {

@@ -99,6 +99,59 @@ BOOST_AUTO_TEST_CASE(cost_backend_models_a_big_block_without_memory) {
   BOOST_TEST(is_virtual(backend.copy(p)));
 }
 
+// A Mixtral-shaped block (8 experts, top-2) holds every expert but a decode step reads only the chosen two: its
+// modelled time is that of a dense block of the active size, a quarter of what reading all experts would cost.
+BOOST_AUTO_TEST_CASE(cost_backend_prices_a_mixture_of_experts_by_its_active_experts) {
+  model_shape moe;
+  moe.hidden_size = 4096;
+  moe.intermediate_size = 14336;
+  moe.heads = 32;
+  moe.kv_heads = 8;
+  moe.experts = 8;
+  moe.experts_per_token = 2;
+  model_shape dense = moe;  // the same attention, one MLP of the two experts' width
+  dense.experts = 0;
+  dense.intermediate_size = 2 * moe.intermediate_size;
+  DeviceModel device{312e12, 2e12, 0};
+  auto decode_s = [&](const model_shape& m, int64_t& weight_bytes) {
+    SyntheticWeights source(m.config(), m.dtype, "shape");
+    CostBackend backend(device);
+    auto block = load_block(source, 0, backend);
+    weight_bytes = block->weight_bytes();
+    KVCache cache = block->make_cache(1, 256);
+    Tensor h = backend.alloc(DType::f32, {1, 1, m.hidden_size});
+    std::vector<int32_t> pos{100};
+    block->forward(h, pos, &cache);
+    return std::chrono::duration<double>(backend.take_modelled_time()).count();
+  };
+  int64_t moe_bytes = 0, dense_bytes = 0;
+  const double moe_s = decode_s(moe, moe_bytes), dense_s = decode_s(dense, dense_bytes);
+  BOOST_TEST(static_cast<double>(moe_bytes) == moe.block_bytes(), boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(moe_bytes > 3 * dense_bytes);  // all eight experts are held
+  BOOST_TEST(moe_s / dense_s > 0.98);      // but a token reads two of them
+  BOOST_TEST(moe_s / dense_s < 1.05);
+  BOOST_TEST(moe_s < 0.4 * static_cast<double>(moe_bytes) / device.bytes_per_second);
+}
+
+// A query of a sliding-window layer reads only its window of the history: a long session's decode step costs
+// what a short one does once the history passes the window.
+BOOST_AUTO_TEST_CASE(cost_backend_prices_attention_over_the_window_only) {
+  CostBackend backend(DeviceModel{1e15, 1e12, 0});
+  const int64_t heads = 32, kv_heads = 8, head_dim = 128, context = 32768;
+  Tensor q = backend.alloc(DType::f32, {1, 1, heads, head_dim});
+  Tensor k = backend.alloc(DType::f32, {1, context, kv_heads, head_dim});
+  Tensor out = backend.alloc(DType::f32, {1, 1, heads, head_dim});
+  auto step_s = [&](int32_t position, int64_t window) {
+    AttentionSpec spec{1.0f, window, 0};
+    std::vector<int32_t> pos{position};
+    backend.attention(q, k, k, pos, spec, out);
+    return std::chrono::duration<double>(backend.take_modelled_time()).count();
+  };
+  const double full_long = step_s(30000, 0), window_long = step_s(30000, 4096), window_short = step_s(4095, 4096);
+  BOOST_TEST(window_long == window_short, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(full_long > 7 * window_long);
+}
+
 // The device runs one thing at a time: work queued while it is busy starts when the earlier work ends.
 BOOST_AUTO_TEST_CASE(modelled_work_queues_on_the_device) {
   model_shape m;

@@ -101,13 +101,14 @@ std::string with_gguf_value(std::string bytes, const std::string& key, T value) 
   return bytes;
 }
 
-// Adds a string metadata entry to a GGUF file's bytes (version 3, 32-byte alignment), with a filler entry that keeps
-// the tensor data where it was aligned.
-inline std::string with_gguf_string_added(std::string bytes, const std::string& key, const std::string& value) {
+// Adds a metadata entry (its type and encoded value) to a GGUF file's bytes (version 3, 32-byte alignment), with a
+// filler entry that keeps the tensor data where it was aligned.
+inline std::string with_gguf_entry_added(std::string bytes, const std::string& key, GgufValueType type,
+                                         const std::string& encoded) {
   std::string entries;
   append_gguf_string(entries, key);
-  append_le<uint32_t>(entries, gguf_string);
-  append_gguf_string(entries, value);
+  append_le<uint32_t>(entries, type);
+  entries += encoded;
   const std::string filler_key = "test.filler";
   const size_t filler_fixed = 8 + filler_key.size() + 4 + 8;
   const size_t filler_len = (64 - (entries.size() + filler_fixed) % 32) % 32;
@@ -121,6 +122,18 @@ inline std::string with_gguf_string_added(std::string bytes, const std::string& 
   std::memcpy(bytes.data() + 16, &n_kv, 8);
   bytes.insert(kHeader, entries);
   return bytes;
+}
+
+inline std::string with_gguf_string_added(std::string bytes, const std::string& key, const std::string& value) {
+  std::string encoded;
+  append_gguf_string(encoded, value);
+  return with_gguf_entry_added(std::move(bytes), key, gguf_string, encoded);
+}
+
+inline std::string with_gguf_f32_added(std::string bytes, const std::string& key, float value) {
+  std::string encoded;
+  append_le<float>(encoded, value);
+  return with_gguf_entry_added(std::move(bytes), key, gguf_f32, encoded);
 }
 
 }  // namespace corolla::test

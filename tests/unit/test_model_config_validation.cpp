@@ -122,14 +122,32 @@ BOOST_AUTO_TEST_CASE(non_finite_and_non_positive_numbers_are_refused) {
 }
 
 // Before: a GGUF file's rope scaling other than linear (llama.cpp writes "yarn" for Qwen2.5 and DeepSeek models)
-// was ignored, and the model computed with unscaled frequencies.
-BOOST_AUTO_TEST_CASE(gguf_rope_scaling_other_than_linear_is_refused_by_name) {
+// was ignored, and the model computed with unscaled frequencies. YaRN as Hugging Face computes it is now read (the
+// golden qwen2-yarn GGUF); the keys that would make llama.cpp's computation differ from it, and scalings with no
+// GGUF form here, are refused by name.
+BOOST_AUTO_TEST_CASE(gguf_rope_scaling_is_read_or_refused_by_name) {
   TempDir d;
   const auto file = (d.path / "m.gguf").string();
-  write_file(file, with_gguf_string_added(read_file(kGguf), "llama.rope.scaling.type", "yarn"));
-  expect_error([&] { open_weights(file); }, {"m.gguf", "rope scaling 'yarn'", "not supported"});
+  write_file(file, with_gguf_string_added(read_file(kGguf), "llama.rope.scaling.type", "longrope"));
+  expect_error([&] { open_weights(file); }, {"m.gguf", "rope scaling 'longrope'", "not supported"});
   write_file(file, with_gguf_string_added(read_file(kGguf), "llama.rope.scaling.type", "none"));
   BOOST_CHECK_NO_THROW(open_weights(file));
+
+  const std::string yarn = read_file(model_dir("qwen2-yarn") + "/model-f32.gguf");
+  const ModelConfig c = open_weights(model_dir("qwen2-yarn") + "/model-f32.gguf")->config();
+  BOOST_TEST(c.rope_scaling.type == "yarn");
+  BOOST_TEST(c.rope_scaling.factor == 4.0);
+  BOOST_TEST(c.rope_scaling.original_max_position == 64);
+  for (const auto& [key, value] : {std::pair{"qwen2.rope.scaling.yarn_ext_factor", 0.5f},
+                                   std::pair{"qwen2.rope.scaling.yarn_attn_factor", 0.8f},
+                                   std::pair{"qwen2.rope.scaling.yarn_log_multiplier", 0.1f}}) {
+    write_file(file, with_gguf_f32_added(yarn, key, value));
+    expect_error([&] { open_weights(file); }, {"m.gguf", key, "not supported"});
+  }
+  write_file(file, with_gguf_f32_added(yarn, "qwen2.rope.scaling.yarn_ext_factor", 1.0f));  // Hugging Face's ramp
+  BOOST_CHECK_NO_THROW(open_weights(file));
+  write_file(file, with_gguf_value(yarn, "qwen2.rope.scaling.factor", 0.0f));
+  expect_error([&] { open_weights(file); }, {"m.gguf", "rope_scaling factor"});
 }
 
 // Before: accepted, and the sizes derived from them (vocab × hidden elements, KV-cache bytes) overflow int64.
