@@ -130,9 +130,9 @@ class Backend {
   virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
   // Rotary embedding in place on x[N, H, Dh] (N = batch·tokens), rotate-half layout as in Hugging Face:
   // pairs (i, i + R/2) rotate by angle positions[n] · inv_freq[i], i < R/2, R = 2·inv_freq.size(): Dh, or the
-  // rotated part of each head (Phi-3's partial rotary, the other values pass; the CPU backend only). `scale`
+  // rotated part of each head (Phi-3's partial rotary, the other values pass). `scale`
   // multiplies cos and sin (a RoPE scaling's attention factor where it cannot be folded into the attention's scale:
-  // with partial rotary the passed values keep theirs; the CPU backend only). The rotation is orthogonal, so rope
+  // with partial rotary the passed values keep theirs). The rotation is orthogonal, so rope
   // with negated positions is its inverse (up to scale²) and its gradient.
   virtual void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
                     float scale = 1.0f) = 0;

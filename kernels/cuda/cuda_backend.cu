@@ -682,19 +682,18 @@ class CudaBackend final : public Backend {
 
   void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
             float scale = 1.0f) override {
-    require(scale == 1.0f, "rope: a scaled rotation (partial rotary with an attention factor) runs on the CPU only");
     require_f32(x, "rope", "x");
     require(x.rank() == 3, "rope: x must be [tokens, heads, head_dim], got " + x.describe());
-    const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = hd / 2;
+    const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = static_cast<int64_t>(inv_freq.size());
     require(static_cast<int64_t>(positions.size()) == n, "rope: " + std::to_string(positions.size()) +
                                                              " positions for " + std::to_string(n) + " tokens");
-    require(static_cast<int64_t>(inv_freq.size()) == half, "rope: inv_freq has " + std::to_string(inv_freq.size()) +
-                                                               " entries, head_dim/2 is " + std::to_string(half));
+    require(half > 0 && 2 * half <= hd, "rope: inv_freq has " + std::to_string(inv_freq.size()) +
+                                            " entries for heads of " + std::to_string(hd) + " (1..head_dim/2)");
     OpScope scope(*ctx_);
-    if (n == 0 || half == 0) return;
+    if (n == 0) return;
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
     const auto* freq = static_cast<const float*>(put_args(inv_freq.data(), inv_freq.size_bytes()));
-    gpu::rope(x.data_as<float>(), n, heads, hd, pos, freq, ctx_->stream);
+    gpu::rope(x.data_as<float>(), n, heads, hd, half, scale, pos, freq, ctx_->stream);
   }
 
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
@@ -768,9 +767,9 @@ class CudaBackend final : public Backend {
                 k_cache.describe());
     require(static_cast<int64_t>(positions.size()) == m, "rope_kv_write: " + std::to_string(positions.size()) +
                                                              " positions for " + std::to_string(m) + " tokens");
-    require(static_cast<int64_t>(inv_freq.size()) == hd / 2, "rope_kv_write: inv_freq has " +
-                                                                 std::to_string(inv_freq.size()) +
-                                                                 " entries, head_dim/2 is " + std::to_string(hd / 2));
+    const int64_t half = static_cast<int64_t>(inv_freq.size());
+    require(half > 0 && 2 * half <= hd, "rope_kv_write: inv_freq has " + std::to_string(inv_freq.size()) +
+                                            " entries for heads of " + std::to_string(hd) + " (1..head_dim/2)");
     for (int32_t slot : positions)
       require(slot >= 0 && slot < slots, "rope_kv_write: position " + std::to_string(slot) +
                                              " outside the cache of " + std::to_string(slots) + " tokens");
@@ -779,8 +778,8 @@ class CudaBackend final : public Backend {
     limit_positions(positions, slots);
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
     const auto* freq = static_cast<const float*>(put_args(inv_freq.data(), inv_freq.size_bytes()));
-    gpu::rope_kv_write(q.data_as<float>(), k.data_as<float>(), v.data_as<const float>(), b, m / b, hq, hkv, hd, pos,
-                       freq, k_cache.data_as<float>(), v_cache.data_as<float>(), slots, ctx_->stream);
+    gpu::rope_kv_write(q.data_as<float>(), k.data_as<float>(), v.data_as<const float>(), b, m / b, hq, hkv, hd, half,
+                       pos, freq, k_cache.data_as<float>(), v_cache.data_as<float>(), slots, ctx_->stream);
   }
 
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,

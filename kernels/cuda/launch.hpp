@@ -52,9 +52,10 @@ void add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t st
 void rms_norm(const float* x, const float* w, float eps, float* y, int64_t rows, int64_t d, cudaStream_t stream);
 void layer_norm(const float* x, const float* w, const float* b, float eps, float* y, int64_t rows, int64_t d,
                 cudaStream_t stream);
-// x[tokens, heads, head_dim] in place; positions[tokens], inv_freq[head_dim / 2].
-void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, const int32_t* positions, const float* inv_freq,
-          cudaStream_t stream);
+// x[tokens, heads, head_dim] in place; positions[tokens], inv_freq[half]: the first 2·half values of each head
+// rotate (half <= head_dim / 2), cos and sin times `scale`.
+void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t half, float scale,
+          const int32_t* positions, const float* inv_freq, cudaStream_t stream);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
 // out may be x.
 void gelu(const float* x, Gelu form, float* out, int64_t n, cudaStream_t stream);
@@ -66,8 +67,8 @@ void kv_write(const float* k, const float* v, const int32_t* positions, float* k
 // q [batch·tokens, hq, head_dim] and k [batch·tokens, hkv, head_dim] rotated in place as rope() does, then k and
 // v stored as kv_write() does: one kernel for a decode step's three position-dependent operations.
 void rope_kv_write(float* q, float* k, const float* v, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-                   int64_t head_dim, const int32_t* positions, const float* inv_freq, float* k_cache, float* v_cache,
-                   int64_t slots, cudaStream_t stream);
+                   int64_t head_dim, int64_t half, const int32_t* positions, const float* inv_freq, float* k_cache,
+                   float* v_cache, int64_t slots, cudaStream_t stream);
 // out[i, :] = x[rows[i], :], i < r.
 void gather_rows(const float* x, const int32_t* rows, int64_t r, int64_t d, float* out, cudaStream_t stream);
 // out[rows[i], :] += scale[i] · x[i, :], i < r, rows distinct.

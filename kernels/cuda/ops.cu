@@ -47,16 +47,17 @@ __global__ void layer_norm_kernel(const float* x, const float* __restrict__ w,
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = (xr[i] - mean) * inv * w[i] + b[i];
 }
 
-// One block per token; cos/sin of the token's angles in shared memory (head_dim floats), then every head rotates.
-__global__ void rope_kernel(float* x, int64_t heads, int64_t head_dim, const int32_t* __restrict__ positions,
-                            const float* __restrict__ inv_freq) {
+// One block per token; cos/sin of the token's angles (times `scale`) in shared memory (2·half floats), then every
+// head rotates its first 2·half values (half = head_dim / 2, or fewer with Phi-3's partial rotary); the rest pass.
+__global__ void rope_kernel(float* x, int64_t heads, int64_t head_dim, int64_t half, float scale,
+                            const int32_t* __restrict__ positions, const float* __restrict__ inv_freq) {
   extern __shared__ float cs[];
-  const int64_t t = blockIdx.x, half = head_dim / 2;
+  const int64_t t = blockIdx.x;
   const float pos = static_cast<float>(positions[t]);
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     const float angle = pos * inv_freq[i];  // f32 product, as Hugging Face computes it
-    cs[i] = cosf(angle);
-    cs[half + i] = sinf(angle);
+    cs[i] = cosf(angle) * scale;
+    cs[half + i] = sinf(angle) * scale;
   }
   __syncthreads();
   float* xt = x + t * heads * head_dim;
@@ -124,15 +125,16 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
-// One block per token: q's and k's heads rotated in place (as rope_kernel), then k and v stored at the token's slot.
+// One block per token: q's and k's heads rotated in place (as rope_kernel, scale 1), then k and v stored at the
+// token's slot (k's values past the rotated part, with partial rotary, as they are).
 __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict__ v, int64_t hq, int64_t hkv,
-                                     int64_t head_dim, const int32_t* __restrict__ positions,
+                                     int64_t head_dim, int64_t half, const int32_t* __restrict__ positions,
                                      const float* __restrict__ inv_freq, float* __restrict__ k_cache,
                                      float* __restrict__ v_cache, int64_t tokens, int64_t slots) {
   wait_for_prior_grid();
   allow_next_grid();
   extern __shared__ float cs[];
-  const int64_t t = blockIdx.x, half = head_dim / 2, row = hkv * head_dim;
+  const int64_t t = blockIdx.x, row = hkv * head_dim, passed = head_dim - 2 * half;
   const float pos = static_cast<float>(positions[t]);
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     const float angle = pos * inv_freq[i];
@@ -153,6 +155,10 @@ __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict
       k_cache[dst + (h - hq) * head_dim + i] = x[i];
       k_cache[dst + (h - hq) * head_dim + i + half] = x[i + half];
     }
+  }
+  for (int64_t p = threadIdx.x; p < hkv * passed; p += blockDim.x) {
+    const int64_t j = p / passed * head_dim + 2 * half + p % passed;
+    k_cache[dst + j] = kt[j];
   }
   const float* vt = v + t * row;
   for (int64_t j = threadIdx.x; j < row; j += blockDim.x) v_cache[dst + j] = vt[j];
@@ -204,11 +210,11 @@ void layer_norm(const float* x, const float* w, const float* b, float eps, float
   check_launch("layer_norm");
 }
 
-void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, const int32_t* positions, const float* inv_freq,
-          cudaStream_t stream) {
-  if (tokens == 0 || heads == 0 || head_dim < 2) return;
-  const size_t smem = static_cast<size_t>(head_dim / 2) * 2 * sizeof(float);
-  rope_kernel<<<grid_rows(tokens), kRowThreads, smem, stream>>>(x, heads, head_dim, positions, inv_freq);
+void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t half, float scale,
+          const int32_t* positions, const float* inv_freq, cudaStream_t stream) {
+  if (tokens == 0 || heads == 0 || half < 1) return;
+  const size_t smem = static_cast<size_t>(half) * 2 * sizeof(float);
+  rope_kernel<<<grid_rows(tokens), kRowThreads, smem, stream>>>(x, heads, head_dim, half, scale, positions, inv_freq);
   check_launch("rope");
 }
 
@@ -245,12 +251,12 @@ void kv_write(const float* k, const float* v, const int32_t* positions, float* k
 }
 
 void rope_kv_write(float* q, float* k, const float* v, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-                   int64_t head_dim, const int32_t* positions, const float* inv_freq, float* k_cache, float* v_cache,
-                   int64_t slots, cudaStream_t stream) {
+                   int64_t head_dim, int64_t half, const int32_t* positions, const float* inv_freq, float* k_cache,
+                   float* v_cache, int64_t slots, cudaStream_t stream) {
   if (batch * tokens == 0 || head_dim == 0) return;
-  const size_t smem = static_cast<size_t>(head_dim) * sizeof(float);
+  const size_t smem = static_cast<size_t>(2 * half) * sizeof(float);
   launch_after(rope_kv_write_kernel, grid_rows(batch * tokens), kWideRowThreads, smem, stream, q, k, v, hq, hkv, head_dim,
-               positions, inv_freq, k_cache, v_cache, tokens, slots);
+               half, positions, inv_freq, k_cache, v_cache, tokens, slots);
   check_launch("rope_kv_write");
 }
 

@@ -41,9 +41,6 @@ class LlamaBlock final : public Block {
                                                            : 1.0) /
                                       std::sqrt(static_cast<double>(c_.head_dim))),
                    c_.attention_window(index)} {
-    if (c_.rope_dim() != c_.head_dim && backend.device() != Device::cpu)
-      throw std::runtime_error(src.origin() + ": RoPE over part of each head (partial_rotary_factor) runs on the CPU "
-                               "backend only");
     const int64_t d = c_.hidden_size, q = c_.num_heads * c_.head_dim, kv = c_.num_kv_heads * c_.head_dim;
     const int64_t ff = c_.intermediate_size;
     auto name = [&](const char* suffix) { return block_tensor_name(index, suffix); };

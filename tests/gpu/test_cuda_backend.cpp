@@ -236,6 +236,20 @@ BOOST_AUTO_TEST_CASE(rope_matches_cpu) {
     gpu().rope(got, positions, inv_freq);
     expect_close(got, want, 1e-5, "rope head_dim=" + std::to_string(hd));
   }
+  // Phi-3's partial rotary: the first 2·half values turn, scaled by the attention factor; the rest pass as they are.
+  for (int64_t half : {1, 24}) {
+    std::vector<float> inv_freq(static_cast<size_t>(half));
+    for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.f, -static_cast<float>(i) / 24.f);
+    const std::vector<int32_t> positions = {0, 3, 4000};
+    Tensor want = random_tensor({3, 4, 64}, 32);
+    Tensor got = up(want);
+    cpu().rope(want, positions, inv_freq, 1.19f);
+    gpu().rope(got, positions, inv_freq, 1.19f);
+    expect_close(got, want, 1e-5, "partial rope half=" + std::to_string(half));
+  }
+  Tensor x = gpu().alloc(DType::f32, {1, 1, 4});
+  const std::vector<int32_t> one = {0};
+  BOOST_CHECK_THROW(gpu().rope(x, one, std::vector<float>{1.f, 1.f, 1.f}), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(rope_arguments_survive_many_calls) {
@@ -256,14 +270,17 @@ BOOST_AUTO_TEST_CASE(rope_kv_write_matches_rope_and_kv_write_on_the_cpu) {
   struct Case {
     int64_t b, t, hq, hkv, hd, slots;
     std::vector<int32_t> positions;
+    int64_t half;  // frequencies: hd / 2, or fewer with partial rotary
   };
-  for (const Case& c : {Case{1, 1, 32, 4, 64, 4096, {3000}}, Case{2, 3, 8, 2, 80, 16, {0, 1, 2, 7, 8, 9}}}) {
+  // The last case turns 3/4 of each head (Phi-4-mini's partial rotary): k's other values reach the cache unturned.
+  for (const Case& c : {Case{1, 1, 32, 4, 64, 4096, {3000}, 32}, Case{2, 3, 8, 2, 80, 16, {0, 1, 2, 7, 8, 9}, 40},
+                        Case{1, 2, 8, 2, 64, 8, {5, 6}, 24}}) {
     const int64_t m = c.b * c.t;
     Tensor q = random_tensor({m, c.hq, c.hd}, 360), k = random_tensor({m, c.hkv, c.hd}, 361);
     const Tensor v = random_tensor({m, c.hkv, c.hd}, 362);
     Tensor kc = random_tensor({c.b, c.slots, c.hkv, c.hd}, 363), vc = random_tensor({c.b, c.slots, c.hkv, c.hd}, 364);
     std::vector<float> inv_freq;
-    for (int64_t i = 0; i < c.hd / 2; ++i) inv_freq.push_back(std::pow(10000.f, -2.f * i / c.hd));
+    for (int64_t i = 0; i < c.half; ++i) inv_freq.push_back(std::pow(10000.f, -static_cast<float>(i) / c.half));
     Tensor qd = up(q), kd = up(k), kcd = up(kc), vcd = up(vc);
     cpu().rope_kv_write(q, k, v, c.positions, inv_freq, kc, vc);
     gpu().rope_kv_write(qd, kd, up(v), c.positions, inv_freq, kcd, vcd);
