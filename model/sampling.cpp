@@ -60,40 +60,106 @@ int32_t Sampler::next(std::span<const float> logits, std::span<const int32_t> hi
   if (params_.greedy) return first_argmax(work_);
 
   for (auto& l : work_) l /= params_.temperature;
-  order_.resize(static_cast<size_t>(n));
-  std::iota(order_.begin(), order_.end(), 0);
-  auto by_logit = [&](int32_t a, int32_t b) { return work_[static_cast<size_t>(a)] > work_[static_cast<size_t>(b)]; };
-  int32_t keep = n;
-  if (params_.top_k > 0 && params_.top_k < n) {
-    keep = params_.top_k;
-    std::partial_sort(order_.begin(), order_.begin() + keep, order_.end(), by_logit);
+  const float mx = work_[static_cast<size_t>(first_argmax(work_))];
+  const bool top_k = params_.top_k > 0 && params_.top_k < n;
+  if (!top_k && params_.top_p >= 1.0f) return draw_from_all(mx);
+  // The candidates, largest first, and the mass top-p measures against: with top-k the k's (HF's top-p works on
+  // what top-k kept), else the whole row's, of which the candidates need only hold the nucleus.
+  double total = 0;
+  if (top_k) {
+    select_largest(params_.top_k);
   } else {
-    std::sort(order_.begin(), order_.end(), by_logit);
+    total = collect_nucleus_candidates(mx);
   }
-  // Softmax over the kept tokens (sorted descending).
-  const float mx = work_[static_cast<size_t>(order_[0])];
-  std::vector<double> probs(static_cast<size_t>(keep));
+  const size_t count = candidates_.size();
+  probs_.resize(count);
   double sum = 0;
-  for (int32_t i = 0; i < keep; ++i) sum += probs[static_cast<size_t>(i)] = std::exp(work_[static_cast<size_t>(order_[static_cast<size_t>(i)])] - mx);
+  for (size_t i = 0; i < count; ++i) sum += probs_[i] = std::exp(candidates_[i].logit - mx);
+  if (top_k) total = sum;
+  size_t keep = count;
   if (params_.top_p < 1.0f) {
-    // Keep the smallest prefix whose probability reaches top_p (at least one token).
+    // The smallest prefix whose probability reaches top_p (at least one token).
     double cum = 0;
-    int32_t cut = 0;
-    while (cut < keep) {
-      cum += probs[static_cast<size_t>(cut)] / sum;
+    size_t cut = 0;
+    while (cut < count) {
+      cum += probs_[cut] / total;
       ++cut;
       if (cum >= params_.top_p) break;
     }
     keep = cut;
-    sum = std::accumulate(probs.begin(), probs.begin() + keep, 0.0);
+    sum = std::accumulate(probs_.begin(), probs_.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
   }
   std::uniform_real_distribution<double> u(0.0, sum);
   double r = u(rng_);
-  for (int32_t i = 0; i < keep; ++i) {
-    r -= probs[static_cast<size_t>(i)];
-    if (r <= 0) return order_[static_cast<size_t>(i)];
+  for (size_t i = 0; i < keep; ++i) {
+    r -= probs_[i];
+    if (r <= 0) return candidates_[i].id;
   }
-  return order_[static_cast<size_t>(keep - 1)];
+  return candidates_[keep - 1].id;
+}
+
+// Larger logit first; ties by the smaller id, so the order (and a seeded draw) does not depend on the selection.
+bool Sampler::larger(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// One pass with a heap of the k largest so far: past the first few hundred tokens almost every logit is below the
+// heap's least and costs one well-predicted comparison (a selection over all n pairs was 2-4x slower).
+void Sampler::select_largest(int32_t k) {
+  candidates_.clear();
+  auto smaller_first = [](const Candidate& a, const Candidate& b) { return larger(a, b); };  // a min-heap top
+  for (size_t i = 0; i < work_.size(); ++i) {
+    const Candidate c{work_[i], static_cast<int32_t>(i)};
+    if (static_cast<int32_t>(candidates_.size()) < k) {
+      candidates_.push_back(c);
+      std::push_heap(candidates_.begin(), candidates_.end(), smaller_first);
+    } else if (larger(c, candidates_.front())) {
+      std::pop_heap(candidates_.begin(), candidates_.end(), smaller_first);
+      candidates_.back() = c;
+      std::push_heap(candidates_.begin(), candidates_.end(), smaller_first);
+    }
+  }
+  std::sort(candidates_.begin(), candidates_.end(), larger);
+}
+
+// The nucleus is the largest logits' prefix whose share of the whole mass reaches top_p. One pass sums the mass
+// (returned) and how it spreads over bins of a quarter below the largest logit; the bins from the top that first
+// reach top_p of it bound the nucleus, and only the tokens in them are collected and sorted.
+double Sampler::collect_nucleus_candidates(float mx) {
+  constexpr int kBins = 256;
+  constexpr float kPerUnit = 4.0f;  // bins per unit of logit: they span 64 below the largest (e^-64: no mass)
+  double mass[kBins] = {};
+  double total = 0;
+  for (float l : work_) {
+    const double e = std::exp(l - mx);
+    total += e;
+    const float below = (mx - l) * kPerUnit;
+    mass[below < static_cast<float>(kBins - 1) ? static_cast<int>(below) : kBins - 1] += e;
+  }
+  int last = 0;
+  double held = mass[0];
+  while (held < params_.top_p * total && last < kBins - 1) held += mass[++last];
+  // The tokens of bins 0..last, tested as they were binned (the last bin holds everything below it too).
+  candidates_.clear();
+  for (size_t i = 0; i < work_.size(); ++i)
+    if (last == kBins - 1 || (mx - work_[i]) * kPerUnit < static_cast<float>(last + 1))
+      candidates_.push_back({work_[i], static_cast<int32_t>(i)});
+  std::sort(candidates_.begin(), candidates_.end(), larger);
+  return total;
+}
+
+// No filter: a draw over the whole row in vocabulary order (the distribution needs no sorting).
+int32_t Sampler::draw_from_all(float mx) {
+  probs_.resize(work_.size());
+  double sum = 0;
+  for (size_t i = 0; i < work_.size(); ++i) sum += probs_[i] = std::exp(work_[i] - mx);
+  std::uniform_real_distribution<double> u(0.0, sum);
+  double r = u(rng_);
+  for (size_t i = 0; i < work_.size(); ++i) {
+    r -= probs_[i];
+    if (r <= 0) return static_cast<int32_t>(i);
+  }
+  return first_argmax(work_);  // rounding left a sliver: the most likely token
 }
 
 }  // namespace corolla

@@ -1,5 +1,7 @@
 // Choosing the next token from logits, with Hugging Face's semantics and order of processors:
-// repetition penalty, then temperature, top-k, top-p, then a draw from a seeded RNG (or argmax when greedy).
+// repetition penalty, then temperature, top-k, top-p, then a draw from a seeded RNG (or argmax when greedy). The
+// filters select rather than sort the vocabulary: top-k keeps a heap of k in one pass, top-p bins the mass below the
+// largest logit in one pass and collects only the bins that hold the nucleus; only those candidates are sorted.
 #pragma once
 
 #include <cstdint>
@@ -28,10 +30,23 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
+  struct Candidate {
+    float logit;
+    int32_t id;
+  };
+  static bool larger(const Candidate& a, const Candidate& b);
+  // candidates_ = the k largest of work_, largest first.
+  void select_largest(int32_t k);
+  // candidates_ = a prefix of work_ sorted, largest first, that holds top-p's nucleus; returns the row's mass
+  // (sum of exp(l - mx)).
+  double collect_nucleus_candidates(float mx);
+  int32_t draw_from_all(float mx);
+
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<float> work_;
-  std::vector<int32_t> order_;
+  std::vector<Candidate> candidates_;
+  std::vector<double> probs_;
   std::vector<bool> seen_;
 };
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "model/sampling.hpp"
@@ -110,4 +111,56 @@ BOOST_AUTO_TEST_CASE(bad_parameters_are_named) {
   p.top_p = 1.5f;
   BOOST_CHECK_EXCEPTION(Sampler{p}, std::invalid_argument,
                         [](const auto& e) { return std::string(e.what()).find("top_p") != std::string::npos; });
+}
+
+// Over a vocabulary-sized row (Llama-2's 32,000 logits), the draws follow the brute-force reference: the whole
+// row sorted, top-k, then the smallest prefix reaching top_p, renormalized; no token outside it is ever drawn.
+// The rows range from peaked (a nucleus of a few tokens) to flat (thousands), so the sampler's partial selection
+// has to widen its candidates, and the settings cover each filter alone, both, and none.
+BOOST_AUTO_TEST_CASE(a_large_vocabulary_is_drawn_from_the_sorted_nucleus) {
+  struct Case {
+    int top_k;
+    float top_p, temperature, spread;
+  };
+  std::mt19937 rng(11);
+  for (const Case& c : {Case{0, 0.9f, 0.7f, 2.5f}, Case{0, 0.95f, 1.0f, 0.5f}, Case{40, 0.8f, 1.3f, 2.5f},
+                        Case{0, 1.0f, 0.5f, 1.0f}, Case{0, 0.5f, 1.0f, 8.0f}}) {
+    std::normal_distribution<float> noise(0, c.spread);
+    std::vector<float> row(32000);
+    for (auto& v : row) v = noise(rng);
+    // Reference.
+    std::vector<int32_t> order(row.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    size_t keep = c.top_k > 0 ? static_cast<size_t>(c.top_k) : row.size();
+    std::vector<double> p(keep);
+    double sum = 0;
+    for (size_t i = 0; i < keep; ++i) sum += p[i] = std::exp((row[order[i]] - row[order[0]]) / c.temperature);
+    if (c.top_p < 1) {
+      double cum = 0;
+      size_t cut = 0;
+      while (cut < keep && cum < c.top_p) cum += p[cut++] / sum;
+      keep = cut;
+    }
+    std::map<int32_t, double> want;
+    double kept = 0;
+    for (size_t i = 0; i < keep; ++i) kept += p[i];
+    for (size_t i = 0; i < keep; ++i) want[order[i]] = p[i] / kept;
+
+    SamplingParams params;
+    params.greedy = false;
+    params.top_k = c.top_k;
+    params.top_p = c.top_p;
+    params.temperature = c.temperature;
+    params.seed = 5;
+    Sampler s(params);
+    const int n = 3000;
+    std::map<int32_t, int> counts;
+    for (int i = 0; i < n; ++i) counts[s.next(row, {})]++;
+    const std::string what = "top_k " + std::to_string(c.top_k) + " top_p " + std::to_string(c.top_p) + " nucleus " +
+                             std::to_string(keep);
+    for (auto [id, count] : counts) BOOST_TEST(want.count(id) == 1u, what << ": drew " << id << " outside it");
+    for (size_t i = 0; i < std::min<size_t>(keep, 5); ++i)
+      BOOST_TEST(std::fabs(counts[order[i]] / double(n) - want[order[i]]) < 0.035, what << ": rank " << i);
+  }
 }
