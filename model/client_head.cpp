@@ -61,7 +61,7 @@ Tensor ClientHead::embed(std::span<const int32_t> ids, int64_t batch) const {
       throw std::invalid_argument("token id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
                                   " is outside the vocabulary of " + std::to_string(config_.vocab_size));
   Tensor out = backend_.alloc(DType::f32, {batch, n / batch, config_.hidden_size});
-  backend_.embed(embeddings_, ids, out);
+  backend_.embed(embeddings_, ids, 1.0f, out);
   if (!embedding_norm_.defined()) return out;
   Tensor normed = backend_.alloc(DType::f32, out.shape());
   backend_.layer_norm(out, embedding_norm_, embedding_norm_bias_, static_cast<float>(config_.norm_eps), normed);
