@@ -196,14 +196,7 @@ class CpuBackend final : public Backend {
   }
 
   void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &out}) require_f32(*t, "gelu_mul", "tensors");
-    require(gate.numel() == up.numel() && out.numel() == up.numel(), "gelu_mul: shapes differ");
-    const float* g = gate.data_as<const float>();
-    const float* u = up.data_as<const float>();
-    float* o = out.data_as<float>();
-    pool_->parallel_for(out.numel(), kElementsPerChunk, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = gelu_value(g[i], form) * u[i];
-    });
+    elementwise("gelu_mul", gate, up, out, [form](float g, float u) { return gelu_value(g, form) * u; });
   }
 
   void gelu(const Tensor& x, Gelu form, Tensor& out) override {
@@ -398,14 +391,7 @@ class CpuBackend final : public Backend {
   }
 
   void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &d_out, &dx}) require_f32(*t, "gelu_backward", "tensors");
-    require(d_out.numel() == x.numel() && dx.numel() == x.numel(), "gelu_backward: shapes differ");
-    const float* px = x.data_as<const float>();
-    const float* pd = d_out.data_as<const float>();
-    float* po = dx.data_as<float>();
-    pool_->parallel_for(x.numel(), kElementsPerChunk, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) po[i] = gelu_derivative(px[i], form) * pd[i];
-    });
+    elementwise("gelu_backward", x, d_out, dx, [form](float v, float d) { return gelu_derivative(v, form) * d; });
   }
 
   void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
@@ -442,6 +428,19 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // out[i] = f(a[i], b[i]) over f32 tensors of one size (out may be a or b).
+  template <class F>
+  void elementwise(const char* op, const Tensor& a, const Tensor& b, Tensor& out, F f) {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&a, &b, &out}) require_f32(*t, op, "tensors");
+    require(b.numel() == a.numel() && out.numel() == a.numel(), std::string(op) + ": shapes differ");
+    const float* pa = a.data_as<const float>();
+    const float* pb = b.data_as<const float>();
+    float* po = out.data_as<float>();
+    pool_->parallel_for(a.numel(), kElementsPerChunk, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], pb[i]);
+    });
+  }
+
   // For out = act(gate) · up: d_up = d_out · act(gate), d_gate = d_out · up · act'(gate), with `act` giving
   // (act(g), act'(g)).
   template <class Act>
