@@ -101,7 +101,8 @@ class SafetensorsSource final : public WeightSource {
 
 // GGUF with llama.cpp's tensor names. llama.cpp's converter permutes the rows of Q and K of "llama" models so
 // that RoPE rotates adjacent pairs; Corolla's kernels rotate halves (as Hugging Face does), so those rows are
-// put back in Hugging Face order here. Row permutations keep quantized blocks intact.
+// put back in Hugging Face order here. Row permutations keep quantized blocks intact. Its Gemma 2 norms hold
+// 1 + weight (the converter adds the 1); the 1 is taken off again, in f32, so that they read as Hugging Face's.
 class GgufSource final : public WeightSource {
  public:
   explicit GgufSource(const std::string& path) : gguf_(GgufFile::open(path)) {
@@ -113,7 +114,7 @@ class GgufSource final : public WeightSource {
         add_experts(info, *experts);
         continue;
       }
-      const std::string hf = falcon ? falcon_to_hf(info.name) : to_hf(info.name, gguf_->path());
+      const std::string hf = falcon ? falcon_to_hf(info.name) : to_hf(info.name, gguf_->path(), config_.arch);
       if (!hf.empty()) hf_to_gguf_[hf] = {info.name, -1};
     }
   }
@@ -135,6 +136,7 @@ class GgufSource final : public WeightSource {
       throw std::runtime_error(gguf_->path() + ": tensor '" + name + "' is missing (no GGUF tensor maps to it)");
     const GgufTensorInfo* info = gguf_->find_tensor(it->second.name);
     if (it->second.expert >= 0) return {info->dtype, Shape{info->shape[1], info->shape[2]}};
+    if (shifted_norm(it->second.name)) return {DType::f32, info->shape};
     return {info->dtype, info->shape};  // un-permuting Q/K rows keeps dtype and shape
   }
 
@@ -150,6 +152,11 @@ class GgufSource final : public WeightSource {
       t = t.reshaped({t.dim(0) * rows, t.dim(2)}).slice_rows(e * rows, (e + 1) * rows);
     }
     count(t);
+    if (shifted_norm(g)) {
+      Tensor w = t.to_f32().clone();
+      for (int64_t i = 0; i < w.numel(); ++i) w.data_as<float>()[i] -= 1.0f;
+      return w;
+    }
     if (!permuted_qk_) return t;
     // Q and K rows are permuted, and so are their biases' entries (a Llama with attention_bias).
     const bool is_q = g.ends_with("attn_q.weight") || g.ends_with("attn_q.bias");
@@ -197,7 +204,10 @@ class GgufSource final : public WeightSource {
                                                  ".weight")] = {info.name, e};
   }
 
-  static std::string to_hf(const std::string& g, const std::string& path) {
+  // A Gemma 2 norm weight stored as 1 + weight.
+  bool shifted_norm(const std::string& g) const { return config_.norm_plus_one && g.ends_with("norm.weight"); }
+
+  static std::string to_hf(const std::string& g, const std::string& path, const std::string& arch) {
     static const std::map<std::string, std::string> globals = {
         {"token_embd.weight", "model.embed_tokens.weight"},
         {"output_norm.weight", "model.norm.weight"},
@@ -216,15 +226,22 @@ class GgufSource final : public WeightSource {
         {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
         {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight"},
     };
+    // Gemma 2's four norms: ffn_norm is the MLP's input norm, which Hugging Face calls pre_feedforward_layernorm.
+    static const std::map<std::string, std::string> gemma2 = {
+        {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+        {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+        {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    };
     if (auto it = globals.find(g); it != globals.end()) return it->second;
     static const std::regex block(R"(blk\.(\d+)\.(.+))");
     std::smatch m;
-    if (std::regex_match(g, m, block))
-      if (auto it = per_block.find(m[2].str()); it != per_block.end()) {
-        const auto block = parse_block_number(m[1].str());
-        if (!block) throw std::runtime_error(path + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
-        return block_tensor_name(*block, it->second);
-      }
+    if (!std::regex_match(g, m, block)) return {};
+    const auto& names = arch == "gemma2" && gemma2.count(m[2].str()) ? gemma2 : per_block;
+    if (auto it = names.find(m[2].str()); it != names.end()) {
+      const auto block = parse_block_number(m[1].str());
+      if (!block) throw std::runtime_error(path + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
+      return block_tensor_name(*block, it->second);
+    }
     return {};
   }
 
