@@ -20,6 +20,9 @@ tokens, special tokens).
                 (Llama-2's tokenizer.json layout)
   spm-metaspace SentencePiece-style BPE with byte fallback, Metaspace pre-tokenizer (prepend_scheme "first")
                 and Metaspace decoder (newer Llama/Mistral layout)
+  spm-gemma     SentencePiece-style BPE with byte fallback in Gemma's layout (transformers' GemmaTokenizer):
+                <pad> <eos> <bos> <unk> first, spaces replaced by ▁ with no prefix added, a Split on spaces
+                (merged with the previous piece), BOS added, a decoder without Strip
 
 Chat templates: renders conversations with transformers' apply_chat_template and the real Jinja templates of
 SmolLM2-Instruct, Qwen2-Instruct, Llama-3-Instruct, Llama-2-chat and Mistral-Instruct, and writes
@@ -492,6 +495,69 @@ def make_spm(layout):
     return tok, config
 
 
+def make_spm_gemma():
+    """The spm vocabulary and merges in Gemma's layout, as transformers' GemmaTokenizer builds it."""
+    vocab, merges = train_spm_style(500)
+    gemma = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3}
+    for piece in sorted((p for p in vocab if p not in ("<unk>", "<s>", "</s>")), key=vocab.get):
+        gemma[piece] = len(gemma)
+    specials = [
+        {"id": gemma[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+         "special": True}
+        for t in ("<pad>", "<eos>", "<bos>", "<unk>")
+    ]
+    data = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": specials,
+        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": SPM_SPACE},
+        "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                          "invert": False},
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [
+                {"SpecialToken": {"id": "<bos>", "type_id": 0}},
+                {"Sequence": {"id": "A", "type_id": 0}},
+                {"SpecialToken": {"id": "<bos>", "type_id": 1}},
+                {"Sequence": {"id": "B", "type_id": 1}},
+            ],
+            "special_tokens": {"<bos>": {"id": "<bos>", "ids": [gemma["<bos>"]], "tokens": ["<bos>"]}},
+        },
+        "decoder": {
+            "type": "Sequence",
+            "decoders": [
+                {"type": "Replace", "pattern": {"String": SPM_SPACE}, "content": " "},
+                {"type": "ByteFallback"},
+                {"type": "Fuse"},
+            ],
+        },
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": "<unk>",
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": True,
+            "ignore_merges": False,
+            "vocab": gemma,
+            "merges": merges,
+        },
+    }
+    config = {
+        "tokenizer_class": "GemmaTokenizer",
+        "bos_token": "<bos>",
+        "eos_token": "<eos>",
+        "unk_token": "<unk>",
+        "pad_token": "<pad>",
+        "add_bos_token": True,
+        "add_eos_token": False,
+    }
+    return Tokenizer.from_str(json.dumps(data)), config
+
+
 def decode_cases(tok):
     """Id sequences that exercise decoding: each token of a text alone, multi-byte characters cut in two,
     lone byte tokens, special tokens at the start."""
@@ -576,6 +642,7 @@ def main():
         "bpe-falcon": make_bpe_falcon,
         "spm-legacy": lambda: make_spm("legacy"),
         "spm-metaspace": lambda: make_spm("metaspace"),
+        "spm-gemma": make_spm_gemma,
     }
     for name, make in makers.items():
         tok, config = make()
