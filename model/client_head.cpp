@@ -40,7 +40,8 @@ ClientHead::ClientHead(const WeightSource& src, Backend& backend, std::optional<
   // Tied, the table is the LM head too, so it is placed for matrix products; else it is only read by rows.
   embeddings_ = config_.tie_word_embeddings ? load_matrix(src, names.embeddings, {v, d}, dtype, backend)
                                             : load_table(src, names.embeddings, {v, d}, dtype, backend);
-  norm_ = config_.norm_plus_one ? load_norm_plus_one(src, names.norm, d, backend) : load_vector(src, names.norm, d, backend);
+  norm_ = config_.norm_plus_one ? load_norm_plus_one(src, names.norm, d, backend).plus_one
+                                : load_vector(src, names.norm, d, backend);
   if (config_.scale_embeddings) embedding_scale_ = static_cast<float>(std::sqrt(static_cast<double>(d)));
   if (config_.layer_norm) norm_bias_ = load_vector(src, names.norm_bias, d, backend);
   if (config_.embedding_norm) {

@@ -65,8 +65,9 @@ class LlamaBlock final : public Block {
     // A norm's weight as the kernels multiply by it (Gemma's 1 + weight); the stored one is kept for named_weights.
     auto norm = [&](const char* suffix) {
       if (!c_.norm_plus_one) return load_vector(src, name(suffix), d, backend);
-      stored_norms_[name(suffix)] = load_vector(src, name(suffix), d, backend);
-      return load_norm_plus_one(src, name(suffix), d, backend);
+      NormPlusOne both = load_norm_plus_one(src, name(suffix), d, backend);
+      stored_norms_[name(suffix)] = both.stored;
+      return both.plus_one;
     };
     w.attn_norm = norm("input_layernorm.weight");
     if (c_.fused_projections) {  // Phi-3: views of the rows of one [q + 2·kv, d] matrix
