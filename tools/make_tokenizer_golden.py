@@ -419,11 +419,11 @@ def train_spm_style(n_merges, min_char_count=3):
     return vocab, [list(m) for m in merges]
 
 
-def spm_tokenizer_json(vocab, merges, layout):
+def spm_tokenizer_json(vocab, merges, layout, bos="<s>", specials=("<unk>", "<s>", "</s>")):
     specials = [
         {"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
          "special": True}
-        for t in ("<unk>", "<s>", "</s>")
+        for t in specials
     ]
     data = {
         "version": "1.0",
@@ -434,14 +434,14 @@ def spm_tokenizer_json(vocab, merges, layout):
         "pre_tokenizer": None,
         "post_processor": {
             "type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
             "pair": [
-                {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                {"SpecialToken": {"id": bos, "type_id": 0}},
                 {"Sequence": {"id": "A", "type_id": 0}},
-                {"SpecialToken": {"id": "<s>", "type_id": 1}},
+                {"SpecialToken": {"id": bos, "type_id": 1}},
                 {"Sequence": {"id": "B", "type_id": 1}},
             ],
-            "special_tokens": {"<s>": {"id": "<s>", "ids": [vocab["<s>"]], "tokens": ["<s>"]}},
+            "special_tokens": {bos: {"id": bos, "ids": [vocab[bos]], "tokens": [bos]}},
         },
         "decoder": None,
         "model": {
@@ -457,23 +457,18 @@ def spm_tokenizer_json(vocab, merges, layout):
             "merges": merges,
         },
     }
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": SPM_SPACE}
+    decoders = [{"type": "Replace", "pattern": {"String": SPM_SPACE}, "content": " "}, {"type": "ByteFallback"},
+                {"type": "Fuse"}]
     if layout == "legacy":
-        data["normalizer"] = {
-            "type": "Sequence",
-            "normalizers": [
-                {"type": "Prepend", "prepend": SPM_SPACE},
-                {"type": "Replace", "pattern": {"String": " "}, "content": SPM_SPACE},
-            ],
-        }
-        data["decoder"] = {
-            "type": "Sequence",
-            "decoders": [
-                {"type": "Replace", "pattern": {"String": SPM_SPACE}, "content": " "},
-                {"type": "ByteFallback"},
-                {"type": "Fuse"},
-                {"type": "Strip", "content": " ", "start": 1, "stop": 0},
-            ],
-        }
+        data["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SPM_SPACE}, replace]}
+        data["decoder"] = {"type": "Sequence",
+                           "decoders": decoders + [{"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    elif layout == "gemma":  # no prefix space; a Split on spaces, which the normalizer has replaced
+        data["normalizer"] = replace
+        data["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                                 "invert": False}
+        data["decoder"] = {"type": "Sequence", "decoders": decoders}
     else:
         data["pre_tokenizer"] = {"type": "Metaspace", "replacement": SPM_SPACE, "prepend_scheme": "first", "split": False}
         data["decoder"] = {"type": "Metaspace", "replacement": SPM_SPACE, "prepend_scheme": "first", "split": False}
@@ -501,51 +496,7 @@ def make_spm_gemma():
     gemma = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3}
     for piece in sorted((p for p in vocab if p not in ("<unk>", "<s>", "</s>")), key=vocab.get):
         gemma[piece] = len(gemma)
-    specials = [
-        {"id": gemma[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-         "special": True}
-        for t in ("<pad>", "<eos>", "<bos>", "<unk>")
-    ]
-    data = {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": specials,
-        "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": SPM_SPACE},
-        "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
-                          "invert": False},
-        "post_processor": {
-            "type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [
-                {"SpecialToken": {"id": "<bos>", "type_id": 0}},
-                {"Sequence": {"id": "A", "type_id": 0}},
-                {"SpecialToken": {"id": "<bos>", "type_id": 1}},
-                {"Sequence": {"id": "B", "type_id": 1}},
-            ],
-            "special_tokens": {"<bos>": {"id": "<bos>", "ids": [gemma["<bos>"]], "tokens": ["<bos>"]}},
-        },
-        "decoder": {
-            "type": "Sequence",
-            "decoders": [
-                {"type": "Replace", "pattern": {"String": SPM_SPACE}, "content": " "},
-                {"type": "ByteFallback"},
-                {"type": "Fuse"},
-            ],
-        },
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": "<unk>",
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": True,
-            "byte_fallback": True,
-            "ignore_merges": False,
-            "vocab": gemma,
-            "merges": merges,
-        },
-    }
+    tok = spm_tokenizer_json(gemma, merges, "gemma", bos="<bos>", specials=("<pad>", "<eos>", "<bos>", "<unk>"))
     config = {
         "tokenizer_class": "GemmaTokenizer",
         "bos_token": "<bos>",
@@ -555,7 +506,7 @@ def make_spm_gemma():
         "add_bos_token": True,
         "add_eos_token": False,
     }
-    return Tokenizer.from_str(json.dumps(data)), config
+    return tok, config
 
 
 def decode_cases(tok):
