@@ -30,13 +30,20 @@ class ModelledTime;  // kernels/modelled_time.hpp
 #endif
 
 // How one attention weighs the slots a query may see: scores = scale · q·k; with `window` > 0 the query at slot p
-// sees slots p - window + 1 .. p only (sliding-window attention, as Mistral and Qwen2 configure it), else 0 .. p.
-// With `alibi_heads` > 0 (BLOOM's ALiBi, over that many query heads) head h's score for slot s gains
+// sees slots p - window + 1 .. p only (sliding-window attention, as Mistral, Qwen2 and Gemma 2 configure it), else
+// 0 .. p. With `alibi_heads` > 0 (BLOOM's ALiBi, over that many query heads) head h's score for slot s gains
 // alibi_slope(h) · s: a penalty growing with distance, since the softmax of a query is unchanged by a constant.
+// With `softcap` > 0 (Gemma 2's attn_logit_softcapping) each score becomes softcap · tanh(score / softcap) before
+// the mask and the softmax.
 struct AttentionSpec {
   float scale = 1.0f;
   int64_t window = 0;
   int64_t alibi_heads = 0;
+  float softcap = 0.0f;
+  // scale · q·k as the softmax reads it: capped with a softcap, as Hugging Face computes it in f32.
+  COROLLA_HOST_DEVICE float capped(float score) const {
+    return softcap > 0.0f ? tanhf(score / softcap) * softcap : score;
+  }
   // The first slot a query at slot p sees.
   COROLLA_HOST_DEVICE int64_t first_slot(int64_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
   // Head h's ALiBi slope, as BLOOM computes them: for the largest power of two n <= heads, head h < n has
@@ -138,6 +145,8 @@ class Backend {
                     float scale = 1.0f) = 0;
   // out = silu(gate) · up, elementwise.
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  // out = gelu(gate) · up, elementwise (GeGLU: Gemma 2's MLP with the tanh form); out may be gate or up.
+  virtual void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) = 0;
   // out = gelu(x), elementwise; out may be x.
   virtual void gelu(const Tensor& x, Gelu form, Tensor& out) = 0;
   // out = a + b, elementwise; out may be a.
@@ -165,8 +174,8 @@ class Backend {
   // h / (Hq / Hkv)); out [B, T, Hq·Dh].
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                          std::span<const int32_t> positions, const AttentionSpec& spec, Tensor& out) = 0;
-  // out[i, :] = table[ids[i], :] as f32; table [V, D] of any weight dtype.
-  virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) = 0;
+  // out[i, :] = scale · table[ids[i], :] as f32; table [V, D] of any weight dtype (scale: Gemma's √hidden, else 1).
+  virtual void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) = 0;
   // out[i, :] = x[rows[i], :] for x [M, D] and out [R, D], R = rows.size() (the tokens routed to one expert).
   virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) = 0;
   // out[rows[i], :] += scale[i] · x[i, :] for x [R, D] and out [M, D]; `rows` are distinct (an expert's output added
@@ -189,6 +198,9 @@ class Backend {
   virtual void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) = 0;
   // For out = silu(gate) · up: d_gate and d_up from d_out (d_gate may be d_out).
   virtual void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                                 Tensor& d_up) = 0;
+  // For out = gelu(gate) · up: the same (d_gate may be d_out).
+  virtual void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
                                  Tensor& d_up) = 0;
   // The gradient of causal self-attention within each sequence (the stateless forward: query t of a sequence
   // attends to keys spec.first_slot(t)..t of the same sequence). q [B, T, Hq, Dh], k, v [B, T, Hkv, Dh] (after RoPE), d_out

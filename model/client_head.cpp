@@ -1,5 +1,7 @@
 #include "model/client_head.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -38,7 +40,9 @@ ClientHead::ClientHead(const WeightSource& src, Backend& backend, std::optional<
   // Tied, the table is the LM head too, so it is placed for matrix products; else it is only read by rows.
   embeddings_ = config_.tie_word_embeddings ? load_matrix(src, names.embeddings, {v, d}, dtype, backend)
                                             : load_table(src, names.embeddings, {v, d}, dtype, backend);
-  norm_ = load_vector(src, names.norm, d, backend);
+  norm_ = config_.norm_plus_one ? load_norm_plus_one(src, names.norm, d, backend).plus_one
+                                : load_vector(src, names.norm, d, backend);
+  if (config_.scale_embeddings) embedding_scale_ = static_cast<float>(std::sqrt(static_cast<double>(d)));
   if (config_.layer_norm) norm_bias_ = load_vector(src, names.norm_bias, d, backend);
   if (config_.embedding_norm) {
     embedding_norm_ = load_vector(src, names.embedding_norm, d, backend);
@@ -61,7 +65,7 @@ Tensor ClientHead::embed(std::span<const int32_t> ids, int64_t batch) const {
       throw std::invalid_argument("token id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
                                   " is outside the vocabulary of " + std::to_string(config_.vocab_size));
   Tensor out = backend_.alloc(DType::f32, {batch, n / batch, config_.hidden_size});
-  backend_.embed(embeddings_, ids, out);
+  backend_.embed(embeddings_, ids, embedding_scale_, out);
   if (!embedding_norm_.defined()) return out;
   Tensor normed = backend_.alloc(DType::f32, out.shape());
   backend_.layer_norm(out, embedding_norm_, embedding_norm_bias_, static_cast<float>(config_.norm_eps), normed);
@@ -93,7 +97,22 @@ Tensor ClientHead::logits(const Tensor& hidden) const {
   Tensor out = backend_.alloc(DType::f32, {rows, config_.vocab_size});
   final_norm(x, n);
   backend_.matmul(n, lm_head_, nullptr, out);
-  return backend_.download(out);
+  Tensor host = backend_.download(out);
+  cap_logits(host.data_as<float>(), host.numel());
+  return host;
+}
+
+void ClientHead::cap_logits(float* logits, int64_t n, float* derivative) const {
+  const float cap = static_cast<float>(config_.final_softcap);
+  if (cap <= 0) {
+    if (derivative) std::fill(derivative, derivative + n, 1.0f);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = std::tanh(logits[i] / cap);
+    logits[i] = t * cap;
+    if (derivative) derivative[i] = 1.0f - t * t;
+  }
 }
 
 }  // namespace corolla

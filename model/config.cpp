@@ -14,11 +14,12 @@
 namespace corolla {
 namespace {
 
-const std::vector<std::string> kArchitectures = {"bloom",  "falcon", "llama", "mistral",
-                                                 "mixtral", "phi3",  "qwen2", "qwen3"};
+const std::vector<std::string> kArchitectures = {"bloom",   "falcon", "gemma2", "llama", "mistral",
+                                                 "mixtral", "phi3",   "qwen2",  "qwen3"};
 // The general.architecture values of the GGUF files whose tensors the loader maps (llama.cpp writes Mistral and
 // Mixtral as "llama"; its Falcon files hold the parallel layouts only).
-const std::vector<std::string> kGgufArchitectures = {"bloom", "falcon", "llama", "phi3", "qwen2", "qwen3"};
+const std::vector<std::string> kGgufArchitectures = {"bloom", "falcon", "gemma2", "llama",
+                                                     "phi3",  "qwen2",  "qwen3"};
 
 bool supported(const std::string& arch, const std::vector<std::string>& list = kArchitectures) {
   for (const auto& a : list)
@@ -176,13 +177,19 @@ void ModelConfig::validate(const std::string& source) const {
   } else if (num_experts != 0 || experts_per_token != 0) {
     fail("experts are given for " + arch + ", which has one dense MLP");
   }
-  // Falcon's config names its GELU (exact or tanh); BLOOM's is fixed; the Llama family computes SiLU only.
-  const std::vector<std::string> activations = arch == "bloom"    ? std::vector<std::string>{"gelu_tanh"}
-                                               : arch == "falcon" ? std::vector<std::string>{"gelu", "gelu_tanh"}
-                                                                  : std::vector<std::string>{"silu"};
+  // Falcon's and Gemma 2's configs name their GELU (exact or tanh); BLOOM's is fixed; the rest of the Llama family
+  // computes SiLU only.
+  const std::vector<std::string> activations = arch == "bloom" ? std::vector<std::string>{"gelu_tanh"}
+                                               : arch == "falcon" || arch == "gemma2"
+                                                   ? std::vector<std::string>{"gelu", "gelu_tanh"}
+                                                   : std::vector<std::string>{"silu"};
   if (!supported(hidden_act, activations))
     fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: " +
          (activations.size() == 1 ? activations[0] : activations[0] + ", " + activations[1]) + ")");
+  for (const auto& [key, v] : {std::pair{"query_pre_attn_scalar", query_pre_attn_scalar},
+                                std::pair{"attn_logit_softcapping", attn_softcap},
+                                std::pair{"final_logit_softcapping", final_softcap}})
+    if (!std::isfinite(v) || v < 0) fail(std::string(key) + " " + std::to_string(v) + " must be a finite number above 0");
   if (sliding_window < 0 || sliding_window > kMaxPositions)
     fail("sliding_window " + std::to_string(sliding_window) + " must be in 0.." + std::to_string(kMaxPositions));
   if (sliding_window > 0 && static_cast<int64_t>(window_layers.size()) != num_layers)
@@ -317,10 +324,65 @@ class JsonFields {
   const std::string& source_;
 };
 
+// Which layers slide: those layer_types marks "sliding_attention" (newer configs), else those `slides` picks.
+template <class Slides>
+void read_window_layers(const JsonFields& f, const nlohmann::json& j, ModelConfig& c, Slides slides) {
+  if (f.present("layer_types")) {
+    const auto& types = j.at("layer_types");
+    if (!types.is_array()) f.fail("layer_types", "must be a list, got " + types.dump());
+    for (const auto& t : types) {
+      if (t != "sliding_attention" && t != "full_attention")
+        f.fail("layer_types", "holds " + t.dump() + " (supported: full_attention, sliding_attention)");
+      c.window_layers.push_back(t == "sliding_attention");
+    }
+  } else if (c.num_layers > 0 && c.num_layers <= kMaxLayers) {
+    for (int64_t i = 0; i < c.num_layers; ++i) c.window_layers.push_back(slides(i));
+  }
+}
+
+// Gemma 2 as Gemma2Config and its modeling read it: its own defaults (head_dim 256, 8192 positions, eps 1e-6, tied
+// embeddings), the MLP's hidden_activation (hidden_act is not read there), post-norms and norms of 1 + weight,
+// embeddings scaled by √hidden, query_pre_attn_scalar, soft caps that are 50 and 30 when absent and none when null,
+// and a sliding window on the layers layer_types marks, by default the even ones.
+void read_gemma2(const JsonFields& f, const nlohmann::json& j, ModelConfig& c) {
+  c.head_dim = f.integer_or("head_dim", 256);
+  c.max_position = f.integer_or("max_position_embeddings", 8192);
+  c.norm_eps = f.number_or("rms_norm_eps", 1e-6);
+  c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
+  const std::string act = f.string_or("hidden_activation", "gelu_pytorch_tanh");
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new") c.hidden_act = "gelu_tanh";  // the same function
+  else if (act == "gelu") c.hidden_act = "gelu";  // exact, with erf
+  else f.fail("hidden_activation", "is '" + act + "' (supported: gelu_pytorch_tanh, gelu_new, gelu)");
+  c.norm_plus_one = c.scale_embeddings = c.post_norms = true;
+  c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
+  if (f.boolean_or("use_bidirectional_attention", false))
+    f.fail("use_bidirectional_attention", "is true: attention that sees later tokens is not supported");
+  c.query_pre_attn_scalar = f.number_or("query_pre_attn_scalar", 256);
+  if (!(c.query_pre_attn_scalar > 0)) f.fail("query_pre_attn_scalar", "must be a number above 0");
+  auto cap = [&](const char* key, double fallback) {
+    if (!j.contains(key)) return fallback;  // Gemma2Config's default
+    if (j.at(key).is_null()) return 0.0;    // no cap
+    const double v = f.number_or(key, 0);
+    if (!std::isfinite(v) || !(v > 0)) f.fail(key, "must be a number above 0, or null for none");
+    return v;
+  };
+  c.attn_softcap = cap("attn_logit_softcapping", 50.0);
+  c.final_softcap = cap("final_logit_softcapping", 30.0);
+  read_window_layers(f, j, c, [](int64_t i) { return i % 2 == 0; });
+  const bool slides = std::find(c.window_layers.begin(), c.window_layers.end(), true) != c.window_layers.end();
+  if (j.contains("sliding_window") && j.at("sliding_window").is_null() && slides)
+    f.fail("sliding_window", "is null while layer_types has sliding_attention layers");
+  c.sliding_window = slides ? f.integer_or("sliding_window", 4096) : 0;
+  if (slides && c.sliding_window <= 0) f.fail("sliding_window", "must be above 0 for sliding_attention layers");
+  if (!slides) c.window_layers.clear();
+}
+
 // What each family reads beyond the shared keys, as its Hugging Face class does (keys another family uses are
 // ignored there too: Mistral's attention layers have no biases whatever attention_bias says).
 void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig& c) {
-  if (c.arch == "llama") {
+  if (c.arch == "gemma2") {
+    read_gemma2(f, j, c);
+  } else if (c.arch == "llama") {
     c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
     c.mlp_bias = f.boolean_or("mlp_bias", false);
   } else if (c.arch == "phi3") {
@@ -347,19 +409,7 @@ void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig
     // or without that list to the layers from max_window_layers on.
     if (f.boolean_or("use_sliding_window", false)) c.sliding_window = f.integer_or("sliding_window", 0);
     const int64_t from = f.integer_or("max_window_layers", 28);
-    if (c.sliding_window > 0) {
-      if (f.present("layer_types")) {
-        const auto& types = j.at("layer_types");
-        if (!types.is_array()) f.fail("layer_types", "must be a list, got " + types.dump());
-        for (const auto& t : types) {
-          if (t != "sliding_attention" && t != "full_attention")
-            f.fail("layer_types", "holds " + t.dump() + " (supported: full_attention, sliding_attention)");
-          c.window_layers.push_back(t == "sliding_attention");
-        }
-      } else if (c.num_layers > 0 && c.num_layers <= kMaxLayers) {
-        for (int64_t i = 0; i < c.num_layers; ++i) c.window_layers.push_back(i >= from);
-      }
-    }
+    if (c.sliding_window > 0) read_window_layers(f, j, c, [from](int64_t i) { return i >= from; });
   }
 }
 
@@ -729,6 +779,22 @@ void read_llama_gguf(const GgufFile& g, ModelConfig& c) {
   }
 }
 
+// Gemma 2 as llama.cpp's converter writes it and llama.cpp reads it: the llama keys, the window (4096 unless given)
+// on the even layers, the soft caps (50 and 30 unless given), the tanh GELU. The file has no query_pre_attn_scalar:
+// llama.cpp scales queries by (hidden / heads)^-0.5 for a model of 46 blocks (Gemma 2 27B) and by head_dim^-0.5
+// otherwise, and so does Corolla. Its norm weights hold 1 + weight already (the weight source takes the 1 off).
+void read_gemma2_gguf(const GgufFile& g, ModelConfig& c) {
+  read_llama_gguf(g, c);
+  c.hidden_act = "gelu_tanh";
+  c.norm_plus_one = c.scale_embeddings = c.post_norms = true;
+  c.sliding_window = g.find_int("gemma2.attention.sliding_window").value_or(4096);
+  for (int64_t i = 0; c.num_layers <= kMaxLayers && i < c.num_layers; ++i) c.window_layers.push_back(i % 2 == 0);
+  c.attn_softcap = g.find_float("gemma2.attn_logit_softcapping").value_or(50.0);
+  c.final_softcap = g.find_float("gemma2.final_logit_softcapping").value_or(30.0);
+  c.query_pre_attn_scalar = static_cast<double>(c.num_layers == 46 && c.num_heads > 0 ? c.hidden_size / c.num_heads
+                                                                                        : c.head_dim);
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
@@ -740,6 +806,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
     throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch, kGgufArchitectures) + " in a GGUF file");
   if (arch == "falcon") read_falcon_gguf(g, c);
   else if (arch == "bloom") read_bloom_gguf(g, c);
+  else if (arch == "gemma2") read_gemma2_gguf(g, c);
   else read_llama_gguf(g, c);
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (!embd) throw std::runtime_error(g.path() + ": tensor 'token_embd.weight' is missing");

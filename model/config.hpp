@@ -36,7 +36,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch;  // "bloom", "falcon", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"
+  std::string arch;  // "bloom", "falcon", "gemma2", "llama", "mistral", "mixtral", "phi3", "qwen2", "qwen3"
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -79,9 +79,22 @@ struct ModelConfig {
   int64_t num_experts = 0;
   int64_t experts_per_token = 0;
   // The MLP's activation: "silu" (config.json hidden_act of the Llama family, the only one its block computes),
-  // "gelu_tanh" (BLOOM's, fixed by its architecture; Falcon's when its activation names the tanh form) or "gelu"
-  // (exact, with erf: Falcon's default).
+  // "gelu_tanh" (BLOOM's, fixed by its architecture; Falcon's when its activation names the tanh form; Gemma 2's
+  // gelu_pytorch_tanh, gating its MLP as GeGLU) or "gelu" (exact, with erf: Falcon's default; Gemma 2's "gelu").
   std::string hidden_act = "silu";
+  // Gemma 2: every RMSNorm multiplies by 1 + weight (its stored weights are offsets from 1), the embeddings are
+  // scaled by √hidden_size (in f32, the hidden dtype), and attention's and the MLP's outputs each pass an RMSNorm
+  // before their residual add (post_attention_layernorm, post_feedforward_layernorm; the MLP's input norm is
+  // pre_feedforward_layernorm).
+  bool norm_plus_one = false;
+  bool scale_embeddings = false;
+  bool post_norms = false;
+  // Attention scores are scaled by query_pre_attn_scalar^-0.5 (Gemma 2) instead of head_dim^-0.5; 0: head_dim.
+  double query_pre_attn_scalar = 0;
+  // Soft caps, cap · tanh(x / cap), 0 for none: of attention's scores before the mask (Gemma 2's
+  // attn_logit_softcapping) and of the LM head's logits (final_logit_softcapping).
+  double attn_softcap = 0;
+  double final_softcap = 0;
   // Sliding-window attention: on the layers marked in window_layers (num_layers entries) a query sees only the last
   // sliding_window tokens, itself included; 0 = every layer sees the whole history.
   int64_t sliding_window = 0;

@@ -49,6 +49,9 @@ void CostBackend::rope(Tensor& x, std::span<const int32_t>, std::span<const floa
 void CostBackend::silu_mul(const Tensor& gate, const Tensor&, Tensor&) {
   account(6.0 * static_cast<double>(gate.numel()), 3 * f32_bytes(gate));
 }
+void CostBackend::gelu_mul(const Tensor& gate, const Tensor&, Gelu, Tensor&) {
+  account(11.0 * static_cast<double>(gate.numel()), 3 * f32_bytes(gate));
+}
 void CostBackend::gelu(const Tensor& x, Gelu, Tensor&) {
   account(10.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
 }
@@ -76,7 +79,9 @@ void CostBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor
     }
     if (t > 0) read_slots += static_cast<double>(longest + 1 - spec.first_slot(earliest));
   }
-  const double flop = 4.0 * attended * static_cast<double>(hq * dh);
+  // A soft cap: a division, a tanh and a product more per score.
+  const double flop = (4.0 * static_cast<double>(dh) + (spec.softcap > 0 ? 12.0 : 0.0)) * attended *
+                      static_cast<double>(hq);
   const double bytes = read_slots * static_cast<double>(hkv * dh) * 8.0 + 8.0 * static_cast<double>(q.numel());
   account(flop, bytes);
 }
@@ -89,7 +94,7 @@ void CostBackend::scatter_add_rows(const Tensor& x, std::span<const int32_t>, st
   account(2.0 * static_cast<double>(x.numel()), 12.0 * static_cast<double>(x.numel()));
 }
 
-void CostBackend::embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) {
+void CostBackend::embed(const Tensor& table, std::span<const int32_t> ids, float, Tensor& out) {
   account(0, static_cast<double>(storage_bytes(table.dtype(), static_cast<int64_t>(ids.size()) * table.dim(1))) +
                  f32_bytes(out));
 }
@@ -110,6 +115,9 @@ void CostBackend::gelu_backward(const Tensor& x, Gelu, const Tensor&, Tensor&) {
 }
 void CostBackend::silu_mul_backward(const Tensor& gate, const Tensor&, const Tensor&, Tensor&, Tensor&) {
   account(10.0 * static_cast<double>(gate.numel()), 5 * f32_bytes(gate));
+}
+void CostBackend::gelu_mul_backward(const Tensor& gate, const Tensor&, Gelu, const Tensor&, Tensor&, Tensor&) {
+  account(16.0 * static_cast<double>(gate.numel()), 5 * f32_bytes(gate));
 }
 void CostBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor&, const Tensor&,
                                      const AttentionSpec&, Tensor&, Tensor&, Tensor&) {

@@ -42,6 +42,7 @@ class CostBackend final : public Backend, public ModelledTime {
   void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
             float scale = 1.0f) override;
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override;
   void gelu(const Tensor& x, Gelu form, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void softmax(Tensor& x) override;
@@ -49,7 +50,7 @@ class CostBackend final : public Backend, public ModelledTime {
                 Tensor& v_cache) override;
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
                  const AttentionSpec& spec, Tensor& out) override;
-  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override;
+  void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override;
   void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override;
   void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
                         Tensor& out) override;
@@ -59,6 +60,8 @@ class CostBackend final : public Backend, public ModelledTime {
   void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;
   void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override;
   void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                         Tensor& d_up) override;
+  void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
                          Tensor& d_up) override;
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
                           const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override;

@@ -63,6 +63,16 @@ Output layout (one directory per model under --out):
                   biases on every projection
   falcon2/        FalconForCausalLM in Falcon2-11B's layout: new_decoder_architecture with one
                   input_layernorm shared by attention and MLP (num_ln_in_parallel_attn 1), 2 KV heads
+  gemma2/         Gemma2ForCausalLM: embeddings scaled by sqrt(hidden), RMSNorms of 1 + weight (the stored
+                  weights are 0.1 * N(0, 1) offsets), post-attention and post-feedforward norms, GeGLU
+                  (gelu_pytorch_tanh), a 5-token sliding window on layers 0 and 2 (full attention on 1
+                  and 3), attention scores soft-capped at 2 and logits at 1.5 (both bend many values),
+                  query_pre_attn_scalar = head_dim, tied embeddings; GGUF f32/q8_0 as llama.cpp's
+                  Gemma2Model converter writes it
+  gemma2-options/ Gemma2ForCausalLM with the keys the first leaves at Gemma's values: head_dim 32 (heads x
+                  head_dim twice hidden_size), query_pre_attn_scalar 16 = hidden / heads (27B's rule), q/k/v/o
+                  biases (attention_bias), no soft caps (null), the exact GELU, and layer_types naming a
+                  4-token window on layers 1 and 2; no GGUF (llama.cpp's files cannot say any of these)
 
 Each directory holds config.json, the safetensors weights and golden.safetensors:
 
@@ -138,6 +148,8 @@ from transformers import (
     DynamicCache,
     FalconConfig,
     FalconForCausalLM,
+    Gemma2Config,
+    Gemma2ForCausalLM,
     GenerationConfig,
     LlamaConfig,
     LlamaForCausalLM,
@@ -293,6 +305,23 @@ SPECS = {
         dict(FALCON, new_decoder_architecture=True, num_kv_heads=2, num_ln_in_parallel_attn=1, bias=False),
         16000, [],
     ),
+    # Gemma 2: the prompt (12 tokens) and the greedy path (44) pass the 5-token window of the even layers; caps
+    # small enough that tanh bends the scores and the logits.
+    "gemma2": (
+        Gemma2Config, Gemma2ForCausalLM,
+        dict(COMMON, head_dim=16, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True,
+             hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=16, sliding_window=5,
+             attn_logit_softcapping=2.0, final_logit_softcapping=1.5, pad_token_id=0),
+        17000, ["f32", "q8_0"],
+    ),
+    "gemma2-options": (
+        Gemma2Config, Gemma2ForCausalLM,
+        dict(COMMON, head_dim=32, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True,
+             hidden_activation="gelu", query_pre_attn_scalar=16, sliding_window=4, attention_bias=True,
+             attn_logit_softcapping=None, final_logit_softcapping=None, pad_token_id=0,
+             layer_types=["full_attention", "sliding_attention", "sliding_attention", "full_attention"]),
+        18000, [],
+    ),
     "phi3": (
         Phi3Config, Phi3ForCausalLM,
         dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=7,
@@ -325,7 +354,7 @@ GGUF_TYPES = {
 
 GGUF_ARCH = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
              "Qwen3ForCausalLM": "qwen3", "MixtralForCausalLM": "llama", "FalconForCausalLM": "falcon",
-             "BloomForCausalLM": "bloom", "Phi3ForCausalLM": "phi3"}
+             "BloomForCausalLM": "bloom", "Phi3ForCausalLM": "phi3", "Gemma2ForCausalLM": "gemma2"}
 
 
 def log(*args):
@@ -348,10 +377,12 @@ def build_model(name: str, seed: int) -> torch.nn.Module:
 def randomize(model: torch.nn.Module, seed: int) -> None:
     """Fill every parameter from a seeded generator (independent of HF's init code)."""
     gen = torch.Generator().manual_seed(seed)
+    # Gemma's RMSNorms multiply by 1 + weight: their weights are the offsets.
+    norm_center = 0.0 if model.config.model_type == "gemma2" else 1.0
     for pname, p in model.named_parameters():  # tied parameters appear once
         noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
         if pname.endswith(("norm.weight", "ln_f.weight", "ln_attn.weight", "ln_mlp.weight")):
-            p.copy_(1.0 + NORM_STD * noise)
+            p.copy_(norm_center + NORM_STD * noise)
         elif pname.endswith(".bias"):
             p.copy_(BIAS_STD * noise)
         else:
@@ -513,7 +544,7 @@ def compute_golden(model, input_ids, batch_ids) -> tuple[dict, dict]:
         gap_vs_full=float((positions_gap_logits - logits_full).abs().max()),
         generate_vs_full=g["gen_vs_full"],
         hidden_last_vs_full=float(
-            (model.lm_head(decoder(model)[2](hidden[-1])) - logits_full).abs().max()),
+            (soft_cap(model.lm_head(decoder(model)[2](hidden[-1])), model.config) - logits_full).abs().max()),
         min_prompt_gap=float(top2_gap(logits_full).min()),
         logit_std=float(logits_full.std()),
     )
@@ -534,6 +565,12 @@ def compute_quant_golden(model, input_ids) -> tuple[dict, dict]:
     if routers.handles:
         stats["min_router_gap"] = routers.min_gap
     return golden, stats
+
+
+def soft_cap(logits: torch.Tensor, config) -> torch.Tensor:
+    """The LM head's final soft cap (Gemma 2), as its forward applies it."""
+    cap = getattr(config, "final_logit_softcapping", None)
+    return logits if cap is None else torch.tanh(logits / cap) * cap
 
 
 def acceptable(stats: dict) -> bool:
@@ -735,6 +772,43 @@ def gguf_extra_tensors(config) -> dict[str, np.ndarray]:
             "rope_factors_short.weight": np.asarray(rope["short_factor"], dtype=np.float32)}
 
 
+def gemma2_tensor_map(config) -> list[tuple[str, str]]:
+    """Gemma 2's (gguf name, HF name) as llama.cpp's Gemma2Model converter maps them: four norms a block (ffn_norm is
+    pre_feedforward_layernorm), no output tensor (the converter drops lm_head: the head is the embeddings)."""
+    m = [("token_embd.weight", "model.embed_tokens.weight")]
+    for i in range(config.num_hidden_layers):
+        p = f"model.layers.{i}."
+        m += [(f"blk.{i}.{g}.weight", p + h + ".weight") for g, h in [
+            ("attn_norm", "input_layernorm"), ("attn_q", "self_attn.q_proj"), ("attn_k", "self_attn.k_proj"),
+            ("attn_v", "self_attn.v_proj"), ("attn_output", "self_attn.o_proj"),
+            ("post_attention_norm", "post_attention_layernorm"), ("ffn_norm", "pre_feedforward_layernorm"),
+            ("ffn_gate", "mlp.gate_proj"), ("ffn_up", "mlp.up_proj"), ("ffn_down", "mlp.down_proj"),
+            ("post_ffw_norm", "post_feedforward_layernorm")]]
+    m.append(("output_norm.weight", "model.norm.weight"))
+    return m
+
+
+def gemma2_gguf_problem(config) -> str | None:
+    """What of a Gemma 2 config llama.cpp's file cannot say (None: nothing). llama.cpp derives the query scale from
+    the model's size (hidden / heads for 46 blocks, head_dim otherwise), reads no biases, no lm_head, no RoPE base
+    or scaling, and computes the tanh GELU and both soft caps."""
+    head_dim = config.head_dim
+    scalar = config.hidden_size // config.num_attention_heads if config.num_hidden_layers == 46 else head_dim
+    rope = config.rope_parameters
+    checks = [
+        (config.query_pre_attn_scalar == scalar, f"query_pre_attn_scalar {config.query_pre_attn_scalar} != {scalar}"),
+        (not config.attention_bias, "attention_bias"),
+        (config.tie_word_embeddings, "an untied lm_head"),
+        (config.hidden_activation == "gelu_pytorch_tanh", f"hidden_activation {config.hidden_activation}"),
+        (config.attn_logit_softcapping is not None and config.final_logit_softcapping is not None, "no soft cap"),
+        (rope.get("rope_type", "default") == "default" and rope["rope_theta"] == 10000.0, f"rope {rope}"),
+        (list(config.layer_types) == ["sliding_attention" if i % 2 == 0 else "full_attention"
+                                      for i in range(config.num_hidden_layers)], "layer_types other than even/odd"),
+    ]
+    bad = [what for ok, what in checks if not ok]
+    return ", ".join(bad) if bad else None
+
+
 def gguf_tensor_map(config) -> list[tuple[str, str]]:
     """(gguf name, HF name) in llama.cpp's write order."""
     if getattr(config, "model_type", "") == "falcon":
@@ -755,6 +829,8 @@ def gguf_tensor_map(config) -> list[tuple[str, str]]:
         if not config.tie_word_embeddings:
             m.append(("output.weight", "lm_head.weight"))
         return m
+    if getattr(config, "model_type", "") == "gemma2":
+        return gemma2_tensor_map(config)
     m = [("token_embd.weight", "model.embed_tokens.weight")]
     for i in range(config.num_hidden_layers):
         p = f"model.layers.{i}."
@@ -820,7 +896,11 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
     w = GGUFWriter(str(path), arch)  # writes general.architecture
     w.add_type(gguf.GGUFType.MODEL)
     w.add_name(model_name)
-    if arch == "falcon":  # FalconModel.set_gguf_parameters
+    if arch == "gemma2":  # Gemma2Model.set_gguf_parameters: the llama keys but the RoPE base, and its own
+        problem = gemma2_gguf_problem(config)
+        assert problem is None, f"a GGUF gemma2 file cannot hold this model: {problem}"
+        write_llama_keys(w, config, arch, ftype, None, head_dim)
+    elif arch == "falcon":  # FalconModel.set_gguf_parameters
         w.add_context_length(2048)  # the converter's constant
         w.add_tensor_data_layout("jploski")  # query_key_value regrouped as all q, all k, all v
         w.add_embedding_length(config.hidden_size)
@@ -880,6 +960,8 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
             data = falcon_qkv_to_gguf(data, config)
         elif arch == "bloom" and ".attn_qkv." in gname:
             data = bloom_qkv_to_gguf(data, config)
+        elif arch == "gemma2" and gname.endswith("norm.weight"):
+            data = data + np.float32(1)  # the converter stores Gemma's 1 + weight
         if data.ndim <= 1 or gname.endswith(("_norm.weight", "ffn_gate_inp.weight")):  # llama-quantize keeps routers
             t = GGMLQuantizationType.F32
         else:
@@ -901,7 +983,8 @@ def write_llama_keys(w, config, arch, ftype, rope, head_dim) -> None:
     w.add_feed_forward_length(config.intermediate_size)
     w.add_head_count(config.num_attention_heads)
     w.add_head_count_kv(config.num_key_value_heads)
-    w.add_rope_freq_base(float(rope["rope_theta"]))
+    if rope is not None:
+        w.add_rope_freq_base(float(rope["rope_theta"]))
     if rope_type(config) == "yarn":  # TextModel.set_gguf_parameters
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(float(rope["factor"]))
@@ -919,6 +1002,10 @@ def write_llama_keys(w, config, arch, ftype, rope, head_dim) -> None:
     if getattr(config, "num_local_experts", 0):  # LlamaModel.set_gguf_parameters for Mixtral
         w.add_expert_count(config.num_local_experts)
         w.add_expert_used_count(config.num_experts_per_tok)
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(float(config.attn_logit_softcapping))
+        w.add_final_logit_softcapping(float(config.final_logit_softcapping))
+        w.add_sliding_window(config.sliding_window)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
 
@@ -926,7 +1013,7 @@ def type_name(config) -> str:
     return {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
             "qwen3": "Qwen3ForCausalLM", "mixtral": "MixtralForCausalLM",
             "falcon": "FalconForCausalLM", "bloom": "BloomForCausalLM",
-            "phi3": "Phi3ForCausalLM"}[config.model_type]
+            "phi3": "Phi3ForCausalLM", "gemma2": "Gemma2ForCausalLM"}[config.model_type]
 
 
 def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
@@ -952,6 +1039,8 @@ def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
             data = falcon_qkv_from_gguf(data, config)
         elif arch == "bloom" and ".attn_qkv." in gname:
             data = bloom_qkv_from_gguf(data, config)
+        elif arch == "gemma2" and gname.endswith("norm.weight"):
+            data = data - np.float32(1)
         if isinstance(hname, tuple):
             for h, one in zip(hname, data):
                 state[h] = torch.from_numpy(one.copy())
@@ -1018,6 +1107,12 @@ def check_gguf_metadata(reader: GGUFReader, config, gtype: str) -> None:
         f"{arch}.attention.head_count_kv": config.num_key_value_heads,
         "general.file_type": int(GGUF_TYPES[gtype][1]),
     }
+    if arch == "gemma2":
+        want.update({"gemma2.attention.sliding_window": config.sliding_window,
+                     "gemma2.attention.key_length": config.head_dim})
+        for k, v in [("attn_logit_softcapping", config.attn_logit_softcapping),
+                     ("final_logit_softcapping", config.final_logit_softcapping)]:
+            assert abs(f[f"gemma2.{k}"] - v) <= 1e-6 * v, (k, f[f"gemma2.{k}"], v)
     for k, v in want.items():
         assert f[k] == v, (k, f[k], v)
     eps = f[f"{arch}.attention.layer_norm_rms_epsilon"]
@@ -1049,6 +1144,8 @@ def gguf_reference_logits(path: Path, input_ids: np.ndarray) -> np.ndarray:
         return falcon_reference_logits(f, W, input_ids)
     if arch == "bloom":
         return bloom_reference_logits(f, W, input_ids)
+    if arch == "gemma2":
+        return gemma2_reference_logits(f, W, input_ids)
     n_layer = f[f"{arch}.block_count"]
     n_head = f[f"{arch}.attention.head_count"]
     n_kv = f[f"{arch}.attention.head_count_kv"]
@@ -1234,6 +1331,58 @@ def bloom_reference_logits(f: dict, W: dict, input_ids: np.ndarray) -> np.ndarra
     return x @ W["output.weight"].T
 
 
+def gemma2_reference_logits(f: dict, W: dict, input_ids: np.ndarray) -> np.ndarray:
+    """Gemma 2 from its GGUF tensors as llama.cpp's graph computes it: embeddings scaled by sqrt(n_embd); norms
+    multiply by the stored weights (1 + weight already); queries scaled by f_attention_scale (head_dim^-0.5, or
+    (n_embd / n_head)^-0.5 for 46 blocks); scores soft-capped, a sliding window on even layers (a key at distance
+    >= n_swa is masked); post-norms on attention's and the MLP's outputs; tanh GELU; logits soft-capped."""
+    n_layer, n_head = f["gemma2.block_count"], f["gemma2.attention.head_count"]
+    n_kv, eps = f["gemma2.attention.head_count_kv"], f["gemma2.attention.layer_norm_rms_epsilon"]
+    n_embd, hd = f["gemma2.embedding_length"], f["gemma2.attention.key_length"]
+    base = f.get("gemma2.rope.freq_base", 10000.0)
+    n_swa = f.get("gemma2.attention.sliding_window", 4096)
+    attn_cap = f.get("gemma2.attn_logit_softcapping", 50.0)
+    final_cap = f.get("gemma2.final_logit_softcapping", 30.0)
+    q_scale = 1 / np.sqrt(n_embd // n_head if n_layer == 46 else hd)
+    T = len(input_ids)
+
+    def rms(x, w):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+    def gelu(x):
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+    inv = base ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+    def rope(x):  # x [T, H, hd], halves rotated (NEOX)
+        a, b = x[..., : hd // 2], x[..., hd // 2:]
+        return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    x = W["token_embd.weight"][input_ids] * np.sqrt(n_embd)
+    for layer in range(n_layer):
+        p = f"blk.{layer}."
+        seen = (j <= i) & ((i - j < n_swa) if layer % 2 == 0 else True)
+        mask = np.where(seen, 0.0, -np.inf)
+        h = rms(x, W[p + "attn_norm.weight"])
+        q = rope((h @ W[p + "attn_q.weight"].T).reshape(T, n_head, hd)) * q_scale
+        k = rope((h @ W[p + "attn_k.weight"].T).reshape(T, n_kv, hd))
+        v = (h @ W[p + "attn_v.weight"].T).reshape(T, n_kv, hd)
+        k, v = np.repeat(k, n_head // n_kv, axis=1), np.repeat(v, n_head // n_kv, axis=1)
+        att = np.tanh(np.einsum("thd,shd->hts", q, k) / attn_cap) * attn_cap + mask
+        att = np.exp(att - att.max(-1, keepdims=True))
+        att /= att.sum(-1, keepdims=True)
+        o = np.einsum("hts,shd->thd", att, v).reshape(T, n_head * hd)
+        x = x + rms(o @ W[p + "attn_output.weight"].T, W[p + "post_attention_norm.weight"])
+        h = rms(x, W[p + "ffn_norm.weight"])
+        ffn = (gelu(h @ W[p + "ffn_gate.weight"].T) * (h @ W[p + "ffn_up.weight"].T)) @ W[p + "ffn_down.weight"].T
+        x = x + rms(ffn, W[p + "post_ffw_norm.weight"])
+    logits = rms(x, W["output_norm.weight"]) @ W.get("output.weight", W["token_embd.weight"]).T
+    return np.tanh(logits / final_cap) * final_cap
+
+
 # --------------------------------------------------------------------------- output
 
 def fix_config_json(model_dir: Path, dtype: str) -> None:
@@ -1363,12 +1512,16 @@ def process_family(name: str, out: Path, input_ids, batch_ids, manifest: dict) -
         qstate, reader = read_gguf(dst, model.config)
         check_gguf_metadata(reader, model.config, gt)
         if gt == "f32":
-            for k, v in state.items():  # exact round trip, permutation undone
+            for k, v in state.items():  # exact round trip, permutation undone (Gemma's norms: 1 added, taken off)
+                if model.config.model_type == "gemma2" and k.endswith("norm.weight"):
+                    v = (v.float() + 1) - 1
                 assert torch.equal(qstate[k], v.float()), f"{dst.name}: {k} differs"
         else:
             if gt == "f16":  # 2-D weights rounded to half, norms and biases exact
                 for k, v in state.items():
                     want = v.half().float() if v.ndim == 2 else v.float()
+                    if model.config.model_type == "gemma2" and k.endswith("norm.weight"):
+                        want = (want + 1) - 1
                     assert torch.equal(qstate[k], want), f"{dst.name}: {k} differs"
             save_golden(model_dir / f"golden-{gt}.safetensors", quant[gt][0])
             report[gt]["logits_vs_fp32"] = float((quant[gt][0]["logits_full"] - golden["logits_full"]).abs().max())

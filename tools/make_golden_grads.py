@@ -18,7 +18,8 @@ Conventions (those of Petals, which the engine follows):
   * ptune: trainable prompt embeddings [P, H] are prepended to the token embeddings of every sequence
     (positions 0..P+T-1); deep_ptune adds per-block prompts [L, P, H] shared by the batch (block 0 included);
     after the last block the first P positions are dropped, then the final norm and the head run;
-  * LM loss: mean cross-entropy of logits[:, t] against ids[:, t+1] over t < T-1;
+  * LM loss: mean cross-entropy of logits[:, t] against ids[:, t+1] over t < T-1 (Gemma 2's logits soft-capped, as
+    its LM head computes them);
   * classification: the last token's hidden state, final norm, score [C, H] (no bias); mean cross-entropy.
 
 Each model directory gets golden-grads.safetensors:
@@ -66,7 +67,7 @@ from transformers import AutoModelForCausalLM
 transformers.utils.logging.set_verbosity_error()
 
 MODELS = ["llama", "mistral", "qwen2", "llama3-rope", "qwen2-yarn", "phi3-longrope", "llama-bias", "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3",
-          "bloom", "falcon", "falcon-new", "falcon-sequential", "falcon2"]
+          "bloom", "falcon", "falcon-new", "falcon-sequential", "falcon2", "gemma2", "gemma2-options"]
 T = 12
 P = 4
 SEED = 777
@@ -114,7 +115,7 @@ def blocks(model):
 
 
 def embed(model, ids):
-    """What the first block takes: BLOOM's embeddings pass their LayerNorm."""
+    """What the first block takes: BLOOM's embeddings pass their LayerNorm (Gemma 2's embed_tokens scales them)."""
     if is_bloom(model):
         return model.transformer.word_embeddings_layernorm(model.transformer.word_embeddings(ids))
     if is_falcon(model):
@@ -166,6 +167,9 @@ def client_hidden(model, ids, prompts, deep):
 
 def lm_loss(model, ids, prompts, deep):
     logits = model.lm_head(client_hidden(model, ids, prompts, deep))
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    if cap is not None:  # Gemma 2's LM head caps its logits (the classifier below has no cap)
+        logits = torch.tanh(logits / cap) * cap
     v = logits.shape[-1]
     return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, v), ids[:, 1:].reshape(-1))
 

@@ -20,6 +20,9 @@ tokens, special tokens).
                 (Llama-2's tokenizer.json layout)
   spm-metaspace SentencePiece-style BPE with byte fallback, Metaspace pre-tokenizer (prepend_scheme "first")
                 and Metaspace decoder (newer Llama/Mistral layout)
+  spm-gemma     SentencePiece-style BPE with byte fallback in Gemma's layout (transformers' GemmaTokenizer):
+                <pad> <eos> <bos> <unk> first, spaces replaced by ▁ with no prefix added, a Split on spaces
+                (merged with the previous piece), BOS added, a decoder without Strip
 
 Chat templates: renders conversations with transformers' apply_chat_template and the real Jinja templates of
 SmolLM2-Instruct, Qwen2-Instruct, Llama-3-Instruct, Llama-2-chat and Mistral-Instruct, and writes
@@ -416,11 +419,11 @@ def train_spm_style(n_merges, min_char_count=3):
     return vocab, [list(m) for m in merges]
 
 
-def spm_tokenizer_json(vocab, merges, layout):
+def spm_tokenizer_json(vocab, merges, layout, bos="<s>", specials=("<unk>", "<s>", "</s>")):
     specials = [
         {"id": vocab[t], "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
          "special": True}
-        for t in ("<unk>", "<s>", "</s>")
+        for t in specials
     ]
     data = {
         "version": "1.0",
@@ -431,14 +434,14 @@ def spm_tokenizer_json(vocab, merges, layout):
         "pre_tokenizer": None,
         "post_processor": {
             "type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
             "pair": [
-                {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                {"SpecialToken": {"id": bos, "type_id": 0}},
                 {"Sequence": {"id": "A", "type_id": 0}},
-                {"SpecialToken": {"id": "<s>", "type_id": 1}},
+                {"SpecialToken": {"id": bos, "type_id": 1}},
                 {"Sequence": {"id": "B", "type_id": 1}},
             ],
-            "special_tokens": {"<s>": {"id": "<s>", "ids": [vocab["<s>"]], "tokens": ["<s>"]}},
+            "special_tokens": {bos: {"id": bos, "ids": [vocab[bos]], "tokens": [bos]}},
         },
         "decoder": None,
         "model": {
@@ -454,23 +457,18 @@ def spm_tokenizer_json(vocab, merges, layout):
             "merges": merges,
         },
     }
+    replace = {"type": "Replace", "pattern": {"String": " "}, "content": SPM_SPACE}
+    decoders = [{"type": "Replace", "pattern": {"String": SPM_SPACE}, "content": " "}, {"type": "ByteFallback"},
+                {"type": "Fuse"}]
     if layout == "legacy":
-        data["normalizer"] = {
-            "type": "Sequence",
-            "normalizers": [
-                {"type": "Prepend", "prepend": SPM_SPACE},
-                {"type": "Replace", "pattern": {"String": " "}, "content": SPM_SPACE},
-            ],
-        }
-        data["decoder"] = {
-            "type": "Sequence",
-            "decoders": [
-                {"type": "Replace", "pattern": {"String": SPM_SPACE}, "content": " "},
-                {"type": "ByteFallback"},
-                {"type": "Fuse"},
-                {"type": "Strip", "content": " ", "start": 1, "stop": 0},
-            ],
-        }
+        data["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SPM_SPACE}, replace]}
+        data["decoder"] = {"type": "Sequence",
+                           "decoders": decoders + [{"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    elif layout == "gemma":  # no prefix space; a Split on spaces, which the normalizer has replaced
+        data["normalizer"] = replace
+        data["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious",
+                                 "invert": False}
+        data["decoder"] = {"type": "Sequence", "decoders": decoders}
     else:
         data["pre_tokenizer"] = {"type": "Metaspace", "replacement": SPM_SPACE, "prepend_scheme": "first", "split": False}
         data["decoder"] = {"type": "Metaspace", "replacement": SPM_SPACE, "prepend_scheme": "first", "split": False}
@@ -488,6 +486,25 @@ def make_spm(layout):
         "add_bos_token": True,
         "add_eos_token": False,
         "chat_template": CHAT_TEMPLATES["llama2" if layout == "legacy" else "mistral"]["template"],
+    }
+    return tok, config
+
+
+def make_spm_gemma():
+    """The spm vocabulary and merges in Gemma's layout, as transformers' GemmaTokenizer builds it."""
+    vocab, merges = train_spm_style(500)
+    gemma = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3}
+    for piece in sorted((p for p in vocab if p not in ("<unk>", "<s>", "</s>")), key=vocab.get):
+        gemma[piece] = len(gemma)
+    tok = spm_tokenizer_json(gemma, merges, "gemma", bos="<bos>", specials=("<pad>", "<eos>", "<bos>", "<unk>"))
+    config = {
+        "tokenizer_class": "GemmaTokenizer",
+        "bos_token": "<bos>",
+        "eos_token": "<eos>",
+        "unk_token": "<unk>",
+        "pad_token": "<pad>",
+        "add_bos_token": True,
+        "add_eos_token": False,
     }
     return tok, config
 
@@ -576,6 +593,7 @@ def main():
         "bpe-falcon": make_bpe_falcon,
         "spm-legacy": lambda: make_spm("legacy"),
         "spm-metaspace": lambda: make_spm("metaspace"),
+        "spm-gemma": make_spm_gemma,
     }
     for name, make in makers.items():
         tok, config = make()

@@ -32,6 +32,12 @@ void attention_values(int64_t rows, int64_t span, int64_t hd, const float* p, co
     throw std::runtime_error("attention: oneDNN sgemm failed");
 }
 
+// Gemma 2's soft cap on the `span` scores of a row (nothing without one).
+void cap_scores(float* row, int64_t span, const AttentionSpec& spec) {
+  if (spec.softcap > 0.0f)
+    for (int64_t s = 0; s < span; ++s) row[s] = spec.capped(row[s]);
+}
+
 // ALiBi: row[s] += slope · (first + s) over the `span` slots from `first` (nothing when slope is 0).
 void add_alibi(float* row, int64_t span, float slope, int64_t first) {
   if (slope == 0.0f) return;
@@ -66,6 +72,7 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       scores.resize(static_cast<size_t>(rows * span));
       attention_scores(rows, span, d.hd, spec.scale, q0, d.hd, k0, d.hkv * d.hd, scores.data());
       for (int64_t r = 0; r < rows; ++r) {
+        cap_scores(scores.data() + r * span, span, spec);
         add_alibi(scores.data() + r * span, span, spec.alibi_slope(h0 + r), first);
         softmax_row(scores.data() + r * span, span);
       }
@@ -100,6 +107,7 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const f
         for (int64_t ti = 0; ti < rows; ++ti) {
           float* row = scores.data() + ti * span;
           const int64_t first = spec.first_slot(pos[ti]) - from, last = pos[ti] - from;
+          cap_scores(row + first, last - first + 1, spec);
           add_alibi(row + first, last - first + 1, slope, from + first);
           std::fill(row, row + first, 0.f);  // before the window: no weight
           softmax_row(row + first, last - first + 1);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -194,6 +195,10 @@ class CpuBackend final : public Backend {
                         [&](int64_t b, int64_t e) { silu_mul(g + b, u + b, o + b, e - b); });
   }
 
+  void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override {
+    elementwise("gelu_mul", gate, up, out, [form](float g, float u) { return gelu_value(g, form) * u; });
+  }
+
   void gelu(const Tensor& x, Gelu form, Tensor& out) override {
     require_f32(x, "gelu", "x");
     require_f32(out, "gelu", "out");
@@ -254,6 +259,7 @@ class CpuBackend final : public Backend {
     require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
     require(static_cast<int64_t>(positions.size()) == q.dim(0) * q.dim(1), "attention: positions do not match tokens");
     require(spec.window >= 0, "attention: a negative window");
+    require(std::isfinite(spec.softcap) && spec.softcap >= 0, "attention: a soft cap that is not a number >= 0");
     require(spec.alibi_heads == 0 || spec.alibi_heads == hq, "attention: ALiBi over a head count other than q's");
     cpu_attention(*pool_, q, k_cache, v_cache, positions, spec, out);
   }
@@ -289,7 +295,7 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+  void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override {
     const int64_t vocab = table.dim(0), d = table.dim(1);
     require(out.numel() == static_cast<int64_t>(ids.size()) * d, "embed: output " + out.describe() + " is not [" +
                                                                      std::to_string(ids.size()) + ", " +
@@ -298,8 +304,10 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < ids.size(); ++i) {
       require(ids[i] >= 0 && ids[i] < vocab,
               "embed: token id " + std::to_string(ids[i]) + " outside the vocabulary of " + std::to_string(vocab));
-      to_f32(table.dtype(), static_cast<const char*>(table.data()) + ids[i] * row_bytes,
-             out.data_as<float>() + static_cast<int64_t>(i) * d, d);
+      float* row = out.data_as<float>() + static_cast<int64_t>(i) * d;
+      to_f32(table.dtype(), static_cast<const char*>(table.data()) + ids[i] * row_bytes, row, d);
+      if (scale != 1.0f)
+        for (int64_t j = 0; j < d; ++j) row[j] *= scale;
     }
   }
 
@@ -383,36 +391,22 @@ class CpuBackend final : public Backend {
   }
 
   void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &d_out, &dx}) require_f32(*t, "gelu_backward", "tensors");
-    require(d_out.numel() == x.numel() && dx.numel() == x.numel(), "gelu_backward: shapes differ");
-    const float* px = x.data_as<const float>();
-    const float* pd = d_out.data_as<const float>();
-    float* po = dx.data_as<float>();
-    pool_->parallel_for(x.numel(), kElementsPerChunk, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) po[i] = gelu_derivative(px[i], form) * pd[i];
-    });
+    elementwise("gelu_backward", x, d_out, dx, [form](float v, float d) { return gelu_derivative(v, form) * d; });
   }
 
   void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
                          Tensor& d_up) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &d_out, &d_gate, &d_up}) require_f32(*t, "silu_mul_backward", "tensors");
-    const int64_t n = gate.numel();
-    require(up.numel() == n && d_out.numel() == n && d_gate.numel() == n && d_up.numel() == n,
-            "silu_mul_backward: shapes differ");
-    const float* g = gate.data_as<const float>();
-    const float* u = up.data_as<const float>();
-    const float* d = d_out.data_as<const float>();
-    float* dg = d_gate.data_as<float>();
-    float* du = d_up.data_as<float>();
     // silu(g) = g·s with s = sigmoid(g); silu'(g) = s · (1 + g · (1 − s)).
-    pool_->parallel_for(n, 256, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float s = 1.f / (1.f + std::exp(-g[i]));
-        const float grad = d[i];
-        du[i] = grad * g[i] * s;
-        dg[i] = grad * u[i] * s * (1.f + g[i] * (1.f - s));
-      }
+    gated_backward("silu_mul_backward", gate, up, d_out, d_gate, d_up, [](float g) {
+      const float s = 1.f / (1.f + std::exp(-g));
+      return std::pair{g * s, s * (1.f + g * (1.f - s))};
     });
+  }
+
+  void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
+                         Tensor& d_up) override {
+    gated_backward("gelu_mul_backward", gate, up, d_out, d_gate, d_up,
+                   [form](float g) { return std::pair{gelu_value(g, form), gelu_derivative(g, form)}; });
   }
 
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
@@ -426,12 +420,51 @@ class CpuBackend final : public Backend {
                 dv.numel() == v.numel(),
             "attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
     require(spec.window >= 0, "attention_backward: a negative window");
+    require(std::isfinite(spec.softcap) && spec.softcap >= 0,
+            "attention_backward: a soft cap that is not a number >= 0");
     require(spec.alibi_heads == 0 || spec.alibi_heads == q.dim(2),
             "attention_backward: ALiBi over a head count other than q's");
     cpu_attention_backward(*pool_, q, k, v, d_out, spec, dq, dk, dv);
   }
 
  private:
+  // out[i] = f(a[i], b[i]) over f32 tensors of one size (out may be a or b).
+  template <class F>
+  void elementwise(const char* op, const Tensor& a, const Tensor& b, Tensor& out, F f) {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&a, &b, &out}) require_f32(*t, op, "tensors");
+    require(b.numel() == a.numel() && out.numel() == a.numel(), std::string(op) + ": shapes differ");
+    const float* pa = a.data_as<const float>();
+    const float* pb = b.data_as<const float>();
+    float* po = out.data_as<float>();
+    pool_->parallel_for(a.numel(), kElementsPerChunk, [&](int64_t s, int64_t e) {
+      for (int64_t i = s; i < e; ++i) po[i] = f(pa[i], pb[i]);
+    });
+  }
+
+  // For out = act(gate) · up: d_up = d_out · act(gate), d_gate = d_out · up · act'(gate), with `act` giving
+  // (act(g), act'(g)).
+  template <class Act>
+  void gated_backward(const char* op, const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                      Tensor& d_up, Act act) {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &d_out, &d_gate, &d_up}) require_f32(*t, op, "tensors");
+    const int64_t n = gate.numel();
+    require(up.numel() == n && d_out.numel() == n && d_gate.numel() == n && d_up.numel() == n,
+            std::string(op) + ": shapes differ");
+    const float* g = gate.data_as<const float>();
+    const float* u = up.data_as<const float>();
+    const float* d = d_out.data_as<const float>();
+    float* dg = d_gate.data_as<float>();
+    float* du = d_up.data_as<float>();
+    pool_->parallel_for(n, 256, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const auto [a, da] = act(g[i]);
+        const float grad = d[i];
+        du[i] = grad * a;
+        dg[i] = grad * u[i] * da;
+      }
+    });
+  }
+
   std::shared_ptr<ThreadPool> pool_;
   // Activation buffers recycled across forwards (a 512-token prefill of a 1B model cycles about 60 MB).
   std::shared_ptr<BufferPool> buffers_ = std::make_shared<BufferPool>(size_t{256} << 20, pool_);

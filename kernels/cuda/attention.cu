@@ -25,8 +25,8 @@ constexpr int kSlotsPerStep = 4;
 template <int E>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_kernel(const float* __restrict__ q, const float* __restrict__ k_cache,
-                     const float* __restrict__ v_cache, const int32_t* __restrict__ positions, float scale,
-                     int64_t window, int64_t alibi_heads, float* __restrict__ out, int64_t tokens, int hq, int hkv,
+                     const float* __restrict__ v_cache, const int32_t* __restrict__ positions, AttentionSpec spec,
+                     float* __restrict__ out, int64_t tokens, int hq, int hkv,
                      int64_t slots, int hd, int splits, float* __restrict__ partials,
                      int* __restrict__ counters) {
   wait_for_prior_grid();
@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int64_t b = bt / tokens;
   const int kvh = h / (hq / hkv);
   const int64_t seen_end = static_cast<int64_t>(positions[bt]) + 1;  // one past the last slot seen
-  const int64_t seen_first = window > 0 && seen_end > window ? seen_end - window : 0;
+  const int64_t seen_first = spec.first_slot(seen_end - 1);
   // The parts in use for this query: no more than one per kMinSlotsPerSplit slots it sees (a short history is one
   // block's work; the launch's other blocks for it leave at once).
   const int active = static_cast<int>(
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kAttnThreads)
   const int64_t first = seen_first + split * part;
   const int64_t n = min(seen_end, first + part);  // this block's slots: first .. n - 1 (none if first >= n)
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const float slope = AttentionSpec{scale, window, alibi_heads}.alibi_slope(h);  // 0 without ALiBi
+  const float slope = spec.alibi_slope(h);  // 0 without ALiBi
 
   const float* qv = q + (bt * hq + h) * hd;
   float qr[E], acc[E];
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
     for (int u = 0; u < kSlotsPerStep; ++u) {
       if (s0 + u >= n) break;
-      const float x = score[u] * scale + slope * static_cast<float>(s0 + u);
+      const float x = spec.capped(score[u] * spec.scale) + slope * static_cast<float>(s0 + u);
       const float m_new = fmaxf(m, x);
       const float correction = expf(m - m_new);  // 0 for the first slot (m = -inf)
       const float p = expf(x - m_new);
@@ -172,13 +172,13 @@ __global__ void __launch_bounds__(kAttnThreads)
 }
 
 template <int E>
-void launch(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-            int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
+void launch(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions,
+            const AttentionSpec& spec, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
             int64_t slots, int64_t head_dim, int splits, float* partials, int* counters, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(kAttnWarps) * head_dim * sizeof(float);
   const int64_t pairs = batch * tokens * hq;
   launch_after(attention_kernel<E>, static_cast<unsigned>(pairs * splits), kAttnThreads, smem, stream, q, k_cache,
-               v_cache, positions, scale, window, alibi_heads, out, tokens, static_cast<int>(hq),
+               v_cache, positions, spec, out, tokens, static_cast<int>(hq),
                static_cast<int>(hkv), slots, static_cast<int>(head_dim), splits, partials, counters);
 }
 
@@ -191,13 +191,13 @@ int attention_splits(int64_t pairs, int64_t slots, int64_t window, int sm_count)
   return static_cast<int>(std::clamp<int64_t>(std::min(to_fill, seen / kMinSlotsPerSplit), 1, kMaxAttentionSplits));
 }
 
-void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-               int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
+void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions,
+               const AttentionSpec& spec, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
                int64_t slots, int64_t head_dim, int splits, float* partials, int* counters, cudaStream_t stream) {
   if (batch * tokens * hq == 0 || head_dim == 0) return;
   splits = std::max(splits, 1);
   auto go = [&]<int E>() {
-    launch<E>(q, k_cache, v_cache, positions, scale, window, alibi_heads, out, batch, tokens, hq, hkv, slots,
+    launch<E>(q, k_cache, v_cache, positions, spec, out, batch, tokens, hq, hkv, slots,
               head_dim, splits, partials, counters, stream);
   };
   if (head_dim <= 32)

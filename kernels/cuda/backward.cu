@@ -1,4 +1,5 @@
-// Gradient kernels (training through frozen blocks): RMSNorm, SwiGLU and causal self-attention. f32 throughout,
+// Gradient kernels (training through frozen blocks): RMSNorm, SwiGLU, GeGLU and causal self-attention (with ALiBi
+// and a soft cap where the spec has them). f32 throughout,
 // the CPU backend's formulas.
 //
 // Attention backward in three passes, each a warp per row (lanes split the head dimension, ≤ 256 = 32 · 8):
@@ -68,15 +69,29 @@ __global__ void gelu_backward_kernel(const float* x, Gelu form, const float* d_o
     dx[i] = gelu_derivative(x[i], form) * d_out[i];
 }
 
-// d_gate may alias d_out.
-__global__ void silu_mul_backward_kernel(const float* g, const float* u, const float* d, float* dg, float* du,
-                                         int64_t n) {
+// A gated MLP's activation and its derivative at g: silu(g) = g·s, s = sigmoid(g), silu'(g) = s · (1 + g · (1 − s));
+// and gelu.
+struct SiluGrad {
+  __device__ float2 operator()(float g) const {
+    const float s = 1.f / (1.f + expf(-g));
+    return make_float2(g * s, s * (1.f + g * (1.f - s)));
+  }
+};
+struct GeluGrad {
+  Gelu form;
+  __device__ float2 operator()(float g) const { return make_float2(gelu_value(g, form), gelu_derivative(g, form)); }
+};
+
+// For o = act(g) · u: du = d · act(g), dg = d · u · act'(g). d_gate may alias d_out.
+template <class Act>
+__global__ void gated_backward_kernel(const float* g, const float* u, const float* d, float* dg, float* du, int64_t n,
+                                      Act act) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float s = 1.f / (1.f + expf(-g[i]));
-    const float grad = d[i], gi = g[i], ui = u[i];
-    du[i] = grad * gi * s;
-    dg[i] = grad * ui * s * (1.f + gi * (1.f - s));
+    const float2 a = act(g[i]);
+    const float grad = d[i];
+    du[i] = grad * a.x;
+    dg[i] = grad * u[i] * a.y;
   }
 }
 
@@ -86,7 +101,17 @@ struct AttnDims {
   float scale;
   int64_t window;  // > 0: query t sees keys t - window + 1 .. t
   int64_t alibi_heads;  // hq with ALiBi, else 0
-  __device__ float slope(int h) const { return AttentionSpec{scale, window, alibi_heads}.alibi_slope(h); }
+  float softcap;  // > 0: scores pass softcap · tanh(score / softcap)
+  __device__ AttentionSpec spec() const { return AttentionSpec{scale, window, alibi_heads, softcap}; }
+  __device__ float slope(int h) const { return spec().alibi_slope(h); }
+  // The score the softmax reads for q·k = qk and this slot's ALiBi bias.
+  __device__ float logit(float qk, float bias) const { return spec().capped(qk * scale) + bias; }
+  // d logit / d (scale · q·k): the cap's derivative 1 − tanh²(scale · q·k / softcap), 1 without one.
+  __device__ float cap_grad(float qk) const {
+    if (softcap <= 0.f) return 1.f;
+    const float th = tanhf(qk * scale / softcap);
+    return 1.f - th * th;
+  }
   __host__ __device__ int64_t first_key(int64_t t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
   __host__ __device__ int64_t last_query(int64_t s) const { return window > 0 && s + window - 1 < t ? s + window - 1 : t - 1; }
   __host__ __device__ int64_t qrow() const { return static_cast<int64_t>(hq) * hd; }
@@ -157,7 +182,7 @@ __global__ void attention_stats_kernel(const float* __restrict__ q, const float*
   const float* vb = v + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   float m = -INFINITY, l = 0.f;
   for (int64_t s = d.first_key(ti); s <= ti; ++s) {
-    const float sc = qv.dot(kb + s * d.kvrow(), d.hd) * d.scale + slope * static_cast<float>(s);
+    const float sc = d.logit(qv.dot(kb + s * d.kvrow(), d.hd), slope * static_cast<float>(s));
     const float m2 = fmaxf(m, sc);
     l = l * expf(m - m2) + expf(sc - m2);
     m = m2;
@@ -165,7 +190,7 @@ __global__ void attention_stats_kernel(const float* __restrict__ q, const float*
   const float lse_r = m + logf(l);
   o.zero();
   for (int64_t s = d.first_key(ti); s <= ti; ++s) {
-    const float p = expf(qv.dot(kb + s * d.kvrow(), d.hd) * d.scale + slope * static_cast<float>(s) - lse_r);
+    const float p = expf(d.logit(qv.dot(kb + s * d.kvrow(), d.hd), slope * static_cast<float>(s)) - lse_r);
     o.axpy(p, vb + s * d.kvrow(), d.hd);
   }
   LaneVec dov;
@@ -198,9 +223,10 @@ __global__ void attention_dq_kernel(const float* __restrict__ q, const float* __
   const float* kb = k + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   const float* vb = v + bi * d.t * d.kvrow() + static_cast<int64_t>(g) * d.hd;
   for (int64_t s = d.first_key(ti); s <= ti; ++s) {
-    const float p = expf(qv.dot(kb + s * d.kvrow(), d.hd) * d.scale + slope * static_cast<float>(s) - lse[r]);
+    const float qk = qv.dot(kb + s * d.kvrow(), d.hd);
+    const float p = expf(d.logit(qk, slope * static_cast<float>(s)) - lse[r]);
     const float dp = dov.dot(vb + s * d.kvrow(), d.hd);
-    acc.axpy(d.scale * p * (dp - delta[r]), kb + s * d.kvrow(), d.hd);
+    acc.axpy(d.scale * p * (dp - delta[r]) * d.cap_grad(qk), kb + s * d.kvrow(), d.hd);
   }
   acc.store(dq + bt * d.qrow() + static_cast<int64_t>(h) * d.hd, d.hd);
 }
@@ -226,10 +252,11 @@ __global__ void attention_dkv_kernel(const float* __restrict__ q, const float* _
       const int64_t bt = bi * d.t + ti, row = bt * d.hq + h;
       const float* qp = q + bt * d.qrow() + static_cast<int64_t>(h) * d.hd;
       const float* dop = d_out + bt * d.qrow() + static_cast<int64_t>(h) * d.hd;
-      const float p = expf(kv.dot(qp, d.hd) * d.scale + bias - lse[row]);
+      const float qk = kv.dot(qp, d.hd);
+      const float p = expf(d.logit(qk, bias) - lse[row]);
       dvv.axpy(p, dop, d.hd);
       const float dp = vv.dot(dop, d.hd);
-      dkv.axpy(d.scale * p * (dp - delta[row]), qp, d.hd);
+      dkv.axpy(d.scale * p * (dp - delta[row]) * d.cap_grad(qk), qp, d.hd);
     }
   }
   dkv.store(dk + bs * d.kvrow() + static_cast<int64_t>(g) * d.hd, d.hd);
@@ -263,17 +290,24 @@ void gelu_backward(const float* x, Gelu form, const float* d_out, float* dx, int
 void silu_mul_backward(const float* gate, const float* up, const float* d_out, float* d_gate, float* d_up, int64_t n,
                        cudaStream_t stream) {
   if (n == 0) return;
-  silu_mul_backward_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(gate, up, d_out, d_gate, d_up,
-                                                                                      n);
+  gated_backward_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(gate, up, d_out, d_gate, d_up, n,
+                                                                                   SiluGrad{});
   check_launch("silu_mul_backward");
 }
 
-void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale,
-                        int64_t window, int64_t alibi_heads, float* dq,
-                        float* dk, float* dv, float* lse, float* delta, int64_t batch, int64_t tokens, int64_t hq,
-                        int64_t hkv, int64_t head_dim, cudaStream_t stream) {
-  const AttnDims d{batch, tokens, static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim), scale, window,
-                    alibi_heads};
+void gelu_mul_backward(const float* gate, const float* up, Gelu form, const float* d_out, float* d_gate, float* d_up,
+                       int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  gated_backward_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(gate, up, d_out, d_gate, d_up, n,
+                                                                                   GeluGrad{form});
+  check_launch("gelu_mul_backward");
+}
+
+void attention_backward(const float* q, const float* k, const float* v, const float* d_out, const AttentionSpec& spec,
+                        float* dq, float* dk, float* dv, float* lse, float* delta, int64_t batch, int64_t tokens,
+                        int64_t hq, int64_t hkv, int64_t head_dim, cudaStream_t stream) {
+  const AttnDims d{batch,      tokens,      static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim),
+                   spec.scale, spec.window, spec.alibi_heads,     spec.softcap};
   const int64_t qrows = batch * tokens * hq, kvrows = batch * tokens * hkv;
   if (qrows == 0) return;
   const int threads = kWarpsPerBlock * kWarp;

@@ -80,6 +80,14 @@ void require_norm_backward(const char* op, const Tensor& x, const Tensor& w, con
           std::string(op) + ": shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
 }
 
+// What a gated activation (silu_mul, gelu_mul) and its backward require: CUDA f32 tensors of one size.
+void require_gated(const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    require_f32(*t, op, "tensors");
+    require(t->numel() == (*tensors.begin())->numel(), std::string(op) + ": shapes differ");
+  }
+}
+
 void require_device(const Tensor& t, const char* op, const char* arg) {
   require(t.device() == Device::cuda, std::string(op) + ": " + arg + " " + t.describe() +
                                           " is on the host (upload it to the CUDA backend first)");
@@ -697,12 +705,16 @@ class CudaBackend final : public Backend {
   }
 
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    require_f32(gate, "silu_mul", "gate");
-    require_f32(up, "silu_mul", "up");
-    require_f32(out, "silu_mul", "out");
-    require(gate.numel() == up.numel() && out.numel() == up.numel(), "silu_mul: shapes differ");
+    require_gated("silu_mul", {&gate, &up, &out});
     OpScope scope(*ctx_);
     gpu::silu_mul(gate.data_as<const float>(), up.data_as<const float>(), out.data_as<float>(), out.numel(),
+                  ctx_->stream);
+  }
+
+  void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override {
+    require_gated("gelu_mul", {&gate, &up, &out});
+    OpScope scope(*ctx_);
+    gpu::gelu_mul(gate.data_as<const float>(), up.data_as<const float>(), form, out.data_as<float>(), out.numel(),
                   ctx_->stream);
   }
 
@@ -803,6 +815,7 @@ class CudaBackend final : public Backend {
                                                                  " tokens");
     require(spec.window >= 0, "attention: a negative window");
     require(spec.alibi_heads == 0 || spec.alibi_heads == hq, "attention: ALiBi over a head count other than q's");
+    require(std::isfinite(spec.softcap) && spec.softcap >= 0, "attention: a soft cap that is not a number >= 0");
     for (int32_t p : positions)
       require(p >= 0 && p < slots, "attention: position " + std::to_string(p) + " outside the cache of " +
                                        std::to_string(slots) + " tokens");
@@ -819,7 +832,7 @@ class CudaBackend final : public Backend {
       counters = static_cast<int*>(zeroed_scratch(*counters_, static_cast<size_t>(b * t * hq) * sizeof(int)));
     }
     gpu::attention(q.data_as<const float>(), k_cache.data_as<const float>(), v_cache.data_as<const float>(), pos,
-                   spec.scale, spec.window, spec.alibi_heads, out.data_as<float>(), b, t, hq, hkv, slots, hd, splits,
+                   spec, out.data_as<float>(), b, t, hq, hkv, slots, hd, splits,
                    partials, counters, ctx_->stream);
   }
 
@@ -851,7 +864,7 @@ class CudaBackend final : public Backend {
     gpu::scatter_add_rows(x.data_as<const float>(), dev_rows, dev_scale, r, d, out.data_as<float>(), ctx_->stream);
   }
 
-  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+  void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override {
     require(table.rank() == 2 && supports_weight(table.dtype()), "embed: unsupported table " + table.describe());
     require_device(table, "embed", "table");
     require_f32(out, "embed", "out");
@@ -865,7 +878,7 @@ class CudaBackend final : public Backend {
     OpScope scope(*ctx_);
     if (ids.empty() || d == 0) return;
     const auto* dev_ids = static_cast<const int32_t*>(put_args(ids.data(), ids.size_bytes()));
-    gpu::embed(table.dtype(), table.data(), dev_ids, static_cast<int64_t>(ids.size()), d, out.data_as<float>(),
+    gpu::embed(table.dtype(), table.data(), dev_ids, static_cast<int64_t>(ids.size()), d, scale, out.data_as<float>(),
                ctx_->stream);
   }
 
@@ -958,13 +971,18 @@ class CudaBackend final : public Backend {
 
   void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
                          Tensor& d_up) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &d_out, &d_gate, &d_up}) require_f32(*t, "silu_mul_backward", "tensors");
-    const int64_t n = gate.numel();
-    require(up.numel() == n && d_out.numel() == n && d_gate.numel() == n && d_up.numel() == n,
-            "silu_mul_backward: shapes differ");
+    require_gated("silu_mul_backward", {&gate, &up, &d_out, &d_gate, &d_up});
     OpScope scope(*ctx_);
     gpu::silu_mul_backward(gate.data_as<const float>(), up.data_as<const float>(), d_out.data_as<const float>(),
-                           d_gate.data_as<float>(), d_up.data_as<float>(), n, ctx_->stream);
+                           d_gate.data_as<float>(), d_up.data_as<float>(), gate.numel(), ctx_->stream);
+  }
+
+  void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
+                         Tensor& d_up) override {
+    require_gated("gelu_mul_backward", {&gate, &up, &d_out, &d_gate, &d_up});
+    OpScope scope(*ctx_);
+    gpu::gelu_mul_backward(gate.data_as<const float>(), up.data_as<const float>(), form, d_out.data_as<const float>(),
+                           d_gate.data_as<float>(), d_up.data_as<float>(), gate.numel(), ctx_->stream);
   }
 
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
@@ -983,11 +1001,13 @@ class CudaBackend final : public Backend {
     require(spec.window >= 0, "attention_backward: a negative window");
     require(spec.alibi_heads == 0 || spec.alibi_heads == hq,
             "attention_backward: ALiBi over a head count other than q's");
+    require(std::isfinite(spec.softcap) && spec.softcap >= 0,
+            "attention_backward: a soft cap that is not a number >= 0");
     OpScope scope(*ctx_);
     Tensor stats = device_tensor(DType::f32, {2, b * t * hq});
     float* lse = stats.data_as<float>();
     gpu::attention_backward(q.data_as<const float>(), k.data_as<const float>(), v.data_as<const float>(),
-                            d_out.data_as<const float>(), spec.scale, spec.window, spec.alibi_heads, dq.data_as<float>(), dk.data_as<float>(),
+                            d_out.data_as<const float>(), spec, dq.data_as<float>(), dk.data_as<float>(),
                             dv.data_as<float>(), lse, lse + b * t * hq, b, t, hq, hkv, hd, ctx_->stream);
   }
 

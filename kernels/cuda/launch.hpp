@@ -57,6 +57,8 @@ void layer_norm(const float* x, const float* w, const float* b, float eps, float
 void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, int64_t half, float scale,
           const int32_t* positions, const float* inv_freq, cudaStream_t stream);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream);
+// out = gelu(gate) · up (out may alias gate or up).
+void gelu_mul(const float* gate, const float* up, Gelu form, float* out, int64_t n, cudaStream_t stream);
 // out may be x.
 void gelu(const float* x, Gelu form, float* out, int64_t n, cudaStream_t stream);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
@@ -75,7 +77,8 @@ void gather_rows(const float* x, const int32_t* rows, int64_t r, int64_t d, floa
 void scatter_add_rows(const float* x, const int32_t* rows, const float* scale, int64_t r, int64_t d, float* out,
                       cudaStream_t stream);
 // out[i, :] = table[ids[i], :] as f32; table [*, d] of any weight dtype.
-void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d, float* out, cudaStream_t stream);
+void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d, float scale, float* out,
+           cudaStream_t stream);
 
 // --- attention.cu ----------------------------------------------------------------------------------------------
 inline constexpr int64_t kAttentionMaxHeadDim = 256;
@@ -86,11 +89,11 @@ inline constexpr int64_t kMaxAttentionSplits = 32, kMinSlotsPerSplit = 64;
 // as many of its blocks as its history fills kMinSlotsPerSplit slots each.
 int attention_splits(int64_t pairs, int64_t slots, int64_t window, int sm_count);
 // q [batch, tokens, hq, head_dim]; caches [batch, slots, hkv, head_dim]; out [batch, tokens, hq·head_dim]. A query at
-// slot p sees slots p - window + 1 .. p (window > 0) or 0 .. p; with alibi_heads = hq, head h's score for slot s
-// gains AttentionSpec::alibi_slope(h) · s. With splits > 1, `partials` holds batch·tokens·hq·splits·(head_dim + 2)
+// slot p sees slots spec.first_slot(p) .. p; scores are spec.capped(spec.scale · q·k), plus, with alibi_heads = hq,
+// spec.alibi_slope(h) · s for slot s. With splits > 1, `partials` holds batch·tokens·hq·splits·(head_dim + 2)
 // floats of scratch and `counters` batch·tokens·hq ints that are 0 (and are left so).
-void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions, float scale,
-               int64_t window, int64_t alibi_heads, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
+void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions,
+               const AttentionSpec& spec, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
                int64_t slots, int64_t head_dim, int splits, float* partials, int* counters, cudaStream_t stream);
 
 // --- backward.cu -----------------------------------------------------------------------------------------------
@@ -103,12 +106,13 @@ void gelu_backward(const float* x, Gelu form, const float* d_out, float* dx, int
 // d_gate may alias d_out.
 void silu_mul_backward(const float* gate, const float* up, const float* d_out, float* d_gate, float* d_up, int64_t n,
                        cudaStream_t stream);
+void gelu_mul_backward(const float* gate, const float* up, Gelu form, const float* d_out, float* d_gate, float* d_up,
+                       int64_t n, cudaStream_t stream);
 // q, d_out, dq [batch, tokens, hq, head_dim]; k, v, dk, dv [batch, tokens, hkv, head_dim]; lse, delta: scratch of
 // batch·tokens·hq floats each. Causal within each sequence (and within the window when window > 0), with ALiBi
-// as attention() when alibi_heads = hq.
-void attention_backward(const float* q, const float* k, const float* v, const float* d_out, float scale,
-                        int64_t window, int64_t alibi_heads, float* dq,
-                        float* dk, float* dv, float* lse, float* delta, int64_t batch, int64_t tokens, int64_t hq,
-                        int64_t hkv, int64_t head_dim, cudaStream_t stream);
+// and the soft cap as attention().
+void attention_backward(const float* q, const float* k, const float* v, const float* d_out, const AttentionSpec& spec,
+                        float* dq, float* dk, float* dv, float* lse, float* delta, int64_t batch, int64_t tokens,
+                        int64_t hq, int64_t hkv, int64_t head_dim, cudaStream_t stream);
 
 }  // namespace corolla::gpu

@@ -1,4 +1,4 @@
-// Elementwise and row-wise kernels: norms, rotary embedding, SwiGLU, residual add, softmax, KV-cache writes,
+// Elementwise and row-wise kernels: norms, rotary embedding, SwiGLU and GeGLU, residual add, softmax, KV-cache writes,
 // embedding lookup. Each mirrors the CPU backend's arithmetic (same formulas, f32 throughout).
 #include <atomic>
 
@@ -80,12 +80,23 @@ __global__ void gelu_kernel(const float* x, Gelu form, float* out, int64_t n) {
     out[i] = gelu_value(x[i], form);
 }
 
-__global__ void silu_mul_kernel(const float* g, const float* u, float* o, int64_t n) {
+// The gate's activations of the gated MLPs: SwiGLU's silu and GeGLU's gelu.
+struct Silu {
+  __device__ float operator()(float g) const { return g / (1.f + expf(-g)); }
+};
+struct GeluOf {
+  Gelu form;
+  __device__ float operator()(float g) const { return gelu_value(g, form); }
+};
+
+// o = act(g) · u; o may alias g or u.
+template <class Act>
+__global__ void gated_mul_kernel(const float* g, const float* u, float* o, int64_t n, Act act) {
   wait_for_prior_grid();
   allow_next_grid();
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    o[i] = g[i] / (1.f + expf(-g[i])) * u[i];
+    o[i] = act(g[i]) * u[i];
 }
 
 // out may alias a or b.
@@ -166,10 +177,10 @@ __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict
 
 template <DType T>
 __global__ void embed_kernel(const char* __restrict__ table, int64_t row_bytes, const int32_t* __restrict__ ids,
-                             int64_t d, float* __restrict__ out) {
+                             int64_t d, float scale, float* __restrict__ out) {
   const int64_t i = blockIdx.x;
   const char* row = table + static_cast<int64_t>(ids[i]) * row_bytes;
-  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) out[i * d + j] = load_elem<T>(row, j);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) out[i * d + j] = load_elem<T>(row, j) * scale;
 }
 
 __global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, int64_t d,
@@ -226,8 +237,15 @@ void gelu(const float* x, Gelu form, float* out, int64_t n, cudaStream_t stream)
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  launch_after(silu_mul_kernel, blocks_for(n, kElemThreads), kElemThreads, 0, stream, gate, up, out, n);
+  launch_after(gated_mul_kernel<Silu>, blocks_for(n, kElemThreads), kElemThreads, 0, stream, gate, up, out, n, Silu{});
   check_launch("silu_mul");
+}
+
+void gelu_mul(const float* gate, const float* up, Gelu form, float* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch_after(gated_mul_kernel<GeluOf>, blocks_for(n, kElemThreads), kElemThreads, 0, stream, gate, up, out, n,
+               GeluOf{form});
+  check_launch("gelu_mul");
 }
 
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream) {
@@ -273,11 +291,13 @@ void scatter_add_rows(const float* x, const int32_t* rows, const float* scale, i
   check_launch("scatter_add_rows");
 }
 
-void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d, float* out, cudaStream_t stream) {
+void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d, float scale, float* out,
+           cudaStream_t stream) {
   if (n == 0 || d == 0) return;
   const int64_t row_bytes = storage_bytes(t, d);
   dispatch_weight(t, [&]<DType T>() {
-    embed_kernel<T><<<grid_rows(n), kRowThreads, 0, stream>>>(static_cast<const char*>(table), row_bytes, ids, d, out);
+    embed_kernel<T><<<grid_rows(n), kRowThreads, 0, stream>>>(static_cast<const char*>(table), row_bytes, ids, d,
+                                                              scale, out);
   });
   check_launch("embed");
 }

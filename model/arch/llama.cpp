@@ -7,9 +7,17 @@
 // slides over the last sliding_window tokens on the layers the config marks, and with qk_norm (Qwen3) each head's
 // query and key pass an RMSNorm of their own before RoPE. Mixtral's block is this one with a mixture of experts
 // (model/arch/sparse_moe.hpp) in place of the MLP; Phi-3's stores q/k/v and gate/up fused (row slices are used).
+// Gemma 2's (model/arch/gemma2.cpp) adds post-norms: attention's and the MLP's outputs each pass an RMSNorm before
+// their residual add (post_norms; the MLP's input norm is then pre_feedforward_layernorm), every norm scales by
+// 1 + weight (norm_plus_one), the MLP is GeGLU (hidden_act gelu_tanh), the scores are scaled by
+// query_pre_attn_scalar^-0.5 and soft-capped (attn_softcap):
+//
+//   h = x + post_attention_norm(o_proj(attention(...)))
+//   y = h + post_feedforward_norm(down_proj(gelu(gate_proj(m)) · up_proj(m)))   with m = pre_feedforward_norm(h)
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -25,6 +33,7 @@ namespace {
 struct LlamaWeights {
   Tensor attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down, b_gate, b_up,
       b_down;
+  Tensor post_attn_norm, post_ffn_norm;  // Gemma 2's post-norms (undefined without post_norms)
   Tensor wqkv, w_gate_up;  // the stored matrices when q/k/v and gate/up are fused (wq... are views into them)
 };
 
@@ -37,15 +46,27 @@ class LlamaBlock final : public Block {
         inv_freq_(c_.rope_inv_freq()),
         inv_freq_long_(c_.rope_depends_on_length() ? c_.rope_inv_freq(c_.max_position) : std::vector<float>{}),
         rope_scale_(c_.rope_dim() != c_.head_dim ? static_cast<float>(c_.rope_attention_factor()) : 1.0f),
-        attention_{static_cast<float>((rope_scale_ == 1.0f ? c_.rope_attention_factor() * c_.rope_attention_factor()
-                                                           : 1.0) /
-                                      std::sqrt(static_cast<double>(c_.head_dim))),
-                   c_.attention_window(index)} {
+        attention_{.scale = static_cast<float>(
+                       (rope_scale_ == 1.0f ? c_.rope_attention_factor() * c_.rope_attention_factor() : 1.0) /
+                       std::sqrt(c_.query_pre_attn_scalar > 0 ? c_.query_pre_attn_scalar
+                                                              : static_cast<double>(c_.head_dim))),
+                   .window = c_.attention_window(index),
+                   .softcap = static_cast<float>(c_.attn_softcap)},
+        gelu_(c_.hidden_act == "silu"        ? std::nullopt
+              : c_.hidden_act == "gelu_tanh" ? std::optional{Gelu::tanh}
+                                             : std::optional{Gelu::erf}) {
     const int64_t d = c_.hidden_size, q = c_.num_heads * c_.head_dim, kv = c_.num_kv_heads * c_.head_dim;
     const int64_t ff = c_.intermediate_size;
     auto name = [&](const char* suffix) { return block_tensor_name(index, suffix); };
     auto& w = w_;
-    w.attn_norm = load_vector(src, name("input_layernorm.weight"), d, backend);
+    // A norm's weight as the kernels multiply by it (Gemma's 1 + weight); the stored one is kept for named_weights.
+    auto norm = [&](const char* suffix) {
+      if (!c_.norm_plus_one) return load_vector(src, name(suffix), d, backend);
+      NormPlusOne both = load_norm_plus_one(src, name(suffix), d, backend);
+      stored_norms_[name(suffix)] = both.stored;
+      return both.plus_one;
+    };
+    w.attn_norm = norm("input_layernorm.weight");
     if (c_.fused_projections) {  // Phi-3: views of the rows of one [q + 2·kv, d] matrix
       w.wqkv = load_matrix(src, name("self_attn.qkv_proj.weight"), {q + 2 * kv, d}, opt.dtype, backend);
       w.wq = w.wqkv.slice_rows(0, q);
@@ -67,7 +88,11 @@ class LlamaBlock final : public Block {
       w.q_norm = load_vector(src, name("self_attn.q_norm.weight"), c_.head_dim, backend);
       w.k_norm = load_vector(src, name("self_attn.k_norm.weight"), c_.head_dim, backend);
     }
-    w.ffn_norm = load_vector(src, name("post_attention_layernorm.weight"), d, backend);
+    w.ffn_norm = norm(ffn_norm_name());
+    if (c_.post_norms) {
+      w.post_attn_norm = norm("post_attention_layernorm.weight");
+      w.post_ffn_norm = norm("post_feedforward_layernorm.weight");
+    }
     if (c_.num_experts > 0) {
       moe_.emplace(src, index, backend, opt.dtype);
       return;
@@ -94,7 +119,8 @@ class LlamaBlock final : public Block {
   int64_t weight_bytes() const override {
     int64_t n = 0;
     for (const Tensor* t : {&w_.attn_norm, &w_.wq, &w_.wk, &w_.wv, &w_.wo, &w_.bq, &w_.bk, &w_.bv, &w_.bo,
-                            &w_.q_norm, &w_.k_norm, &w_.ffn_norm, &w_.w_gate, &w_.w_up, &w_.w_down, &w_.b_gate, &w_.b_up, &w_.b_down})
+                            &w_.q_norm, &w_.k_norm, &w_.ffn_norm, &w_.w_gate, &w_.w_up, &w_.w_down, &w_.b_gate, &w_.b_up,
+                            &w_.b_down, &w_.post_attn_norm, &w_.post_ffn_norm})
       n += t->nbytes();
     return n + (moe_ ? moe_->weight_bytes() : 0);
   }
@@ -104,16 +130,19 @@ class LlamaBlock final : public Block {
     std::vector<std::pair<std::string, Tensor>> out = {
         {name("input_layernorm.weight"), w_.attn_norm},         {name("self_attn.q_proj.weight"), w_.wq},
         {name("self_attn.k_proj.weight"), w_.wk},               {name("self_attn.v_proj.weight"), w_.wv},
-        {name("self_attn.o_proj.weight"), w_.wo},               {name("post_attention_layernorm.weight"), w_.ffn_norm},
+        {name("self_attn.o_proj.weight"), w_.wo},               {name(ffn_norm_name()), w_.ffn_norm},
         {name("mlp.gate_proj.weight"), w_.w_gate},              {name("mlp.up_proj.weight"), w_.w_up},
         {name("mlp.down_proj.weight"), w_.w_down}};
     const std::pair<const char*, const Tensor*> biases[] = {
         {"self_attn.q_proj.bias", &w_.bq}, {"self_attn.k_proj.bias", &w_.bk}, {"self_attn.v_proj.bias", &w_.bv},
         {"self_attn.o_proj.bias", &w_.bo}, {"mlp.gate_proj.bias", &w_.b_gate}, {"mlp.up_proj.bias", &w_.b_up},
         {"mlp.down_proj.bias", &w_.b_down}, {"self_attn.q_norm.weight", &w_.q_norm},
-        {"self_attn.k_norm.weight", &w_.k_norm}};
+        {"self_attn.k_norm.weight", &w_.k_norm}, {"post_attention_layernorm.weight", &w_.post_attn_norm},
+        {"post_feedforward_layernorm.weight", &w_.post_ffn_norm}};
     for (const auto& [suffix, t] : biases)
       if (t->defined()) out.emplace_back(name(suffix), *t);
+    for (auto& [n, t] : out)  // norms as stored, not plus one
+      if (auto it = stored_norms_.find(n); it != stored_norms_.end()) t = it->second;
     if (c_.fused_projections) {  // the stored matrices, not the views
       std::erase_if(out, [&](const auto& named) {
         for (const char* view : {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
@@ -171,7 +200,7 @@ class LlamaBlock final : public Block {
       be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
     }
     be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
-    project_add(att, Projection::o, lora, x);
+    residual_add(att, Projection::o, lora, w_.post_attn_norm, x);
 
     be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.norm_eps), n);
     if (moe_) {
@@ -182,8 +211,8 @@ class LlamaBlock final : public Block {
     Tensor gate = be.alloc(DType::f32, {m, c_.intermediate_size});
     Tensor up = be.alloc(DType::f32, {m, c_.intermediate_size});
     project_many<2>(n, {Projection::gate, Projection::up}, lora, {&gate, &up});
-    be.silu_mul(gate, up, gate);
-    project_add(gate, Projection::down, lora, x);
+    activate(gate, up, gate);
+    residual_add(gate, Projection::down, lora, w_.post_ffn_norm, x);
   }
 
   void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,
@@ -201,13 +230,15 @@ class LlamaBlock final : public Block {
     Tensor dy = grad.reshaped({m, d});  // becomes dL/dh, then dL/dx, in place
     Tensor dn = be.alloc(DType::f32, {m, d}), tmp = be.alloc(DType::f32, {m, d});
 
-    // y = h + down(silu(gate) · up), gate = n2·Wgᵀ, up = n2·Wuᵀ, n2 = rms_norm(h); or y = h + moe(n2)
+    // y = h + down(silu(gate) · up), gate = n2·Wgᵀ, up = n2·Wuᵀ, n2 = rms_norm(h); or y = h + moe(n2); with post-norms
+    // y = h + rms_norm(down(gelu(gate) · up))
     if (moe_) {
       dn = moe_->backward(s.moe_in, dy);
     } else {
       Tensor d_gate = be.alloc(DType::f32, {m, ff}), d_up = be.alloc(DType::f32, {m, ff});
-      project_backward(dy, Projection::down, lora, d_gate);
-      be.silu_mul_backward(s.gate, s.up, d_gate, d_gate, d_up);
+      project_backward(post_norm_backward(s.mlp_out, w_.post_ffn_norm, dy), Projection::down, lora, d_gate);
+      if (gelu_) be.gelu_mul_backward(s.gate, s.up, *gelu_, d_gate, d_gate, d_up);
+      else be.silu_mul_backward(s.gate, s.up, d_gate, d_gate, d_up);
       project_backward(d_gate, Projection::gate, lora, dn);
       project_backward(d_up, Projection::up, lora, tmp);
       be.add(dn, tmp, dn);
@@ -215,9 +246,10 @@ class LlamaBlock final : public Block {
     be.rms_norm_backward(s.h, w_.ffn_norm, eps, dn, tmp);
     be.add(dy, tmp, dy);
 
-    // h = x + o_proj(attention(rope(q), rope(k), v)), q, k, v projections of n1 = rms_norm(x)
+    // h = x + o_proj(attention(rope(q), rope(k), v)) (through a post-norm: rms_norm(o_proj(...))), q, k, v
+    // projections of n1 = rms_norm(x)
     Tensor d_att = be.alloc(DType::f32, {m, hq * hd});
-    project_backward(dy, Projection::o, lora, d_att);
+    project_backward(post_norm_backward(s.attn_out, w_.post_attn_norm, dy), Projection::o, lora, d_att);
     Tensor dq = be.alloc(DType::f32, {m, hq * hd}), dk = be.alloc(DType::f32, {m, hkv * hd});
     Tensor dv = be.alloc(DType::f32, {m, hkv * hd});
     be.attention_backward(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}),
@@ -243,10 +275,41 @@ class LlamaBlock final : public Block {
  private:
   // What the backward needs of one stateless forward: q and k after RoPE, v, the residual stream h after
   // attention, and the MLP's gate and up projections (a mixture of experts: its input); with qk_norm, q and k as
-  // projected, before their norms.
+  // projected, before their norms; with post-norms, what they normalized: o_proj's and down_proj's outputs.
   struct Saved {
-    Tensor q, k, v, h, gate, up, q_raw, k_raw, moe_in;
+    Tensor q, k, v, h, gate, up, q_raw, k_raw, moe_in, attn_out, mlp_out;
   };
+
+  // The MLP's input norm: Gemma 2's pre_feedforward_layernorm where post-norms take post_attention_layernorm's name.
+  const char* ffn_norm_name() const {
+    return c_.post_norms ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
+  }
+
+  // out = act(gate) · up: SwiGLU, or GeGLU with the config's GELU.
+  void activate(const Tensor& gate, const Tensor& up, Tensor& out) {
+    if (gelu_) backend_.gelu_mul(gate, up, *gelu_, out);
+    else backend_.silu_mul(gate, up, out);
+  }
+
+  // x += the projection p of `in` (with its adapter's part), through `post_norm` first where the block has one;
+  // then `out`, when given, receives the projection before the norm (what the backward's recompute keeps).
+  void residual_add(const Tensor& in, Projection p, const BlockLora* lora, const Tensor& post_norm, Tensor& x,
+                    Tensor* out = nullptr) {
+    if (!post_norm.defined()) return project_add(in, p, lora, x);
+    Tensor projected = backend_.alloc(DType::f32, x.shape()), normed = backend_.alloc(DType::f32, x.shape());
+    project(in, p, lora, projected);
+    backend_.rms_norm(projected, post_norm, static_cast<float>(c_.norm_eps), normed);
+    backend_.add(x, normed, x);
+    if (out) *out = projected;
+  }
+
+  // The gradient with respect to a post-norm's input `in`, given that of its output (dy itself without a post-norm).
+  Tensor post_norm_backward(const Tensor& in, const Tensor& post_norm, const Tensor& dy) {
+    if (!post_norm.defined()) return dy;
+    Tensor d = backend_.alloc(DType::f32, dy.shape());
+    backend_.rms_norm_backward(in, post_norm, static_cast<float>(c_.norm_eps), dy, d);
+    return d;
+  }
 
   // Adapters target the dense MLP's projections by name; a mixture's experts have none of them.
   void refuse_mlp_lora(const BlockLora* lora) const {
@@ -294,7 +357,6 @@ class LlamaBlock final : public Block {
     s.q = be.alloc(DType::f32, {m, hq * hd});
     s.k = be.alloc(DType::f32, {m, hkv * hd});
     s.v = be.alloc(DType::f32, {m, hkv * hd});
-    s.h = be.alloc(DType::f32, {m, d});
     Tensor n = be.alloc(DType::f32, {m, d}), att = be.alloc(DType::f32, {m, hq * hd});
     be.rms_norm(x, w_.attn_norm, eps, n);
     project_many<3>(n, {Projection::q, Projection::k, Projection::v}, lora, {&s.q, &s.k, &s.v});
@@ -310,8 +372,8 @@ class LlamaBlock final : public Block {
     const std::vector<int32_t> slots = sequence_slots(b, t);
     be.attention(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}), slots,
                  attention_, att);
-    project(att, Projection::o, lora, n);
-    be.add(x, n, s.h);
+    s.h = be.copy(x);
+    residual_add(att, Projection::o, lora, w_.post_attn_norm, s.h, &s.attn_out);
     be.rms_norm(s.h, w_.ffn_norm, eps, n);
     if (moe_) {
       refuse_mlp_lora(lora);
@@ -321,6 +383,12 @@ class LlamaBlock final : public Block {
     s.gate = be.alloc(DType::f32, {m, c_.intermediate_size});
     s.up = be.alloc(DType::f32, {m, c_.intermediate_size});
     project_many<2>(n, {Projection::gate, Projection::up}, lora, {&s.gate, &s.up});
+    if (w_.post_ffn_norm.defined()) {  // the post-norm's backward needs its input, down_proj's output
+      Tensor act = be.alloc(DType::f32, {m, c_.intermediate_size});
+      activate(s.gate, s.up, act);
+      s.mlp_out = be.alloc(DType::f32, {m, d});
+      project(act, Projection::down, lora, s.mlp_out);
+    }
     return s;
   }
 
@@ -415,7 +483,11 @@ class LlamaBlock final : public Block {
   // The RoPE scaling's attention factor on cos and sin where only part of each head turns (the passed values keep
   // their scale); 1 where the whole head turns and the factor squared is in the attention's scale instead.
   float rope_scale_;
-  AttentionSpec attention_;  // scale 1/sqrt(head_dim) (times the attention factor squared), this layer's window
+  // scale 1/sqrt(head_dim) or Gemma 2's query_pre_attn_scalar (times the attention factor squared), this layer's
+  // window, the soft cap
+  AttentionSpec attention_;
+  std::optional<Gelu> gelu_;  // GeGLU's GELU; SwiGLU without
+  std::map<std::string, Tensor> stored_norms_;  // with norm_plus_one: each norm's weight as stored
   LlamaWeights w_;
   std::optional<SparseMoe> moe_;  // in place of the dense MLP (Mixtral)
 };

@@ -9,6 +9,7 @@ const BlockFactory* find_block_factory(const std::string& arch) {
   static const std::map<std::string, BlockFactory> factories = {
       {"bloom", make_bloom_block},
       {"falcon", make_falcon_block},
+      {"gemma2", make_gemma2_block},
       {"llama", make_llama_block},
       {"mistral", make_llama_block},  // Mistral's block is Llama's with a sliding window on every layer
       {"qwen2", make_qwen2_block},

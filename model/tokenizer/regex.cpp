@@ -78,8 +78,9 @@ std::string flatten_nested_classes(const std::string& p) {
 Regex::Regex(const std::string& pattern_in, bool literal) : pattern_(pattern_in) {
   int err = 0;
   PCRE2_SIZE err_offset = 0;
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2 refuses PCRE2_UCP beside PCRE2_LITERAL (Unicode classes mean nothing in plain text): a String pattern
+  // (Gemma's Split on " ", a Metaspace that splits) failed to compile with "invalid option bits".
+  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   const std::string pattern = literal ? pattern_in : flatten_nested_classes(pattern_in);
   auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err,
                              &err_offset, nullptr);

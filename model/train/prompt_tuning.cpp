@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <vector>
 
 #include "model/weights/safetensors_file.hpp"
 
@@ -160,9 +161,13 @@ HeadLoss PromptTuning::loss(const TrainingBatch& batch, const Tensor& blocks_out
     Tensor logits = be.alloc(DType::f32, {rows_here, classes});
     be.matmul(n_part, w, nullptr, logits);
     Tensor host = be.download(logits);
-    // Cross-entropy and its gradient in place: (softmax − one-hot) / r.
+    // Cross-entropy and its gradient in place: (softmax − one-hot) / r; an LM head's logits through the model's
+    // final soft cap (Gemma 2), and the gradient back through it.
+    std::vector<float> cap_grad(static_cast<size_t>(classes));
     for (int64_t i = 0; i < rows_here; ++i) {
       float* row = host.data_as<float>() + i * classes;
+      const bool capped = options_.head != TrainingHead::classifier;
+      if (capped) head_->cap_logits(row, classes, cap_grad.data());
       const int32_t target = targets[static_cast<size_t>(r0 + i)];
       const float mx = *std::max_element(row, row + classes);
       double sum = 0;
@@ -172,6 +177,8 @@ HeadLoss PromptTuning::loss(const TrainingBatch& batch, const Tensor& blocks_out
       for (int64_t j = 0; j < classes; ++j)
         row[j] = static_cast<float>(std::exp(static_cast<double>(row[j]) - lse) / static_cast<double>(r));
       row[target] -= 1.f / static_cast<float>(r);
+      if (capped)
+        for (int64_t j = 0; j < classes; ++j) row[j] *= cap_grad[static_cast<size_t>(j)];
     }
     const Tensor dlogits = be.upload(host);
     Tensor dn_part = dn.slice_rows(r0, r0 + rows_here);

@@ -82,4 +82,12 @@ Tensor load_vector(const WeightSource& src, const std::string& name, int64_t exp
   return backend.upload(t.dtype() == DType::f32 ? t : t.to_f32());
 }
 
+NormPlusOne load_norm_plus_one(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend) {
+  const Tensor t = checked(src, name, Shape{expected}), stored = t.dtype() == DType::f32 ? t : t.to_f32();
+  Tensor plus_one = stored.clone();  // a copy: the source may be a read-only mapping
+  float* w = plus_one.data_as<float>();
+  for (int64_t i = 0; i < plus_one.numel(); ++i) w[i] = 1.0f + w[i];
+  return {backend.upload(stored), backend.upload(plus_one)};
+}
+
 }  // namespace corolla

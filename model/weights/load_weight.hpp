@@ -20,6 +20,12 @@ Tensor load_table(const WeightSource& src, const std::string& name, Shape expect
                   Backend& backend);
 // A vector (norm weight, bias) always in f32.
 Tensor load_vector(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend);
+// A Gemma norm, read once: its weight as stored (f32) and 1 + weight in f32, what its RMSNorm multiplies by (as
+// Hugging Face computes it).
+struct NormPlusOne {
+  Tensor stored, plus_one;
+};
+NormPlusOne load_norm_plus_one(const WeightSource& src, const std::string& name, int64_t expected, Backend& backend);
 
 // The same two with their rows reordered on the way: row i placed is row order[i] stored (`order` a permutation of
 // the rows; BLOOM's fused q/k/v, stored interleaved head by head, regrouped as all q rows, all k, all v).

@@ -102,7 +102,8 @@ class SafetensorsSource final : public WeightSource {
 
 // GGUF with llama.cpp's tensor names. llama.cpp's converter permutes the rows of Q and K of "llama" models so
 // that RoPE rotates adjacent pairs; Corolla's kernels rotate halves (as Hugging Face does), so those rows are
-// put back in Hugging Face order here. Row permutations keep quantized blocks intact.
+// put back in Hugging Face order here. Row permutations keep quantized blocks intact. Its Gemma 2 norms hold
+// 1 + weight (the converter adds the 1); the 1 is taken off again, in f32, so that they read as Hugging Face's.
 class GgufSource final : public WeightSource {
  public:
   explicit GgufSource(const std::string& path) : gguf_(GgufFile::open(path)) {
@@ -136,6 +137,7 @@ class GgufSource final : public WeightSource {
       throw std::runtime_error(gguf_->path() + ": tensor '" + name + "' is missing (no GGUF tensor maps to it)");
     const GgufTensorInfo* info = gguf_->find_tensor(it->second.name);
     if (it->second.expert >= 0) return {info->dtype, Shape{info->shape[1], info->shape[2]}};
+    if (shifted_norm(it->second.name)) return {DType::f32, info->shape};
     return {info->dtype, info->shape};  // un-permuting Q/K rows keeps dtype and shape
   }
 
@@ -151,6 +153,11 @@ class GgufSource final : public WeightSource {
       t = t.reshaped({t.dim(0) * rows, t.dim(2)}).slice_rows(e * rows, (e + 1) * rows);
     }
     count(t);
+    if (shifted_norm(g)) {
+      Tensor w = t.to_f32().clone();
+      for (int64_t i = 0; i < w.numel(); ++i) w.data_as<float>()[i] -= 1.0f;
+      return w;
+    }
     if (!permuted_qk_) return t;
     // Q and K rows are permuted, and so are their biases' entries (a Llama with attention_bias).
     const bool is_q = g.ends_with("attn_q.weight") || g.ends_with("attn_q.bias");
@@ -198,6 +205,9 @@ class GgufSource final : public WeightSource {
                                                  ".weight")] = {info.name, e};
   }
 
+  // A Gemma 2 norm weight stored as 1 + weight.
+  bool shifted_norm(const std::string& g) const { return config_.norm_plus_one && g.ends_with("norm.weight"); }
+
   // The Llama family's tensors under Hugging Face's names; Phi-3 keeps q/k/v and gate/up fused, as its checkpoints.
   std::string to_hf(const std::string& g) const {
     static const std::map<std::string, std::string> globals = {
@@ -220,12 +230,19 @@ class GgufSource final : public WeightSource {
     };
     static const std::map<std::string, std::string> phi3_fused = {
         {"attn_qkv.weight", "self_attn.qkv_proj.weight"}, {"ffn_up.weight", "mlp.gate_up_proj.weight"}};
+    // Gemma 2's four norms: ffn_norm is the MLP's input norm, which Hugging Face calls pre_feedforward_layernorm.
+    static const std::map<std::string, std::string> gemma2 = {
+        {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+        {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+        {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+    };
     if (auto it = globals.find(g); it != globals.end()) return it->second;
     const auto [block, suffix] = block_and_suffix(g);
     if (block < 0) return {};
-    if (config_.arch == "phi3")
-      if (auto it = phi3_fused.find(suffix); it != phi3_fused.end()) return block_tensor_name(block, it->second);
-    if (auto it = per_block.find(suffix); it != per_block.end()) return block_tensor_name(block, it->second);
+    const auto& names = config_.arch == "phi3" && phi3_fused.count(suffix)     ? phi3_fused
+                        : config_.arch == "gemma2" && gemma2.count(suffix) ? gemma2
+                                                                           : per_block;
+    if (auto it = names.find(suffix); it != names.end()) return block_tensor_name(block, it->second);
     return {};
   }
 

@@ -21,7 +21,7 @@ namespace {
 constexpr float kTol = 1e-4f;
 const char* kModels[] = {"llama", "mistral", "qwen2", "llama3-rope", "qwen2-yarn", "llama-bias", "mistral-window", "qwen2-window",
                          "qwen3", "mixtral", "phi3", "phi3-longrope", "bloom",
-                         "falcon", "falcon-new", "falcon-sequential", "falcon2"};
+                         "falcon", "falcon-new", "falcon-sequential", "falcon2", "gemma2", "gemma2-options"};
 
 // COROLLA_TEST_DEVICE=cuda runs the same checks on the CUDA backend; the CPU otherwise.
 Backend& backend() {

@@ -20,7 +20,7 @@ constexpr float kTol = 1e-4f;
 const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "qwen2-yarn", "llama-sharded",
                          "llama-bf16", "llama-bias", "mistral-window", "qwen2-window", "qwen3",
                          "mixtral",    "phi3",       "phi3-longrope", "bloom",          "falcon",      "falcon-new",
-                         "falcon-sequential", "falcon2"};
+                         "falcon-sequential", "falcon2", "gemma2", "gemma2-options"};
 
 std::vector<int32_t> iota_positions(size_t n, int32_t start = 0) {
   std::vector<int32_t> p(n);
@@ -154,7 +154,8 @@ const GgufCase kGguf[] = {
     {"falcon-new", "model-q8_0.gguf", "q8_0", kTol},  {"bloom", "model-f32.gguf", "", kTol},
     {"bloom", "model-q8_0.gguf", "q8_0", kTol},   {"phi3", "model-f32.gguf", "", kTol},
     {"phi3", "model-q8_0.gguf", "q8_0", kTol},    {"phi3-longrope", "model-f32.gguf", "", kTol},
-    {"qwen2-yarn", "model-f32.gguf", "", kTol},
+    {"qwen2-yarn", "model-f32.gguf", "", kTol},   {"gemma2", "model-f32.gguf", "", kTol},
+    {"gemma2", "model-q8_0.gguf", "q8_0", kTol},
 };
 }  // namespace
 

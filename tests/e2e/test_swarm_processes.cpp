@@ -118,10 +118,11 @@ BOOST_AUTO_TEST_CASE(two_servers_push_match_the_local_run) {
 
 // Every architecture's blocks served by other processes give its golden greedy tokens, relayed by the client and
 // pushed from server to server: biases on every projection, sliding windows (the 44 tokens cross them), q/k norms,
-// a mixture of experts, BLOOM's ALiBi and LayerNorms, Falcon's multi-query and grouped parallel blocks.
+// a mixture of experts, BLOOM's ALiBi and LayerNorms, Falcon's multi-query and grouped parallel blocks, Gemma 2's
+// post-norms, soft caps and alternating windows (its client scales the embeddings and caps the logits).
 BOOST_DATA_TEST_CASE(every_architecture_splits_over_two_servers,
                      bdata::make({"llama-bias", "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3", "bloom",
-                                  "falcon", "falcon-new"}),
+                                  "falcon", "falcon-new", "gemma2"}),
                      model) {
   process_swarm s({"0:2", "2:4"}, model);
   const auto want = Golden(model).ids("greedy_ids");

@@ -305,6 +305,10 @@ BOOST_AUTO_TEST_CASE(elementwise_ops_match_cpu) {
   cpu().silu_mul(g, u, want);
   gpu().silu_mul(up(g), up(u), got);
   expect_close(got, want, 1e-5, "silu_mul");
+  cpu().gelu_mul(g, u, Gelu::tanh, want);
+  Tensor gu = up(u);
+  gpu().gelu_mul(up(g), gu, Gelu::tanh, gu);  // out aliases up
+  expect_close(gu, want, 1e-5, "gelu_mul");
 
   cpu().add(g, u, want);
   Tensor a = up(g);
@@ -326,10 +330,12 @@ BOOST_AUTO_TEST_CASE(embed_matches_cpu_for_every_table_dtype) {
   for (DType t : kWeightTypes) {
     const Tensor table = random_tensor({50, 64}, 50).cast(t);
     Tensor want = Tensor::empty(DType::f32, {4, 64});
-    cpu().embed(table, ids, want);
-    Tensor got = gpu().alloc(DType::f32, {4, 64});
-    gpu().embed(up(table), ids, got);
-    expect_close(got, want, 1e-6, "embed " + dt(t));
+    for (float scale : {1.0f, 8.0f}) {  // 8: Gemma's √hidden for 64
+      cpu().embed(table, ids, scale, want);
+      Tensor got = gpu().alloc(DType::f32, {4, 64});
+      gpu().embed(up(table), ids, scale, got);
+      expect_close(got, want, 1e-6 * scale, "embed " + dt(t) + " scale " + std::to_string(scale));
+    }
   }
 }
 
@@ -337,7 +343,7 @@ namespace {
 
 // kv_write of new tokens into random caches, then attention, on both backends.
 void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t hd, int64_t slots,
-                     const std::vector<int32_t>& positions, uint32_t seed, int64_t window = 0) {
+                     const std::vector<int32_t>& positions, uint32_t seed, int64_t window = 0, float softcap = 0) {
   Tensor kc = random_tensor({b, slots, hkv, hd}, seed);
   Tensor vc = random_tensor({b, slots, hkv, hd}, seed + 1);
   const Tensor k = random_tensor({b, t, hkv, hd}, seed + 2);
@@ -353,10 +359,12 @@ void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t hd, 
 
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   Tensor want = Tensor::empty(DType::f32, {b, t, hq * hd});
-  cpu().attention(q, kc, vc, positions, {scale, window}, want);
+  const AttentionSpec spec{.scale = scale, .window = window, .softcap = softcap};
+  cpu().attention(q, kc, vc, positions, spec, want);
   Tensor got = gpu().alloc(DType::f32, {b, t, hq * hd});
-  gpu().attention(up(q), kcd, vcd, positions, {scale, window}, got);
-  expect_close(got, want, 1e-4, "attention " + what.str() + " window=" + std::to_string(window));
+  gpu().attention(up(q), kcd, vcd, positions, spec, got);
+  expect_close(got, want, 1e-4,
+               "attention " + what.str() + " window=" + std::to_string(window) + " softcap=" + std::to_string(softcap));
 }
 
 }  // namespace
@@ -380,6 +388,12 @@ BOOST_AUTO_TEST_CASE(attention_over_a_long_cache) {
 BOOST_AUTO_TEST_CASE(attention_in_a_sliding_window) {
   check_attention(1, 2, 8, 2, 64, 10000, {4000, 9999}, 72, 4096);  // Mistral's window, one history shorter
   check_attention(2, 3, 8, 2, 64, 40, {5, 6, 7, 30, 31, 32}, 73, 7);
+}
+
+BOOST_AUTO_TEST_CASE(attention_with_a_soft_cap) {  // Gemma 2's attn_logit_softcapping, small enough to bite
+  check_attention(2, 3, 8, 2, 64, 40, {5, 6, 7, 30, 31, 32}, 76, 0, 0.5f);
+  check_attention(1, 2, 8, 4, 256, 5000, {4000, 4999}, 77, 4096, 2.0f);  // and a window, split parts
+  check_attention(1, 12, 8, 4, 128, 64, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 78, 0, 1.0f);
 }
 
 BOOST_AUTO_TEST_CASE(gather_and_scatter_rows_match_cpu) {
@@ -433,6 +447,11 @@ BOOST_AUTO_TEST_CASE(norm_and_mlp_gradients_match_cpu) {
   gpu().silu_mul_backward(up(g), up(u), got_g, got_g, got_u);  // d_gate aliases d_out
   expect_close(got_g, want_g, 1e-5, "silu_mul_backward d_gate");
   expect_close(got_u, want_u, 1e-5, "silu_mul_backward d_up");
+  cpu().gelu_mul_backward(g, u, Gelu::tanh, random_tensor({3, 1000}, 100), want_g, want_u);
+  got_g = up(random_tensor({3, 1000}, 100));
+  gpu().gelu_mul_backward(up(g), up(u), Gelu::tanh, got_g, got_g, got_u);
+  expect_close(got_g, want_g, 1e-5, "gelu_mul_backward d_gate");
+  expect_close(got_u, want_u, 1e-5, "gelu_mul_backward d_up");
 }
 
 BOOST_AUTO_TEST_CASE(attention_gradients_match_cpu) {
@@ -440,18 +459,20 @@ BOOST_AUTO_TEST_CASE(attention_gradients_match_cpu) {
     int64_t b, t, hq, hkv, hd;
   };
   for (const Case c : {Case{2, 37, 8, 2, 64}, Case{1, 5, 4, 4, 80}, Case{1, 130, 4, 1, 128}, Case{1, 3, 2, 1, 256}})
-  for (const int64_t window : {0, 16}) {
+  for (const int64_t window : {0, 16})
+  for (const float softcap : {0.f, 1.f}) {
     const Tensor q = random_tensor({c.b, c.t, c.hq, c.hd}, 101), k = random_tensor({c.b, c.t, c.hkv, c.hd}, 102);
     const Tensor v = random_tensor({c.b, c.t, c.hkv, c.hd}, 103), d = random_tensor({c.b, c.t, c.hq * c.hd}, 104);
     const float scale = 1.f / std::sqrt(static_cast<float>(c.hd));
     Tensor dq = Tensor::empty(DType::f32, q.shape()), dk = Tensor::empty(DType::f32, k.shape());
     Tensor dv = Tensor::empty(DType::f32, v.shape());
-    cpu().attention_backward(q, k, v, d, {scale, window}, dq, dk, dv);
+    const AttentionSpec spec{.scale = scale, .window = window, .softcap = softcap};
+    cpu().attention_backward(q, k, v, d, spec, dq, dk, dv);
     Tensor gq = gpu().alloc(DType::f32, q.shape()), gk = gpu().alloc(DType::f32, k.shape());
     Tensor gv = gpu().alloc(DType::f32, v.shape());
-    gpu().attention_backward(up(q), up(k), up(v), up(d), {scale, window}, gq, gk, gv);
-    const std::string what =
-        "t=" + std::to_string(c.t) + " hd=" + std::to_string(c.hd) + " window=" + std::to_string(window);
+    gpu().attention_backward(up(q), up(k), up(v), up(d), spec, gq, gk, gv);
+    const std::string what = "t=" + std::to_string(c.t) + " hd=" + std::to_string(c.hd) +
+                             " window=" + std::to_string(window) + " softcap=" + std::to_string(softcap);
     expect_close(gq, dq, 1e-4, "attention_backward dq " + what);
     expect_close(gk, dk, 1e-4, "attention_backward dk " + what);
     expect_close(gv, dv, 1e-4, "attention_backward dv " + what);
@@ -476,7 +497,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_invalid_argument) {
   const std::vector<float> inv_freq = {1.f, 0.5f};
   BOOST_CHECK_THROW(gpu().rope(r, outside, inv_freq), std::invalid_argument);  // one position for two tokens
   Tensor e = gpu().alloc(DType::f32, {1, 32});
-  BOOST_CHECK_THROW(gpu().embed(x.reshaped({1, 32}), std::vector<int32_t>{1}, e), std::invalid_argument);
+  BOOST_CHECK_THROW(gpu().embed(x.reshaped({1, 32}), std::vector<int32_t>{1}, 1.0f, e), std::invalid_argument);
   gpu().synchronize();
 }
 

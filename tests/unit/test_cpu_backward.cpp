@@ -112,40 +112,58 @@ BOOST_AUTO_TEST_CASE(rms_norm_backward_matches_finite_differences) {
   BOOST_TEST(max_diff(dx, numeric_grad(f, as_double(x), as_double(dy))) < 1e-4);
 }
 
-BOOST_AUTO_TEST_CASE(silu_mul_backward_matches_finite_differences) {
+// SwiGLU (silu_mul) and GeGLU (gelu_mul, the tanh form of Gemma 2).
+BOOST_AUTO_TEST_CASE(gated_activation_backward_matches_finite_differences) {
   const int64_t n = 50;
   const Tensor g = random_tensor({n}, 10, 3.f), u = random_tensor({n}, 11), dy = random_tensor({n}, 12);
-  auto f_gate = [&](const std::vector<double>& gv) {
-    std::vector<double> y(gv.size());
-    for (size_t i = 0; i < gv.size(); ++i) y[i] = gv[i] / (1 + std::exp(-gv[i])) * u.data_as<float>()[i];
-    return y;
-  };
-  auto f_up = [&](const std::vector<double>& uv) {
-    std::vector<double> y(uv.size());
-    for (size_t i = 0; i < uv.size(); ++i) {
-      const double gi = g.data_as<float>()[i];
-      y[i] = gi / (1 + std::exp(-gi)) * uv[i];
+  for (const bool gelu : {false, true}) {
+    BOOST_TEST_CONTEXT((gelu ? "gelu_mul" : "silu_mul")) {
+      auto act = [&](double x) {
+        return gelu ? 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))
+                    : x / (1 + std::exp(-x));
+      };
+      auto f_gate = [&](const std::vector<double>& gv) {
+        std::vector<double> y(gv.size());
+        for (size_t i = 0; i < gv.size(); ++i) y[i] = act(gv[i]) * u.data_as<float>()[i];
+        return y;
+      };
+      auto f_up = [&](const std::vector<double>& uv) {
+        std::vector<double> y(uv.size());
+        for (size_t i = 0; i < uv.size(); ++i) y[i] = act(g.data_as<float>()[i]) * uv[i];
+        return y;
+      };
+      auto backward = [&](const Tensor& d, Tensor& dg, Tensor& du) {
+        if (gelu) cpu().gelu_mul_backward(g, u, Gelu::tanh, d, dg, du);
+        else cpu().silu_mul_backward(g, u, d, dg, du);
+      };
+      Tensor dg = cpu().alloc(DType::f32, {n}), du = cpu().alloc(DType::f32, {n});
+      backward(dy, dg, du);
+      BOOST_TEST(max_diff(dg, numeric_grad(f_gate, as_double(g), as_double(dy))) < 1e-4);
+      BOOST_TEST(max_diff(du, numeric_grad(f_up, as_double(u), as_double(dy))) < 1e-4);
+      // d_gate may be d_out itself.
+      Tensor inplace = dy.clone();
+      backward(inplace, inplace, du);
+      BOOST_TEST(max_diff(inplace, as_double(dg)) == 0.0);
+      // The forward is the same function.
+      Tensor y = cpu().alloc(DType::f32, {n});
+      if (gelu) cpu().gelu_mul(g, u, Gelu::tanh, y);
+      else cpu().silu_mul(g, u, y);
+      for (int64_t i = 0; i < n; ++i)
+        BOOST_TEST(std::fabs(y.data_as<float>()[i] - act(g.data_as<float>()[i]) * u.data_as<float>()[i]) < 1e-5);
     }
-    return y;
-  };
-  Tensor dg = cpu().alloc(DType::f32, {n}), du = cpu().alloc(DType::f32, {n});
-  cpu().silu_mul_backward(g, u, dy, dg, du);
-  BOOST_TEST(max_diff(dg, numeric_grad(f_gate, as_double(g), as_double(dy))) < 1e-4);
-  BOOST_TEST(max_diff(du, numeric_grad(f_up, as_double(u), as_double(dy))) < 1e-4);
-  // d_gate may be d_out itself.
-  Tensor inplace = dy.clone();
-  cpu().silu_mul_backward(g, u, inplace, inplace, du);
-  BOOST_TEST(max_diff(inplace, as_double(dg)) == 0.0);
+  }
 }
 
 // Long sequences take the same path; 9 tokens and two query heads per KV head exercise the causal mask and the
-// accumulation of dK, dV over a group; a sliding window of 4 tokens cuts every query's history from the fifth on.
+// accumulation of dK, dV over a group; a sliding window of 4 tokens cuts every query's history from the fifth on;
+// a soft cap of 1.5 (Gemma 2's attn_logit_softcapping) bends most of these scores.
 BOOST_AUTO_TEST_CASE(attention_backward_matches_finite_differences) {
-  for (const int64_t window : {0, 4}) {
-  BOOST_TEST_CONTEXT("window " << window) {
+  for (const int64_t window : {0, 4})
+  for (const float softcap : {0.f, 1.5f}) {
+  BOOST_TEST_CONTEXT("window " << window << ", cap " << softcap) {
   const int64_t b = 2, t = 9, hq = 4, hkv = 2, hd = 8, group = hq / hkv;
   const float scale = 0.35f;
-  const AttentionSpec spec{scale, window};
+  const AttentionSpec spec{.scale = scale, .window = window, .softcap = softcap};
   const Tensor q = random_tensor({b, t, hq, hd}, 13), k = random_tensor({b, t, hkv, hd}, 14);
   const Tensor v = random_tensor({b, t, hkv, hd}, 15), dout = random_tensor({b, t, hq * hd}, 16);
   // out[b, t, h, :] = Σ_{s ≤ t} softmax_s(scale · q·k_s) v_s, in double.
@@ -162,7 +180,7 @@ BOOST_AUTO_TEST_CASE(attention_backward_matches_finite_differences) {
             double dotp = 0;
             for (int64_t i = 0; i < hd; ++i)
               dotp += qv[((bi * t + ti) * hq + h) * hd + i] * kv[((bi * t + s) * hkv + g) * hd + i];
-            p[s] = dotp * scale;
+            p[s] = softcap > 0 ? softcap * std::tanh(dotp * scale / softcap) : dotp * scale;
             mx = std::max(mx, p[s]);
           }
           for (int64_t s = first; s <= ti; ++s) sum += (p[s] = std::exp(p[s] - mx));

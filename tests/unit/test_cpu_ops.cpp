@@ -27,7 +27,7 @@ Backend& cpu() {
 }
 
 // The largest difference between out [B, T, Hq·Dh] and causal attention computed in double precision from q
-// [B, T, Hq, Dh] and the caches [B, S, Hkv, Dh] at the given positions.
+// [B, T, Hq, Dh] and the caches [B, S, Hkv, Dh] at the given positions (with the spec's window and soft cap).
 double worst_error_vs_naive(const Tensor& q, const Tensor& kc, const Tensor& vc, const std::vector<int32_t>& pos,
                             const AttentionSpec& spec, const Tensor& out) {
   const double scale = spec.scale;
@@ -46,8 +46,9 @@ double worst_error_vs_naive(const Tensor& q, const Tensor& kc, const Tensor& vc,
           double d = 0;
           for (int64_t i = 0; i < hd; ++i)
             d += at(q, ((bi * t + ti) * hq + h) * hd + i) * kv_k[(j * hkv + g) * hd + i];
-          s[static_cast<size_t>(j)] = d * scale;
-          mx = std::max(mx, d * scale);
+          const double x = spec.softcap > 0 ? spec.softcap * std::tanh(d * scale / spec.softcap) : d * scale;
+          s[static_cast<size_t>(j)] = x;
+          mx = std::max(mx, x);
         }
         for (int64_t j = first; j <= last; ++j) z += (s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - mx));
         for (int64_t i = 0; i < hd; ++i) {
@@ -171,11 +172,13 @@ BOOST_AUTO_TEST_CASE(prefill_attention_in_query_blocks_matches_naive) {
   Tensor out = cpu().alloc(DType::f32, {b, t, hq * hd});
   // Whole history, then sliding windows: one shorter than a query block (a block spans several windows), one
   // longer than some histories.
-  for (const int64_t window : {0, 20, 100}) {
-    const AttentionSpec spec{0.25f, window};
-    cpu().attention(q, kc, vc, pos, spec, out);
-    BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, spec, out) < 1e-5, "window " << window);
-  }
+  // Gemma 2's soft cap (small, so that it changes the scores) with and without a window.
+  for (const int64_t window : {0, 20, 100})
+    for (const float softcap : {0.f, 0.5f}) {
+      const AttentionSpec spec{.scale = 0.25f, .window = window, .softcap = softcap};
+      cpu().attention(q, kc, vc, pos, spec, out);
+      BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, spec, out) < 1e-5, "window " << window << ", cap " << softcap);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(kv_write_beyond_the_cache_is_an_error) {
@@ -241,12 +244,13 @@ BOOST_AUTO_TEST_CASE(decode_attention_by_head_group_matches_naive) {
     Tensor q = random_tensor({b, 1, hq, hd}, 32);
     const std::vector<int32_t> pos = {699, 123};
     Tensor out = cpu().alloc(DType::f32, {b, 1, hq * hd});
-    for (const int64_t window : {0, 200}) {  // a window shorter than one sequence's history, longer than the other's
-      const AttentionSpec spec{0.125f, window};
-      cpu().attention(q, kc, vc, pos, spec, out);
-      BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, spec, out) < 1e-5,
-                 "hq " << hq << ", hkv " << hkv << ", window " << window);
-    }
+    for (const int64_t window : {0, 200})  // a window shorter than one sequence's history, longer than the other's
+      for (const float softcap : {0.f, 0.5f}) {
+        const AttentionSpec spec{.scale = 0.125f, .window = window, .softcap = softcap};
+        cpu().attention(q, kc, vc, pos, spec, out);
+        BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, spec, out) < 1e-5,
+                   "hq " << hq << ", hkv " << hkv << ", window " << window << ", cap " << softcap);
+      }
   }
 }
 

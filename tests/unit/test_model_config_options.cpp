@@ -2,12 +2,15 @@
 // refused with an error that names it: before, o_proj's bias, mlp_bias, hidden_act and the sliding window were
 // ignored (silently wrong logits), and an unsupported family's config failed on a missing key instead of its family.
 #define BOOST_TEST_MODULE model_config_options
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "model/config.hpp"
+#include "model/weights/weight_source.hpp"
 #include "support/expect_error.hpp"
 #include "support/golden.hpp"
 
@@ -347,4 +350,104 @@ BOOST_AUTO_TEST_CASE(falcon_reads_its_own_keys_and_layouts) {
   expect_error([&] { read(j); }, {"rope_scaling", "ntk-by-parts"});
   j["rope_scaling"] = {{"rope_type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
   expect_error([&] { read(j); }, {"longrope", "falcon"});
+}
+
+// Gemma 2 as Gemma2Config reads it: its own defaults (head_dim 256, eps 1e-6, 8192 positions, tied embeddings, caps
+// 50 and 30, a 4096-token window on the even layers), hidden_activation (not hidden_act), null for no cap, and
+// layer_types where given.
+BOOST_AUTO_TEST_CASE(gemma2_reads_its_own_keys_and_defaults) {
+  nlohmann::json j = {{"model_type", "gemma2"}, {"hidden_size", 64},   {"num_attention_heads", 4},
+                      {"num_hidden_layers", 4}, {"vocab_size", 256},   {"intermediate_size", 128},
+                      {"num_key_value_heads", 2}, {"hidden_act", "gelu_pytorch_tanh"}};
+  ModelConfig c = read(j);
+  BOOST_TEST(c.head_dim == 256);
+  BOOST_TEST(c.norm_eps == 1e-6);
+  BOOST_TEST(c.max_position == 8192);
+  BOOST_TEST(c.tie_word_embeddings);
+  BOOST_TEST(c.hidden_act == "gelu_tanh");
+  BOOST_TEST((c.norm_plus_one && c.scale_embeddings && c.post_norms));
+  BOOST_TEST((!c.qkv_bias && !c.o_bias && !c.mlp_bias));
+  BOOST_TEST(c.query_pre_attn_scalar == 256.0);
+  BOOST_TEST(c.attn_softcap == 50.0);
+  BOOST_TEST(c.final_softcap == 30.0);
+  BOOST_TEST(windows(c) == (std::vector<int64_t>{4096, 0, 4096, 0}), boost::test_tools::per_element());
+
+  j["head_dim"] = 32;
+  j["query_pre_attn_scalar"] = 144;
+  j["attn_logit_softcapping"] = nullptr;
+  j["final_logit_softcapping"] = 12.5;
+  j["attention_bias"] = true;
+  j["hidden_activation"] = "gelu";
+  j["sliding_window"] = 7;
+  j["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  c = read(j);
+  BOOST_TEST(c.head_dim == 32);
+  BOOST_TEST(c.query_pre_attn_scalar == 144.0);
+  BOOST_TEST(c.attn_softcap == 0.0);
+  BOOST_TEST(c.final_softcap == 12.5);
+  BOOST_TEST((c.qkv_bias && c.o_bias && !c.mlp_bias));
+  BOOST_TEST(c.hidden_act == "gelu");
+  BOOST_TEST(windows(c) == (std::vector<int64_t>{0, 7, 7, 0}), boost::test_tools::per_element());
+  j["layer_types"] = std::vector<std::string>(4, "full_attention");
+  j["sliding_window"] = nullptr;  // no layer slides: no window needed
+  BOOST_TEST(windows(read(j)) == std::vector<int64_t>(4, 0), boost::test_tools::per_element());
+
+  // What no block computes is refused by name.
+  j.erase("layer_types");
+  expect_error([&] { read(j); }, {"sliding_window", "null", "sliding_attention"});
+  j["sliding_window"] = 4096;
+  for (const auto& [key, value, words] :
+       std::vector<std::tuple<const char*, nlohmann::json, std::vector<std::string>>>{
+           {"hidden_activation", "relu", {"hidden_activation", "relu", "gelu_pytorch_tanh"}},
+           {"attn_logit_softcapping", -1.0, {"attn_logit_softcapping", "above 0", "null"}},
+           {"final_logit_softcapping", 0.0, {"final_logit_softcapping", "above 0"}},
+           {"final_logit_softcapping", "big", {"final_logit_softcapping", "number"}},
+           {"query_pre_attn_scalar", 0, {"query_pre_attn_scalar", "above 0"}},
+           {"use_bidirectional_attention", true, {"use_bidirectional_attention"}},
+           {"layer_types", nlohmann::json{"chunked_attention"}, {"layer_types", "chunked_attention"}},
+           {"rope_scaling", nlohmann::json{{"rope_type", "mrope"}}, {"rope_scaling", "mrope"}},
+           {"partial_rotary_factor", 0.5, {"partial_rotary_factor", "phi3"}}}) {
+    nlohmann::json bad = j;
+    bad[key] = value;
+    bool refused = false;
+    try {
+      read(bad);
+    } catch (const std::exception& e) {
+      refused = true;
+      for (const auto& w : words) BOOST_TEST(std::string(e.what()).find(w) != std::string::npos, e.what() << " / " << w);
+    }
+    BOOST_TEST(refused, key << " " << value.dump() << " was not refused");
+  }
+  // The committed golden models read as written.
+  const ModelConfig g = ModelConfig::from_hf_json(model_dir("gemma2") + "/config.json");
+  BOOST_TEST(windows(g) == (std::vector<int64_t>{5, 0, 5, 0}), boost::test_tools::per_element());
+  BOOST_TEST((g.attn_softcap == 2.0 && g.final_softcap == 1.5 && g.query_pre_attn_scalar == 16.0));
+  const ModelConfig o = ModelConfig::from_hf_json(model_dir("gemma2-options") + "/config.json");
+  BOOST_TEST(windows(o) == (std::vector<int64_t>{0, 4, 4, 0}), boost::test_tools::per_element());
+  BOOST_TEST((o.attn_softcap == 0.0 && o.final_softcap == 0.0 && o.query_pre_attn_scalar == 16.0));
+  BOOST_TEST((o.head_dim == 32 && o.qkv_bias && o.o_bias && o.hidden_act == "gelu"));
+}
+
+// A GGUF gemma2 file as llama.cpp's converter writes it: no query_pre_attn_scalar key, so the query scale follows
+// llama.cpp's rule (head_dim, or hidden / heads for 46 blocks); windows on the even layers; the caps it holds.
+BOOST_AUTO_TEST_CASE(gemma2_gguf_reads_as_llama_cpp_reads_it) {
+  const auto source = open_weights(model_dir("gemma2") + "/model-f32.gguf");
+  const ModelConfig& c = source->config();
+  BOOST_TEST(c.arch == "gemma2");
+  BOOST_TEST(c.query_pre_attn_scalar == 16.0);
+  BOOST_TEST((c.attn_softcap == 2.0 && c.final_softcap == 1.5));
+  BOOST_TEST(windows(c) == (std::vector<int64_t>{5, 0, 5, 0}), boost::test_tools::per_element());
+  BOOST_TEST((c.norm_plus_one && c.scale_embeddings && c.post_norms && c.tie_word_embeddings));
+  BOOST_TEST(c.hidden_act == "gelu_tanh");
+  // Its norms hold 1 + weight; the source gives Hugging Face's weight (within f32's rounding of the 1 added).
+  const auto hf = open_weights(model_dir("gemma2"));
+  for (const char* name : {"model.layers.1.pre_feedforward_layernorm.weight", "model.layers.2.post_feedforward_layernorm.weight",
+                           "model.layers.0.post_attention_layernorm.weight", "model.norm.weight"}) {
+    const Tensor a = source->get(name), b = hf->get(name);
+    BOOST_REQUIRE(a.numel() == b.numel());
+    float worst = 0;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      worst = std::max(worst, std::fabs(a.data_as<const float>()[i] - b.data_as<const float>()[i]));
+    BOOST_TEST(worst < 1e-7f, name);
+  }
 }

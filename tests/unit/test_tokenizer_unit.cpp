@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "model/tokenizer/pretokenizer.hpp"
+#include "model/tokenizer/regex.hpp"
 #include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "model/tokenizer/unicode.hpp"
@@ -186,4 +187,19 @@ BOOST_AUTO_TEST_CASE(concurrent_encoding_agrees) {
   for (auto& r : results) threads.emplace_back([&] { for (int k = 0; k < 20; ++k) r = tok.encode(text); });
   for (auto& t : threads) t.join();
   for (const auto& r : results) BOOST_TEST(r == expected);
+}
+
+// A String pattern (Gemma's Split on " ", a Metaspace that splits on "▁") is matched as plain text: it failed to
+// compile before (PCRE2 refuses Unicode properties beside PCRE2_LITERAL).
+BOOST_AUTO_TEST_CASE(literal_patterns_match_as_plain_text) {
+  std::vector<std::pair<size_t, size_t>> found;
+  tok::Regex(" ", true).find_all("a b  c", found);
+  BOOST_TEST(found.size() == 3u);
+  found.clear();
+  tok::Regex("\u2581", true).find_all("\u2581Hello\u2581world", found);
+  BOOST_TEST(found.size() == 2u);
+  found.clear();
+  tok::Regex("a.c", true).find_all("abc a.c", found);  // the dot is a dot
+  BOOST_REQUIRE(found.size() == 1u);
+  BOOST_TEST(found[0].first == 4u);
 }
