@@ -30,7 +30,9 @@ split rules give each text, computed by Hugging Face tokenizers with those rules
 where they differ from the model's own tokenizer.json).
 
 Chat templates: renders conversations with transformers' apply_chat_template and the real Jinja templates of
-SmolLM2-Instruct, Qwen2-Instruct, Llama-3-Instruct, Llama-2-chat and Mistral-Instruct, and writes
+SmolLM2-Instruct, Qwen2-Instruct, Llama-3-Instruct, Llama-2-chat, Mistral-Instruct, Gemma 2, Phi-3 (both published
+forms, and Phi-3-medium's), Phi-3.5, Phi-4-mini, Phi-4 (both forms), Qwen3 (also with enable_thinking=False),
+DeepSeek-LLM chat and Falcon 2, and writes
     tests/data/chat_templates/golden.json
 
 Needs the PyPI packages `tokenizers`, `transformers` and `gguf` (no model hub access). Output is deterministic; rerun
@@ -146,7 +148,25 @@ CONVERSATIONS = [
     ],
     [{"role": "user", "content": "Écris « bonjour » en 日本語, please.\nTwo lines."}],
     [{"role": "assistant", "content": "I start."}, {"role": "user", "content": "Then I answer."}],
+    # Reasoning in an earlier answer (Qwen3 drops it from turns before the last question) and in the last one.
+    [
+        {"role": "user", "content": "Solve 2+2."},
+        {"role": "assistant", "content": "<think>\nTwo and two.\n</think>\n\nIt is 4."},
+        {"role": "user", "content": "And 3+3?"},
+    ],
+    [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "<think>\nGreet back.\n</think>\n\nHello!"}],
+    [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Blue."}],
+    [{"role": "system", "content": ""}, {"role": "user", "content": "Hi"}],
+    [
+        {"role": "user", "content": "One"},
+        {"role": "assistant", "content": "Two"},
+        {"role": "system", "content": "Be brief from now on."},
+        {"role": "user", "content": "Three"},
+    ],
 ]
+
+# Extra template arguments some cases are rendered with too (Qwen3's switch).
+TEMPLATE_KWARGS = {"qwen3": [{"enable_thinking": False}]}
 
 # The chat templates as the models publish them (tokenizer_config.json "chat_template").
 CHAT_TEMPLATES = {
@@ -197,6 +217,196 @@ CHAT_TEMPLATES = {
         "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
         "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
         "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}",
+    },
+    # Gemma and Gemma 2 instruction-tuned (google/gemma-7b-it, google/gemma-2-9b-it).
+    "gemma2": {
+        "bos": "<bos>",
+        "eos": "<eos>",
+        "template": "{{ bos_token }}{% if messages[0]['role'] == 'system' %}"
+        "{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}"
+        "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+        "{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
+        "{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}",
+    },
+    # Phi-3-mini-4k/128k-instruct (the form published since mid-2024).
+    "phi3": {
+        "bos": "<s>",
+        "eos": "<|endoftext|>",
+        "template": "{% for message in messages %}{% if message['role'] == 'system' %}"
+        "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+        "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+        "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}",
+    },
+    # Phi-3.5-mini-instruct: as Phi-3's, without an empty system message.
+    "phi3.5": {
+        "bos": "<s>",
+        "eos": "<|endoftext|>",
+        "template": "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+        "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+        "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+        "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}",
+    },
+    # Phi-3-mini-4k-instruct as first released: every user turn opens the assistant's, system messages dropped.
+    "phi3-original": {
+        "bos": "<s>",
+        "eos": "<|endoftext|>",
+        "template": "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}"
+        "{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}"
+        "{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\n'}}{% endif %}{% endfor %}",
+    },
+    # Phi-3-medium-4k/128k-instruct: the same without BOS.
+    "phi3-medium": {
+        "bos": "<s>",
+        "eos": "<|endoftext|>",
+        "template": "{% for message in messages %}{% if (message['role'] == 'user') %}"
+        "{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}"
+        "{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\n'}}{% endif %}{% endfor %}",
+    },
+    # Phi-4-mini-instruct.
+    "phi4-mini": {
+        "bos": "<|endoftext|>",
+        "eos": "<|endoftext|>",
+        "template": "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+        "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + "
+        "message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + "
+        "message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+        "{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}",
+    },
+    # Phi-4 (microsoft/phi-4), with the generation prompt on request.
+    "phi4": {
+        "bos": "<|endoftext|>",
+        "eos": "<|im_end|>",
+        "template": "{% for message in messages %}{% if (message['role'] == 'system') %}"
+        "{{'<|im_start|>system<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'user') %}"
+        "{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|>'}}"
+        "{% elif (message['role'] == 'assistant') %}"
+        "{{'<|im_start|>assistant<|im_sep|>' + message['content'] + '<|im_end|>'}}{% endif %}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}{% endif %}",
+    },
+    # Phi-4 as first released: every user turn opens the assistant's.
+    "phi4-original": {
+        "bos": "<|endoftext|>",
+        "eos": "<|im_end|>",
+        "template": "{% for message in messages %}{% if (message['role'] == 'system') %}"
+        "{{'<|im_start|>system<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'user') %}"
+        "{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|><|im_start|>assistant<|im_sep|>'}}"
+        "{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|im_end|>'}}{% endif %}{% endfor %}",
+    },
+    # Qwen3 (Qwen/Qwen3-0.6B as released; the hybrid thinking models share it).
+    "qwen3": {
+        "bos": None,
+        "eos": "<|im_end|>",
+        "template": (
+        "{%- if tools %}\n"
+        "    {{- '<|im_start|>system\\n' }}\n"
+        "    {%- if messages[0].role == 'system' %}\n"
+        "        {{- messages[0].content + '\\n\\n' }}\n"
+        "    {%- endif %}\n"
+        "    {{- \"# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n"
+        "    {%- for tool in tools %}\n"
+        "        {{- \"\\n\" }}\n"
+        "        {{- tool | tojson }}\n"
+        "    {%- endfor %}\n"
+        "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+        "{%- else %}\n"
+        "    {%- if messages[0].role == 'system' %}\n"
+        "        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n"
+        "    {%- endif %}\n"
+        "{%- endif %}\n"
+        "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}\n"
+        "{%- for message in messages[::-1] %}\n"
+        "    {%- set index = (messages|length - 1) - loop.index0 %}\n"
+        "    {%- if ns.multi_step_tool and message.role == \"user\" and not(message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}\n"
+        "        {%- set ns.multi_step_tool = false %}\n"
+        "        {%- set ns.last_query_index = index %}\n"
+        "    {%- endif %}\n"
+        "{%- endfor %}\n"
+        "{%- for message in messages %}\n"
+        "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) %}\n"
+        "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
+        "    {%- elif message.role == \"assistant\" %}\n"
+        "        {%- set content = message.content %}\n"
+        "        {%- set reasoning_content = '' %}\n"
+        "        {%- if message.reasoning_content is defined and message.reasoning_content is not none %}\n"
+        "            {%- set reasoning_content = message.reasoning_content %}\n"
+        "        {%- else %}\n"
+        "            {%- if '</think>' in message.content %}\n"
+        "                {%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}\n"
+        "                {%- set reasoning_content = message.content.split('</think>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n"
+        "            {%- endif %}\n"
+        "        {%- endif %}\n"
+        "        {%- if loop.index0 > ns.last_query_index %}\n"
+        "            {%- if loop.last or (not loop.last and reasoning_content) %}\n"
+        "                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}\n"
+        "            {%- else %}\n"
+        "                {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+        "            {%- endif %}\n"
+        "        {%- else %}\n"
+        "            {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+        "        {%- endif %}\n"
+        "        {%- if message.tool_calls %}\n"
+        "            {%- for tool_call in message.tool_calls %}\n"
+        "                {%- if (loop.first and content) or (not loop.first) %}\n"
+        "                    {{- '\\n' }}\n"
+        "                {%- endif %}\n"
+        "                {%- if tool_call.function %}\n"
+        "                    {%- set tool_call = tool_call.function %}\n"
+        "                {%- endif %}\n"
+        "                {{- '<tool_call>\\n{\"name\": \"' }}\n"
+        "                {{- tool_call.name }}\n"
+        "                {{- '\", \"arguments\": ' }}\n"
+        "                {%- if tool_call.arguments is string %}\n"
+        "                    {{- tool_call.arguments }}\n"
+        "                {%- else %}\n"
+        "                    {{- tool_call.arguments | tojson }}\n"
+        "                {%- endif %}\n"
+        "                {{- '}\\n</tool_call>' }}\n"
+        "            {%- endfor %}\n"
+        "        {%- endif %}\n"
+        "        {{- '<|im_end|>\\n' }}\n"
+        "    {%- elif message.role == \"tool\" %}\n"
+        "        {%- if loop.first or (messages[loop.index0 - 1].role != \"tool\") %}\n"
+        "            {{- '<|im_start|>user' }}\n"
+        "        {%- endif %}\n"
+        "        {{- '\\n<tool_response>\\n' }}\n"
+        "        {{- message.content }}\n"
+        "        {{- '\\n</tool_response>' }}\n"
+        "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n"
+        "            {{- '<|im_end|>\\n' }}\n"
+        "        {%- endif %}\n"
+        "    {%- endif %}\n"
+        "{%- endfor %}\n"
+        "{%- if add_generation_prompt %}\n"
+        "    {{- '<|im_start|>assistant\\n' }}\n"
+        "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+        "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
+        "    {%- endif %}\n"
+        "{%- endif %}"
+        ),
+    },
+    # DeepSeek-LLM chat (deepseek-ai/deepseek-llm-7b-chat).
+    "deepseek-llm": {
+        "bos": "<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+        "eos": "<\uff5cend\u2581of\u2581sentence\uff5c>",
+        "template": "{% if not add_generation_prompt is defined %}{% set add_generation_prompt = false %}{% endif %}"
+        "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+        "{{ 'User: ' + message['content'] + '\\n\\n' }}{% elif message['role'] == 'assistant' %}"
+        "{{ 'Assistant: ' + message['content'] + eos_token }}{% elif message['role'] == 'system' %}"
+        "{{ message['content'] + '\\n\\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}"
+        "{{ 'Assistant:' }}{% endif %}",
+    },
+    # Falcon 2 (tiiuae/falcon-11B). Falcon-7B/40B-instruct publish no template (plain).
+    "falcon2": {
+        "bos": None,
+        "eos": "<|endoftext|>",
+        "template": "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ 'User: \n' + "
+        "message['content'] }}\n{% elif message['role'] == 'system' %}\n{{ 'System: ' + message['content'] }}\n"
+        "{% elif message['role'] == 'assistant' %}\n{{ 'Falcon:\n'  + message['content']}}\n{% endif %}\n"
+        "{% if loop.last and add_generation_prompt %}\n{{ 'Falcon:' }}\n{% endif %}\n{% endfor %}",
     },
 }
 
@@ -710,17 +920,20 @@ def write_chat_golden():
     cases = []
     for name, spec in CHAT_TEMPLATES.items():
         hf = PreTrainedTokenizerFast(tokenizer_object=base, bos_token=spec["bos"], eos_token=spec["eos"])
-        for index, conversation in enumerate(CONVERSATIONS):
-            for add_generation_prompt in (False, True):
-                case = {"template": name, "conversation": index, "add_generation_prompt": add_generation_prompt}
-                try:
-                    case["text"] = hf.apply_chat_template(
-                        conversation, chat_template=spec["template"], tokenize=False,
-                        add_generation_prompt=add_generation_prompt,
-                    )
-                except Exception as e:  # the template raised: roles out of order, unsupported role
-                    case["error"] = str(e)
-                cases.append(case)
+        for kwargs in [{}] + TEMPLATE_KWARGS.get(name, []):
+            for index, conversation in enumerate(CONVERSATIONS):
+                for add_generation_prompt in (False, True):
+                    case = {"template": name, "conversation": index, "add_generation_prompt": add_generation_prompt}
+                    if kwargs:
+                        case["kwargs"] = kwargs
+                    try:
+                        case["text"] = hf.apply_chat_template(
+                            conversation, chat_template=spec["template"], tokenize=False,
+                            add_generation_prompt=add_generation_prompt, **kwargs,
+                        )
+                    except Exception as e:  # the template raised: roles out of order, unsupported role
+                        case["error"] = str(e)
+                    cases.append(case)
     import transformers
 
     golden = {"transformers_version": transformers.__version__, "templates": CHAT_TEMPLATES,
@@ -736,7 +949,8 @@ def main():
         "bpe-qwen2": make_bpe_qwen2,
         "bpe-bloom": make_bpe_bloom,
         "bpe-falcon": make_bpe_falcon,
-        "bpe-deepseek-llm": lambda: make_bpe_deepseek(DEEPSEEK_LLM_SPLITS, True),
+        "bpe-deepseek-llm": lambda: make_bpe_deepseek(DEEPSEEK_LLM_SPLITS, True,
+                                                      CHAT_TEMPLATES["deepseek-llm"]["template"]),
         "bpe-deepseek-coder": lambda: make_bpe_deepseek(DEEPSEEK_CODER_SPLITS, True),
         "bpe-deepseek-v3": lambda: make_bpe_deepseek(DEEPSEEK_V3_SPLITS, False),
         "spm-legacy": lambda: make_spm("legacy"),
