@@ -9,9 +9,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/tokenizer/chat_template.hpp"
 #include "model/tokenizer/pretokenizer.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 #include "model/weights/gguf_file.hpp"
+#include "model/weights/mapped_file.hpp"
+#include "support/gguf_bytes.hpp"
 
 using namespace corolla;
 using json = nlohmann::json;
@@ -93,4 +96,44 @@ BOOST_AUTO_TEST_CASE(the_names_follow_llama_cpp) {
       BOOST_TEST(std::string(e.what()).find("unknown pre-tokenizer '" + std::string(refused) + "'") != std::string::npos);
     }
   }
+}
+
+// Gemma's GGUF vocabulary is SentencePiece ("llama") without the space prefix; its turns end with <end_of_turn>,
+// which a converter may write as a user-defined token. As llama.cpp, Corolla then makes it a control token: it ends
+// generation, the chat template finds it, and it is read from text only as special-token text.
+BOOST_AUTO_TEST_CASE(gemma_shaped_sentencepiece_vocabulary) {
+  const std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
+                                           "\xE2\x96\x81", "H", "i", "Hi", "\xE2\x96\x81Hi"};
+  const std::vector<int32_t> types = {3, 3, 3, 2, 4, 4, 1, 1, 1, 1, 1};
+  std::string type_bytes;
+  for (int32_t t : types) test::append_le<int32_t>(type_bytes, t);
+  test::GgufBuilder g;
+  g.str("tokenizer.ggml.model", "llama")
+      .strings("tokenizer.ggml.tokens", tokens)
+      .floats("tokenizer.ggml.scores", {0, 0, 0, 0, 0, 0, -1, -2, -3, -4, -5})
+      .array("tokenizer.ggml.token_type", test::gguf_i32, types.size(), type_bytes)
+      .u32("tokenizer.ggml.bos_token_id", 2)
+      .u32("tokenizer.ggml.eos_token_id", 1)
+      .str("tokenizer.chat_template", read_json(std::string(COROLLA_TEST_DATA) + "/chat_templates/golden.json")
+                                          .at("templates").at("gemma2").at("template").get<std::string>());
+  // add_space_prefix = false, as Gemma's converter writes it (a bool: GGUF type 7)
+  ++g.n_kv;
+  test::append_gguf_string(g.kv, "tokenizer.ggml.add_space_prefix");
+  test::append_le<uint32_t>(g.kv, 7);
+  g.kv += '\0';
+  const Tokenizer tok = Tokenizer::from_gguf(*GgufFile::parse(MappedFile::from_bytes("gemma.gguf", g.bytes())));
+  BOOST_TEST(tok.encode("Hi", {.add_special = false}) == (std::vector<int32_t>{9}));  // no "▁" prefix
+  BOOST_TEST(tok.encode("Hi") == (std::vector<int32_t>{2, 9}));
+  BOOST_TEST(tok.is_eos(5));
+  BOOST_TEST(tok.is_special(5));
+  BOOST_TEST(!tok.is_eos(4));
+  BOOST_TEST(tok.encode("<start_of_turn>Hi<end_of_turn>", {.add_special = false, .parse_special = true}) ==
+             (std::vector<int32_t>{4, 9, 5}));
+  const ChatTemplate chat = ChatTemplate::for_tokenizer(tok);
+  BOOST_TEST(chat.format() == ChatFormat::gemma);
+  BOOST_TEST(chat.end_of_turn_id() == 5);
+  const std::vector<ChatMessage> hi = {{"user", "Hi"}};
+  const auto ids = tok.encode(chat.render(hi, true), {.add_special = false, .parse_special = true});
+  BOOST_TEST(ids.front() == 2);  // BOS, written by the template
+  BOOST_TEST(ids[1] == 4);
 }
