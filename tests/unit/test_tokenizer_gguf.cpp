@@ -15,32 +15,29 @@
 #include "model/weights/gguf_file.hpp"
 #include "model/weights/mapped_file.hpp"
 #include "support/gguf_bytes.hpp"
+#include "support/tokenizer_golden.hpp"
 
 using namespace corolla;
 using json = nlohmann::json;
 namespace bdata = boost::unit_test::data;
+using test::ids_of;
 
 namespace {
 
 const char* kVocabs[] = {"bpe-smollm", "bpe-llama3",       "bpe-qwen2",          "bpe-bloom",
                          "bpe-falcon", "bpe-deepseek-llm", "bpe-deepseek-coder", "bpe-deepseek-v3"};
 
-std::string dir_of(const std::string& name) { return std::string(COROLLA_TEST_DATA) + "/tokenizers/" + name; }
-
-json read_json(const std::string& path) {
-  std::ifstream f(path);
-  BOOST_REQUIRE_MESSAGE(f, "missing " << path << " (run tools/make_tokenizer_golden.py)");
+json chat_golden() {
+  std::ifstream f(std::string(COROLLA_TEST_DATA) + "/chat_templates/golden.json");
   return json::parse(f);
 }
-
-std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
 
 }  // namespace
 
 BOOST_DATA_TEST_CASE(encodes_like_llama_cpp_and_hugging_face, bdata::make(kVocabs), name) {
-  const Tokenizer tok = Tokenizer::from_gguf(*GgufFile::open(dir_of(name) + "/vocab.gguf"));
-  const json gguf = read_json(dir_of(name) + "/gguf_golden.json");
-  const json hf = read_json(dir_of(name) + "/golden.json");
+  const Tokenizer tok = Tokenizer::from_gguf(*GgufFile::open(test::tokenizer_dir(name) + "/vocab.gguf"));
+  const json gguf = test::tokenizer_golden(name, "gguf_golden.json");
+  const json hf = test::tokenizer_golden(name);
   BOOST_REQUIRE(gguf.at("cases").size() == hf.at("cases").size());
   BOOST_TEST(tok.vocab_size() == hf.at("vocab_size").get<size_t>());
   size_t same_as_hf = 0, differ = 0;
@@ -114,8 +111,7 @@ BOOST_AUTO_TEST_CASE(gemma_shaped_sentencepiece_vocabulary) {
       .array("tokenizer.ggml.token_type", test::gguf_i32, types.size(), type_bytes)
       .u32("tokenizer.ggml.bos_token_id", 2)
       .u32("tokenizer.ggml.eos_token_id", 1)
-      .str("tokenizer.chat_template", read_json(std::string(COROLLA_TEST_DATA) + "/chat_templates/golden.json")
-                                          .at("templates").at("gemma2").at("template").get<std::string>());
+      .str("tokenizer.chat_template", chat_golden().at("templates").at("gemma2").at("template").get<std::string>());
   // add_space_prefix = false, as Gemma's converter writes it (a bool: GGUF type 7)
   ++g.n_kv;
   test::append_gguf_string(g.kv, "tokenizer.ggml.add_space_prefix");

@@ -3,31 +3,25 @@
 #define BOOST_TEST_MODULE tokenizer_hf
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
+#include "support/tokenizer_golden.hpp"
 
 using namespace corolla;
 using json = nlohmann::json;
 namespace bdata = boost::unit_test::data;
+using test::ids_of;
 
 namespace {
 
-const char* kTokenizers[] = {"bpe-smollm",       "bpe-llama3",         "bpe-qwen2",       "bpe-bloom",
-                             "bpe-falcon",       "bpe-deepseek-llm",   "bpe-deepseek-coder", "bpe-deepseek-v3",
-                             "spm-legacy",       "spm-metaspace"};
+const char* kTokenizers[] = {"bpe-smollm",      "bpe-llama3",         "bpe-qwen2",       "bpe-bloom",
+                             "bpe-falcon",      "bpe-deepseek-llm",   "bpe-deepseek-coder", "bpe-deepseek-v3",
+                             "spm-legacy",      "spm-metaspace"};
 
-std::string dir_of(const std::string& name) { return std::string(COROLLA_TEST_DATA) + "/tokenizers/" + name; }
-
-json golden(const std::string& name) {
-  std::ifstream f(dir_of(name) + "/golden.json");
-  BOOST_REQUIRE_MESSAGE(f, "missing " << dir_of(name) << "/golden.json (run tools/make_tokenizer_golden.py)");
-  return json::parse(f);
-}
-
-std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+std::string dir_of(const std::string& name) { return test::tokenizer_dir(name); }
+json golden(const std::string& name) { return test::tokenizer_golden(name); }
 
 std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip_special) {
   StreamDecoder s(tok, skip_special);
