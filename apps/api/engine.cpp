@@ -25,7 +25,8 @@ ApiError swarm_error(const caf::error& e) {
 
 bool ApiModel::is_eos(int32_t id) const {
   const auto& eos = head->config().eos_token_ids;
-  return std::find(eos.begin(), eos.end(), id) != eos.end() || tokenizer.is_eos(id);
+  return std::find(eos.begin(), eos.end(), id) != eos.end() || tokenizer.is_eos(id) ||
+         (id >= 0 && id == chat.end_of_turn_id());
 }
 
 namespace {

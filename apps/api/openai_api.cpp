@@ -44,6 +44,9 @@ std::vector<ChatMessage> read_messages(const json& body) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
       throw bad_request("messages[" + std::to_string(i) + "] must be an object with a 'role'", "messages");
     std::string role = m["role"].get<std::string>();
+    for (const char* k : {"tool_calls", "function_call"})
+      if (m.contains(k) && !m[k].is_null() && !(m[k].is_array() && m[k].empty()))
+        throw bad_request("messages[" + std::to_string(i) + "]." + k + ": tool calls are not supported", "messages");
     if (role == "developer") role = "system";
     if (role != "system" && role != "user" && role != "assistant")
       throw bad_request("messages[" + std::to_string(i) + "].role '" + role +
@@ -52,6 +55,19 @@ std::vector<ChatMessage> read_messages(const json& body) {
     out.push_back({role, message_text(m.contains("content") ? m["content"] : json(), i)});
   }
   return out;
+}
+
+// chat_template_kwargs (as vLLM reads it): the template arguments Corolla's formats take; others are refused.
+ChatOptions read_chat_options(const json& body) {
+  ChatOptions options;
+  const auto it = body.find("chat_template_kwargs");
+  if (it == body.end() || it->is_null()) return options;
+  if (!it->is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+  for (const auto& [key, value] : it->items())
+    if (key != "enable_thinking")
+      throw bad_request("chat_template_kwargs." + key + " is not supported (enable_thinking)", "chat_template_kwargs");
+  options.enable_thinking = get_bool(*it, "enable_thinking").value_or(true);
+  return options;
 }
 
 // What a request asks, checked, before any session is opened.
@@ -213,7 +229,7 @@ void chat_completions(Engine& engine, const Request& req, const Responder& res) 
     if (!p.model) throw err;
     const auto messages = read_messages(body);
     try {
-      p.prompt = p.model->tokenizer.encode(p.model->chat.render(messages, true),
+      p.prompt = p.model->tokenizer.encode(p.model->chat.render(messages, true, read_chat_options(body)),
                                            {.add_special = false, .parse_special = true});
     } catch (const std::invalid_argument& e) {
       throw bad_request(std::string("messages: ") + e.what(), "messages");

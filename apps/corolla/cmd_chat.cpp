@@ -97,7 +97,7 @@ int run(const ChatOptions& o) {
         for (int64_t i = 0; i < o.max_new_tokens; ++i) {
           const int32_t next =
               sampler.next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, conversation.cached());
-          if (tokenizer.is_eos(next)) break;
+          if (tokenizer.is_eos(next) || next == chat.end_of_turn_id()) break;
           reply.push_back(next);
           std::cout << decoder.push(next) << std::flush;
           logits = conversation.feed_one(next);

@@ -13,7 +13,9 @@ using namespace tok;
 
 namespace {
 
-// End-of-generation tokens llama.cpp recognises by their text when the metadata does not list them.
+// End-of-generation tokens llama.cpp recognises by their text when the metadata does not list them. Like llama.cpp,
+// such a token is a control token whatever type the file gives it (a converter may have written Gemma's
+// <end_of_turn> as user-defined): it ends generation and is matched in text only as special-token text.
 constexpr const char* kEndOfGeneration[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
                                             "<|eom_id|>", "<EOT>", "<|end_of_text|>"};
 
@@ -56,6 +58,13 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
     }
     d->vocab.set(static_cast<int32_t>(i), tokens[i], kind, scores ? static_cast<float>(scores->floats[i]) : 0.f);
   }
+
+  std::vector<int32_t> end_of_generation;
+  for (const char* text : kEndOfGeneration)
+    if (auto id = d->vocab.find(text)) {
+      d->vocab.set_kind(*id, TokenKind::control);
+      end_of_generation.push_back(*id);
+    }
 
   // Control, user-defined and unknown tokens are cut out of the text before anything else.
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -124,8 +133,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
 
   for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
     if (int32_t id = optional_id(g, key, d->vocab); id >= 0) d->eos_ids.push_back(id);
-  for (const char* text : kEndOfGeneration)
-    if (auto id = d->vocab.find(text); id && d->vocab.kind(*id) == TokenKind::control) d->eos_ids.push_back(*id);
+  d->eos_ids.insert(d->eos_ids.end(), end_of_generation.begin(), end_of_generation.end());
   d->chat_template = g.find_string("tokenizer.chat_template").value_or("");
   d->finish();
   return Tokenizer(std::move(d));

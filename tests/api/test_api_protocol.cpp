@@ -224,6 +224,12 @@ BOOST_AUTO_TEST_CASE(chat_completion_renders_the_template_and_counts_usage) {
                             .size();
   BOOST_TEST(j["usage"]["prompt_tokens"] == prompt);
   BOOST_TEST(j["usage"]["completion_tokens"].get<int>() <= 8);
+  // Template arguments (vLLM's chat_template_kwargs): Qwen3's enable_thinking, which ChatML ignores.
+  auto k = post_json(port(), "/v1/chat/completions",
+                     {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 1},
+                      {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  BOOST_REQUIRE_MESSAGE(k.status == 200, k.body);
+  BOOST_TEST(k.json()["usage"]["prompt_tokens"] == prompt);
   // Streamed: a first chunk with the role, then content, then the finish reason and [DONE].
   auto s = post_json(port(), "/v1/chat/completions",
                      {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 8}, {"temperature", 0}, {"stream", true}});
@@ -399,6 +405,17 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_4xx_with_a_message_and_the_server_stays_up
   expect(post_json(port(), "/v1/chat/completions",
                    {{"model", "tiny"}, {"messages", {{{"role", "tool"}, {"content", "x"}}}}}),
          400, "role 'tool'");
+  const json call = {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}}};
+  expect(post_json(port(), "/v1/chat/completions",
+                   {{"model", "tiny"},
+                    {"messages", {{{"role", "user"}, {"content", "x"}}, {{"role", "assistant"}, {"tool_calls", call}}}}}),
+         400, "messages[1].tool_calls: tool calls are not supported");
+  expect(post_json(port(), "/v1/chat/completions",
+                   {{"model", "tiny"}, {"messages", msgs}, {"chat_template_kwargs", {{"tools_on", true}}}}),
+         400, "chat_template_kwargs.tools_on is not supported");
+  expect(post_json(port(), "/v1/chat/completions",
+                   {{"model", "tiny"}, {"messages", msgs}, {"chat_template_kwargs", {{"enable_thinking", "maybe"}}}}),
+         400, "enable_thinking");
   expect(post_json(port(), "/v1/completions", {{"model", "tiny"}, {"prompt", {1, 2, 999}}}), 400, "outside the vocabulary");
   expect(post_json(port(), "/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"stop", {1}}}), 400, "'stop'");
   expect(get(port(), "/v1/nothing"), 404, "no such endpoint");

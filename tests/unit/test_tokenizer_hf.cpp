@@ -3,30 +3,25 @@
 #define BOOST_TEST_MODULE tokenizer_hf
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
+#include "support/tokenizer_golden.hpp"
 
 using namespace corolla;
 using json = nlohmann::json;
 namespace bdata = boost::unit_test::data;
+using test::ids_of;
 
 namespace {
 
-const char* kTokenizers[] = {"bpe-smollm", "bpe-llama3", "bpe-qwen2",     "bpe-bloom",
-                             "bpe-falcon", "spm-legacy", "spm-metaspace", "spm-gemma"};
+const char* kTokenizers[] = {"bpe-smollm",      "bpe-llama3",         "bpe-qwen2",       "bpe-bloom",
+                             "bpe-falcon",      "bpe-deepseek-llm",   "bpe-deepseek-coder", "bpe-deepseek-v3",
+                             "spm-legacy",      "spm-metaspace",      "spm-gemma"};
 
-std::string dir_of(const std::string& name) { return std::string(COROLLA_TEST_DATA) + "/tokenizers/" + name; }
-
-json golden(const std::string& name) {
-  std::ifstream f(dir_of(name) + "/golden.json");
-  BOOST_REQUIRE_MESSAGE(f, "missing " << dir_of(name) << "/golden.json (run tools/make_tokenizer_golden.py)");
-  return json::parse(f);
-}
-
-std::vector<int32_t> ids_of(const json& j) { return j.get<std::vector<int32_t>>(); }
+std::string dir_of(const std::string& name) { return test::tokenizer_dir(name); }
+json golden(const std::string& name) { return test::tokenizer_golden(name); }
 
 std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip_special) {
   StreamDecoder s(tok, skip_special);
@@ -85,14 +80,14 @@ BOOST_DATA_TEST_CASE(streaming_gives_the_same_text, bdata::make(kTokenizers), na
 
 BOOST_DATA_TEST_CASE(special_tokens_and_config, bdata::make(kTokenizers), name) {
   const Tokenizer tok = Tokenizer::from_hf_dir(dir_of(name));
-  // BLOOM's and Falcon's tokenizers have none (nor does the Gemma-layout test tokenizer).
-  BOOST_TEST(tok.chat_template().empty() == (std::string(name) == "bpe-bloom" || std::string(name) == "bpe-falcon" ||
-                                             std::string(name) == "spm-gemma"));
+  // BLOOM's and Falcon's tokenizers have none (nor does the Gemma-layout test tokenizer); DeepSeek-Coder's and
+  // -V3's have templates Corolla does not render.
+  const std::string n = name;
+  BOOST_TEST(tok.chat_template().empty() == (n == "bpe-bloom" || n == "bpe-falcon" || n == "spm-gemma" ||
+                                             n == "bpe-deepseek-coder" || n == "bpe-deepseek-v3"));
   BOOST_TEST(tok.eos_id() >= 0);
   BOOST_TEST(tok.is_eos(tok.eos_id()));
   BOOST_TEST(tok.is_special(tok.eos_id()));
-  const bool llama3 = std::string(name) == "bpe-llama3";
-  const bool spm = std::string(name).starts_with("spm");
-  BOOST_TEST(tok.adds_bos() == (llama3 || spm));
+  BOOST_TEST(tok.adds_bos() == (n == "bpe-llama3" || n.starts_with("bpe-deepseek") || n.starts_with("spm")));
   BOOST_TEST(!tok.adds_eos());
 }
