@@ -1,4 +1,6 @@
 // Tokenizer from GGUF metadata (tokenizer.ggml.*), following llama.cpp's reading of those keys.
+#include <cctype>
+#include <initializer_list>
 #include <stdexcept>
 
 #include "model/config.hpp"
@@ -25,6 +27,14 @@ int32_t optional_id(const GgufFile& g, const std::string& key, const Vocab& voca
   if (*v >= static_cast<int64_t>(vocab.size()))
     throw std::runtime_error(g.path() + ": " + key + " = " + std::to_string(*v) + " is outside the vocabulary");
   return static_cast<int32_t>(*v);
+}
+
+// Whether `name`, in lower case, contains one of `parts` (llama.cpp's test of general.name).
+bool name_contains_any(std::string name, std::initializer_list<const char*> parts) {
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* p : parts)
+    if (name.find(p) != std::string::npos) return true;
+  return false;
 }
 
 bool optional_bool(const GgufFile& g, const std::string& key, bool fallback) {
@@ -66,12 +76,17 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& g) {
       end_of_generation.push_back(*id);
     }
 
-  // Control, user-defined and unknown tokens are cut out of the text before anything else.
+  // Control, user-defined and unknown tokens are cut out of the text before anything else. llama.cpp gives those of
+  // a Phi-3 vocabulary RSTRIP (the whitespace after them goes with them, as Phi-3's tokenizer.json says of its added
+  // tokens) but <unk>, <s> and <|endoftext|>, keyed on the model's name: nothing in the vocabulary tells.
+  const bool phi3 = name_contains_any(g.find_string("general.name").value_or(""), {"phi-3", "phi3"});
   for (size_t i = 0; i < tokens.size(); ++i) {
     const auto id = static_cast<int32_t>(i);
     const TokenKind k = d->vocab.kind(id);
-    if (k == TokenKind::control || k == TokenKind::unknown || k == TokenKind::user_defined)
-      d->added.add({id, tokens[i], k != TokenKind::user_defined});
+    if (k != TokenKind::control && k != TokenKind::unknown && k != TokenKind::user_defined) continue;
+    AddedToken t{id, tokens[i], k != TokenKind::user_defined};
+    t.rstrip = phi3 && tokens[i] != "<unk>" && tokens[i] != "<s>" && tokens[i] != "<|endoftext|>";
+    d->added.add(std::move(t));
   }
 
   bool add_bos = false;

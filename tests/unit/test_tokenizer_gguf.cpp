@@ -133,3 +133,33 @@ BOOST_AUTO_TEST_CASE(gemma_shaped_sentencepiece_vocabulary) {
   BOOST_TEST(ids.front() == 2);  // BOS, written by the template
   BOOST_TEST(ids[1] == 4);
 }
+
+// llama.cpp gives a Phi-3 vocabulary's special tokens RSTRIP (they swallow the whitespace after them, as Phi-3's
+// tokenizer.json says of its added tokens), keyed on general.name containing "phi-3" or "phi3" since nothing in
+// the vocabulary itself tells; <unk>, <s> and <|endoftext|> keep theirs. Any other name keeps the whitespace.
+BOOST_AUTO_TEST_CASE(a_phi3_vocabulary_strips_the_whitespace_after_special_tokens) {
+  const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "<|user|>", "<|end|>", "<|endoftext|>",
+                                           "\xE2\x96\x81", "H", "i", "Hi", "\xE2\x96\x81Hi", "<0x0A>"};
+  const std::vector<int32_t> types = {2, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 6};
+  std::string type_bytes;
+  for (int32_t t : types) test::append_le<int32_t>(type_bytes, t);
+  auto vocabulary = [&](const std::string& name) {
+    test::GgufBuilder g;
+    g.str("general.name", name)
+        .str("tokenizer.ggml.model", "llama")
+        .strings("tokenizer.ggml.tokens", tokens)
+        .floats("tokenizer.ggml.scores", {0, 0, 0, 0, 0, 0, -1, -2, -3, -4, -5, 0})
+        .array("tokenizer.ggml.token_type", test::gguf_i32, types.size(), type_bytes)
+        .u32("tokenizer.ggml.bos_token_id", 1)
+        .u32("tokenizer.ggml.eos_token_id", 2);
+    return Tokenizer::from_gguf(*GgufFile::parse(MappedFile::from_bytes("v.gguf", g.bytes())));
+  };
+  const EncodeOptions specials{.add_special = false, .parse_special = true};
+  const Tokenizer phi3 = vocabulary("Phi-3-mini-4k-instruct");
+  // "<|user|>\nHi<|end|>\n": the newlines after <|user|> and <|end|> are swallowed; "Hi" then starts a word.
+  BOOST_TEST(phi3.encode("<|user|>\nHi<|end|>\n", specials) == (std::vector<int32_t>{3, 10, 4}));
+  // <|endoftext|> keeps the whitespace after it (byte fallback for the newline).
+  BOOST_TEST(phi3.encode("<|endoftext|>\nHi", specials) == (std::vector<int32_t>{5, 6, 11, 9}));
+  const Tokenizer other = vocabulary("Some-Model");
+  BOOST_TEST(other.encode("<|user|>\nHi<|end|>\n", specials) == (std::vector<int32_t>{3, 6, 11, 9, 4, 6, 11}));
+}
