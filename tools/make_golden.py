@@ -1052,38 +1052,24 @@ def read_gguf(path: Path, config) -> tuple[dict[str, torch.Tensor], GGUFReader]:
 def check_gguf_metadata(reader: GGUFReader, config, gtype: str) -> None:
     arch = reader.fields["general.architecture"].contents()
     f = {k: v.contents() for k, v in reader.fields.items() if not k.startswith("GGUF.")}
-    if arch == "falcon":
+    if arch in ("falcon", "bloom"):  # LayerNorm families: their converters' own keys, every 1-D tensor in f32
         want = {
-            "falcon.block_count": config.num_hidden_layers,
-            "falcon.context_length": 2048,
-            "falcon.tensor_data_layout": "jploski",
-            "falcon.embedding_length": config.hidden_size,
-            "falcon.feed_forward_length": 4 * config.hidden_size,
-            "falcon.attention.head_count": config.num_attention_heads,
-            "falcon.attention.head_count_kv": config.num_key_value_heads,
+            f"{arch}.block_count": config.num_hidden_layers,
+            # Falcon's converter writes a constant; BLOOM's seq_length, else the hidden size
+            f"{arch}.context_length": 2048 if arch == "falcon" else config.to_dict().get("seq_length",
+                                                                                      config.hidden_size),
+            f"{arch}.embedding_length": config.hidden_size,
+            f"{arch}.feed_forward_length": 4 * config.hidden_size,
+            f"{arch}.attention.head_count": config.num_attention_heads,
+            f"{arch}.attention.head_count_kv": config.num_key_value_heads if arch == "falcon"
+            else config.num_attention_heads,
             "general.file_type": int(GGUF_TYPES[gtype][1]),
         }
+        if arch == "falcon":
+            want["falcon.tensor_data_layout"] = "jploski"
         for k, v in want.items():
             assert f[k] == v, (k, f[k], v)
-        eps = f["falcon.attention.layer_norm_epsilon"]
-        assert abs(eps - config.layer_norm_epsilon) <= 1e-6 * config.layer_norm_epsilon, eps
-        for t in reader.tensors:
-            want_t = GGMLQuantizationType.F32 if len(t.shape) == 1 else GGUF_TYPES[gtype][0]
-            assert t.tensor_type == want_t, (t.name, t.tensor_type, want_t)
-        return
-    if arch == "bloom":
-        want = {
-            "bloom.block_count": config.num_hidden_layers,
-            "bloom.context_length": config.to_dict().get("seq_length", config.hidden_size),
-            "bloom.embedding_length": config.hidden_size,
-            "bloom.feed_forward_length": 4 * config.hidden_size,
-            "bloom.attention.head_count": config.num_attention_heads,
-            "bloom.attention.head_count_kv": config.num_attention_heads,
-            "general.file_type": int(GGUF_TYPES[gtype][1]),
-        }
-        for k, v in want.items():
-            assert f[k] == v, (k, f[k], v)
-        eps = f["bloom.attention.layer_norm_epsilon"]
+        eps = f[f"{arch}.attention.layer_norm_epsilon"]
         assert abs(eps - config.layer_norm_epsilon) <= 1e-6 * config.layer_norm_epsilon, eps
         for t in reader.tensors:
             want_t = GGMLQuantizationType.F32 if len(t.shape) == 1 else GGUF_TYPES[gtype][0]
