@@ -7,6 +7,7 @@
 //   memory   peak RSS during decode vs weights + KV cache
 //
 //   bench_decode --model=DIR [--threads=2] [--tokens=32] [--rounds=5] [--prefill=512] [--context=1024]
+//                [--dtype=q4_K]   (weights converted to this dtype on loading, as `corolla serve --dtype` does)
 //   (decode: `tokens` warm-up steps, then rounds x tokens measured ones; prefill: `rounds` alternations, none
 //   with --prefill=0)
 #include <sys/resource.h>
@@ -16,6 +17,8 @@
 #include <cstdio>
 #include <memory>
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "bench/bench_util.hpp"
 #include "bench/dnnl_matmul.hpp"
@@ -82,16 +85,25 @@ int main(int argc, char** argv) {
   const int prefill = std::stoi(arg(argc, argv, "prefill", "512"));
   const int64_t context = std::stoll(arg(argc, argv, "context", "1024"));
   const int rounds = std::max(1, std::stoi(arg(argc, argv, "rounds", "5")));
+  const std::string dtype_arg = arg(argc, argv, "dtype", "");
+  std::optional<DType> dtype;
+  if (!dtype_arg.empty() && !(dtype = parse_dtype(dtype_arg))) {
+    std::fprintf(stderr, "bench_decode: unknown --dtype %s\n", dtype_arg.c_str());
+    return 2;
+  }
 
   auto backend = make_cpu_backend(threads);
   auto source = open_weights(dir);
-  LocalModel model(source, *backend);
+  const double load_t0 = wall_s();
+  LocalModel model(source, *backend, dtype);
+  const double load_s = wall_s() - load_t0;
   const ModelConfig& c = model.config();
   auto pool = ThreadPool::shared(threads);
 
   // Bytes one decode step reads: every block's weights, the LM head, one embedding row. Of a mixture of experts
   // only the router's choice: experts_per_token of num_experts experts per block (the active parameters).
-  const double lm_head = static_cast<double>(source->get("lm_head.weight").nbytes());
+  const Tensor lm_head_w = source->get("lm_head.weight");
+  const double lm_head = static_cast<double>(storage_bytes(dtype.value_or(lm_head_w.dtype()), lm_head_w.numel()));
   const double block_bytes = static_cast<double>(model.weight_bytes());
   double idle_experts = 0;
   if (c.num_experts > 0) {
@@ -105,8 +117,9 @@ int main(int argc, char** argv) {
   const double kv_bytes = static_cast<double>(kv_bytes_per_token(c)) * static_cast<double>(c.num_layers) *
                           static_cast<double>(context);
 
-  std::printf("bench_decode: %s, %lld blocks, %d threads, %s, load average %s\n", dir.c_str(),
-              static_cast<long long>(c.num_layers), threads, backend->name().c_str(), load_average().c_str());
+  std::printf("bench_decode: %s%s%s, %lld blocks, %d threads, %s, load average %s; loaded in %.1f s\n", dir.c_str(),
+              dtype ? " as " : "", dtype ? dtype_arg.c_str() : "", static_cast<long long>(c.num_layers), threads,
+              backend->name().c_str(), load_average().c_str(), load_s);
 
   // Decode: a short prompt, `tokens` warm-up steps, then `rounds` x `tokens` steps, each paired with a plain read
   // sweep over a buffer as large as the bytes a step reads, run right after it. The sweep's time is the bound of
@@ -188,7 +201,10 @@ int main(int argc, char** argv) {
     t_lib = std::min(t_lib, library.sequence_seconds(static_cast<int>(c.num_layers)));
     t_composite = std::min(t_composite, library.composite_seconds(static_cast<int>(c.num_layers)));
   }
-  const double matmul_flops = 2.0 * static_cast<double>(prefill) * (block_bytes / 2.0);  // bf16: 2 bytes/param
+  const double d = static_cast<double>(c.hidden_size), kv = static_cast<double>(c.num_kv_heads * c.head_dim);
+  const double matmul_params =  // the seven matrices of every block, whatever their dtype
+      (2 * d * d + 2 * d * kv + 3 * d * static_cast<double>(c.intermediate_size)) * static_cast<double>(c.num_layers);
+  const double matmul_flops = 2.0 * static_cast<double>(prefill) * matmul_params;
   std::printf("prefill: %d tokens in %.2f s -> %.1f GFLOP/s (matmuls); oneDNN f32 alone, the same matmuls in a "
               "prefill's order, %.1f GFLOP/s -> ratio %.3f (best of %d rounds each)\n",
               prefill, t_prefill, matmul_flops / t_prefill / 1e9, matmul_flops / t_lib / 1e9, t_lib / t_prefill,

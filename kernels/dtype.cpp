@@ -4,10 +4,25 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+
+#include "kernels/k_scales.hpp"
 
 namespace corolla {
 
-int64_t block_elems(DType t) { return is_quantized(t) ? kQuantBlock : 1; }
+int64_t block_elems(DType t) {
+  switch (t) {
+    case DType::q8_0:
+    case DType::q4_0:
+    case DType::q4_1:
+    case DType::q5_0:
+    case DType::q5_1: return kQuantBlock;
+    case DType::q4_K:
+    case DType::q5_K:
+    case DType::q6_K: return kSuperBlock;
+    default: return 1;
+  }
+}
 
 int64_t block_bytes(DType t) {
   switch (t) {
@@ -19,6 +34,11 @@ int64_t block_bytes(DType t) {
     case DType::q4_1: return sizeof(BlockQ4_1);
     case DType::i32: return 4;
     case DType::i64: return 8;
+    case DType::q4_K: return sizeof(BlockQ4_K);
+    case DType::q5_K: return sizeof(BlockQ5_K);
+    case DType::q6_K: return sizeof(BlockQ6_K);
+    case DType::q5_0: return sizeof(BlockQ5_0);
+    case DType::q5_1: return sizeof(BlockQ5_1);
   }
   return 0;
 }
@@ -30,7 +50,7 @@ int64_t storage_bytes(DType t, int64_t n) {
   return n / block_elems(t) * block_bytes(t);
 }
 
-bool is_quantized(DType t) { return t == DType::q8_0 || t == DType::q4_0 || t == DType::q4_1; }
+bool is_quantized(DType t) { return block_elems(t) > 1; }
 
 std::string_view dtype_name(DType t) {
   switch (t) {
@@ -42,12 +62,18 @@ std::string_view dtype_name(DType t) {
     case DType::q4_1: return "q4_1";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
+    case DType::q4_K: return "q4_K";
+    case DType::q5_K: return "q5_K";
+    case DType::q6_K: return "q6_K";
+    case DType::q5_0: return "q5_0";
+    case DType::q5_1: return "q5_1";
   }
   return "?";
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::i32, DType::i64})
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::i32, DType::i64,
+                  DType::q4_K, DType::q5_K, DType::q6_K, DType::q5_0, DType::q5_1})
     if (dtype_name(t) == name) return t;
   if (name == "float32") return DType::f32;
   if (name == "float16") return DType::f16;
@@ -102,6 +128,187 @@ uint16_t f32_to_f16(float f) {
   }
   return static_cast<uint16_t>(o | (sign >> 16));
 }
+
+void unpack_k_scales(const uint8_t (&packed)[12], uint8_t (&sc)[8], uint8_t (&m)[8]) {
+  for (int j = 0; j < 8; ++j) {
+    int s, mn;
+    k_scale_min(packed, j, s, mn);
+    sc[j] = static_cast<uint8_t>(s);
+    m[j] = static_cast<uint8_t>(mn);
+  }
+}
+
+namespace {
+
+// The inverse of unpack_k_scales: eight 6-bit scales and mins into 12 bytes.
+void pack_k_scales(const uint8_t (&sc)[8], const uint8_t (&m)[8], uint8_t (&s)[12]) {
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    s[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+  }
+}
+
+// q4_K and q5_K share everything but the fifth bit: x = (d * sc[j]) * q - dmin * m[j] for sub-block j. Both
+// products are exact in f32 (an f16 times a 6-bit integer, times a 5-bit one), so the one rounding is the
+// subtraction's, as in gguf-py's dequantize.
+template <class Block>
+void dequant_k(const Block& b, float* y) {
+  uint8_t sc[8], m[8];
+  unpack_k_scales(b.scales, sc, m);
+  const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+  for (int j = 0; j < 8; ++j) {
+    const float ds = d * sc[j], dm = dmin * m[j];
+    const uint8_t* q = b.qs + 32 * (j / 2);
+    const int shift = 4 * (j % 2);
+    for (int l = 0; l < 32; ++l) {
+      int v = (q[l] >> shift) & 15;
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) v |= ((b.qh[l] >> j) & 1) << 4;
+      y[32 * j + l] = ds * static_cast<float>(v) - dm;
+    }
+  }
+}
+
+void dequant_q6_K(const BlockQ6_K& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < 4; ++t)
+      for (int l = 0; l < 32; ++l) {
+        const int lo = (b.ql[64 * h + 32 * (t & 1) + l] >> (4 * (t >> 1))) & 15;
+        const int hi = (b.qh[32 * h + l] >> (2 * t)) & 3;
+        y[128 * h + 32 * t + l] = d * b.scales[8 * h + 2 * t + l / 16] * static_cast<float>((lo | hi << 4) - 32);
+      }
+}
+
+int clamp_round(float v, int lo, int hi) { return std::clamp(static_cast<int>(std::lround(v)), lo, hi); }
+
+// q4_K / q5_K, with 15 or 31 steps: each sub-block of 32 spans [min(0, lowest), highest] in those steps; its step
+// and -min become 6-bit multiples of the super-block's d and dmin.
+template <class Block>
+void quantize_k(const float* x, Block& b) {
+  constexpr int levels = std::is_same_v<Block, BlockQ5_K> ? 31 : 15;
+  float step[8], low[8];
+  for (int j = 0; j < 8; ++j) {
+    float mn = 0, mx = 0;
+    for (int l = 0; l < 32; ++l) mn = std::min(mn, x[32 * j + l]), mx = std::max(mx, x[32 * j + l]);
+    step[j] = (mx - mn) / static_cast<float>(levels);
+    low[j] = -mn;
+  }
+  const float max_step = *std::max_element(step, step + 8), max_low = *std::max_element(low, low + 8);
+  b.d = f32_to_f16(max_step / 63.f);
+  b.dmin = f32_to_f16(max_low / 63.f);
+  const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+  uint8_t sc[8], m[8];
+  for (int j = 0; j < 8; ++j) {
+    sc[j] = static_cast<uint8_t>(d > 0 ? clamp_round(step[j] / d, 0, 63) : 0);
+    m[j] = static_cast<uint8_t>(dmin > 0 ? clamp_round(low[j] / dmin, 0, 63) : 0);
+  }
+  pack_k_scales(sc, m, b.scales);
+  std::memset(b.qs, 0, sizeof b.qs);
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) std::memset(b.qh, 0, sizeof b.qh);
+  for (int j = 0; j < 8; ++j) {
+    const float ds = d * sc[j], dm = dmin * m[j];
+    for (int l = 0; l < 32; ++l) {
+      const int q = ds > 0 ? clamp_round((x[32 * j + l] + dm) / ds, 0, levels) : 0;
+      b.qs[32 * (j / 2) + l] |= static_cast<uint8_t>((q & 15) << (4 * (j % 2)));
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) b.qh[l] |= static_cast<uint8_t>((q >> 4) << j);
+    }
+  }
+}
+
+// q6_K: each sub-block of 16 gets a signed step amax / 31; the steps become int8 multiples of d.
+void quantize_q6_K(const float* x, BlockQ6_K& b) {
+  float step[16];
+  for (int s = 0; s < 16; ++s) {
+    float amax = 0;
+    for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(x[16 * s + l]));
+    step[s] = amax / 31.f;
+  }
+  b.d = f32_to_f16(*std::max_element(step, step + 16) / 127.f);
+  const float d = f16_to_f32(b.d);
+  for (int s = 0; s < 16; ++s) b.scales[s] = static_cast<int8_t>(d > 0 ? clamp_round(step[s] / d, 0, 127) : 0);
+  std::memset(b.ql, 0, sizeof b.ql);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < 4; ++t)
+      for (int l = 0; l < 32; ++l) {
+        const int i = 128 * h + 32 * t + l;
+        const float ds = d * b.scales[i / 16];
+        const int q = (ds > 0 ? clamp_round(x[i] / ds, -32, 31) : 0) + 32;
+        b.ql[64 * h + 32 * (t & 1) + l] |= static_cast<uint8_t>((q & 15) << (4 * (t >> 1)));
+        b.qh[32 * h + l] |= static_cast<uint8_t>((q >> 4) << (2 * t));
+      }
+}
+
+// q5_0 / q5_1: the fifth bit of value i is bit i of qh (little-endian).
+template <class Block>
+int q5_value(const Block& b, int i) {
+  uint32_t qh;
+  std::memcpy(&qh, b.qh, 4);
+  const int nibble = i < kQuantBlock / 2 ? b.qs[i] & 15 : b.qs[i - kQuantBlock / 2] >> 4;
+  return nibble | static_cast<int>((qh >> i) & 1u) << 4;
+}
+
+// q4_0 / q4_1 / q5_0 / q5_1: the 32 integers of a block into its nibbles (and fifth bits).
+template <class Block>
+void store_values(Block& b, const int (&q)[kQuantBlock]) {
+  for (int j = 0; j < kQuantBlock / 2; ++j)
+    b.qs[j] = static_cast<uint8_t>((q[j] & 15) | (q[j + kQuantBlock / 2] & 15) << 4);
+  if constexpr (requires { b.qh; }) {
+    uint32_t qh = 0;
+    for (int i = 0; i < kQuantBlock; ++i) qh |= static_cast<uint32_t>(q[i] >> 4 & 1) << i;
+    std::memcpy(b.qh, &qh, 4);
+  }
+}
+
+// q4_0 / q5_0 (16 or 32 levels): d = the signed value of largest magnitude over -levels/2, q = x / d + levels/2.
+template <class Block>
+void quantize_abs_max(const float* src, void* dst, int64_t n) {
+  constexpr int levels = requires(Block b) { b.qh; } ? 32 : 16;
+  auto* b = static_cast<Block*>(dst);
+  for (int64_t k = 0; k < n / kQuantBlock; ++k) {
+    const float* x = src + k * kQuantBlock;
+    float amax = 0, max = 0;
+    for (int j = 0; j < kQuantBlock; ++j)
+      if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+    const float d = max / -static_cast<float>(levels / 2), id = d != 0 ? 1.f / d : 0.f;
+    b[k].d = f32_to_f16(d);
+    int q[kQuantBlock];
+    for (int j = 0; j < kQuantBlock; ++j)
+      q[j] = std::min(levels - 1, static_cast<int>(x[j] * id + (levels / 2 + 0.5f)));
+    store_values(b[k], q);
+  }
+}
+
+// q4_1 / q5_1: the block's [min, max] in 15 or 31 steps.
+template <class Block>
+void quantize_min_max(const float* src, void* dst, int64_t n) {
+  constexpr int levels = requires(Block b) { b.qh; } ? 32 : 16;
+  auto* b = static_cast<Block*>(dst);
+  for (int64_t k = 0; k < n / kQuantBlock; ++k) {
+    const float* x = src + k * kQuantBlock;
+    float mn = x[0], mx = x[0];
+    for (int j = 1; j < kQuantBlock; ++j) mn = std::min(mn, x[j]), mx = std::max(mx, x[j]);
+    const float d = (mx - mn) / static_cast<float>(levels - 1), id = d != 0 ? 1.f / d : 0.f;
+    b[k].d = f32_to_f16(d);
+    b[k].m = f32_to_f16(mn);
+    int q[kQuantBlock];
+    for (int j = 0; j < kQuantBlock; ++j) q[j] = std::min(levels - 1, static_cast<int>((x[j] - mn) * id + 0.5f));
+    store_values(b[k], q);
+  }
+}
+
+template <class Block>
+void dequant_blocks(const void* src, float* dst, int64_t n, void (*f)(const Block&, float*)) {
+  for (int64_t k = 0; k < n / kSuperBlock; ++k) f(static_cast<const Block*>(src)[k], dst + k * kSuperBlock);
+}
+
+template <class Block>
+void quantize_blocks(const float* src, void* dst, int64_t n, void (*f)(const float*, Block&)) {
+  for (int64_t k = 0; k < n / kSuperBlock; ++k) f(src + k * kSuperBlock, static_cast<Block*>(dst)[k]);
+}
+
+}  // namespace
 
 void to_f32(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
@@ -160,6 +367,25 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
       return;
     }
+    case DType::q4_K: return dequant_blocks<BlockQ4_K>(src, dst, n, dequant_k);
+    case DType::q5_K: return dequant_blocks<BlockQ5_K>(src, dst, n, dequant_k);
+    case DType::q6_K: return dequant_blocks<BlockQ6_K>(src, dst, n, dequant_q6_K);
+    case DType::q5_0: {
+      auto* b = static_cast<const BlockQ5_0*>(src);
+      for (int64_t k = 0; k < n / kQuantBlock; ++k) {
+        const float d = f16_to_f32(b[k].d);
+        for (int i = 0; i < kQuantBlock; ++i) dst[k * kQuantBlock + i] = d * static_cast<float>(q5_value(b[k], i) - 16);
+      }
+      return;
+    }
+    case DType::q5_1: {
+      auto* b = static_cast<const BlockQ5_1*>(src);
+      for (int64_t k = 0; k < n / kQuantBlock; ++k) {
+        const float d = f16_to_f32(b[k].d), m = f16_to_f32(b[k].m);
+        for (int i = 0; i < kQuantBlock; ++i) dst[k * kQuantBlock + i] = d * static_cast<float>(q5_value(b[k], i)) + m;
+      }
+      return;
+    }
   }
 }
 
@@ -190,40 +416,8 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
       }
       return;
     }
-    case DType::q4_0: {
-      auto* b = static_cast<BlockQ4_0*>(dst);
-      for (int64_t k = 0; k < n / kQuantBlock; ++k) {
-        const float* x = src + k * kQuantBlock;
-        float amax = 0, max = 0;  // signed value of largest magnitude
-        for (int j = 0; j < kQuantBlock; ++j)
-          if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
-        const float d = max / -8.f, id = d != 0 ? 1.f / d : 0.f;
-        b[k].d = f32_to_f16(d);
-        for (int j = 0; j < kQuantBlock / 2; ++j) {
-          const int q0 = std::min(15, static_cast<int>(x[j] * id + 8.5f));
-          const int q1 = std::min(15, static_cast<int>(x[j + kQuantBlock / 2] * id + 8.5f));
-          b[k].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-        }
-      }
-      return;
-    }
-    case DType::q4_1: {
-      auto* b = static_cast<BlockQ4_1*>(dst);
-      for (int64_t k = 0; k < n / kQuantBlock; ++k) {
-        const float* x = src + k * kQuantBlock;
-        float mn = x[0], mx = x[0];
-        for (int j = 1; j < kQuantBlock; ++j) mn = std::min(mn, x[j]), mx = std::max(mx, x[j]);
-        const float d = (mx - mn) / 15.f, id = d != 0 ? 1.f / d : 0.f;
-        b[k].d = f32_to_f16(d);
-        b[k].m = f32_to_f16(mn);
-        for (int j = 0; j < kQuantBlock / 2; ++j) {
-          const int q0 = std::min(15, static_cast<int>((x[j] - mn) * id + 0.5f));
-          const int q1 = std::min(15, static_cast<int>((x[j + kQuantBlock / 2] - mn) * id + 0.5f));
-          b[k].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-        }
-      }
-      return;
-    }
+    case DType::q4_0: return quantize_abs_max<BlockQ4_0>(src, dst, n);
+    case DType::q4_1: return quantize_min_max<BlockQ4_1>(src, dst, n);
     case DType::i32: {
       auto* o = static_cast<int32_t*>(dst);
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int32_t>(src[i]);
@@ -234,6 +428,11 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
       for (int64_t i = 0; i < n; ++i) o[i] = static_cast<int64_t>(src[i]);
       return;
     }
+    case DType::q4_K: return quantize_blocks<BlockQ4_K>(src, dst, n, quantize_k);
+    case DType::q5_K: return quantize_blocks<BlockQ5_K>(src, dst, n, quantize_k);
+    case DType::q6_K: return quantize_blocks<BlockQ6_K>(src, dst, n, quantize_q6_K);
+    case DType::q5_0: return quantize_abs_max<BlockQ5_0>(src, dst, n);
+    case DType::q5_1: return quantize_min_max<BlockQ5_1>(src, dst, n);
   }
 }
 

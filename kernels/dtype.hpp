@@ -4,7 +4,21 @@
 //   q8_0: 32 values = f16 scale d + 32 x int8            (34 bytes), x = d * q
 //   q4_0: 32 values = f16 scale d + 16 bytes of nibbles  (18 bytes), x = d * (q - 8)
 //   q4_1: 32 values = f16 scale d + f16 min m + nibbles  (20 bytes), x = d * q + m
-// In q4 blocks byte j holds value j in its low nibble and value j + 16 in its high nibble.
+//   q5_0: 32 values = f16 scale d + 32 fifth bits qh + nibbles  (22 bytes), x = d * (q - 16)
+//   q5_1: 32 values = f16 d + f16 min m + qh + nibbles         (24 bytes), x = d * q + m
+// In q4 and q5 blocks byte j holds value j in its low nibble and value j + 16 in its high nibble; bit i of the
+// little-endian 32-bit qh is the fifth bit of value i.
+//
+// K-quants (llama.cpp's Q4_K_M / Q5_K_M / Q6_K files) pack 256 values per super-block of 8 or 16 sub-blocks:
+//   q4_K: f16 d, f16 dmin, 12 bytes of 6-bit scales sc[8] and mins m[8], 128 bytes of nibbles (144 bytes);
+//         sub-block j (32 values) is x = d * sc[j] * q - dmin * m[j], q in 0..15. Bytes 32i..32i+31 of qs hold
+//         sub-block 2i in their low nibbles and sub-block 2i + 1 in their high nibbles.
+//   q5_K: as q4_K plus qh[32] (176 bytes): bit j of qh[l] is the fifth bit of value l of sub-block j, q in 0..31.
+//   q6_K: ql[128] low nibbles, qh[64] 2-bit highs, int8 scales[16], f16 d (210 bytes): two halves of 128 values;
+//         in half h, value l (l < 32) of quarter t (t < 4) is q = (ql[64h + 32(t & 1) + l] >> 4(t >> 1) & 15) |
+//         (qh[32h + l] >> 2t & 3) << 4, and x = d * scales[8h + 2t + l / 16] * (q - 32).
+// The 6-bit scales of q4_K/q5_K: for j < 4 sc[j] = s[j] & 63, m[j] = s[j + 4] & 63; for j >= 4 the low four bits
+// come from s[j + 4] (sc: low nibble, m: high nibble) and the top two from s[j - 4] >> 6 (sc) and s[j] >> 6 (m).
 #pragma once
 
 #include <cstdint>
@@ -14,9 +28,10 @@
 
 namespace corolla {
 
-enum class DType : uint8_t { f32, f16, bf16, q8_0, q4_0, q4_1, i32, i64 };
+enum class DType : uint8_t { f32, f16, bf16, q8_0, q4_0, q4_1, i32, i64, q4_K, q5_K, q6_K, q5_0, q5_1 };
 
 inline constexpr int64_t kQuantBlock = 32;
+inline constexpr int64_t kSuperBlock = 256;  // values per K-quant block
 
 struct BlockQ8_0 {
   uint16_t d;
@@ -31,9 +46,45 @@ struct BlockQ4_1 {
   uint16_t m;
   uint8_t qs[kQuantBlock / 2];
 };
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQuantBlock / 2];
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQuantBlock / 2];
+};
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
 
-// Elements per storage block (1 for plain types, 32 for quantized ones).
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[kSuperBlock / 2];
+};
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kSuperBlock / 8];
+  uint8_t qs[kSuperBlock / 2];
+};
+struct BlockQ6_K {
+  uint8_t ql[kSuperBlock / 2];
+  uint8_t qh[kSuperBlock / 4];
+  int8_t scales[kSuperBlock / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+
+// The eight 6-bit scales and mins of a q4_K / q5_K super-block (see above).
+void unpack_k_scales(const uint8_t (&packed)[12], uint8_t (&sc)[8], uint8_t (&m)[8]);
+
+// Elements per storage block (1 for plain types, 32 for q8_0/q4_0/q4_1/q5_0/q5_1, 256 for the K-quants).
 int64_t block_elems(DType t);
 // Bytes per storage block.
 int64_t block_bytes(DType t);
@@ -64,7 +115,8 @@ uint16_t f32_to_f16(float f);
 
 // Converts n elements of `src` (type t) to f32. n must be a multiple of block_elems(t).
 void to_f32(DType t, const void* src, float* dst, int64_t n);
-// Converts n f32 values to type t (quantizing as llama.cpp's reference quantizers do).
+// Converts n f32 values to type t (quantizing as llama.cpp's reference quantizers do; the K-quants with a plain
+// min/max fit per sub-block, a valid encoding but not llama-quantize's search for the least error).
 void from_f32(DType t, const float* src, void* dst, int64_t n);
 
 }  // namespace corolla

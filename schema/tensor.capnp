@@ -13,6 +13,11 @@ enum DType {
   q41 @5;
   i32 @6;
   i64 @7;
+  q4k @8;   # GGUF's K-quants (weights, as kernels/dtype.hpp lays them out)
+  q5k @9;
+  q6k @10;
+  q50 @11;
+  q51 @12;
 }
 
 struct Tensor {

@@ -44,9 +44,14 @@ void read_model(TableReader& r, model_shape& m) {
   if (r.get_string("dtype", dtype)) {
     auto d = parse_dtype(dtype);
     if (!d || *d == DType::i32 || *d == DType::i64)
-      r.fail("dtype", "must be one of f32, f16, bf16, q8_0, q4_0, q4_1, got \"" + dtype + "\"");
+      r.fail("dtype", "must be one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, got \"" + dtype +
+                          "\"");
     m.dtype = *d;
   }
+  // Every weight matrix has hidden_size as a dimension, so its values then fill whole blocks (what pricing counts).
+  if (m.hidden_size % block_elems(m.dtype) != 0)
+    r.fail("dtype", std::string(dtype_name(m.dtype)) + " weights need a hidden_size in whole blocks of " +
+                        std::to_string(block_elems(m.dtype)) + " values");
   if (m.hidden_size % m.heads != 0 || (m.hidden_size / m.heads) % 2 != 0)
     r.fail("heads", "must divide hidden_size into heads of an even size");
   if (m.heads % m.kv_heads != 0) r.fail("kv_heads", "must divide heads");

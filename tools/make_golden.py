@@ -26,8 +26,12 @@ file: fp32, bf16-rounded, and each dequantized GGUF type):
 
 Output layout (one directory per model under --out):
 
-  llama/          LlamaForCausalLM, f32 safetensors, GGUF f32/f16/q8_0/q4_0/q4_1
+  llama/          LlamaForCausalLM, f32 safetensors, GGUF f32/f16/q8_0/q4_0/q4_1, and q4_K_M/q5_K_M as
+                  llama-quantize writes them for rows of 64 values (Q5_0 / Q5_1 with Q8_0)
   llama-sharded/  same weights as llama, saved in several safetensors shards
+  llama-kquant/   LlamaForCausalLM with rows of 256 values (hidden 256, intermediate 256, 2 layers), GGUF
+                  q4_K/q5_K/q6_K (every 2-D weight of that type) and q4_K_M (llama-quantize's Q4_K_M mix:
+                  output, and attn_v and ffn_down of the layers use_more_bits picks, in Q6_K); see K_MIXES
   llama-bf16/     same weights as llama rounded to bfloat16 (BF16 safetensors)
   mistral/        MistralForCausalLM (no sliding window)
   qwen2/          Qwen2ForCausalLM (q/k/v biases, tied embeddings), GGUF f32/q8_0
@@ -106,7 +110,11 @@ projection's .bias (attn_output, ffn_gate/up/down too) for llama-bias.  For arch
 "llama" the Q and K weights are permuted from HF's rotate-half layout into
 llama.cpp's interleaved-pair layout (see permute_qk).  Norms and other 1-D
 tensors are always F32; every 2-D weight, token_embd included, gets the file's
-type (like llama-quantize --pure for q4_0/q4_1).  Falcon follows FalconModel:
+type (like llama-quantize --pure for q4_0/q4_1; the K-quant mixes follow llama-quantize's choice per tensor, see
+K_MIXES).  The K-quants pack super-blocks of 256 values, so they get their own model, llama-kquant, whose rows are
+multiples of 256: for the 64-wide llama llama-quantize would not write K-quants at all (a row that is not whole
+super-blocks falls back to Q5_0 / Q5_1 / Q8_0 for Q4_K / Q5_K / Q6_K), so a K-quant form of it would test none of
+them.  The K-quant encoders are tools/kquants.py's (gguf-py has none).  Falcon follows FalconModel:
 token_embd / blk.N.{attn_norm, attn_norm_2 (ln_mlp), attn_qkv, attn_output,
 ffn_up, ffn_down} / output_norm / output, LayerNorm biases as .bias, keys
 context_length 2048, tensor_data_layout "jploski" (query_key_value regrouped
@@ -139,6 +147,7 @@ import numpy as np
 import torch
 
 import gguf
+import kquants  # tools/kquants.py: K-quant encoders
 import transformers
 from gguf import GGMLQuantizationType, GGUFReader, GGUFWriter, LlamaFileType
 from safetensors.torch import save_file
@@ -222,12 +231,20 @@ SPECS = {
     "llama": (
         LlamaConfig, LlamaForCausalLM,
         dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False),
-        1000, ["f32", "f16", "q8_0", "q4_0", "q4_1"],
+        # q4_K_M / q5_K_M: what llama-quantize writes for rows of 64 values (Q5_0 / Q5_1 and Q8_0, see weight_qtype)
+        1000, ["f32", "f16", "q8_0", "q4_0", "q4_1", "q4_K_M", "q5_K_M"],
     ),
     "mistral": (
         MistralConfig, MistralForCausalLM,
         dict(COMMON, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=None, head_dim=16),
         2000, [],
+    ),
+    "llama-kquant": (
+        LlamaConfig, LlamaForCausalLM,
+        # weights half as wide as WEIGHT_STD: sums over 4x the values keep the 64-wide models' scale
+        dict(COMMON, hidden_size=256, intermediate_size=256, num_hidden_layers=2, rope_theta=10000.0,
+             tie_word_embeddings=False, initializer_range=WEIGHT_STD / 2),
+        17000, ["q4_K", "q5_K", "q6_K", "q4_K_M"],
     ),
     "qwen2": (
         Qwen2Config, Qwen2ForCausalLM,
@@ -350,7 +367,38 @@ GGUF_TYPES = {
     "q8_0": (GGMLQuantizationType.Q8_0, LlamaFileType.MOSTLY_Q8_0),
     "q4_0": (GGMLQuantizationType.Q4_0, LlamaFileType.MOSTLY_Q4_0),
     "q4_1": (GGMLQuantizationType.Q4_1, LlamaFileType.MOSTLY_Q4_1),
+    "q4_K": (GGMLQuantizationType.Q4_K, LlamaFileType.MOSTLY_Q4_K_S),
+    "q5_K": (GGMLQuantizationType.Q5_K, LlamaFileType.MOSTLY_Q5_K_S),
+    "q6_K": (GGMLQuantizationType.Q6_K, LlamaFileType.MOSTLY_Q6_K),
+    "q4_K_M": (GGMLQuantizationType.Q4_K, LlamaFileType.MOSTLY_Q4_K_M),
+    "q5_K_M": (GGMLQuantizationType.Q5_K, LlamaFileType.MOSTLY_Q5_K_M),
 }
+
+# llama-quantize's Q4_K_M / Q5_K_M (llama_tensor_get_type) for a llama with n_gqa < 4: the LM head (output.weight,
+# or token_embd when tied) is Q6_K, and so are attn_v and ffn_down of the layers use_more_bits picks; every other
+# 2-D weight has the base type.  A weight whose rows are not whole super-blocks of 256 gets the fallback instead:
+# Q5_0 for Q4_K, Q5_1 for Q5_K, Q8_0 for Q6_K (so the 64-wide llama's K-quant files hold no K-quant at all).
+K_MIXES = {"q4_K_M", "q5_K_M"}
+K_FALLBACK = {GGMLQuantizationType.Q4_K: GGMLQuantizationType.Q5_0,
+              GGMLQuantizationType.Q5_K: GGMLQuantizationType.Q5_1,
+              GGMLQuantizationType.Q6_K: GGMLQuantizationType.Q8_0}
+
+
+def use_more_bits(i_layer: int, n_layer: int) -> bool:
+    return i_layer < n_layer // 8 or i_layer >= 7 * n_layer // 8 or (i_layer - n_layer // 8) % 3 == 2
+
+
+def weight_qtype(gtype: str, gname: str, row: int, config) -> GGMLQuantizationType:
+    """The tensor type of the 2-D weight `gname` (rows of `row` values) in a file of type `gtype`."""
+    qtype = GGUF_TYPES[gtype][0]
+    if gtype in K_MIXES:
+        lm_head = "output.weight" if not config.tie_word_embeddings else "token_embd.weight"
+        if gname == lm_head or (gname.endswith(("attn_v.weight", "ffn_down.weight")) and
+                                use_more_bits(int(gname.split(".")[1]), config.num_hidden_layers)):
+            qtype = GGMLQuantizationType.Q6_K
+    if qtype in K_FALLBACK and row % kquants.QK_K != 0:
+        qtype = K_FALLBACK[qtype]
+    return qtype
 
 GGUF_ARCH = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
              "Qwen3ForCausalLM": "qwen3", "MixtralForCausalLM": "llama", "FalconForCausalLM": "falcon",
@@ -379,6 +427,7 @@ def randomize(model: torch.nn.Module, seed: int) -> None:
     gen = torch.Generator().manual_seed(seed)
     # Gemma's RMSNorms multiply by 1 + weight: their weights are the offsets.
     norm_center = 0.0 if model.config.model_type == "gemma2" else 1.0
+    std = model.config.initializer_range  # WEIGHT_STD, or less for wider models
     for pname, p in model.named_parameters():  # tied parameters appear once
         noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
         if pname.endswith(("norm.weight", "ln_f.weight", "ln_attn.weight", "ln_mlp.weight")):
@@ -386,7 +435,7 @@ def randomize(model: torch.nn.Module, seed: int) -> None:
         elif pname.endswith(".bias"):
             p.copy_(BIAS_STD * noise)
         else:
-            p.copy_(WEIGHT_STD * noise)
+            p.copy_(std * noise)
 
 
 def make_prompts() -> tuple[torch.Tensor, torch.Tensor]:
@@ -886,7 +935,7 @@ def gguf_tensor_map(config) -> list[tuple[str, str]]:
 
 def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, model_name: str) -> None:
     arch = GGUF_ARCH[config.architectures[0] if config.architectures else type_name(config)]
-    qtype, ftype = GGUF_TYPES[gtype]
+    _, ftype = GGUF_TYPES[gtype]
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     rope = rope_parameters(config)
     kind = rope_type(config)
@@ -965,8 +1014,8 @@ def write_gguf(path: Path, config, state: dict[str, torch.Tensor], gtype: str, m
         if data.ndim <= 1 or gname.endswith(("_norm.weight", "ffn_gate_inp.weight")):  # llama-quantize keeps routers
             t = GGMLQuantizationType.F32
         else:
-            t = qtype
-        w.add_tensor(gname, gguf.quants.quantize(data, t), raw_dtype=t)
+            t = weight_qtype(gtype, gname, data.shape[-1], config)
+        w.add_tensor(gname, kquants.quantize(data, t), raw_dtype=t)
     for gname, data in gguf_extra_tensors(config).items():
         w.add_tensor(gname, data, raw_dtype=GGMLQuantizationType.F32)
 
@@ -1103,11 +1152,10 @@ def check_gguf_metadata(reader: GGUFReader, config, gtype: str) -> None:
         assert f[k] == v, (k, f[k], v)
     eps = f[f"{arch}.attention.layer_norm_rms_epsilon"]
     assert abs(eps - config.rms_norm_eps) <= 1e-6 * config.rms_norm_eps, (eps, config.rms_norm_eps)
-    qtype = GGUF_TYPES[gtype][0]
     for t in reader.tensors:
         keep_f32 = len(t.shape) == 1 or t.name.endswith(("_norm.weight", "ffn_gate_inp.weight"))
         keep_f32 = keep_f32 or t.name.startswith("rope_factors_")
-        want_t = GGMLQuantizationType.F32 if keep_f32 else qtype
+        want_t = GGMLQuantizationType.F32 if keep_f32 else weight_qtype(gtype, t.name, int(t.shape[0]), config)
         assert t.tensor_type == want_t, (t.name, t.tensor_type, want_t)
 
 

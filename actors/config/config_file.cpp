@@ -269,10 +269,12 @@ std::optional<std::string> check_swarm_id(const std::string& value) {
 }
 
 std::optional<std::string> check_dtype(const std::string& value) {
-  static const char* const kNames[] = {"auto", "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"};
+  static const char* const kNames[] = {"auto", "f32",  "f16",  "bf16", "q8_0", "q4_0",
+                                       "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"};
   for (const char* n : kNames)
     if (value == n) return std::nullopt;
-  return "must be one of auto, f32, f16, bf16, q8_0, q4_0, q4_1, got " + toml_quote(value);
+  return "must be one of auto, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, got " +
+         toml_quote(value);
 }
 
 std::optional<std::string> check_device(const std::string& value) {

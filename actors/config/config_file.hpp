@@ -81,7 +81,7 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 std::optional<std::string> check_peer_address(const std::string& value);
 // "FIRST:LAST", integers with 0 <= FIRST < LAST; on success `first` and `last` are set.
 std::optional<std::string> parse_block_range(const std::string& value, int64_t& first, int64_t& last);
-// "auto", f32, f16, bf16, q8_0, q4_0, q4_1.
+// "auto", f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K.
 std::optional<std::string> check_dtype(const std::string& value);
 // A swarm id: empty (derived from the model) or letters, digits, '_' and '-'.
 std::optional<std::string> check_swarm_id(const std::string& value);

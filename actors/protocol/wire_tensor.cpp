@@ -16,6 +16,11 @@ wire::DType to_wire(DType t) {
     case DType::q4_1: return wire::DType::Q41;
     case DType::i32: return wire::DType::I32;
     case DType::i64: return wire::DType::I64;
+    case DType::q4_K: return wire::DType::Q4K;
+    case DType::q5_K: return wire::DType::Q5K;
+    case DType::q6_K: return wire::DType::Q6K;
+    case DType::q5_0: return wire::DType::Q50;
+    case DType::q5_1: return wire::DType::Q51;
   }
   return wire::DType::F32;
 }
@@ -30,6 +35,11 @@ bool from_wire(wire::DType t, DType& out) {
     case wire::DType::Q41: out = DType::q4_1; return true;
     case wire::DType::I32: out = DType::i32; return true;
     case wire::DType::I64: out = DType::i64; return true;
+    case wire::DType::Q4K: out = DType::q4_K; return true;
+    case wire::DType::Q5K: out = DType::q5_K; return true;
+    case wire::DType::Q6K: out = DType::q6_K; return true;
+    case wire::DType::Q50: out = DType::q5_0; return true;
+    case wire::DType::Q51: out = DType::q5_1; return true;
   }
   return false;
 }

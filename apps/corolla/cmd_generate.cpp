@@ -225,7 +225,9 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--system", o->system, "System message for the chat template");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   add_sampling_flags(*cmd, o->sampling);
-  cmd->add_option("--dtype", o->dtype, "Serving dtype of weights (local): auto, f32, bf16, f16, q8_0, q4_0, q4_1");
+  cmd->add_option("--dtype", o->dtype,
+                  "Serving dtype of weights (local): auto, f32, bf16, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, "
+                  "q6_K");
   cmd->add_option("--device", o->device,
                   "cpu or cuda[:N]: for the whole model (local), or for the embeddings and LM head (through a swarm)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");

@@ -32,7 +32,7 @@ void cpu_matmul_backward(ThreadPool& pool, const float* dy, int64_t m, const Ten
   const char* wdata = static_cast<const char*>(w.data());
   const int64_t row_bytes = storage_bytes(wt, k);
   const DequantFn dequant = best_matvec_kernels().dequant_for_dtype(wt);
-  const int64_t grain = is_quantized(wt) ? kQuantBlock : 16;
+  const int64_t grain = is_quantized(wt) ? block_elems(wt) : 16;
   pool.parallel_for(k, grain, [&](int64_t c0, int64_t c1) {
     const int64_t cols = c1 - c0;
     if (wt == DType::f32) {

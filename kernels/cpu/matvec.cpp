@@ -20,6 +20,11 @@ MatvecFn MatvecKernels::for_dtype(DType t) const {
     case DType::q8_0: return q8_0;
     case DType::q4_0: return q4_0;
     case DType::q4_1: return q4_1;
+    case DType::q5_0: return q5_0;
+    case DType::q5_1: return q5_1;
+    case DType::q4_K: return q4_K;
+    case DType::q5_K: return q5_K;
+    case DType::q6_K: return q6_K;
     default: throw std::invalid_argument("no matrix-vector kernel for weights of dtype " + std::string(dtype_name(t)));
   }
 }
@@ -32,6 +37,11 @@ MatvecRowsFn MatvecKernels::rows_for_dtype(DType t) const {
     case DType::q8_0: return q8_0_rows;
     case DType::q4_0: return q4_0_rows;
     case DType::q4_1: return q4_1_rows;
+    case DType::q5_0: return q5_0_rows;
+    case DType::q5_1: return q5_1_rows;
+    case DType::q4_K: return q4_K_rows;
+    case DType::q5_K: return q5_K_rows;
+    case DType::q6_K: return q6_K_rows;
     default: throw std::invalid_argument("no matrix-vector kernel for weights of dtype " + std::string(dtype_name(t)));
   }
 }
@@ -44,6 +54,11 @@ DequantFn MatvecKernels::dequant_for_dtype(DType t) const {
     case DType::q8_0: return q8_0_to_f32;
     case DType::q4_0: return q4_0_to_f32;
     case DType::q4_1: return q4_1_to_f32;
+    case DType::q5_0: return q5_0_to_f32;
+    case DType::q5_1: return q5_1_to_f32;
+    case DType::q4_K: return q4_K_to_f32;
+    case DType::q5_K: return q5_K_to_f32;
+    case DType::q6_K: return q6_K_to_f32;
     default: throw std::invalid_argument("no conversion kernel for weights of dtype " + std::string(dtype_name(t)));
   }
 }
@@ -56,6 +71,11 @@ PackFn MatvecKernels::pack_for_dtype(DType t) const {
     case DType::q8_0: return q8_0_pack;
     case DType::q4_0: return q4_0_pack;
     case DType::q4_1: return q4_1_pack;
+    case DType::q5_0: return q5_0_pack;
+    case DType::q5_1: return q5_1_pack;
+    case DType::q4_K: return q4_K_pack;
+    case DType::q5_K: return q5_K_pack;
+    case DType::q6_K: return q6_K_pack;
     default: throw std::invalid_argument("no packing kernel for weights of dtype " + std::string(dtype_name(t)));
   }
 }

@@ -1,6 +1,7 @@
 // Matrix-vector products for single-token decode: y[r] = dot(w[r, :], x) for rows r in [row_begin, row_end).
-// They read weights in their stored dtype (bf16, f16, q8_0, q4_0, q4_1, f32) and never convert them up front:
-// decode is bound by memory bandwidth, so the weight bytes read per token are what counts.
+// They read weights in their stored dtype (bf16, f16, q8_0, q4_0, q4_1, q5_0, q5_1, the K-quants q4_K / q5_K /
+// q6_K, f32) and never convert them up front: decode is bound by memory bandwidth, so the weight bytes read per
+// token are what counts.
 //
 // Activations and accumulation are f32 in every kernel set (quantized weights are dequantized in registers, the
 // activations are never quantized), so the SIMD kernels agree with the scalar ones to f32 rounding.
@@ -25,7 +26,8 @@ using MatvecFn = void (*)(const void* w, int64_t k, const float* x, float* y, in
 using MatvecRowsFn = void (*)(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy,
                               int64_t row_begin, int64_t row_end);
 
-// Weights to f32: n values (a multiple of 32 for quantized types) from src to dst, as to_f32() in dtype.hpp does.
+// Weights to f32: n values (whole blocks for quantized types: 32 values, 256 for the K-quants) from src to dst, as
+// to_f32() in dtype.hpp does.
 // The GEMM path converts tiles of weights with it.
 using DequantFn = void (*)(const void* src, float* dst, int64_t n);
 
@@ -42,10 +44,13 @@ inline int64_t packed_floats(int64_t k, int64_t rows) {
 
 struct MatvecKernels {
   const char* isa;  // "scalar", "avx2", "avx512"
-  MatvecFn f32, f16, bf16, q8_0, q4_0, q4_1;
-  MatvecRowsFn f32_rows, f16_rows, bf16_rows, q8_0_rows, q4_0_rows, q4_1_rows;
-  DequantFn f16_to_f32, bf16_to_f32, q8_0_to_f32, q4_0_to_f32, q4_1_to_f32;
-  PackFn f32_pack, f16_pack, bf16_pack, q8_0_pack, q4_0_pack, q4_1_pack;
+  MatvecFn f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K;
+  MatvecRowsFn f32_rows, f16_rows, bf16_rows, q8_0_rows, q4_0_rows, q4_1_rows, q5_0_rows, q5_1_rows, q4_K_rows,
+      q5_K_rows, q6_K_rows;
+  DequantFn f16_to_f32, bf16_to_f32, q8_0_to_f32, q4_0_to_f32, q4_1_to_f32, q5_0_to_f32, q5_1_to_f32, q4_K_to_f32,
+      q5_K_to_f32, q6_K_to_f32;
+  PackFn f32_pack, f16_pack, bf16_pack, q8_0_pack, q4_0_pack, q4_1_pack, q5_0_pack, q5_1_pack, q4_K_pack, q5_K_pack,
+      q6_K_pack;
   MatvecFn for_dtype(DType t) const;
   MatvecRowsFn rows_for_dtype(DType t) const;
   DequantFn dequant_for_dtype(DType t) const;  // f32 included (a copy)

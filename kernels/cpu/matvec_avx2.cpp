@@ -9,8 +9,11 @@
 #include <immintrin.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/cpu/matvec.hpp"
+#include "kernels/cpu/matvec_simd.hpp"
+#include "kernels/k_scales.hpp"
 
 namespace corolla {
 namespace {
@@ -146,6 +149,84 @@ struct DecQ4_1 : DecQuant {
   }
 };
 
+// q5_0 / q5_1: the q4 nibbles plus bit i of qh as the fifth bit of value i; d * (q - 16) (also the sign of a zero
+// as the scalar code), or d * q + m as one FMA (d * q is exact in f32, an f16 times a 5-bit integer).
+template <class Block>
+struct DecQ5 : DecQuant {
+  static constexpr int64_t kChunkBytes = sizeof(Block);
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
+    const Block* blk = reinterpret_cast<const Block*>(row) + c;
+    const __m256 d = scale(blk->d);
+    __m256i q[4];
+    nibbles(blk->qs, q);
+    uint32_t qh;
+    std::memcpy(&qh, blk->qh, 4);
+    const __m256i bits = _mm256_set1_epi32(static_cast<int>(qh)), one = _mm256_set1_epi32(1);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int i = 0; i < 4; ++i) {  // q[i] holds values 8i .. 8i + 7
+      const __m256i at = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * i));
+      const __m256i h = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(bits, at), one), 4);
+      const __m256 qf = _mm256_cvtepi32_ps(_mm256_or_si256(q[i], h));
+      if constexpr (requires { blk->m; })
+        v[i] = _mm256_fmadd_ps(qf, d, scale(blk->m));
+      else
+        v[i] = _mm256_mul_ps(d, _mm256_sub_ps(qf, _mm256_set1_ps(16.f)));
+    }
+  }
+};
+using DecQ5_0 = DecQ5<BlockQ5_0>;
+using DecQ5_1 = DecQ5<BlockQ5_1>;
+
+// q4_K / q5_K: (d * sc) * q - dmin * m as one FMA per vector ((d * sc) * q and dmin * m are exact in f32, so the
+// one rounding is the scalar code's). The fifth bit of q5_K comes from bit j of qh.
+template <class Block>
+struct DecQ45_K : DecQuant {  // chunk c: sub-block c % 8 of super-block c / 8
+  static constexpr int64_t kBlockBytes = sizeof(Block), kChunkBytes = kBlockBytes / 8;
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
+    const Block* blk = reinterpret_cast<const Block*>(row) + c / 8;
+    const int64_t j = c % 8;
+    int sc, m;
+    k_scale_min(blk->scales, j, sc, m);
+    const __m256 ds = _mm256_set1_ps(f16[blk->d] * static_cast<float>(sc));
+    const __m256 dm = _mm256_set1_ps(f16[blk->dmin] * static_cast<float>(m));
+    const uint8_t* q = blk->qs + 32 * (j / 2);
+    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(4 * (j % 2)));
+    const __m256i m4 = _mm256_set1_epi32(15);
+    for (int i = 0; i < 4; ++i) {
+      __m256i n = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + 8 * i)));
+      n = _mm256_and_si256(_mm256_srl_epi32(n, shift), m4);
+      if constexpr (requires { blk->qh; }) {
+        const __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->qh + 8 * i)));
+        const __m256i bit = _mm256_and_si256(_mm256_srl_epi32(h, _mm_cvtsi32_si128(static_cast<int>(j))),
+                                             _mm256_set1_epi32(1));
+        n = _mm256_or_si256(n, _mm256_slli_epi32(bit, 4));
+      }
+      v[i] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(n), ds, dm);
+    }
+  }
+};
+using DecQ4_K = DecQ45_K<BlockQ4_K>;
+using DecQ5_K = DecQ45_K<BlockQ5_K>;
+
+// q6_K: chunk c is quarter t of half h of its super-block; each 16 values share one int8 scale. (d * scale) *
+// (q - 32) is exact in f32 (11 + 8 + 6 bits), as the scalar code.
+struct DecQ6_K : DecQuant {
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K), kChunkBytes = kBlockBytes / 8;
+  void load(const char* row, int64_t c, __m256 (&v)[4]) const {
+    const Q6Chunk k = q6_chunk(row, c);
+    const __m128i lshift = _mm_cvtsi32_si128(k.lshift), hshift = _mm_cvtsi32_si128(k.hshift);
+    const __m256i m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
+    for (int i = 0; i < 4; ++i) {
+      const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.ql + 8 * i)));
+      const __m256i hi = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.qh + 8 * i)));
+      const __m256i q = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi32(lo, lshift), m4),
+                                        _mm256_slli_epi32(_mm256_and_si256(_mm256_srl_epi32(hi, hshift), m2), 4));
+      const float s = f16[k.d] * static_cast<float>(k.scales[i / 2]);
+      v[i] = _mm256_mul_ps(_mm256_set1_ps(s), _mm256_cvtepi32_ps(_mm256_sub_epi32(q, bias)));
+    }
+  }
+};
+
 // --- the driver ------------------------------------------------------------------------------------------------
 
 // Dot products of R weight rows with M rows of x. With chunk c of row i, the bytes at ahead + i * stride +
@@ -264,7 +345,7 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
   const char* wb = static_cast<const char*>(w);
   D dec{};
   if constexpr (requires { dec.f16; }) dec.f16 = f16_to_f32_table();
-  const int64_t stride = (k / kChunk) * D::kChunkBytes + (k % kChunk) * (D::kChunkBytes / kChunk);
+  const int64_t stride = row_stride<D>(k);
   const float* xp = x;  // x as the kernels read it, row stride xs
   int64_t xs = k;
   if constexpr (D::kPermutesX) {
@@ -331,17 +412,32 @@ const MatvecKernels& avx2_matvec_kernels() {
                                .q8_0 = mv<DecQ8_0>,
                                .q4_0 = mv<DecQ4_0>,
                                .q4_1 = mv<DecQ4_1>,
+                               .q5_0 = mv<DecQ5_0>,
+                               .q5_1 = mv<DecQ5_1>,
+                               .q4_K = mv<DecQ4_K>,
+                               .q5_K = mv<DecQ5_K>,
+                               .q6_K = mv<DecQ6_K>,
                                .f32_rows = mv_rows<DecF32>,
                                .f16_rows = mv_rows<DecF16>,
                                .bf16_rows = mv_rows<DecBf16>,
                                .q8_0_rows = mv_rows<DecQ8_0>,
                                .q4_0_rows = mv_rows<DecQ4_0>,
                                .q4_1_rows = mv_rows<DecQ4_1>,
+                               .q5_0_rows = mv_rows<DecQ5_0>,
+                               .q5_1_rows = mv_rows<DecQ5_1>,
+                               .q4_K_rows = mv_rows<DecQ4_K>,
+                               .q5_K_rows = mv_rows<DecQ5_K>,
+                               .q6_K_rows = mv_rows<DecQ6_K>,
                                .f16_to_f32 = dequant<DecF16>,
                                .bf16_to_f32 = dequant<DecBf16Natural>,
                                .q8_0_to_f32 = dequant<DecQ8_0>,
                                .q4_0_to_f32 = dequant<DecQ4_0>,
                                .q4_1_to_f32 = dequant<DecQ4_1>,
+                               .q5_0_to_f32 = dequant<DecQ5_0>,
+                               .q5_1_to_f32 = dequant<DecQ5_1>,
+                               .q4_K_to_f32 = dequant<DecQ4_K>,
+                               .q5_K_to_f32 = dequant<DecQ5_K>,
+                               .q6_K_to_f32 = dequant<DecQ6_K>,
                                // The packed GEMM path needs oneDNN's AVX-512 kernels; with those present
                                // and this set chosen (COROLLA_ISA=avx2), the portable packing serves.
                                .f32_pack = scalar_matvec_kernels().f32_pack,
@@ -349,7 +445,12 @@ const MatvecKernels& avx2_matvec_kernels() {
                                .bf16_pack = scalar_matvec_kernels().bf16_pack,
                                .q8_0_pack = scalar_matvec_kernels().q8_0_pack,
                                .q4_0_pack = scalar_matvec_kernels().q4_0_pack,
-                               .q4_1_pack = scalar_matvec_kernels().q4_1_pack};
+                               .q4_1_pack = scalar_matvec_kernels().q4_1_pack,
+                               .q5_0_pack = scalar_matvec_kernels().q5_0_pack,
+                               .q5_1_pack = scalar_matvec_kernels().q5_1_pack,
+                               .q4_K_pack = scalar_matvec_kernels().q4_K_pack,
+                               .q5_K_pack = scalar_matvec_kernels().q5_K_pack,
+                               .q6_K_pack = scalar_matvec_kernels().q6_K_pack};
   return k;
 }
 

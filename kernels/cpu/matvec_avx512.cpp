@@ -10,8 +10,11 @@
 #include <immintrin.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/cpu/matvec.hpp"
+#include "kernels/cpu/matvec_simd.hpp"
+#include "kernels/k_scales.hpp"
 
 namespace corolla {
 namespace {
@@ -118,6 +121,102 @@ struct DecQ4_1 : DecQuant {
     const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs)));
     a = _mm512_permutexvar_ps(q, table);
     b = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+  }
+};
+
+// q5_0 / q5_1: the 32 possible weights of a block (d * (q - 16), or d * q + m) form two tables of 16; vpermt2ps
+// picks from both with the low 5 bits of each lane: the nibble, and bit i of qh for value i as the fifth bit.
+template <class Block>
+struct DecQ5 : DecQuant {
+  static constexpr int64_t kChunkBytes = sizeof(Block);
+  void load(const char* row, int64_t c, __m512& a, __m512& b) const {
+    const Block* blk = reinterpret_cast<const Block*>(row) + c;
+    const __m512 levels = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 d = scale(blk->d), sixteen = _mm512_set1_ps(16.f);
+    __m512 lo, hi;
+    if constexpr (requires { blk->m; }) {
+      // d * q is exact in f32 (an f16 times a 5-bit integer): one rounding, the scalar code's d * q + m.
+      lo = _mm512_fmadd_ps(d, levels, scale(blk->m));
+      hi = _mm512_fmadd_ps(d, _mm512_add_ps(levels, sixteen), scale(blk->m));
+    } else {  // d * (q - 16) as the scalar code computes it (so also the sign of a zero)
+      lo = _mm512_mul_ps(d, _mm512_sub_ps(levels, sixteen));
+      hi = _mm512_mul_ps(d, levels);
+    }
+    uint32_t qh;
+    std::memcpy(&qh, blk->qh, 4);
+    const __m512i bits = _mm512_set1_epi32(static_cast<int>(qh)), one = _mm512_set1_epi32(1);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i h0 = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(bits, lane), one), 4);
+    const __m512i h1 = _mm512_slli_epi32(
+        _mm512_and_si512(_mm512_srlv_epi32(bits, _mm512_add_epi32(lane, _mm512_set1_epi32(16))), one), 4);
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs)));
+    a = _mm512_permutex2var_ps(lo, _mm512_or_si512(_mm512_and_si512(q, _mm512_set1_epi32(15)), h0), hi);
+    b = _mm512_permutex2var_ps(lo, _mm512_or_si512(_mm512_srli_epi32(q, 4), h1), hi);
+  }
+};
+using DecQ5_0 = DecQ5<BlockQ5_0>;
+using DecQ5_1 = DecQ5<BlockQ5_1>;
+
+// q4_K / q5_K: like q4_1 / q5_1, the levels of a sub-block, (d * sc) * q - dmin * m, form a table that vpermps
+// indexes with the nibbles (it reads the low 4 bits of each lane, so the high nibbles need only the shift); q5_K's
+// 32 levels are two tables, from which vpermt2ps picks with the fifth bit (bit j of qh) as bit 4 of the index.
+// (d * sc) * q and dmin * m are exact in f32: one rounding, as the scalar code.
+template <class Block>
+struct DecQ45_K : DecQuant {  // chunk c: sub-block c % 8 of super-block c / 8
+  static constexpr int64_t kBlockBytes = sizeof(Block), kChunkBytes = kBlockBytes / 8;
+  void load(const char* row, int64_t c, __m512& a, __m512& b) const {
+    const Block* blk = reinterpret_cast<const Block*>(row) + c / 8;
+    const int64_t j = c % 8;
+    int sc, m;
+    k_scale_min(blk->scales, j, sc, m);
+    const __m512 levels = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 ds = _mm512_set1_ps(f16[blk->d] * static_cast<float>(sc));
+    const __m512 dm = _mm512_set1_ps(f16[blk->dmin] * static_cast<float>(m));
+    const __m512 lo = _mm512_fmsub_ps(ds, levels, dm);
+    __m512 hi = lo;
+    if constexpr (requires { blk->qh; }) hi = _mm512_fmsub_ps(ds, _mm512_add_ps(levels, _mm512_set1_ps(16.f)), dm);
+    const uint8_t* q = blk->qs + 32 * (j / 2);
+    const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(4 * (j % 2)));
+    __m512 out[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i nib =
+          _mm512_srl_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * h))), shift);
+      if constexpr (requires { blk->qh; }) {
+        const __m512i qh = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qh + 16 * h)));
+        const __m512i bit = _mm512_srl_epi32(qh, _mm_cvtsi32_si128(static_cast<int>(j)));
+        const __m512i idx = _mm512_or_si512(_mm512_and_si512(nib, _mm512_set1_epi32(15)),
+                                            _mm512_and_si512(_mm512_slli_epi32(bit, 4), _mm512_set1_epi32(16)));
+        out[h] = _mm512_permutex2var_ps(lo, idx, hi);
+      } else {
+        out[h] = _mm512_permutexvar_ps(nib, lo);
+      }
+    }
+    a = out[0];
+    b = out[1];
+  }
+};
+using DecQ4_K = DecQ45_K<BlockQ4_K>;
+using DecQ5_K = DecQ45_K<BlockQ5_K>;
+
+// q6_K: chunk c is quarter t of half h of its super-block; each 16 values share one int8 scale. (d * scale) *
+// (q - 32) is exact in f32 (11 + 8 + 6 bits), as the scalar code.
+struct DecQ6_K : DecQuant {
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K), kChunkBytes = kBlockBytes / 8;
+  void load(const char* row, int64_t c, __m512& a, __m512& b) const {
+    const Q6Chunk k = q6_chunk(row, c);
+    const __m128i lshift = _mm_cvtsi32_si128(k.lshift), hshift = _mm_cvtsi32_si128(k.hshift);
+    const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
+    __m512 out[2];
+    for (int i = 0; i < 2; ++i) {
+      const __m512i lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k.ql + 16 * i)));
+      const __m512i hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k.qh + 16 * i)));
+      const __m512i q = _mm512_or_si512(_mm512_and_si512(_mm512_srl_epi32(lo, lshift), m4),
+                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(hi, hshift), m2), 4));
+      const float s = f16[k.d] * static_cast<float>(k.scales[i]);
+      out[i] = _mm512_mul_ps(_mm512_set1_ps(s), _mm512_cvtepi32_ps(_mm512_sub_epi32(q, bias)));
+    }
+    a = out[0];
+    b = out[1];
   }
 };
 
@@ -228,7 +327,7 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
   const char* wb = static_cast<const char*>(w);
   D dec{};
   if constexpr (requires { dec.f16; }) dec.f16 = f16_to_f32_table();
-  const int64_t stride = (k / kChunk) * D::kChunkBytes + (k % kChunk) * (D::kChunkBytes / kChunk);
+  const int64_t stride = row_stride<D>(k);
   const float* xp = x;  // x as the kernels read it, row stride xs
   int64_t xs = k;
   if constexpr (D::kPermutesX) {
@@ -328,7 +427,7 @@ void pack(const void* w, int64_t k, int64_t rows, float* out) {
   D dec{};
   if constexpr (requires { dec.f16; }) dec.f16 = f16_to_f32_table();
   const char* wb = static_cast<const char*>(w);
-  const int64_t stride = (k / kChunk) * D::kChunkBytes + (k % kChunk) * (D::kChunkBytes / kChunk);
+  const int64_t stride = row_stride<D>(k);
   const int64_t nc = k / kChunk, depth = depth_of(k);
   for (int64_t p0 = 0; p0 < rows; p0 += kPanel) {
     float* panel = out + p0 * depth;
@@ -370,23 +469,43 @@ const MatvecKernels& avx512_matvec_kernels() {
                                .q8_0 = mv<DecQ8_0>,
                                .q4_0 = mv<DecQ4_0>,
                                .q4_1 = mv<DecQ4_1>,
+                               .q5_0 = mv<DecQ5_0>,
+                               .q5_1 = mv<DecQ5_1>,
+                               .q4_K = mv<DecQ4_K>,
+                               .q5_K = mv<DecQ5_K>,
+                               .q6_K = mv<DecQ6_K>,
                                .f32_rows = mv_rows<DecF32>,
                                .f16_rows = mv_rows<DecF16>,
                                .bf16_rows = mv_rows<DecBf16>,
                                .q8_0_rows = mv_rows<DecQ8_0>,
                                .q4_0_rows = mv_rows<DecQ4_0>,
                                .q4_1_rows = mv_rows<DecQ4_1>,
+                               .q5_0_rows = mv_rows<DecQ5_0>,
+                               .q5_1_rows = mv_rows<DecQ5_1>,
+                               .q4_K_rows = mv_rows<DecQ4_K>,
+                               .q5_K_rows = mv_rows<DecQ5_K>,
+                               .q6_K_rows = mv_rows<DecQ6_K>,
                                .f16_to_f32 = dequant<DecF16>,
                                .bf16_to_f32 = dequant<DecBf16Natural>,
                                .q8_0_to_f32 = dequant<DecQ8_0>,
                                .q4_0_to_f32 = dequant<DecQ4_0>,
                                .q4_1_to_f32 = dequant<DecQ4_1>,
+                               .q5_0_to_f32 = dequant<DecQ5_0>,
+                               .q5_1_to_f32 = dequant<DecQ5_1>,
+                               .q4_K_to_f32 = dequant<DecQ4_K>,
+                               .q5_K_to_f32 = dequant<DecQ5_K>,
+                               .q6_K_to_f32 = dequant<DecQ6_K>,
                                .f32_pack = pack<DecF32>,
                                .f16_pack = pack<DecF16>,
                                .bf16_pack = pack<DecBf16Natural>,
                                .q8_0_pack = pack<DecQ8_0>,
                                .q4_0_pack = pack<DecQ4_0>,
-                               .q4_1_pack = pack<DecQ4_1>};
+                               .q4_1_pack = pack<DecQ4_1>,
+                               .q5_0_pack = pack<DecQ5_0>,
+                               .q5_1_pack = pack<DecQ5_1>,
+                               .q4_K_pack = pack<DecQ4_K>,
+                               .q5_K_pack = pack<DecQ5_K>,
+                               .q6_K_pack = pack<DecQ6_K>};
   return k;
 }
 

@@ -91,6 +91,23 @@ void mv_q4_1(const void* w, int64_t k, const float* x, float* y, int64_t r0, int
   }
 }
 
+// q5_0, q5_1 and the K-quants: each block (32 or 256 values) is dequantized as to_f32() does, then multiplied in
+// f32.
+template <DType T>
+void mv_blocks(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  const int64_t n = block_elems(T), nb = k / n, bytes = block_bytes(T);
+  float v[kSuperBlock];
+  for (int64_t r = r0; r < r1; ++r) {
+    const char* row = static_cast<const char*>(w) + r * nb * bytes;
+    float s = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      to_f32(T, row + i * bytes, v, n);
+      s += dot8(n, x + i * n, [&v](int64_t j) { return v[j]; });
+    }
+    y[r] = s;
+  }
+}
+
 // The reference for several activation rows: one pass over the weights per row.
 template <MatvecFn F>
 void rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
@@ -125,23 +142,43 @@ const MatvecKernels& scalar_matvec_kernels() {
                                .q8_0 = mv_q8_0,
                                .q4_0 = mv_q4_0,
                                .q4_1 = mv_q4_1,
+                               .q5_0 = mv_blocks<DType::q5_0>,
+                               .q5_1 = mv_blocks<DType::q5_1>,
+                               .q4_K = mv_blocks<DType::q4_K>,
+                               .q5_K = mv_blocks<DType::q5_K>,
+                               .q6_K = mv_blocks<DType::q6_K>,
                                .f32_rows = rows<mv_f32>,
                                .f16_rows = rows<mv_f16>,
                                .bf16_rows = rows<mv_bf16>,
                                .q8_0_rows = rows<mv_q8_0>,
                                .q4_0_rows = rows<mv_q4_0>,
                                .q4_1_rows = rows<mv_q4_1>,
+                               .q5_0_rows = rows<mv_blocks<DType::q5_0>>,
+                               .q5_1_rows = rows<mv_blocks<DType::q5_1>>,
+                               .q4_K_rows = rows<mv_blocks<DType::q4_K>>,
+                               .q5_K_rows = rows<mv_blocks<DType::q5_K>>,
+                               .q6_K_rows = rows<mv_blocks<DType::q6_K>>,
                                .f16_to_f32 = dequant<DType::f16>,
                                .bf16_to_f32 = dequant<DType::bf16>,
                                .q8_0_to_f32 = dequant<DType::q8_0>,
                                .q4_0_to_f32 = dequant<DType::q4_0>,
                                .q4_1_to_f32 = dequant<DType::q4_1>,
+                               .q5_0_to_f32 = dequant<DType::q5_0>,
+                               .q5_1_to_f32 = dequant<DType::q5_1>,
+                               .q4_K_to_f32 = dequant<DType::q4_K>,
+                               .q5_K_to_f32 = dequant<DType::q5_K>,
+                               .q6_K_to_f32 = dequant<DType::q6_K>,
                                .f32_pack = pack<DType::f32>,
                                .f16_pack = pack<DType::f16>,
                                .bf16_pack = pack<DType::bf16>,
                                .q8_0_pack = pack<DType::q8_0>,
                                .q4_0_pack = pack<DType::q4_0>,
-                               .q4_1_pack = pack<DType::q4_1>};
+                               .q4_1_pack = pack<DType::q4_1>,
+                               .q5_0_pack = pack<DType::q5_0>,
+                               .q5_1_pack = pack<DType::q5_1>,
+                               .q4_K_pack = pack<DType::q4_K>,
+                               .q5_K_pack = pack<DType::q5_K>,
+                               .q6_K_pack = pack<DType::q6_K>};
   return k;
 }
 

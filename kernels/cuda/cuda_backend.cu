@@ -561,8 +561,11 @@ class CudaBackend final : public Backend {
            (gpu::programmatic_launch() ? ", programmatic dependent launch" : "") + ")";
   }
   Device device() const override { return Device::cuda; }
+  // Not q5_0 / q5_1 nor the K-quants (256-value super-blocks): the CUDA kernels have no decoder for them. Such a
+  // file loads with --dtype f16 / q8_0 (converted on the host), or is refused by load_matrix.
   bool supports_weight(DType t) const override {
-    return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_quantized(t);
+    return t == DType::f32 || t == DType::f16 || t == DType::bf16 || t == DType::q8_0 || t == DType::q4_0 ||
+           t == DType::q4_1;
   }
 
   // --- memory ---------------------------------------------------------------------------------------------------

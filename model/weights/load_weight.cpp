@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace corolla {
 namespace {
@@ -22,8 +23,16 @@ Tensor host_matrix(const WeightSource& src, const std::string& name, Shape expec
     throw std::runtime_error(src.origin() + ": tensor '" + name + "' holds integers (" + t.describe() + ")");
   const DType want = dtype.value_or(t.dtype());
   if (!backend.supports_weight(want))
-    throw std::runtime_error(backend.name() + " cannot compute with " + std::string(dtype_name(want)) + " weights");
-  if (want != t.dtype()) t = t.cast(want);
+    throw std::runtime_error(backend.name() + " cannot compute with " + std::string(dtype_name(want)) +
+                             " weights (a --dtype it supports, e.g. f16 or q8_0, converts them on loading)");
+  if (want != t.dtype()) {
+    const int64_t row = t.dim(t.rank() - 1);
+    if (row % block_elems(want) != 0)
+      throw std::runtime_error(src.origin() + ": tensor '" + name + "' has rows of " + std::to_string(row) +
+                               " values, which do not fill whole " + std::string(dtype_name(want)) + " blocks of " +
+                               std::to_string(block_elems(want)) + "; choose another --dtype");
+    t = t.cast(want);
+  }
   return t;
 }
 

@@ -20,7 +20,7 @@ constexpr float kTol = 1e-4f;
 const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "qwen2-yarn", "llama-sharded",
                          "llama-bf16", "llama-bias", "mistral-window", "qwen2-window", "qwen3",
                          "mixtral",    "phi3",       "phi3-longrope", "bloom",          "falcon",      "falcon-new",
-                         "falcon-sequential", "falcon2", "gemma2", "gemma2-options"};
+                         "falcon-sequential", "falcon2", "gemma2", "gemma2-options", "llama-kquant"};
 
 std::vector<int32_t> iota_positions(size_t n, int32_t start = 0) {
   std::vector<int32_t> p(n);
@@ -145,7 +145,12 @@ std::ostream& operator<<(std::ostream& os, const GgufCase& c) { return os << c.m
 const GgufCase kGguf[] = {
     {"llama", "model-f32.gguf", "", kTol},        {"llama", "model-f16.gguf", "f16", kTol},
     {"llama", "model-q8_0.gguf", "q8_0", kTol},   {"llama", "model-q4_0.gguf", "q4_0", kTol},
-    {"llama", "model-q4_1.gguf", "q4_1", kTol},   {"qwen2", "model-f32.gguf", "", kTol},
+    {"llama", "model-q4_1.gguf", "q4_1", kTol},
+    // Q4_K_M and Q5_K_M as llama-quantize writes them for rows of 64 values: no K-quant (rows are not whole
+    // super-blocks of 256), Q5_0 / Q5_1 for most weights and Q8_0 for the LM head, attn_v and ffn_down of layers
+    // 2 and 3.
+    {"llama", "model-q4_K_M.gguf", "q4_K_M", kTol}, {"llama", "model-q5_K_M.gguf", "q5_K_M", kTol},
+    {"qwen2", "model-f32.gguf", "", kTol},
     {"qwen2", "model-q8_0.gguf", "q8_0", kTol},   {"llama-bias", "model-f32.gguf", "", kTol},
     {"llama-bias", "model-q8_0.gguf", "q8_0", kTol}, {"qwen3", "model-f32.gguf", "", kTol},
     {"qwen3", "model-q8_0.gguf", "q8_0", kTol},   {"mixtral", "model-f32.gguf", "", kTol},
@@ -156,6 +161,10 @@ const GgufCase kGguf[] = {
     {"phi3", "model-q8_0.gguf", "q8_0", kTol},    {"phi3-longrope", "model-f32.gguf", "", kTol},
     {"qwen2-yarn", "model-f32.gguf", "", kTol},   {"gemma2", "model-f32.gguf", "", kTol},
     {"gemma2", "model-q8_0.gguf", "q8_0", kTol},
+    // K-quants (256-value super-blocks, so a model with rows of 256): each type alone, and llama-quantize's
+    // Q4_K_M mix (Q6_K for the LM head and for attn_v / ffn_down of layer 1).
+    {"llama-kquant", "model-q4_K.gguf", "q4_K", kTol}, {"llama-kquant", "model-q5_K.gguf", "q5_K", kTol},
+    {"llama-kquant", "model-q6_K.gguf", "q6_K", kTol}, {"llama-kquant", "model-q4_K_M.gguf", "q4_K_M", kTol},
 };
 }  // namespace
 
@@ -167,6 +176,11 @@ BOOST_DATA_TEST_CASE(gguf_matches_its_reference, bdata::make(kGguf), c) {
   model.reset(1, 64);
   Tensor logits = model.forward(ids, iota_positions(ids.size()), false);
   BOOST_TEST(max_abs_diff(logits, g.tensor("logits_full")) < c.tol);
+  // Decoding one token at a time (the matrix-vector kernels) follows the file's own greedy path.
+  GenerationParams params;
+  params.max_new_tokens = 32;
+  params.stop_at_eos = false;
+  BOOST_TEST(generate(model, ids, params) == g.ids("greedy_ids"), boost::test_tools::per_element());
   // An f32 file holds the checkpoint's weights exactly, so every golden of the checkpoint applies: positions past
   // the original context (phi3-longrope's long factors, yarn) and with a gap. BLOOM's converter writes a context of
   // its hidden size (64) where the checkpoint has no seq_length, which positions 100..111 exceed.

@@ -90,6 +90,9 @@ BOOST_AUTO_TEST_CASE(reports_a_cuda_device) {
   BOOST_TEST((gpu().device() == Device::cuda));
   BOOST_TEST_MESSAGE("backend: " << gpu().name());
   for (DType t : kWeightTypes) BOOST_TEST(gpu().supports_weight(t));
+  // No CUDA decoder for q5_0 / q5_1 and the K-quants: such a file is refused by load_matrix (or converted by --dtype).
+  for (DType t : {DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K})
+    BOOST_TEST(!gpu().supports_weight(t));
 }
 
 BOOST_AUTO_TEST_CASE(upload_download_round_trips_every_dtype) {

@@ -42,6 +42,19 @@ std::string error_of(const std::string& path) {
 
 const char* kMinimal = "[[servers]]\ncount = 2\nnum_blocks = 4\n";
 
+// The modelled time of one decode step through block 0 of shape m (position 100), and its weight bytes.
+double decode_seconds(const model_shape& m, const DeviceModel& device, int64_t& weight_bytes) {
+  SyntheticWeights source(m.config(), m.dtype, "shape");
+  CostBackend backend(device);
+  auto block = load_block(source, 0, backend);
+  weight_bytes = block->weight_bytes();
+  KVCache cache = block->make_cache(1, 256);
+  Tensor h = backend.alloc(DType::f32, {1, 1, m.hidden_size});
+  std::vector<int32_t> pos{100};
+  block->forward(h, pos, &cache);
+  return std::chrono::duration<double>(backend.take_modelled_time()).count();
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(scenario_errors_name_the_file_line_and_key) {
@@ -113,24 +126,37 @@ BOOST_AUTO_TEST_CASE(cost_backend_prices_a_mixture_of_experts_by_its_active_expe
   dense.experts = 0;
   dense.intermediate_size = 2 * moe.intermediate_size;
   DeviceModel device{312e12, 2e12, 0};
-  auto decode_s = [&](const model_shape& m, int64_t& weight_bytes) {
-    SyntheticWeights source(m.config(), m.dtype, "shape");
-    CostBackend backend(device);
-    auto block = load_block(source, 0, backend);
-    weight_bytes = block->weight_bytes();
-    KVCache cache = block->make_cache(1, 256);
-    Tensor h = backend.alloc(DType::f32, {1, 1, m.hidden_size});
-    std::vector<int32_t> pos{100};
-    block->forward(h, pos, &cache);
-    return std::chrono::duration<double>(backend.take_modelled_time()).count();
-  };
   int64_t moe_bytes = 0, dense_bytes = 0;
-  const double moe_s = decode_s(moe, moe_bytes), dense_s = decode_s(dense, dense_bytes);
+  const double moe_s = decode_seconds(moe, device, moe_bytes), dense_s = decode_seconds(dense, device, dense_bytes);
   BOOST_TEST(static_cast<double>(moe_bytes) == moe.block_bytes(), boost::test_tools::tolerance(1e-6));
   BOOST_TEST(moe_bytes > 3 * dense_bytes);  // all eight experts are held
   BOOST_TEST(moe_s / dense_s > 0.98);      // but a token reads two of them
   BOOST_TEST(moe_s / dense_s < 1.05);
   BOOST_TEST(moe_s < 0.4 * static_cast<double>(moe_bytes) / device.bytes_per_second);
+}
+
+// K-quant weights are priced by their bytes: a decode step of a q4_K block (144 bytes per 256 weights) costs what
+// its bytes take to read, about 0.53 of the same block in q8_0 (34 bytes per 32). A shape whose rows are not whole
+// super-blocks is refused by the scenario reader.
+BOOST_AUTO_TEST_CASE(cost_backend_prices_k_quants_by_their_bytes) {
+  model_shape m;
+  m.hidden_size = 4096;
+  m.intermediate_size = 11008;
+  m.heads = 32;
+  m.kv_heads = 32;
+  DeviceModel device{312e12, 2e12, 0};
+  model_shape q8 = m;
+  m.dtype = DType::q4_K;
+  q8.dtype = DType::q8_0;
+  int64_t q4k_bytes = 0, q8_bytes = 0;
+  const double q4k_s = decode_seconds(m, device, q4k_bytes), q8_s = decode_seconds(q8, device, q8_bytes);
+  BOOST_TEST(static_cast<double>(q4k_bytes) / static_cast<double>(q8_bytes) < 0.54);
+  BOOST_TEST(q4k_s >= static_cast<double>(q4k_bytes) / device.bytes_per_second);
+  BOOST_TEST(q4k_s / q8_s < 0.56);
+  corolla::test::TempDir dir;
+  const std::string path =
+      write(dir, std::string(kMinimal) + "[model]\nhidden_size = 4000\nheads = 20\ndtype = \"q4_K\"\n");
+  BOOST_TEST(error_of(path).find("whole blocks of 256") != std::string::npos, error_of(path));
 }
 
 // A query of a sliding-window layer reads only its window of the history: a long session's decode step costs

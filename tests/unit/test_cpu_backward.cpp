@@ -57,14 +57,15 @@ double max_diff(const Tensor& got, const std::vector<double>& want) {
   return m;
 }
 
-const char* kWeightTypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1"};
+const char* kWeightTypes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"};
 
 }  // namespace
 
 BOOST_DATA_TEST_CASE(matmul_backward_is_dy_times_the_dequantized_weight, bdata::make(kWeightTypes), wt_name) {
   const DType wt = *parse_dtype(wt_name);
   for (int64_t m : {1, 5, 40}) {
-    const int64_t n = 48, k = 160;  // k: several quantization blocks, split over threads
+    // k: several quantization blocks (of 32 values, 256 for the K-quants), split over threads
+    const int64_t n = 48, k = block_elems(wt) == 256 ? 768 : 160;
     const Tensor w = random_tensor({n, k}, 1).cast(wt);
     const Tensor wf = w.to_f32();
     const Tensor dy = random_tensor({m, n}, 2);

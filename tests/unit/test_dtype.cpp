@@ -1,9 +1,14 @@
 #define BOOST_TEST_MODULE dtype
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu/matvec.hpp"
 #include "kernels/dtype.hpp"
 #include "kernels/tensor.hpp"
 
@@ -35,12 +40,14 @@ BOOST_AUTO_TEST_CASE(quantized_round_trips_within_their_step) {
   std::normal_distribution<float> dist(0.f, 1.f);
   std::vector<float> x(256);
   for (auto& v : x) v = dist(rng);
-  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1}) {
+  for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K,
+                  DType::q6_K}) {
     std::vector<uint8_t> q(static_cast<size_t>(storage_bytes(t, 256)));
     std::vector<float> y(256);
     from_f32(t, x.data(), q.data(), 256);
     to_f32(t, q.data(), y.data(), 256);
-    const float tol = t == DType::q8_0 ? 0.03f : 0.5f;
+    const bool five_bits = t == DType::q5_0 || t == DType::q5_1 || t == DType::q5_K;
+    const float tol = t == DType::q8_0 ? 0.03f : t == DType::q6_K ? 0.1f : five_bits ? 0.25f : 0.5f;
     for (size_t i = 0; i < x.size(); ++i) BOOST_TEST(std::fabs(x[i] - y[i]) < tol, dtype_name(t) << " at " << i);
   }
 }
@@ -48,6 +55,49 @@ BOOST_AUTO_TEST_CASE(quantized_round_trips_within_their_step) {
 BOOST_AUTO_TEST_CASE(storage_rejects_partial_blocks) {
   BOOST_CHECK_THROW(storage_bytes(DType::q8_0, 33), std::invalid_argument);
   BOOST_TEST(storage_bytes(DType::q4_1, 64) == 40);
+  BOOST_CHECK_THROW(storage_bytes(DType::q4_K, 128), std::invalid_argument);
+  BOOST_TEST(storage_bytes(DType::q4_K, 512) == 288);
+  BOOST_TEST(storage_bytes(DType::q5_K, 256) == 176);
+  BOOST_TEST(storage_bytes(DType::q6_K, 256) == 210);
+  BOOST_TEST(storage_bytes(DType::q5_0, 64) == 44);
+  BOOST_TEST(storage_bytes(DType::q5_1, 64) == 48);
+}
+
+namespace {
+std::vector<char> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  BOOST_REQUIRE_MESSAGE(f, "cannot open " << path);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+}  // namespace
+
+// Random block bytes and gguf-py's gguf.quants.dequantize of them (tools/kquants.py writes both): to_f32 and every
+// kernel set's dequantization give the same f32 values, bit for bit.
+BOOST_AUTO_TEST_CASE(dequantization_matches_gguf_py) {
+  for (DType t : {DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K}) {
+    const std::string base = std::string(COROLLA_TEST_DATA) + "/dequant/" + std::string(dtype_name(t));
+    const std::vector<char> blocks = read_bytes(base + ".blocks"), values = read_bytes(base + ".f32");
+    BOOST_REQUIRE(blocks.size() % static_cast<size_t>(block_bytes(t)) == 0);
+    const int64_t n = static_cast<int64_t>(blocks.size()) / block_bytes(t) * block_elems(t);
+    BOOST_REQUIRE_EQUAL(values.size(), static_cast<size_t>(n) * 4);
+    std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+    std::memcpy(want.data(), values.data(), values.size());
+    to_f32(t, blocks.data(), got.data(), n);
+    BOOST_TEST(std::memcmp(got.data(), want.data(), values.size()) == 0, dtype_name(t) << " to_f32");
+    for (const MatvecKernels* ks : available_matvec_kernels()) {
+      std::fill(got.begin(), got.end(), 0.f);
+      ks->dequant_for_dtype(t)(blocks.data(), got.data(), n);
+      BOOST_TEST(std::memcmp(got.data(), want.data(), values.size()) == 0, dtype_name(t) << " " << ks->isa);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(k_quant_names_parse) {
+  for (DType t : {DType::q4_K, DType::q5_K, DType::q6_K}) {
+    BOOST_TEST((parse_dtype(dtype_name(t)) == std::optional<DType>(t)));
+    BOOST_TEST(block_elems(t) == 256);
+    BOOST_TEST(is_quantized(t));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(tensor_views_share_storage) {

@@ -21,7 +21,8 @@ using namespace corolla;
 
 namespace {
 
-constexpr DType kWeightTypes[] = {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1};
+constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
+                                  DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K};
 constexpr double kTolerance = 1e-5;
 
 std::vector<float> randn(int64_t n, uint32_t seed) {
@@ -65,8 +66,10 @@ std::string label(const MatvecKernels& ks, DType t, int64_t n, int64_t k, int64_
 
 // Runs one kernel set on rows [r0, r1) of an [n, k] matrix for m activation rows and checks every output: against
 // the scalar kernels, against the double reference, and that rows outside the range are left alone.
+// Shapes whose rows are not whole blocks of t (the K-quants' 256 values) are skipped.
 void check_kernels(const MatvecKernels& ks, DType t, int64_t n, int64_t k, int64_t m, int64_t r0, int64_t r1,
                    uint32_t seed) {
+  if (k % block_elems(t) != 0) return;
   const Weights w = make_weights(t, n, k, seed);
   const std::vector<float> x = randn(m * k, seed + 1);
   const float sentinel = -12345.f;
@@ -136,6 +139,10 @@ BOOST_AUTO_TEST_CASE(every_dtype_and_isa_matches_scalar_and_double_reference) {
       check_kernels(*ks, t, 37, 96, 1, 0, 37, seed++);
       check_kernels(*ks, t, 13, 160, 1, 0, 13, seed++);
       check_kernels(*ks, t, 9, 2080, 1, 0, 9, seed++);
+      // K-quants: one super-block, three, and a model-sized K.
+      check_kernels(*ks, t, 37, 256, 1, 0, 37, seed++);
+      check_kernels(*ks, t, 13, 768, 1, 2, 13, seed++);
+      check_kernels(*ks, t, 9, 2304, 1, 0, 9, seed++);
       // Row ranges that start and end inside the matrix, as a thread's share does.
       check_kernels(*ks, t, 37, 224, 1, 5, 30, seed++);
       check_kernels(*ks, t, 37, 224, 1, 17, 18, seed++);
@@ -157,19 +164,24 @@ BOOST_AUTO_TEST_CASE(several_activation_rows_share_one_pass) {
       for (int64_t m = 2; m <= kMatvecMaxRows + 3; ++m) {
         check_kernels(*ks, t, 23, 96, m, 0, 23, seed++);
         check_kernels(*ks, t, 37, 160, m, 3, 34, seed++);
+        check_kernels(*ks, t, 37, 512, m, 3, 34, seed++);
       }
   for (const MatvecKernels* ks : available_matvec_kernels())
     for (DType t : {DType::f32, DType::bf16}) check_kernels(*ks, t, 10, 77, 3, 1, 9, seed++);
   // More rows of x than one pass takes, over weights large enough to be split into several L2 tiles.
   for (const MatvecKernels* ks : available_matvec_kernels())
-    for (DType t : kWeightTypes) check_kernels(*ks, t, 150, 2048 + 32, 9, 5, 149, seed++);
+    for (DType t : kWeightTypes) {
+      check_kernels(*ks, t, 150, 2048 + 32, 9, 5, 149, seed++);
+      check_kernels(*ks, t, 150, 2048 + 256, 9, 5, 149, seed++);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(dequantization_matches_to_f32_exactly) {
   uint32_t seed = 250;
   for (const MatvecKernels* ks : available_matvec_kernels())
     for (DType t : kWeightTypes)
-      for (int64_t n : {32, 64, 96, 4096, 4096 + 32 * 7}) {
+      for (int64_t n : {32, 64, 96, 256, 4096, 4096 + 32 * 7, 4096 + 256 * 3}) {
+        if (n % block_elems(t) != 0) continue;
         const Weights w = make_weights(t, 1, n, seed++);
         std::vector<float> got(static_cast<size_t>(n) + 1, -7.f);
         ks->dequant_for_dtype(t)(w.stored.data(), got.data(), n);
@@ -193,8 +205,8 @@ BOOST_AUTO_TEST_CASE(packing_transposes_into_padded_panels) {
   for (const MatvecKernels* ks : available_matvec_kernels())
     for (DType t : kWeightTypes)
       for (int64_t rows : {1, 15, 16, 17, 64, 70, 128})
-        for (int64_t k : {32, 45, 160, 2048 + 32}) {
-          if (is_quantized(t) && k % 32 != 0) continue;
+        for (int64_t k : {32, 45, 160, 256, 2048 + 32, 2048 + 256}) {
+          if (k % block_elems(t) != 0) continue;
           const Weights w = make_weights(t, rows, k, seed++);
           const int64_t depth = panel_depth(k), size = packed_floats(k, rows);
           std::vector<float> got(static_cast<size_t>(size) + 1, -7.f);
@@ -230,10 +242,11 @@ BOOST_AUTO_TEST_CASE(cpu_matmul_matches_naive_reference) {
   uint32_t seed = 300;
   // n = 300 rows split over 2 threads; the GEMM path packs weights in tiles of 128 rows. Every m goes through
   // cpu_matmul (which picks a path), the matrix-vector path and the GEMM path with each library.
-  // n = 70, k = 45: a short last panel and a tail of k (plain dtypes only; quantized rows are whole blocks).
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{300, 160}, {70, 45}}) {
+  // n = 70, k = 45: a short last panel and a tail of k (plain dtypes only; quantized rows are whole blocks, of
+  // 256 values for the K-quants: k = 512).
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{300, 160}, {70, 45}, {300, 512}}) {
     for (DType t : kWeightTypes) {
-      if (is_quantized(t) && k % 32 != 0) continue;
+      if (k % block_elems(t) != 0) continue;
       const Weights w = make_weights(t, n, k, seed++);
       for (int64_t m : {1, 2, 3, 4, 5, 6, 9, 17, 33, 37}) {
         const std::vector<float> x = randn(m * k, seed++);

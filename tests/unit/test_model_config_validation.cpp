@@ -64,7 +64,7 @@ void expect_gguf_refused(const std::string& key, T value, std::initializer_list<
 BOOST_AUTO_TEST_CASE(the_committed_models_are_valid) {
   for (const char* m : {"llama", "llama-bf16", "llama-sharded", "llama3-rope", "qwen2-yarn", "mistral", "qwen2", "llama-bias",
                         "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3", "phi3-longrope", "bloom", "falcon", "falcon-new",
-                        "falcon-sequential", "falcon2", "gemma2", "gemma2-options"})
+                        "falcon-sequential", "falcon2", "gemma2", "gemma2-options", "llama-kquant"})
     BOOST_CHECK_NO_THROW(open_weights(model_dir(m)));
   for (const char* m : {"gemma2/model-f32.gguf", "gemma2/model-q8_0.gguf"})
     BOOST_CHECK_NO_THROW(open_weights(model_dir(m)));

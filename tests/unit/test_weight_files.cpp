@@ -63,6 +63,14 @@ BOOST_AUTO_TEST_CASE(a_server_reads_only_its_blocks) {
   }
 }
 
+// Converting weights on loading (--dtype) to a dtype whose blocks the rows cannot fill is refused by tensor name.
+BOOST_AUTO_TEST_CASE(a_dtype_the_rows_cannot_fill_is_refused_by_name) {
+  auto src = open_weights(model_dir("llama") + "/model-f32.gguf");  // rows of 64 values
+  expect_error([&] { load_block(*src, 0, cpu(), {DType::q4_K}); },
+               {"model-f32.gguf", "rows of 64 values", "q4_K blocks of 256", "--dtype"});
+  BOOST_CHECK_NO_THROW(load_block(*src, 0, cpu(), {DType::q5_0}));
+}
+
 BOOST_AUTO_TEST_CASE(missing_paths_are_named) {
   expect_error([] { open_weights("/nonexistent/model"); }, {"/nonexistent/model"});
   TempDir d;
@@ -194,6 +202,40 @@ BOOST_AUTO_TEST_CASE(gguf_tensors_may_not_overlap_or_repeat) {
   fine.data.assign(64, '\0');
   write_file(file, fine.bytes());
   BOOST_CHECK_NO_THROW(GgufFile::open(file));
+}
+
+// K-quant tensors (ggml types 12, 13, 14: q4_K, q5_K, q6_K) take whole super-blocks of 256 values per row; q5_0
+// and q5_1 (6, 7) blocks of 32.
+BOOST_AUTO_TEST_CASE(gguf_k_quant_tensors_are_sized_by_their_super_blocks) {
+  TempDir d;
+  const auto file = (d.path / "m.gguf").string();
+  GgufBuilder ok;
+  ok.tensor("a", {256, 2}, 12, 0).tensor("b", {512}, 13, 288).tensor("c", {256}, 14, 640);
+  ok.tensor("d", {64}, 6, 864).tensor("e", {32, 3}, 7, 928);
+  ok.data.assign(928 + 72, '\0');
+  write_file(file, ok.bytes());
+  const auto g = GgufFile::open(file);
+  BOOST_TEST(g->find_tensor("a")->nbytes == 288);
+  BOOST_TEST(g->find_tensor("b")->nbytes == 352);
+  BOOST_TEST(g->find_tensor("c")->nbytes == 210);
+  BOOST_TEST((g->find_tensor("c")->dtype == DType::q6_K));
+  BOOST_TEST(g->find_tensor("d")->nbytes == 44);
+  BOOST_TEST(g->find_tensor("e")->nbytes == 72);
+  BOOST_TEST((g->find_tensor("e")->dtype == DType::q5_1));
+  GgufBuilder partial;  // rows of 128 values: half a super-block each
+  partial.tensor("a", {128, 2}, 12, 0);
+  partial.data.assign(288, '\0');
+  write_file(file, partial.bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'a'", "q4_K blocks"});
+  GgufBuilder huge;  // 2^40 x 2^40 values: the byte count overflows
+  huge.tensor("a", {uint64_t{1} << 40, uint64_t{1} << 40}, 14, 0);
+  write_file(file, huge.bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'a'", "too large"});
+  GgufBuilder q8_k;  // Q8_K is an intermediate type of ggml's dot products, not a weight format
+  q8_k.tensor("a", {256}, 15, 0);
+  q8_k.data.assign(292, '\0');
+  write_file(file, q8_k.bytes());
+  expect_error([&] { GgufFile::open(file); }, {"m.gguf", "'a'", "ggml type 15"});
 }
 
 // Safetensors files whose header lies about their tensors.

@@ -1,0 +1,43 @@
+// Shared by the kernel files compiled with their own ISA flags (matvec_avx2.cpp, matvec_avx512.cpp). Internal
+// linkage on purpose: each file keeps its own copy (an inline function or template with external linkage would let
+// the linker pick one compiled for AVX-512 for everyone).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/dtype.hpp"
+
+namespace corolla {
+namespace {
+
+// Bytes per row of k values for decoder D, which reads chunks of 32 values: whole super-blocks of 256 values
+// (kBlockBytes each) for the K-quants, whose kChunkBytes is only their mean size per 32 values (how far ahead to
+// prefetch); whole chunks of kChunkBytes plus a tail of single values otherwise.
+template <class D>
+int64_t row_stride(int64_t k) {
+  if constexpr (requires { D::kBlockBytes; })
+    return k / kSuperBlock * D::kBlockBytes;
+  else
+    return (k / kQuantBlock) * D::kChunkBytes + (k % kQuantBlock) * (D::kChunkBytes / kQuantBlock);
+}
+
+// Chunk c (32 values) of a q6_K row: quarter t of half h of super-block c / 8. Its low nibbles are the 32 bytes
+// at ql shifted right by lshift, its high two bits the 32 bytes at qh shifted right by hshift; values 0..15 have
+// the scale scales[0], values 16..31 scales[1].
+struct Q6Chunk {
+  const uint8_t* ql;
+  const uint8_t* qh;
+  const int8_t* scales;
+  uint16_t d;
+  int lshift, hshift;
+};
+
+inline Q6Chunk q6_chunk(const char* row, int64_t c) {
+  const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row) + c / 8;
+  const int64_t h = (c % 8) / 4, t = c % 4;
+  return {blk->ql + 64 * h + 32 * (t & 1), blk->qh + 32 * h, blk->scales + 8 * h + 2 * t, blk->d,
+          static_cast<int>(4 * (t >> 1)), static_cast<int>(2 * t)};
+}
+
+}  // namespace
+}  // namespace corolla
