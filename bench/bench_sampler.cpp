@@ -1,5 +1,5 @@
-// The sampler's cost per token over a whole vocabulary, against the sort-based filters Hugging Face's warpers (and
-// the sampler before its partial selection) use: the whole row sorted, then top-k, the top-p prefix and a draw.
+// The sampler's cost per token over a whole vocabulary, against the sort-based filters Hugging Face's warpers use:
+// the whole row sorted, then top-k, the top-p prefix and a draw.
 // Both run the same settings in turn on the same rows; prints microseconds per token and the ratio.
 //   bench_sampler [tokens=300]
 // Rows: normal logits of spread 2.5 (a sampled LM's rows are peaked; this is broader, so the nucleus holds hundreds
