@@ -3,7 +3,10 @@
 // Prints, for 1 session and for N at once: completed sessions, time to the first token, per-session decode rate
 // and the aggregate rate of generated tokens. Results: docs/PERFORMANCE.md, "API: concurrent chat sessions".
 //
-//   bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3]
+// Two such stacks run side by side, their rounds alternated: servers that run each session's step alone
+// (max_batch_tokens 0) and servers that batch concurrent sessions' steps.
+//
+//   bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3] [--max_batch_tokens 256]
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -95,7 +98,8 @@ double pct(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
 }
 
-void run_round(uint16_t port, const std::string& model, int sessions, int64_t tokens) {
+// One round of `sessions` concurrent chats; prints a row of the table.
+void run_round(uint16_t port, const std::string& model, int sessions, int64_t tokens, const std::string& label) {
   std::vector<Result> results(static_cast<size_t>(sessions));
   std::vector<std::thread> threads;
   const auto t0 = clk::now();
@@ -116,26 +120,67 @@ void run_round(uint16_t port, const std::string& model, int sessions, int64_t to
     ttft.push_back(r.first_s);
     if (r.tokens > 1 && r.total_s > r.first_s) rate.push_back((r.tokens - 1) / (r.total_s - r.first_s));
   }
-  std::printf("| %d | %d/%d | %lld | %.2f | %.0f / %.0f | %.1f / %.1f | %.1f |\n", sessions, ok, sessions,
-              static_cast<long long>(total), wall, pct(ttft, 0.5) * 1e3, pct(ttft, 0.95) * 1e3, pct(rate, 0.5),
-              pct(rate, 0.05), total / wall);
+  std::printf("| %d | %s | %d/%d | %lld | %.2f | %.0f / %.0f | %.1f / %.1f | %.1f |\n", sessions, label.c_str(), ok,
+              sessions, static_cast<long long>(total), wall, pct(ttft, 0.5) * 1e3, pct(ttft, 0.95) * 1e3,
+              pct(rate, 0.5), pct(rate, 0.05), total / wall);
   std::fflush(stdout);
 }
+
+// A swarm of `servers` in this process and the API over it. Each stack its own connector: a local swarm's actors
+// go by in-process names, which would collide in one.
+struct Stack {
+  caf::actor connector;
+  api::LocalSwarm swarm;
+  api::ApiServer server;
+  uint16_t port = 0;
+  static api::LocalSwarmOptions swarm_options(const std::string& path, int servers, int64_t max_batch_tokens) {
+    api::LocalSwarmOptions o;
+    o.model = path;
+    o.servers = servers;
+    o.publish = false;
+    o.cache_tokens = 32768;
+    o.max_sessions = 256;
+    o.max_batch_tokens = max_batch_tokens;
+    return o;
+  }
+  static api::ApiConfig api_config(const std::string& path, const std::string& dht, int sessions) {
+    api::ApiConfig c;
+    c.port = 0;
+    c.initial_peers = {dht};
+    c.max_sessions = std::max(sessions, 1);
+    c.models.push_back({"bench", path, "", ""});
+    return c;
+  }
+  Stack(caf::actor_system& sys, const std::string& path, int servers, int sessions, int64_t max_batch_tokens)
+      : connector(spawn_connector(sys)),
+        swarm(sys, connector, swarm_options(path, servers, max_batch_tokens)),
+        server(sys, api_config(path, swarm.dht_address(), sessions), connector) {
+    port = server.start(2);
+    chat(port, "bench", 999, 8);  // warm-up
+  }
+  ~Stack() {
+    server.stop();
+    swarm.stop();
+    caf::anon_send_exit(connector, caf::exit_reason::user_shutdown);
+  }
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model = "demo";
   int sessions = 32, servers = 3;
-  int64_t tokens = 64;
+  int64_t tokens = 64, max_batch_tokens = api::LocalSwarmOptions{}.max_batch_tokens;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--model") model = argv[i + 1];
     else if (a == "--sessions") sessions = std::stoi(argv[i + 1]);
     else if (a == "--tokens") tokens = std::stoll(argv[i + 1]);
     else if (a == "--servers") servers = std::stoi(argv[i + 1]);
+    else if (a == "--max_batch_tokens") max_batch_tokens = std::stoll(argv[i + 1]);
     else {
-      std::cerr << "usage: bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3]\n";
+      std::cerr << "usage: bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3] "
+                   "[--max_batch_tokens 256]\n";
       return 2;
     }
   }
@@ -143,33 +188,22 @@ int main(int argc, char** argv) {
     const std::string path = resolve_model_path(model);
     corolla_config cfg;
     caf::actor_system sys{cfg};
-    auto connector = spawn_connector(sys);
     {
-      api::LocalSwarmOptions o;
-      o.model = path;
-      o.servers = servers;
-      o.publish = false;
-      o.cache_tokens = 32768;
-      o.max_sessions = 256;
-      api::LocalSwarm swarm(sys, connector, o);
-      api::ApiConfig c;
-      c.port = 0;
-      c.initial_peers = {swarm.dht_address()};
-      c.max_sessions = std::max(sessions, 1);
-      c.models.push_back({"bench", path, "", ""});
-      api::ApiServer server(sys, c, connector);
-      const uint16_t port = server.start(2);
+      // Two stacks side by side, their rounds alternated: servers that run each step alone, and servers that
+      // batch concurrent sessions' steps.
+      Stack alone(sys, path, servers, sessions, 0);
+      Stack batched(sys, path, servers, sessions, max_batch_tokens);
       std::printf("model %s, %d servers in this process, %lld new tokens per session (ignore_eos), %u cores\n\n",
                   path.c_str(), servers, static_cast<long long>(tokens), std::thread::hardware_concurrency());
-      std::printf("| sessions | completed | tokens | wall s | first token ms (p50 / p95) | "
-                  "tokens/s per session (p50 / p5) | tokens/s, all sessions |\n|---|---|---|---|---|---|---|\n");
-      chat(port, "bench", 999, 8);  // warm-up
-      for (int n : {1, 8, sessions})
-        if (n <= sessions) run_round(port, "bench", n, tokens);
-      server.stop();
-      swarm.stop();
+      std::printf("| sessions | servers | completed | tokens | wall s | first token ms (p50 / p95) | "
+                  "tokens/s per session (p50 / p5) | tokens/s, all sessions |\n|---|---|---|---|---|---|---|---|\n");
+      const std::string on = "batch " + std::to_string(max_batch_tokens) + " tokens";
+      for (int n : {1, 8, 32, 64})
+        if (n <= sessions) {
+          run_round(alone.port, "bench", n, tokens, "each step alone");
+          run_round(batched.port, "bench", n, tokens, on);
+        }
     }
-    caf::anon_send_exit(connector, caf::exit_reason::user_shutdown);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;

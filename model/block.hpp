@@ -25,6 +25,17 @@ struct KVCache {
   int64_t nbytes() const { return k.nbytes() + v.nbytes(); }
 };
 
+// One session's share of a batched forward (several sessions' steps through a block at once, so its weights are
+// read once for all of them): rows [row, row + batch·tokens) of the hidden states, `batch` sequences of `tokens`
+// tokens each, token r at positions[r], with the session's `cache` (nullptr: the stateless forward, each sequence
+// attending to its own tokens).
+struct BlockSegment {
+  int64_t row = 0, batch = 1, tokens = 1;
+  std::span<const int32_t> positions;
+  KVCache* cache = nullptr;
+  int64_t rows() const { return batch * tokens; }
+};
+
 class Block {
  public:
   virtual ~Block() = default;
@@ -35,8 +46,14 @@ class Block {
   // With a cache, its K/V are stored at slot = position and it attends to slots 0..position (the history must
   // be contiguous). Without one, each sequence attends causally to its own T tokens, whatever their positions.
   // With `lora`, the adapter's pairs add to the projections they target (model/lora.hpp).
-  virtual void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache,
-                       const BlockLora* lora = nullptr) = 0;
+  // (One segment of forward_batch.)
+  void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache, const BlockLora* lora = nullptr);
+  // Transforms hidden [M, D] in place, each segment as forward would transform it alone: the per-token work (norms,
+  // projections, MLP) runs once over all M rows, attention per segment over its own cache. Segments must not
+  // overlap; rows outside every segment are computed without attention and write no cache (their values mean
+  // nothing). With `lora`, the adapter applies to every row.
+  virtual void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments,
+                             const BlockLora* lora = nullptr) = 0;
   // The gradient of the stateless forward (no cache) with respect to its input. hidden_in [B, T, D] is what that
   // forward received, grad [B, T, D] the gradient of its output; grad is replaced by the gradient of hidden_in.
   // The forward is recomputed here (servers keep nothing between requests); the weights stay frozen.

@@ -1,3 +1,4 @@
+#include "actors/client/head_batcher.hpp"
 #include "actors/client/inference_session.hpp"
 
 #include <caf/all.hpp>
@@ -56,6 +57,7 @@ struct step_run {
 
 struct session_state {
   std::shared_ptr<const ClientHead> head;
+  caf::actor head_batcher;  // the logits of generation steps (actors/client/head_batcher.hpp)
   caf::actor connector;
   caf::actor client;
   session_options opt;
@@ -656,6 +658,8 @@ Tensor embed_after(const ClientHead& head, const std::vector<int32_t>& ids, cons
   return out;
 }
 
+void sample_next(session_actor* self, std::shared_ptr<generation> g, const Tensor& logits);
+
 void generate_step(session_actor* self, std::shared_ptr<generation> g, std::vector<int32_t> ids,
                    Tensor prefix = Tensor()) {
   auto& st = self->state;
@@ -679,28 +683,40 @@ void generate_step(session_actor* self, std::shared_ptr<generation> g, std::vect
     st.length += static_cast<int64_t>(positions.size());
     st.tokens.insert(st.tokens.end(), ids.begin(), ids.end());
     const int64_t t = out->dim(1), d = out->dim(2);
-    Tensor logits = st.head->logits(out->reshaped({t, d}).slice_rows(t - 1, t));
-    const int32_t next = g->sampler->next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())},
-                                          st.tokens);
-    g->out.push_back(next);
-    if (g->req.subscriber) self->send(g->req.subscriber, token_atom::value, next);
-    const auto& eos = st.head->config().eos_token_ids;
-    const bool at_eos = g->req.params.stop_at_eos && std::find(eos.begin(), eos.end(), next) != eos.end();
-    if (at_eos || static_cast<int64_t>(g->out.size()) >= g->req.params.max_new_tokens) {
-      // The last token is not fed back: the session holds every token but it, as after any generation.
-      st.busy = false;
-      const double secs = std::chrono::duration<double>(self->clock().now() - g->start).count();
-      g->rp.deliver(generate_result{g->out, secs});
-      return;
-    }
-    generate_step(self, g, {next});
+    self->request(st.head_batcher, caf::infinite, head_rows{out->reshaped({t, d}).slice_rows(t - 1, t)})
+        .then([=](const Tensor& logits) { sample_next(self, g, logits); },
+              [=](caf::error& e) {
+                self->state.busy = false;
+                g->rp.deliver(std::move(e));
+              });
   });
 }
 
-caf::behavior inference_session(session_actor* self, std::shared_ptr<const ClientHead> head, caf::actor connector,
-                                caf::actor client, session_options opt, std::vector<planned_hop> route) {
+// Draws the next token from the logits of the last step, streams it, and runs the next step or ends.
+void sample_next(session_actor* self, std::shared_ptr<generation> g, const Tensor& logits) {
+  auto& st = self->state;
+  const int32_t next = g->sampler->next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())},
+                                        st.tokens);
+  g->out.push_back(next);
+  if (g->req.subscriber) self->send(g->req.subscriber, token_atom::value, next);
+  const auto& eos = st.head->config().eos_token_ids;
+  const bool at_eos = g->req.params.stop_at_eos && std::find(eos.begin(), eos.end(), next) != eos.end();
+  if (at_eos || static_cast<int64_t>(g->out.size()) >= g->req.params.max_new_tokens) {
+    // The last token is not fed back: the session holds every token but it, as after any generation.
+    st.busy = false;
+    const double secs = std::chrono::duration<double>(self->clock().now() - g->start).count();
+    g->rp.deliver(generate_result{g->out, secs});
+    return;
+  }
+  generate_step(self, g, {next});
+}
+
+caf::behavior inference_session(session_actor* self, std::shared_ptr<const ClientHead> head, caf::actor head_batcher,
+                                caf::actor connector, caf::actor client, session_options opt,
+                                std::vector<planned_hop> route) {
   auto& st = self->state;
   st.head = std::move(head);
+  st.head_batcher = std::move(head_batcher);
   st.connector = std::move(connector);
   st.client = std::move(client);
   st.opt = opt;
@@ -824,10 +840,10 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
 }  // namespace
 
 caf::actor spawn_inference_session(caf::actor_system& sys, std::shared_ptr<const ClientHead> head,
-                                   caf::actor connector, caf::actor client, session_options options,
-                                   std::vector<planned_hop> route) {
-  return sys.spawn(inference_session, std::move(head), std::move(connector), std::move(client), options,
-                   std::move(route));
+                                   caf::actor head_batcher, caf::actor connector, caf::actor client,
+                                   session_options options, std::vector<planned_hop> route) {
+  return sys.spawn(inference_session, std::move(head), std::move(head_batcher), std::move(connector),
+                   std::move(client), options, std::move(route));
 }
 
 }  // namespace corolla

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 
+#include "actors/client/head_batcher.hpp"
 #include "actors/client/client_api.hpp"
 #include "actors/client/inference_session.hpp"
 #include "actors/client/reputation_book.hpp"
@@ -23,6 +24,7 @@ namespace {
 struct client_state {
   swarm_client_options opt;
   std::shared_ptr<const ClientHead> head;
+  caf::actor head_batcher;  // the sessions' LM head, one product for the rows that come together
   caf::actor connector;
   caf::actor dht;           // client-mode DHT node, when joining through the DHT
   bool bootstrapped = false;
@@ -261,7 +263,7 @@ void open_on_view(client_actor* self, open_session_request req, caf::response_pr
                      req.batch,   st.opt.recovery_timeout, req.adapter, {}, st.opt.spot_checks, st.opt.streams,
                      session_seed(st.opt.dht_id, ++st.sessions_opened)};
   session_prompts(st.head->config(), req, so.prompts);  // checked when the request came
-  auto session = spawn_inference_session(self->home_system(), st.head, st.connector,
+  auto session = spawn_inference_session(self->home_system(), st.head, st.head_batcher, st.connector,
                                          caf::actor_cast<caf::actor>(self), so, plan.hops);
   track_session(self, session);
   self->request(session, st.opt.request_timeout * 4, open_atom::value)
@@ -298,10 +300,12 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
   st.head = std::move(head);
   st.book = std::make_unique<ReputationBook>(st.opt.bans, open_reputation_store(st.opt.data_dir));
   st.epoch_offset_ms = ReputationBook::now_ms() - clock_ms(self);
-  // Sessions need their client (for replacement routes); they end with it.
-  self->attach_functor([sessions = st.sessions](const caf::error&) {
+  st.head_batcher = spawn_head_batcher(self->home_system(), st.head);
+  // Sessions need their client (for replacement routes) and its head; they end with it.
+  self->attach_functor([sessions = st.sessions, head_batcher = st.head_batcher](const caf::error&) {
     for (auto& s : *sessions)
       if (auto a = caf::actor_cast<caf::actor>(s)) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(head_batcher, caf::exit_reason::user_shutdown);
   });
   self->delayed_send(self, kReputationFlushPeriod, sweep_atom::value);
   if (connector) {

@@ -6,6 +6,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_clock.hpp>
 #include <caf/atom.hpp>
+#include <caf/error.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,15 +48,24 @@ struct block_open_msg {
 struct block_close_msg {
   uint64_t session = 0;
 };
-// Gate -> block actor: run the block over `hidden` (in place) with the session's cache (session 0: no cache),
-// then hand the result to the block actors in `then`, in order; the last one replies to the gate. One message
-// per block instead of a request and a reply.
-struct block_run_msg {
-  uint64_t session = 0;
-  Tensor hidden;
+// One session's step within a batch: rows [row, row + batch·tokens) of the batch's hidden states, token r at
+// positions[r]. A block that cannot run it (its cache is gone, the forward failed) sets `error`, and the blocks
+// after it leave its rows alone.
+struct batch_item {
+  uint64_t session = 0;  // 0: no cache (the stateless forward)
+  int64_t row = 0, batch = 1, tokens = 1;
   std::vector<int32_t> positions;
+  caf::error error;
+};
+// Gate -> block actor: run the block over the steps of several sessions at once (hidden [M, D], in place, each
+// item with its session's cache: the block's weights are read once for all of them), then hand the message to
+// the block actors in `then`, in order; the last one replies with the message itself (its hidden states and
+// items). One message per block instead of a request and a reply.
+struct block_batch_msg {
+  Tensor hidden;
+  std::vector<batch_item> items;
   std::vector<caf::actor> then;
-  std::string adapter;  // LoRA adapter ("" = none)
+  std::string adapter;  // LoRA adapter of every item ("" = none)
   // Where the device's time is modelled (kernels/modelled_time.hpp): when the work of the blocks before this one
   // ends. The step passes through the blocks at once and only the last waits, until its work ends.
   caf::actor_clock::time_point ready_at{};
@@ -92,4 +102,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_train_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_train_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_open_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_close_msg)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_run_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::block_batch_msg)

@@ -91,6 +91,53 @@ caf::error unknown_adapter(const std::string& name) {
   return make_error(errc::bad_request, "this server has no adapter '" + name + "'");
 }
 
+// Runs the block over the batch's items that no block before failed, each with its session's cache and deep
+// prompts; an item this block cannot run gets its error, and a forward that throws fails every item it held.
+void run_batch(block_state& st, block_batch_msg& m) {
+  const BlockLora* lora = nullptr;
+  if (!st.lora(m.adapter, lora)) {
+    for (batch_item& item : m.items)
+      if (!item.error) item.error = unknown_adapter(m.adapter);
+    return;
+  }
+  const std::string where = "block " + std::to_string(st.block->index());
+  std::vector<BlockSegment> segments;
+  std::vector<batch_item*> live;
+  for (batch_item& item : m.items) {
+    if (item.error) continue;
+    KVCache* cache = nullptr;
+    if (item.session != 0 && !(cache = st.cache_of(item.session))) {
+      item.error = make_error(errc::unknown_session, where + " has no cache for session " + std::to_string(item.session));
+      continue;
+    }
+    segments.push_back({.row = item.row, .batch = item.batch, .tokens = item.tokens, .positions = item.positions,
+                        .cache = cache});
+    live.push_back(&item);
+  }
+  if (segments.empty()) return;
+  const int64_t d = m.hidden.rank() == 2 ? m.hidden.dim(1) : 0;
+  try {
+    for (size_t i = 0; i < live.size(); ++i)
+      if (auto p = st.prompts.find(live[i]->session); live[i]->session != 0 && p != st.prompts.end()) {
+        Tensor rows = m.hidden.slice_rows(segments[i].row, segments[i].row + segments[i].rows())
+                          .reshaped({segments[i].batch, segments[i].tokens, d});
+        add_prompts_at_positions(st.block->backend(), rows, p->second, live[i]->positions);
+      }
+    const BlockSegment& first = segments.front();
+    if (segments.size() == 1 && first.row == 0 && first.rows() == m.hidden.dim(0)) {
+      // One session alone: the path a backend may have recorded (a CUDA graph of its decode step).
+      Tensor h = m.hidden.reshaped({first.batch, first.tokens, d});
+      st.recorded.forward(*st.block, h, first.positions, first.cache, lora);
+    } else {
+      st.block->forward_batch(m.hidden, segments, lora);
+    }
+  } catch (const std::invalid_argument& e) {
+    for (batch_item* item : live) item->error = make_error(errc::bad_request, e.what());
+  } catch (const std::exception& e) {
+    for (batch_item* item : live) item->error = make_error(errc::internal, where + ": " + e.what());
+  }
+}
+
 caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::shared_ptr<Backend> backend,
                           std::shared_ptr<const adapter_set> adapters) {
   self->state.backend = std::move(backend);
@@ -121,44 +168,26 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::s
         self->state.drop_cache(m.session);
         self->state.prompts.erase(m.session);
       },
-      [=](block_run_msg& m) -> caf::result<Tensor> {
-        auto& st = self->state;
-        KVCache* cache = nullptr;
-        if (m.session != 0) {
-          cache = st.cache_of(m.session);
-          if (!cache)
-            return make_error(errc::unknown_session, "block " + std::to_string(st.block->index()) +
-                                                         " has no cache for session " + std::to_string(m.session));
-        }
-        const BlockLora* lora = nullptr;
-        if (!st.lora(m.adapter, lora)) return unknown_adapter(m.adapter);
-        try {
-          if (auto p = st.prompts.find(m.session); m.session != 0 && p != st.prompts.end())
-            add_prompts_at_positions(st.block->backend(), m.hidden, p->second, m.positions);
-          st.recorded.forward(*st.block, m.hidden, m.positions, cache, lora);
-        } catch (const std::invalid_argument& e) {
-          return make_error(errc::bad_request, e.what());
-        } catch (const std::exception& e) {
-          return make_error(errc::internal, "block " + std::to_string(st.block->index()) + ": " + e.what());
-        }
+      [=](block_batch_msg& m) -> caf::result<block_batch_msg> {
+        run_batch(self->state, m);
         // Where the device's time is modelled, the work queues on it; the step goes on to the next block at once
         // (noting when this work ends) and the last block holds the reply until the step's work ends.
         caf::timespan delay{0};
         const auto now = self->clock().now();
-        if (auto end = modelled_end(st.block->backend(), std::max(now, m.ready_at))) {
+        if (auto end = modelled_end(self->state.block->backend(), std::max(now, m.ready_at))) {
           m.ready_at = *end;
           if (m.then.empty()) delay = *end - now;
         }
-        if (m.then.empty() && delay.count() <= 0) return std::move(m.hidden);
+        if (m.then.empty() && delay.count() <= 0) return std::move(m);
         if (!m.then.empty()) {
           caf::actor next = m.then.front();
           m.then.erase(m.then.begin());
           self->delegate(next, std::move(m));
-          return caf::delegated<Tensor>{};
+          return caf::delegated<block_batch_msg>{};
         }
         auto rp = self->make_response_promise();
-        after(self, delay, rp, [rp, hidden = std::move(m.hidden)]() mutable { rp.deliver(std::move(hidden)); });
-        return caf::delegated<Tensor>{};
+        after(self, delay, rp, [rp, m = std::move(m)]() mutable { rp.deliver(std::move(m)); });
+        return caf::delegated<block_batch_msg>{};
       },
       [=](resume_atom, uint64_t id) {
         auto it = self->state.pending.find(id);

@@ -127,6 +127,7 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
   r.get_double("step_timeout_s", c.step_timeout_s, 0, true);
   r.get_double("session_timeout_s", c.session_timeout_s, 0, true);
   if (r.get_int("max_sessions", v, 1, kMaxInt)) c.max_sessions = static_cast<int>(v);
+  r.get_int("max_batch_tokens", c.max_batch_tokens, 0, kMaxBatchTokens);
   if (r.get_int("max_sessions_per_peer", v, 1, kMaxInt)) c.max_sessions_per_peer = static_cast<int>(v);
   if (r.get_int("cache_tokens_per_peer", v, 1, std::numeric_limits<int64_t>::max())) c.cache_tokens_per_peer = v;
   r.get_double("peer_requests_per_second", c.peer_requests_per_second, 0, true);
@@ -268,6 +269,7 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("data_dir", toml_quote(node_data_dir(c)));
   line("cache_tokens", std::to_string(c.cache_tokens));
   line("max_sessions", std::to_string(c.max_sessions));
+  line("max_batch_tokens", std::to_string(c.max_batch_tokens));
   if (c.max_sessions_per_peer) line("max_sessions_per_peer", std::to_string(*c.max_sessions_per_peer));
   else out += "# max_sessions_per_peer: not set (half of max_sessions)\n";
   if (c.cache_tokens_per_peer) line("cache_tokens_per_peer", std::to_string(*c.cache_tokens_per_peer));

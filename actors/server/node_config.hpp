@@ -14,6 +14,9 @@
 
 namespace corolla {
 
+// The largest batch budget accepted (a batch's hidden states are this many rows of the hidden size).
+constexpr int64_t kMaxBatchTokens = 1 << 20;
+
 // Blocks [first, last) of a model, written "first:last" in files and flags.
 struct BlockRange {
   int first = 0;
@@ -43,6 +46,7 @@ struct NodeConfig {
   double step_timeout_s = 30;               // longest wait for the next step of an inference session
   double session_timeout_s = 300;           // longest life of an inference session
   int max_sessions = 64;                    // concurrent inference sessions
+  int64_t max_batch_tokens = 256;           // tokens of sessions' steps run through the blocks at once; 0: no batching
   // What one remote peer (a client or server process) may hold and send (actors/server/peer_quotas.hpp).
   std::optional<int> max_sessions_per_peer;        // not set: half of max_sessions (at least 1)
   std::optional<int64_t> cache_tokens_per_peer;    // per hosted block; not set: half of cache_tokens (at least 1)

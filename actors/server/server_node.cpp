@@ -36,6 +36,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.max_position = c.max_position;
   o.cache_tokens = setup.cache_tokens;
   o.max_sessions = setup.max_sessions;
+  o.max_batch_tokens = setup.max_batch_tokens;
   o.per_peer = setup.per_peer;
   o.inject_step_errors_after = setup.inject_step_errors_after;
   o.inject_wrong_outputs = setup.inject_wrong_outputs;

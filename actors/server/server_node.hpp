@@ -30,6 +30,7 @@ struct server_setup {
   std::string public_name;
   int64_t cache_tokens = 8192;
   int64_t max_sessions = 64;
+  int64_t max_batch_tokens = 256;  // continuous batching's budget (actors/server/step_batcher.hpp); 0: off
   peer_quota_options per_peer;     // what one remote peer may hold and send (peer_quotas.hpp)
   int64_t inject_step_errors_after = -1;  // chaos testing: every step after this many fails (-1: never)
   double inject_wrong_outputs = 0;        // chaos testing: this fraction of step outputs is made wrong

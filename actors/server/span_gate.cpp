@@ -14,6 +14,7 @@
 #include "actors/server/cache_budget.hpp"
 #include "actors/server/gate_training.hpp"
 #include "actors/server/peer_quotas.hpp"
+#include "actors/server/step_batcher.hpp"
 
 namespace corolla {
 namespace {
@@ -53,6 +54,7 @@ struct gate_state {
   caf::actor connector;
   caf::actor dht;
   CacheBudget budget{0, 0};
+  std::unique_ptr<StepBatcher> batcher;  // sessions' steps waiting for the blocks, run in batches
   PeerQuotas<caf::node_id> quotas;
   std::map<uint64_t, gate_session> sessions;
   std::map<caf::actor_addr, int> owners;  // monitored session owners, with their session counts
@@ -128,17 +130,35 @@ void release_session(gate_actor* self, uint64_t id) {
   st.sessions.erase(it);
 }
 
-// Runs `hidden` through block actors [first, end) of the span (they pass it along), then calls done.
-void run_blocks(gate_actor* self, size_t first, size_t end, uint64_t session, Tensor hidden,
-                std::shared_ptr<const std::vector<int32_t>> positions, std::string adapter,
-                std::function<void(caf::expected<Tensor>)> done) {
+// Starts the batches of `group` that may start: each runs through block actors [first, last) of the span (they
+// pass it along; the last replies), and when it is back the steps it ended are answered and the next batch of the
+// group starts.
+void run_batches(gate_actor* self, const step_group& group) {
   auto& st = self->state;
-  std::vector<caf::actor> then(st.blocks.begin() + static_cast<std::ptrdiff_t>(first) + 1,
-                               st.blocks.begin() + static_cast<std::ptrdiff_t>(end));
-  self->request(st.blocks[first], st.opt.step_timeout,
-                block_run_msg{session, std::move(hidden), *positions, then, std::move(adapter)})
-      .then([=](Tensor& out) { done(std::move(out)); },
-            [=](caf::error& e) { done(timeout_or(std::move(e), "the step through " + span_name(self->state.opt))); });
+  while (auto batch = st.batcher->start(group)) {
+    const uint64_t id = batch->id;
+    if (group.last > st.blocks.size() || group.first >= group.last) {
+      st.batcher->finish(id, make_error(errc::unknown_session, "the server no longer hosts those blocks"));
+      continue;
+    }
+    block_batch_msg msg = std::move(batch->msg);
+    msg.hidden = st.backend->upload(msg.hidden);  // a tensor of the batch's own: the blocks may change it in place
+    msg.adapter = group.adapter;
+    msg.then.assign(st.blocks.begin() + static_cast<std::ptrdiff_t>(group.first) + 1,
+                    st.blocks.begin() + static_cast<std::ptrdiff_t>(group.last));
+    self->request(st.blocks[group.first], st.opt.step_timeout, std::move(msg))
+        .then(
+            [=](block_batch_msg& done) {
+              done.hidden = self->state.backend->download(done.hidden);
+              self->state.batcher->finish(id, std::move(done));
+              run_batches(self, group);
+            },
+            [=](caf::error& e) {
+              self->state.batcher->finish(id, timeout_or(std::move(e), "the step through " +
+                                                                          span_name(self->state.opt)));
+              run_batches(self, group);
+            });
+  }
 }
 
 // "" when `prompts` (undefined: none) are deep prompts for a session of `batch` sequences of up to `max_length`
@@ -229,6 +249,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
   st.quotas = PeerQuotas<caf::node_id>(quota_of(st.opt));
   st.rng.seed(st.opt.seed);
   st.inbound = inbound_streams(st.opt.streams);
+  st.batcher = std::make_unique<StepBatcher>(st.opt.max_batch_tokens);
   for (auto& b : st.blocks) self->link_to(b);  // a block actor that dies takes the gate down, and vice versa
 
   self->set_down_handler([=](caf::down_msg& m) {
@@ -288,6 +309,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
           return make_error(errc::bad_request, "blocks " + std::to_string(first) + ":" + std::to_string(last) +
                                                    " are not a span of the model's " +
                                                    std::to_string(s.opt.total_blocks) + " blocks");
+        s.batcher->fail_all(make_error(errc::unknown_session, "the server moved to other blocks"));
         std::vector<uint64_t> ids;
         for (const auto& [id, session] : s.sessions) ids.push_back(id);
         for (uint64_t id : ids) release_session(self, id);
@@ -442,9 +464,11 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         session.running = true;
         session.running_step = req.step_id;
         const uint64_t id = session.id;
-        auto positions = std::make_shared<const std::vector<int32_t>>(req.positions);
-        run_blocks(self, session.first, session.last, id, working_copy(*s.backend, req.hidden), positions,
-                   session.adapter, [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
+        const step_group group{session.first, session.last, session.adapter};
+        Tensor hidden = req.hidden;
+        std::vector<int32_t> positions = req.positions;
+        s.batcher->push(group, id, std::move(hidden), std::move(positions),
+                   [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
                      auto it = self->state.sessions.find(id);
                      if (it == self->state.sessions.end()) {
                        rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
@@ -463,7 +487,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                        sess.length[i] = std::max<int64_t>(sess.length[i], req.positions[(i + 1) * tt - 1] + 1);
                      sess.last_step = req.step_id;
                      sess.has_output = true;
-                     sess.last_output = self->state.backend->download(*out);
+                     sess.last_output = std::move(*out);
                      if (self->state.opt.inject_wrong_outputs > 0 &&
                          std::bernoulli_distribution(self->state.opt.inject_wrong_outputs)(self->state.rng)) {
                        sess.last_output = sess.last_output.clone();  // the blocks' buffer may be shared
@@ -474,6 +498,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                      finish_step(self, rp, req, sess.last_output, requester);
                      for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
                    });
+        run_batches(self, group);
         return rp;
       },
       // Training (stateless, Petals' rpc_forward / rpc_backward): block actors chained by block_train_msg.

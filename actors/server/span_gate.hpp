@@ -24,6 +24,9 @@ struct gate_options {
   int64_t max_position = 0;      // the model's context length
   int64_t cache_tokens = 8192;   // KV-cache tokens per hosted block
   int64_t max_sessions = 64;
+  // Sessions' steps that wait at the same time run through the blocks as one batch of up to this many tokens
+  // (actors/server/step_batcher.hpp); 0: each step runs alone as it arrives.
+  int64_t max_batch_tokens = 256;
   // What one remote peer (a client or server process) may hold and send (actors/server/peer_quotas.hpp); a
   // node's own actors are not limited.
   peer_quota_options per_peer;

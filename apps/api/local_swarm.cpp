@@ -71,6 +71,7 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     setup.public_name = "local-" + std::to_string(i);
     setup.cache_tokens = o.cache_tokens;
     setup.max_sessions = o.max_sessions;
+    setup.max_batch_tokens = o.max_batch_tokens;
     setup.threads = o.threads;
     setup.seed = std::random_device{}();
     // Each server its own key, drawn afresh (a local swarm keeps no store): it signs the server's records, and

@@ -20,6 +20,7 @@ struct LocalSwarmOptions {
   bool publish = true;        // listen on loopback ports too (else in-process names only)
   int64_t cache_tokens = 8192;
   int max_sessions = 64;      // per server
+  int64_t max_batch_tokens = 256;  // continuous batching's budget per server (0: each step alone)
   int threads = 0;            // CPU threads per server (0: all cores)
   double announce_period_s = 10;
   // Called as each server's blocks load: (server, first_block, last_block).

@@ -9,6 +9,7 @@
 #include "actors/protocol/system_config.hpp"
 #include "apps/api/api_server.hpp"
 #include "apps/api/generation.hpp"
+#include "actors/server/node_config.hpp"
 #include "apps/api/local_swarm.hpp"
 #include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
@@ -33,6 +34,7 @@ struct RunOptions {
   int max_sessions = 32;
   int threads = 0;
   int64_t cache_tokens = 16384;
+  int64_t max_batch_tokens = api::LocalSwarmOptions{}.max_batch_tokens;
   int64_t max_connections = api::ApiConfig{}.max_connections;
   int64_t max_connections_per_address = api::ApiConfig{}.max_connections_per_address;
 };
@@ -94,6 +96,7 @@ int run(const RunOptions& o) {
     so.servers = o.servers;
     so.host = o.host;
     so.cache_tokens = o.cache_tokens;
+    so.max_batch_tokens = o.max_batch_tokens;
     so.threads = o.threads;
     so.progress = [](int i, int64_t first, int64_t last) {
       std::cerr << "starting server " << i << " (blocks " << first << ":" << last << ")\n";
@@ -164,6 +167,10 @@ Runner add_run(CLI::App& app) {
       ->check(CLI::Range(1, 1000000));
   cmd->add_option("--cache_tokens", o->cache_tokens, "KV-cache tokens per block of each server (default 16384)")
       ->check(CLI::Range(64, 1 << 24));
+  cmd->add_option("--max_batch_tokens", o->max_batch_tokens,
+                  "Tokens of concurrent sessions' steps each server runs as one batch; 0 runs each step alone "
+                  "(default 256)")
+      ->check(CLI::Range(int64_t{0}, kMaxBatchTokens));
   cmd->add_option("--threads", o->threads, "CPU threads per server (0 = all cores)");
   return [o, cmd] {
     if (cmd->count("--prompt") && o->prompt.empty()) throw std::invalid_argument("the prompt is empty");

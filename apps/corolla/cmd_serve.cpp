@@ -113,6 +113,7 @@ int run(const NodeConfig& cfg) {
   setup.public_name = cfg.public_name;
   setup.cache_tokens = cfg.cache_tokens;
   setup.max_sessions = cfg.max_sessions;
+  setup.max_batch_tokens = cfg.max_batch_tokens;
   setup.per_peer = peer_quota_of(cfg);
   setup.inject_step_errors_after = cfg.inject_step_errors_after;
   setup.inject_wrong_outputs = cfg.inject_wrong_outputs;

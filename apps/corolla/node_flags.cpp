@@ -84,6 +84,10 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
       ->check(CLI::PositiveNumber);
   cmd.add_option("--max_sessions", f.max_sessions, "Concurrent inference sessions" + dflt(d.max_sessions))
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
+  cmd.add_option("--max_batch_tokens", f.max_batch_tokens,
+                 "Tokens of concurrent sessions' steps run through the blocks as one batch (a longer prompt is "
+                 "prefilled in chunks); 0 runs each step alone" + dflt(d.max_batch_tokens))
+      ->check(CLI::Range(int64_t{0}, kMaxBatchTokens));
   cmd.add_option("--max_sessions_per_peer", f.max_sessions_per_peer,
                  "Sessions one client or server process may hold here (default: half of --max_sessions)")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
@@ -199,6 +203,7 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
   if (given("--step_timeout")) c.step_timeout_s = f.step_timeout;
   if (given("--session_timeout")) c.session_timeout_s = f.session_timeout;
   if (given("--max_sessions")) c.max_sessions = f.max_sessions;
+  if (given("--max_batch_tokens")) c.max_batch_tokens = f.max_batch_tokens;
   if (given("--max_sessions_per_peer")) c.max_sessions_per_peer = f.max_sessions_per_peer;
   if (given("--cache_tokens_per_peer")) c.cache_tokens_per_peer = f.cache_tokens_per_peer;
   if (given("--peer_requests_per_second")) c.peer_requests_per_second = f.peer_requests_per_second;

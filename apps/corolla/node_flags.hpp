@@ -35,6 +35,7 @@ struct NodeFlags {
   double step_timeout = 0;
   double session_timeout = 0;
   int max_sessions = 0;
+  int64_t max_batch_tokens = 0;
   int max_sessions_per_peer = 0;
   int64_t cache_tokens_per_peer = 0;
   double peer_requests_per_second = 0;

@@ -100,23 +100,27 @@ class BloomBlock final : public Block {
             backend_.alloc(DType::f32, {batch, max_length, c_.num_heads, c_.head_dim})};
   }
 
-  void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache, const BlockLora* lora) override {
+  void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments, const BlockLora* lora) override {
     Backend& be = backend_;
-    check(hidden, positions, lora);
-    const int64_t b = hidden.dim(0), t = hidden.dim(1), d = c_.hidden_size, m = b * t;
+    check_segments(index_, c_.hidden_size, hidden, segments);
+    refuse_lora(lora);
+    const int64_t m = hidden.dim(0), d = c_.hidden_size;
     const int64_t heads = c_.num_heads, hd = c_.head_dim;
-    StepCache step(*this, cache, b, t, positions);
-    const std::span<const int32_t> slots = step.slots();
-    KVCache& kv = step.cache();
-    Tensor x = hidden.reshaped({m, d});
+    Tensor& x = hidden;
     Tensor n = be.alloc(DType::f32, {m, d});
     Tensor q = be.alloc(DType::f32, {m, heads * hd}), k = be.alloc(DType::f32, {m, heads * hd});
     Tensor v = be.alloc(DType::f32, {m, heads * hd}), att = be.alloc(DType::f32, {m, heads * hd});
     const float eps = static_cast<float>(c_.norm_eps);
     be.layer_norm(x, w_.ln1_w, w_.ln1_b, eps, n);
     project_qkv(n, q, k, v);
-    be.kv_write(k.reshaped({b, t, heads, hd}), v.reshaped({b, t, heads, hd}), slots, kv.k, kv.v);
-    be.attention(q.reshaped({b, t, heads, hd}), kv.k, kv.v, slots, attention_, att);
+    for (const BlockSegment& s : segments) {  // ALiBi in place of RoPE: keys and values go to the cache as they are
+      const Shape shape{s.batch, s.tokens, heads, hd};
+      StepCache step(*this, s.cache, s.batch, s.tokens, s.positions);
+      KVCache& kv = step.cache();
+      be.kv_write(segment_rows(k, s).reshaped(shape), segment_rows(v, s).reshaped(shape), step.slots(), kv.k, kv.v);
+      Tensor out = segment_rows(att, s);
+      be.attention(segment_rows(q, s).reshaped(shape), kv.k, kv.v, step.slots(), attention_, out);
+    }
     be.matmul_add(att, w_.wo, &w_.bo, x);
 
     be.layer_norm(x, w_.ln2_w, w_.ln2_b, eps, n);
@@ -184,7 +188,10 @@ class BloomBlock final : public Block {
     if (static_cast<int64_t>(positions.size()) != hidden.dim(0) * hidden.dim(1))
       throw std::invalid_argument("block " + std::to_string(index_) + ": " + std::to_string(positions.size()) +
                                   " positions for " + std::to_string(hidden.dim(0) * hidden.dim(1)) + " tokens");
-    // Adapters name Llama's projections (q_proj, gate_proj...); BLOOM's fused query_key_value has none of them.
+    refuse_lora(lora);
+  }
+  // Adapters name Llama's projections (q_proj, gate_proj...); BLOOM's fused query_key_value has none of them.
+  void refuse_lora(const BlockLora* lora) const {
     if (lora)
       for (size_t p = 0; p < kProjections; ++p)
         if (lora->pairs[p].a.defined())

@@ -132,20 +132,18 @@ class FalconBlock final : public Block {
             backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim})};
   }
 
-  void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache, const BlockLora* lora) override {
+  void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments, const BlockLora* lora) override {
     Backend& be = backend_;
-    check(hidden, positions, lora);
-    const int64_t b = hidden.dim(0), t = hidden.dim(1), d = c_.hidden_size, m = b * t;
-    const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
-    StepCache step(*this, cache, b, t, positions);
-    const std::span<const int32_t> slots = step.slots();
-    KVCache& kv = step.cache();
+    check_segments(index_, c_.hidden_size, hidden, segments);
+    refuse_lora(lora);
+    const int64_t m = hidden.dim(0), d = c_.hidden_size;
+    const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads;
     const float eps = static_cast<float>(c_.norm_eps);
 
-    Tensor x = hidden.reshaped({m, d});
+    Tensor& x = hidden;
     Tensor n = be.alloc(DType::f32, {m, d});
-    Tensor q = be.alloc(DType::f32, {m, hq * hd}), att = be.alloc(DType::f32, {m, hq * hd});
-    Tensor k = be.alloc(DType::f32, {m, hkv * hd}), v = be.alloc(DType::f32, {m, hkv * hd});
+    Tensor q = be.alloc(DType::f32, {m, hq * c_.head_dim}), att = be.alloc(DType::f32, {m, hq * c_.head_dim});
+    Tensor k = be.alloc(DType::f32, {m, hkv * c_.head_dim}), v = be.alloc(DType::f32, {m, hkv * c_.head_dim});
     be.layer_norm(x, w_.ln1_w, w_.ln1_b, eps, n);
     // In parallel, the MLP reads the block's input: its own norm of x is taken before x changes.
     Tensor n_mlp = n;
@@ -154,15 +152,8 @@ class FalconBlock final : public Block {
       be.layer_norm(x, w_.ln2_w, w_.ln2_b, eps, n_mlp);
     }
     project_qkv(n, q, k, v);
-    Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
-    if (step.at_positions(positions)) {
-      be.rope_kv_write(q3, k3, v.reshaped({m, hkv, hd}), positions, inv_freq_, kv.k, kv.v);
-    } else {
-      be.rope(q3, positions, inv_freq_);
-      be.rope(k3, positions, inv_freq_);
-      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
-    }
-    be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
+    for (const BlockSegment& s : segments)
+      attend(s, segment_rows(q, s), segment_rows(k, s), segment_rows(v, s), segment_rows(att, s));
     be.matmul_add(att, w_.wo, bias(w_.bo), x);
 
     if (!c_.parallel_attn) be.layer_norm(x, w_.ln2_w, w_.ln2_b, eps, n_mlp);  // of h, after attention
@@ -170,6 +161,26 @@ class FalconBlock final : public Block {
     be.matmul(n_mlp, w_.w_up, bias(w_.b_up), up);
     be.gelu(up, gelu_, up);
     be.matmul_add(up, w_.w_down, bias(w_.b_down), x);
+  }
+
+  // One segment's attention: RoPE, its keys and values into its cache, its queries over the cache (its rows of
+  // q [r, Hq·Dh], k, v [r, Hkv·Dh], att [r, Hq·Dh]).
+  void attend(const BlockSegment& s, Tensor q, Tensor k, Tensor v, Tensor att) {
+    Backend& be = backend_;
+    const int64_t b = s.batch, t = s.tokens, r = s.rows();
+    const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
+    StepCache step(*this, s.cache, b, t, s.positions);
+    const std::span<const int32_t> slots = step.slots();
+    KVCache& kv = step.cache();
+    Tensor q3 = q.reshaped({r, hq, hd}), k3 = k.reshaped({r, hkv, hd});
+    if (step.at_positions(s.positions)) {
+      be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), s.positions, inv_freq_, kv.k, kv.v);
+    } else {
+      be.rope(q3, s.positions, inv_freq_);
+      be.rope(k3, s.positions, inv_freq_);
+      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
+    }
+    be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
   }
 
   void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,
@@ -266,7 +277,10 @@ class FalconBlock final : public Block {
     if (static_cast<int64_t>(positions.size()) != hidden.dim(0) * hidden.dim(1))
       throw std::invalid_argument("block " + std::to_string(index_) + ": " + std::to_string(positions.size()) +
                                   " positions for " + std::to_string(hidden.dim(0) * hidden.dim(1)) + " tokens");
-    // Adapters name Llama's projections (q_proj, gate_proj...); Falcon's fused query_key_value has none of them.
+    refuse_lora(lora);
+  }
+  // Adapters name Llama's projections (q_proj, gate_proj...); Falcon's fused query_key_value has none of them.
+  void refuse_lora(const BlockLora* lora) const {
     if (lora)
       for (size_t p = 0; p < kProjections; ++p)
         if (lora->pairs[p].a.defined())

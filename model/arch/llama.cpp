@@ -169,15 +169,13 @@ class LlamaBlock final : public Block {
             backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim})};
   }
 
-  void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache, const BlockLora* lora) override {
+  void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments, const BlockLora* lora) override {
     Backend& be = backend_;
-    check_shapes(hidden, positions);
-    const int64_t b = hidden.dim(0), t = hidden.dim(1), d = c_.hidden_size, m = b * t;
+    check_segments(index_, c_.hidden_size, hidden, segments);
+    const int64_t m = hidden.dim(0), d = c_.hidden_size;
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
-    StepCache step(*this, cache, b, t, positions);
-    const std::span<const int32_t> slots = step.slots();
 
-    Tensor x = hidden.reshaped({m, d});
+    Tensor& x = hidden;
     Tensor n = be.alloc(DType::f32, {m, d});
     Tensor q = be.alloc(DType::f32, {m, hq * hd});
     Tensor k = be.alloc(DType::f32, {m, hkv * hd});
@@ -190,16 +188,8 @@ class LlamaBlock final : public Block {
       q = head_norm(q, w_.q_norm, hq);
       k = head_norm(k, w_.k_norm, hkv);
     }
-    Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
-    KVCache& kv = step.cache();
-    if (step.at_positions(positions) && rope_scale_ == 1.0f) {
-      be.rope_kv_write(q3, k3, v.reshaped({m, hkv, hd}), positions, frequencies(positions), kv.k, kv.v);
-    } else {
-      be.rope(q3, positions, frequencies(positions), rope_scale_);
-      be.rope(k3, positions, frequencies(positions), rope_scale_);
-      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
-    }
-    be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
+    for (const BlockSegment& s : segments)
+      attend(s, segment_rows(q, s), segment_rows(k, s), segment_rows(v, s), segment_rows(att, s));
     residual_add(att, Projection::o, lora, w_.post_attn_norm, x);
 
     be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.norm_eps), n);
@@ -336,6 +326,27 @@ class LlamaBlock final : public Block {
     backend_.rms_norm_backward(x.reshaped({m * heads, hd}), w, static_cast<float>(c_.norm_eps),
                                dy.reshaped({m * heads, hd}), dx2);
     return dx;
+  }
+
+  // One segment's attention: RoPE on its queries and keys, its keys and values into its cache, and its queries
+  // over the cache. q [r, Hq·Dh], k, v [r, Hkv·Dh], att [r, Hq·Dh] are its rows.
+  void attend(const BlockSegment& s, Tensor q, Tensor k, Tensor v, Tensor att) {
+    Backend& be = backend_;
+    const int64_t b = s.batch, t = s.tokens, r = s.rows();
+    const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
+    const std::span<const int32_t> positions = s.positions;
+    StepCache step(*this, s.cache, b, t, positions);
+    const std::span<const int32_t> slots = step.slots();
+    Tensor q3 = q.reshaped({r, hq, hd}), k3 = k.reshaped({r, hkv, hd});
+    KVCache& kv = step.cache();
+    if (step.at_positions(positions) && rope_scale_ == 1.0f) {
+      be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), positions, frequencies(positions), kv.k, kv.v);
+    } else {
+      be.rope(q3, positions, frequencies(positions), rope_scale_);
+      be.rope(k3, positions, frequencies(positions), rope_scale_);
+      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
+    }
+    be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
   }
 
   void check_shapes(const Tensor& hidden, std::span<const int32_t> positions) const {

@@ -14,6 +14,13 @@
 
 namespace corolla {
 
+// Throws std::invalid_argument unless hidden is [M, hidden_size] and the segments are well formed rows of it that
+// do not overlap (Block::forward_batch's contract).
+void check_segments(int64_t block, int64_t hidden_size, const Tensor& hidden, std::span<const BlockSegment> segments);
+
+// Rows [s.row, s.row + s.rows()) of t [M, ...]: one segment's share of a batched activation (a view).
+inline Tensor segment_rows(const Tensor& t, const BlockSegment& s) { return t.slice_rows(s.row, s.row + s.rows()); }
+
 // Slot = index in the sequence, for each of b sequences of t tokens.
 inline std::vector<int32_t> sequence_slots(int64_t b, int64_t t) {
   std::vector<int32_t> slots(static_cast<size_t>(b * t));

@@ -130,6 +130,41 @@ BOOST_DATA_TEST_CASE(every_architecture_splits_over_two_servers,
   BOOST_TEST(generate(s, route_mode::push, model) == want, boost::test_tools::per_element());
 }
 
+// Continuous batching: eight sessions generating at once through two server processes, whose steps the servers
+// run through their blocks together (prompts of different lengths, so prefill and decode steps share batches),
+// produce exactly the tokens each produces alone; pushed and relayed.
+BOOST_DATA_TEST_CASE(concurrent_sessions_get_the_tokens_each_gets_alone,
+                     bdata::make({"push", "relay"}), mode_name) {
+  const route_mode mode = std::string(mode_name) == "push" ? route_mode::push : route_mode::relay;
+  process_swarm s({"0:2", "2:4"});
+  const auto ids = Golden("llama").ids("input_ids");
+  std::vector<generate_request> requests;
+  for (size_t i = 0; i < 8; ++i) {
+    generate_request req;
+    req.prompt.assign(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(3 + i));
+    req.params.max_new_tokens = 24;
+    req.params.stop_at_eos = false;
+    requests.push_back(req);
+  }
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& req : requests) {
+    auto r = s.ask<generate_result>(s.session(mode), req);
+    BOOST_REQUIRE_MESSAGE(r, (r ? "" : describe(r.error())));
+    alone.push_back(r->tokens);
+  }
+  std::vector<caf::actor> sessions;
+  for (size_t i = 0; i < requests.size(); ++i) sessions.push_back(s.session(mode));
+  std::vector<decltype(s.self->request(sessions[0], caf::infinite, requests[0]))> pending;
+  for (size_t i = 0; i < requests.size(); ++i)
+    pending.push_back(s.self->request(sessions[i], std::chrono::seconds(60), requests[i]));
+  for (size_t i = 0; i < pending.size(); ++i)
+    pending[i].receive(
+        [&](const generate_result& r) {
+          BOOST_TEST(r.tokens == alone[i], boost::test_tools::per_element());
+        },
+        [&](caf::error& e) { BOOST_ERROR("session " << i << ": " << describe(e)); });
+}
+
 BOOST_AUTO_TEST_CASE(tensors_arrive_zero_copy) {
   process_swarm s({"0:4"});
   auto gate = s.gate(0);

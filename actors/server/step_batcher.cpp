@@ -1,0 +1,168 @@
+#include "actors/server/step_batcher.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "actors/protocol/errors.hpp"
+
+namespace corolla {
+namespace {
+
+// Rows [from, from + count) of each of the B sequences of hidden [B, T, D], one after the other, to dst.
+void copy_tokens(const Tensor& hidden, int64_t from, int64_t count, float* dst) {
+  const int64_t b = hidden.dim(0), t = hidden.dim(1), d = hidden.dim(2);
+  const float* src = hidden.data_as<const float>();
+  for (int64_t i = 0; i < b; ++i)
+    std::memcpy(dst + i * count * d, src + (i * t + from) * d, static_cast<size_t>(count * d) * sizeof(float));
+}
+
+// The reverse: count tokens of each sequence from src into rows [from, from + count) of out [B, T, D].
+void place_tokens(const float* src, int64_t from, int64_t count, Tensor& out) {
+  const int64_t b = out.dim(0), t = out.dim(1), d = out.dim(2);
+  float* dst = out.data_as<float>();
+  for (int64_t i = 0; i < b; ++i)
+    std::memcpy(dst + (i * t + from) * d, src + i * count * d, static_cast<size_t>(count * d) * sizeof(float));
+}
+
+}  // namespace
+
+void StepBatcher::push(const step_group& group, uint64_t session, Tensor hidden, std::vector<int32_t> positions,
+                       done_fn done) {
+  auto s = std::make_shared<step>();
+  s->session = session;
+  s->hidden = std::move(hidden);
+  s->positions = std::move(positions);
+  s->done = std::move(done);
+  groups_[group].queue.push_back(std::move(s));
+}
+
+size_t StepBatcher::waiting() const {
+  size_t n = 0;
+  for (const auto& [group, g] : groups_) n += g.queue.size();
+  return n;
+}
+
+std::vector<StepBatcher::part> StepBatcher::plan(std::deque<std::shared_ptr<step>>& queue) const {
+  std::vector<part> parts;
+  int64_t row = 0;
+  auto take = [&](const std::shared_ptr<step>& s, int64_t count) {
+    parts.push_back({s, s->done_tokens, count, row});
+    row += s->hidden.dim(0) * count;
+    s->done_tokens += count;
+  };
+  if (max_batch_tokens_ <= 0) {  // batching off: the oldest step alone, whole
+    take(queue.front(), queue.front()->hidden.dim(1));
+    queue.pop_front();
+    return parts;
+  }
+  int64_t budget = max_batch_tokens_;
+  for (auto it = queue.begin(); it != queue.end();) {  // every step that fits whole, oldest first
+    const step& s = **it;
+    const int64_t rows = s.hidden.dim(0) * (s.hidden.dim(1) - s.done_tokens);
+    if (rows > budget) {
+      ++it;
+      continue;
+    }
+    budget -= rows;
+    take(*it, s.hidden.dim(1) - s.done_tokens);
+    it = queue.erase(it);
+  }
+  if (!queue.empty()) {  // then a chunk of the oldest that did not fit: at least a token of each sequence
+    const std::shared_ptr<step> s = queue.front();
+    const int64_t left = s->hidden.dim(1) - s->done_tokens;
+    take(s, std::clamp<int64_t>(budget / s->hidden.dim(0), 1, left));
+    if (s->done_tokens == s->hidden.dim(1)) queue.pop_front();
+  }
+  return parts;
+}
+
+std::optional<StepBatcher::started> StepBatcher::start(const step_group& group) {
+  auto g = groups_.find(group);
+  if (g == groups_.end() || g->second.queue.empty() || (g->second.running && max_batch_tokens_ > 0))
+    return std::nullopt;
+  std::vector<part> parts = plan(g->second.queue);
+  const int64_t d = parts.front().s->hidden.dim(2);
+  int64_t rows = 0;
+  for (const part& p : parts) rows += p.s->hidden.dim(0) * p.count;
+  started out;
+  out.id = next_id_++;
+  out.group = group;
+  out.msg.hidden = Tensor::empty(DType::f32, {rows, d});
+  for (const part& p : parts) {
+    const step& s = *p.s;
+    const int64_t b = s.hidden.dim(0), t = s.hidden.dim(1);
+    copy_tokens(s.hidden, p.from, p.count, out.msg.hidden.data_as<float>() + p.row * d);
+    batch_item item{.session = s.session, .row = p.row, .batch = b, .tokens = p.count, .positions = {}, .error = {}};
+    item.positions.reserve(static_cast<size_t>(b * p.count));
+    for (int64_t i = 0; i < b; ++i)
+      item.positions.insert(item.positions.end(), s.positions.begin() + i * t + p.from,
+                            s.positions.begin() + i * t + p.from + p.count);
+    out.msg.items.push_back(std::move(item));
+  }
+  g->second.running = true;
+  running_[out.id] = {group, std::move(parts)};
+  return out;
+}
+
+void StepBatcher::end(step& s, caf::expected<Tensor> result) {
+  if (s.ended) return;
+  s.ended = true;
+  auto done = std::move(s.done);
+  s.hidden = {};
+  s.out = {};
+  done(std::move(result));
+}
+
+void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result) {
+  auto it = running_.find(id);
+  if (it == running_.end()) return;  // failed meanwhile (fail_all)
+  running_batch batch = std::move(it->second);
+  running_.erase(it);
+  auto g = groups_.find(batch.group);
+  if (g != groups_.end()) g->second.running = false;
+  auto drop_waiting = [&](const std::shared_ptr<step>& s) {  // a failed step's chunks still queued
+    if (g == groups_.end()) return;
+    auto& q = g->second.queue;
+    q.erase(std::remove(q.begin(), q.end(), s), q.end());
+  };
+  for (size_t i = 0; i < batch.parts.size(); ++i) {
+    part& p = batch.parts[i];
+    step& s = *p.s;
+    if (s.ended) continue;
+    const int64_t b = s.hidden.dim(0), t = s.hidden.dim(1), d = s.hidden.dim(2);
+    caf::error error;
+    if (!result) error = result.error();
+    else if (i >= result->items.size() || result->items[i].row != p.row)
+      error = make_error(errc::internal, "the blocks answered a batch with other items than it held");
+    else if (result->items[i].error) error = result->items[i].error;
+    else if (result->hidden.rank() != 2 || result->hidden.dim(1) != d || result->hidden.dim(0) < p.row + b * p.count)
+      error = make_error(errc::internal, "the blocks answered " + result->hidden.describe() + " for a batch");
+    if (error) {
+      drop_waiting(p.s);
+      end(s, std::move(error));
+      continue;
+    }
+    const float* rows = result->hidden.data_as<const float>() + p.row * d;
+    if (p.from == 0 && p.count == t) {  // in one piece: its rows of the batch's output, shared
+      end(s, result->hidden.slice_rows(p.row, p.row + b * t).reshaped({b, t, d}));
+      continue;
+    }
+    if (!s.out.defined() || s.out.numel() == 0) s.out = Tensor::empty(DType::f32, s.hidden.shape());
+    place_tokens(rows, p.from, p.count, s.out);
+    if (p.from + p.count == t) end(s, std::move(s.out));
+  }
+  if (g != groups_.end() && g->second.queue.empty() && !g->second.running) groups_.erase(g);
+}
+
+void StepBatcher::fail_all(const caf::error& error) {
+  std::vector<std::shared_ptr<step>> steps;
+  for (auto& [group, g] : groups_)
+    for (auto& s : g.queue) steps.push_back(s);
+  for (auto& [id, batch] : running_)
+    for (auto& p : batch.parts) steps.push_back(p.s);
+  groups_.clear();
+  running_.clear();
+  for (auto& s : steps) end(*s, error);
+}
+
+}  // namespace corolla

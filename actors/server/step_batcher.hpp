@@ -1,0 +1,98 @@
+// Continuous batching of sessions' steps in a server (the span gate's queue). Steps of different sessions that
+// wait at the same time run through the blocks as one batch, so each block's weights are read once for all of
+// them: a decode step costs about as much for 32 sessions as for one while reading weights is the limit.
+//
+// Steps join a group (the blocks they run through and their adapter: one batch runs one chain of block actors
+// with one adapter). A group runs one batch at a time; while it runs, new steps wait, and the next batch takes
+// them under a token budget (`max_batch_tokens` rows): first every waiting step that fits whole, oldest first,
+// then a chunk of the oldest step that did not fit (at least one token of each of its sequences), so a long
+// prompt is prefilled a chunk per batch and never holds up the others' decoding for more than one chunk, and
+// every step moves on in every batch it waits for. A budget of 0 turns batching off: each step runs alone, at
+// once, as it arrives.
+#pragma once
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+#include <compare>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/protocol/atoms.hpp"
+#include "kernels/tensor.hpp"
+
+namespace corolla {
+
+// Steps that may share a batch: through the gate's block actors [first, last) with one adapter.
+struct step_group {
+  size_t first = 0, last = 0;
+  std::string adapter;
+  auto operator<=>(const step_group&) const = default;
+};
+
+class StepBatcher {
+ public:
+  // The step's output [B, T, D] (host), or why it failed.
+  using done_fn = std::function<void(caf::expected<Tensor>)>;
+
+  explicit StepBatcher(int64_t max_batch_tokens) : max_batch_tokens_(max_batch_tokens) {}
+
+  // Queues a session's step: hidden [B, T, D] f32 (host; read, not changed) at positions [B·T].
+  void push(const step_group& group, uint64_t session, Tensor hidden, std::vector<int32_t> positions, done_fn done);
+
+  struct started {
+    uint64_t id = 0;
+    step_group group;
+    block_batch_msg msg;  // hidden [M, D] on the host, the items; `then` and `adapter` are the gate's to fill
+  };
+  // The next batch of `group`, if steps wait and the group may start one (none running, or batching is off).
+  std::optional<started> start(const step_group& group);
+  // Batch `id` came back: `result` is the last block's message with its hidden states on the host, or the error
+  // of the whole batch. Completes the steps whose last tokens it ran, fails the steps it failed.
+  void finish(uint64_t id, caf::expected<block_batch_msg> result);
+  // Fails every waiting and running step with `error` (the gate changes its span); replies to running batches
+  // that arrive later are ignored.
+  void fail_all(const caf::error& error);
+
+  size_t waiting() const;
+  int64_t max_batch_tokens() const { return max_batch_tokens_; }
+
+ private:
+  struct step {
+    uint64_t session = 0;
+    Tensor hidden;  // [B, T, D] host
+    std::vector<int32_t> positions;
+    int64_t done_tokens = 0;  // tokens of each sequence already taken into batches
+    Tensor out;               // [B, T, D] host, the outputs of its chunks (a step run in one piece needs none)
+    done_fn done;
+    bool ended = false;
+  };
+  // A step's share of a batch: tokens [from, from + count) of each of its sequences, at `row` of the batch.
+  struct part {
+    std::shared_ptr<step> s;
+    int64_t from = 0, count = 0, row = 0;
+  };
+  struct group_state {
+    std::deque<std::shared_ptr<step>> queue;
+    bool running = false;
+  };
+  struct running_batch {
+    step_group group;
+    std::vector<part> parts;
+  };
+
+  std::vector<part> plan(std::deque<std::shared_ptr<step>>& queue) const;
+  static void end(step& s, caf::expected<Tensor> result);
+
+  int64_t max_batch_tokens_;
+  std::map<step_group, group_state> groups_;
+  std::map<uint64_t, running_batch> running_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace corolla

@@ -1,0 +1,165 @@
+// Block::forward_batch, which runs several sessions' steps through a block at once (continuous batching in the
+// servers), against each step run alone: the same outputs within fp32 rounding and the same KV caches, for every
+// architecture of the golden models: decode rows, prefill chunks, several sequences in one session, the stateless
+// forward, sliding windows, longrope's frequency switch and mixtures of experts in one batch.
+#define BOOST_TEST_MODULE batched_forward
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+
+#include "model/block.hpp"
+#include "support/expect_error.hpp"
+#include "support/golden.hpp"
+
+using namespace corolla;
+using namespace corolla::test;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+// The tolerance of the golden tests: a batch of M rows may take another matrix kernel than one of M_i rows, which
+// sums in another order.
+constexpr float kTol = 1e-4f;
+
+const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "qwen2-yarn", "llama-bf16",
+                         "llama-bias", "mistral-window", "qwen2-window", "qwen3",     "mixtral",    "phi3",
+                         "phi3-longrope", "bloom",   "falcon",         "falcon-new",  "falcon-sequential", "falcon2",
+                         "gemma2",     "gemma2-options", "llama-kquant"};
+
+Backend& backend() {
+  static auto b = [] {
+    const char* device = std::getenv("COROLLA_TEST_DEVICE");
+    return make_backend(device && *device ? device : "cpu");
+  }();
+  return *b;
+}
+
+Tensor random_hidden(std::mt19937& rng, int64_t b, int64_t t, int64_t d) {
+  Tensor h = Tensor::empty(DType::f32, {b, t, d});
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < h.numel(); ++i) h.data_as<float>()[i] = normal(rng);
+  return h;
+}
+
+// One session's step: b sequences of the given positions each (the same for every sequence).
+struct Step {
+  int64_t b = 1;
+  std::vector<int32_t> one;  // positions of one sequence
+  bool cached = true;
+  std::vector<int32_t> positions() const {
+    std::vector<int32_t> all;
+    for (int64_t i = 0; i < b; ++i) all.insert(all.end(), one.begin(), one.end());
+    return all;
+  }
+  int64_t t() const { return static_cast<int64_t>(one.size()); }
+};
+
+std::vector<int32_t> range(int32_t from, int32_t to) {
+  std::vector<int32_t> p(static_cast<size_t>(to - from));
+  std::iota(p.begin(), p.end(), from);
+  return p;
+}
+
+// Runs `steps` (one per session) through `block`: alone, each with its own cache, and batched, with a second set
+// of caches; the outputs and caches must agree.
+void check_round(Block& block, const std::vector<Step>& steps, std::vector<KVCache>& alone_caches,
+                 std::vector<KVCache>& batch_caches, std::mt19937& rng, int64_t d, const std::string& what) {
+  std::vector<Tensor> inputs, alone;
+  int64_t rows = 0;
+  for (const Step& s : steps) {
+    inputs.push_back(random_hidden(rng, s.b, s.t(), d));
+    rows += s.b * s.t();
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Tensor h = backend().upload(inputs[i].clone());
+    block.forward(h, steps[i].positions(), steps[i].cached ? &alone_caches[i] : nullptr);
+    alone.push_back(backend().download(h).clone());
+  }
+  Tensor all = Tensor::empty(DType::f32, {rows, d});
+  std::vector<std::vector<int32_t>> positions;
+  std::vector<BlockSegment> segments;
+  int64_t row = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::copy_n(inputs[i].data_as<const float>(), inputs[i].numel(), all.data_as<float>() + row * d);
+    positions.push_back(steps[i].positions());
+    row += steps[i].b * steps[i].t();
+  }
+  row = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    segments.push_back({.row = row, .batch = steps[i].b, .tokens = steps[i].t(), .positions = positions[i],
+                        .cache = steps[i].cached ? &batch_caches[i] : nullptr});
+    row += steps[i].b * steps[i].t();
+  }
+  Tensor dev = backend().upload(all.clone());
+  block.forward_batch(dev, segments, nullptr);
+  const Tensor out = backend().download(dev);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Tensor mine = out.slice_rows(segments[i].row, segments[i].row + segments[i].rows());
+    BOOST_TEST(max_abs_diff(mine, alone[i]) < kTol, what << ": session " << i << " differs by " << max_abs_diff(mine, alone[i]));
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (!steps[i].cached) continue;
+    BOOST_TEST(max_abs_diff(backend().download(alone_caches[i].k), backend().download(batch_caches[i].k)) < kTol,
+               what << ": keys of session " << i);
+    BOOST_TEST(max_abs_diff(backend().download(alone_caches[i].v), backend().download(batch_caches[i].v)) < kTol,
+               what << ": values of session " << i);
+  }
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(a_batch_of_sessions_computes_what_each_computes_alone, bdata::make(kModels), name) {
+  auto source = open_weights(model_dir(name));
+  const ModelConfig& c = source->config();
+  std::mt19937 rng(7);
+  // Long enough to pass the windows of the windowed goldens and longrope's original context where it is short.
+  const int32_t long_prompt = static_cast<int32_t>(std::min<int64_t>(40, c.max_position - 2));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    std::unique_ptr<Block> block = load_block(*source, l, backend());
+    const int64_t max_len = long_prompt + 2;
+    std::vector<KVCache> alone, batched;
+    for (int64_t batch : {1, 1, 2, 1}) {
+      alone.push_back(block->make_cache(batch, max_len));
+      batched.push_back(block->make_cache(batch, max_len));
+    }
+    const std::string where = std::string(name) + " block " + std::to_string(l);
+    // Prompts of different lengths, a session of two sequences, and a stateless forward, in one batch.
+    check_round(*block,
+                {{1, range(0, long_prompt)}, {1, range(0, 3)}, {2, range(0, 2)}, {1, range(0, 4), false}}, alone,
+                batched, rng, c.hidden_size, where + ", prompts");
+    // Decode steps beside the next chunk of a prompt.
+    check_round(*block, {{1, range(long_prompt, long_prompt + 1)}, {1, range(3, 9)}, {2, range(2, 3)}}, alone,
+                batched, rng, c.hidden_size, where + ", decode and a chunk");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rows_outside_every_segment_write_no_cache_and_bad_segments_are_refused) {
+  auto source = open_weights(model_dir("llama"));
+  const int64_t d = source->config().hidden_size;
+  std::unique_ptr<Block> block = load_block(*source, 0, backend());
+  KVCache cache = block->make_cache(1, 8);
+  const std::vector<int32_t> pos = {0, 1};
+  std::mt19937 rng(3);
+  Tensor h = backend().upload(random_hidden(rng, 1, 4, d).reshaped({4, d}));
+  const BlockSegment tail{.row = 2, .batch = 1, .tokens = 2, .positions = pos, .cache = &cache};
+  block->forward_batch(h, {&tail, 1});
+  // Slots 2.. stay empty: only the segment's two tokens were written, at positions 0 and 1.
+  const Tensor k = backend().download(cache.k);
+  const int64_t per_slot = k.numel() / 8;
+  BOOST_TEST(max_abs(k.slice_rows(0, 1).reshaped({8, per_slot}).slice_rows(2, 8).clone()) == 0.0f);
+  BOOST_TEST(max_abs(k.slice_rows(0, 1).reshaped({8, per_slot}).slice_rows(0, 2).clone()) > 0.0f);
+
+  auto refused = [&](std::vector<BlockSegment> segments, const std::string& words) {
+    expect_error([&] { block->forward_batch(h, segments); }, {words});
+  };
+  refused({{.row = 0, .batch = 1, .tokens = 2, .positions = pos, .cache = &cache},
+           {.row = 1, .batch = 1, .tokens = 2, .positions = pos, .cache = &cache}},
+          "overlap");
+  refused({{.row = 3, .batch = 1, .tokens = 2, .positions = pos, .cache = &cache}}, "does not fit");
+  refused({{.row = 0, .batch = 1, .tokens = 3, .positions = pos, .cache = &cache}}, "2 positions for 3 tokens");
+  refused({{.row = 0, .batch = INT64_MAX, .tokens = 2, .positions = pos, .cache = &cache}}, "does not fit");
+  Tensor wrong = backend().upload(random_hidden(rng, 1, 4, d));  // [1, 4, D], not [rows, D]
+  expect_error([&] { block->forward_batch(wrong, {&tail, 1}); }, {"are not [rows"});
+}

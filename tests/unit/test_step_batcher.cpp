@@ -1,0 +1,226 @@
+// The span gate's continuous batching (actors/server/step_batcher.hpp): which steps share a batch, how a long
+// prompt is cut into chunks between the others' decode steps, how outputs and errors find their steps.
+#define BOOST_TEST_MODULE step_batcher
+#include <boost/test/unit_test.hpp>
+#include <map>
+#include <numeric>
+
+#include "actors/protocol/errors.hpp"
+#include "actors/server/step_batcher.hpp"
+
+using namespace corolla;
+
+namespace {
+
+constexpr int64_t kD = 3;
+const step_group kGroup{0, 4, ""};
+
+// Hidden [b, t, kD] whose values name their place: 1000·seed + row.
+Tensor hidden(int64_t b, int64_t t, int seed) {
+  Tensor h = Tensor::empty(DType::f32, {b, t, kD});
+  for (int64_t r = 0; r < b * t; ++r)
+    for (int64_t j = 0; j < kD; ++j) h.data_as<float>()[r * kD + j] = static_cast<float>(1000 * seed + r);
+  return h;
+}
+
+std::vector<int32_t> positions(int64_t b, int64_t t, int32_t from = 0) {
+  std::vector<int32_t> p;
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < t; ++j) p.push_back(from + static_cast<int32_t>(j));
+  return p;
+}
+
+// What the blocks would do, visibly: every row of every item gains 0.5.
+block_batch_msg run(block_batch_msg m) {
+  for (const batch_item& item : m.items)
+    for (int64_t r = item.row; r < item.row + item.batch * item.tokens; ++r)
+      for (int64_t j = 0; j < kD; ++j) m.hidden.data_as<float>()[r * kD + j] += 0.5f;
+  return m;
+}
+
+struct Outcomes {
+  std::map<int, caf::expected<Tensor>> got;
+  StepBatcher::done_fn to(int seed) {
+    return [this, seed](caf::expected<Tensor> out) { got.emplace(seed, std::move(out)); };
+  }
+  // Step `seed` ended with its input plus 0.5 everywhere.
+  bool ran(int seed, int64_t b, int64_t t) const {
+    auto it = got.find(seed);
+    if (it == got.end() || !it->second || it->second->shape() != Shape{b, t, kD}) return false;
+    const Tensor want = hidden(b, t, seed);
+    for (int64_t i = 0; i < want.numel(); ++i)
+      if (it->second->data_as<const float>()[i] != want.data_as<const float>()[i] + 0.5f) return false;
+    return true;
+  }
+};
+
+// (session, first position, tokens) of each item of a batch.
+std::vector<std::tuple<uint64_t, int32_t, int64_t>> items_of(const block_batch_msg& m) {
+  std::vector<std::tuple<uint64_t, int32_t, int64_t>> out;
+  for (const batch_item& i : m.items) out.emplace_back(i.session, i.positions.front(), i.tokens);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(steps_that_wait_while_a_batch_runs_go_together_in_the_next) {
+  StepBatcher batcher(256);
+  Outcomes o;
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1, 5), o.to(1));
+  auto first = batcher.start(kGroup);  // alone: nothing else waits, so it starts at once
+  BOOST_REQUIRE(first);
+  BOOST_TEST(first->msg.items.size() == 1u);
+  for (int s = 2; s <= 4; ++s) batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 1, s), positions(1, 1), o.to(s));
+  BOOST_TEST(!batcher.start(kGroup));  // one batch of a group at a time
+  BOOST_TEST(batcher.waiting() == 3u);
+  batcher.finish(first->id, run(std::move(first->msg)));
+  BOOST_TEST(o.ran(1, 1, 1));
+  auto next = batcher.start(kGroup);
+  BOOST_REQUIRE(next);
+  BOOST_TEST(next->msg.hidden.shape() == (Shape{3, kD}));
+  BOOST_TEST(next->msg.items.size() == 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    BOOST_TEST(next->msg.items[i].session == i + 2);  // oldest first
+    BOOST_TEST(next->msg.items[i].row == static_cast<int64_t>(i));
+  }
+  batcher.finish(next->id, run(std::move(next->msg)));
+  for (int s = 2; s <= 4; ++s) BOOST_TEST(o.ran(s, 1, 1));
+  BOOST_TEST(!batcher.start(kGroup));
+}
+
+BOOST_AUTO_TEST_CASE(other_blocks_or_adapters_make_other_batches) {
+  StepBatcher batcher(256);
+  Outcomes o;
+  const step_group part{1, 4, ""}, adapted{0, 4, "lora"};
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1));
+  batcher.push(part, 2, hidden(1, 1, 2), positions(1, 1), o.to(2));
+  batcher.push(adapted, 3, hidden(1, 1, 3), positions(1, 1), o.to(3));
+  for (const step_group& g : {kGroup, part, adapted}) {
+    auto b = batcher.start(g);
+    BOOST_REQUIRE(b);
+    BOOST_TEST(b->msg.items.size() == 1u);
+    BOOST_TEST((b->group == g));
+    batcher.finish(b->id, run(std::move(b->msg)));
+  }
+  for (int s = 1; s <= 3; ++s) BOOST_TEST(o.ran(s, 1, 1));
+}
+
+BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_in_chunks_between_the_others_decode_steps) {
+  StepBatcher batcher(8);
+  Outcomes o;
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1, 30), o.to(1));
+  auto running = batcher.start(kGroup);
+  batcher.push(kGroup, 2, hidden(1, 20, 2), positions(1, 20), o.to(2));  // a prompt of 20 tokens
+  batcher.push(kGroup, 3, hidden(1, 1, 3), positions(1, 1, 40), o.to(3));  // a decode step after it
+  batcher.finish(running->id, run(std::move(running->msg)));
+  // The decode step whole, then as much of the prompt as the budget leaves.
+  auto b = batcher.start(kGroup);
+  using item = std::tuple<uint64_t, int32_t, int64_t>;
+  BOOST_TEST((items_of(b->msg) == std::vector<item>{{3, 40, 1}, {2, 0, 7}}));
+  batcher.push(kGroup, 1, hidden(1, 1, 4), positions(1, 1, 31), o.to(4));  // session 1's next decode step
+  batcher.finish(b->id, run(std::move(b->msg)));
+  BOOST_TEST(o.ran(3, 1, 1));
+  BOOST_TEST(!o.got.count(2));  // not before its last chunk
+  b = batcher.start(kGroup);
+  BOOST_TEST((items_of(b->msg) == std::vector<item>{{1, 31, 1}, {2, 7, 7}}));
+  batcher.finish(b->id, run(std::move(b->msg)));
+  b = batcher.start(kGroup);
+  BOOST_TEST((items_of(b->msg) == std::vector<item>{{2, 14, 6}}));  // the rest fits whole
+  batcher.finish(b->id, run(std::move(b->msg)));
+  BOOST_TEST(o.ran(2, 1, 20));  // the chunks' outputs in their places
+  BOOST_TEST(o.ran(4, 1, 1));
+}
+
+BOOST_AUTO_TEST_CASE(a_session_of_several_sequences_is_cut_alike_in_each) {
+  StepBatcher batcher(8);
+  Outcomes o;
+  batcher.push(kGroup, 1, hidden(2, 10, 1), positions(2, 10, 3), o.to(1));
+  auto b = batcher.start(kGroup);
+  BOOST_REQUIRE(b->msg.items.size() == 1u);
+  const batch_item& chunk = b->msg.items[0];
+  BOOST_TEST(chunk.batch == 2);
+  BOOST_TEST(chunk.tokens == 4);  // 8 rows: 4 tokens of each sequence
+  BOOST_TEST(chunk.positions == (std::vector<int32_t>{3, 4, 5, 6, 3, 4, 5, 6}), boost::test_tools::per_element());
+  BOOST_TEST(b->msg.hidden.data_as<const float>()[4 * kD] == 1010.0f);  // sequence 1, token 0: row 10 of the step
+  batcher.finish(b->id, run(std::move(b->msg)));
+  while (auto next = batcher.start(kGroup)) batcher.finish(next->id, run(std::move(next->msg)));
+  BOOST_TEST(o.ran(1, 2, 10));
+}
+
+BOOST_AUTO_TEST_CASE(a_budget_smaller_than_a_session_still_moves_it_a_token_at_a_time) {
+  StepBatcher batcher(1);
+  Outcomes o;
+  batcher.push(kGroup, 1, hidden(3, 2, 1), positions(3, 2), o.to(1));
+  int batches = 0;
+  while (auto b = batcher.start(kGroup)) {
+    BOOST_TEST(b->msg.items.at(0).tokens == 1);
+    batcher.finish(b->id, run(std::move(b->msg)));
+    ++batches;
+  }
+  BOOST_TEST(batches == 2);
+  BOOST_TEST(o.ran(1, 3, 2));
+}
+
+BOOST_AUTO_TEST_CASE(with_batching_off_each_step_runs_alone_at_once) {
+  StepBatcher batcher(0);
+  Outcomes o;
+  std::vector<StepBatcher::started> running;
+  for (int s = 1; s <= 3; ++s) {
+    batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 300, s), positions(1, 300), o.to(s));
+    auto b = batcher.start(kGroup);
+    BOOST_REQUIRE(b);
+    BOOST_TEST(b->msg.items.size() == 1u);
+    BOOST_TEST(b->msg.items[0].tokens == 300);  // never cut
+    running.push_back(std::move(*b));
+  }
+  for (auto it = running.rbegin(); it != running.rend(); ++it) batcher.finish(it->id, run(std::move(it->msg)));
+  for (int s = 1; s <= 3; ++s) BOOST_TEST(o.ran(s, 1, 300));
+}
+
+BOOST_AUTO_TEST_CASE(errors_reach_the_steps_they_belong_to) {
+  StepBatcher batcher(4);
+  Outcomes o;
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1));
+  auto b = batcher.start(kGroup);
+  batcher.push(kGroup, 2, hidden(1, 1, 2), positions(1, 1), o.to(2));
+  batcher.push(kGroup, 3, hidden(1, 10, 3), positions(1, 10), o.to(3));  // three chunks
+  batcher.finish(b->id, run(std::move(b->msg)));
+  b = batcher.start(kGroup);
+  BOOST_REQUIRE(b->msg.items.size() == 2u);
+  block_batch_msg out = run(std::move(b->msg));
+  out.items[1].error = make_error(errc::unknown_session, "block 2 has no cache for session 3");
+  batcher.finish(b->id, std::move(out));
+  BOOST_TEST(o.ran(2, 1, 1));
+  BOOST_REQUIRE(o.got.count(3));
+  BOOST_TEST(!o.got.at(3));
+  BOOST_TEST(batcher.waiting() == 0u);  // its other chunks are dropped
+  BOOST_TEST(!batcher.start(kGroup));
+
+  // A batch that failed whole fails each of its steps.
+  batcher.push(kGroup, 4, hidden(1, 1, 4), positions(1, 1), o.to(4));
+  b = batcher.start(kGroup);
+  batcher.finish(b->id, make_error(errc::timeout, "the step timed out"));
+  BOOST_TEST(!o.got.at(4));
+  // Answers naming other rows than the batch held are not trusted.
+  batcher.push(kGroup, 5, hidden(1, 2, 5), positions(1, 2), o.to(5));
+  b = batcher.start(kGroup);
+  out = run(std::move(b->msg));
+  out.items[0].row = 1;
+  batcher.finish(b->id, std::move(out));
+  BOOST_TEST(!o.got.at(5));
+}
+
+BOOST_AUTO_TEST_CASE(fail_all_ends_waiting_and_running_steps_once) {
+  StepBatcher batcher(256);
+  Outcomes o;
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1));
+  auto b = batcher.start(kGroup);
+  batcher.push(kGroup, 2, hidden(1, 1, 2), positions(1, 1), o.to(2));
+  batcher.fail_all(make_error(errc::unknown_session, "the server moved to other blocks"));
+  BOOST_TEST(o.got.size() == 2u);
+  BOOST_TEST(!o.got.at(1));
+  BOOST_TEST(!o.got.at(2));
+  batcher.finish(b->id, run(std::move(b->msg)));  // late: ignored
+  BOOST_TEST(!o.got.at(1));
+  BOOST_TEST(batcher.waiting() == 0u);
+}
