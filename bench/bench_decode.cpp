@@ -21,7 +21,7 @@
 #include <string>
 
 #include "bench/bench_util.hpp"
-#include "bench/dnnl_matmul.hpp"
+#include "bench/library_block_matmuls.hpp"
 #include "model/local_model.hpp"
 
 using namespace corolla;
@@ -34,43 +34,6 @@ double peak_rss_bytes() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) * 1024.0;
 }
-
-// oneDNN's matmuls for a block's seven weights at M tokens, with f32 weights reordered once into its preferred
-// layout (the library at its best; one block's weights serve every block).
-class LibraryPrefill {
- public:
-  LibraryPrefill(const ModelConfig& c, int64_t m, int threads) {
-    const int64_t d = c.hidden_size, kv = c.num_kv_heads * c.head_dim, ff = c.intermediate_size;
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{d, d}, {kv, d}, {kv, d}, {d, d}, {ff, d}, {ff, d}, {d, ff}}) {
-      std::vector<float> w(static_cast<size_t>(n * k), 0.01f);  // reordered into the primitive's own memory
-      Shape& s = shapes_.emplace_back(Shape{std::vector<float>(static_cast<size_t>(m * k), 0.5f),
-                                            std::vector<float>(static_cast<size_t>(m * n)), nullptr});
-      s.mm = std::make_unique<DnnlMatmul>(m, n, k, false, true, w.data(), s.x.data(), s.y.data(), threads);
-      s.mm->run();
-    }
-  }
-  // The matmuls of `blocks` blocks one after the other, as a prefill runs them.
-  double sequence_seconds(int blocks) {
-    const double t0 = wall_s();
-    for (int b = 0; b < blocks; ++b)
-      for (Shape& s : shapes_) s.mm->run();
-    return wall_s() - t0;
-  }
-  // Each matmul's best of three, summed over the block and multiplied by `blocks`: a composite that no run of a
-  // prefill's length reaches on a noisy machine (the only figure this bench printed until 2026-12-02).
-  double composite_seconds(int blocks) {
-    double block = 0;
-    for (Shape& s : shapes_) block += best_time(3, [&] { s.mm->run(); });
-    return block * blocks;
-  }
-
- private:
-  struct Shape {
-    std::vector<float> x, y;
-    std::unique_ptr<DnnlMatmul> mm;
-  };
-  std::vector<Shape> shapes_;
-};
 
 }  // namespace
 
@@ -191,7 +154,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < prefill; ++i) long_prompt[static_cast<size_t>(i)] = 3 + (i * 7919) % 31000;
   std::vector<int32_t> long_pos(long_prompt.size());
   std::iota(long_pos.begin(), long_pos.end(), 0);
-  LibraryPrefill library(c, prefill, threads);
+  LibraryBlockMatmuls library(c, prefill, threads);
   double t_prefill = 1e300, t_lib = 1e300, t_composite = 1e300;
   for (int r = 0; r < rounds; ++r) {
     t_prefill = std::min(t_prefill, best_time(1, [&] {

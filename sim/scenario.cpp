@@ -93,6 +93,7 @@ void read_server(TableReader& r, server_class& s) {
   r.get_double("memory_gb", s.memory_gb, 0, false);
   r.get_int("num_blocks", s.num_blocks, 0, 100000);
   r.get_int("cache_tokens", s.cache_tokens, 0, kMaxInt);
+  r.get_int("max_batch_tokens", s.max_batch_tokens, 0, kMaxInt);
   r.get_double("bandwidth_mbps", s.bandwidth_mbps, 0, false);
   r.get_double("start_s", s.start_s, 0, false);
   r.get_double("start_spread_s", s.start_spread_s, 0, false);

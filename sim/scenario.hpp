@@ -63,6 +63,7 @@ struct server_class {
   double memory_gb = 0;       // for weights and cache; with num_blocks 0, it sets how many blocks fit
   int64_t num_blocks = 0;     // 0: from memory_gb
   int64_t cache_tokens = 0;   // 0: what memory_gb leaves after the weights
+  int64_t max_batch_tokens = 256;  // continuous batching's budget (0: each session's step runs alone)
   double bandwidth_mbps = 0;  // 0: the network's default
   double start_s = 0;         // servers of the class start spread over [start_s, start_s + start_spread_s)
   double start_spread_s = 0;

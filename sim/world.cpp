@@ -227,6 +227,7 @@ struct World::impl {
     setup.public_name = s.rec.address;
     setup.cache_tokens = s.cache_tokens;
     setup.max_sessions = 1 << 20;
+    setup.max_batch_tokens = s.cls->max_batch_tokens;
     setup.seed = seed * 7919 + i;
     setup.detached = false;
     return setup;

@@ -298,3 +298,55 @@ BOOST_AUTO_TEST_CASE(sessions_complete_over_a_lossy_network) {
     BOOST_TEST(s.token_s.size() == static_cast<size_t>(s.new_tokens));
   }
 }
+
+// Continuous batching in the simulated swarm: sixteen sessions decoding at once on one memory-bound server. With
+// batching the server reads each block's weights once for all their steps (the cost model prices a batched step
+// as one read of the weights and the compute of every token), so the sessions together decode several times
+// faster than when each step runs alone (max_batch_tokens = 0), and every session still completes.
+BOOST_AUTO_TEST_CASE(a_server_batches_concurrent_sessions_steps) {
+  corolla::test::TempDir dir;
+  auto aggregate_tokens_per_s = [&](int64_t max_batch_tokens) {
+    const scenario sc = read_scenario(write(dir, R"(
+name = "batching"
+duration_s = 600
+[model]
+blocks = 8
+hidden_size = 1024
+intermediate_size = 2816
+heads = 16
+vocab_size = 2000
+dtype = "f16"
+[[servers]]
+count = 1
+tflops = 50
+memory_bandwidth_gbs = 50
+num_blocks = 8
+cache_tokens = 8192
+max_batch_tokens = )" + std::to_string(max_batch_tokens) + R"(
+[workload]
+clients = 4
+sessions = 16
+arrival_rate_per_s = 0
+start_s = 60
+prompt_tokens = 16
+new_tokens = 32
+max_length = 64
+)"));
+    World w(sc, 1);
+    w.run();
+    double first = 1e30, last = 0;
+    int64_t tokens = 0;
+    for (const auto& s : w.results().sessions) {
+      BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+      if (!s.ok) continue;
+      first = std::min(first, s.first_token_s);
+      last = std::max(last, s.done_s);
+      tokens += s.new_tokens - 1;
+    }
+    return last > first ? static_cast<double>(tokens) / (last - first) : 0.0;
+  };
+  const double alone = aggregate_tokens_per_s(0), batched = aggregate_tokens_per_s(256);
+  BOOST_TEST_MESSAGE("16 sessions: " << alone << " tokens/s with each step alone, " << batched << " batched");
+  BOOST_TEST(alone > 0);
+  BOOST_TEST(batched > 4 * alone, batched << " tokens/s batched against " << alone << " alone");
+}
