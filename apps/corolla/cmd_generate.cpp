@@ -1,9 +1,12 @@
 // corolla generate: generate with a whole model in this process, or through a swarm (--initial_peers), and
-// stream the new tokens (text when the prompt is text, ids when it is --prompt-ids).
+// stream the new tokens (text when the prompt is text, ids when it is --prompt-ids). With --prompts-file, one
+// completion per line of the file, printed as JSON lines in the file's order: through a swarm all of them at
+// once (a session each, which the servers batch), in this process one after another.
 #include <caf/all.hpp>
 #include <chrono>
 #include <iostream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
@@ -16,6 +19,7 @@
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
+#include "model/bounded_file.hpp"
 #include "model/local_model.hpp"
 #include "model/lora.hpp"
 #include "model/model_path.hpp"
@@ -31,6 +35,7 @@ struct GenerateOptions {
   std::string model;
   std::string prompt_ids;
   std::string prompt;
+  std::string prompts_file;  // one text prompt per line
   std::string system;
   bool raw = false;
   int64_t max_new_tokens = 32;
@@ -87,6 +92,16 @@ GenerationParams generation_params(const GenerateOptions& o) {
   return params;
 }
 
+// A text prompt's ids: in the model's chat template unless --raw.
+std::vector<int32_t> encode_prompt(const GenerateOptions& o, const Tokenizer& tokenizer, const std::string& text) {
+  const ChatTemplate chat = ChatTemplate::for_tokenizer(tokenizer);
+  if (o.raw || chat.format() == ChatFormat::plain) return tokenizer.encode(text);
+  std::vector<ChatMessage> messages;
+  if (!o.system.empty()) messages.push_back({"system", o.system});
+  messages.push_back({"user", text});
+  return tokenizer.encode(chat.render(messages, true), {.add_special = false, .parse_special = true});
+}
+
 // The prompt's ids, and the tokenizer when the prompt is text (to print text back).
 std::vector<int32_t> prompt_ids(const GenerateOptions& o, const std::string& model_path,
                                 std::optional<Tokenizer>& tokenizer) {
@@ -96,12 +111,30 @@ std::vector<int32_t> prompt_ids(const GenerateOptions& o, const std::string& mod
     return ids;
   }
   tokenizer = Tokenizer::load(model_path);
-  const ChatTemplate chat = ChatTemplate::for_tokenizer(*tokenizer);
-  if (o.raw || chat.format() == ChatFormat::plain) return tokenizer->encode(o.prompt);
-  std::vector<ChatMessage> messages;
-  if (!o.system.empty()) messages.push_back({"system", o.system});
-  messages.push_back({"user", o.prompt});
-  return tokenizer->encode(chat.render(messages, true), {.add_special = false, .parse_special = true});
+  return encode_prompt(o, *tokenizer, o.prompt);
+}
+
+// The lines of --prompts-file that hold something, each a text prompt.
+constexpr size_t kMaxPromptsFileBytes = size_t{64} << 20;
+constexpr size_t kMaxPrompts = 4096;
+std::vector<std::string> read_prompts_file(const std::string& path) {
+  std::stringstream in(read_bounded_file(path, kMaxPromptsFileBytes, "--prompts-file"));
+  std::vector<std::string> prompts;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (prompts.size() == kMaxPrompts)
+      throw std::invalid_argument("--prompts-file: more than " + std::to_string(kMaxPrompts) + " prompts");
+    prompts.push_back(line);
+  }
+  if (prompts.empty()) throw std::invalid_argument("--prompts-file " + path + ": no prompts (one per line)");
+  return prompts;
+}
+
+// One completion of a prompts file as a JSON line (special tokens such as the end of the turn left out).
+void print_completion(size_t index, const Tokenizer& tokenizer, const std::vector<int32_t>& tokens) {
+  const nlohmann::json line = {{"index", index}, {"text", tokenizer.decode(tokens, true)}, {"tokens", tokens.size()}};
+  std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n" << std::flush;
 }
 
 void report(size_t prompt_len, size_t n, double first_s, double total_s) {
@@ -117,7 +150,10 @@ int run_local(const GenerateOptions& o, const std::string& path) {
     if (!dtype) throw std::invalid_argument("--dtype: unknown dtype '" + o.dtype + "'");
   }
   std::optional<Tokenizer> tokenizer;
-  const auto prompt = prompt_ids(o, path, tokenizer);
+  const std::vector<std::string> many = o.prompts_file.empty() ? std::vector<std::string>{}
+                                                               : read_prompts_file(o.prompts_file);
+  if (!many.empty()) tokenizer = Tokenizer::load(path);
+  const auto prompt = many.empty() ? prompt_ids(o, path, tokenizer) : std::vector<int32_t>{};
   const auto params = generation_params(o);
   auto backend = make_backend(o.device, o.threads);
   const auto t_load = std::chrono::steady_clock::now();
@@ -130,6 +166,13 @@ int run_local(const GenerateOptions& o, const std::string& path) {
     model.set_adapter(LoraAdapter::load(o.adapter, model.config(), 0, model.config().num_layers, *backend));
   std::optional<TunedPrompts> tuned;
   if (!o.prompts.empty()) tuned = load_tuned_prompts(o.prompts, model.config());
+  if (!many.empty()) {  // one after another: a single process has no other sessions to batch them with
+    for (size_t i = 0; i < many.size(); ++i)
+      print_completion(i, *tokenizer,
+                       generate(model, encode_prompt(o, *tokenizer, many[i]), params, [](int32_t) { return true; },
+                                tuned ? &*tuned : nullptr));
+    return 0;
+  }
   TokenPrinter printer(std::move(tokenizer));
   const auto t0 = std::chrono::steady_clock::now();
   generate(
@@ -145,9 +188,49 @@ int run_local(const GenerateOptions& o, const std::string& path) {
   return 0;
 }
 
+// Every prompt of --prompts-file through the swarm at once: a session each, their generations started together
+// (the servers batch their steps), the completions printed in the file's order.
+int generate_many(const GenerateOptions& o, caf::scoped_actor& self, const caf::actor& client, const Tokenizer& tokenizer,
+                  const std::vector<std::string>& texts, const std::optional<TunedPrompts>& tuned) {
+  const auto params = generation_params(o);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& text : texts) prompts.push_back(encode_prompt(o, tokenizer, text));
+  std::vector<caf::actor> sessions;
+  int rc = 0;
+  for (const auto& prompt : prompts) {
+    const int64_t max_length = (tuned ? tuned->length() : 0) + static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
+    self->request(client, caf::infinite,
+                  open_session_request{max_length, 1, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
+        .receive([&](caf::actor session) { sessions.push_back(session); },
+                 [&](caf::error& e) {
+                   std::cerr << "error: opening session " << sessions.size() << ": " << describe(e) << "\n";
+                   rc = 1;
+                 });
+    if (rc) break;
+  }
+  if (!rc) {
+    using pending_t = decltype(self->request(sessions[0], caf::infinite, generate_request{}));
+    std::vector<pending_t> pending;
+    for (size_t i = 0; i < sessions.size(); ++i)
+      pending.push_back(self->request(sessions[i], caf::infinite,
+                                      generate_request{prompts[i], params, {}, tuned ? tuned->prompts : Tensor()}));
+    for (size_t i = 0; i < pending.size(); ++i)
+      pending[i].receive([&](const generate_result& r) { print_completion(i, tokenizer, r.tokens); },
+                         [&](caf::error& e) {
+                           std::cerr << "error: prompt " << i << ": " << describe(e) << "\n";
+                           rc = 1;
+                         });
+  }
+  for (const auto& s : sessions) self->send(s, close_atom::value);
+  return rc;
+}
+
 int run_swarm(const GenerateOptions& o, const std::string& path) {
   std::optional<Tokenizer> tokenizer;
-  const auto prompt = prompt_ids(o, path, tokenizer);
+  const std::vector<std::string> many = o.prompts_file.empty() ? std::vector<std::string>{}
+                                                               : read_prompts_file(o.prompts_file);
+  if (!many.empty()) tokenizer = Tokenizer::load(path);
+  const auto prompt = many.empty() ? prompt_ids(o, path, tokenizer) : std::vector<int32_t>{};
   const auto params = generation_params(o);
   auto source = open_weights(path);
   // The client's share of the model (embeddings, final norm, LM head) on --device: per token the LM head reads
@@ -174,6 +257,11 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   std::random_device rd;
   for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
   auto client = spawn_swarm_client(sys, opts, head);
+  if (!many.empty()) {
+    const int rc = generate_many(o, self, client, *tokenizer, many, tuned);
+    self->send_exit(client, caf::exit_reason::user_shutdown);
+    return rc;
+  }
   auto printer = std::make_shared<TokenPrinter>(std::move(tokenizer));
   auto printer_actor = sys.spawn([printer](caf::event_based_actor*) -> caf::behavior {
     return {[printer](token_atom, int32_t id) { printer->print(id); }};
@@ -220,7 +308,11 @@ Runner add_generate(CLI::App& app) {
       ->required();
   auto* ids = cmd->add_option("--prompt-ids", o->prompt_ids, "Prompt token ids, comma separated (e.g. 1,2,3)");
   auto* text = cmd->add_option("--prompt", o->prompt, "Prompt text (in the model's chat template unless --raw)");
+  auto* file = cmd->add_option("--prompts-file", o->prompts_file,
+                               "A text prompt per line: every completion, printed as a JSON line in the file's "
+                               "order (through a swarm all at once, batched by the servers)");
   ids->excludes(text);
+  file->excludes(ids)->excludes(text);
   cmd->add_flag("--raw", o->raw, "Tokenize --prompt as it is, without the chat template");
   cmd->add_option("--system", o->system, "System message for the chat template");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
@@ -250,7 +342,8 @@ Runner add_generate(CLI::App& app) {
   return [o, cmd] {
     o->credentials = credentials_from_flags(*cmd, o->credentials);
     if (cmd->count("--prompt") && o->prompt.empty()) throw std::invalid_argument("the prompt is empty");
-    if (o->prompt_ids.empty() && o->prompt.empty()) throw std::invalid_argument("give --prompt or --prompt-ids");
+    if (o->prompt_ids.empty() && o->prompt.empty() && o->prompts_file.empty())
+      throw std::invalid_argument("give --prompt, --prompt-ids or --prompts-file");
     const std::string path = resolve_model_path(o->model);
     return o->initial_peers.empty() ? run_local(*o, path) : run_swarm(*o, path);
   };

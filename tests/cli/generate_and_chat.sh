@@ -21,6 +21,7 @@ out=$("$bin" generate --model demo --prompt-ids 1,99999 2>&1); check "id beyond 
 long=$(python3 -c "print(','.join(['28']*9000))")
 out=$("$bin" generate --model demo --prompt-ids "$long" 2>&1); check "prompt beyond the context" "exceeds the context" "$out"
 out=$("$bin" generate --model demo --prompt $'\xff' 2>&1); check "invalid UTF-8 prompt" "not valid UTF-8" "$out"
+out=$("$bin" generate --model demo --prompts-file /dev/null 2>&1); check "an empty prompts file" "no prompts" "$out"
 
 # Through a swarm of three servers on loopback, stopped by PID.
 dir=$(mktemp -d)
@@ -36,6 +37,16 @@ for span in 0:10 10:20 20:30; do
 done
 out=$("$bin" generate --model demo --prompt "What is the capital of France?" --max-new-tokens 16 --initial_peers "$peers" 2>/dev/null)
 check "generate through a 3-server swarm" "Paris" "$out"
+# Several prompts at once: a session each, batched by the servers; each completion what it is alone.
+printf 'What is the capital of France?\n\nName a color.\n' > "$dir/prompts.txt"
+out=$("$bin" generate --model demo --prompts-file "$dir/prompts.txt" --max-new-tokens 12 --temperature 0 --initial_peers "$peers" 2>/dev/null)
+check "a prompts file gives a JSON line per prompt" '{"index":1,' "$out"
+check "the first prompt's completion" "Paris" "$(echo "$out" | head -1)"
+alone=$("$bin" generate --model demo --prompt "Name a color." --max-new-tokens 12 --temperature 0 --initial_peers "$peers" 2>/dev/null)
+second=$(echo "$out" | sed -n 2p | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["text"])')
+if [ -n "$alone" ] && [ "$alone" == "$second" ]; then echo "ok: a batched completion equals the one alone"
+else echo "FAILED: a batched completion equals the one alone: '$second' against '$alone'"; fail=1; fi
+lines=$(echo "$out" | wc -l); check "one line per prompt" "2" "$lines"
 for pid in "${pids[@]}"; do kill "$pid"; done
 wait
 rm -rf "$dir"
