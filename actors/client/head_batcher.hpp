@@ -1,7 +1,9 @@
 // The LM head of a swarm client's sessions as one actor: the last hidden rows of sessions that ask at the same
 // time go through the final norm and the head as one matrix product, so the head's weights (the largest single
 // matrix of most models: vocabulary × hidden) are read once for all of them instead of once per session. With
-// continuous batching the servers answer the steps of concurrent sessions together, so their rows arrive together.
+// continuous batching the servers answer the steps of concurrent sessions together, so their rows arrive close
+// together: a request from one of the last product's sessions waits up to 2 ms for the others of them (a session
+// alone never waits), and the product runs as soon as they are all in.
 #pragma once
 
 #include <caf/actor.hpp>

@@ -55,6 +55,7 @@ struct gate_state {
   caf::actor dht;
   CacheBudget budget{0, 0};
   std::unique_ptr<StepBatcher> batcher;  // sessions' steps waiting for the blocks, run in batches
+  std::optional<caf::actor_clock::time_point> held_timer;  // when the batch_atom sent for held steps comes
   PeerQuotas<caf::node_id> quotas;
   std::map<uint64_t, gate_session> sessions;
   std::map<caf::actor_addr, int> owners;  // monitored session owners, with their session counts
@@ -127,18 +128,24 @@ void release_session(gate_actor* self, uint64_t id) {
     self->demonitor(it->second.owner);
     st.owners.erase(o);
   }
+  st.batcher->forget(id);
   st.sessions.erase(it);
 }
+
+using batch_atom = caf::atom_constant<caf::atom("batch")>;
+
+void schedule_held_batches(gate_actor* self);
 
 // Starts the batches of `group` that may start: each runs through block actors [first, last) of the span (they
 // pass it along; the last replies), and when it is back the steps it ended are answered and the next batch of the
 // group starts.
 void run_batches(gate_actor* self, const step_group& group) {
   auto& st = self->state;
-  while (auto batch = st.batcher->start(group)) {
+  while (auto batch = st.batcher->start(group, self->clock().now())) {
     const uint64_t id = batch->id;
     if (group.last > st.blocks.size() || group.first >= group.last) {
-      st.batcher->finish(id, make_error(errc::unknown_session, "the server no longer hosts those blocks"));
+      st.batcher->finish(id, make_error(errc::unknown_session, "the server no longer hosts those blocks"),
+                         self->clock().now());
       continue;
     }
     block_batch_msg msg = std::move(batch->msg);
@@ -150,15 +157,27 @@ void run_batches(gate_actor* self, const step_group& group) {
         .then(
             [=](block_batch_msg& done) {
               done.hidden = self->state.backend->download(done.hidden);
-              self->state.batcher->finish(id, std::move(done));
+              self->state.batcher->finish(id, std::move(done), self->clock().now());
               run_batches(self, group);
             },
             [=](caf::error& e) {
-              self->state.batcher->finish(id, timeout_or(std::move(e), "the step through " +
-                                                                          span_name(self->state.opt)));
+              self->state.batcher->finish(
+                  id, timeout_or(std::move(e), "the step through " + span_name(self->state.opt)),
+                  self->clock().now());
               run_batches(self, group);
             });
   }
+  schedule_held_batches(self);
+}
+
+// Steps held for the rest of their cohort (step_batcher.hpp) start when the hold ends, if nothing started them
+// before: one timer, at the earliest hold's end.
+void schedule_held_batches(gate_actor* self) {
+  auto& st = self->state;
+  const auto end = st.batcher->next_hold_end();
+  if (!end || (st.held_timer && *st.held_timer <= *end)) return;
+  st.held_timer = *end;
+  self->delayed_send(self, std::max(*end - self->clock().now(), caf::timespan{0}), batch_atom::value);
 }
 
 // "" when `prompts` (undefined: none) are deep prompts for a session of `batch` sequences of up to `max_length`
@@ -301,6 +320,12 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         s.blocks = blocks;
         for (auto& b : s.blocks) self->link_to(b);
         return ack{};
+      },
+      [=](batch_atom) {  // held steps whose hold has ended (schedule_held_batches)
+        if (!from_own_node(self)) return;
+        self->state.held_timer.reset();
+        for (const step_group& group : self->state.batcher->due(self->clock().now())) run_batches(self, group);
+        schedule_held_batches(self);
       },
       [=](span_atom, int64_t first, int64_t last) -> caf::result<ack> {
         if (!from_own_node(self)) return make_error(errc::bad_request, "not accepted from another node");
@@ -497,7 +522,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                      ++self->state.steps_served;
                      finish_step(self, rp, req, sess.last_output, requester);
                      for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
-                   });
+                   }, self->clock().now());
         run_batches(self, group);
         return rp;
       },

@@ -26,14 +26,62 @@ void place_tokens(const float* src, int64_t from, int64_t count, Tensor& out) {
 
 }  // namespace
 
+bool StepBatcher::may_start(const group_state& g, time_point now) const {
+  if (g.running || g.queue.empty()) return false;
+  if (now >= g.hold_until || g.queue.front()->done_tokens > 0) return true;  // a prompt's next chunk never waits
+  auto batch = last_batch_.find(g.queue.front()->session);
+  if (batch == last_batch_.end()) return true;
+  for (uint64_t session : cohorts_.at(batch->second))
+    if (std::none_of(g.queue.begin(), g.queue.end(), [&](const auto& s) { return s->session == session; }))
+      return false;
+  return true;
+}
+
+void StepBatcher::join_cohort(uint64_t batch, uint64_t session) {
+  auto [it, fresh] = last_batch_.try_emplace(session, batch);
+  if (!fresh) {
+    if (it->second == batch) return;
+    auto old = cohorts_.find(it->second);
+    old->second.erase(session);
+    if (old->second.empty()) cohorts_.erase(old);
+    it->second = batch;
+  }
+  cohorts_[batch].insert(session);
+}
+
+void StepBatcher::forget(uint64_t session) {
+  auto it = last_batch_.find(session);
+  if (it == last_batch_.end()) return;
+  auto cohort = cohorts_.find(it->second);
+  cohort->second.erase(session);
+  if (cohort->second.empty()) cohorts_.erase(cohort);
+  last_batch_.erase(it);
+}
+
 void StepBatcher::push(const step_group& group, uint64_t session, Tensor hidden, std::vector<int32_t> positions,
-                       done_fn done) {
+                       done_fn done, time_point now) {
+  group_state& g = groups_[group];
+  if (!g.running && g.queue.empty()) g.hold_until = now + std::min(g.last_duration / 2, kMaxHold);
   auto s = std::make_shared<step>();
   s->session = session;
   s->hidden = std::move(hidden);
   s->positions = std::move(positions);
   s->done = std::move(done);
-  groups_[group].queue.push_back(std::move(s));
+  g.queue.push_back(std::move(s));
+}
+
+std::vector<step_group> StepBatcher::due(time_point now) const {
+  std::vector<step_group> out;
+  for (const auto& [group, g] : groups_)
+    if (may_start(g, now) || (max_batch_tokens_ <= 0 && !g.queue.empty())) out.push_back(group);
+  return out;
+}
+
+std::optional<StepBatcher::time_point> StepBatcher::next_hold_end() const {
+  std::optional<time_point> out;
+  for (const auto& [group, g] : groups_)
+    if (!g.running && !g.queue.empty() && (!out || g.hold_until < *out)) out = g.hold_until;
+  return out;
 }
 
 size_t StepBatcher::waiting() const {
@@ -76,10 +124,10 @@ std::vector<StepBatcher::part> StepBatcher::plan(std::deque<std::shared_ptr<step
   return parts;
 }
 
-std::optional<StepBatcher::started> StepBatcher::start(const step_group& group) {
+std::optional<StepBatcher::started> StepBatcher::start(const step_group& group, time_point now) {
   auto g = groups_.find(group);
-  if (g == groups_.end() || g->second.queue.empty() || (g->second.running && max_batch_tokens_ > 0))
-    return std::nullopt;
+  if (g == groups_.end() || g->second.queue.empty()) return std::nullopt;
+  if (max_batch_tokens_ > 0 && !may_start(g->second, now)) return std::nullopt;
   std::vector<part> parts = plan(g->second.queue);
   const int64_t d = parts.front().s->hidden.dim(2);
   int64_t rows = 0;
@@ -100,7 +148,9 @@ std::optional<StepBatcher::started> StepBatcher::start(const step_group& group) 
     out.msg.items.push_back(std::move(item));
   }
   g->second.running = true;
-  running_[out.id] = {group, std::move(parts)};
+  if (max_batch_tokens_ > 0)
+    for (const part& p : parts) join_cohort(out.id, p.s->session);
+  running_[out.id] = {group, std::move(parts), now};
   return out;
 }
 
@@ -113,13 +163,18 @@ void StepBatcher::end(step& s, caf::expected<Tensor> result) {
   done(std::move(result));
 }
 
-void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result) {
+void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result, time_point now) {
   auto it = running_.find(id);
   if (it == running_.end()) return;  // failed meanwhile (fail_all)
   running_batch batch = std::move(it->second);
   running_.erase(it);
   auto g = groups_.find(batch.group);
-  if (g != groups_.end()) g->second.running = false;
+  if (g != groups_.end()) {
+    g->second.running = false;
+    g->second.last_duration = now - batch.started_at;
+    // Steps that came while it ran wait for the rest of their cohort as long as a step arriving now would.
+    g->second.hold_until = now + std::min(g->second.last_duration / 2, kMaxHold);
+  }
   auto drop_waiting = [&](const std::shared_ptr<step>& s) {  // a failed step's chunks still queued
     if (g == groups_.end()) return;
     auto& q = g->second.queue;
@@ -151,7 +206,7 @@ void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result) {
     place_tokens(rows, p.from, p.count, s.out);
     if (p.from + p.count == t) end(s, std::move(s.out));
   }
-  if (g != groups_.end() && g->second.queue.empty() && !g->second.running) groups_.erase(g);
+  // An idle group keeps its state (its last batch's duration sets its holds) while steps come; the gate has few.
 }
 
 void StepBatcher::fail_all(const caf::error& error) {
@@ -162,6 +217,8 @@ void StepBatcher::fail_all(const caf::error& error) {
     for (auto& p : batch.parts) steps.push_back(p.s);
   groups_.clear();
   running_.clear();
+  last_batch_.clear();
+  cohorts_.clear();
   for (auto& s : steps) end(*s, error);
 }
 

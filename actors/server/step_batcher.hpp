@@ -9,8 +9,16 @@
 // prompt is prefilled a chunk per batch and never holds up the others' decoding for more than one chunk, and
 // every step moves on in every batch it waits for. A budget of 0 turns batching off: each step runs alone, at
 // once, as it arrives.
+//
+// The sessions of a batch (its cohort) send their next steps at slightly different times (each samples its token
+// first, a few hundred microseconds apiece on a busy client), so an idle group that started at the first arrival
+// would run that step alone and the others a batch later, each batch reading the weights. An idle group therefore
+// holds its oldest waiting step until every session of the batch that step's session last ran in has sent its
+// next one, or until half the group's last batch duration has passed (at most kMaxHold): a session alone is never
+// held (its cohort is itself), and a cohort that shrinks (a session ends without saying) costs one hold.
 #pragma once
 
+#include <caf/actor_clock.hpp>
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 #include <compare>
@@ -20,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,27 +46,38 @@ struct step_group {
 
 class StepBatcher {
  public:
+  using time_point = caf::actor_clock::time_point;
+  static constexpr caf::timespan kMaxHold = std::chrono::milliseconds(20);
+
   // The step's output [B, T, D] (host), or why it failed.
   using done_fn = std::function<void(caf::expected<Tensor>)>;
 
   explicit StepBatcher(int64_t max_batch_tokens) : max_batch_tokens_(max_batch_tokens) {}
 
-  // Queues a session's step: hidden [B, T, D] f32 (host; read, not changed) at positions [B·T].
-  void push(const step_group& group, uint64_t session, Tensor hidden, std::vector<int32_t> positions, done_fn done);
+  // Queues a session's step, arrived at `now`: hidden [B, T, D] f32 (host; read, not changed) at positions [B·T].
+  void push(const step_group& group, uint64_t session, Tensor hidden, std::vector<int32_t> positions, done_fn done,
+            time_point now);
 
   struct started {
     uint64_t id = 0;
     step_group group;
     block_batch_msg msg;  // hidden [M, D] on the host, the items; `then` and `adapter` are the gate's to fill
   };
-  // The next batch of `group`, if steps wait and the group may start one (none running, or batching is off).
-  std::optional<started> start(const step_group& group);
+  // The next batch of `group`, if steps wait and the group may start one at `now` (none running and its cohort
+  // in or its hold over, or batching is off).
+  std::optional<started> start(const step_group& group, time_point now);
+  // The groups whose waiting steps may start at `now`, and the earliest time a held group's hold ends (nullopt:
+  // none is held).
+  std::vector<step_group> due(time_point now) const;
+  std::optional<time_point> next_hold_end() const;
   // Batch `id` came back: `result` is the last block's message with its hidden states on the host, or the error
   // of the whole batch. Completes the steps whose last tokens it ran, fails the steps it failed.
-  void finish(uint64_t id, caf::expected<block_batch_msg> result);
+  void finish(uint64_t id, caf::expected<block_batch_msg> result, time_point now);
   // Fails every waiting and running step with `error` (the gate changes its span); replies to running batches
   // that arrive later are ignored.
   void fail_all(const caf::error& error);
+  // The session ended: no batch waits for it any more.
+  void forget(uint64_t session);
 
   size_t waiting() const;
   int64_t max_batch_tokens() const { return max_batch_tokens_; }
@@ -80,18 +100,26 @@ class StepBatcher {
   struct group_state {
     std::deque<std::shared_ptr<step>> queue;
     bool running = false;
+    caf::timespan last_duration{0};  // of its last batch
+    time_point hold_until{};         // the oldest waiting step waits for its cohort until then
   };
   struct running_batch {
     step_group group;
     std::vector<part> parts;
+    time_point started_at{};
   };
 
   std::vector<part> plan(std::deque<std::shared_ptr<step>>& queue) const;
+  bool may_start(const group_state& g, time_point now) const;
+  void join_cohort(uint64_t batch, uint64_t session);
   static void end(step& s, caf::expected<Tensor> result);
 
   int64_t max_batch_tokens_;
   std::map<step_group, group_state> groups_;
   std::map<uint64_t, running_batch> running_;
+  // The batch each session last ran in, and the sessions each such batch still has (its cohort).
+  std::map<uint64_t, uint64_t> last_batch_;
+  std::map<uint64_t, std::set<uint64_t>> cohorts_;
   uint64_t next_id_ = 1;
 };
 

@@ -13,6 +13,7 @@ using namespace corolla;
 namespace {
 
 constexpr int64_t kD = 3;
+const StepBatcher::time_point kNow{};  // time stands still unless a test moves it: no step is ever held
 const step_group kGroup{0, 4, ""};
 
 // Hidden [b, t, kD] whose values name their place: 1000·seed + row.
@@ -66,16 +67,16 @@ std::vector<std::tuple<uint64_t, int32_t, int64_t>> items_of(const block_batch_m
 BOOST_AUTO_TEST_CASE(steps_that_wait_while_a_batch_runs_go_together_in_the_next) {
   StepBatcher batcher(256);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1, 5), o.to(1));
-  auto first = batcher.start(kGroup);  // alone: nothing else waits, so it starts at once
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1, 5), o.to(1), kNow);
+  auto first = batcher.start(kGroup, kNow);  // alone: nothing else waits, so it starts at once
   BOOST_REQUIRE(first);
   BOOST_TEST(first->msg.items.size() == 1u);
-  for (int s = 2; s <= 4; ++s) batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 1, s), positions(1, 1), o.to(s));
-  BOOST_TEST(!batcher.start(kGroup));  // one batch of a group at a time
+  for (int s = 2; s <= 4; ++s) batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 1, s), positions(1, 1), o.to(s), kNow);
+  BOOST_TEST(!batcher.start(kGroup, kNow));  // one batch of a group at a time
   BOOST_TEST(batcher.waiting() == 3u);
-  batcher.finish(first->id, run(std::move(first->msg)));
+  batcher.finish(first->id, run(std::move(first->msg)), kNow);
   BOOST_TEST(o.ran(1, 1, 1));
-  auto next = batcher.start(kGroup);
+  auto next = batcher.start(kGroup, kNow);
   BOOST_REQUIRE(next);
   BOOST_TEST(next->msg.hidden.shape() == (Shape{3, kD}));
   BOOST_TEST(next->msg.items.size() == 3u);
@@ -83,24 +84,24 @@ BOOST_AUTO_TEST_CASE(steps_that_wait_while_a_batch_runs_go_together_in_the_next)
     BOOST_TEST(next->msg.items[i].session == i + 2);  // oldest first
     BOOST_TEST(next->msg.items[i].row == static_cast<int64_t>(i));
   }
-  batcher.finish(next->id, run(std::move(next->msg)));
+  batcher.finish(next->id, run(std::move(next->msg)), kNow);
   for (int s = 2; s <= 4; ++s) BOOST_TEST(o.ran(s, 1, 1));
-  BOOST_TEST(!batcher.start(kGroup));
+  BOOST_TEST(!batcher.start(kGroup, kNow));
 }
 
 BOOST_AUTO_TEST_CASE(other_blocks_or_adapters_make_other_batches) {
   StepBatcher batcher(256);
   Outcomes o;
   const step_group part{1, 4, ""}, adapted{0, 4, "lora"};
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1));
-  batcher.push(part, 2, hidden(1, 1, 2), positions(1, 1), o.to(2));
-  batcher.push(adapted, 3, hidden(1, 1, 3), positions(1, 1), o.to(3));
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
+  batcher.push(part, 2, hidden(1, 1, 2), positions(1, 1), o.to(2), kNow);
+  batcher.push(adapted, 3, hidden(1, 1, 3), positions(1, 1), o.to(3), kNow);
   for (const step_group& g : {kGroup, part, adapted}) {
-    auto b = batcher.start(g);
+    auto b = batcher.start(g, kNow);
     BOOST_REQUIRE(b);
     BOOST_TEST(b->msg.items.size() == 1u);
     BOOST_TEST((b->group == g));
-    batcher.finish(b->id, run(std::move(b->msg)));
+    batcher.finish(b->id, run(std::move(b->msg)), kNow);
   }
   for (int s = 1; s <= 3; ++s) BOOST_TEST(o.ran(s, 1, 1));
 }
@@ -108,25 +109,25 @@ BOOST_AUTO_TEST_CASE(other_blocks_or_adapters_make_other_batches) {
 BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_in_chunks_between_the_others_decode_steps) {
   StepBatcher batcher(8);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1, 30), o.to(1));
-  auto running = batcher.start(kGroup);
-  batcher.push(kGroup, 2, hidden(1, 20, 2), positions(1, 20), o.to(2));  // a prompt of 20 tokens
-  batcher.push(kGroup, 3, hidden(1, 1, 3), positions(1, 1, 40), o.to(3));  // a decode step after it
-  batcher.finish(running->id, run(std::move(running->msg)));
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1, 30), o.to(1), kNow);
+  auto running = batcher.start(kGroup, kNow);
+  batcher.push(kGroup, 2, hidden(1, 20, 2), positions(1, 20), o.to(2), kNow);  // a prompt of 20 tokens
+  batcher.push(kGroup, 3, hidden(1, 1, 3), positions(1, 1, 40), o.to(3), kNow);  // a decode step after it
+  batcher.finish(running->id, run(std::move(running->msg)), kNow);
   // The decode step whole, then as much of the prompt as the budget leaves.
-  auto b = batcher.start(kGroup);
+  auto b = batcher.start(kGroup, kNow);
   using item = std::tuple<uint64_t, int32_t, int64_t>;
   BOOST_TEST((items_of(b->msg) == std::vector<item>{{3, 40, 1}, {2, 0, 7}}));
-  batcher.push(kGroup, 1, hidden(1, 1, 4), positions(1, 1, 31), o.to(4));  // session 1's next decode step
-  batcher.finish(b->id, run(std::move(b->msg)));
+  batcher.push(kGroup, 1, hidden(1, 1, 4), positions(1, 1, 31), o.to(4), kNow);  // session 1's next decode step
+  batcher.finish(b->id, run(std::move(b->msg)), kNow);
   BOOST_TEST(o.ran(3, 1, 1));
   BOOST_TEST(!o.got.count(2));  // not before its last chunk
-  b = batcher.start(kGroup);
+  b = batcher.start(kGroup, kNow);
   BOOST_TEST((items_of(b->msg) == std::vector<item>{{1, 31, 1}, {2, 7, 7}}));
-  batcher.finish(b->id, run(std::move(b->msg)));
-  b = batcher.start(kGroup);
+  batcher.finish(b->id, run(std::move(b->msg)), kNow);
+  b = batcher.start(kGroup, kNow);
   BOOST_TEST((items_of(b->msg) == std::vector<item>{{2, 14, 6}}));  // the rest fits whole
-  batcher.finish(b->id, run(std::move(b->msg)));
+  batcher.finish(b->id, run(std::move(b->msg)), kNow);
   BOOST_TEST(o.ran(2, 1, 20));  // the chunks' outputs in their places
   BOOST_TEST(o.ran(4, 1, 1));
 }
@@ -134,27 +135,27 @@ BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_in_chunks_between_the_others_dec
 BOOST_AUTO_TEST_CASE(a_session_of_several_sequences_is_cut_alike_in_each) {
   StepBatcher batcher(8);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(2, 10, 1), positions(2, 10, 3), o.to(1));
-  auto b = batcher.start(kGroup);
+  batcher.push(kGroup, 1, hidden(2, 10, 1), positions(2, 10, 3), o.to(1), kNow);
+  auto b = batcher.start(kGroup, kNow);
   BOOST_REQUIRE(b->msg.items.size() == 1u);
   const batch_item& chunk = b->msg.items[0];
   BOOST_TEST(chunk.batch == 2);
   BOOST_TEST(chunk.tokens == 4);  // 8 rows: 4 tokens of each sequence
   BOOST_TEST(chunk.positions == (std::vector<int32_t>{3, 4, 5, 6, 3, 4, 5, 6}), boost::test_tools::per_element());
   BOOST_TEST(b->msg.hidden.data_as<const float>()[4 * kD] == 1010.0f);  // sequence 1, token 0: row 10 of the step
-  batcher.finish(b->id, run(std::move(b->msg)));
-  while (auto next = batcher.start(kGroup)) batcher.finish(next->id, run(std::move(next->msg)));
+  batcher.finish(b->id, run(std::move(b->msg)), kNow);
+  while (auto next = batcher.start(kGroup, kNow)) batcher.finish(next->id, run(std::move(next->msg)), kNow);
   BOOST_TEST(o.ran(1, 2, 10));
 }
 
 BOOST_AUTO_TEST_CASE(a_budget_smaller_than_a_session_still_moves_it_a_token_at_a_time) {
   StepBatcher batcher(1);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(3, 2, 1), positions(3, 2), o.to(1));
+  batcher.push(kGroup, 1, hidden(3, 2, 1), positions(3, 2), o.to(1), kNow);
   int batches = 0;
-  while (auto b = batcher.start(kGroup)) {
+  while (auto b = batcher.start(kGroup, kNow)) {
     BOOST_TEST(b->msg.items.at(0).tokens == 1);
-    batcher.finish(b->id, run(std::move(b->msg)));
+    batcher.finish(b->id, run(std::move(b->msg)), kNow);
     ++batches;
   }
   BOOST_TEST(batches == 2);
@@ -166,61 +167,129 @@ BOOST_AUTO_TEST_CASE(with_batching_off_each_step_runs_alone_at_once) {
   Outcomes o;
   std::vector<StepBatcher::started> running;
   for (int s = 1; s <= 3; ++s) {
-    batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 300, s), positions(1, 300), o.to(s));
-    auto b = batcher.start(kGroup);
+    batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 300, s), positions(1, 300), o.to(s), kNow);
+    auto b = batcher.start(kGroup, kNow);
     BOOST_REQUIRE(b);
     BOOST_TEST(b->msg.items.size() == 1u);
     BOOST_TEST(b->msg.items[0].tokens == 300);  // never cut
     running.push_back(std::move(*b));
   }
-  for (auto it = running.rbegin(); it != running.rend(); ++it) batcher.finish(it->id, run(std::move(it->msg)));
+  for (auto it = running.rbegin(); it != running.rend(); ++it) batcher.finish(it->id, run(std::move(it->msg)), kNow);
   for (int s = 1; s <= 3; ++s) BOOST_TEST(o.ran(s, 1, 300));
 }
 
 BOOST_AUTO_TEST_CASE(errors_reach_the_steps_they_belong_to) {
   StepBatcher batcher(4);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1));
-  auto b = batcher.start(kGroup);
-  batcher.push(kGroup, 2, hidden(1, 1, 2), positions(1, 1), o.to(2));
-  batcher.push(kGroup, 3, hidden(1, 10, 3), positions(1, 10), o.to(3));  // three chunks
-  batcher.finish(b->id, run(std::move(b->msg)));
-  b = batcher.start(kGroup);
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
+  auto b = batcher.start(kGroup, kNow);
+  batcher.push(kGroup, 2, hidden(1, 1, 2), positions(1, 1), o.to(2), kNow);
+  batcher.push(kGroup, 3, hidden(1, 10, 3), positions(1, 10), o.to(3), kNow);  // three chunks
+  batcher.finish(b->id, run(std::move(b->msg)), kNow);
+  b = batcher.start(kGroup, kNow);
   BOOST_REQUIRE(b->msg.items.size() == 2u);
   block_batch_msg out = run(std::move(b->msg));
   out.items[1].error = make_error(errc::unknown_session, "block 2 has no cache for session 3");
-  batcher.finish(b->id, std::move(out));
+  batcher.finish(b->id, std::move(out), kNow);
   BOOST_TEST(o.ran(2, 1, 1));
   BOOST_REQUIRE(o.got.count(3));
   BOOST_TEST(!o.got.at(3));
   BOOST_TEST(batcher.waiting() == 0u);  // its other chunks are dropped
-  BOOST_TEST(!batcher.start(kGroup));
+  BOOST_TEST(!batcher.start(kGroup, kNow));
 
   // A batch that failed whole fails each of its steps.
-  batcher.push(kGroup, 4, hidden(1, 1, 4), positions(1, 1), o.to(4));
-  b = batcher.start(kGroup);
-  batcher.finish(b->id, make_error(errc::timeout, "the step timed out"));
+  batcher.push(kGroup, 4, hidden(1, 1, 4), positions(1, 1), o.to(4), kNow);
+  b = batcher.start(kGroup, kNow);
+  batcher.finish(b->id, make_error(errc::timeout, "the step timed out"), kNow);
   BOOST_TEST(!o.got.at(4));
   // Answers naming other rows than the batch held are not trusted.
-  batcher.push(kGroup, 5, hidden(1, 2, 5), positions(1, 2), o.to(5));
-  b = batcher.start(kGroup);
+  batcher.push(kGroup, 5, hidden(1, 2, 5), positions(1, 2), o.to(5), kNow);
+  b = batcher.start(kGroup, kNow);
   out = run(std::move(b->msg));
   out.items[0].row = 1;
-  batcher.finish(b->id, std::move(out));
+  batcher.finish(b->id, std::move(out), kNow);
   BOOST_TEST(!o.got.at(5));
 }
 
 BOOST_AUTO_TEST_CASE(fail_all_ends_waiting_and_running_steps_once) {
   StepBatcher batcher(256);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1));
-  auto b = batcher.start(kGroup);
-  batcher.push(kGroup, 2, hidden(1, 1, 2), positions(1, 1), o.to(2));
+  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
+  auto b = batcher.start(kGroup, kNow);
+  batcher.push(kGroup, 2, hidden(1, 1, 2), positions(1, 1), o.to(2), kNow);
   batcher.fail_all(make_error(errc::unknown_session, "the server moved to other blocks"));
   BOOST_TEST(o.got.size() == 2u);
   BOOST_TEST(!o.got.at(1));
   BOOST_TEST(!o.got.at(2));
-  batcher.finish(b->id, run(std::move(b->msg)));  // late: ignored
+  batcher.finish(b->id, run(std::move(b->msg)), kNow);  // late: ignored
   BOOST_TEST(!o.got.at(1));
   BOOST_TEST(batcher.waiting() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(an_idle_group_holds_a_step_until_the_rest_of_its_cohort_comes) {
+  using namespace std::chrono_literals;
+  StepBatcher batcher(256);
+  Outcomes o;
+  const StepBatcher::time_point t0{std::chrono::seconds(1)};
+  auto one_round = [&](std::vector<int> seeds, StepBatcher::time_point at) {
+    for (int s : seeds) batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 1, s), positions(1, 1), o.to(s), at);
+  };
+  one_round({1, 2, 3}, t0);
+  auto b = batcher.start(kGroup, t0);  // sessions never batched before wait for nobody
+  BOOST_REQUIRE(b);
+  BOOST_TEST(b->msg.items.size() == 3u);
+  batcher.finish(b->id, run(std::move(b->msg)), t0 + 10ms);  // it took 10 ms: holds last up to 5 ms
+
+  // Session 1 comes back first: held for 2 and 3, which come 1 ms later; then all three run together.
+  o.got.clear();
+  one_round({1}, t0 + 11ms);
+  BOOST_TEST(!batcher.start(kGroup, t0 + 11ms));
+  BOOST_TEST(batcher.due(t0 + 11ms).empty());
+  BOOST_REQUIRE(batcher.next_hold_end());
+  BOOST_TEST((*batcher.next_hold_end() == t0 + 16ms));
+  one_round({2, 3}, t0 + 12ms);
+  BOOST_TEST(batcher.due(t0 + 12ms).size() == 1u);
+  b = batcher.start(kGroup, t0 + 12ms);
+  BOOST_REQUIRE(b);
+  BOOST_TEST(b->msg.items.size() == 3u);
+  batcher.finish(b->id, run(std::move(b->msg)), t0 + 22ms);
+
+  // A cohort member that does not come back costs one hold: the step starts when it ends.
+  one_round({1, 3}, t0 + 23ms);
+  BOOST_TEST(!batcher.start(kGroup, t0 + 26ms));
+  b = batcher.start(kGroup, t0 + 28ms);
+  BOOST_REQUIRE(b);
+  BOOST_TEST(b->msg.items.size() == 2u);
+  batcher.finish(b->id, run(std::move(b->msg)), t0 + 38ms);
+  // The new cohort is {1, 3}; a session that ended is forgotten at once.
+  batcher.forget(3);
+  one_round({1}, t0 + 39ms);
+  b = batcher.start(kGroup, t0 + 39ms);
+  BOOST_REQUIRE(b);
+  batcher.finish(b->id, run(std::move(b->msg)), t0 + 49ms);
+  // A session alone is its own cohort: never held.
+  one_round({1}, t0 + 50ms);
+  BOOST_TEST(batcher.start(kGroup, t0 + 50ms).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(holds_are_bounded_and_batching_off_never_holds) {
+  using namespace std::chrono_literals;
+  const StepBatcher::time_point t0{std::chrono::seconds(1)};
+  for (int64_t budget : {256, 0}) {
+    StepBatcher batcher(budget);
+    Outcomes o;
+    for (int s = 1; s <= 2; ++s)
+      batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 1, s), positions(1, 1), o.to(s), t0);
+    std::vector<StepBatcher::started> running;
+    while (auto b = batcher.start(kGroup, t0)) running.push_back(std::move(*b));
+    for (auto& b : running) batcher.finish(b.id, run(std::move(b.msg)), t0 + 10s);  // a very slow batch
+    batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1), t0 + 11s);
+    if (budget == 0) {
+      BOOST_TEST(batcher.start(kGroup, t0 + 11s).has_value());
+      continue;
+    }
+    BOOST_TEST(!batcher.start(kGroup, t0 + 11s));
+    BOOST_TEST((*batcher.next_hold_end() == t0 + 11s + StepBatcher::kMaxHold));
+    BOOST_TEST(batcher.start(kGroup, t0 + 11s + StepBatcher::kMaxHold).has_value());
+  }
 }
