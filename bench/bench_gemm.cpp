@@ -172,9 +172,9 @@ int main(int argc, char** argv) {
     Tensor wf = Tensor::empty(DType::f32, {n, k});
     fill_random(wf.data_as<float>(), n * k, 17);
     std::printf("\nmatrix-vector path vs GEMM path, %lldx%lld, ms (cpu_matmul switches above %lld rows for f32, %lld "
-                "for other weights)\n%-6s",
+                "for bf16, f16 and q8_0, %lld for the packed formats)\n%-6s",
                 static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(kMatvecMaxRowsF32),
-                static_cast<long long>(kMatvecMaxRowsConverted), "dtype");
+                static_cast<long long>(kMatvecMaxRowsWide), static_cast<long long>(kMatvecMaxRowsPacked), "dtype");
     const int64_t ms[] = {4, 8, 16, 32, 64};
     for (int64_t mm : ms) std::printf("   m=%-3lld mv / gemm", static_cast<long long>(mm));
     std::printf("\n");

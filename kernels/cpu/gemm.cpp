@@ -163,7 +163,13 @@ void matvec_job(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::spa
 }  // namespace
 
 int64_t matvec_max_rows(DType weights) {
-  return weights == DType::f32 ? kMatvecMaxRowsF32 : kMatvecMaxRowsConverted;
+  switch (weights) {
+    case DType::f32: return kMatvecMaxRowsF32;
+    case DType::bf16:
+    case DType::f16:
+    case DType::q8_0: return kMatvecMaxRowsWide;
+    default: return kMatvecMaxRowsPacked;
+  }
 }
 
 void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y) {

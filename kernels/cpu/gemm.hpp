@@ -21,11 +21,15 @@ namespace corolla {
 
 void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
 
-// Up to this many rows of x, cpu_matmul uses the matrix-vector kernels rather than a GEMM: for f32 weights, and
-// for weights that the GEMM path would have to convert. bench_gemm measured the two paths crossing near 32-64 rows
-// (f32) and 64 rows (others) on a 2-core AVX-512 machine; these limits stay below that.
+// Up to this many rows of x, cpu_matmul uses the matrix-vector kernels rather than a GEMM: for f32 weights; for
+// 16- and 8-bit weights (bf16, f16, q8_0), which the matrix-vector kernels widen cheaply; and for the 4- to 6-bit
+// formats, whose unpacking the GEMM path does once per tile instead of once per pass of rows. bench_gemm measured
+// f32's paths crossing near 32-64 rows; bench_batch_decode (whole decode steps of 32 to 64 sessions, TinyLlama's
+// shape, 2-core AVX-512 machine) found the matrix-vector path 14-25 % faster at 48-64 rows for bf16, f16 and q8_0
+// and 5-37 % slower for q4_0, q4_1 and q4_K (docs/PERFORMANCE.md).
 inline constexpr int64_t kMatvecMaxRowsF32 = 16;
-inline constexpr int64_t kMatvecMaxRowsConverted = 32;
+inline constexpr int64_t kMatvecMaxRowsWide = 64;
+inline constexpr int64_t kMatvecMaxRowsPacked = 32;
 int64_t matvec_max_rows(DType weights);
 
 // y_i[M, N_i] = x[M, K] · w_iᵀ for several weights at once, as cpu_matmul would compute each. Where every one

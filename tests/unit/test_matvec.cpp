@@ -248,7 +248,7 @@ BOOST_AUTO_TEST_CASE(cpu_matmul_matches_naive_reference) {
     for (DType t : kWeightTypes) {
       if (k % block_elems(t) != 0) continue;
       const Weights w = make_weights(t, n, k, seed++);
-      for (int64_t m : {1, 2, 3, 4, 5, 6, 9, 17, 33, 37}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 9, 17, 33, 37, 64, 65}) {
         const std::vector<float> x = randn(m * k, seed++);
         std::vector<float> y(static_cast<size_t>(m * n), -1.f);
         cpu_matmul(pool, x.data(), m, k, w.stored, y.data());
