@@ -83,8 +83,8 @@ else
   bindir=$root/$build/bin
 fi
 
-step "golden suites on the GPU (COROLLA_TEST_DEVICE=cuda): logits, gradients, LoRA"
-golden=(test_golden_models test_golden_grads test_golden_lora)
+step "golden suites on the GPU (COROLLA_TEST_DEVICE=cuda): logits, gradients, LoRA, batched forward"
+golden=(test_golden_models test_golden_grads test_golden_lora test_batched_forward)
 [ -n "${GPU_CHECK_BIN:-}" ] ||
   cmake --build "$build" -j"$(nproc)" --target "${golden[@]}" >>"$logs/build.log" 2>&1 || fail "build ${golden[*]}"
 : >"$logs/golden.log"
