@@ -23,18 +23,9 @@ namespace {
 // sums in another order.
 constexpr float kTol = 1e-4f;
 
-const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "qwen2-yarn", "llama-bf16",
-                         "llama-bias", "mistral-window", "qwen2-window", "qwen3",     "mixtral",    "phi3",
-                         "phi3-longrope", "bloom",   "falcon",         "falcon-new",  "falcon-sequential", "falcon2",
-                         "gemma2",     "gemma2-options", "llama-kquant"};
+const auto& kModels = kGoldenModels;
 
-Backend& backend() {
-  static auto b = [] {
-    const char* device = std::getenv("COROLLA_TEST_DEVICE");
-    return make_backend(device && *device ? device : "cpu");
-  }();
-  return *b;
-}
+Backend& backend() { return golden_backend(); }
 
 Tensor random_hidden(std::mt19937& rng, int64_t b, int64_t t, int64_t d) {
   Tensor h = Tensor::empty(DType::f32, {b, t, d});

@@ -23,14 +23,7 @@ const char* kModels[] = {"llama", "mistral", "qwen2", "llama3-rope", "qwen2-yarn
                          "qwen3", "mixtral", "phi3", "phi3-longrope", "bloom",
                          "falcon", "falcon-new", "falcon-sequential", "falcon2", "gemma2", "gemma2-options"};
 
-// COROLLA_TEST_DEVICE=cuda runs the same checks on the CUDA backend; the CPU otherwise.
-Backend& backend() {
-  static auto b = [] {
-    const char* device = std::getenv("COROLLA_TEST_DEVICE");
-    return make_backend(device && *device ? device : "cpu");
-  }();
-  return *b;
-}
+Backend& backend() { return golden_backend(); }
 
 struct Stack {
   std::shared_ptr<WeightSource> source;

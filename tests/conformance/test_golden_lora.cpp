@@ -25,13 +25,7 @@ namespace {
 constexpr float kTol = 1e-4f;
 const char* kCases[] = {"llama/lora-attn", "llama/lora-mlp", "qwen2/lora-attn", "qwen2/lora-mlp"};
 
-Backend& backend() {
-  static auto b = [] {
-    const char* device = std::getenv("COROLLA_TEST_DEVICE");
-    return make_backend(device && *device ? device : "cpu");
-  }();
-  return *b;
-}
+Backend& backend() { return golden_backend(); }
 
 std::string model_of(const std::string& c) { return c.substr(0, c.find('/')); }
 std::string adapter_dir(const std::string& c) {

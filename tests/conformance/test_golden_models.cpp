@@ -17,10 +17,7 @@ namespace bdata = boost::unit_test::data;
 namespace {
 
 constexpr float kTol = 1e-4f;
-const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope", "qwen2-yarn", "llama-sharded",
-                         "llama-bf16", "llama-bias", "mistral-window", "qwen2-window", "qwen3",
-                         "mixtral",    "phi3",       "phi3-longrope", "bloom",          "falcon",      "falcon-new",
-                         "falcon-sequential", "falcon2", "gemma2", "gemma2-options", "llama-kquant"};
+const auto& kModels = kGoldenModels;
 
 std::vector<int32_t> iota_positions(size_t n, int32_t start = 0) {
   std::vector<int32_t> p(n);
@@ -28,14 +25,7 @@ std::vector<int32_t> iota_positions(size_t n, int32_t start = 0) {
   return p;
 }
 
-// COROLLA_TEST_DEVICE=cuda runs the same checks on the CUDA backend (tools/gpu_check.sh does); the CPU otherwise.
-Backend& backend() {
-  static auto b = [] {
-    const char* device = std::getenv("COROLLA_TEST_DEVICE");
-    return make_backend(device && *device ? device : "cpu");
-  }();
-  return *b;
-}
+Backend& backend() { return golden_backend(); }
 
 }  // namespace
 
