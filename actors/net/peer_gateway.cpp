@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -144,6 +145,9 @@ struct PeerGateway::impl {
     thread = std::thread([this] {
       pthread_setname_np(pthread_self(), "corolla.peers");
       io.run();
+      std::lock_guard<std::mutex> lock(stopped_mutex);
+      stopped = true;
+      stopped_cv.notify_all();
     });
   }
 
@@ -155,6 +159,13 @@ struct PeerGateway::impl {
       tick.cancel();
       work.reset();
     });
+    // Closing every socket ends their operations, and the loop returns once none is left. A peer that stopped
+    // reading (a frozen process) may still hold one that never ends: the node's shutdown must not wait on it
+    // (it hung there for good), so after a grace period the loop is stopped with whatever it still holds.
+    {
+      std::unique_lock<std::mutex> lock(stopped_mutex);
+      if (!stopped_cv.wait_for(lock, kShutdownGrace, [this] { return stopped; })) io.stop();
+    }
     if (thread.joinable()) thread.join();
   }
 
@@ -516,6 +527,10 @@ struct PeerGateway::impl {
   asio::executor_work_guard<asio::io_context::executor_type> work;
   asio::steady_timer tick;
   std::thread thread;
+  std::mutex stopped_mutex;  // the loop has returned: `stopped`, under this mutex, signalled by stopped_cv
+  std::condition_variable stopped_cv;
+  bool stopped = false;
+  static constexpr std::chrono::seconds kShutdownGrace{2};
   std::map<uint16_t, listener> listeners;
   std::set<std::shared_ptr<connection>> connections;
   std::map<std::string, address_book> addresses;
