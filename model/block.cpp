@@ -16,8 +16,8 @@ void Block::forward(Tensor& hidden, std::span<const int32_t> positions, KVCache*
     throw std::invalid_argument("block " + std::to_string(index()) + ": " + std::to_string(positions.size()) +
                                 " positions for " + std::to_string(b * t) + " tokens");
   Tensor rows = hidden.reshaped({b * t, hidden.dim(2)});
-  const BlockSegment one{.row = 0, .batch = b, .tokens = t, .positions = positions, .cache = cache};
-  forward_batch(rows, {&one, 1}, lora);
+  const BlockSegment one{.row = 0, .batch = b, .tokens = t, .positions = positions, .cache = cache, .lora = lora};
+  forward_batch(rows, {&one, 1});
 }
 
 void check_segments(int64_t block, int64_t hidden_size, const Tensor& hidden, std::span<const BlockSegment> segments) {

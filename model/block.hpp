@@ -28,11 +28,12 @@ struct KVCache {
 // One session's share of a batched forward (several sessions' steps through a block at once, so its weights are
 // read once for all of them): rows [row, row + batch·tokens) of the hidden states, `batch` sequences of `tokens`
 // tokens each, token r at positions[r], with the session's `cache` (nullptr: the stateless forward, each sequence
-// attending to its own tokens).
+// attending to its own tokens) and its LoRA adapter's pairs for this block (nullptr: none).
 struct BlockSegment {
   int64_t row = 0, batch = 1, tokens = 1;
   std::span<const int32_t> positions;
   KVCache* cache = nullptr;
+  const BlockLora* lora = nullptr;
   int64_t rows() const { return batch * tokens; }
 };
 
@@ -49,11 +50,11 @@ class Block {
   // (One segment of forward_batch.)
   void forward(Tensor& hidden, std::span<const int32_t> positions, KVCache* cache, const BlockLora* lora = nullptr);
   // Transforms hidden [M, D] in place, each segment as forward would transform it alone: the per-token work (norms,
-  // projections, MLP) runs once over all M rows, attention per segment over its own cache. Segments must not
-  // overlap; rows outside every segment are computed without attention and write no cache (their values mean
-  // nothing). With `lora`, the adapter applies to every row.
-  virtual void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments,
-                             const BlockLora* lora = nullptr) = 0;
+  // projections, MLP) runs once over all M rows, attention per segment over its own cache, and each segment's
+  // adapter (if any) adds its low-rank part to its own rows, so sessions with different adapters share a batch.
+  // Segments must not overlap; rows outside every segment are computed without attention, adapter or cache write
+  // (their values mean nothing).
+  virtual void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments) = 0;
   // The gradient of the stateless forward (no cache) with respect to its input. hidden_in [B, T, D] is what that
   // forward received, grad [B, T, D] the gradient of its output; grad is replaced by the gradient of hidden_in.
   // The forward is recomputed here (servers keep nothing between requests); the weights stay frozen.

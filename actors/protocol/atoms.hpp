@@ -55,17 +55,17 @@ struct batch_item {
   uint64_t session = 0;  // 0: no cache (the stateless forward)
   int64_t row = 0, batch = 1, tokens = 1;
   std::vector<int32_t> positions;
+  std::string adapter;  // the session's LoRA adapter ("" = none)
   caf::error error;
 };
 // Gate -> block actor: run the block over the steps of several sessions at once (hidden [M, D], in place, each
-// item with its session's cache: the block's weights are read once for all of them), then hand the message to
-// the block actors in `then`, in order; the last one replies with the message itself (its hidden states and
-// items). One message per block instead of a request and a reply.
+// item with its session's cache and adapter: the block's weights are read once for all of them), then hand the
+// message to the block actors in `then`, in order; the last one replies with the message itself (its hidden
+// states and items). One message per block instead of a request and a reply.
 struct block_batch_msg {
   Tensor hidden;
   std::vector<batch_item> items;
   std::vector<caf::actor> then;
-  std::string adapter;  // LoRA adapter of every item ("" = none)
   // Where the device's time is modelled (kernels/modelled_time.hpp): when the work of the blocks before this one
   // ends. The step passes through the blocks at once and only the last waits, until its work ends.
   caf::actor_clock::time_point ready_at{};

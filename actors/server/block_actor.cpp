@@ -94,12 +94,6 @@ caf::error unknown_adapter(const std::string& name) {
 // Runs the block over the batch's items that no block before failed, each with its session's cache and deep
 // prompts; an item this block cannot run gets its error, and a forward that throws fails every item it held.
 void run_batch(block_state& st, block_batch_msg& m) {
-  const BlockLora* lora = nullptr;
-  if (!st.lora(m.adapter, lora)) {
-    for (batch_item& item : m.items)
-      if (!item.error) item.error = unknown_adapter(m.adapter);
-    return;
-  }
   const std::string where = "block " + std::to_string(st.block->index());
   std::vector<BlockSegment> segments;
   std::vector<batch_item*> live;
@@ -110,8 +104,13 @@ void run_batch(block_state& st, block_batch_msg& m) {
       item.error = make_error(errc::unknown_session, where + " has no cache for session " + std::to_string(item.session));
       continue;
     }
+    const BlockLora* lora = nullptr;
+    if (!st.lora(item.adapter, lora)) {
+      item.error = unknown_adapter(item.adapter);
+      continue;
+    }
     segments.push_back({.row = item.row, .batch = item.batch, .tokens = item.tokens, .positions = item.positions,
-                        .cache = cache});
+                        .cache = cache, .lora = lora});
     live.push_back(&item);
   }
   if (segments.empty()) return;
@@ -127,9 +126,9 @@ void run_batch(block_state& st, block_batch_msg& m) {
     if (segments.size() == 1 && first.row == 0 && first.rows() == m.hidden.dim(0)) {
       // One session alone: the path a backend may have recorded (a CUDA graph of its decode step).
       Tensor h = m.hidden.reshaped({first.batch, first.tokens, d});
-      st.recorded.forward(*st.block, h, first.positions, first.cache, lora);
+      st.recorded.forward(*st.block, h, first.positions, first.cache, first.lora);
     } else {
-      st.block->forward_batch(m.hidden, segments, lora);
+      st.block->forward_batch(m.hidden, segments);
     }
   } catch (const std::invalid_argument& e) {
     for (batch_item* item : live) item->error = make_error(errc::bad_request, e.what());

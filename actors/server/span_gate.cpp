@@ -150,7 +150,6 @@ void run_batches(gate_actor* self, const step_group& group) {
     }
     block_batch_msg msg = std::move(batch->msg);
     msg.hidden = st.backend->upload(msg.hidden);  // a tensor of the batch's own: the blocks may change it in place
-    msg.adapter = group.adapter;
     msg.then.assign(st.blocks.begin() + static_cast<std::ptrdiff_t>(group.first) + 1,
                     st.blocks.begin() + static_cast<std::ptrdiff_t>(group.last));
     self->request(st.blocks[group.first], st.opt.step_timeout, std::move(msg))
@@ -489,10 +488,10 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         session.running = true;
         session.running_step = req.step_id;
         const uint64_t id = session.id;
-        const step_group group{session.first, session.last, session.adapter};
+        const step_group group{session.first, session.last};
         Tensor hidden = req.hidden;
         std::vector<int32_t> positions = req.positions;
-        s.batcher->push(group, id, std::move(hidden), std::move(positions),
+        s.batcher->push(group, id, session.adapter, std::move(hidden), std::move(positions),
                    [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
                      auto it = self->state.sessions.find(id);
                      if (it == self->state.sessions.end()) {

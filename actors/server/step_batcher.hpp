@@ -2,8 +2,8 @@
 // wait at the same time run through the blocks as one batch, so each block's weights are read once for all of
 // them: a decode step costs about as much for 32 sessions as for one while reading weights is the limit.
 //
-// Steps join a group (the blocks they run through and their adapter: one batch runs one chain of block actors
-// with one adapter). A group runs one batch at a time; while it runs, new steps wait, and the next batch takes
+// Steps join a group (the blocks they run through: one batch runs one chain of block actors; sessions with
+// different LoRA adapters share it, each block adding each session's adapter to its own rows). A group runs one batch at a time; while it runs, new steps wait, and the next batch takes
 // them under a token budget (`max_batch_tokens` rows): first every waiting step that fits whole, oldest first,
 // then a chunk of the oldest step that did not fit (at least one token of each of its sequences), so a long
 // prompt is prefilled a chunk per batch and never holds up the others' decoding for more than one chunk, and
@@ -37,10 +37,9 @@
 
 namespace corolla {
 
-// Steps that may share a batch: through the gate's block actors [first, last) with one adapter.
+// Steps that may share a batch: through the gate's block actors [first, last).
 struct step_group {
   size_t first = 0, last = 0;
-  std::string adapter;
   auto operator<=>(const step_group&) const = default;
 };
 
@@ -54,14 +53,15 @@ class StepBatcher {
 
   explicit StepBatcher(int64_t max_batch_tokens) : max_batch_tokens_(max_batch_tokens) {}
 
-  // Queues a session's step, arrived at `now`: hidden [B, T, D] f32 (host; read, not changed) at positions [B·T].
-  void push(const step_group& group, uint64_t session, Tensor hidden, std::vector<int32_t> positions, done_fn done,
-            time_point now);
+  // Queues a session's step, arrived at `now`: hidden [B, T, D] f32 (host; read, not changed) at positions [B·T],
+  // with the session's adapter ("" = none).
+  void push(const step_group& group, uint64_t session, std::string adapter, Tensor hidden,
+            std::vector<int32_t> positions, done_fn done, time_point now);
 
   struct started {
     uint64_t id = 0;
     step_group group;
-    block_batch_msg msg;  // hidden [M, D] on the host, the items; `then` and `adapter` are the gate's to fill
+    block_batch_msg msg;  // hidden [M, D] on the host, the items; `then` is the gate's to fill
   };
   // The next batch of `group`, if steps wait and the group may start one at `now` (none running and its cohort
   // in or its hold over, or batching is off).
@@ -85,6 +85,7 @@ class StepBatcher {
  private:
   struct step {
     uint64_t session = 0;
+    std::string adapter;
     Tensor hidden;  // [B, T, D] host
     std::vector<int32_t> positions;
     int64_t done_tokens = 0;  // tokens of each sequence already taken into batches

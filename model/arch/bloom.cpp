@@ -100,10 +100,10 @@ class BloomBlock final : public Block {
             backend_.alloc(DType::f32, {batch, max_length, c_.num_heads, c_.head_dim})};
   }
 
-  void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments, const BlockLora* lora) override {
+  void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments) override {
     Backend& be = backend_;
     check_segments(index_, c_.hidden_size, hidden, segments);
-    refuse_lora(lora);
+    for (const BlockSegment& s : segments) refuse_lora(s.lora);
     const int64_t m = hidden.dim(0), d = c_.hidden_size;
     const int64_t heads = c_.num_heads, hd = c_.head_dim;
     Tensor& x = hidden;

@@ -132,10 +132,10 @@ class FalconBlock final : public Block {
             backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim})};
   }
 
-  void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments, const BlockLora* lora) override {
+  void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments) override {
     Backend& be = backend_;
     check_segments(index_, c_.hidden_size, hidden, segments);
-    refuse_lora(lora);
+    for (const BlockSegment& s : segments) refuse_lora(s.lora);
     const int64_t m = hidden.dim(0), d = c_.hidden_size;
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads;
     const float eps = static_cast<float>(c_.norm_eps);

@@ -164,14 +164,24 @@ class LlamaBlock final : public Block {
   // A recording keeps the frequencies it was made with: not longrope's, which change with the positions.
   bool recordable() const override { return !moe_ && inv_freq_long_.empty(); }
 
+  // Which rows an adapter applies to: one adapter to every row (the stateless forward and backward), or each
+  // segment's own to its rows (a batch of sessions, possibly with different adapters).
+  struct RowLoras {
+    const BlockLora* all = nullptr;
+    std::span<const BlockSegment> segments;
+    RowLoras(const BlockLora* lora) : all(lora) {}  // NOLINT: implicit, every single-adapter call site
+    explicit RowLoras(std::span<const BlockSegment> s) : segments(s) {}
+  };
+
   KVCache make_cache(int64_t batch, int64_t max_length) override {
     return {backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim}),
             backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim})};
   }
 
-  void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments, const BlockLora* lora) override {
+  void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments) override {
     Backend& be = backend_;
     check_segments(index_, c_.hidden_size, hidden, segments);
+    const RowLoras lora(segments);
     const int64_t m = hidden.dim(0), d = c_.hidden_size;
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
 
@@ -283,7 +293,7 @@ class LlamaBlock final : public Block {
 
   // x += the projection p of `in` (with its adapter's part), through `post_norm` first where the block has one;
   // then `out`, when given, receives the projection before the norm (what the backward's recompute keeps).
-  void residual_add(const Tensor& in, Projection p, const BlockLora* lora, const Tensor& post_norm, Tensor& x,
+  void residual_add(const Tensor& in, Projection p, const RowLoras& lora, const Tensor& post_norm, Tensor& x,
                     Tensor* out = nullptr) {
     if (!post_norm.defined()) return project_add(in, p, lora, x);
     Tensor projected = backend_.alloc(DType::f32, x.shape()), normed = backend_.alloc(DType::f32, x.shape());
@@ -302,6 +312,10 @@ class LlamaBlock final : public Block {
   }
 
   // Adapters target the dense MLP's projections by name; a mixture's experts have none of them.
+  void refuse_mlp_lora(const RowLoras& loras) const {
+    if (loras.segments.empty()) return refuse_mlp_lora(loras.all);
+    for (const BlockSegment& s : loras.segments) refuse_mlp_lora(s.lora);
+  }
   void refuse_mlp_lora(const BlockLora* lora) const {
     if (!lora) return;
     for (Projection p : {Projection::gate, Projection::up, Projection::down})
@@ -430,20 +444,20 @@ class LlamaBlock final : public Block {
   }
 
   // y = x·Wᵀ (+ bias), plus the adapter's (x·Aᵀ)·(scale·B)ᵀ when it targets this projection.
-  void project(const Tensor& x, Projection p, const BlockLora* lora, Tensor& y) {
+  void project(const Tensor& x, Projection p, const RowLoras& lora, Tensor& y) {
     backend_.matmul(x, weight(p), bias(p), y);
     add_lora(x, p, lora, y);
   }
 
   // y += the projection p of x (with its adapter's part): o_proj and down_proj into the residual stream.
-  void project_add(const Tensor& x, Projection p, const BlockLora* lora, Tensor& y) {
+  void project_add(const Tensor& x, Projection p, const RowLoras& lora, Tensor& y) {
     backend_.matmul_add(x, weight(p), bias(p), y);
     add_lora(x, p, lora, y);
   }
 
   // Several projections of the same x (q/k/v, gate/up) as one backend call, each as project() computes it.
   template <size_t N>
-  void project_many(const Tensor& x, const std::array<Projection, N>& ps, const BlockLora* lora,
+  void project_many(const Tensor& x, const std::array<Projection, N>& ps, const RowLoras& lora,
                     const std::array<Tensor*, N>& ys) {
     std::array<const Tensor*, N> ws, bs;
     for (size_t i = 0; i < N; ++i) {
@@ -454,7 +468,15 @@ class LlamaBlock final : public Block {
     for (size_t i = 0; i < N; ++i) add_lora(x, ps[i], lora, *ys[i]);
   }
 
-  // y += (x·Aᵀ)·(scale·B)ᵀ when the adapter targets projection p.
+  // y += (x·Aᵀ)·(scale·B)ᵀ on the rows each adapter covers, when it targets projection p.
+  void add_lora(const Tensor& x, Projection p, const RowLoras& loras, Tensor& y) {
+    if (loras.segments.empty()) return add_lora(x, p, loras.all, y);
+    for (const BlockSegment& s : loras.segments) {
+      if (!s.lora) continue;
+      Tensor ys = segment_rows(y, s);
+      add_lora(segment_rows(x, s), p, s.lora, ys);
+    }
+  }
   void add_lora(const Tensor& x, Projection p, const BlockLora* lora, Tensor& y) {
     Backend& be = backend_;
     const LoraPair* pair = lora ? lora->get(p) : nullptr;

@@ -1,7 +1,8 @@
 // Block::forward_batch, which runs several sessions' steps through a block at once (continuous batching in the
 // servers), against each step run alone: the same outputs within fp32 rounding and the same KV caches, for every
 // architecture of the golden models: decode rows, prefill chunks, several sequences in one session, the stateless
-// forward, sliding windows, longrope's frequency switch and mixtures of experts in one batch.
+// forward, sliding windows, longrope's frequency switch and mixtures of experts in one batch; and sessions with
+// different LoRA adapters in one batch.
 #define BOOST_TEST_MODULE batched_forward
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -10,6 +11,7 @@
 #include <random>
 
 #include "model/block.hpp"
+#include "model/lora.hpp"
 #include "support/expect_error.hpp"
 #include "support/golden.hpp"
 
@@ -39,6 +41,7 @@ struct Step {
   int64_t b = 1;
   std::vector<int32_t> one;  // positions of one sequence
   bool cached = true;
+  const BlockLora* lora = nullptr;  // the session's adapter
   std::vector<int32_t> positions() const {
     std::vector<int32_t> all;
     for (int64_t i = 0; i < b; ++i) all.insert(all.end(), one.begin(), one.end());
@@ -65,7 +68,7 @@ void check_round(Block& block, const std::vector<Step>& steps, std::vector<KVCac
   }
   for (size_t i = 0; i < steps.size(); ++i) {
     Tensor h = backend().upload(inputs[i].clone());
-    block.forward(h, steps[i].positions(), steps[i].cached ? &alone_caches[i] : nullptr);
+    block.forward(h, steps[i].positions(), steps[i].cached ? &alone_caches[i] : nullptr, steps[i].lora);
     alone.push_back(backend().download(h).clone());
   }
   Tensor all = Tensor::empty(DType::f32, {rows, d});
@@ -80,11 +83,11 @@ void check_round(Block& block, const std::vector<Step>& steps, std::vector<KVCac
   row = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     segments.push_back({.row = row, .batch = steps[i].b, .tokens = steps[i].t(), .positions = positions[i],
-                        .cache = steps[i].cached ? &batch_caches[i] : nullptr});
+                        .cache = steps[i].cached ? &batch_caches[i] : nullptr, .lora = steps[i].lora});
     row += steps[i].b * steps[i].t();
   }
   Tensor dev = backend().upload(all.clone());
-  block.forward_batch(dev, segments, nullptr);
+  block.forward_batch(dev, segments);
   const Tensor out = backend().download(dev);
   for (size_t i = 0; i < steps.size(); ++i) {
     const Tensor mine = out.slice_rows(segments[i].row, segments[i].row + segments[i].rows());
@@ -123,6 +126,34 @@ BOOST_DATA_TEST_CASE(a_batch_of_sessions_computes_what_each_computes_alone, bdat
     // Decode steps beside the next chunk of a prompt.
     check_round(*block, {{1, range(long_prompt, long_prompt + 1)}, {1, range(3, 9)}, {2, range(2, 3)}}, alone,
                 batched, rng, c.hidden_size, where + ", decode and a chunk");
+  }
+}
+
+// Sessions with different LoRA adapters (PEFT's, tests/data/models/*/adapters) and none share a batch: each
+// segment gets its own adapter's part, as it would alone.
+BOOST_DATA_TEST_CASE(sessions_with_different_adapters_share_a_batch, bdata::make({"llama", "qwen2"}), name) {
+  auto source = open_weights(model_dir(name));
+  const ModelConfig& c = source->config();
+  auto load = [&](const char* adapter) {
+    return LoraAdapter::load(model_dir(name) + "/adapters/" + adapter, c, 0, c.num_layers, backend());
+  };
+  const auto attn = load("lora-attn"), mlp = load("lora-mlp");
+  std::mt19937 rng(11);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    std::unique_ptr<Block> block = load_block(*source, l, backend());
+    std::vector<KVCache> alone, batched;
+    for (int i = 0; i < 3; ++i) {
+      alone.push_back(block->make_cache(1, 16));
+      batched.push_back(block->make_cache(1, 16));
+    }
+    const std::string where = std::string(name) + " block " + std::to_string(l);
+    Step with_attn{1, range(0, 5)}, plain{1, range(0, 3)}, with_mlp{1, range(0, 4)};
+    with_attn.lora = attn->block(l);
+    with_mlp.lora = mlp->block(l);
+    BOOST_REQUIRE(with_attn.lora && with_mlp.lora);
+    check_round(*block, {with_attn, plain, with_mlp}, alone, batched, rng, c.hidden_size, where + ", prompts");
+    with_attn.one = range(5, 6), plain.one = range(3, 4), with_mlp.one = range(4, 6);
+    check_round(*block, {with_attn, plain, with_mlp}, alone, batched, rng, c.hidden_size, where + ", decode");
   }
 }
 

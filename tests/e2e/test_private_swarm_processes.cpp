@@ -66,6 +66,14 @@ size_t rows_in(const std::string& capture, const std::vector<std::string>& rows)
   return n;
 }
 
+// The `corolla generate` runs keep their client database (server reputations) under ${COROLLA_CACHE}/client: this
+// suite's own directory, not the user's cache, whose database another test's client may hold locked meanwhile
+// (the warning it then prints came first in the output these tests read).
+struct own_cache_dir {
+  TempDir dir;
+  own_cache_dir() { setenv("COROLLA_CACHE", dir.str().c_str(), 1); }
+};
+
 // Runs a command to its end; its exit status and everything it printed (stdout and stderr).
 std::pair<int, std::string> run_to_end(std::vector<std::string> args, std::chrono::seconds limit = 120s) {
   ChildProcess p(corolla_cli(), args, true);
@@ -172,6 +180,8 @@ struct certificates {
 };
 
 }  // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(own_cache_dir);
 
 BOOST_AUTO_TEST_CASE(without_tls_a_relay_on_the_path_reads_the_activations) {
   // The control: the same capture as below, on a public swarm without TLS, does find the prompt's activations.

@@ -14,7 +14,7 @@ namespace {
 
 constexpr int64_t kD = 3;
 const StepBatcher::time_point kNow{};  // time stands still unless a test moves it: no step is ever held
-const step_group kGroup{0, 4, ""};
+const step_group kGroup{0, 4};
 
 // Hidden [b, t, kD] whose values name their place: 1000·seed + row.
 Tensor hidden(int64_t b, int64_t t, int seed) {
@@ -67,11 +67,11 @@ std::vector<std::tuple<uint64_t, int32_t, int64_t>> items_of(const block_batch_m
 BOOST_AUTO_TEST_CASE(steps_that_wait_while_a_batch_runs_go_together_in_the_next) {
   StepBatcher batcher(256);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1, 5), o.to(1), kNow);
+  batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1, 5), o.to(1), kNow);
   auto first = batcher.start(kGroup, kNow);  // alone: nothing else waits, so it starts at once
   BOOST_REQUIRE(first);
   BOOST_TEST(first->msg.items.size() == 1u);
-  for (int s = 2; s <= 4; ++s) batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 1, s), positions(1, 1), o.to(s), kNow);
+  for (int s = 2; s <= 4; ++s) batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), kNow);
   BOOST_TEST(!batcher.start(kGroup, kNow));  // one batch of a group at a time
   BOOST_TEST(batcher.waiting() == 3u);
   batcher.finish(first->id, run(std::move(first->msg)), kNow);
@@ -89,36 +89,39 @@ BOOST_AUTO_TEST_CASE(steps_that_wait_while_a_batch_runs_go_together_in_the_next)
   BOOST_TEST(!batcher.start(kGroup, kNow));
 }
 
-BOOST_AUTO_TEST_CASE(other_blocks_or_adapters_make_other_batches) {
+BOOST_AUTO_TEST_CASE(other_blocks_make_other_batches_and_adapters_share_one) {
   StepBatcher batcher(256);
   Outcomes o;
-  const step_group part{1, 4, ""}, adapted{0, 4, "lora"};
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
-  batcher.push(part, 2, hidden(1, 1, 2), positions(1, 1), o.to(2), kNow);
-  batcher.push(adapted, 3, hidden(1, 1, 3), positions(1, 1), o.to(3), kNow);
-  for (const step_group& g : {kGroup, part, adapted}) {
-    auto b = batcher.start(g, kNow);
-    BOOST_REQUIRE(b);
-    BOOST_TEST(b->msg.items.size() == 1u);
-    BOOST_TEST((b->group == g));
-    batcher.finish(b->id, run(std::move(b->msg)), kNow);
-  }
+  const step_group part{1, 4};
+  batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
+  batcher.push(part, 2, "", hidden(1, 1, 2), positions(1, 1), o.to(2), kNow);
+  batcher.push(kGroup, 3, "lora", hidden(1, 1, 3), positions(1, 1), o.to(3), kNow);
+  auto b = batcher.start(part, kNow);
+  BOOST_REQUIRE(b);
+  BOOST_TEST(b->msg.items.size() == 1u);
+  batcher.finish(b->id, run(std::move(b->msg)), kNow);
+  b = batcher.start(kGroup, kNow);
+  BOOST_REQUIRE(b);
+  BOOST_REQUIRE(b->msg.items.size() == 2u);  // each item names its session's adapter
+  BOOST_TEST(b->msg.items[0].adapter == "");
+  BOOST_TEST(b->msg.items[1].adapter == "lora");
+  batcher.finish(b->id, run(std::move(b->msg)), kNow);
   for (int s = 1; s <= 3; ++s) BOOST_TEST(o.ran(s, 1, 1));
 }
 
 BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_in_chunks_between_the_others_decode_steps) {
   StepBatcher batcher(8);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1, 30), o.to(1), kNow);
+  batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1, 30), o.to(1), kNow);
   auto running = batcher.start(kGroup, kNow);
-  batcher.push(kGroup, 2, hidden(1, 20, 2), positions(1, 20), o.to(2), kNow);  // a prompt of 20 tokens
-  batcher.push(kGroup, 3, hidden(1, 1, 3), positions(1, 1, 40), o.to(3), kNow);  // a decode step after it
+  batcher.push(kGroup, 2, "", hidden(1, 20, 2), positions(1, 20), o.to(2), kNow);  // a prompt of 20 tokens
+  batcher.push(kGroup, 3, "", hidden(1, 1, 3), positions(1, 1, 40), o.to(3), kNow);  // a decode step after it
   batcher.finish(running->id, run(std::move(running->msg)), kNow);
   // The decode step whole, then as much of the prompt as the budget leaves.
   auto b = batcher.start(kGroup, kNow);
   using item = std::tuple<uint64_t, int32_t, int64_t>;
   BOOST_TEST((items_of(b->msg) == std::vector<item>{{3, 40, 1}, {2, 0, 7}}));
-  batcher.push(kGroup, 1, hidden(1, 1, 4), positions(1, 1, 31), o.to(4), kNow);  // session 1's next decode step
+  batcher.push(kGroup, 1, "", hidden(1, 1, 4), positions(1, 1, 31), o.to(4), kNow);  // session 1's next decode step
   batcher.finish(b->id, run(std::move(b->msg)), kNow);
   BOOST_TEST(o.ran(3, 1, 1));
   BOOST_TEST(!o.got.count(2));  // not before its last chunk
@@ -135,7 +138,7 @@ BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_in_chunks_between_the_others_dec
 BOOST_AUTO_TEST_CASE(a_session_of_several_sequences_is_cut_alike_in_each) {
   StepBatcher batcher(8);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(2, 10, 1), positions(2, 10, 3), o.to(1), kNow);
+  batcher.push(kGroup, 1, "", hidden(2, 10, 1), positions(2, 10, 3), o.to(1), kNow);
   auto b = batcher.start(kGroup, kNow);
   BOOST_REQUIRE(b->msg.items.size() == 1u);
   const batch_item& chunk = b->msg.items[0];
@@ -151,7 +154,7 @@ BOOST_AUTO_TEST_CASE(a_session_of_several_sequences_is_cut_alike_in_each) {
 BOOST_AUTO_TEST_CASE(a_budget_smaller_than_a_session_still_moves_it_a_token_at_a_time) {
   StepBatcher batcher(1);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(3, 2, 1), positions(3, 2), o.to(1), kNow);
+  batcher.push(kGroup, 1, "", hidden(3, 2, 1), positions(3, 2), o.to(1), kNow);
   int batches = 0;
   while (auto b = batcher.start(kGroup, kNow)) {
     BOOST_TEST(b->msg.items.at(0).tokens == 1);
@@ -167,7 +170,7 @@ BOOST_AUTO_TEST_CASE(with_batching_off_each_step_runs_alone_at_once) {
   Outcomes o;
   std::vector<StepBatcher::started> running;
   for (int s = 1; s <= 3; ++s) {
-    batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 300, s), positions(1, 300), o.to(s), kNow);
+    batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 300, s), positions(1, 300), o.to(s), kNow);
     auto b = batcher.start(kGroup, kNow);
     BOOST_REQUIRE(b);
     BOOST_TEST(b->msg.items.size() == 1u);
@@ -181,10 +184,10 @@ BOOST_AUTO_TEST_CASE(with_batching_off_each_step_runs_alone_at_once) {
 BOOST_AUTO_TEST_CASE(errors_reach_the_steps_they_belong_to) {
   StepBatcher batcher(4);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
+  batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
   auto b = batcher.start(kGroup, kNow);
-  batcher.push(kGroup, 2, hidden(1, 1, 2), positions(1, 1), o.to(2), kNow);
-  batcher.push(kGroup, 3, hidden(1, 10, 3), positions(1, 10), o.to(3), kNow);  // three chunks
+  batcher.push(kGroup, 2, "", hidden(1, 1, 2), positions(1, 1), o.to(2), kNow);
+  batcher.push(kGroup, 3, "", hidden(1, 10, 3), positions(1, 10), o.to(3), kNow);  // three chunks
   batcher.finish(b->id, run(std::move(b->msg)), kNow);
   b = batcher.start(kGroup, kNow);
   BOOST_REQUIRE(b->msg.items.size() == 2u);
@@ -198,12 +201,12 @@ BOOST_AUTO_TEST_CASE(errors_reach_the_steps_they_belong_to) {
   BOOST_TEST(!batcher.start(kGroup, kNow));
 
   // A batch that failed whole fails each of its steps.
-  batcher.push(kGroup, 4, hidden(1, 1, 4), positions(1, 1), o.to(4), kNow);
+  batcher.push(kGroup, 4, "", hidden(1, 1, 4), positions(1, 1), o.to(4), kNow);
   b = batcher.start(kGroup, kNow);
   batcher.finish(b->id, make_error(errc::timeout, "the step timed out"), kNow);
   BOOST_TEST(!o.got.at(4));
   // Answers naming other rows than the batch held are not trusted.
-  batcher.push(kGroup, 5, hidden(1, 2, 5), positions(1, 2), o.to(5), kNow);
+  batcher.push(kGroup, 5, "", hidden(1, 2, 5), positions(1, 2), o.to(5), kNow);
   b = batcher.start(kGroup, kNow);
   out = run(std::move(b->msg));
   out.items[0].row = 1;
@@ -214,9 +217,9 @@ BOOST_AUTO_TEST_CASE(errors_reach_the_steps_they_belong_to) {
 BOOST_AUTO_TEST_CASE(fail_all_ends_waiting_and_running_steps_once) {
   StepBatcher batcher(256);
   Outcomes o;
-  batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
+  batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
   auto b = batcher.start(kGroup, kNow);
-  batcher.push(kGroup, 2, hidden(1, 1, 2), positions(1, 1), o.to(2), kNow);
+  batcher.push(kGroup, 2, "", hidden(1, 1, 2), positions(1, 1), o.to(2), kNow);
   batcher.fail_all(make_error(errc::unknown_session, "the server moved to other blocks"));
   BOOST_TEST(o.got.size() == 2u);
   BOOST_TEST(!o.got.at(1));
@@ -232,7 +235,7 @@ BOOST_AUTO_TEST_CASE(an_idle_group_holds_a_step_until_the_rest_of_its_cohort_com
   Outcomes o;
   const StepBatcher::time_point t0{std::chrono::seconds(1)};
   auto one_round = [&](std::vector<int> seeds, StepBatcher::time_point at) {
-    for (int s : seeds) batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 1, s), positions(1, 1), o.to(s), at);
+    for (int s : seeds) batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), at);
   };
   one_round({1, 2, 3}, t0);
   auto b = batcher.start(kGroup, t0);  // sessions never batched before wait for nobody
@@ -279,11 +282,11 @@ BOOST_AUTO_TEST_CASE(holds_are_bounded_and_batching_off_never_holds) {
     StepBatcher batcher(budget);
     Outcomes o;
     for (int s = 1; s <= 2; ++s)
-      batcher.push(kGroup, static_cast<uint64_t>(s), hidden(1, 1, s), positions(1, 1), o.to(s), t0);
+      batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), t0);
     std::vector<StepBatcher::started> running;
     while (auto b = batcher.start(kGroup, t0)) running.push_back(std::move(*b));
     for (auto& b : running) batcher.finish(b.id, run(std::move(b.msg)), t0 + 10s);  // a very slow batch
-    batcher.push(kGroup, 1, hidden(1, 1, 1), positions(1, 1), o.to(1), t0 + 11s);
+    batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1), o.to(1), t0 + 11s);
     if (budget == 0) {
       BOOST_TEST(batcher.start(kGroup, t0 + 11s).has_value());
       continue;
