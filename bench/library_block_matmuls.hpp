@@ -34,7 +34,7 @@ class LibraryBlockMatmuls {
     return wall_s() - t0;
   }
   // Each matmul's best of three, summed over the block and multiplied by `blocks`: a composite that no run of a
-  // prefill's length reaches on a noisy machine (the only figure this bench printed until 2026-12-02).
+  // prefill's length reaches on a noisy machine.
   double composite_seconds(int blocks) {
     double block = 0;
     for (Shape& s : shapes_) block += best_time(3, [&] { s.mm->run(); });

@@ -204,7 +204,7 @@ void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result, tim
       end(s, result->hidden.slice_rows(p.row, p.row + b * t).reshaped({b, t, d}));
       continue;
     }
-    if (!s.out.defined() || s.out.numel() == 0) s.out = Tensor::empty(DType::f32, s.hidden.shape());
+    if (!s.out.data()) s.out = Tensor::empty(DType::f32, s.hidden.shape());  // its first chunk
     place_tokens(rows, p.from, p.count, s.out);
     if (p.from + p.count == t) end(s, std::move(s.out));
   }
