@@ -137,15 +137,14 @@ void layer_forward(Backend& be, Layer& L, const std::vector<float>& inv_freq, Sc
                    Tensor* v_cache = nullptr) {
   const auto& m = model_shape;
   const int64_t rows = static_cast<int64_t>(positions.size()), t = rows / batch;
-  Tensor& kc = k_cache ? *k_cache : L.k_cache;
-  Tensor& vc = v_cache ? *v_cache : L.v_cache;
+  ContiguousKv cache(k_cache ? *k_cache : L.k_cache, v_cache ? *v_cache : L.v_cache);
   const float scale = 1.f / std::sqrt(static_cast<float>(m.head_dim));
   be.rms_norm(x, L.ln1, 1e-5f, s.h);
   project<3>(be, s.h, {&L.wq, &L.wk, &L.wv}, {&s.q, &s.k, &s.v});
   Tensor q3 = s.q.reshaped({rows, m.heads, m.head_dim}), k3 = s.k.reshaped({rows, m.kv_heads, m.head_dim});
-  be.rope_kv_write(q3, k3, s.v.reshaped({rows, m.kv_heads, m.head_dim}), positions, inv_freq, kc, vc);
+  be.rope_kv_write(q3, k3, s.v.reshaped({rows, m.kv_heads, m.head_dim}), positions, inv_freq, cache.pages());
   Tensor attn = s.attn.reshaped({batch, t, m.hidden});
-  be.attention(s.q.reshaped({batch, t, m.heads, m.head_dim}), kc, vc, positions, {.scale = scale}, attn);
+  be.attention(s.q.reshaped({batch, t, m.heads, m.head_dim}), cache.pages(), positions, {.scale = scale}, attn);
   be.matmul_add(s.attn, L.wo, nullptr, x);
   be.rms_norm(x, L.ln2, 1e-5f, s.h);
   project<2>(be, s.h, {&L.wg, &L.wu}, {&s.gate, &s.up});

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/kv_pages.hpp"
 #include "kernels/tensor.hpp"
 
 namespace corolla {
@@ -87,6 +88,9 @@ class Backend {
   // --- memory -------------------------------------------------------------------------------------------------
   // A zero-filled tensor on this backend's device.
   virtual Tensor alloc(DType dtype, Shape shape) = 0;
+  // A zero-filled tensor the size of a budget (a KV pool), whose memory is taken as it is first written where the
+  // device allows (the CPU maps it untouched), else at once.
+  virtual Tensor alloc_reserve(DType dtype, Shape shape) { return alloc(dtype, shape); }
   // Host -> device. The CPU backend returns its argument (no copy).
   virtual Tensor upload(const Tensor& host) = 0;
   // Host weights -> the form this backend computes with: upload() unless the backend wants them laid out
@@ -153,27 +157,28 @@ class Backend {
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // Softmax over the last dimension, in place.
   virtual void softmax(Tensor& x) = 0;
-  // Stores k, v [B, T, Hkv, Dh] into k_cache, v_cache [B, S, Hkv, Dh] at slots positions[b·T + t].
-  virtual void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
-                        Tensor& v_cache) = 0;
-  // rope(q) and rope(k) in place, then kv_write(k, v) at the same positions: q [B·T, Hq, Dh], k, v [B·T, Hkv, Dh],
-  // caches [B, S, Hkv, Dh]. One pass where the backend can (a decode step's three position-dependent operations);
-  // by default the three calls.
+  // Stores k, v [B, T, Hkv, Dh] into the cache's slots positions[b·T + t] (B = cache.batch).
+  virtual void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                        const KvPages& cache) = 0;
+  // rope(q) and rope(k) in place, then kv_write(k, v) at the same positions: q [B·T, Hq, Dh], k, v [B·T, Hkv, Dh].
+  // One pass where the backend can (a decode step's three position-dependent operations); by default the three
+  // calls.
   virtual void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions,
-                             std::span<const float> inv_freq, Tensor& k_cache, Tensor& v_cache) {
+                             std::span<const float> inv_freq, const KvPages& cache) {
     rope(q, positions, inv_freq);
     rope(k, positions, inv_freq);
-    const int64_t b = k_cache.rank() == 4 ? k_cache.dim(0) : 1, rows = k.rank() == 3 ? k.dim(0) : 0;
+    const int64_t b = cache.batch, rows = k.rank() == 3 ? k.dim(0) : 0;
     if (b <= 0 || rows % b != 0 || k.rank() != 3)
-      throw std::invalid_argument("rope_kv_write: k " + k.describe() + " does not fit cache " + k_cache.describe());
+      throw std::invalid_argument("rope_kv_write: k " + k.describe() + " does not fit " + std::to_string(b) +
+                                  " sequences");
     const Shape kv{b, rows / b, k.dim(1), k.dim(2)};
-    kv_write(k.reshaped(kv), v.reshaped(kv), positions, k_cache, v_cache);
+    kv_write(k.reshaped(kv), v.reshaped(kv), positions, cache);
   }
-  // Causal grouped-query attention. q [B, T, Hq, Dh] attends, per token, to cache slots
-  // spec.first_slot(p)..p, p = positions[b·T + t], of k_cache, v_cache [B, S, Hkv, Dh] (query head h uses KV head
-  // h / (Hq / Hkv)); out [B, T, Hq·Dh].
-  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                         std::span<const int32_t> positions, const AttentionSpec& spec, Tensor& out) = 0;
+  // Causal grouped-query attention. q [B, T, Hq, Dh] attends, per token, to the cache's slots
+  // spec.first_slot(p)..p of its sequence, p = positions[b·T + t] (query head h uses KV head h / (Hq / Hkv));
+  // out [B, T, Hq·Dh].
+  virtual void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
+                         const AttentionSpec& spec, Tensor& out) = 0;
   // out[i, :] = scale · table[ids[i], :] as f32; table [V, D] of any weight dtype (scale: Gemma's √hidden, else 1).
   virtual void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) = 0;
   // out[i, :] = x[rows[i], :] for x [M, D] and out [R, D], R = rows.size() (the tokens routed to one expert).

@@ -20,6 +20,19 @@ void Block::forward(Tensor& hidden, std::span<const int32_t> positions, KVCache*
   forward_batch(rows, {&one, 1});
 }
 
+std::shared_ptr<KvPool> Block::make_pool(int64_t pages, int64_t page_tokens) const {
+  return std::make_shared<KvPool>(backend(), pages, page_tokens, kv_heads(), kv_head_dim());
+}
+
+KVCache Block::make_cache(int64_t batch, int64_t max_length) const {
+  if (batch < 1 || max_length < 1)
+    throw std::invalid_argument("block " + std::to_string(index()) + ": a KV cache of " + std::to_string(batch) +
+                                " sequences of " + std::to_string(max_length) + " tokens");
+  auto cache = KVCache::take(make_pool(batch, max_length), batch, max_length);
+  if (!cache) throw std::logic_error("a pool made for a cache does not hold it");
+  return std::move(*cache);
+}
+
 void check_segments(int64_t block, int64_t hidden_size, const Tensor& hidden, std::span<const BlockSegment> segments) {
   auto fail = [&](const std::string& what) {
     throw std::invalid_argument("block " + std::to_string(block) + ": " + what);

@@ -12,18 +12,11 @@
 
 #include "kernels/backend.hpp"
 #include "model/config.hpp"
+#include "model/kv_pool.hpp"
 #include "model/lora.hpp"
 #include "model/weights/weight_source.hpp"
 
 namespace corolla {
-
-// Keys and values of one block for `batch` sequences of up to `max_length` tokens: [batch, max_length, Hkv, Dh].
-struct KVCache {
-  Tensor k, v;
-  int64_t batch() const { return k.dim(0); }
-  int64_t max_length() const { return k.dim(1); }
-  int64_t nbytes() const { return k.nbytes() + v.nbytes(); }
-};
 
 // One session's share of a batched forward (several sessions' steps through a block at once, so its weights are
 // read once for all of them): rows [row, row + batch·tokens) of the hidden states, `batch` sequences of `tokens`
@@ -60,7 +53,14 @@ class Block {
   // The forward is recomputed here (servers keep nothing between requests); the weights stay frozen.
   virtual void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,
                         const BlockLora* lora = nullptr) = 0;
-  virtual KVCache make_cache(int64_t batch, int64_t max_length) = 0;
+  // The heads and head size of the keys and values this block caches.
+  virtual int64_t kv_heads() const = 0;
+  virtual int64_t kv_head_dim() const = 0;
+  // A pool of `pages` pages of `page_tokens` tokens for the caches of this block's sessions (KVCache::take).
+  std::shared_ptr<KvPool> make_pool(int64_t pages, int64_t page_tokens = kKvPageTokens) const;
+  // A cache with a pool of its own, exactly `batch` sequences of `max_length` tokens, each one page (a local
+  // model's cache, the stateless forward's scratch, measurements).
+  KVCache make_cache(int64_t batch, int64_t max_length) const;
   // Whether one Backend::record of a forward with a cache serves any positions: the forward gives the backend no
   // host array computed from the positions but the positions themselves, and needs no result on the host
   // (LocalModel records its single-token steps).

@@ -8,7 +8,7 @@ void RecordedSteps::forward(Block& block, Tensor& hidden, std::span<const int32_
                             const BlockLora* lora) {
   const bool decode = cache && hidden.rank() == 3 && hidden.dim(1) == 1 && block.recordable();
   if (!decode) return block.forward(hidden, positions, cache, lora);
-  const Key key{&block, cache->k.data(), cache->v.data(), cache->k.shape(), hidden.shape(), lora};
+  const Key key{&block, cache->id(), hidden.shape(), lora};
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
   if (it == entries_.end()) {
     // The block's own checks run at recording (a replay checks only the shape and the positions' range).
@@ -23,7 +23,7 @@ void RecordedSteps::forward(Block& block, Tensor& hidden, std::span<const int32_
 }
 
 void RecordedSteps::forget(const KVCache& cache) {
-  std::erase_if(entries_, [&](const Entry& e) { return e.key.k == cache.k.data() || e.key.v == cache.v.data(); });
+  std::erase_if(entries_, [&](const Entry& e) { return e.key.cache == cache.id(); });
 }
 
 }  // namespace corolla

@@ -25,9 +25,8 @@ class RecordedSteps {
  private:
   struct Key {
     const Block* block;
-    const void* k;
-    const void* v;
-    Shape cache_shape, shape;
+    uint64_t cache;  // KVCache::id(): the recording holds the cache's pool and page table
+    Shape shape;
     const BlockLora* lora;
     bool operator==(const Key&) const = default;
   };

@@ -59,15 +59,15 @@ void CostBackend::add(const Tensor& a, const Tensor&, Tensor&) {
   account(static_cast<double>(a.numel()), 3 * f32_bytes(a));
 }
 void CostBackend::softmax(Tensor& x) { account(5.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x)); }
-void CostBackend::kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t>, Tensor&, Tensor&) {
+void CostBackend::kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t>, const KvPages&) {
   account(0, 2 * (f32_bytes(k) + f32_bytes(v)));
 }
 
 // Each query attends to slots 0..position: the arithmetic grows with the attended slots, the memory traffic with
 // the longest history of each sequence (a fused kernel reads a sequence's keys and values once for its queries).
-void CostBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&, std::span<const int32_t> positions,
+void CostBackend::attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
                             const AttentionSpec& spec, Tensor&) {
-  const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), dh = q.dim(3), hkv = k_cache.dim(2);
+  const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), dh = q.dim(3), hkv = cache.k.dim(2);
   double attended = 0, read_slots = 0;
   for (int64_t i = 0; i < b; ++i) {
     int32_t longest = 0, earliest = std::numeric_limits<int32_t>::max();

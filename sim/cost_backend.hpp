@@ -46,10 +46,9 @@ class CostBackend final : public Backend, public ModelledTime {
   void gelu(const Tensor& x, Gelu form, Tensor& out) override;
   void add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void softmax(Tensor& x) override;
-  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
-                Tensor& v_cache) override;
-  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
-                 const AttentionSpec& spec, Tensor& out) override;
+  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, const KvPages& cache) override;
+  void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions, const AttentionSpec& spec,
+                 Tensor& out) override;
   void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override;
   void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override;
   void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,

@@ -18,6 +18,7 @@ struct block_state {
   std::shared_ptr<Backend> backend;  // first: everything below computes on it and is released before it
   std::shared_ptr<Block> block;
   std::shared_ptr<const adapter_set> adapters;
+  std::shared_ptr<KvPool> pool;  // the pages of the sessions' caches: the server's cache budget for this block
   // This block's pairs of the adapter `name` (nullptr for none, or when it leaves this block alone); false when
   // the server has no such adapter.
   bool lora(const std::string& name, const BlockLora*& out) const {
@@ -138,10 +139,11 @@ void run_batch(block_state& st, block_batch_msg& m) {
 }
 
 caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::shared_ptr<Backend> backend,
-                          std::shared_ptr<const adapter_set> adapters) {
+                          int64_t cache_pages, std::shared_ptr<const adapter_set> adapters) {
   self->state.backend = std::move(backend);
   self->state.block = std::move(block);
   self->state.adapters = std::move(adapters);
+  self->state.pool = self->state.block->make_pool(cache_pages);
   // A block that stops (its server moves to other blocks, or shuts down) answers the steps whose replies it still
   // holds, as a request still in its mailbox would be answered, rather than leave them to the requester's timeout.
   self->set_exit_handler([=](caf::exit_msg& m) {
@@ -154,12 +156,20 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::s
   });
   return {
       [=](const block_open_msg& m) -> caf::result<void> {
+        const std::string where = "block " + std::to_string(self->state.block->index());
         try {
-          self->state.set_cache(m.session, self->state.block->make_cache(m.batch, m.max_length));
-          if (has_prompts(m.prompts)) self->state.prompts[m.session] = m.prompts;
+          auto& st = self->state;
+          st.drop_cache(m.session);  // a session opened again gives its old pages back first
+          auto cache = KVCache::take(st.pool, m.batch, m.max_length);
+          if (!cache)
+            return make_error(errc::out_of_cache, where + " has " + std::to_string(st.pool->free_pages()) +
+                                                      " free KV pages of " + std::to_string(st.pool->page_tokens()) +
+                                                      " tokens; the session needs " +
+                                                      std::to_string(m.batch * kv_pages_for(m.max_length)));
+          st.set_cache(m.session, std::move(*cache));
+          if (has_prompts(m.prompts)) st.prompts[m.session] = m.prompts;
         } catch (const std::exception& e) {
-          return make_error(errc::out_of_cache, "block " + std::to_string(self->state.block->index()) +
-                                                    ": cannot allocate the KV cache: " + e.what());
+          return make_error(errc::out_of_cache, where + ": cannot allocate the KV cache: " + e.what());
         }
         return caf::unit;
       },
@@ -206,9 +216,10 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::s
 }  // namespace
 
 caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block, std::shared_ptr<Backend> backend,
-                             bool detached, std::shared_ptr<const adapter_set> adapters) {
-  if (!detached) return sys.spawn(block_actor, std::move(block), std::move(backend), std::move(adapters));
-  return sys.spawn<caf::detached>(block_actor, std::move(block), std::move(backend), std::move(adapters));
+                             int64_t cache_tokens, bool detached, std::shared_ptr<const adapter_set> adapters) {
+  const int64_t pages = kv_pool_pages(cache_tokens);
+  if (!detached) return sys.spawn(block_actor, std::move(block), std::move(backend), pages, std::move(adapters));
+  return sys.spawn<caf::detached>(block_actor, std::move(block), std::move(backend), pages, std::move(adapters));
 }
 
 }  // namespace corolla

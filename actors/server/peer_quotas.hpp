@@ -31,7 +31,7 @@ struct peer_quota_options {
 // The same, as a PeerQuotas applies them over a span.
 struct peer_quota {
   int64_t sessions = 32;                // open inference sessions
-  int64_t cache = INT64_MAX;            // reserved KV cache, in token·blocks (CacheBudget's unit)
+  int64_t cache = INT64_MAX;            // reserved KV cache, in token·blocks (batch · max_length · blocks)
   double requests_per_second = 1000;    // opens, steps, forwards and backwards (a burst of one second's worth)
 };
 

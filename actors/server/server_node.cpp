@@ -74,7 +74,7 @@ std::vector<caf::actor> load_block_actors(caf::actor_system& sys, const server_s
     for (int64_t i = first; i < last; ++i) {
       std::shared_ptr<Block> block = store ? load_block_cached(store, digest, source, i, *backend, {setup.dtype})
                                            : load_block(source, i, *backend, {setup.dtype});
-      out.push_back(spawn_block_actor(sys, std::move(block), backend, setup.detached, adapters));
+      out.push_back(spawn_block_actor(sys, std::move(block), backend, setup.cache_tokens, setup.detached, adapters));
       if (setup.progress) setup.progress(i, i - first + 1, last - first);
     }
   } catch (...) {

@@ -28,7 +28,8 @@ struct gate_session {
   bool quota_charged = false;     // counted in its owner's quota (a remote peer's session)
   int64_t batch = 1, max_length = 0;
   size_t first = 0, last = 0;     // indices into the gate's block actors
-  int64_t reserved = 0;           // token·blocks held in the budget
+  int64_t reserved = 0;           // token·blocks charged to the owner's quota
+  int64_t pages = 0;              // KV pages held of each of its blocks
   std::vector<int64_t> length;    // tokens cached so far, per sequence
   caf::actor_clock::time_point last_active;
   // The most recent step, kept so that a repeated step id is answered again instead of applied twice.
@@ -122,7 +123,7 @@ void release_session(gate_actor* self, uint64_t id) {
   for (auto& r : it->second.repeats)
     r.rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
   for (size_t i = it->second.first; i < it->second.last; ++i) self->send(st.blocks[i], block_close_msg{id});
-  st.budget.release(it->second.reserved);
+  st.budget.release(it->second.first, it->second.last, it->second.pages);
   if (it->second.quota_charged) st.quotas.closed(it->second.owner.node(), it->second.reserved);
   if (auto o = st.owners.find(it->second.owner); o != st.owners.end() && --o->second <= 0) {
     self->demonitor(it->second.owner);
@@ -385,7 +386,10 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (static_cast<int64_t>(s.sessions.size()) >= s.opt.max_sessions)
           return make_error(errc::out_of_cache, "the server already holds its maximum of " +
                                                     std::to_string(s.opt.max_sessions) + " sessions");
-        if (!s.budget.try_reserve(need))
+        const int64_t pages = CacheBudget::pages_for(req.batch, req.max_length);
+        const size_t first_index = static_cast<size_t>(first - s.opt.first_block),
+                     last_index = static_cast<size_t>(last - s.opt.first_block);
+        if (!s.budget.try_reserve(first_index, last_index, pages))
           return make_error(errc::out_of_cache, "the server has " + std::to_string(s.budget.tokens_left_per_block()) +
                                                     " cache tokens left per block; the session needs " +
                                                     std::to_string(req.batch * req.max_length));
@@ -397,9 +401,10 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         session.owner = caf::actor_cast<caf::actor_addr>(self->current_sender());
         session.batch = req.batch;
         session.max_length = req.max_length;
-        session.first = static_cast<size_t>(first - s.opt.first_block);
-        session.last = static_cast<size_t>(last - s.opt.first_block);
+        session.first = first_index;
+        session.last = last_index;
         session.reserved = need;
+        session.pages = pages;
         session.length.assign(static_cast<size_t>(req.batch), 0);
         session.last_active = self->clock().now();
         session.quota_charged = remote;

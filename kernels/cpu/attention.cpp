@@ -15,21 +15,45 @@ namespace {
 
 
 struct Dims {
-  int64_t b, t, hq, hd, slots, hkv, group;
+  int64_t b, t, hq, hd, hkv, group;
 };
 
-// scores[rows, span] = scale · q · kᵀ for rows of q (row stride ldq) against `span` cached keys (row stride ldk).
-void attention_scores(int64_t rows, int64_t span, int64_t hd, float scale, const float* q, int64_t ldq,
-                      const float* k, int64_t ldk, float* scores) {
-  if (dnnl_sgemm('N', 'T', rows, span, hd, scale, q, ldq, k, ldk, 0.f, scores, span) != dnnl_success)
-    throw std::runtime_error("attention: oneDNN sgemm failed");
+// The slots [from, from + span) of sequence `seq`'s KV head `kvh`, walked as the runs of consecutive pool rows
+// they lie in (usually one: a sequence's pages are usually consecutive in the pool): each run's first key and
+// value and its length, and where it starts within the span.
+template <class F>
+void for_each_run(const KvPages& cache, int64_t seq, int64_t kvh, int64_t hd, int64_t from, int64_t span, F&& f) {
+  const int64_t hkv = cache.k.dim(2);
+  const float* pk = cache.k.data_as<const float>();
+  const float* pv = cache.v.data_as<const float>();
+  for (int64_t at = 0; at < span;) {
+    const int64_t len = cache.run(seq, from + at, span - at);
+    const int64_t row = cache.row(seq, from + at);
+    f(at, len, pk + (row * hkv + kvh) * hd, pv + (row * hkv + kvh) * hd);
+    at += len;
+  }
 }
 
-// out[rows, hd] (row stride ldo) = p[rows, span] · v for `span` cached values (row stride ldv).
-void attention_values(int64_t rows, int64_t span, int64_t hd, const float* p, const float* v, int64_t ldv,
-                      float* out, int64_t ldo) {
-  if (dnnl_sgemm('N', 'N', rows, hd, span, 1.f, p, span, v, ldv, 0.f, out, ldo) != dnnl_success)
-    throw std::runtime_error("attention: oneDNN sgemm failed");
+// scores[rows, span] = scale · q · kᵀ for rows of q (row stride ldq) against the `span` cached keys of
+// sequence `seq`'s KV head `kvh` from slot `from`: one sgemm per run of consecutive pool rows.
+void attention_scores(const KvPages& cache, int64_t seq, int64_t kvh, int64_t from, int64_t rows, int64_t span,
+                      int64_t hd, float scale, const float* q, int64_t ldq, float* scores) {
+  const int64_t ldk = cache.k.dim(2) * hd;
+  for_each_run(cache, seq, kvh, hd, from, span, [&](int64_t at, int64_t len, const float* k, const float*) {
+    if (dnnl_sgemm('N', 'T', rows, len, hd, scale, q, ldq, k, ldk, 0.f, scores + at, span) != dnnl_success)
+      throw std::runtime_error("attention: oneDNN sgemm failed");
+  });
+}
+
+// out[rows, hd] (row stride ldo) = p[rows, span] · v over the same slots: the runs' products summed.
+void attention_values(const KvPages& cache, int64_t seq, int64_t kvh, int64_t from, int64_t rows, int64_t span,
+                      int64_t hd, const float* p, float* out, int64_t ldo) {
+  const int64_t ldv = cache.v.dim(2) * hd;
+  for_each_run(cache, seq, kvh, hd, from, span, [&](int64_t at, int64_t len, const float*, const float* v) {
+    if (dnnl_sgemm('N', 'N', rows, hd, len, 1.f, p + at, span, v, ldv, at == 0 ? 0.f : 1.f, out, ldo) !=
+        dnnl_success)
+      throw std::runtime_error("attention: oneDNN sgemm failed");
+  });
 }
 
 // Gemma 2's soft cap on the `span` scores of a row (nothing without one).
@@ -51,7 +75,7 @@ void add_alibi(float* row, int64_t span, float slope, int64_t first) {
 // decode step's attention from 50 to 13.5 ms on 2 threads (docs/PERFORMANCE.md). When there are fewer groups
 // than two per thread, each group's heads are split into as many pieces as give every thread two (each piece
 // reads the group's keys and values again; pieces never outnumber the group's heads, so none is empty).
-void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const float* pk, const float* pv,
+void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const KvPages& cache,
                         std::span<const int32_t> positions, const AttentionSpec& spec, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;
   const int64_t groups = d.b * d.t * d.hkv;
@@ -66,24 +90,22 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       const int64_t last = positions[static_cast<size_t>(token)], first = spec.first_slot(last);
       const int64_t rows = h1 - h0, span = last - first + 1;
       const float* q0 = pq + (token * d.hq + h0) * d.hd;
-      const float* k0 = pk + ((bi * d.slots + first) * d.hkv + kvh) * d.hd;
-      const float* v0 = pv + ((bi * d.slots + first) * d.hkv + kvh) * d.hd;
       float* o0 = po + (token * d.hq + h0) * d.hd;
       scores.resize(static_cast<size_t>(rows * span));
-      attention_scores(rows, span, d.hd, spec.scale, q0, d.hd, k0, d.hkv * d.hd, scores.data());
+      attention_scores(cache, bi, kvh, first, rows, span, d.hd, spec.scale, q0, d.hd, scores.data());
       for (int64_t r = 0; r < rows; ++r) {
         cap_scores(scores.data() + r * span, span, spec);
         add_alibi(scores.data() + r * span, span, spec.alibi_slope(h0 + r), first);
         softmax_row(scores.data() + r * span, span);
       }
-      attention_values(rows, span, d.hd, scores.data(), v0, d.hkv * d.hd, o0, d.hd);
+      attention_values(cache, bi, kvh, first, rows, span, d.hd, scores.data(), o0, d.hd);
     }
   });
 }
 
 // One (sequence, head) at a time with two GEMMs per block of queries over the strided cache (prefill). A block
 // multiplies the slots from the first any of its queries sees to the last; each row's softmax covers its own.
-void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const float* pk, const float* pv,
+void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const KvPages& cache,
                        std::span<const int32_t> positions, const AttentionSpec& spec, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;
   pool.parallel_for(d.b * d.hq, 1, [&](int64_t w0, int64_t w1) {
@@ -97,13 +119,11 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const f
         const int32_t* pos = positions.data() + bi * d.t + t0;
         const auto [lowest, highest] = std::minmax_element(pos, pos + rows);
         const int64_t from = spec.first_slot(*lowest), span = *highest + 1 - from;  // slots any query of the block sees
-        const float* k0 = pk + ((bi * d.slots + from) * d.hkv + kvh) * d.hd;
-        const float* v0 = pv + ((bi * d.slots + from) * d.hkv + kvh) * d.hd;
         scores.resize(static_cast<size_t>(rows * span));
         const float* q0 = pq + ((bi * d.t + t0) * d.hq + h) * d.hd;
         float* o0 = po + ((bi * d.t + t0) * d.hq + h) * d.hd;
         // scores[t, s] = scale · q_t · k_(from + s)
-        attention_scores(rows, span, d.hd, spec.scale, q0, d.hq * d.hd, k0, d.hkv * d.hd, scores.data());
+        attention_scores(cache, bi, kvh, from, rows, span, d.hd, spec.scale, q0, d.hq * d.hd, scores.data());
         for (int64_t ti = 0; ti < rows; ++ti) {
           float* row = scores.data() + ti * span;
           const int64_t first = spec.first_slot(pos[ti]) - from, last = pos[ti] - from;
@@ -114,7 +134,7 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const f
           std::fill(row + last + 1, row + span, 0.f);  // causal mask: later slots get no weight
         }
         // out[t, :] = Σ_s p[t, s] · v_(from + s)
-        attention_values(rows, span, d.hd, scores.data(), v0, d.hkv * d.hd, o0, d.hq * d.hd);
+        attention_values(cache, bi, kvh, from, rows, span, d.hd, scores.data(), o0, d.hq * d.hd);
       }
     }
   });
@@ -122,19 +142,18 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const f
 
 }  // namespace
 
-void cpu_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                   std::span<const int32_t> positions, const AttentionSpec& spec, Tensor& out) {
-  const Dims d{q.dim(0), q.dim(1), q.dim(2), q.dim(3), k_cache.dim(1), k_cache.dim(2), q.dim(2) / k_cache.dim(2)};
+void cpu_attention(ThreadPool& pool, const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
+                   const AttentionSpec& spec, Tensor& out) {
+  const Dims d{q.dim(0), q.dim(1), q.dim(2), q.dim(3), cache.k.dim(2), q.dim(2) / cache.k.dim(2)};
+  const int64_t slots = cache.slots();
   for (int32_t p : positions)
-    if (p < 0 || p >= d.slots)
+    if (p < 0 || p >= slots)
       throw std::invalid_argument("attention: position " + std::to_string(p) + " outside the cache of " +
-                                  std::to_string(d.slots) + " tokens");
+                                  std::to_string(slots) + " tokens");
   const float* pq = q.data_as<const float>();
-  const float* pk = k_cache.data_as<const float>();
-  const float* pv = v_cache.data_as<const float>();
   float* po = out.data_as<float>();
-  if (d.t >= kAttentionGemmTokens) attention_by_gemm(pool, d, pq, pk, pv, positions, spec, po);
-  else attention_by_group(pool, d, pq, pk, pv, positions, spec, po);
+  if (d.t >= kAttentionGemmTokens) attention_by_gemm(pool, d, pq, cache, positions, spec, po);
+  else attention_by_group(pool, d, pq, cache, positions, spec, po);
 }
 
 }  // namespace corolla

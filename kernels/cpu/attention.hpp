@@ -21,7 +21,8 @@ inline constexpr int64_t kAttentionGemmTokens = 8;
 // Queries per GEMM block on that path.
 inline constexpr int64_t kAttentionQueryBlock = 64;
 
-void cpu_attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                   std::span<const int32_t> positions, const AttentionSpec& spec, Tensor& out);
+// Backend::attention on the CPU (the arguments checked by the caller, the positions here).
+void cpu_attention(ThreadPool& pool, const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
+                   const AttentionSpec& spec, Tensor& out);
 
 }  // namespace corolla

@@ -1,4 +1,6 @@
 // The CPU backend: f32 activations, weights in any supported dtype, work split over a blocking ThreadPool.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -90,6 +92,16 @@ class CpuBackend final : public Backend {
     auto buffer = buffers_->acquire(static_cast<size_t>(storage_bytes(dtype, shape.numel())));
     void* data = buffer.get();
     return Tensor::view(data, dtype, shape, std::move(buffer));
+  }
+  Tensor alloc_reserve(DType dtype, Shape shape) override {
+    const size_t bytes = static_cast<size_t>(storage_bytes(dtype, shape.numel()));
+    if (bytes == 0) return alloc(dtype, shape);
+    // Anonymous pages read as zero and cost memory only once written: a pool sized by the cache budget holds
+    // what its sessions have written, not the budget.
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    std::shared_ptr<void> owner(p, [bytes](void* q) { munmap(q, bytes); });
+    return Tensor::view(p, dtype, shape, std::move(owner));
   }
   Tensor upload(const Tensor& host) override { return host; }
   Tensor upload_weight(const Tensor& host) override { return placed_for_kernels(host); }
@@ -229,39 +241,44 @@ class CpuBackend final : public Backend {
     for (int64_t r = 0; r < m; ++r) softmax_row(p + r * d, d);
   }
 
-  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
-                Tensor& v_cache) override {
-    require(k.rank() == 4 && k_cache.rank() == 4, "kv_write: k " + k.describe() + ", cache " + k_cache.describe());
-    const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3), slots = k_cache.dim(1);
-    require(k_cache.dim(0) == b && k_cache.dim(2) * k_cache.dim(3) == row && v.shape() == k.shape() &&
-                v_cache.shape() == k_cache.shape(),
-            "kv_write: k " + k.describe() + " does not fit cache " + k_cache.describe());
+  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                const KvPages& cache) override {
+    require(k.rank() == 4 && v.shape() == k.shape(), "kv_write: k " + k.describe() + ", v " + v.describe());
+    const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3);
+    if (auto problem = kv_pages_problem(cache, k.dim(2), k.dim(3)); !problem.empty())
+      throw std::invalid_argument("kv_write: " + problem);
+    require(cache.batch == b, "kv_write: k " + k.describe() + " for a cache of " + std::to_string(cache.batch) +
+                                  " sequences");
     require(static_cast<int64_t>(positions.size()) == b * t, "kv_write: positions do not match tokens");
+    const int64_t slots = cache.slots();
+    for (int32_t slot : positions)
+      require(slot >= 0 && slot < slots, "kv_write: position " + std::to_string(slot) + " outside the cache of " +
+                                             std::to_string(slots) + " tokens");
+    const size_t bytes = static_cast<size_t>(row) * 4;
     for (int64_t i = 0; i < b; ++i)
       for (int64_t j = 0; j < t; ++j) {
-        const int64_t slot = positions[static_cast<size_t>(i * t + j)];
-        require(slot >= 0 && slot < slots, "kv_write: position " + std::to_string(slot) + " outside the cache of " +
-                                               std::to_string(slots) + " tokens");
-        const size_t bytes = static_cast<size_t>(row) * 4;
-        std::memcpy(k_cache.data_as<float>() + (i * slots + slot) * row, k.data_as<const float>() + (i * t + j) * row,
-                    bytes);
-        std::memcpy(v_cache.data_as<float>() + (i * slots + slot) * row, v.data_as<const float>() + (i * t + j) * row,
-                    bytes);
+        const int64_t dst = cache.row(i, positions[static_cast<size_t>(i * t + j)]) * row, src = (i * t + j) * row;
+        std::memcpy(cache.k.data_as<float>() + dst, k.data_as<const float>() + src, bytes);
+        std::memcpy(cache.v.data_as<float>() + dst, v.data_as<const float>() + src, bytes);
       }
   }
 
-  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
-                 const AttentionSpec& spec, Tensor& out) override {
-    require(q.rank() == 4 && k_cache.rank() == 4, "attention: q " + q.describe() + ", cache " + k_cache.describe());
-    const int64_t hq = q.dim(2), hkv = k_cache.dim(2);
-    require(k_cache.dim(0) == q.dim(0) && k_cache.dim(3) == q.dim(3) && hq % hkv == 0,
-            "attention: q " + q.describe() + " does not fit cache " + k_cache.describe());
+  void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions, const AttentionSpec& spec,
+                 Tensor& out) override {
+    require(q.rank() == 4 && q.dtype() == DType::f32, "attention: q " + q.describe());
+    const int64_t hq = q.dim(2);
+    const int64_t hkv = cache.k.rank() == 4 ? cache.k.dim(2) : 0;
+    if (auto problem = kv_pages_problem(cache, hkv, q.dim(3)); !problem.empty())
+      throw std::invalid_argument("attention: " + problem);
+    require(cache.batch == q.dim(0) && hq % hkv == 0,
+            "attention: q " + q.describe() + " does not fit a cache of " + std::to_string(cache.batch) + " sequences of " +
+                std::to_string(hkv) + " KV heads");
     require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
     require(static_cast<int64_t>(positions.size()) == q.dim(0) * q.dim(1), "attention: positions do not match tokens");
     require(spec.window >= 0, "attention: a negative window");
     require(std::isfinite(spec.softcap) && spec.softcap >= 0, "attention: a soft cap that is not a number >= 0");
     require(spec.alibi_heads == 0 || spec.alibi_heads == hq, "attention: ALiBi over a head count other than q's");
-    cpu_attention(*pool_, q, k_cache, v_cache, positions, spec, out);
+    cpu_attention(*pool_, q, cache, positions, spec, out);
   }
 
   void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {

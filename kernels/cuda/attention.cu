@@ -1,4 +1,4 @@
-// Causal grouped-query attention over a KV cache: `splits` blocks per (token, query head).
+// Causal grouped-query attention over a paged KV cache: `splits` blocks per (token, query head).
 //
 // The slots a query sees, positions[token] - window + 1 .. positions[token] (from slot 0 without a window), are cut
 // into up to `splits` equal parts of at least kMinSlotsPerSplit slots, one block each; the blocks a short history
@@ -24,10 +24,9 @@ constexpr int kSlotsPerStep = 4;
 // E: elements of a head vector per lane (head_dim ≤ 32·E).
 template <int E>
 __global__ void __launch_bounds__(kAttnThreads)
-    attention_kernel(const float* __restrict__ q, const float* __restrict__ k_cache,
-                     const float* __restrict__ v_cache, const int32_t* __restrict__ positions, AttentionSpec spec,
-                     float* __restrict__ out, int64_t tokens, int hq, int hkv,
-                     int64_t slots, int hd, int splits, float* __restrict__ partials,
+    attention_kernel(const float* __restrict__ q, DevicePages cache, const int32_t* __restrict__ positions,
+                     AttentionSpec spec, float* __restrict__ out, int64_t tokens, int hq, int hkv, int hd, int splits,
+                     float* __restrict__ partials,
                      int* __restrict__ counters) {
   wait_for_prior_grid();
   allow_next_grid();
@@ -61,9 +60,9 @@ __global__ void __launch_bounds__(kAttnThreads)
     qr[e] = d < hd ? qv[d] : 0.f;
     acc[e] = 0.f;
   }
-  const int64_t stride = static_cast<int64_t>(hkv) * hd;  // between consecutive slots
-  const float* kb = k_cache + (b * slots * hkv + kvh) * hd;
-  const float* vb = v_cache + (b * slots * hkv + kvh) * hd;
+  const int64_t stride = static_cast<int64_t>(hkv) * hd;  // between consecutive pool rows
+  const float* kb = cache.k + static_cast<int64_t>(kvh) * hd;
+  const float* vb = cache.v + static_cast<int64_t>(kvh) * hd;
 
   float m = -INFINITY, l = 0.f;
   for (int64_t s0 = first + static_cast<int64_t>(warp) * kSlotsPerStep; s0 < n; s0 += kAttnWarps * kSlotsPerStep) {
@@ -72,7 +71,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     for (int u = 0; u < kSlotsPerStep; ++u) {
       float p = 0.f;
       if (s0 + u < n) {
-        const float* kr = kb + (s0 + u) * stride;
+        const float* kr = kb + cache.row(b, s0 + u) * stride;
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           const int d = lane + kWarp * e;
@@ -91,7 +90,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       const float correction = expf(m - m_new);  // 0 for the first slot (m = -inf)
       const float p = expf(x - m_new);
       l = l * correction + p;
-      const float* vr = vb + (s0 + u) * stride;
+      const float* vr = vb + cache.row(b, s0 + u) * stride;
 #pragma unroll
       for (int e = 0; e < E; ++e) {
         const int d = lane + kWarp * e;
@@ -172,14 +171,14 @@ __global__ void __launch_bounds__(kAttnThreads)
 }
 
 template <int E>
-void launch(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions,
-            const AttentionSpec& spec, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-            int64_t slots, int64_t head_dim, int splits, float* partials, int* counters, cudaStream_t stream) {
+void launch(const float* q, const DevicePages& cache, const int32_t* positions, const AttentionSpec& spec, float* out,
+            int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t head_dim, int splits, float* partials,
+            int* counters, cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(kAttnWarps) * head_dim * sizeof(float);
   const int64_t pairs = batch * tokens * hq;
-  launch_after(attention_kernel<E>, static_cast<unsigned>(pairs * splits), kAttnThreads, smem, stream, q, k_cache,
-               v_cache, positions, spec, out, tokens, static_cast<int>(hq),
-               static_cast<int>(hkv), slots, static_cast<int>(head_dim), splits, partials, counters);
+  launch_after(attention_kernel<E>, static_cast<unsigned>(pairs * splits), kAttnThreads, smem, stream, q, cache,
+               positions, spec, out, tokens, static_cast<int>(hq), static_cast<int>(hkv),
+               static_cast<int>(head_dim), splits, partials, counters);
 }
 
 }  // namespace
@@ -191,14 +190,13 @@ int attention_splits(int64_t pairs, int64_t slots, int64_t window, int sm_count)
   return static_cast<int>(std::clamp<int64_t>(std::min(to_fill, seen / kMinSlotsPerSplit), 1, kMaxAttentionSplits));
 }
 
-void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions,
-               const AttentionSpec& spec, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-               int64_t slots, int64_t head_dim, int splits, float* partials, int* counters, cudaStream_t stream) {
+void attention(const float* q, const DevicePages& cache, const int32_t* positions, const AttentionSpec& spec,
+               float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t head_dim, int splits,
+               float* partials, int* counters, cudaStream_t stream) {
   if (batch * tokens * hq == 0 || head_dim == 0) return;
   splits = std::max(splits, 1);
   auto go = [&]<int E>() {
-    launch<E>(q, k_cache, v_cache, positions, spec, out, batch, tokens, hq, hkv, slots,
-              head_dim, splits, partials, counters, stream);
+    launch<E>(q, cache, positions, spec, out, batch, tokens, hq, hkv, head_dim, splits, partials, counters, stream);
   };
   if (head_dim <= 32)
     go.template operator()<1>();

@@ -745,18 +745,17 @@ class CudaBackend final : public Backend {
     gpu::softmax(x.data_as<float>(), rows_of(x), x.rank() == 0 ? 1 : x.dim(-1), ctx_->stream);
   }
 
-  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, Tensor& k_cache,
-                Tensor& v_cache) override {
+  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                const KvPages& cache) override {
     require_f32(k, "kv_write", "k");
     require_f32(v, "kv_write", "v");
-    require_f32(k_cache, "kv_write", "k_cache");
-    require_f32(v_cache, "kv_write", "v_cache");
-    require(k.rank() == 4 && k_cache.rank() == 4, "kv_write: k " + k.describe() + ", cache " + k_cache.describe());
-    const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3), slots = k_cache.dim(1);
-    require(k_cache.dim(0) == b && k_cache.dim(2) * k_cache.dim(3) == row && v.shape() == k.shape() &&
-                v_cache.shape() == k_cache.shape(),
-            "kv_write: k " + k.describe() + " does not fit cache " + k_cache.describe());
+    require(k.rank() == 4 && v.shape() == k.shape(), "kv_write: k " + k.describe() + ", v " + v.describe());
+    const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3);
+    check_pages(cache, k.dim(2), k.dim(3), "kv_write");
+    require(cache.batch == b, "kv_write: k " + k.describe() + " for a cache of " + std::to_string(cache.batch) +
+                                  " sequences");
     require(static_cast<int64_t>(positions.size()) == b * t, "kv_write: positions do not match tokens");
+    const int64_t slots = cache.slots();
     for (int32_t slot : positions)
       require(slot >= 0 && slot < slots, "kv_write: position " + std::to_string(slot) + " outside the cache of " +
                                              std::to_string(slots) + " tokens");
@@ -764,27 +763,26 @@ class CudaBackend final : public Backend {
     if (b * t == 0) return;
     limit_positions(positions, slots);
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
-    gpu::kv_write(k.data_as<const float>(), v.data_as<const float>(), pos, k_cache.data_as<float>(),
-                  v_cache.data_as<float>(), b, t, slots, row, ctx_->stream);
+    gpu::kv_write(k.data_as<const float>(), v.data_as<const float>(), pos, device_pages(cache), b, t, row,
+                  ctx_->stream);
   }
 
   void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions,
-                     std::span<const float> inv_freq, Tensor& k_cache, Tensor& v_cache) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &k_cache, &v_cache})
-      require_f32(*t, "rope_kv_write", "tensors");
-    require(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape() && k_cache.rank() == 4 &&
-                v_cache.shape() == k_cache.shape(),
-            "rope_kv_write: q " + q.describe() + ", k " + k.describe() + ", cache " + k_cache.describe());
-    const int64_t m = q.dim(0), hq = q.dim(1), hd = q.dim(2), hkv = k.dim(1), b = k_cache.dim(0),
-                  slots = k_cache.dim(1);
-    require(k.dim(0) == m && k.dim(2) == hd && k_cache.dim(2) == hkv && k_cache.dim(3) == hd && b > 0 && m % b == 0,
-            "rope_kv_write: k " + k.describe() + " does not fit q " + q.describe() + " and cache " +
-                k_cache.describe());
+                     std::span<const float> inv_freq, const KvPages& cache) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v}) require_f32(*t, "rope_kv_write", "tensors");
+    require(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape(),
+            "rope_kv_write: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
+    const int64_t m = q.dim(0), hq = q.dim(1), hd = q.dim(2), hkv = k.dim(1), b = cache.batch;
+    check_pages(cache, hkv, hd, "rope_kv_write");
+    require(k.dim(0) == m && k.dim(2) == hd && b > 0 && m % b == 0,
+            "rope_kv_write: k " + k.describe() + " does not fit q " + q.describe() + " and a cache of " +
+                std::to_string(b) + " sequences");
     require(static_cast<int64_t>(positions.size()) == m, "rope_kv_write: " + std::to_string(positions.size()) +
                                                              " positions for " + std::to_string(m) + " tokens");
     const int64_t half = static_cast<int64_t>(inv_freq.size());
     require(half > 0 && 2 * half <= hd, "rope_kv_write: inv_freq has " + std::to_string(inv_freq.size()) +
                                             " entries for heads of " + std::to_string(hd) + " (1..head_dim/2)");
+    const int64_t slots = cache.slots();
     for (int32_t slot : positions)
       require(slot >= 0 && slot < slots, "rope_kv_write: position " + std::to_string(slot) +
                                              " outside the cache of " + std::to_string(slots) + " tokens");
@@ -794,21 +792,21 @@ class CudaBackend final : public Backend {
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
     const auto* freq = static_cast<const float*>(put_args(inv_freq.data(), inv_freq.size_bytes()));
     gpu::rope_kv_write(q.data_as<float>(), k.data_as<float>(), v.data_as<const float>(), b, m / b, hq, hkv, hd, half,
-                       pos, freq, k_cache.data_as<float>(), v_cache.data_as<float>(), slots, ctx_->stream);
+                       pos, freq, device_pages(cache), ctx_->stream);
   }
 
-  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, std::span<const int32_t> positions,
-                 const AttentionSpec& spec, Tensor& out) override {
+  void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions, const AttentionSpec& spec,
+                 Tensor& out) override {
     require_f32(q, "attention", "q");
-    require_f32(k_cache, "attention", "k_cache");
-    require_f32(v_cache, "attention", "v_cache");
     require_f32(out, "attention", "out");
-    require(q.rank() == 4 && k_cache.rank() == 4, "attention: q " + q.describe() + ", cache " + k_cache.describe());
+    require(q.rank() == 4, "attention: q " + q.describe());
     const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3);
-    const int64_t slots = k_cache.dim(1), hkv = k_cache.dim(2);
-    require(k_cache.dim(0) == b && k_cache.dim(3) == hd && hkv > 0 && hq % hkv == 0 &&
-                v_cache.shape() == k_cache.shape(),
-            "attention: q " + q.describe() + " does not fit cache " + k_cache.describe());
+    const int64_t hkv = cache.k.rank() == 4 ? cache.k.dim(2) : 0;
+    check_pages(cache, hkv, hd, "attention");
+    const int64_t slots = cache.slots();
+    require(cache.batch == b && hq % hkv == 0,
+            "attention: q " + q.describe() + " does not fit a cache of " + std::to_string(cache.batch) +
+                " sequences of " + std::to_string(hkv) + " KV heads");
     require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
     require(hd <= gpu::kAttentionMaxHeadDim, "attention: head_dim " + std::to_string(hd) + " above " +
                                                  std::to_string(gpu::kAttentionMaxHeadDim) +
@@ -834,9 +832,8 @@ class CudaBackend final : public Backend {
           scratch(*partials_, static_cast<size_t>(b * t * hq * splits * (hd + 2)) * sizeof(float)));
       counters = static_cast<int*>(zeroed_scratch(*counters_, static_cast<size_t>(b * t * hq) * sizeof(int)));
     }
-    gpu::attention(q.data_as<const float>(), k_cache.data_as<const float>(), v_cache.data_as<const float>(), pos,
-                   spec, out.data_as<float>(), b, t, hq, hkv, slots, hd, splits,
-                   partials, counters, ctx_->stream);
+    gpu::attention(q.data_as<const float>(), device_pages(cache), pos, spec, out.data_as<float>(), b, t, hq, hkv, hd,
+                   splits, partials, counters, ctx_->stream);
   }
 
   void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
@@ -1124,6 +1121,22 @@ class CudaBackend final : public Backend {
     return p;
   }
   // An operation that indexes a cache of `slots` with the recorded positions bounds what a replay may pass.
+  static void check_pages(const KvPages& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
+    if (auto problem = kv_pages_problem(cache, kv_heads, head_dim); !problem.empty())
+      throw std::invalid_argument(std::string(op) + ": " + problem);
+  }
+  // The checked cache with its page table on the device (under an OpScope: the table goes through the argument
+  // ring, and into a recording as one of its constants).
+  gpu::DevicePages device_pages(const KvPages& cache) {
+    gpu::DevicePages d;
+    d.k = cache.k.data_as<float>();
+    d.v = cache.v.data_as<float>();
+    d.table = static_cast<const int32_t*>(put_args(cache.table.data(), cache.table.size_bytes()));
+    d.page_tokens = cache.page_tokens();
+    d.pages_per_sequence = cache.pages_per_sequence();
+    return d;
+  }
+
   void limit_positions(std::span<const int32_t> positions, int64_t slots) {
     if (!capture_ || !capture_->reads(positions)) return;
     capture_->low = 0;

@@ -24,6 +24,18 @@ inline void check(cudaError_t error, const char* what) {
 void programmatic_launch(bool on);
 bool programmatic_launch();
 
+// A KvPages with its table on the device: slot s of sequence b is pool row table[b·pages_per_sequence + s /
+// page_tokens] · page_tokens + s % page_tokens of the pools k, v [P·page_tokens, Hkv·Dh].
+struct DevicePages {
+  float* k = nullptr;
+  float* v = nullptr;
+  const int32_t* table = nullptr;
+  int64_t page_tokens = 1, pages_per_sequence = 1;
+  COROLLA_HOST_DEVICE int64_t row(int64_t b, int64_t s) const {
+    return static_cast<int64_t>(table[b * pages_per_sequence + s / page_tokens]) * page_tokens + s % page_tokens;
+  }
+};
+
 // --- matmul.cu -------------------------------------------------------------------------------------------------
 // Up to this many rows of x, matmul streams the weights once through the matrix-vector kernel.
 inline constexpr int64_t kMatvecMaxRows = 4;
@@ -63,14 +75,14 @@ void gelu_mul(const float* gate, const float* up, Gelu form, float* out, int64_t
 void gelu(const float* x, Gelu form, float* out, int64_t n, cudaStream_t stream);
 void add(const float* a, const float* b, float* out, int64_t n, cudaStream_t stream);
 void softmax(float* x, int64_t rows, int64_t d, cudaStream_t stream);
-// k, v [batch·tokens, row] go to cache rows (b·slots + positions[b·tokens + t]) of k_cache, v_cache.
-void kv_write(const float* k, const float* v, const int32_t* positions, float* k_cache, float* v_cache, int64_t batch,
-              int64_t tokens, int64_t slots, int64_t row, cudaStream_t stream);
+// k, v [batch·tokens, row] go to the cache's rows of slots positions[b·tokens + t].
+void kv_write(const float* k, const float* v, const int32_t* positions, const DevicePages& cache, int64_t batch,
+              int64_t tokens, int64_t row, cudaStream_t stream);
 // q [batch·tokens, hq, head_dim] and k [batch·tokens, hkv, head_dim] rotated in place as rope() does, then k and
 // v stored as kv_write() does: one kernel for a decode step's three position-dependent operations.
 void rope_kv_write(float* q, float* k, const float* v, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-                   int64_t head_dim, int64_t half, const int32_t* positions, const float* inv_freq, float* k_cache,
-                   float* v_cache, int64_t slots, cudaStream_t stream);
+                   int64_t head_dim, int64_t half, const int32_t* positions, const float* inv_freq,
+                   const DevicePages& cache, cudaStream_t stream);
 // out[i, :] = x[rows[i], :], i < r.
 void gather_rows(const float* x, const int32_t* rows, int64_t r, int64_t d, float* out, cudaStream_t stream);
 // out[rows[i], :] += scale[i] · x[i, :], i < r, rows distinct.
@@ -88,13 +100,13 @@ inline constexpr int64_t kMaxAttentionSplits = 32, kMinSlotsPerSplit = 64;
 // kMinSlotsPerSplit slots of a full cache. Shapes only: a recording replays it at any position; each query uses
 // as many of its blocks as its history fills kMinSlotsPerSplit slots each.
 int attention_splits(int64_t pairs, int64_t slots, int64_t window, int sm_count);
-// q [batch, tokens, hq, head_dim]; caches [batch, slots, hkv, head_dim]; out [batch, tokens, hq·head_dim]. A query at
+// q [batch, tokens, hq, head_dim]; the cache's pages; out [batch, tokens, hq·head_dim]. A query at
 // slot p sees slots spec.first_slot(p) .. p; scores are spec.capped(spec.scale · q·k), plus, with alibi_heads = hq,
 // spec.alibi_slope(h) · s for slot s. With splits > 1, `partials` holds batch·tokens·hq·splits·(head_dim + 2)
 // floats of scratch and `counters` batch·tokens·hq ints that are 0 (and are left so).
-void attention(const float* q, const float* k_cache, const float* v_cache, const int32_t* positions,
-               const AttentionSpec& spec, float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-               int64_t slots, int64_t head_dim, int splits, float* partials, int* counters, cudaStream_t stream);
+void attention(const float* q, const DevicePages& cache, const int32_t* positions, const AttentionSpec& spec,
+               float* out, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv, int64_t head_dim, int splits,
+               float* partials, int* counters, cudaStream_t stream);
 
 // --- backward.cu -----------------------------------------------------------------------------------------------
 void rms_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows, int64_t d,

@@ -126,13 +126,13 @@ __global__ void softmax_kernel(float* x, int64_t d) {
 
 // One block per token of k / v.
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
-                                const int32_t* __restrict__ positions, float* __restrict__ k_cache,
-                                float* __restrict__ v_cache, int64_t tokens, int64_t slots, int64_t row) {
+                                const int32_t* __restrict__ positions, DevicePages cache, int64_t tokens,
+                                int64_t row) {
   const int64_t i = blockIdx.x, b = i / tokens;
-  const int64_t dst = (b * slots + positions[i]) * row, src = i * row;
+  const int64_t dst = cache.row(b, positions[i]) * row, src = i * row;
   for (int64_t j = threadIdx.x; j < row; j += blockDim.x) {
-    k_cache[dst + j] = k[src + j];
-    v_cache[dst + j] = v[src + j];
+    cache.k[dst + j] = k[src + j];
+    cache.v[dst + j] = v[src + j];
   }
 }
 
@@ -140,8 +140,7 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
 // token's slot (k's values past the rotated part, with partial rotary, as they are).
 __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict__ v, int64_t hq, int64_t hkv,
                                      int64_t head_dim, int64_t half, const int32_t* __restrict__ positions,
-                                     const float* __restrict__ inv_freq, float* __restrict__ k_cache,
-                                     float* __restrict__ v_cache, int64_t tokens, int64_t slots) {
+                                     const float* __restrict__ inv_freq, DevicePages cache, int64_t tokens) {
   wait_for_prior_grid();
   allow_next_grid();
   extern __shared__ float cs[];
@@ -155,7 +154,9 @@ __global__ void rope_kv_write_kernel(float* q, float* k, const float* __restrict
   __syncthreads();
   float* qt = q + t * hq * head_dim;
   float* kt = k + t * row;
-  const int64_t dst = (t / tokens * slots + positions[t]) * row;
+  const int64_t dst = cache.row(t / tokens, positions[t]) * row;
+  float* k_cache = cache.k;
+  float* v_cache = cache.v;
   for (int64_t p = threadIdx.x; p < (hq + hkv) * half; p += blockDim.x) {
     const int64_t h = p / half, i = p % half;
     float* x = h < hq ? qt + h * head_dim : kt + (h - hq) * head_dim;
@@ -260,21 +261,20 @@ void softmax(float* x, int64_t rows, int64_t d, cudaStream_t stream) {
   check_launch("softmax");
 }
 
-void kv_write(const float* k, const float* v, const int32_t* positions, float* k_cache, float* v_cache, int64_t batch,
-              int64_t tokens, int64_t slots, int64_t row, cudaStream_t stream) {
+void kv_write(const float* k, const float* v, const int32_t* positions, const DevicePages& cache, int64_t batch,
+              int64_t tokens, int64_t row, cudaStream_t stream) {
   if (batch * tokens == 0 || row == 0) return;
-  kv_write_kernel<<<grid_rows(batch * tokens), kRowThreads, 0, stream>>>(k, v, positions, k_cache, v_cache, tokens,
-                                                                         slots, row);
+  kv_write_kernel<<<grid_rows(batch * tokens), kRowThreads, 0, stream>>>(k, v, positions, cache, tokens, row);
   check_launch("kv_write");
 }
 
 void rope_kv_write(float* q, float* k, const float* v, int64_t batch, int64_t tokens, int64_t hq, int64_t hkv,
-                   int64_t head_dim, int64_t half, const int32_t* positions, const float* inv_freq, float* k_cache,
-                   float* v_cache, int64_t slots, cudaStream_t stream) {
+                   int64_t head_dim, int64_t half, const int32_t* positions, const float* inv_freq,
+                   const DevicePages& cache, cudaStream_t stream) {
   if (batch * tokens == 0 || head_dim == 0) return;
   const size_t smem = static_cast<size_t>(2 * half) * sizeof(float);
   launch_after(rope_kv_write_kernel, grid_rows(batch * tokens), kWideRowThreads, smem, stream, q, k, v, hq, hkv, head_dim,
-               half, positions, inv_freq, k_cache, v_cache, tokens, slots);
+               half, positions, inv_freq, cache, tokens);
   check_launch("rope_kv_write");
 }
 

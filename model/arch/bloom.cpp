@@ -95,10 +95,8 @@ class BloomBlock final : public Block {
   // ALiBi is computed on the device from the slots.
   bool recordable() const override { return true; }
 
-  KVCache make_cache(int64_t batch, int64_t max_length) override {
-    return {backend_.alloc(DType::f32, {batch, max_length, c_.num_heads, c_.head_dim}),
-            backend_.alloc(DType::f32, {batch, max_length, c_.num_heads, c_.head_dim})};
-  }
+  int64_t kv_heads() const override { return c_.num_heads; }
+  int64_t kv_head_dim() const override { return c_.head_dim; }
 
   void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments) override {
     Backend& be = backend_;
@@ -116,10 +114,10 @@ class BloomBlock final : public Block {
     for (const BlockSegment& s : segments) {  // ALiBi in place of RoPE: keys and values go to the cache as they are
       const Shape shape{s.batch, s.tokens, heads, hd};
       StepCache step(*this, s.cache, s.batch, s.tokens, s.positions);
-      KVCache& kv = step.cache();
-      be.kv_write(segment_rows(k, s).reshaped(shape), segment_rows(v, s).reshaped(shape), step.slots(), kv.k, kv.v);
+      const KvPages kv = step.cache().pages();
+      be.kv_write(segment_rows(k, s).reshaped(shape), segment_rows(v, s).reshaped(shape), step.slots(), kv);
       Tensor out = segment_rows(att, s);
-      be.attention(segment_rows(q, s).reshaped(shape), kv.k, kv.v, step.slots(), attention_, out);
+      be.attention(segment_rows(q, s).reshaped(shape), kv, step.slots(), attention_, out);
     }
     be.matmul_add(att, w_.wo, &w_.bo, x);
 
@@ -148,8 +146,8 @@ class BloomBlock final : public Block {
     Tensor n = be.alloc(DType::f32, {m, d}), h = be.alloc(DType::f32, {m, d}), u = be.alloc(DType::f32, {m, ff});
     be.layer_norm(x, w_.ln1_w, w_.ln1_b, eps, n);
     project_qkv(n, q, k, v);
-    be.attention(q.reshaped({b, t, heads, hd}), k.reshaped({b, t, heads, hd}), v.reshaped({b, t, heads, hd}),
-                 sequence_slots(b, t), attention_, att);
+    ContiguousKv own(k.reshaped({b, t, heads, hd}), v.reshaped({b, t, heads, hd}));
+    be.attention(q.reshaped({b, t, heads, hd}), own.pages(), sequence_slots(b, t), attention_, att);
     be.matmul(att, w_.wo, &w_.bo, n);
     be.add(x, n, h);
     be.layer_norm(h, w_.ln2_w, w_.ln2_b, eps, n);

@@ -127,10 +127,8 @@ class FalconBlock final : public Block {
 
   bool recordable() const override { return true; }
 
-  KVCache make_cache(int64_t batch, int64_t max_length) override {
-    return {backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim}),
-            backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim})};
-  }
+  int64_t kv_heads() const override { return c_.num_kv_heads; }
+  int64_t kv_head_dim() const override { return c_.head_dim; }
 
   void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments) override {
     Backend& be = backend_;
@@ -171,16 +169,16 @@ class FalconBlock final : public Block {
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
     StepCache step(*this, s.cache, b, t, s.positions);
     const std::span<const int32_t> slots = step.slots();
-    KVCache& kv = step.cache();
+    const KvPages kv = step.cache().pages();
     Tensor q3 = q.reshaped({r, hq, hd}), k3 = k.reshaped({r, hkv, hd});
     if (step.at_positions(s.positions)) {
-      be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), s.positions, inv_freq_, kv.k, kv.v);
+      be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), s.positions, inv_freq_, kv);
     } else {
       be.rope(q3, s.positions, inv_freq_);
       be.rope(k3, s.positions, inv_freq_);
-      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
+      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv);
     }
-    be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
+    be.attention(q.reshaped({b, t, hq, hd}), kv, slots, attention_, att);
   }
 
   void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,
@@ -205,8 +203,8 @@ class FalconBlock final : public Block {
     Tensor q3 = q.reshaped({m, hq, hd}), k3 = k.reshaped({m, hkv, hd});
     be.rope(q3, positions, inv_freq_);
     be.rope(k3, positions, inv_freq_);
-    be.attention(q.reshaped({b, t, hq, hd}), k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}),
-                 sequence_slots(b, t), attention_, att);
+    ContiguousKv own(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}));
+    be.attention(q.reshaped({b, t, hq, hd}), own.pages(), sequence_slots(b, t), attention_, att);
     Tensor h;  // sequential: the residual stream after attention, which post_attention_layernorm reads
     Tensor n_mlp = n;
     if (!c_.parallel_attn) {

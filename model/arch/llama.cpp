@@ -173,10 +173,8 @@ class LlamaBlock final : public Block {
     explicit RowLoras(std::span<const BlockSegment> s) : segments(s) {}
   };
 
-  KVCache make_cache(int64_t batch, int64_t max_length) override {
-    return {backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim}),
-            backend_.alloc(DType::f32, {batch, max_length, c_.num_kv_heads, c_.head_dim})};
-  }
+  int64_t kv_heads() const override { return c_.num_kv_heads; }
+  int64_t kv_head_dim() const override { return c_.head_dim; }
 
   void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments) override {
     Backend& be = backend_;
@@ -352,15 +350,15 @@ class LlamaBlock final : public Block {
     StepCache step(*this, s.cache, b, t, positions);
     const std::span<const int32_t> slots = step.slots();
     Tensor q3 = q.reshaped({r, hq, hd}), k3 = k.reshaped({r, hkv, hd});
-    KVCache& kv = step.cache();
+    const KvPages kv = step.cache().pages();
     if (step.at_positions(positions) && rope_scale_ == 1.0f) {
-      be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), positions, frequencies(positions), kv.k, kv.v);
+      be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), positions, frequencies(positions), kv);
     } else {
       be.rope(q3, positions, frequencies(positions), rope_scale_);
       be.rope(k3, positions, frequencies(positions), rope_scale_);
-      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv.k, kv.v);
+      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv);
     }
-    be.attention(q.reshaped({b, t, hq, hd}), kv.k, kv.v, slots, attention_, att);
+    be.attention(q.reshaped({b, t, hq, hd}), kv, slots, attention_, att);
   }
 
   void check_shapes(const Tensor& hidden, std::span<const int32_t> positions) const {
@@ -395,8 +393,8 @@ class LlamaBlock final : public Block {
     be.rope(q3, positions, frequencies(positions), rope_scale_);
     be.rope(k3, positions, frequencies(positions), rope_scale_);
     const std::vector<int32_t> slots = sequence_slots(b, t);
-    be.attention(s.q.reshaped({b, t, hq, hd}), s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}), slots,
-                 attention_, att);
+    ContiguousKv own(s.k.reshaped({b, t, hkv, hd}), s.v.reshaped({b, t, hkv, hd}));
+    be.attention(s.q.reshaped({b, t, hq, hd}), own.pages(), slots, attention_, att);
     s.h = be.copy(x);
     residual_add(att, Projection::o, lora, w_.post_attn_norm, s.h, &s.attn_out);
     be.rms_norm(s.h, w_.ffn_norm, eps, n);

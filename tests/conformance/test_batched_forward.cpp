@@ -2,7 +2,8 @@
 // servers), against each step run alone: the same outputs within fp32 rounding and the same KV caches, for every
 // architecture of the golden models: decode rows, prefill chunks, several sequences in one session, the stateless
 // forward, sliding windows, longrope's frequency switch and mixtures of experts in one batch; and sessions with
-// different LoRA adapters in one batch.
+// different LoRA adapters in one batch. The batched sessions' caches are pages scattered over one pool, as a
+// server's are; each step alone has a contiguous cache of its own.
 #define BOOST_TEST_MODULE batched_forward
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -56,6 +57,35 @@ std::vector<int32_t> range(int32_t from, int32_t to) {
   return p;
 }
 
+// A cache's keys (or values) slot by slot, [batch, max_length, Hkv·Dh] on the host, wherever its pages lie.
+Tensor cache_slots(const KVCache& cache, bool values) {
+  const KvPages pages = cache.pages();
+  const Tensor pool = backend().download(values ? pages.v : pages.k);
+  const int64_t row = pool.dim(2) * pool.dim(3);
+  Tensor out = Tensor::empty(DType::f32, {cache.batch(), cache.max_length(), row});
+  for (int64_t b = 0; b < cache.batch(); ++b)
+    for (int64_t s = 0; s < cache.max_length(); ++s)
+      std::copy_n(pool.data_as<const float>() + pages.row(b, s) * row, row,
+                  out.data_as<float>() + (b * cache.max_length() + s) * row);
+  return out;
+}
+
+// Caches as a server's sessions get them: pages of 8 tokens from one pool of the block, handed out after other
+// caches came and went, so that each cache's pages are scattered and out of order.
+std::vector<KVCache> pooled_caches(const Block& block, const std::vector<int64_t>& batches, int64_t max_length) {
+  auto pool = block.make_pool(64, 8);
+  std::vector<KVCache> holes;
+  for (int i = 0; i < 12; ++i) holes.push_back(std::move(*KVCache::take(pool, 1, 8 * (1 + i % 3))));
+  std::vector<KVCache> out;
+  for (size_t i = 0; i < holes.size(); i += 2) holes[i] = KVCache();  // every other one given back
+  for (int64_t b : batches) {
+    auto cache = KVCache::take(pool, b, max_length);
+    BOOST_REQUIRE(cache);
+    out.push_back(std::move(*cache));
+  }
+  return out;
+}
+
 // Runs `steps` (one per session) through `block`: alone, each with its own cache, and batched, with a second set
 // of caches; the outputs and caches must agree.
 void check_round(Block& block, const std::vector<Step>& steps, std::vector<KVCache>& alone_caches,
@@ -95,9 +125,9 @@ void check_round(Block& block, const std::vector<Step>& steps, std::vector<KVCac
   }
   for (size_t i = 0; i < steps.size(); ++i) {
     if (!steps[i].cached) continue;
-    BOOST_TEST(max_abs_diff(backend().download(alone_caches[i].k), backend().download(batch_caches[i].k)) < kTol,
+    BOOST_TEST(max_abs_diff(cache_slots(alone_caches[i], false), cache_slots(batch_caches[i], false)) < kTol,
                what << ": keys of session " << i);
-    BOOST_TEST(max_abs_diff(backend().download(alone_caches[i].v), backend().download(batch_caches[i].v)) < kTol,
+    BOOST_TEST(max_abs_diff(cache_slots(alone_caches[i], true), cache_slots(batch_caches[i], true)) < kTol,
                what << ": values of session " << i);
   }
 }
@@ -113,11 +143,9 @@ BOOST_DATA_TEST_CASE(a_batch_of_sessions_computes_what_each_computes_alone, bdat
   for (int64_t l = 0; l < c.num_layers; ++l) {
     std::unique_ptr<Block> block = load_block(*source, l, backend());
     const int64_t max_len = long_prompt + 2;
-    std::vector<KVCache> alone, batched;
-    for (int64_t batch : {1, 1, 2, 1}) {
-      alone.push_back(block->make_cache(batch, max_len));
-      batched.push_back(block->make_cache(batch, max_len));
-    }
+    std::vector<KVCache> alone;
+    for (int64_t batch : {1, 1, 2, 1}) alone.push_back(block->make_cache(batch, max_len));
+    std::vector<KVCache> batched = pooled_caches(*block, {1, 1, 2, 1}, max_len);
     const std::string where = std::string(name) + " block " + std::to_string(l);
     // Prompts of different lengths, a session of two sequences, and a stateless forward, in one batch.
     check_round(*block,
@@ -141,11 +169,9 @@ BOOST_DATA_TEST_CASE(sessions_with_different_adapters_share_a_batch, bdata::make
   std::mt19937 rng(11);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     std::unique_ptr<Block> block = load_block(*source, l, backend());
-    std::vector<KVCache> alone, batched;
-    for (int i = 0; i < 3; ++i) {
-      alone.push_back(block->make_cache(1, 16));
-      batched.push_back(block->make_cache(1, 16));
-    }
+    std::vector<KVCache> alone;
+    for (int i = 0; i < 3; ++i) alone.push_back(block->make_cache(1, 16));
+    std::vector<KVCache> batched = pooled_caches(*block, {1, 1, 1}, 16);
     const std::string where = std::string(name) + " block " + std::to_string(l);
     Step with_attn{1, range(0, 5)}, plain{1, range(0, 3)}, with_mlp{1, range(0, 4)};
     with_attn.lora = attn->block(l);
@@ -168,7 +194,7 @@ BOOST_AUTO_TEST_CASE(rows_outside_every_segment_write_no_cache_and_bad_segments_
   const BlockSegment tail{.row = 2, .batch = 1, .tokens = 2, .positions = pos, .cache = &cache};
   block->forward_batch(h, {&tail, 1});
   // Slots 2.. stay empty: only the segment's two tokens were written, at positions 0 and 1.
-  const Tensor k = backend().download(cache.k);
+  const Tensor k = cache_slots(cache, false);
   const int64_t per_slot = k.numel() / 8;
   BOOST_TEST(max_abs(k.slice_rows(0, 1).reshaped({8, per_slot}).slice_rows(2, 8).clone()) == 0.0f);
   BOOST_TEST(max_abs(k.slice_rows(0, 1).reshaped({8, per_slot}).slice_rows(0, 2).clone()) > 0.0f);

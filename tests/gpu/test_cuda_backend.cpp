@@ -4,6 +4,7 @@
 #define BOOST_TEST_NO_MAIN
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -285,8 +286,9 @@ BOOST_AUTO_TEST_CASE(rope_kv_write_matches_rope_and_kv_write_on_the_cpu) {
     std::vector<float> inv_freq;
     for (int64_t i = 0; i < c.half; ++i) inv_freq.push_back(std::pow(10000.f, -static_cast<float>(i) / c.half));
     Tensor qd = up(q), kd = up(k), kcd = up(kc), vcd = up(vc);
-    cpu().rope_kv_write(q, k, v, c.positions, inv_freq, kc, vc);
-    gpu().rope_kv_write(qd, kd, up(v), c.positions, inv_freq, kcd, vcd);
+    ContiguousKv host_cache(kc, vc), device_cache(kcd, vcd);
+    cpu().rope_kv_write(q, k, v, c.positions, inv_freq, host_cache.pages());
+    gpu().rope_kv_write(qd, kd, up(v), c.positions, inv_freq, device_cache.pages());
     const std::string what = "rope_kv_write b=" + std::to_string(c.b) + " t=" + std::to_string(c.t);
     expect_close(qd, q, 1e-5, what + " q");
     expect_close(kd, k, 1e-5, what + " k");
@@ -297,7 +299,8 @@ BOOST_AUTO_TEST_CASE(rope_kv_write_matches_rope_and_kv_write_on_the_cpu) {
   Tensor kc = gpu().alloc(DType::f32, {1, 4, 1, 4}), vc = gpu().alloc(DType::f32, {1, 4, 1, 4});
   const std::vector<int32_t> outside = {4};
   const std::vector<float> inv_freq = {1.f, 0.5f};
-  BOOST_CHECK_THROW(gpu().rope_kv_write(q, k, k, outside, inv_freq, kc, vc), std::invalid_argument);
+  ContiguousKv cache(kc, vc);
+  BOOST_CHECK_THROW(gpu().rope_kv_write(q, k, k, outside, inv_freq, cache.pages()), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(elementwise_ops_match_cpu) {
@@ -344,28 +347,38 @@ BOOST_AUTO_TEST_CASE(embed_matches_cpu_for_every_table_dtype) {
 
 namespace {
 
-// kv_write of new tokens into random caches, then attention, on both backends.
+// kv_write of new tokens into random caches, then attention, on both backends. With `page_tokens` > 0 the caches
+// are pages of that many tokens scattered over a pool (a server's session caches), the same table on both.
 void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t hd, int64_t slots,
-                     const std::vector<int32_t>& positions, uint32_t seed, int64_t window = 0, float softcap = 0) {
-  Tensor kc = random_tensor({b, slots, hkv, hd}, seed);
-  Tensor vc = random_tensor({b, slots, hkv, hd}, seed + 1);
+                     const std::vector<int32_t>& positions, uint32_t seed, int64_t window = 0, float softcap = 0,
+                     int64_t page_tokens = 0) {
+  const int64_t page = page_tokens > 0 ? page_tokens : slots;
+  const int64_t per_sequence = (slots + page - 1) / page, pages = page_tokens > 0 ? b * per_sequence + 3 : b;
+  std::vector<int32_t> table(static_cast<size_t>(pages));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  if (page_tokens > 0) std::shuffle(table.begin(), table.end(), std::mt19937(seed));
+  table.resize(static_cast<size_t>(b * per_sequence));
+  Tensor kc = random_tensor({pages, page, hkv, hd}, seed);
+  Tensor vc = random_tensor({pages, page, hkv, hd}, seed + 1);
   const Tensor k = random_tensor({b, t, hkv, hd}, seed + 2);
   const Tensor v = random_tensor({b, t, hkv, hd}, seed + 3);
   const Tensor q = random_tensor({b, t, hq, hd}, seed + 4);
   Tensor kcd = up(kc), vcd = up(vc);
-  cpu().kv_write(k, v, positions, kc, vc);
-  gpu().kv_write(up(k), up(v), positions, kcd, vcd);
+  const KvPages host{kc, vc, table, b}, device{kcd, vcd, table, b};
+  cpu().kv_write(k, v, positions, host);
+  gpu().kv_write(up(k), up(v), positions, device);
   std::ostringstream what;
-  what << "b=" << b << " t=" << t << " hq=" << hq << " hkv=" << hkv << " hd=" << hd << " slots=" << slots;
+  what << "b=" << b << " t=" << t << " hq=" << hq << " hkv=" << hkv << " hd=" << hd << " slots=" << slots
+       << " pages of " << page;
   expect_close(kcd, kc, 0, "kv_write k, " + what.str());
   expect_close(vcd, vc, 0, "kv_write v, " + what.str());
 
   const float scale = 1.f / std::sqrt(static_cast<float>(hd));
   Tensor want = Tensor::empty(DType::f32, {b, t, hq * hd});
   const AttentionSpec spec{.scale = scale, .window = window, .softcap = softcap};
-  cpu().attention(q, kc, vc, positions, spec, want);
+  cpu().attention(q, host, positions, spec, want);
   Tensor got = gpu().alloc(DType::f32, {b, t, hq * hd});
-  gpu().attention(up(q), kcd, vcd, positions, spec, got);
+  gpu().attention(up(q), device, positions, spec, got);
   expect_close(got, want, 1e-4,
                "attention " + what.str() + " window=" + std::to_string(window) + " softcap=" + std::to_string(softcap));
 }
@@ -391,6 +404,15 @@ BOOST_AUTO_TEST_CASE(attention_over_a_long_cache) {
 BOOST_AUTO_TEST_CASE(attention_in_a_sliding_window) {
   check_attention(1, 2, 8, 2, 64, 10000, {4000, 9999}, 72, 4096);  // Mistral's window, one history shorter
   check_attention(2, 3, 8, 2, 64, 40, {5, 6, 7, 30, 31, 32}, 73, 7);
+}
+
+// A server's session caches: pages scattered over a pool, decode and prefill, with a window and split parts.
+BOOST_AUTO_TEST_CASE(attention_over_pages_of_a_pool) {
+  check_attention(2, 3, 8, 2, 64, 200, {5, 6, 7, 130, 131, 132}, 90, 0, 0, 64);
+  check_attention(1, 1, 32, 4, 64, 4096, {3000}, 91, 0, 0, 64);
+  check_attention(1, 2, 8, 2, 64, 5000, {4000, 4999}, 92, 1000, 0, 64);
+  check_attention(2, 12, 8, 4, 128, 100, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 80, 81, 82, 83, 84, 85, 86, 87, 88,
+                                          89, 90, 91}, 93, 0, 0, 16);
 }
 
 BOOST_AUTO_TEST_CASE(attention_with_a_soft_cap) {  // Gemma 2's attn_logit_softcapping, small enough to bite
@@ -492,10 +514,13 @@ BOOST_AUTO_TEST_CASE(bad_arguments_throw_invalid_argument) {
   Tensor kc = gpu().alloc(DType::f32, {1, 4, 1, 16});
   Tensor vc = gpu().alloc(DType::f32, {1, 4, 1, 16});
   Tensor out = gpu().alloc(DType::f32, {1, 1, 32});
-  const std::vector<int32_t> outside = {4};
-  BOOST_CHECK_THROW(gpu().attention(q, kc, vc, outside, {.scale = 1.f}, out), std::invalid_argument);
+  const std::vector<int32_t> outside = {4}, inside = {3}, no_page = {1};
+  ContiguousKv cache(kc, vc);
+  BOOST_CHECK_THROW(gpu().attention(q, cache.pages(), outside, {.scale = 1.f}, out), std::invalid_argument);
+  BOOST_CHECK_THROW(gpu().attention(q, KvPages{kc, vc, no_page, 1}, inside, {.scale = 1.f}, out),
+                    std::invalid_argument);  // a page the pool does not have
   Tensor kv = gpu().alloc(DType::f32, {1, 1, 1, 16});
-  BOOST_CHECK_THROW(gpu().kv_write(kv, kv, outside, kc, vc), std::invalid_argument);
+  BOOST_CHECK_THROW(gpu().kv_write(kv, kv, outside, cache.pages()), std::invalid_argument);
   Tensor r = gpu().alloc(DType::f32, {2, 1, 4});
   const std::vector<float> inv_freq = {1.f, 0.5f};
   BOOST_CHECK_THROW(gpu().rope(r, outside, inv_freq), std::invalid_argument);  // one position for two tokens
@@ -510,6 +535,7 @@ namespace {
 struct StepOps {
   int64_t d = 64, heads = 4, hd = 16, slots = 32;
   Tensor norm, wq, wk, wv, wo, k_cache, v_cache;
+  std::vector<int32_t> table{0};
   std::vector<float> inv_freq;
   explicit StepOps(uint32_t seed) {
     norm = up(random_tensor({d}, seed, 0.5f));
@@ -533,8 +559,9 @@ struct StepOps {
     Tensor q3 = q.reshaped({1, heads, hd}), k3 = k.reshaped({1, heads, hd});
     be.rope(q3, positions, inv_freq);
     be.rope(k3, positions, inv_freq);
-    be.kv_write(k.reshaped({1, 1, heads, hd}), v.reshaped({1, 1, heads, hd}), positions, k_cache, v_cache);
-    be.attention(q.reshaped({1, 1, heads, hd}), k_cache, v_cache, positions, {.scale = 0.25f}, att);
+    const KvPages cache{k_cache, v_cache, table, 1};
+    be.kv_write(k.reshaped({1, 1, heads, hd}), v.reshaped({1, 1, heads, hd}), positions, cache);
+    be.attention(q.reshaped({1, 1, heads, hd}), cache, positions, {.scale = 0.25f}, att);
     be.matmul(att.reshaped({1, d}), wo, nullptr, n);
     be.add(x, n, x);
   }

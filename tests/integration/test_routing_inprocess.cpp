@@ -89,12 +89,12 @@ BOOST_AUTO_TEST_CASE(the_client_takes_the_faster_chain) {
 }
 
 BOOST_AUTO_TEST_CASE(the_client_avoids_servers_without_cache_room) {
-  // The fast server has 32 cache tokens per block: not enough for a session of 64.
-  routing_swarm w({{0, 4, 10000, 32}, {0, 4, 50}});
-  BOOST_TEST(w.open_and_count(64) == (std::vector<int64_t>{0, 1}), boost::test_tools::per_element());
-  // A session of 16 fits: the fast one it is.
-  routing_swarm v({{0, 4, 10000, 32}, {0, 4, 50}});
-  BOOST_TEST(v.open_and_count(16) == (std::vector<int64_t>{1, 0}), boost::test_tools::per_element());
+  // The fast server has 64 cache tokens per block (one KV page): not enough for a session of 100.
+  routing_swarm w({{0, 4, 10000, 64}, {0, 4, 50}});
+  BOOST_TEST(w.open_and_count(100) == (std::vector<int64_t>{0, 1}), boost::test_tools::per_element());
+  // A session of 64 fits: the fast one it is.
+  routing_swarm v({{0, 4, 10000, 64}, {0, 4, 50}});
+  BOOST_TEST(v.open_and_count(64) == (std::vector<int64_t>{1, 0}), boost::test_tools::per_element());
 }
 
 // What a balancer does to its server when it moves: the gate changes span (sessions end, it is joining), the

@@ -92,7 +92,7 @@ BOOST_AUTO_TEST_CASE(cost_backend_models_a_big_block_without_memory) {
   auto block = load_block(source, 69, backend);
   BOOST_TEST(block->weight_bytes() > int64_t{2} << 30);  // gigabytes of weights, none of them allocated
   KVCache cache = block->make_cache(1, 2048);
-  BOOST_TEST(is_virtual(cache.k));
+  BOOST_TEST(is_virtual(cache.pages().k));
   Tensor h = backend.alloc(DType::f32, {1, 1, m.hidden_size});
   std::vector<int32_t> pos{100};
   block->forward(h, pos, &cache);
@@ -167,10 +167,11 @@ BOOST_AUTO_TEST_CASE(cost_backend_prices_attention_over_the_window_only) {
   Tensor q = backend.alloc(DType::f32, {1, 1, heads, head_dim});
   Tensor k = backend.alloc(DType::f32, {1, context, kv_heads, head_dim});
   Tensor out = backend.alloc(DType::f32, {1, 1, heads, head_dim});
+  ContiguousKv cache(k, k);
   auto step_s = [&](int32_t position, int64_t window) {
     AttentionSpec spec{1.0f, window, 0};
     std::vector<int32_t> pos{position};
-    backend.attention(q, k, k, pos, spec, out);
+    backend.attention(q, cache.pages(), pos, spec, out);
     return std::chrono::duration<double>(backend.take_modelled_time()).count();
   };
   const double full_long = step_s(30000, 0), window_long = step_s(30000, 4096), window_short = step_s(4095, 4096);

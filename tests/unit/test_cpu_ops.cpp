@@ -125,10 +125,11 @@ BOOST_AUTO_TEST_CASE(grouped_query_attention_matches_naive) {
   Tensor k = random_tensor({b, t, hkv, hd}, 6), v = random_tensor({b, t, hkv, hd}, 7);
   Tensor kc = cpu().alloc(DType::f32, {b, slots, hkv, hd}), vc = cpu().alloc(DType::f32, {b, slots, hkv, hd});
   std::vector<int32_t> pos = {0, 1, 2, 0, 1, 2};
-  cpu().kv_write(k, v, pos, kc, vc);
+  ContiguousKv cache(kc, vc);
+  cpu().kv_write(k, v, pos, cache.pages());
   Tensor out = cpu().alloc(DType::f32, {b, t, hq * hd});
   const float scale = 0.35f;
-  cpu().attention(q, kc, vc, pos, {.scale = scale}, out);
+  cpu().attention(q, cache.pages(), pos, {.scale = scale}, out);
   for (int64_t bi = 0; bi < b; ++bi)
     for (int64_t ti = 0; ti < t; ++ti)
       for (int64_t h = 0; h < hq; ++h) {
@@ -159,8 +160,8 @@ BOOST_AUTO_TEST_CASE(prefill_attention_in_query_blocks_matches_naive) {
   Tensor k_past = random_tensor({1, past, hkv, hd}, 20), v_past = random_tensor({1, past, hkv, hd}, 21);
   std::vector<int32_t> past_pos(static_cast<size_t>(past));
   for (int64_t i = 0; i < past; ++i) past_pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  Tensor kc1 = kc.slice_rows(1, 2), vc1 = vc.slice_rows(1, 2);  // the second sequence's cache
-  cpu().kv_write(k_past, v_past, past_pos, kc1, vc1);
+  ContiguousKv second(kc.slice_rows(1, 2), vc.slice_rows(1, 2));  // the second sequence's cache
+  cpu().kv_write(k_past, v_past, past_pos, second.pages());
   Tensor q = random_tensor({b, t, hq, hd}, 22);
   Tensor k = random_tensor({b, t, hkv, hd}, 23), v = random_tensor({b, t, hkv, hd}, 24);
   std::vector<int32_t> pos(static_cast<size_t>(b * t));
@@ -168,7 +169,8 @@ BOOST_AUTO_TEST_CASE(prefill_attention_in_query_blocks_matches_naive) {
     pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
     pos[static_cast<size_t>(t + i)] = static_cast<int32_t>(past + i);
   }
-  cpu().kv_write(k, v, pos, kc, vc);
+  ContiguousKv cache(kc, vc);
+  cpu().kv_write(k, v, pos, cache.pages());
   Tensor out = cpu().alloc(DType::f32, {b, t, hq * hd});
   // Whole history, then sliding windows: one shorter than a query block (a block spans several windows), one
   // longer than some histories.
@@ -176,7 +178,7 @@ BOOST_AUTO_TEST_CASE(prefill_attention_in_query_blocks_matches_naive) {
   for (const int64_t window : {0, 20, 100})
     for (const float softcap : {0.f, 0.5f}) {
       const AttentionSpec spec{.scale = 0.25f, .window = window, .softcap = softcap};
-      cpu().attention(q, kc, vc, pos, spec, out);
+      cpu().attention(q, cache.pages(), pos, spec, out);
       BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, spec, out) < 1e-5, "window " << window << ", cap " << softcap);
     }
 }
@@ -185,7 +187,50 @@ BOOST_AUTO_TEST_CASE(kv_write_beyond_the_cache_is_an_error) {
   Tensor k = random_tensor({1, 1, 2, 8}, 8);
   Tensor kc = cpu().alloc(DType::f32, {1, 4, 2, 8}), vc = cpu().alloc(DType::f32, {1, 4, 2, 8});
   std::vector<int32_t> pos = {4};
-  BOOST_CHECK_THROW(cpu().kv_write(k, k, pos, kc, vc), std::invalid_argument);
+  ContiguousKv cache(kc, vc);
+  BOOST_CHECK_THROW(cpu().kv_write(k, k, pos, cache.pages()), std::invalid_argument);
+}
+
+// A cache in pages scattered over a pool (in no order, some consecutive, some not) computes what the same
+// history in one contiguous cache computes: decode (the head-group path) and prefill (the GEMM path), with
+// windows that start inside a page; the keys land in the pool rows the table names.
+BOOST_AUTO_TEST_CASE(attention_over_scattered_pages_equals_a_contiguous_cache) {
+  const int64_t b = 2, hq = 8, hkv = 2, hd = 16, page = 16, per_sequence = 5, slots = page * per_sequence;
+  const std::vector<int32_t> table = {7, 8, 2, 9, 0, 3, 4, 5, 1, 10};  // [b, per_sequence] of a pool of 12 pages
+  Tensor k_pool = cpu().alloc(DType::f32, {12, page, hkv, hd}), v_pool = cpu().alloc(DType::f32, {12, page, hkv, hd});
+  const KvPages paged{k_pool, v_pool, table, b};
+  Tensor kc = cpu().alloc(DType::f32, {b, slots, hkv, hd}), vc = cpu().alloc(DType::f32, {b, slots, hkv, hd});
+  ContiguousKv contiguous(kc, vc);
+  // Histories of 75 and 40 tokens written into both.
+  Tensor k = random_tensor({b, 75, hkv, hd}, 50), v = random_tensor({b, 75, hkv, hd}, 51);
+  std::vector<int32_t> pos(2 * 75);
+  for (int64_t i = 0; i < 75; ++i) pos[static_cast<size_t>(i)] = pos[static_cast<size_t>(75 + i)] = static_cast<int32_t>(i);
+  cpu().kv_write(k, v, pos, paged);
+  cpu().kv_write(k, v, pos, contiguous.pages());
+  for (int64_t i = 0; i < hkv * hd; ++i)  // sequence 1's slot 37 is row 37 % 16 of its page 37 / 16 (pool page 5)
+    BOOST_TEST(at(k_pool, (5 * page + 37 % page) * hkv * hd + i) == at(k, (75 + 37) * hkv * hd + i));
+  for (const int64_t t : {int64_t{1}, int64_t{20}})
+    for (const int64_t window : {0, 23}) {
+      Tensor q = random_tensor({b, t, hq, hd}, 52 + t);
+      std::vector<int32_t> at_pos(static_cast<size_t>(b * t));
+      for (int64_t i = 0; i < t; ++i) {
+        at_pos[static_cast<size_t>(i)] = static_cast<int32_t>(74 - t + 1 + i);
+        at_pos[static_cast<size_t>(t + i)] = static_cast<int32_t>(39 - t + 1 + i);
+      }
+      const AttentionSpec spec{.scale = 0.3f, .window = window};
+      Tensor want = cpu().alloc(DType::f32, {b, t, hq * hd}), got = cpu().alloc(DType::f32, {b, t, hq * hd});
+      cpu().attention(q, contiguous.pages(), at_pos, spec, want);
+      cpu().attention(q, paged, at_pos, spec, got);
+      double worst = 0;
+      for (int64_t i = 0; i < got.numel(); ++i) worst = std::max<double>(worst, std::fabs(at(got, i) - at(want, i)));
+      BOOST_TEST(worst < 1e-5, "t " << t << ", window " << window);
+    }
+  // A table naming a page outside the pool, or a slot past the table's pages, is refused.
+  const std::vector<int32_t> outside = {7, 8, 2, 9, 12, 3, 4, 5, 1, 10};
+  Tensor q = random_tensor({b, 1, hq, hd}, 60), out = cpu().alloc(DType::f32, {b, 1, hq * hd});
+  const std::vector<int32_t> last = {79, 0}, past = {80, 0};
+  BOOST_CHECK_THROW(cpu().attention(q, KvPages{k_pool, v_pool, outside, b}, last, {}, out), std::invalid_argument);
+  BOOST_CHECK_THROW(cpu().attention(q, paged, past, {}, out), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_checks_shapes_and_handles_every_weight_dtype) {
@@ -247,7 +292,8 @@ BOOST_AUTO_TEST_CASE(decode_attention_by_head_group_matches_naive) {
     for (const int64_t window : {0, 200})  // a window shorter than one sequence's history, longer than the other's
       for (const float softcap : {0.f, 0.5f}) {
         const AttentionSpec spec{.scale = 0.125f, .window = window, .softcap = softcap};
-        cpu().attention(q, kc, vc, pos, spec, out);
+        ContiguousKv cache(kc, vc);
+        cpu().attention(q, cache.pages(), pos, spec, out);
         BOOST_TEST(worst_error_vs_naive(q, kc, vc, pos, spec, out) < 1e-5,
                    "hq " << hq << ", hkv " << hkv << ", window " << window << ", cap " << softcap);
       }
