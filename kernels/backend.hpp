@@ -9,6 +9,7 @@
 //   `window` of them with sliding-window attention.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -77,6 +78,38 @@ class Recording {
   // allow (a KV cache's slots): a replay does not run the operations' own checks.
   virtual void replay(Tensor& io, std::span<const int32_t> positions) = 0;
 };
+
+// Empty when `cache` can take keys and values at `positions`: every position >= 0 and, unless the cache is a
+// ring, below its slots; otherwise what is wrong. (The one check of every backend's kv_write.)
+inline std::string kv_writes_problem(const KvPages& cache, std::span<const int32_t> positions) {
+  const int64_t slots = cache.slots();
+  for (int32_t p : positions)
+    if (p < 0 || (!cache.ring && p >= slots))
+      return "position " + std::to_string(p) + " outside the cache of " + std::to_string(slots) + " tokens";
+  return {};
+}
+
+// Empty when each of the `batch` sequences' `tokens` queries at `positions` reads only positions the cache holds
+// after this step's keys are written: a cache that is not a ring holds positions below its slots; a ring holds
+// the last slots() positions up to the latest written (this step's last), so every slot the earliest query of the
+// step sees must come after that latest position minus slots(). (The one check of every backend's attention.)
+inline std::string kv_reads_problem(const KvPages& cache, std::span<const int32_t> positions, int64_t batch,
+                                    int64_t tokens, const AttentionSpec& spec) {
+  if (auto problem = kv_writes_problem(cache, positions); !problem.empty()) return problem;
+  if (!cache.ring) return {};
+  const int64_t slots = cache.slots();
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto* p = positions.data() + b * tokens;
+    if (tokens <= 0) continue;
+    const int64_t latest = *std::max_element(p, p + tokens), earliest = *std::min_element(p, p + tokens);
+    if (spec.first_slot(earliest) <= latest - slots)
+      return "a query at " + std::to_string(earliest) + " sees positions from " +
+             std::to_string(spec.first_slot(earliest)) + ", which a ring of " + std::to_string(slots) +
+             " holding up to " + std::to_string(latest) + " no longer has";
+  }
+  return {};
+}
+
 
 class Backend {
  public:

@@ -56,6 +56,9 @@ class Block {
   // The heads and head size of the keys and values this block caches.
   virtual int64_t kv_heads() const = 0;
   virtual int64_t kv_head_dim() const = 0;
+  // How far back its attention sees (0: the whole history): a session's cache at this block need hold only that
+  // many positions (KVCache::take makes it a ring).
+  virtual int64_t kv_window() const { return 0; }
   // A pool of `pages` pages of `page_tokens` tokens for the caches of this block's sessions (KVCache::take).
   std::shared_ptr<KvPool> make_pool(int64_t pages, int64_t page_tokens = kKvPageTokens) const;
   // A cache with a pool of its own, exactly `batch` sequences of `max_length` tokens, each one page (a local

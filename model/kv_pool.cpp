@@ -38,9 +38,11 @@ void KvPool::give_back(std::span<const int32_t> pages) {
   std::sort(free_.begin(), free_.end(), std::greater<>());
 }
 
-std::optional<KVCache> KVCache::take(std::shared_ptr<KvPool> pool, int64_t batch, int64_t max_length) {
+std::optional<KVCache> KVCache::take(std::shared_ptr<KvPool> pool, int64_t batch, int64_t max_length,
+                                     int64_t window) {
   if (!pool || batch < 1 || max_length < 1) throw std::invalid_argument("a KV cache of no sequences or no tokens");
-  const int64_t per_sequence = kv_pages_for(max_length, pool->page_tokens());
+  const int64_t slots = kv_slots_for(max_length, window, pool->page_tokens());
+  const int64_t per_sequence = kv_pages_for(slots, pool->page_tokens());
   int64_t n = 0;
   if (__builtin_mul_overflow(batch, per_sequence, &n)) return std::nullopt;
   auto pages = pool->take(n);
@@ -51,6 +53,7 @@ std::optional<KVCache> KVCache::take(std::shared_ptr<KvPool> pool, int64_t batch
   cache.table_ = std::move(*pages);
   cache.batch_ = batch;
   cache.max_length_ = max_length;
+  cache.ring_ = slots < max_length;
   cache.id_ = next_id.fetch_add(1, std::memory_order_relaxed);
   return cache;
 }
@@ -62,6 +65,7 @@ KVCache& KVCache::operator=(KVCache&& other) noexcept {
   table_ = std::move(other.table_);
   batch_ = std::exchange(other.batch_, 0);
   max_length_ = std::exchange(other.max_length_, 0);
+  ring_ = std::exchange(other.ring_, false);
   id_ = std::exchange(other.id_, 0);
   other.table_.clear();
   return *this;

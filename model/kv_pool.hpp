@@ -23,6 +23,15 @@ inline int64_t kv_pages_for(int64_t tokens, int64_t page_tokens = kKvPageTokens)
   return tokens <= 0 ? 0 : (tokens - 1) / page_tokens + 1;
 }
 
+// The positions one sequence's cache holds at a block whose attention sees the last `window` positions (0: all):
+// max_length, or, where fewer do, a ring of the window plus a page less one, rounded up to whole pages, which
+// takes a step's new keys a page at a time (at least) without losing what its earliest query sees.
+inline int64_t kv_slots_for(int64_t max_length, int64_t window, int64_t page_tokens = kKvPageTokens) {
+  if (window <= 0) return max_length;
+  const int64_t ring = kv_pages_for(window + page_tokens - 1, page_tokens) * page_tokens;
+  return ring < max_length ? ring : max_length;
+}
+
 // The pages of a block's pool for a budget of `cache_tokens` tokens: rounded up to whole pages, at least one.
 inline int64_t kv_pool_pages(int64_t cache_tokens) { return std::max<int64_t>(1, kv_pages_for(cache_tokens)); }
 
@@ -57,8 +66,10 @@ class KvPool {
 class KVCache {
  public:
   KVCache() = default;
-  // Pages for batch · kv_pages_for(max_length) from `pool`, or nothing when it has too few free.
-  static std::optional<KVCache> take(std::shared_ptr<KvPool> pool, int64_t batch, int64_t max_length);
+  // Pages for `batch` sequences of up to `max_length` positions from `pool` (kv_slots_for(max_length, window)
+  // each: a ring where the block's attention `window` is shorter), or nothing when it has too few free.
+  static std::optional<KVCache> take(std::shared_ptr<KvPool> pool, int64_t batch, int64_t max_length,
+                                     int64_t window = 0);
   KVCache(KVCache&& other) noexcept { *this = std::move(other); }
   KVCache& operator=(KVCache&& other) noexcept;
   KVCache(const KVCache&) = delete;
@@ -66,7 +77,7 @@ class KVCache {
   ~KVCache() { release(); }
 
   // What kernels read and write: the pool and this cache's page table.
-  KvPages pages() const { return {pool_->k(), pool_->v(), table_, batch_}; }
+  KvPages pages() const { return {pool_->k(), pool_->v(), table_, batch_, ring_}; }
   int64_t batch() const { return batch_; }
   int64_t max_length() const { return max_length_; }
   int64_t nbytes() const { return pool_ ? static_cast<int64_t>(table_.size()) * pool_->page_bytes() : 0; }
@@ -78,6 +89,7 @@ class KVCache {
   std::shared_ptr<KvPool> pool_;
   std::vector<int32_t> table_;
   int64_t batch_ = 0, max_length_ = 0;
+  bool ring_ = false;
   uint64_t id_ = 0;
 };
 

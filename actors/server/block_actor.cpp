@@ -160,12 +160,13 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::s
         try {
           auto& st = self->state;
           st.drop_cache(m.session);  // a session opened again gives its old pages back first
-          auto cache = KVCache::take(st.pool, m.batch, m.max_length);
+          const int64_t window = st.block->kv_window();
+          auto cache = KVCache::take(st.pool, m.batch, m.max_length, window);
           if (!cache)
-            return make_error(errc::out_of_cache, where + " has " + std::to_string(st.pool->free_pages()) +
-                                                      " free KV pages of " + std::to_string(st.pool->page_tokens()) +
-                                                      " tokens; the session needs " +
-                                                      std::to_string(m.batch * kv_pages_for(m.max_length)));
+            return make_error(errc::out_of_cache,
+                              where + " has " + std::to_string(st.pool->free_pages()) + " free KV pages of " +
+                                  std::to_string(st.pool->page_tokens()) + " tokens; the session needs " +
+                                  std::to_string(m.batch * kv_pages_for(kv_slots_for(m.max_length, window))));
           st.set_cache(m.session, std::move(*cache));
           if (has_prompts(m.prompts)) st.prompts[m.session] = m.prompts;
         } catch (const std::exception& e) {

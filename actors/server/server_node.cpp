@@ -35,6 +35,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.hidden_size = c.hidden_size;
   o.max_position = c.max_position;
   o.cache_tokens = setup.cache_tokens;
+  for (int64_t i = 0; i < c.num_layers; ++i) o.attention_windows.push_back(c.attention_window(i));
   o.max_sessions = setup.max_sessions;
   o.max_batch_tokens = setup.max_batch_tokens;
   o.per_peer = setup.per_peer;

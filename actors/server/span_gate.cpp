@@ -29,7 +29,6 @@ struct gate_session {
   int64_t batch = 1, max_length = 0;
   size_t first = 0, last = 0;     // indices into the gate's block actors
   int64_t reserved = 0;           // token·blocks charged to the owner's quota
-  int64_t pages = 0;              // KV pages held of each of its blocks
   std::vector<int64_t> length;    // tokens cached so far, per sequence
   caf::actor_clock::time_point last_active;
   // The most recent step, kept so that a repeated step id is answered again instead of applied twice.
@@ -54,7 +53,7 @@ struct gate_state {
   std::shared_ptr<Backend> backend;
   caf::actor connector;
   caf::actor dht;
-  CacheBudget budget{0, 0};
+  CacheBudget budget{0, {}, 0};
   std::unique_ptr<StepBatcher> batcher;  // sessions' steps waiting for the blocks, run in batches
   std::optional<caf::actor_clock::time_point> held_timer;  // when the batch_atom sent for held steps comes
   PeerQuotas<caf::node_id> quotas;
@@ -94,6 +93,15 @@ std::string check_hidden(const gate_options& o, const Tensor& hidden, const std:
   return {};
 }
 
+// The KV-cache budget of a gate over its hosted blocks [first_block, last_block), with their attention windows.
+CacheBudget span_budget(const gate_options& o) {
+  std::vector<int64_t> windows;
+  for (int64_t i = o.first_block; i < o.last_block; ++i)
+    windows.push_back(static_cast<size_t>(i) < o.attention_windows.size() ? o.attention_windows[static_cast<size_t>(i)]
+                                                                           : 0);
+  return CacheBudget(o.cache_tokens, std::move(windows), o.max_position);
+}
+
 // The quotas of a gate over blocks [first, last).
 peer_quota quota_of(const gate_options& o) {
   int64_t cache = 0;
@@ -123,7 +131,7 @@ void release_session(gate_actor* self, uint64_t id) {
   for (auto& r : it->second.repeats)
     r.rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
   for (size_t i = it->second.first; i < it->second.last; ++i) self->send(st.blocks[i], block_close_msg{id});
-  st.budget.release(it->second.first, it->second.last, it->second.pages);
+  st.budget.release(it->second.first, it->second.last, it->second.batch, it->second.max_length);
   if (it->second.quota_charged) st.quotas.closed(it->second.owner.node(), it->second.reserved);
   if (auto o = st.owners.find(it->second.owner); o != st.owners.end() && --o->second <= 0) {
     self->demonitor(it->second.owner);
@@ -264,7 +272,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
   st.backend = std::move(backend);
   st.connector = std::move(connector);
   st.dht = std::move(dht);
-  st.budget = CacheBudget(st.opt.cache_tokens, st.opt.last_block - st.opt.first_block);
+  st.budget = span_budget(st.opt);
   st.quotas = PeerQuotas<caf::node_id>(quota_of(st.opt));
   st.rng.seed(st.opt.seed);
   st.inbound = inbound_streams(st.opt.streams);
@@ -345,7 +353,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         s.blocks.clear();
         s.opt.first_block = first;
         s.opt.last_block = last;
-        s.budget = CacheBudget(s.opt.cache_tokens, last - first);
+        s.budget = span_budget(s.opt);
         s.quotas = PeerQuotas<caf::node_id>(quota_of(s.opt));
         return ack{};
       },
@@ -386,10 +394,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (static_cast<int64_t>(s.sessions.size()) >= s.opt.max_sessions)
           return make_error(errc::out_of_cache, "the server already holds its maximum of " +
                                                     std::to_string(s.opt.max_sessions) + " sessions");
-        const int64_t pages = CacheBudget::pages_for(req.batch, req.max_length);
         const size_t first_index = static_cast<size_t>(first - s.opt.first_block),
                      last_index = static_cast<size_t>(last - s.opt.first_block);
-        if (!s.budget.try_reserve(first_index, last_index, pages))
+        if (!s.budget.try_reserve(first_index, last_index, req.batch, req.max_length))
           return make_error(errc::out_of_cache, "the server has " + std::to_string(s.budget.tokens_left_per_block()) +
                                                     " cache tokens left per block; the session needs " +
                                                     std::to_string(req.batch * req.max_length));
@@ -404,7 +411,6 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         session.first = first_index;
         session.last = last_index;
         session.reserved = need;
-        session.pages = pages;
         session.length.assign(static_cast<size_t>(req.batch), 0);
         session.last_active = self->clock().now();
         session.quota_charged = remote;

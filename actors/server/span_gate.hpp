@@ -23,6 +23,7 @@ struct gate_options {
   int64_t hidden_size = 0;
   int64_t max_position = 0;      // the model's context length
   int64_t cache_tokens = 8192;   // KV-cache tokens per hosted block
+  std::vector<int64_t> attention_windows;  // per model block, how far its attention sees (0: all; empty: all)
   int64_t max_sessions = 64;
   // Sessions' steps that wait at the same time run through the blocks as one batch of up to this many tokens
   // (actors/server/step_batcher.hpp); 0: each step runs alone as it arrives.

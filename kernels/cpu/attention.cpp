@@ -145,11 +145,6 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const K
 void cpu_attention(ThreadPool& pool, const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
                    const AttentionSpec& spec, Tensor& out) {
   const Dims d{q.dim(0), q.dim(1), q.dim(2), q.dim(3), cache.k.dim(2), q.dim(2) / cache.k.dim(2)};
-  const int64_t slots = cache.slots();
-  for (int32_t p : positions)
-    if (p < 0 || p >= slots)
-      throw std::invalid_argument("attention: position " + std::to_string(p) + " outside the cache of " +
-                                  std::to_string(slots) + " tokens");
   const float* pq = q.data_as<const float>();
   float* po = out.data_as<float>();
   if (d.t >= kAttentionGemmTokens) attention_by_gemm(pool, d, pq, cache, positions, spec, po);

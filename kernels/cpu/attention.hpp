@@ -1,6 +1,7 @@
 // Causal grouped-query attention over a KV cache on the CPU (the Backend::attention contract).
 // Few query tokens (decode): per (token, KV head), the query heads sharing that KV head as one block of rows,
-// scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place. Many (prefill): per
+// scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place (a pair per run of consecutive
+// pool rows the slots lie in: usually one, kernels/kv_pages.hpp). Many (prefill): per
 // (sequence, head) and block of kAttentionQueryBlock queries, scores = Q·Kᵀ and out = P·V as two oneDNN sgemm
 // calls over the cache in place (strided, no gathering), with the causal mask and softmax between them. Each
 // block multiplies only the cache slots its queries may see, so a causal prompt costs about half a full square
@@ -21,7 +22,7 @@ inline constexpr int64_t kAttentionGemmTokens = 8;
 // Queries per GEMM block on that path.
 inline constexpr int64_t kAttentionQueryBlock = 64;
 
-// Backend::attention on the CPU (the arguments checked by the caller, the positions here).
+// Backend::attention on the CPU (the arguments and positions checked by the caller).
 void cpu_attention(ThreadPool& pool, const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
                    const AttentionSpec& spec, Tensor& out);
 

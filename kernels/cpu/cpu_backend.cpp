@@ -250,10 +250,8 @@ class CpuBackend final : public Backend {
     require(cache.batch == b, "kv_write: k " + k.describe() + " for a cache of " + std::to_string(cache.batch) +
                                   " sequences");
     require(static_cast<int64_t>(positions.size()) == b * t, "kv_write: positions do not match tokens");
-    const int64_t slots = cache.slots();
-    for (int32_t slot : positions)
-      require(slot >= 0 && slot < slots, "kv_write: position " + std::to_string(slot) + " outside the cache of " +
-                                             std::to_string(slots) + " tokens");
+    if (auto problem = kv_writes_problem(cache, positions); !problem.empty())
+      throw std::invalid_argument("kv_write: " + problem);
     const size_t bytes = static_cast<size_t>(row) * 4;
     for (int64_t i = 0; i < b; ++i)
       for (int64_t j = 0; j < t; ++j) {
@@ -278,6 +276,8 @@ class CpuBackend final : public Backend {
     require(spec.window >= 0, "attention: a negative window");
     require(std::isfinite(spec.softcap) && spec.softcap >= 0, "attention: a soft cap that is not a number >= 0");
     require(spec.alibi_heads == 0 || spec.alibi_heads == hq, "attention: ALiBi over a head count other than q's");
+    if (auto problem = kv_reads_problem(cache, positions, q.dim(0), q.dim(1), spec); !problem.empty())
+      throw std::invalid_argument("attention: " + problem);
     cpu_attention(*pool_, q, cache, positions, spec, out);
   }
 

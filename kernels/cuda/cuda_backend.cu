@@ -755,13 +755,11 @@ class CudaBackend final : public Backend {
     require(cache.batch == b, "kv_write: k " + k.describe() + " for a cache of " + std::to_string(cache.batch) +
                                   " sequences");
     require(static_cast<int64_t>(positions.size()) == b * t, "kv_write: positions do not match tokens");
-    const int64_t slots = cache.slots();
-    for (int32_t slot : positions)
-      require(slot >= 0 && slot < slots, "kv_write: position " + std::to_string(slot) + " outside the cache of " +
-                                             std::to_string(slots) + " tokens");
+    if (auto problem = kv_writes_problem(cache, positions); !problem.empty())
+      throw std::invalid_argument("kv_write: " + problem);
     OpScope scope(*ctx_);
     if (b * t == 0) return;
-    limit_positions(positions, slots);
+    limit_positions(positions, cache);
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
     gpu::kv_write(k.data_as<const float>(), v.data_as<const float>(), pos, device_pages(cache), b, t, row,
                   ctx_->stream);
@@ -782,13 +780,11 @@ class CudaBackend final : public Backend {
     const int64_t half = static_cast<int64_t>(inv_freq.size());
     require(half > 0 && 2 * half <= hd, "rope_kv_write: inv_freq has " + std::to_string(inv_freq.size()) +
                                             " entries for heads of " + std::to_string(hd) + " (1..head_dim/2)");
-    const int64_t slots = cache.slots();
-    for (int32_t slot : positions)
-      require(slot >= 0 && slot < slots, "rope_kv_write: position " + std::to_string(slot) +
-                                             " outside the cache of " + std::to_string(slots) + " tokens");
+    if (auto problem = kv_writes_problem(cache, positions); !problem.empty())
+      throw std::invalid_argument("rope_kv_write: " + problem);
     OpScope scope(*ctx_);
     if (m == 0 || hd == 0) return;
-    limit_positions(positions, slots);
+    limit_positions(positions, cache);
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
     const auto* freq = static_cast<const float*>(put_args(inv_freq.data(), inv_freq.size_bytes()));
     gpu::rope_kv_write(q.data_as<float>(), k.data_as<float>(), v.data_as<const float>(), b, m / b, hq, hkv, hd, half,
@@ -817,12 +813,11 @@ class CudaBackend final : public Backend {
     require(spec.window >= 0, "attention: a negative window");
     require(spec.alibi_heads == 0 || spec.alibi_heads == hq, "attention: ALiBi over a head count other than q's");
     require(std::isfinite(spec.softcap) && spec.softcap >= 0, "attention: a soft cap that is not a number >= 0");
-    for (int32_t p : positions)
-      require(p >= 0 && p < slots, "attention: position " + std::to_string(p) + " outside the cache of " +
-                                       std::to_string(slots) + " tokens");
+    if (auto problem = kv_reads_problem(cache, positions, b, t, spec); !problem.empty())
+      throw std::invalid_argument("attention: " + problem);
     OpScope scope(*ctx_);
     if (b * t * hq == 0) return;
-    limit_positions(positions, slots);
+    limit_positions(positions, cache);
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
     const int splits = gpu::attention_splits(b * t * hq, slots, spec.window, sm_count_);
     float* partials = nullptr;
@@ -1132,15 +1127,16 @@ class CudaBackend final : public Backend {
     d.k = cache.k.data_as<float>();
     d.v = cache.v.data_as<float>();
     d.table = static_cast<const int32_t*>(put_args(cache.table.data(), cache.table.size_bytes()));
-    d.page_tokens = cache.page_tokens();
-    d.pages_per_sequence = cache.pages_per_sequence();
+    d.page_tokens = static_cast<uint32_t>(cache.page_tokens());
+    d.pages_per_sequence = static_cast<uint32_t>(cache.pages_per_sequence());
     return d;
   }
 
-  void limit_positions(std::span<const int32_t> positions, int64_t slots) {
+  // A recording's replays may move its positions only within what the cache takes (any position of a ring).
+  void limit_positions(std::span<const int32_t> positions, const KvPages& cache) {
     if (!capture_ || !capture_->reads(positions)) return;
     capture_->low = 0;
-    capture_->high = std::min(capture_->high, slots);
+    if (!cache.ring) capture_->high = std::min(capture_->high, cache.slots());
   }
 
   std::shared_ptr<StreamContext> ctx_;

@@ -24,15 +24,19 @@ inline void check(cudaError_t error, const char* what) {
 void programmatic_launch(bool on);
 bool programmatic_launch();
 
-// A KvPages with its table on the device: slot s of sequence b is pool row table[b·pages_per_sequence + s /
-// page_tokens] · page_tokens + s % page_tokens of the pools k, v [P·page_tokens, Hkv·Dh].
+// A KvPages with its table on the device: position s of sequence b is pool row table[b·pages_per_sequence +
+// (s / page_tokens) mod pages_per_sequence] · page_tokens + s % page_tokens of the pools k, v [P·page_tokens,
+// Hkv·Dh] (the modulo is a ring's wrap; below the slots it changes nothing). 32-bit division: positions and pages
+// are int32.
 struct DevicePages {
   float* k = nullptr;
   float* v = nullptr;
   const int32_t* table = nullptr;
-  int64_t page_tokens = 1, pages_per_sequence = 1;
+  uint32_t page_tokens = 1, pages_per_sequence = 1;
   COROLLA_HOST_DEVICE int64_t row(int64_t b, int64_t s) const {
-    return static_cast<int64_t>(table[b * pages_per_sequence + s / page_tokens]) * page_tokens + s % page_tokens;
+    const uint32_t at = static_cast<uint32_t>(s), page = at / page_tokens;
+    return static_cast<int64_t>(table[b * pages_per_sequence + page % pages_per_sequence]) * page_tokens +
+           at % page_tokens;
   }
 };
 

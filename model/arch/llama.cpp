@@ -175,6 +175,7 @@ class LlamaBlock final : public Block {
 
   int64_t kv_heads() const override { return c_.num_kv_heads; }
   int64_t kv_head_dim() const override { return c_.head_dim; }
+  int64_t kv_window() const override { return attention_.window; }
 
   void forward_batch(Tensor& hidden, std::span<const BlockSegment> segments) override {
     Backend& be = backend_;
@@ -351,6 +352,23 @@ class LlamaBlock final : public Block {
     const std::span<const int32_t> slots = step.slots();
     Tensor q3 = q.reshaped({r, hq, hd}), k3 = k.reshaped({r, hkv, hd});
     const KvPages kv = step.cache().pages();
+    // A ring (a windowed layer's cache, shorter than the session) takes a long step in pieces it can hold beside
+    // what each piece's earliest query sees: a piece's keys written, then its queries attend, piece after piece.
+    const int64_t piece = kv.ring ? kv.slots() - attention_.window + 1 : t;
+    if (piece < t) {
+      be.rope(q3, positions, frequencies(positions), rope_scale_);
+      be.rope(k3, positions, frequencies(positions), rope_scale_);
+      for (int64_t bi = 0; bi < b; ++bi)
+        for (int64_t c0 = 0; c0 < t; c0 += piece) {
+          const int64_t c = std::min(piece, t - c0), row = bi * t + c0;
+          const std::span<const int32_t> at = slots.subspan(static_cast<size_t>(row), static_cast<size_t>(c));
+          be.kv_write(k.slice_rows(row, row + c).reshaped({1, c, hkv, hd}),
+                      v.slice_rows(row, row + c).reshaped({1, c, hkv, hd}), at, kv.sequence(bi));
+          Tensor out = att.slice_rows(row, row + c);
+          be.attention(q.slice_rows(row, row + c).reshaped({1, c, hq, hd}), kv.sequence(bi), at, attention_, out);
+        }
+      return;
+    }
     if (step.at_positions(positions) && rope_scale_ == 1.0f) {
       be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), positions, frequencies(positions), kv);
     } else {

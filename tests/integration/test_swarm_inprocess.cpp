@@ -30,14 +30,15 @@ struct swarm_fixture {
   std::vector<std::string> addresses;
   std::vector<caf::actor> clients;
 
-  explicit swarm_fixture(std::vector<std::pair<int64_t, int64_t>> spans, const std::string& model = "llama") {
+  explicit swarm_fixture(std::vector<std::pair<int64_t, int64_t>> spans, const std::string& model = "llama",
+                         int64_t cache_tokens = 1024) {
     auto source = open_weights(model_dir(model));
     for (size_t i = 0; i < spans.size(); ++i) {
       server_setup setup;
       setup.model = model_dir(model);
       setup.first_block = spans[i].first;
       setup.last_block = spans[i].second;
-      setup.cache_tokens = 1024;
+      setup.cache_tokens = cache_tokens;
       setup.seed = 100 + i;
       servers.push_back(start_server_node(sys, setup, connector, source));
       addresses.push_back("inproc:server-" + std::to_string(i));
@@ -213,6 +214,42 @@ BOOST_AUTO_TEST_CASE(a_step_repeated_while_it_runs_is_answered_when_it_ends) {
   // The session goes on after it.
   auto next = f.ask<step_reply>(gate, step_request{sid, 7, one, {48}, {}, {}});
   BOOST_TEST(bool(next), (next ? "" : describe(next.error())));
+}
+
+// A model whose attention slides (Mistral's window, 5 in the golden model) keeps only a ring of its window per
+// session and block: with 256 cache tokens per block, sessions of 400 tokens (7 pages of 64 each if whole) take 2
+// pages each, so two open and a third does not; and a session generating 300 tokens past its prompt (its ring of
+// 128 positions wraps twice) gets exactly what a local run with whole caches gets.
+BOOST_AUTO_TEST_CASE(a_sliding_window_model_keeps_only_its_window) {
+  swarm_fixture f({{0, 2}, {2, 4}}, "mistral-window", 256);
+  const caf::actor gate = f.servers[0].gate;
+  std::vector<uint64_t> held;
+  for (int i = 0; i < 2; ++i) {
+    auto opened = f.ask<session_opened>(gate, open_session{400, 1, 0, 0, {}, {}, {}, {}});
+    BOOST_REQUIRE_MESSAGE(opened, (opened ? "" : describe(opened.error())));
+    held.push_back(opened->session_id);
+  }
+  auto third = f.ask<session_opened>(gate, open_session{400, 1, 0, 0, {}, {}, {}, {}});
+  BOOST_TEST(!third);
+  if (!third) BOOST_TEST(is(third.error(), errc::out_of_cache), describe(third.error()));
+  for (uint64_t id : held) BOOST_REQUIRE(f.ask<ack>(gate, close_session{id, {}}));
+
+  const auto prompt = Golden("mistral-window").ids("input_ids");
+  GenerationParams params;
+  params.max_new_tokens = 300;
+  params.stop_at_eos = false;
+  auto backend = make_cpu_backend();
+  LocalModel local(open_weights(model_dir("mistral-window")), *backend);
+  const std::vector<int32_t> want = generate(local, prompt, params);
+  BOOST_REQUIRE(want.size() == 300u);
+  auto session = f.open(f.client(route_mode::push), 400);
+  generate_request req;
+  req.prompt = prompt;
+  req.params = params;
+  auto got = f.ask<generate_result>(session, req);
+  BOOST_REQUIRE_MESSAGE(got, (got ? "" : describe(got.error())));
+  BOOST_TEST(got->tokens == want, boost::test_tools::per_element());
+  f.self->send(session, close_atom::value);
 }
 
 BOOST_AUTO_TEST_CASE(hidden_states_match_the_local_blocks_within_1e_5) {

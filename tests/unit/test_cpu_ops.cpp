@@ -3,6 +3,7 @@
 #include <array>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <numeric>
 #include <random>
 
 #include "kernels/backend.hpp"
@@ -231,6 +232,48 @@ BOOST_AUTO_TEST_CASE(attention_over_scattered_pages_equals_a_contiguous_cache) {
   const std::vector<int32_t> last = {79, 0}, past = {80, 0};
   BOOST_CHECK_THROW(cpu().attention(q, KvPages{k_pool, v_pool, outside, b}, last, {}, out), std::invalid_argument);
   BOOST_CHECK_THROW(cpu().attention(q, paged, past, {}, out), std::invalid_argument);
+}
+
+// A ring (a sliding-window layer's cache) of 3 pages of 8 slots holds the latest 24 positions: a history of 70
+// written into it piece by piece, queries that see a window of 10 compute what they compute over the whole
+// history; a query whose window reaches past what the ring holds is refused.
+BOOST_AUTO_TEST_CASE(a_ring_of_pages_holds_the_window) {
+  const int64_t hq = 4, hkv = 2, hd = 16, page = 8, window = 10, length = 70;
+  const std::vector<int32_t> table = {4, 1, 2};
+  Tensor k_pool = cpu().alloc(DType::f32, {5, page, hkv, hd}), v_pool = cpu().alloc(DType::f32, {5, page, hkv, hd});
+  const KvPages ring{k_pool, v_pool, table, 1, true};
+  Tensor kc = cpu().alloc(DType::f32, {1, length, hkv, hd}), vc = cpu().alloc(DType::f32, {1, length, hkv, hd});
+  ContiguousKv whole(kc, vc);
+  Tensor k = random_tensor({1, length, hkv, hd}, 70), v = random_tensor({1, length, hkv, hd}, 71);
+  Tensor q = random_tensor({1, length, hq, hd}, 72);
+  const AttentionSpec spec{.scale = 0.3f, .window = window};
+  const int64_t piece = ring.slots() - window + 1;  // 15: what a step may add beside the window its first query sees
+  double worst = 0;
+  for (int64_t c0 = 0; c0 < length; c0 += piece) {
+    const int64_t c = std::min(piece, length - c0);
+    std::vector<int32_t> pos(static_cast<size_t>(c));
+    std::iota(pos.begin(), pos.end(), static_cast<int32_t>(c0));
+    auto rows = [&](const Tensor& t, int64_t heads) {
+      return t.reshaped({length, heads * hd}).slice_rows(c0, c0 + c).reshaped({1, c, heads, hd});
+    };
+    cpu().kv_write(rows(k, hkv), rows(v, hkv), pos, ring);
+    cpu().kv_write(rows(k, hkv), rows(v, hkv), pos, whole.pages());
+    Tensor got = cpu().alloc(DType::f32, {1, c, hq * hd}), want = cpu().alloc(DType::f32, {1, c, hq * hd});
+    cpu().attention(rows(q, hq), ring, pos, spec, got);
+    cpu().attention(rows(q, hq), whole.pages(), pos, spec, want);
+    for (int64_t i = 0; i < got.numel(); ++i) worst = std::max<double>(worst, std::fabs(at(got, i) - at(want, i)));
+  }
+  BOOST_TEST(worst < 1e-6);
+  // Position 69 was written last; a query at 40 would need 31.., which the ring (46..69) no longer holds.
+  Tensor q1 = random_tensor({1, 1, hq, hd}, 73), out = cpu().alloc(DType::f32, {1, 1, hq * hd});
+  const std::vector<int32_t> positions = {40, 69};
+  BOOST_CHECK_THROW(cpu().attention(random_tensor({1, 2, hq, hd}, 74), ring, positions, spec,
+                                    out = cpu().alloc(DType::f32, {1, 2, hq * hd})),
+                    std::invalid_argument);
+  // Without a window every query needs position 0 on: a ring past its slots cannot serve it.
+  const std::vector<int32_t> latest = {69};
+  BOOST_CHECK_THROW(cpu().attention(q1, ring, latest, {.scale = 0.3f}, out = cpu().alloc(DType::f32, {1, 1, hq * hd})),
+                    std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_checks_shapes_and_handles_every_weight_dtype) {
