@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
+#include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -50,6 +53,7 @@ std::optional<KVCache> KVCache::take(std::shared_ptr<KvPool> pool, int64_t batch
   static std::atomic<uint64_t> next_id{1};
   KVCache cache;
   cache.pool_ = std::move(pool);
+  cache.owned_ = *pages;
   cache.table_ = std::move(*pages);
   cache.batch_ = batch;
   cache.max_length_ = max_length;
@@ -63,18 +67,83 @@ KVCache& KVCache::operator=(KVCache&& other) noexcept {
   release();
   pool_ = std::move(other.pool_);
   table_ = std::move(other.table_);
+  owned_ = std::move(other.owned_);
+  version_ = std::exchange(other.version_, 0);
   batch_ = std::exchange(other.batch_, 0);
   max_length_ = std::exchange(other.max_length_, 0);
   ring_ = std::exchange(other.ring_, false);
   id_ = std::exchange(other.id_, 0);
   other.table_.clear();
+  other.owned_.clear();
   return *this;
 }
 
 void KVCache::release() {
-  if (pool_ && !table_.empty()) pool_->give_back(table_);
+  if (pool_ && !owned_.empty()) pool_->give_back(owned_);
   pool_.reset();
   table_.clear();
+  owned_.clear();
+}
+
+void KVCache::reorder(std::span<const int32_t> sources) {
+  if (static_cast<int64_t>(sources.size()) != batch_)
+    throw std::invalid_argument(std::to_string(sources.size()) + " hypothesis ids for a cache of " +
+                                std::to_string(batch_) + " sequences");
+  for (int32_t s : sources)
+    if (s < 0 || s >= batch_)
+      throw std::invalid_argument("hypothesis id " + std::to_string(s) + " is not a sequence of the " +
+                                  std::to_string(batch_) + " in the cache");
+  bool identity = true;
+  for (size_t b = 0; b < sources.size(); ++b) identity = identity && sources[b] == static_cast<int32_t>(b);
+  if (identity) return;
+  const size_t pps = table_.size() / static_cast<size_t>(batch_);
+  std::vector<int32_t> next(table_.size());
+  for (size_t b = 0; b < sources.size(); ++b)
+    std::copy_n(table_.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(sources[b]) * pps), pps,
+                next.begin() + static_cast<std::ptrdiff_t>(b * pps));
+  table_ = std::move(next);
+  ++version_;
+}
+
+void KVCache::make_writable(Backend& backend, std::span<const int32_t> positions, int64_t tokens) {
+  if (version_ == 0 || batch_ == 0) return;  // never reordered: every page is one sequence's own
+  if (tokens < 1 || static_cast<int64_t>(positions.size()) != batch_ * tokens)
+    throw std::invalid_argument("copy-on-write: " + std::to_string(positions.size()) + " positions for " +
+                                std::to_string(batch_) + " sequences of " + std::to_string(tokens) + " tokens");
+  const int64_t page = pool_->page_tokens(), pps = static_cast<int64_t>(table_.size()) / batch_;
+  std::map<int32_t, int> uses;
+  for (int32_t p : table_) ++uses[p];
+  std::vector<int32_t> spare;
+  for (int32_t p : owned_)
+    if (!uses.count(p)) spare.push_back(p);
+  const Tensor k = pool_->k(), v = pool_->v();
+  const int64_t row = k.dim(2) * k.dim(3);
+  if (k.dim(0) * page > INT32_MAX) throw std::invalid_argument("copy-on-write: a pool of more than 2^31 rows");
+  const Tensor k_rows = k.reshaped({k.dim(0) * page, row}), v_rows = v.reshaped({v.dim(0) * page, row});
+  for (int64_t b = 0; b < batch_; ++b) {
+    std::set<int64_t> written;  // the sequence's table entries its positions fall in
+    for (int64_t i = 0; i < tokens; ++i) {
+      const int32_t s = positions[static_cast<size_t>(b * tokens + i)];
+      if (s < 0) throw std::invalid_argument("copy-on-write: position " + std::to_string(s));
+      written.insert((s / page) % pps);
+    }
+    for (int64_t entry : written) {
+      int32_t& slot = table_[static_cast<size_t>(b * pps + entry)];
+      if (uses[slot] < 2) continue;
+      if (spare.empty()) throw std::logic_error("copy-on-write: a cache ran out of its own pages");
+      const int32_t copy = spare.back();
+      spare.pop_back();
+      std::vector<int32_t> from(static_cast<size_t>(page));
+      for (int64_t r = 0; r < page; ++r) from[static_cast<size_t>(r)] = static_cast<int32_t>(slot * page + r);
+      Tensor k_to = k_rows.slice_rows(copy * page, (copy + 1) * page);
+      Tensor v_to = v_rows.slice_rows(copy * page, (copy + 1) * page);
+      backend.gather_rows(k_rows, from, k_to);
+      backend.gather_rows(v_rows, from, v_to);
+      --uses[slot];
+      uses[copy] = 1;
+      slot = copy;
+    }
+  }
 }
 
 }  // namespace corolla

@@ -84,13 +84,25 @@ class KVCache {
   // Distinct for every cache ever made (a recording of steps over a cache is kept under it).
   uint64_t id() const { return id_; }
 
+  // Beam search (Petals' hypo_ids): sequence b continues what sequence sources[b] held. The table's rows are
+  // reassigned, so sequences that continue the same one share its pages until one of them writes
+  // (make_writable). Throws std::invalid_argument unless sources has batch() entries in [0, batch()).
+  void reorder(std::span<const int32_t> sources);
+  // Copy-on-write before a step: each sequence b gets a page of its own, a copy, for every shared page that its
+  // positions [b·tokens, (b + 1)·tokens) write into. The copies come from the pages this cache took at its start
+  // and no sequence uses now, of which there is always one for each (no sequence holds more than its share).
+  void make_writable(Backend& backend, std::span<const int32_t> positions, int64_t tokens);
+  // How many times reorder changed the table (0: never; a recording of steps bakes the table in).
+  uint64_t version() const { return version_; }
+
  private:
   void release();
   std::shared_ptr<KvPool> pool_;
   std::vector<int32_t> table_;
+  std::vector<int32_t> owned_;  // every page taken (the table may name some twice and some not at all)
   int64_t batch_ = 0, max_length_ = 0;
   bool ring_ = false;
-  uint64_t id_ = 0;
+  uint64_t id_ = 0, version_ = 0;
 };
 
 }  // namespace corolla

@@ -6,7 +6,8 @@ namespace corolla {
 
 void RecordedSteps::forward(Block& block, Tensor& hidden, std::span<const int32_t> positions, KVCache* cache,
                             const BlockLora* lora) {
-  const bool decode = cache && hidden.rank() == 3 && hidden.dim(1) == 1 && block.recordable();
+  // (A cache whose table beam search reorders is not recorded: a recording holds the table it was made with.)
+  const bool decode = cache && cache->version() == 0 && hidden.rank() == 3 && hidden.dim(1) == 1 && block.recordable();
   if (!decode) return block.forward(hidden, positions, cache, lora);
   const Key key{&block, cache->id(), hidden.shape(), lora};
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });

@@ -71,6 +71,7 @@ struct StepRequest {
   hidden @2 :Tensor;              # [batch, tokens, hidden]
   positions @3 :List(Int32);      # one per token, batch-major
   next @4 :List(RouteHop);        # push mode: where the output goes next; empty = reply to the requester
+  hypoIds @5 :List(Int32);        # beam search: sequence b continues sequence hypoIds[b]; empty = each its own
 }
 
 struct StepReply {

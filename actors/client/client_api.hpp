@@ -107,6 +107,10 @@ struct peer_standing {
 struct step_input {
   Tensor hidden;                   // [batch, tokens, hidden] f32 on the host
   std::vector<int32_t> positions;  // one per token
+  // Beam search (Petals' hypo_ids): before this step, sequence b continues what sequence hypo_ids[b] held, on
+  // every server of the route (sequences continuing the same one share its KV pages until they write), and in
+  // the history the session replays after a failure. Empty: each continues its own.
+  std::vector<int32_t> hypo_ids = {};
 };
 
 // The client: its own copy of the head (embeddings, final norm, LM head) and a view of the swarm.

@@ -45,6 +45,7 @@ struct step_run {
   uint64_t step = 0;
   Tensor input;
   std::shared_ptr<const std::vector<int32_t>> positions;
+  std::vector<int32_t> hypo_ids;  // beam search: the sequences this step's continue (empty: their own)
   tensor_done done;
   uint64_t attempt = 0;                       // replies to older attempts are ignored
   std::vector<std::optional<Tensor>> inputs;  // per hop: what it took in this attempt
@@ -308,8 +309,10 @@ void finish(session_actor* self, std::shared_ptr<step_run> run, caf::expected<Te
 // The step went through (and passed its spot check, if it had one): each hop's input joins its history.
 void commit(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
   auto& st = self->state;
-  for (size_t i = 0; i < st.hops.size(); ++i)
+  for (size_t i = 0; i < st.hops.size(); ++i) {
+    reorder_sequences(st.hops[i].history, run->hypo_ids);  // as the servers reordered their caches
     st.hops[i].history.push_back({std::move(*run->inputs[i]), *run->positions});
+  }
   ++st.stats.steps;
   if (run->fault)
     st.stats.recovery_seconds.push_back(std::chrono::duration<double>(self->clock().now() - *run->fault).count());
@@ -437,7 +440,9 @@ void spot_check(session_actor* self, std::shared_ptr<step_run> run, std::vector<
   const size_t k = hops[i];
   auto next = [=]() mutable { spot_check(self, run, hops, i + 1, std::move(out)); };
   const session_hop& hop = st.hops[k];
-  auto input = verification_input(hop.history, {*run->inputs[k], *run->positions});
+  std::vector<history_entry> history = hop.history;  // as the hop's cache holds it for this step
+  reorder_sequences(history, run->hypo_ids);
+  auto input = verification_input(history, {*run->inputs[k], *run->positions});
   if (!input) return next();
   const Tensor claimed = k + 1 < st.hops.size() ? *run->inputs[k + 1] : out;
   const int64_t tokens = run->input.dim(1);
@@ -526,7 +531,7 @@ void relay(session_actor* self, std::shared_ptr<step_run> run, size_t i, Tensor 
   run->inputs[i] = hidden;
   const uint64_t a = run->attempt;
   const auto t0 = self->clock().now();
-  step_request req{st.hops[i].session_id, run->step, std::move(hidden), *run->positions, {}, {}};
+  step_request req{st.hops[i].session_id, run->step, std::move(hidden), *run->positions, {}, {}, run->hypo_ids};
   self->request(st.hops[i].gate, st.opt.request_timeout, std::move(req))
       .then(
           [=](step_reply& r) {
@@ -556,7 +561,8 @@ void try_complete(session_actor* self, std::shared_ptr<step_run> run);
 void fetch_copy(session_actor* self, std::shared_ptr<step_run> run, size_t j) {
   auto& st = self->state;
   const uint64_t a = run->attempt;
-  step_request req{st.hops[j - 1].session_id, run->step, *run->inputs[j - 1], *run->positions, {}, {}};
+  step_request req{st.hops[j - 1].session_id, run->step, *run->inputs[j - 1], *run->positions, {}, {},
+                   run->hypo_ids};
   self->request(st.hops[j - 1].gate, st.opt.request_timeout, std::move(req))
       .then(
           [=](step_reply& r) {
@@ -592,7 +598,7 @@ void try_complete(session_actor* self, std::shared_ptr<step_run> run) {
 
 void push(session_actor* self, std::shared_ptr<step_run> run) {
   auto& st = self->state;
-  step_request req{st.hops[0].session_id, run->step, run->input, *run->positions, {}, {}};
+  step_request req{st.hops[0].session_id, run->step, run->input, *run->positions, {}, {}, run->hypo_ids};
   for (size_t i = 1; i < st.hops.size(); ++i) req.next.push_back({st.hops[i].plan.address, st.hops[i].session_id});
   const uint64_t a = run->attempt;
   const auto t0 = self->clock().now();
@@ -627,11 +633,13 @@ void attempt(session_actor* self, std::shared_ptr<step_run> run) {
   else relay(self, run, 0, run->input);
 }
 
-void run_route(session_actor* self, Tensor hidden, std::vector<int32_t> positions, tensor_done done) {
+void run_route(session_actor* self, Tensor hidden, std::vector<int32_t> positions, tensor_done done,
+               std::vector<int32_t> hypo_ids = {}) {
   auto run = std::make_shared<step_run>();
   run->step = self->state.next_step++;
   run->input = std::move(hidden);
   run->positions = std::make_shared<const std::vector<int32_t>>(std::move(positions));
+  run->hypo_ids = std::move(hypo_ids);
   run->done = std::move(done);
   self->state.current = run;
   attempt(self, run);
@@ -755,11 +763,24 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
       },
       [=](step_input& in) -> caf::result<Tensor> {
         if (self->state.current) return make_error(errc::bad_request, "a step is already running in this session");
+        if (!in.hypo_ids.empty()) {  // checked here too: the history is reordered by them once the step is in
+          const int64_t b = in.hidden.rank() == 3 ? in.hidden.dim(0) : 0;
+          if (static_cast<int64_t>(in.hypo_ids.size()) != b)
+            return make_error(errc::bad_request, std::to_string(in.hypo_ids.size()) +
+                                                     " hypothesis ids for a batch of " + std::to_string(b));
+          for (int32_t h : in.hypo_ids)
+            if (h < 0 || h >= b)
+              return make_error(errc::bad_request, "hypothesis id " + std::to_string(h) + " is outside 0.." +
+                                                       std::to_string(b - 1));
+        }
         auto rp = self->make_response_promise<Tensor>();
-        run_route(self, std::move(in.hidden), std::move(in.positions), [=](caf::expected<Tensor> out) mutable {
-          if (out) rp.deliver(std::move(*out));
-          else rp.deliver(out.error());
-        });
+        run_route(
+            self, std::move(in.hidden), std::move(in.positions),
+            [=](caf::expected<Tensor> out) mutable {
+              if (out) rp.deliver(std::move(*out));
+              else rp.deliver(out.error());
+            },
+            std::move(in.hypo_ids));
         return rp;
       },
       [=](generate_request& req) -> caf::result<generate_result> {

@@ -55,4 +55,19 @@ std::vector<history_entry> merge_for_replay(const std::vector<history_entry>& st
   return out;
 }
 
+void reorder_sequences(std::vector<history_entry>& steps, const std::vector<int32_t>& sources) {
+  if (sources.empty()) return;
+  for (history_entry& e : steps) {
+    const int64_t b = e.hidden.dim(0), t = e.hidden.dim(1), d = e.hidden.dim(2);
+    history_entry out{Tensor::empty(DType::f32, {b, t, d}), std::vector<int32_t>(e.positions.size())};
+    for (int64_t i = 0; i < b; ++i) {
+      const int64_t from = sources[static_cast<size_t>(i)];
+      std::memcpy(out.hidden.data_as<float>() + i * t * d, e.hidden.data_as<const float>() + from * t * d,
+                  static_cast<size_t>(t * d) * sizeof(float));
+      std::memcpy(out.positions.data() + i * t, e.positions.data() + from * t, static_cast<size_t>(t) * sizeof(int32_t));
+    }
+    e = std::move(out);
+  }
+}
+
 }  // namespace corolla

@@ -20,4 +20,9 @@ struct history_entry {
 // as the steps one by one (causal attention makes a joined step equal to its parts run in turn).
 std::vector<history_entry> merge_for_replay(const std::vector<history_entry>& steps);
 
+// Beam search (a step's hypo_ids): sequence b of every entry becomes what sequence sources[b] was, so that the
+// history, replayed, rebuilds the caches the servers reordered. sources has one entry per sequence, each a
+// sequence of the entries (the gates checked as much before running the step).
+void reorder_sequences(std::vector<history_entry>& steps, const std::vector<int32_t>& sources);
+
 }  // namespace corolla

@@ -57,6 +57,9 @@ struct batch_item {
   std::vector<int32_t> positions;
   std::string adapter;  // the session's LoRA adapter ("" = none)
   caf::error error;
+  // Beam search: before this item runs, the session's sequence b continues sequence hypo_ids[b] (step_request's
+  // hypo_ids, carried by the first chunk of a step only). Empty: no reordering.
+  std::vector<int32_t> hypo_ids = {};
 };
 // Gate -> block actor: run the block over the steps of several sessions at once (hidden [M, D], in place, each
 // item with its session's cache and adapter: the block's weights are read once for all of them), then hand the

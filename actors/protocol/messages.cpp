@@ -146,6 +146,7 @@ void fill(const step_request& x, capnp::MessageBuilder& mb) {
       next[i].setAddress(x.next[i].address);
       next[i].setSessionId(x.next[i].session_id);
     }
+    put_positions(b.initHypoIds(static_cast<unsigned>(x.hypo_ids.size())), x.hypo_ids);
   });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, step_request& x) {
@@ -155,6 +156,7 @@ void decode(std::shared_ptr<std::vector<char>> bytes, step_request& x) {
     x.wire_error = read_tensor(r.getHidden(), keep, "hidden", x.hidden);
     x.positions = get_positions(r.getPositions());
     for (auto hop : r.getNext()) x.next.push_back({hop.getAddress(), hop.getSessionId()});
+    x.hypo_ids = get_positions(r.getHypoIds());
   });
 }
 

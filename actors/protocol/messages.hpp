@@ -71,6 +71,10 @@ struct step_request {
   std::vector<int32_t> positions;  // one per token
   std::vector<route_hop> next;     // push mode: the servers after this one
   std::string wire_error;
+  // Beam search (Petals' hypo_ids): before this step, sequence b of the session continues what sequence
+  // hypo_ids[b] held (its cache; sequences continuing the same one share its pages until they write). Empty: each
+  // continues its own.
+  std::vector<int32_t> hypo_ids = {};
 };
 
 struct step_reply {

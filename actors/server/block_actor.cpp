@@ -110,6 +110,18 @@ void run_batch(block_state& st, block_batch_msg& m) {
       item.error = unknown_adapter(item.adapter);
       continue;
     }
+    if (cache) {  // beam search: the sequences continue the hypotheses named, sharing pages until they write
+      try {
+        if (!item.hypo_ids.empty()) cache->reorder(item.hypo_ids);
+        cache->make_writable(st.block->backend(), item.positions, item.tokens);
+      } catch (const std::invalid_argument& e) {
+        item.error = make_error(errc::bad_request, where + ": " + e.what());
+        continue;
+      } catch (const std::exception& e) {
+        item.error = make_error(errc::internal, where + ": " + e.what());
+        continue;
+      }
+    }
     segments.push_back({.row = item.row, .batch = item.batch, .tokens = item.tokens, .positions = item.positions,
                         .cache = cache, .lora = lora});
     live.push_back(&item);

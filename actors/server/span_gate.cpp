@@ -230,7 +230,7 @@ void finish_step(gate_actor* self, caf::response_promise rp, const step_request&
   if (requester) self->send(requester, step_reply{req.session_id, req.step_id, out, {}});
   const route_hop hop = req.next.front();
   step_request fwd{hop.session_id, req.step_id, std::move(out), req.positions,
-                   std::vector<route_hop>(req.next.begin() + 1, req.next.end()), {}};
+                   std::vector<route_hop>(req.next.begin() + 1, req.next.end()), {}, req.hypo_ids};
   if (auto it = self->state.next_hops.find(hop.address); it != self->state.next_hops.end()) {
     rp.delegate(it->second, std::move(fwd));
     return;
@@ -479,16 +479,30 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (b != session.batch)
           return make_error(errc::bad_request, "batch of " + std::to_string(b) + " in a session opened for " +
                                                    std::to_string(session.batch));
+        // Beam search: the sequences continue the hypotheses named, with their lengths.
+        std::vector<int64_t> length = session.length;
+        if (!req.hypo_ids.empty()) {
+          if (static_cast<int64_t>(req.hypo_ids.size()) != b)
+            return make_error(errc::bad_request, std::to_string(req.hypo_ids.size()) +
+                                                     " hypothesis ids for a batch of " + std::to_string(b));
+          for (size_t i = 0; i < req.hypo_ids.size(); ++i) {
+            const int32_t from = req.hypo_ids[i];
+            if (from < 0 || from >= b)
+              return make_error(errc::bad_request, "hypothesis id " + std::to_string(from) + " is outside 0.." +
+                                                       std::to_string(b - 1));
+            length[i] = session.length[static_cast<size_t>(from)];
+          }
+        }
         for (int64_t i = 0; i < b; ++i) {
           const int32_t* p = req.positions.data() + i * t;
           if (p[t - 1] >= session.max_length)
             return make_error(errc::max_length_exceeded,
                               "position " + std::to_string(p[t - 1]) + " is beyond the session's max_length " +
                                   std::to_string(session.max_length));
-          if (p[0] > session.length[static_cast<size_t>(i)])
+          if (p[0] > length[static_cast<size_t>(i)])
             return make_error(errc::bad_request, "sequence " + std::to_string(i) + " starts at position " +
                                                      std::to_string(p[0]) + " but holds only " +
-                                                     std::to_string(session.length[static_cast<size_t>(i)]) +
+                                                     std::to_string(length[static_cast<size_t>(i)]) +
                                                      " tokens (positions must not leave gaps)");
           for (int64_t j = 1; j < t; ++j)
             if (p[j] != p[j - 1] + 1)
@@ -502,6 +516,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         const step_group group{session.first, session.last};
         Tensor hidden = req.hidden;
         std::vector<int32_t> positions = req.positions;
+        std::vector<int32_t> hypo_ids = req.hypo_ids;
         s.batcher->push(group, id, session.adapter, std::move(hidden), std::move(positions),
                    [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
                      auto it = self->state.sessions.find(id);
@@ -518,6 +533,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                        return;
                      }
                      const int64_t tt = req.hidden.dim(1);
+                     sess.length = length;  // (reordered by the step's hypothesis ids, if any)
                      for (size_t i = 0; i < sess.length.size(); ++i)
                        sess.length[i] = std::max<int64_t>(sess.length[i], req.positions[(i + 1) * tt - 1] + 1);
                      sess.last_step = req.step_id;
@@ -532,7 +548,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                      ++self->state.steps_served;
                      finish_step(self, rp, req, sess.last_output, requester);
                      for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
-                   }, self->clock().now());
+                   }, self->clock().now(), std::move(hypo_ids));
         run_batches(self, group);
         return rp;
       },

@@ -59,7 +59,8 @@ void StepBatcher::forget(uint64_t session) {
 }
 
 void StepBatcher::push(const step_group& group, uint64_t session, std::string adapter, Tensor hidden,
-                       std::vector<int32_t> positions, done_fn done, time_point now) {
+                       std::vector<int32_t> positions, done_fn done, time_point now,
+                       std::vector<int32_t> hypo_ids) {
   group_state& g = groups_[group];
   if (!g.running && g.queue.empty()) g.hold_until = now + std::min(g.last_duration / 2, kMaxHold);
   auto s = std::make_shared<step>();
@@ -67,6 +68,7 @@ void StepBatcher::push(const step_group& group, uint64_t session, std::string ad
   s->adapter = std::move(adapter);
   s->hidden = std::move(hidden);
   s->positions = std::move(positions);
+  s->hypo_ids = std::move(hypo_ids);
   s->done = std::move(done);
   g.queue.push_back(std::move(s));
 }
@@ -142,7 +144,8 @@ std::optional<StepBatcher::started> StepBatcher::start(const step_group& group, 
     const int64_t b = s.hidden.dim(0), t = s.hidden.dim(1);
     copy_tokens(s.hidden, p.from, p.count, out.msg.hidden.data_as<float>() + p.row * d);
     batch_item item{.session = s.session, .row = p.row, .batch = b, .tokens = p.count, .positions = {},
-                    .adapter = s.adapter, .error = {}};
+                    .adapter = s.adapter, .error = {}, .hypo_ids = {}};
+    if (p.from == 0) item.hypo_ids = s.hypo_ids;  // the reordering comes before the step's first token
     item.positions.reserve(static_cast<size_t>(b * p.count));
     for (int64_t i = 0; i < b; ++i)
       item.positions.insert(item.positions.end(), s.positions.begin() + i * t + p.from,

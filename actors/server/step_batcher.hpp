@@ -54,9 +54,10 @@ class StepBatcher {
   explicit StepBatcher(int64_t max_batch_tokens) : max_batch_tokens_(max_batch_tokens) {}
 
   // Queues a session's step, arrived at `now`: hidden [B, T, D] f32 (host; read, not changed) at positions [B·T],
-  // with the session's adapter ("" = none).
+  // with the session's adapter ("" = none) and its beam reordering (hypo_ids, empty for none: the blocks apply
+  // it before the step's first chunk).
   void push(const step_group& group, uint64_t session, std::string adapter, Tensor hidden,
-            std::vector<int32_t> positions, done_fn done, time_point now);
+            std::vector<int32_t> positions, done_fn done, time_point now, std::vector<int32_t> hypo_ids = {});
 
   struct started {
     uint64_t id = 0;
@@ -88,6 +89,7 @@ class StepBatcher {
     std::string adapter;
     Tensor hidden;  // [B, T, D] host
     std::vector<int32_t> positions;
+    std::vector<int32_t> hypo_ids;
     int64_t done_tokens = 0;  // tokens of each sequence already taken into batches
     Tensor out;               // [B, T, D] host, the outputs of its chunks (a step run in one piece needs none)
     done_fn done;

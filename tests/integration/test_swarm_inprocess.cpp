@@ -252,6 +252,48 @@ BOOST_AUTO_TEST_CASE(a_sliding_window_model_keeps_only_its_window) {
   f.self->send(session, close_atom::value);
 }
 
+// Beam search's reordering (Petals' hypo_ids) on a push route of two servers: a session of two sequences whose
+// second step continues the second sequence twice, and whose third swaps them, gets the logits a local run of
+// the histories so made gets (the sequences share KV pages after the first reordering and copy the one each
+// writes into).
+BOOST_AUTO_TEST_CASE(hypothesis_ids_reorder_the_sequences_on_every_server) {
+  swarm_fixture f({{0, 2}, {2, 4}});
+  caf::actor session;
+  f.self->request(f.client(route_mode::push), caf::infinite, open_session_request{64, 2})
+      .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+  const auto ids = Golden("llama").ids("input_ids");
+  BOOST_REQUIRE(ids.size() >= 12u);
+  auto part = [&](size_t from, size_t n) { return std::vector<int32_t>(ids.begin() + from, ids.begin() + from + n); };
+  const auto a = part(0, 6), b = part(6, 6), x = part(1, 2), y = part(3, 2);  // (the prompt has 12 tokens)
+  auto joined = [](std::initializer_list<std::vector<int32_t>> parts) {
+    std::vector<int32_t> out;
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  std::vector<int32_t> pos(6);
+  std::iota(pos.begin(), pos.end(), 0);
+  BOOST_REQUIRE(f.ask<Tensor>(session, step_input{f.head->embed(joined({a, b}), 2), joined({pos, pos})}));
+  auto second = f.ask<Tensor>(session, step_input{f.head->embed(x, 2), {6, 6}, {1, 1}});
+  BOOST_REQUIRE_MESSAGE(second, (second ? "" : describe(second.error())));
+  auto third = f.ask<Tensor>(session, step_input{f.head->embed(y, 2), {7, 7}, {1, 0}});
+  BOOST_REQUIRE_MESSAGE(third, (third ? "" : describe(third.error())));
+  auto bad = f.ask<Tensor>(session, step_input{f.head->embed(y, 2), {8, 8}, {0, 2}});
+  BOOST_TEST(is(bad.error(), errc::bad_request), describe(bad.error()));
+
+  auto backend = make_cpu_backend();
+  LocalModel local(open_weights(model_dir("llama")), *backend);
+  std::vector<int32_t> pos7(7), pos8(8);
+  std::iota(pos7.begin(), pos7.end(), 0);
+  std::iota(pos8.begin(), pos8.end(), 0);
+  local.reset(2, 64);  // after the second step: b then x[0], b then x[1]
+  Tensor want = local.forward(joined({b, {x[0]}, b, {x[1]}}), joined({pos7, pos7}), true);
+  BOOST_TEST(max_abs_diff(f.head->logits(*second), want) < 1e-5f);
+  local.reset(2, 64);  // after the third: (b, x[1]) then y[0], (b, x[0]) then y[1]
+  want = local.forward(joined({b, {x[1], y[0]}, b, {x[0], y[1]}}), joined({pos8, pos8}), true);
+  BOOST_TEST(max_abs_diff(f.head->logits(*third), want) < 1e-5f);
+  f.self->send(session, close_atom::value);
+}
+
 BOOST_AUTO_TEST_CASE(hidden_states_match_the_local_blocks_within_1e_5) {
   swarm_fixture f({{0, 2}, {2, 4}});
   auto session = f.open(f.client(route_mode::push));

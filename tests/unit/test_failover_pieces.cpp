@@ -112,6 +112,22 @@ BOOST_AUTO_TEST_CASE(batched_steps_merge_sequence_by_sequence) {
   BOOST_TEST((merged[0].positions == std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
 }
 
+// Beam search: after a step with hypothesis ids {1, 1}, both sequences' histories are the second's (what the
+// servers' caches then hold, and what a replacement must be given to rebuild them).
+BOOST_AUTO_TEST_CASE(hypothesis_ids_reorder_the_history_sequence_by_sequence) {
+  std::vector<history_entry> h{entry(2, 2, 1, 0, 0), entry(2, 1, 1, 2, 10)};
+  const float* before = h[0].hidden.data_as<const float>();
+  const std::vector<float> second(before + 2, before + 4);
+  reorder_sequences(h, {1, 1});
+  const float* p = h[0].hidden.data_as<const float>();
+  BOOST_TEST((std::vector<float>(p, p + 4) == std::vector<float>{second[0], second[1], second[0], second[1]}));
+  p = h[1].hidden.data_as<const float>();
+  BOOST_TEST(p[0] == p[1]);
+  auto merged = merge_for_replay(h);
+  BOOST_REQUIRE(merged.size() == 1u);
+  BOOST_TEST((merged[0].positions == std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
+}
+
 BOOST_AUTO_TEST_CASE(a_span_history_becomes_one_verification_forward_from_position_zero) {
   std::vector<history_entry> h{entry(1, 5, 4, 0, 0), entry(1, 1, 4, 5, 100)};
   auto input = verification_input(h, entry(1, 1, 4, 6, 200));

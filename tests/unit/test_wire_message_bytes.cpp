@@ -66,3 +66,24 @@ BOOST_AUTO_TEST_CASE(a_whole_message_still_decodes_through_the_deserializer) {
   BOOST_CHECK(got.wire_error.empty());
   BOOST_CHECK_EQUAL(got.session_id, 42u);
 }
+
+// A step's beam reordering crosses the wire with it (and a step without one arrives without one).
+BOOST_AUTO_TEST_CASE(a_steps_hypothesis_ids_cross_the_wire) {
+  for (const std::vector<int32_t>& hypo : {std::vector<int32_t>{1, 1, 0}, std::vector<int32_t>{}}) {
+    step_request sent{};
+    sent.session_id = 7;
+    sent.step_id = 3;
+    sent.hidden = Tensor::empty(DType::f32, {3, 1, 4});
+    std::fill_n(sent.hidden.data_as<float>(), 12, 0.5f);
+    sent.positions = {5, 5, 5};
+    sent.hypo_ids = hypo;
+    std::vector<char> buf;
+    caf::binary_serializer sink(nullptr, buf);
+    BOOST_REQUIRE(!sink(sent));
+    step_request got;
+    BOOST_REQUIRE(!read(buf, got));
+    BOOST_CHECK(got.wire_error.empty());
+    BOOST_CHECK(got.hypo_ids == hypo);
+    BOOST_CHECK(got.positions == sent.positions);
+  }
+}
