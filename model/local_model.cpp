@@ -39,8 +39,14 @@ Tensor LocalModel::forward(std::span<const int32_t> ids, std::span<const int32_t
   return forward_hidden(head_.embed(ids, batch_), positions, last_only);
 }
 
+void LocalModel::reorder(std::span<const int32_t> sources) {
+  for (auto& c : caches_) c.reorder(sources);
+  decode_ = {};  // a recording holds the tables it was made with
+}
+
 void LocalModel::run_blocks(Tensor& hidden, std::span<const int32_t> positions, const Tensor& deep_prompts) {
   for (size_t i = 0; i < blocks_.size(); ++i) {
+    caches_[i].make_writable(backend_, positions, hidden.dim(1));  // (beam search: a shared page copied first)
     if (has_prompts(deep_prompts)) add_block_prompts(backend_, hidden, deep_prompts, static_cast<int64_t>(i));
     blocks_[i]->forward(hidden, positions, &caches_[i], adapter_ ? adapter_->block(blocks_[i]->index()) : nullptr);
   }
@@ -75,7 +81,8 @@ Tensor LocalModel::forward_hidden(Tensor hidden, std::span<const int32_t> positi
     if (p < 0 || p >= max_length)
       throw std::invalid_argument("position " + std::to_string(p) + " is beyond max_length " +
                                   std::to_string(max_length));
-  const bool decode = hidden.dim(1) == 1 && !has_prompts(deep_prompts);
+  const bool reordered = !caches_.empty() && caches_.front().version() != 0;
+  const bool decode = hidden.dim(1) == 1 && !has_prompts(deep_prompts) && !reordered;
   if (!decode || !replay_decode(hidden, positions)) run_blocks(hidden, positions, deep_prompts);
   const int64_t t = hidden.dim(1);
   cached_length_ = std::max<int64_t>(cached_length_, positions.back() + 1);
@@ -94,9 +101,64 @@ Tensor LocalModel::forward_uncached(std::span<const int32_t> ids, int64_t batch,
   return head_.logits(hidden);
 }
 
+std::vector<int32_t> end_tokens(const GenerationParams& params, const ModelConfig& config) {
+  if (!params.stop_at_eos) return {};
+  return params.eos_token_ids.empty() ? config.eos_token_ids : params.eos_token_ids;
+}
+
+std::string generation_problem(const GenerationParams& params) {
+  if (params.num_beams == 1) return {};
+  if (!params.sampling.greedy) return "beam search draws no samples: num_beams > 1 needs greedy sampling";
+  if (params.sampling.repetition_penalty != 1.0f) return "beam search with a repetition penalty is not supported";
+  return beam_search_problem({params.num_beams, params.length_penalty, params.early_stopping,
+                              params.max_new_tokens, {}});
+}
+
+namespace {
+
+// Beam search over `prompt` in num_beams sequences of the model's caches.
+std::vector<int32_t> generate_beams(LocalModel& model, std::span<const int32_t> prompt, const GenerationParams& params,
+                                    const std::function<bool(int32_t)>& on_token) {
+  const int64_t beams = params.num_beams, t = static_cast<int64_t>(prompt.size());
+  model.reset(beams, t + params.max_new_tokens);
+  BeamSearch search({beams, params.length_penalty, params.early_stopping, params.max_new_tokens,
+                     end_tokens(params, model.config())});
+  std::vector<int32_t> ids, positions;
+  for (int64_t b = 0; b < beams; ++b)
+    for (int64_t i = 0; i < t; ++i) {
+      ids.push_back(prompt[static_cast<size_t>(i)]);
+      positions.push_back(static_cast<int32_t>(i));
+    }
+  Tensor logits = model.head().backend().download(model.forward(ids, positions, true));
+  for (;;) {
+    const BeamSearch::Step step =
+        search.advance({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, logits.dim(1));
+    if (step.done) break;
+    model.reorder(step.sources);
+    const std::vector<int32_t> at(static_cast<size_t>(beams), static_cast<int32_t>(t + search.generated() - 1));
+    logits = model.head().backend().download(model.forward(step.tokens, at, true));
+  }
+  const std::vector<int32_t>& best = search.best();
+  if (on_token)
+    for (int32_t id : best)
+      if (!on_token(id)) break;
+  return best;
+}
+
+}  // namespace
+
 std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt, const GenerationParams& params,
                               const std::function<bool(int32_t)>& on_token, const TunedPrompts* tuned) {
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
+  if (auto problem = generation_problem(params); !problem.empty()) throw std::invalid_argument(problem);
+  if (params.num_beams > 1) {
+    if (tuned) throw std::invalid_argument("beam search after tuned prompts is not supported");
+    if (static_cast<int64_t>(prompt.size()) + params.max_new_tokens > model.config().max_position)
+      throw std::invalid_argument("prompt of " + std::to_string(prompt.size()) + " tokens plus " +
+                                  std::to_string(params.max_new_tokens) + " new tokens exceeds the context of " +
+                                  std::to_string(model.config().max_position));
+    return generate_beams(model, prompt, params, on_token);
+  }
   const int64_t prefix = tuned ? tuned->length() : 0;
   const int64_t total = prefix + static_cast<int64_t>(prompt.size()) + params.max_new_tokens;
   if (total > model.config().max_position)
@@ -126,13 +188,13 @@ std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt
     logits = model.forward_hidden(be.upload(hidden), positions, true, deep);
   }
   std::vector<int32_t> out;
-  const auto& eos = model.config().eos_token_ids;
+  const std::vector<int32_t> eos = end_tokens(params, model.config());
   for (int64_t i = 0; i < params.max_new_tokens; ++i) {
     const int32_t next = sampler.next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, history);
     out.push_back(next);
     history.push_back(next);
     if (on_token && !on_token(next)) break;
-    if (params.stop_at_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) break;
+    if (std::find(eos.begin(), eos.end(), next) != eos.end()) break;
     if (i + 1 == params.max_new_tokens) break;
     const int32_t pos = static_cast<int32_t>(prefix + static_cast<int64_t>(history.size()) - 1);
     logits = model.forward({&next, 1}, {&pos, 1}, true);

@@ -707,8 +707,8 @@ void sample_next(session_actor* self, std::shared_ptr<generation> g, const Tenso
                                         st.tokens);
   g->out.push_back(next);
   if (g->req.subscriber) self->send(g->req.subscriber, token_atom::value, next);
-  const auto& eos = st.head->config().eos_token_ids;
-  const bool at_eos = g->req.params.stop_at_eos && std::find(eos.begin(), eos.end(), next) != eos.end();
+  const std::vector<int32_t> eos = end_tokens(g->req.params, st.head->config());
+  const bool at_eos = std::find(eos.begin(), eos.end(), next) != eos.end();
   if (at_eos || static_cast<int64_t>(g->out.size()) >= g->req.params.max_new_tokens) {
     // The last token is not fed back: the session holds every token but it, as after any generation.
     st.busy = false;
@@ -717,6 +717,101 @@ void sample_next(session_actor* self, std::shared_ptr<generation> g, const Tenso
     return;
   }
   generate_step(self, g, {next});
+}
+
+// Beam search (model/beam_search.hpp): the session's num_beams sequences are the beams. The prompt goes to all
+// of them at once; each step feeds every running beam its next token, with the step's hypothesis ids reordering
+// the servers' caches (and the session's histories) as the search moved the beams.
+struct beam_generation {
+  caf::typed_response_promise<generate_result> rp;
+  generate_request req;
+  std::unique_ptr<BeamSearch> search;
+  int64_t prompt_length = 0;
+  caf::actor_clock::time_point start;
+};
+
+void beam_step(session_actor* self, std::shared_ptr<beam_generation> g, const std::vector<int32_t>& ids,
+               std::vector<int32_t> positions, std::vector<int32_t> sources) {
+  auto& st = self->state;
+  const int64_t beams = g->req.params.num_beams, t = static_cast<int64_t>(ids.size()) / beams;
+  auto fail = [self, g](caf::error e) {
+    self->state.busy = false;
+    g->rp.deliver(std::move(e));
+  };
+  Tensor hidden;
+  try {
+    hidden = st.head->backend().download(st.head->embed(ids, beams));
+  } catch (const std::exception& e) {
+    return fail(make_error(errc::bad_request, e.what()));
+  }
+  run_route(
+      self, hidden, std::move(positions),
+      [=](caf::expected<Tensor> out) {
+        auto& st = self->state;
+        if (!out) return fail(out.error());
+        st.length += t;
+        const int64_t d = out->dim(2);
+        Tensor last = Tensor::empty(DType::f32, {beams, d});  // each beam's last token
+        for (int64_t b = 0; b < beams; ++b)
+          std::memcpy(last.data_as<float>() + b * d, out->data_as<const float>() + ((b + 1) * t - 1) * d,
+                      static_cast<size_t>(d) * sizeof(float));
+        self->request(st.head_batcher, caf::infinite, head_rows{last})
+            .then(
+                [=](const Tensor& logits) {
+                  BeamSearch::Step next;
+                  try {
+                    next = g->search->advance({logits.data_as<const float>(), static_cast<size_t>(logits.numel())},
+                                              logits.dim(1));
+                  } catch (const std::exception& e) {
+                    return fail(make_error(errc::internal, e.what()));
+                  }
+                  if (next.done) {
+                    self->state.busy = false;
+                    const std::vector<int32_t>& best = g->search->best();
+                    if (g->req.subscriber)
+                      for (int32_t id : best) self->send(g->req.subscriber, token_atom::value, id);
+                    const double secs = std::chrono::duration<double>(self->clock().now() - g->start).count();
+                    g->rp.deliver(generate_result{best, secs});
+                    return;
+                  }
+                  const auto at = static_cast<int32_t>(g->prompt_length + g->search->generated() - 1);
+                  beam_step(self, g, next.tokens, std::vector<int32_t>(static_cast<size_t>(beams), at),
+                            std::move(next.sources));
+                },
+                [=](caf::error& e) { fail(std::move(e)); });
+      },
+      std::move(sources));
+}
+
+// Why a beam search of `req` cannot run in this session (none: it can): it needs a fresh session of num_beams
+// sequences.
+caf::error beam_search_refusal(const session_state& st, const generate_request& req) {
+  const GenerationParams& p = req.params;
+  if (auto problem = generation_problem(p); !problem.empty()) return make_error(errc::bad_request, problem);
+  if (st.opt.batch != p.num_beams)
+    return make_error(errc::bad_request, "a beam search of " + std::to_string(p.num_beams) +
+                                             " beams runs in a session of as many sequences; this one has " +
+                                             std::to_string(st.opt.batch));
+  if (st.length > 0 || req.prefix.defined())
+    return make_error(errc::bad_request, "a beam search starts a session (no tokens before its prompt)");
+  return {};
+}
+
+// Starts a beam search over the prompt (beam_search_refusal said it can run).
+void start_beam_search(session_actor* self, std::shared_ptr<beam_generation> g) {
+  auto& st = self->state;
+  const GenerationParams& p = g->req.params;
+  g->search = std::make_unique<BeamSearch>(BeamSearchParams{p.num_beams, p.length_penalty, p.early_stopping,
+                                                            p.max_new_tokens, end_tokens(p, st.head->config())});
+  g->prompt_length = static_cast<int64_t>(g->req.prompt.size());
+  std::vector<int32_t> ids, positions;
+  for (int64_t b = 0; b < p.num_beams; ++b)
+    for (int64_t i = 0; i < g->prompt_length; ++i) {
+      ids.push_back(g->req.prompt[static_cast<size_t>(i)]);
+      positions.push_back(static_cast<int32_t>(i));
+    }
+  st.busy = true;
+  beam_step(self, g, ids, std::move(positions), {});
 }
 
 caf::behavior inference_session(session_actor* self, std::shared_ptr<const ClientHead> head, caf::actor head_batcher,
@@ -806,6 +901,15 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
                                 std::to_string(req.prompt.size()) + " more and " +
                                 std::to_string(req.params.max_new_tokens) + " new ones exceed its max_length " +
                                 std::to_string(st.opt.max_length));
+        if (req.params.num_beams != 1) {
+          if (auto refusal = beam_search_refusal(st, req)) return refusal;
+          auto beams = std::make_shared<beam_generation>();
+          beams->rp = self->make_response_promise<generate_result>();
+          beams->start = self->clock().now();
+          beams->req = std::move(req);
+          start_beam_search(self, beams);
+          return beams->rp;
+        }
         auto g = std::make_shared<generation>();
         try {
           g->sampler = std::make_unique<Sampler>(req.params.sampling);

@@ -41,6 +41,9 @@ struct GenerateOptions {
   int64_t max_new_tokens = 32;
   int64_t spot_check_every = spot_check_options{}.every;
   SamplingFlags sampling;
+  int64_t num_beams = 1;
+  double length_penalty = 1.0;
+  std::string early_stopping = "false";
   std::string dtype = "auto";
   std::string device = "cpu";
   int threads = 0;
@@ -89,6 +92,11 @@ GenerationParams generation_params(const GenerateOptions& o) {
   params.max_new_tokens = o.max_new_tokens;
   params.stop_at_eos = !o.ignore_eos;
   params.sampling = o.sampling.params();
+  params.num_beams = o.num_beams;
+  params.length_penalty = o.length_penalty;
+  params.early_stopping = o.early_stopping == "true"    ? EarlyStopping::on_full
+                          : o.early_stopping == "never" ? EarlyStopping::never
+                                                        : EarlyStopping::heuristic;
   return params;
 }
 
@@ -137,7 +145,13 @@ void print_completion(size_t index, const Tokenizer& tokenizer, const std::vecto
   std::cout << line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n" << std::flush;
 }
 
-void report(size_t prompt_len, size_t n, double first_s, double total_s) {
+// (A beam search prints its tokens when it ends: no prompt and decode times of their own to tell apart.)
+void report(size_t prompt_len, size_t n, double first_s, double total_s, int64_t beams = 1) {
+  if (beams > 1) {
+    std::cerr << "prompt " << prompt_len << " tokens; best of " << beams << " beams: " << n << " tokens, searched in "
+              << total_s << " s\n";
+    return;
+  }
   std::cerr << "prompt " << prompt_len << " tokens in " << first_s * 1e3 << " ms; " << n << " tokens generated";
   if (n > 1) std::cerr << ", " << (n - 1) / (total_s - first_s) << " tokens/s";
   std::cerr << "\n";
@@ -184,7 +198,7 @@ int run_local(const GenerateOptions& o, const std::string& path) {
       tuned ? &*tuned : nullptr);
   printer.finish();
   report(prompt.size(), printer.count(), std::chrono::duration<double>(printer.first() - t0).count(),
-         std::chrono::duration<double>(printer.last() - t0).count());
+         std::chrono::duration<double>(printer.last() - t0).count(), o.num_beams);
   return 0;
 }
 
@@ -200,7 +214,7 @@ int generate_many(const GenerateOptions& o, caf::scoped_actor& self, const caf::
   for (const auto& prompt : prompts) {
     const int64_t max_length = (tuned ? tuned->length() : 0) + static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
     self->request(client, caf::infinite,
-                  open_session_request{max_length, 1, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
+                  open_session_request{max_length, o.num_beams, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
         .receive([&](caf::actor session) { sessions.push_back(session); },
                  [&](caf::error& e) {
                    std::cerr << "error: opening session " << sessions.size() << ": " << describe(e) << "\n";
@@ -270,7 +284,7 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
       (tuned ? tuned->length() : 0) + static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
   int rc = 0;
   self->request(client, caf::infinite,
-                open_session_request{max_length, 1, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
+                open_session_request{max_length, o.num_beams, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
       .receive(
           [&](caf::actor session) {
             generate_request req{prompt, params, printer_actor, tuned ? tuned->prompts : Tensor()};
@@ -282,7 +296,7 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
                       while (printer->count() < r.tokens.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
                       printer->finish();
                       report(prompt.size(), printer->count(), std::chrono::duration<double>(printer->first() - t0).count(),
-                             std::chrono::duration<double>(printer->last() - t0).count());
+                             std::chrono::duration<double>(printer->last() - t0).count(), o.num_beams);
                     },
                     [&](caf::error& e) {
                       std::cerr << "error: " << describe(e) << "\n";
@@ -317,6 +331,14 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--system", o->system, "System message for the chat template");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate")->check(CLI::Range(1, 1 << 20));
   add_sampling_flags(*cmd, o->sampling);
+  cmd->add_option("--num-beams", o->num_beams,
+                  "Beam search over this many beams (greedy sampling only; the best hypothesis is printed at the end)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--length-penalty", o->length_penalty, "Beam search: scores divided by length^this (default 1)");
+  cmd->add_option("--early-stopping", o->early_stopping,
+                  "Beam search: false (stop when no beam can improve), true (when num_beams hypotheses are done), "
+                  "never")
+      ->check(CLI::IsMember({"false", "true", "never"}));
   cmd->add_option("--dtype", o->dtype,
                   "Serving dtype of weights (local): auto, f32, bf16, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, "
                   "q6_K");

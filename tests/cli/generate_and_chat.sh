@@ -37,6 +37,13 @@ for span in 0:10 10:20 20:30; do
 done
 out=$("$bin" generate --model demo --prompt "What is the capital of France?" --max-new-tokens 16 --initial_peers "$peers" 2>/dev/null)
 check "generate through a 3-server swarm" "Paris" "$out"
+# Beam search through the swarm: the best of 4 beams, what the same search finds in this process.
+beams=$("$bin" generate --model demo --prompt "Name a color." --max-new-tokens 10 --num-beams 4 --initial_peers "$peers" 2>/dev/null)
+local_beams=$("$bin" generate --model demo --prompt "Name a color." --max-new-tokens 10 --num-beams 4 2>/dev/null)
+check "a beam search answers" "sorry" "$local_beams"
+check "a beam search through the swarm finds the local one's answer" "$local_beams" "$beams"
+out=$("$bin" generate --model demo --prompt "Name a color." --num-beams 4 --temperature 0.7 2>&1)
+check "beam search refuses sampling" "needs greedy sampling" "$out"
 # Several prompts at once: a session each, batched by the servers; each completion what it is alone.
 printf 'What is the capital of France?\n\nName a color.\n' > "$dir/prompts.txt"
 out=$("$bin" generate --model demo --prompts-file "$dir/prompts.txt" --max-new-tokens 12 --temperature 0 --initial_peers "$peers" 2>/dev/null)

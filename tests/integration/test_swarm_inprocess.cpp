@@ -294,6 +294,39 @@ BOOST_AUTO_TEST_CASE(hypothesis_ids_reorder_the_sequences_on_every_server) {
   f.self->send(session, close_atom::value);
 }
 
+// Beam search through the swarm (relay and push over two servers; a session of 4 sequences, one per beam) finds
+// what a local beam search finds, with and without an end token; a session of another size refuses it.
+BOOST_AUTO_TEST_CASE(a_beam_search_through_the_swarm_matches_the_local_one) {
+  swarm_fixture f({{0, 2}, {2, 4}});
+  const auto prompt = Golden("llama").ids("input_ids");
+  auto backend = make_cpu_backend();
+  LocalModel local(open_weights(model_dir("llama")), *backend);
+  for (const auto mode : {route_mode::relay, route_mode::push})
+    for (const std::vector<int32_t>& eos : {std::vector<int32_t>{}, std::vector<int32_t>{176}}) {
+      GenerationParams params;
+      params.num_beams = 4;
+      params.max_new_tokens = 12;
+      params.eos_token_ids = eos;
+      params.stop_at_eos = !eos.empty();
+      const std::vector<int32_t> want = generate(local, prompt, params);
+      caf::actor session;
+      f.self->request(f.client(mode), caf::infinite, open_session_request{64, 4})
+          .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+      generate_request req;
+      req.prompt = prompt;
+      req.params = params;
+      auto got = f.ask<generate_result>(session, req);
+      BOOST_REQUIRE_MESSAGE(got, (got ? "" : describe(got.error())));
+      BOOST_TEST(got->tokens == want, boost::test_tools::per_element());
+      f.self->send(session, close_atom::value);
+    }
+  generate_request req;
+  req.prompt = prompt;
+  req.params.num_beams = 4;
+  auto refused = f.ask<generate_result>(f.open(f.client(route_mode::push)), req);
+  BOOST_TEST(is(refused.error(), errc::bad_request), describe(refused.error()));
+}
+
 BOOST_AUTO_TEST_CASE(hidden_states_match_the_local_blocks_within_1e_5) {
   swarm_fixture f({{0, 2}, {2, 4}});
   auto session = f.open(f.client(route_mode::push));
