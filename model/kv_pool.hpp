@@ -27,7 +27,7 @@ inline int64_t kv_pages_for(int64_t tokens, int64_t page_tokens = kKvPageTokens)
 // max_length, or, where fewer do, a ring of the window plus a page less one, rounded up to whole pages, which
 // takes a step's new keys a page at a time (at least) without losing what its earliest query sees.
 inline int64_t kv_slots_for(int64_t max_length, int64_t window, int64_t page_tokens = kKvPageTokens) {
-  if (window <= 0) return max_length;
+  if (window <= 0 || window >= max_length) return max_length;
   const int64_t ring = kv_pages_for(window + page_tokens - 1, page_tokens) * page_tokens;
   return ring < max_length ? ring : max_length;
 }
