@@ -110,6 +110,18 @@ std::vector<int32_t> generate_through(swarm_fixture& f, route_mode mode, int64_t
   return out;
 }
 
+// A generation in `session` (which it closes): its tokens.
+std::vector<int32_t> generate_in(swarm_fixture& f, const caf::actor& session, const std::vector<int32_t>& prompt,
+                                 const GenerationParams& params) {
+  generate_request req;
+  req.prompt = prompt;
+  req.params = params;
+  auto got = f.ask<generate_result>(session, req);
+  f.self->send(session, close_atom::value);
+  BOOST_REQUIRE_MESSAGE(got, (got ? "" : describe(got.error())));
+  return got->tokens;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(relay_generation_matches_golden) {
@@ -242,14 +254,8 @@ BOOST_AUTO_TEST_CASE(a_sliding_window_model_keeps_only_its_window) {
   LocalModel local(open_weights(model_dir("mistral-window")), *backend);
   const std::vector<int32_t> want = generate(local, prompt, params);
   BOOST_REQUIRE(want.size() == 300u);
-  auto session = f.open(f.client(route_mode::push), 400);
-  generate_request req;
-  req.prompt = prompt;
-  req.params = params;
-  auto got = f.ask<generate_result>(session, req);
-  BOOST_REQUIRE_MESSAGE(got, (got ? "" : describe(got.error())));
-  BOOST_TEST(got->tokens == want, boost::test_tools::per_element());
-  f.self->send(session, close_atom::value);
+  BOOST_TEST(generate_in(f, f.open(f.client(route_mode::push), 400), prompt, params) == want,
+             boost::test_tools::per_element());
 }
 
 // Beam search's reordering (Petals' hypo_ids) on a push route of two servers: a session of two sequences whose
@@ -312,13 +318,7 @@ BOOST_AUTO_TEST_CASE(a_beam_search_through_the_swarm_matches_the_local_one) {
       caf::actor session;
       f.self->request(f.client(mode), caf::infinite, open_session_request{64, 4})
           .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
-      generate_request req;
-      req.prompt = prompt;
-      req.params = params;
-      auto got = f.ask<generate_result>(session, req);
-      BOOST_REQUIRE_MESSAGE(got, (got ? "" : describe(got.error())));
-      BOOST_TEST(got->tokens == want, boost::test_tools::per_element());
-      f.self->send(session, close_atom::value);
+      BOOST_TEST(generate_in(f, session, prompt, params) == want, boost::test_tools::per_element());
     }
   generate_request req;
   req.prompt = prompt;
