@@ -66,12 +66,20 @@ __global__ void __launch_bounds__(kAttnThreads)
 
   float m = -INFINITY, l = 0.f;
   for (int64_t s0 = first + static_cast<int64_t>(warp) * kSlotsPerStep; s0 < n; s0 += kAttnWarps * kSlotsPerStep) {
+    // The step's pool rows: one page lookup, the next rows of the same page by adding (a step crosses a page
+    // boundary at most once, and then looks the next page up).
+    int64_t row[kSlotsPerStep];
+    row[0] = cache.row(b, s0);
+    const uint32_t in_page = static_cast<uint32_t>(s0) % cache.page_tokens;
+#pragma unroll
+    for (int u = 1; u < kSlotsPerStep; ++u)
+      row[u] = in_page + u < cache.page_tokens ? row[0] + u : cache.row(b, s0 + u);
     float score[kSlotsPerStep];
 #pragma unroll
     for (int u = 0; u < kSlotsPerStep; ++u) {
       float p = 0.f;
       if (s0 + u < n) {
-        const float* kr = kb + cache.row(b, s0 + u) * stride;
+        const float* kr = kb + row[u] * stride;
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           const int d = lane + kWarp * e;
@@ -90,7 +98,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       const float correction = expf(m - m_new);  // 0 for the first slot (m = -inf)
       const float p = expf(x - m_new);
       l = l * correction + p;
-      const float* vr = vb + cache.row(b, s0 + u) * stride;
+      const float* vr = vb + row[u] * stride;
 #pragma unroll
       for (int e = 0; e < E; ++e) {
         const int d = lane + kWarp * e;
