@@ -378,21 +378,28 @@ BOOST_AUTO_TEST_CASE(cache_is_freed_on_timeout_and_when_the_client_dies) {
   self->request(node.gate, std::chrono::seconds(5), open_session{60, 1, 0, 0, {}, {}, {}, {}})
       .receive([&](const session_opened& o) { sid = o.session_id; }, [](caf::error&) {});
   BOOST_TEST(cache_left() == 64);  // 60 tokens take a page
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  const auto opened = std::chrono::steady_clock::now();
+  while (cache_left() != 128 && std::chrono::steady_clock::now() - opened < std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   BOOST_TEST(cache_left() == 128);
+  BOOST_TEST((std::chrono::steady_clock::now() - opened >= std::chrono::milliseconds(250)));  // not long before the timeout
   caf::error err;
   self->request(node.gate, std::chrono::seconds(5), close_session{sid, {}})
       .receive([](const ack&) {}, [&](caf::error& e) { err = e; });
   BOOST_TEST(is(err, errc::unknown_session));
-  // A session whose owner dies is freed at once.
-  auto owner = sys.spawn([gate = node.gate](caf::event_based_actor* me) -> caf::behavior {
-    me->request(gate, std::chrono::seconds(5), open_session{80, 1, 0, 0, {}, {}, {}, {}}).then([](const session_opened&) {});
+  // A session whose owner dies is freed at once (well before the session timeout would free it).
+  const caf::actor test = caf::actor_cast<caf::actor>(self);
+  auto owner = sys.spawn([gate = node.gate, test](caf::event_based_actor* me) -> caf::behavior {
+    me->request(gate, std::chrono::seconds(5), open_session{80, 1, 0, 0, {}, {}, {}, {}})
+        .then([test](const session_opened&) { caf::anon_send(test, ack{}); });
     return {[](close_atom) {}};
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  self->receive([](const ack&) {}, caf::after(std::chrono::seconds(5)) >> [] { BOOST_FAIL("the owner's open"); });
   BOOST_TEST(cache_left() == 0);  // 80 tokens take both
   self->send_exit(owner, caf::exit_reason::kill);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto killed = std::chrono::steady_clock::now();
+  while (cache_left() != 128 && std::chrono::steady_clock::now() - killed < std::chrono::milliseconds(200))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   BOOST_TEST(cache_left() == 128);
 }
 
