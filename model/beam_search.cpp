@@ -38,6 +38,16 @@ std::string beam_search_problem(const BeamSearchParams& p) {
   return {};
 }
 
+BeamPrompt beam_prompt(std::span<const int32_t> prompt, int64_t beams) {
+  BeamPrompt out;
+  for (int64_t b = 0; b < beams; ++b)
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      out.ids.push_back(prompt[i]);
+      out.positions.push_back(static_cast<int32_t>(i));
+    }
+  return out;
+}
+
 BeamSearch::BeamSearch(BeamSearchParams params) : p_(std::move(params)) {
   if (auto problem = beam_search_problem(p_); !problem.empty()) throw std::invalid_argument(problem);
   running_.resize(static_cast<size_t>(p_.num_beams));

@@ -25,6 +25,13 @@ struct BeamSearchParams {
 // "" when the parameters can run, else why not.
 std::string beam_search_problem(const BeamSearchParams& params);
 
+// The prompt as a beam search's first step takes it: in each beam's sequence, at positions 0..T-1 (the beams
+// start equal; as transformers does, each prefills it).
+struct BeamPrompt {
+  std::vector<int32_t> ids, positions;
+};
+BeamPrompt beam_prompt(std::span<const int32_t> prompt, int64_t beams);
+
 class BeamSearch {
  public:
   explicit BeamSearch(BeamSearchParams params);

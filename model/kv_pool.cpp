@@ -86,13 +86,7 @@ void KVCache::release() {
 }
 
 void KVCache::reorder(std::span<const int32_t> sources) {
-  if (static_cast<int64_t>(sources.size()) != batch_)
-    throw std::invalid_argument(std::to_string(sources.size()) + " hypothesis ids for a cache of " +
-                                std::to_string(batch_) + " sequences");
-  for (int32_t s : sources)
-    if (s < 0 || s >= batch_)
-      throw std::invalid_argument("hypothesis id " + std::to_string(s) + " is not a sequence of the " +
-                                  std::to_string(batch_) + " in the cache");
+  if (auto problem = hypothesis_ids_problem(sources, batch_); !problem.empty()) throw std::invalid_argument(problem);
   bool identity = true;
   for (size_t b = 0; b < sources.size(); ++b) identity = identity && sources[b] == static_cast<int32_t>(b);
   if (identity) return;

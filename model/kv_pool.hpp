@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -34,6 +35,17 @@ inline int64_t kv_slots_for(int64_t max_length, int64_t window, int64_t page_tok
 
 // The pages of a block's pool for a budget of `cache_tokens` tokens: rounded up to whole pages, at least one.
 inline int64_t kv_pool_pages(int64_t cache_tokens) { return std::max<int64_t>(1, kv_pages_for(cache_tokens)); }
+
+// Empty when `sources` can reorder `batch` sequences (one entry per sequence, each a sequence: beam search's
+// hypothesis ids), else what is wrong. The one check of every place that takes them.
+inline std::string hypothesis_ids_problem(std::span<const int32_t> sources, int64_t batch) {
+  if (static_cast<int64_t>(sources.size()) != batch)
+    return std::to_string(sources.size()) + " hypothesis ids for a batch of " + std::to_string(batch);
+  for (int32_t s : sources)
+    if (s < 0 || s >= batch)
+      return "hypothesis id " + std::to_string(s) + " is outside 0.." + std::to_string(batch - 1);
+  return {};
+}
 
 class KvPool {
  public:

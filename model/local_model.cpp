@@ -114,6 +114,11 @@ std::string generation_problem(const GenerationParams& params) {
                               params.max_new_tokens, {}});
 }
 
+BeamSearchParams beam_search_params(const GenerationParams& params, const ModelConfig& config) {
+  return {params.num_beams, params.length_penalty, params.early_stopping, params.max_new_tokens,
+          end_tokens(params, config)};
+}
+
 namespace {
 
 // Beam search over `prompt` in num_beams sequences of the model's caches.
@@ -121,15 +126,9 @@ std::vector<int32_t> generate_beams(LocalModel& model, std::span<const int32_t> 
                                     const std::function<bool(int32_t)>& on_token) {
   const int64_t beams = params.num_beams, t = static_cast<int64_t>(prompt.size());
   model.reset(beams, t + params.max_new_tokens);
-  BeamSearch search({beams, params.length_penalty, params.early_stopping, params.max_new_tokens,
-                     end_tokens(params, model.config())});
-  std::vector<int32_t> ids, positions;
-  for (int64_t b = 0; b < beams; ++b)
-    for (int64_t i = 0; i < t; ++i) {
-      ids.push_back(prompt[static_cast<size_t>(i)]);
-      positions.push_back(static_cast<int32_t>(i));
-    }
-  Tensor logits = model.head().backend().download(model.forward(ids, positions, true));
+  BeamSearch search(beam_search_params(params, model.config()));
+  const BeamPrompt first = beam_prompt(prompt, beams);
+  Tensor logits = model.head().backend().download(model.forward(first.ids, first.positions, true));
   for (;;) {
     const BeamSearch::Step step =
         search.advance({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, logits.dim(1));

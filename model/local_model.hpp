@@ -86,6 +86,8 @@ std::vector<int32_t> end_tokens(const GenerationParams& params, const ModelConfi
 
 // "" when `params` can run (beam search only with greedy sampling), else why not.
 std::string generation_problem(const GenerationParams& params);
+// The beam search `params` ask for, on a model with `config` (its end tokens).
+BeamSearchParams beam_search_params(const GenerationParams& params, const ModelConfig& config);
 
 // Generates after `prompt` (one sequence). on_token is called with each new id as soon as it is chosen and may
 // return false to stop (with beam search, with the best hypothesis's ids once the search ends). Returns the new ids.

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "actors/client/session_history.hpp"
+#include "model/kv_pool.hpp"
 #include "actors/client/session_messages.hpp"
 #include "actors/client/spot_check.hpp"
 #include "actors/protocol/errors.hpp"
@@ -801,17 +802,11 @@ caf::error beam_search_refusal(const session_state& st, const generate_request& 
 void start_beam_search(session_actor* self, std::shared_ptr<beam_generation> g) {
   auto& st = self->state;
   const GenerationParams& p = g->req.params;
-  g->search = std::make_unique<BeamSearch>(BeamSearchParams{p.num_beams, p.length_penalty, p.early_stopping,
-                                                            p.max_new_tokens, end_tokens(p, st.head->config())});
+  g->search = std::make_unique<BeamSearch>(beam_search_params(p, st.head->config()));
   g->prompt_length = static_cast<int64_t>(g->req.prompt.size());
-  std::vector<int32_t> ids, positions;
-  for (int64_t b = 0; b < p.num_beams; ++b)
-    for (int64_t i = 0; i < g->prompt_length; ++i) {
-      ids.push_back(g->req.prompt[static_cast<size_t>(i)]);
-      positions.push_back(static_cast<int32_t>(i));
-    }
+  BeamPrompt first = beam_prompt(g->req.prompt, p.num_beams);
   st.busy = true;
-  beam_step(self, g, ids, std::move(positions), {});
+  beam_step(self, g, first.ids, std::move(first.positions), {});
 }
 
 caf::behavior inference_session(session_actor* self, std::shared_ptr<const ClientHead> head, caf::actor head_batcher,
@@ -860,13 +855,8 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
         if (self->state.current) return make_error(errc::bad_request, "a step is already running in this session");
         if (!in.hypo_ids.empty()) {  // checked here too: the history is reordered by them once the step is in
           const int64_t b = in.hidden.rank() == 3 ? in.hidden.dim(0) : 0;
-          if (static_cast<int64_t>(in.hypo_ids.size()) != b)
-            return make_error(errc::bad_request, std::to_string(in.hypo_ids.size()) +
-                                                     " hypothesis ids for a batch of " + std::to_string(b));
-          for (int32_t h : in.hypo_ids)
-            if (h < 0 || h >= b)
-              return make_error(errc::bad_request, "hypothesis id " + std::to_string(h) + " is outside 0.." +
-                                                       std::to_string(b - 1));
+          if (auto problem = hypothesis_ids_problem(in.hypo_ids, b); !problem.empty())
+            return make_error(errc::bad_request, problem);
         }
         auto rp = self->make_response_promise<Tensor>();
         run_route(

@@ -482,16 +482,10 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         // Beam search: the sequences continue the hypotheses named, with their lengths.
         std::vector<int64_t> length = session.length;
         if (!req.hypo_ids.empty()) {
-          if (static_cast<int64_t>(req.hypo_ids.size()) != b)
-            return make_error(errc::bad_request, std::to_string(req.hypo_ids.size()) +
-                                                     " hypothesis ids for a batch of " + std::to_string(b));
-          for (size_t i = 0; i < req.hypo_ids.size(); ++i) {
-            const int32_t from = req.hypo_ids[i];
-            if (from < 0 || from >= b)
-              return make_error(errc::bad_request, "hypothesis id " + std::to_string(from) + " is outside 0.." +
-                                                       std::to_string(b - 1));
-            length[i] = session.length[static_cast<size_t>(from)];
-          }
+          if (auto problem = hypothesis_ids_problem(req.hypo_ids, b); !problem.empty())
+            return make_error(errc::bad_request, problem);
+          for (size_t i = 0; i < req.hypo_ids.size(); ++i)
+            length[i] = session.length[static_cast<size_t>(req.hypo_ids[i])];
         }
         for (int64_t i = 0; i < b; ++i) {
           const int32_t* p = req.positions.data() + i * t;
