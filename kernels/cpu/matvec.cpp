@@ -29,6 +29,23 @@ MatvecFn MatvecKernels::for_dtype(DType t) const {
   }
 }
 
+void MatvecKernels::set(DType t, MatvecFn one_row, MatvecRowsFn rows) {
+  switch (t) {
+    case DType::f32: f32 = one_row, f32_rows = rows; return;
+    case DType::f16: f16 = one_row, f16_rows = rows; return;
+    case DType::bf16: bf16 = one_row, bf16_rows = rows; return;
+    case DType::q8_0: q8_0 = one_row, q8_0_rows = rows; return;
+    case DType::q4_0: q4_0 = one_row, q4_0_rows = rows; return;
+    case DType::q4_1: q4_1 = one_row, q4_1_rows = rows; return;
+    case DType::q5_0: q5_0 = one_row, q5_0_rows = rows; return;
+    case DType::q5_1: q5_1 = one_row, q5_1_rows = rows; return;
+    case DType::q4_K: q4_K = one_row, q4_K_rows = rows; return;
+    case DType::q5_K: q5_K = one_row, q5_K_rows = rows; return;
+    case DType::q6_K: q6_K = one_row, q6_K_rows = rows; return;
+    default: throw std::invalid_argument("no matrix-vector kernel for weights of dtype " + std::string(dtype_name(t)));
+  }
+}
+
 MatvecRowsFn MatvecKernels::rows_for_dtype(DType t) const {
   switch (t) {
     case DType::f32: return f32_rows;
@@ -104,6 +121,7 @@ bool cpu_runs_avx512() {
   return cpu_runs_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl");
 }
+bool cpu_runs_avx512vnni() { return cpu_runs_avx512() && __builtin_cpu_supports("avx512vnni"); }
 #endif
 
 }  // namespace
@@ -113,6 +131,7 @@ std::vector<const MatvecKernels*> available_matvec_kernels() {
 #if defined(COROLLA_HAVE_X86_KERNELS)
   if (cpu_runs_avx2()) sets.push_back(&avx2_matvec_kernels());
   if (cpu_runs_avx512()) sets.push_back(&avx512_matvec_kernels());
+  if (cpu_runs_avx512vnni()) sets.push_back(&avx512vnni_matvec_kernels());
 #endif
   return sets;
 }
@@ -120,13 +139,15 @@ std::vector<const MatvecKernels*> available_matvec_kernels() {
 const MatvecKernels& pick_matvec_kernels(const char* cap) {
   const auto sets = available_matvec_kernels();
   if (!cap || !*cap) return *sets.back();
-  // Sets are ordered scalar < avx2 < avx512; the cap keeps the best one at or below the one named.
-  static constexpr std::string_view kOrder[] = {"scalar", "avx2", "avx512"};
+  // Sets are ordered scalar < avx2 < avx512 < avx512vnni; the cap keeps the best one at or below the one named.
+  static constexpr std::string_view kOrder[] = {"scalar", "avx2", "avx512", "avx512vnni"};
+  constexpr int kSets = 4;
   int limit = -1;
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < kSets; ++i)
     if (std::string_view(cap) == kOrder[i]) limit = i;
   if (limit < 0) {
-    std::fprintf(stderr, "corolla: COROLLA_ISA=%s is not one of scalar, avx2, avx512; ignoring it\n", cap);
+    std::fprintf(stderr, "corolla: COROLLA_ISA=%s is not one of scalar, avx2, avx512, avx512vnni; ignoring it\n",
+                 cap);
     return *sets.back();
   }
   const MatvecKernels* pick = sets.front();

@@ -3,8 +3,13 @@
 // q6_K, f32) and never convert them up front: decode is bound by memory bandwidth, so the weight bytes read per
 // token are what counts.
 //
-// Activations and accumulation are f32 in every kernel set (quantized weights are dequantized in registers, the
-// activations are never quantized), so the SIMD kernels agree with the scalar ones to f32 rounding.
+// Plain weights (f32, f16, bf16) multiply f32 activations, accumulating in f32. Quantized weights multiply the
+// activations quantized to 8 bits, as llama.cpp does: each chunk of 32 values of x becomes q = round(x / d), ties
+// to even, with d = max|x| / 127 (so |q| <= 127), and each chunk's product is an exact integer dot product of
+// q with the weights' integer levels, scaled by d and the weights' own scales in f32. The integer products are
+// what lets the SIMD kernels keep up with memory (VNNI's vpdpbusd, AVX2's vpmaddubsw); the activation rounding
+// costs up to ~1 % of a dot product's sum of |w x| (tests/unit/test_matvec.cpp bounds it). Every kernel set
+// computes the same function, so the SIMD kernels agree with the scalar ones to f32 rounding.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +48,7 @@ inline int64_t packed_floats(int64_t k, int64_t rows) {
 }
 
 struct MatvecKernels {
-  const char* isa;  // "scalar", "avx2", "avx512"
+  const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni"
   MatvecFn f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K;
   MatvecRowsFn f32_rows, f16_rows, bf16_rows, q8_0_rows, q4_0_rows, q4_1_rows, q5_0_rows, q5_1_rows, q4_K_rows,
       q5_K_rows, q6_K_rows;
@@ -52,6 +57,7 @@ struct MatvecKernels {
   PackFn f32_pack, f16_pack, bf16_pack, q8_0_pack, q4_0_pack, q4_1_pack, q5_0_pack, q5_1_pack, q4_K_pack, q5_K_pack,
       q6_K_pack;
   MatvecFn for_dtype(DType t) const;
+  void set(DType t, MatvecFn one_row, MatvecRowsFn rows);  // the matrix-vector kernels of a weight dtype
   MatvecRowsFn rows_for_dtype(DType t) const;
   DequantFn dequant_for_dtype(DType t) const;  // f32 included (a copy)
   PackFn pack_for_dtype(DType t) const;
@@ -60,8 +66,11 @@ struct MatvecKernels {
 const MatvecKernels& scalar_matvec_kernels();
 #if defined(COROLLA_HAVE_X86_KERNELS)
 // Compiled with their own ISA flags: call them only on a CPU that runs them (see available_matvec_kernels()).
-const MatvecKernels& avx2_matvec_kernels();    // AVX2 + FMA + F16C
-const MatvecKernels& avx512_matvec_kernels();  // AVX-512 F/BW/VL (plus the AVX2 set)
+const MatvecKernels& avx2_matvec_kernels();        // AVX2 + FMA + F16C
+const MatvecKernels& avx512_matvec_kernels();      // AVX-512 F/BW/VL (plus the AVX2 set); quantized: AVX2's
+const MatvecKernels& avx512vnni_matvec_kernels();  // the AVX-512 set with VNNI's integer dot products
+// Sets the quantized weights' matrix-vector kernels of `set` to the AVX2 integer ones (matvec_avx2_int8.cpp).
+void use_avx2_integer_dot_products(MatvecKernels& set);
 #endif
 
 // f16 -> f32 for all 65536 halves (256 KiB, built on first use). The SIMD kernels read the scales of quantized
@@ -70,10 +79,10 @@ const float* f16_to_f32_table();
 
 // Every kernel set this CPU runs, scalar first, best last (ignores COROLLA_ISA).
 std::vector<const MatvecKernels*> available_matvec_kernels();
-// The best set this CPU runs at or below `cap` ("scalar", "avx2", "avx512"; null or empty: no cap). An unknown
-// cap is reported on stderr and ignored.
+// The best set this CPU runs at or below `cap` ("scalar", "avx2", "avx512", "avx512vnni"; null or empty: no cap).
+// An unknown cap is reported on stderr and ignored.
 const MatvecKernels& pick_matvec_kernels(const char* cap);
-// The best kernels this CPU runs (checked once at run time). COROLLA_ISA=scalar|avx2|avx512 caps the choice.
+// The best kernels this CPU runs (checked once at run time). COROLLA_ISA=scalar|avx2|avx512|avx512vnni caps the choice.
 const MatvecKernels& best_matvec_kernels();
 
 }  // namespace corolla

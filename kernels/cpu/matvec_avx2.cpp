@@ -405,29 +405,14 @@ void dequant(const void* src, float* dst, int64_t n) {
 }  // namespace
 
 const MatvecKernels& avx2_matvec_kernels() {
-  static const MatvecKernels k{.isa = "avx2",
+  static const MatvecKernels k = [] {
+    MatvecKernels s{.isa = "avx2",
                                .f32 = mv<DecF32>,
                                .f16 = mv<DecF16>,
                                .bf16 = mv<DecBf16>,
-                               .q8_0 = mv<DecQ8_0>,
-                               .q4_0 = mv<DecQ4_0>,
-                               .q4_1 = mv<DecQ4_1>,
-                               .q5_0 = mv<DecQ5_0>,
-                               .q5_1 = mv<DecQ5_1>,
-                               .q4_K = mv<DecQ4_K>,
-                               .q5_K = mv<DecQ5_K>,
-                               .q6_K = mv<DecQ6_K>,
                                .f32_rows = mv_rows<DecF32>,
                                .f16_rows = mv_rows<DecF16>,
                                .bf16_rows = mv_rows<DecBf16>,
-                               .q8_0_rows = mv_rows<DecQ8_0>,
-                               .q4_0_rows = mv_rows<DecQ4_0>,
-                               .q4_1_rows = mv_rows<DecQ4_1>,
-                               .q5_0_rows = mv_rows<DecQ5_0>,
-                               .q5_1_rows = mv_rows<DecQ5_1>,
-                               .q4_K_rows = mv_rows<DecQ4_K>,
-                               .q5_K_rows = mv_rows<DecQ5_K>,
-                               .q6_K_rows = mv_rows<DecQ6_K>,
                                .f16_to_f32 = dequant<DecF16>,
                                .bf16_to_f32 = dequant<DecBf16Natural>,
                                .q8_0_to_f32 = dequant<DecQ8_0>,
@@ -451,6 +436,9 @@ const MatvecKernels& avx2_matvec_kernels() {
                                .q4_K_pack = scalar_matvec_kernels().q4_K_pack,
                                .q5_K_pack = scalar_matvec_kernels().q5_K_pack,
                                .q6_K_pack = scalar_matvec_kernels().q6_K_pack};
+    use_avx2_integer_dot_products(s);
+    return s;
+  }();
   return k;
 }
 

@@ -462,29 +462,14 @@ void pack(const void* w, int64_t k, int64_t rows, float* out) {
 }  // namespace
 
 const MatvecKernels& avx512_matvec_kernels() {
-  static const MatvecKernels k{.isa = "avx512",
+  static const MatvecKernels k = [] {
+    MatvecKernels s{.isa = "avx512",
                                .f32 = mv<DecF32>,
                                .f16 = mv<DecF16>,
                                .bf16 = mv<DecBf16>,
-                               .q8_0 = mv<DecQ8_0>,
-                               .q4_0 = mv<DecQ4_0>,
-                               .q4_1 = mv<DecQ4_1>,
-                               .q5_0 = mv<DecQ5_0>,
-                               .q5_1 = mv<DecQ5_1>,
-                               .q4_K = mv<DecQ4_K>,
-                               .q5_K = mv<DecQ5_K>,
-                               .q6_K = mv<DecQ6_K>,
                                .f32_rows = mv_rows<DecF32>,
                                .f16_rows = mv_rows<DecF16>,
                                .bf16_rows = mv_rows<DecBf16>,
-                               .q8_0_rows = mv_rows<DecQ8_0>,
-                               .q4_0_rows = mv_rows<DecQ4_0>,
-                               .q4_1_rows = mv_rows<DecQ4_1>,
-                               .q5_0_rows = mv_rows<DecQ5_0>,
-                               .q5_1_rows = mv_rows<DecQ5_1>,
-                               .q4_K_rows = mv_rows<DecQ4_K>,
-                               .q5_K_rows = mv_rows<DecQ5_K>,
-                               .q6_K_rows = mv_rows<DecQ6_K>,
                                .f16_to_f32 = dequant<DecF16>,
                                .bf16_to_f32 = dequant<DecBf16Natural>,
                                .q8_0_to_f32 = dequant<DecQ8_0>,
@@ -506,6 +491,13 @@ const MatvecKernels& avx512_matvec_kernels() {
                                .q4_K_pack = pack<DecQ4_K>,
                                .q5_K_pack = pack<DecQ5_K>,
                                .q6_K_pack = pack<DecQ6_K>};
+    // Quantized weights: the AVX2 integer kernels (with VNNI, avx512vnni_matvec_kernels() has 512-bit ones).
+    const MatvecKernels& avx2 = avx2_matvec_kernels();
+    for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K,
+                    DType::q6_K})
+      s.set(t, avx2.for_dtype(t), avx2.rows_for_dtype(t));
+    return s;
+  }();
   return k;
 }
 

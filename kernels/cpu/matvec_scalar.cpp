@@ -1,6 +1,7 @@
 // Portable reference kernels: the correctness baseline for the SIMD ones and the fallback for old CPUs.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/matvec.hpp"
@@ -42,71 +43,122 @@ void mv_bf16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int
   }
 }
 
-void mv_q8_0(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t nb = k / kQuantBlock;
+// --- quantized weights: integer dot products with activations quantized to 8 bits (matvec.hpp) -------------------
+
+struct ActChunk {
+  int8_t q[kQuantBlock];
+  float d;
+  int32_t sum;  // of q
+};
+
+void quantize_chunk(const float* x, ActChunk& a) {
+  float amax = 0;
+  for (int i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
+  a.d = amax / 127.f;
+  const float id = amax > 0 ? 127.f / amax : 0.f;
+  a.sum = 0;
+  for (int i = 0; i < kQuantBlock; ++i) {
+    const float r = std::nearbyint(x[i] * id);  // ties to even, as the SIMD conversions round
+    a.q[i] = static_cast<int8_t>(r >= 127.f ? 127 : r <= -127.f ? -127 : r == r ? static_cast<int>(r) : 0);
+    a.sum += a.q[i];
+  }
+}
+
+// Chunk c (32 values) of a weight row as integers w (the stored level minus the format's offset), the scale of
+// each half (values 0..15 and 16..31) and the coefficient of the chunk's activation sum (the format's min, or 0):
+// the weights are ws[i / 16] * w[i] + mc.
+struct Chunk {
+  int w[kQuantBlock];
+  float ws[2];
+  float mc = 0;
+};
+
+const float* f16_table() { return f16_to_f32_table(); }
+
+void decode_q8_0(const char* row, int64_t c, Chunk& o) {
+  const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[c];
+  for (int i = 0; i < kQuantBlock; ++i) o.w[i] = b.qs[i];
+  o.ws[0] = o.ws[1] = f16_table()[b.d];
+}
+
+template <class Block>
+void decode_q4(const char* row, int64_t c, Chunk& o) {
+  const Block& b = reinterpret_cast<const Block*>(row)[c];
+  constexpr bool kMin = requires { b.m; };
+  uint32_t qh = 0;
+  if constexpr (requires { b.qh; }) std::memcpy(&qh, b.qh, 4);
+  constexpr int kFifth = requires { b.qh; } ? 16 : 0;  // the fifth bit's weight, and q5_0's offset
+  for (int i = 0; i < kQuantBlock / 2; ++i) {
+    const int lo = (b.qs[i] & 15) | (kFifth && (qh >> i & 1) ? 16 : 0);
+    const int hi = (b.qs[i] >> 4) | (kFifth && (qh >> (i + 16) & 1) ? 16 : 0);
+    const int offset = kMin ? 0 : kFifth ? 16 : 8;
+    o.w[i] = lo - offset;
+    o.w[i + 16] = hi - offset;
+  }
+  o.ws[0] = o.ws[1] = f16_table()[b.d];
+  if constexpr (kMin) o.mc = f16_table()[b.m];
+}
+
+template <class Block>
+void decode_q45_K(const char* row, int64_t c, Chunk& o) {
+  const Block& b = reinterpret_cast<const Block*>(row)[c / 8];
+  const int64_t j = c % 8;
+  uint8_t sc[8], m[8];
+  unpack_k_scales(b.scales, sc, m);
+  for (int i = 0; i < kQuantBlock; ++i) {
+    int q = b.qs[32 * (j / 2) + i] >> (4 * (j % 2)) & 15;
+    if constexpr (requires { b.qh; }) q |= (b.qh[i] >> j & 1) << 4;
+    o.w[i] = q;
+  }
+  o.ws[0] = o.ws[1] = f16_table()[b.d] * static_cast<float>(sc[j]);
+  o.mc = -(f16_table()[b.dmin] * static_cast<float>(m[j]));
+}
+
+void decode_q6_K(const char* row, int64_t c, Chunk& o) {
+  const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(row)[c / 8];
+  const int64_t h = (c % 8) / 4, t = c % 4;
+  for (int i = 0; i < kQuantBlock; ++i) {
+    const int lo = b.ql[64 * h + 32 * (t & 1) + i] >> (4 * (t >> 1)) & 15;
+    const int hi = b.qh[32 * h + i] >> (2 * t) & 3;
+    o.w[i] = (lo | hi << 4) - 32;
+  }
+  for (int half = 0; half < 2; ++half)
+    o.ws[half] = f16_table()[b.d] * static_cast<float>(b.scales[8 * h + 2 * t + half]);
+}
+
+template <DType T, void (*Decode)(const char*, int64_t, Chunk&)>
+void mv_quant(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  const int64_t nc = k / kQuantBlock;
+  thread_local std::vector<ActChunk> act;
+  act.resize(static_cast<size_t>(nc));
+  for (int64_t c = 0; c < nc; ++c) quantize_chunk(x + c * kQuantBlock, act[static_cast<size_t>(c)]);
+  const int64_t row_bytes = storage_bytes(T, k);
   for (int64_t r = r0; r < r1; ++r) {
-    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w) + r * nb;
+    const char* row = static_cast<const char*>(w) + r * row_bytes;
     float s = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      const float* xb = x + i * kQuantBlock;
-      float acc = 0;
-      for (int j = 0; j < kQuantBlock; ++j) acc += b[i].qs[j] * xb[j];
-      s += f16_to_f32(b[i].d) * acc;
+    Chunk ch;
+    for (int64_t c = 0; c < nc; ++c) {
+      const ActChunk& a = act[static_cast<size_t>(c)];
+      ch.mc = 0;
+      Decode(row, c, ch);
+      int32_t lo = 0, hi = 0;
+      for (int i = 0; i < 16; ++i) lo += ch.w[i] * a.q[i];
+      for (int i = 16; i < 32; ++i) hi += ch.w[i] * a.q[i];
+      s += (ch.ws[0] * a.d) * static_cast<float>(lo) + (ch.ws[1] * a.d) * static_cast<float>(hi) +
+           ch.mc * (a.d * static_cast<float>(a.sum));
     }
     y[r] = s;
   }
 }
 
-void mv_q4_0(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t nb = k / kQuantBlock;
-  for (int64_t r = r0; r < r1; ++r) {
-    const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w) + r * nb;
-    float s = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      const float* xb = x + i * kQuantBlock;
-      float acc = 0;
-      for (int j = 0; j < kQuantBlock / 2; ++j)
-        acc += ((b[i].qs[j] & 0x0f) - 8) * xb[j] + ((b[i].qs[j] >> 4) - 8) * xb[j + kQuantBlock / 2];
-      s += f16_to_f32(b[i].d) * acc;
-    }
-    y[r] = s;
-  }
-}
-
-void mv_q4_1(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t nb = k / kQuantBlock;
-  for (int64_t r = r0; r < r1; ++r) {
-    const BlockQ4_1* b = static_cast<const BlockQ4_1*>(w) + r * nb;
-    float s = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      const float* xb = x + i * kQuantBlock;
-      float acc = 0, xsum = 0;
-      for (int j = 0; j < kQuantBlock / 2; ++j) {
-        acc += (b[i].qs[j] & 0x0f) * xb[j] + (b[i].qs[j] >> 4) * xb[j + kQuantBlock / 2];
-        xsum += xb[j] + xb[j + kQuantBlock / 2];
-      }
-      s += f16_to_f32(b[i].d) * acc + f16_to_f32(b[i].m) * xsum;
-    }
-    y[r] = s;
-  }
-}
-
-// q5_0, q5_1 and the K-quants: each block (32 or 256 values) is dequantized as to_f32() does, then multiplied in
-// f32.
-template <DType T>
-void mv_blocks(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
-  const int64_t n = block_elems(T), nb = k / n, bytes = block_bytes(T);
-  float v[kSuperBlock];
-  for (int64_t r = r0; r < r1; ++r) {
-    const char* row = static_cast<const char*>(w) + r * nb * bytes;
-    float s = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      to_f32(T, row + i * bytes, v, n);
-      s += dot8(n, x + i * n, [&v](int64_t j) { return v[j]; });
-    }
-    y[r] = s;
-  }
-}
+constexpr MatvecFn mv_q8_0 = mv_quant<DType::q8_0, decode_q8_0>;
+constexpr MatvecFn mv_q4_0 = mv_quant<DType::q4_0, decode_q4<BlockQ4_0>>;
+constexpr MatvecFn mv_q4_1 = mv_quant<DType::q4_1, decode_q4<BlockQ4_1>>;
+constexpr MatvecFn mv_q5_0 = mv_quant<DType::q5_0, decode_q4<BlockQ5_0>>;
+constexpr MatvecFn mv_q5_1 = mv_quant<DType::q5_1, decode_q4<BlockQ5_1>>;
+constexpr MatvecFn mv_q4_K = mv_quant<DType::q4_K, decode_q45_K<BlockQ4_K>>;
+constexpr MatvecFn mv_q5_K = mv_quant<DType::q5_K, decode_q45_K<BlockQ5_K>>;
+constexpr MatvecFn mv_q6_K = mv_quant<DType::q6_K, decode_q6_K>;
 
 // The reference for several activation rows: one pass over the weights per row.
 template <MatvecFn F>
@@ -142,22 +194,22 @@ const MatvecKernels& scalar_matvec_kernels() {
                                .q8_0 = mv_q8_0,
                                .q4_0 = mv_q4_0,
                                .q4_1 = mv_q4_1,
-                               .q5_0 = mv_blocks<DType::q5_0>,
-                               .q5_1 = mv_blocks<DType::q5_1>,
-                               .q4_K = mv_blocks<DType::q4_K>,
-                               .q5_K = mv_blocks<DType::q5_K>,
-                               .q6_K = mv_blocks<DType::q6_K>,
+                               .q5_0 = mv_q5_0,
+                               .q5_1 = mv_q5_1,
+                               .q4_K = mv_q4_K,
+                               .q5_K = mv_q5_K,
+                               .q6_K = mv_q6_K,
                                .f32_rows = rows<mv_f32>,
                                .f16_rows = rows<mv_f16>,
                                .bf16_rows = rows<mv_bf16>,
                                .q8_0_rows = rows<mv_q8_0>,
                                .q4_0_rows = rows<mv_q4_0>,
                                .q4_1_rows = rows<mv_q4_1>,
-                               .q5_0_rows = rows<mv_blocks<DType::q5_0>>,
-                               .q5_1_rows = rows<mv_blocks<DType::q5_1>>,
-                               .q4_K_rows = rows<mv_blocks<DType::q4_K>>,
-                               .q5_K_rows = rows<mv_blocks<DType::q5_K>>,
-                               .q6_K_rows = rows<mv_blocks<DType::q6_K>>,
+                               .q5_0_rows = rows<mv_q5_0>,
+                               .q5_1_rows = rows<mv_q5_1>,
+                               .q4_K_rows = rows<mv_q4_K>,
+                               .q5_K_rows = rows<mv_q5_K>,
+                               .q6_K_rows = rows<mv_q6_K>,
                                .f16_to_f32 = dequant<DType::f16>,
                                .bf16_to_f32 = dequant<DType::bf16>,
                                .q8_0_to_f32 = dequant<DType::q8_0>,

@@ -74,7 +74,7 @@ def main():
                   window.__lengths.push(last.querySelector('.text').textContent.length);
               }).observe(document.getElementById('dialogue'), {subtree: true, childList: true, characterData: true});
             """)
-            box.send_keys("What is the capital of France?")
+            box.send_keys("Name the capital of France.")
             driver.find_element(By.ID, "send").click()
             WebDriverWait(driver, 120).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".msg.assistant .meta"))
             lengths = sorted(set(n for n in driver.execute_script("return window.__lengths") if n > 0))

@@ -82,7 +82,7 @@ check "corolla run on a busy port" "pick another port with --port" \
 
 demo="${COROLLA_CACHE:-$HOME/.cache/corolla}/demo/SmolLM2-135M-Instruct.Q4_1.gguf"
 if [ -f "$demo" ]; then
-  out=$("$bin" run --prompt "What is the capital of France?" --max-new-tokens 24 2>/dev/null)
+  out=$("$bin" run --prompt "Name the capital of France." --max-new-tokens 24 2>/dev/null)
   check "corolla run --prompt answers" "Paris" "$out"
 else
   echo "(the demo model is not downloaded: corolla run --prompt not checked)"

@@ -9,9 +9,12 @@ fail=0
 check() {  # check NAME EXPECTED_SUBSTRING ACTUAL
   if [[ "$3" == *"$2"* ]]; then echo "ok: $1"; else echo "FAILED: $1: expected '$2' in: $3"; fail=1; fi
 }
-out=$("$bin" generate --model demo --prompt "What is the capital of France?" --max-new-tokens 16 2>/dev/null)
+# The question is one the model answers with a clear margin: transformers' own top two logits differ by at least 1.0
+# at every step of the answer (for "What is the capital of France?" its first step is a near tie, 0.08, which the
+# 8-bit rounding of activations in decode can tip either way).
+out=$("$bin" generate --model demo --prompt "Name the capital of France." --max-new-tokens 16 2>/dev/null)
 check "generate answers" "Paris" "$out"
-out=$(printf 'What is the capital of France?\n/reset\n/quit\n' | "$bin" chat --temperature 0 --max-new-tokens 16 2>/dev/null)
+out=$(printf 'Name the capital of France.\n/reset\n/quit\n' | "$bin" chat --temperature 0 --max-new-tokens 16 2>/dev/null)
 check "chat answers" "Paris" "$out"
 check "chat resets" "(conversation cleared)" "$out"
 out=$(printf '\xff bad\n/quit\n' | "$bin" chat 2>/dev/null)
@@ -35,7 +38,7 @@ for span in 0:10 10:20 20:30; do
   for _ in $(seq 100); do grep -q "serving" "$dir/out-$span" 2>/dev/null && break; sleep 0.1; done
   peers="$peers${peers:+,}$(awk '{print $NF}' "$dir/out-$span")"
 done
-out=$("$bin" generate --model demo --prompt "What is the capital of France?" --max-new-tokens 16 --initial_peers "$peers" 2>/dev/null)
+out=$("$bin" generate --model demo --prompt "Name the capital of France." --max-new-tokens 16 --initial_peers "$peers" 2>/dev/null)
 check "generate through a 3-server swarm" "Paris" "$out"
 # Beam search through the swarm: the best of 4 beams, what the same search finds in this process.
 beams=$("$bin" generate --model demo --prompt "Name a color." --max-new-tokens 10 --num-beams 4 --initial_peers "$peers" 2>/dev/null)
@@ -45,7 +48,7 @@ check "a beam search through the swarm finds the local one's answer" "$local_bea
 out=$("$bin" generate --model demo --prompt "Name a color." --num-beams 4 --temperature 0.7 2>&1)
 check "beam search refuses sampling" "needs greedy sampling" "$out"
 # Several prompts at once: a session each, batched by the servers; each completion what it is alone.
-printf 'What is the capital of France?\n\nName a color.\n' > "$dir/prompts.txt"
+printf 'Name the capital of France.\n\nName a color.\n' > "$dir/prompts.txt"
 out=$("$bin" generate --model demo --prompts-file "$dir/prompts.txt" --max-new-tokens 12 --temperature 0 --initial_peers "$peers" 2>/dev/null)
 check "a prompts file gives a JSON line per prompt" '{"index":1,' "$out"
 check "the first prompt's completion" "Paris" "$(echo "$out" | head -1)"

@@ -156,6 +156,46 @@ const GgufCase kGguf[] = {
     {"llama-kquant", "model-q4_K.gguf", "q4_K", kTol}, {"llama-kquant", "model-q5_K.gguf", "q5_K", kTol},
     {"llama-kquant", "model-q6_K.gguf", "q6_K", kTol}, {"llama-kquant", "model-q4_K_M.gguf", "q4_K_M", kTol},
 };
+
+// Quantized weights multiply activations rounded to 8 bits in decode and in batches as small as these prompts
+// (kernels/cpu/matvec.hpp), while the references compute with f32 activations on the dequantized weights. The golden's
+// name is the file's weight type: every quantized one starts with q (f16 and f32 do not round).
+bool rounds_activations(const GgufCase& c) { return c.golden[0] == 'q'; }
+
+// What rounding the activations allows on these tiny random models, whose four blocks of wide weights amplify any
+// error (see gguf_and_safetensors_agree_within_dtype_tolerance below): the prompt's logits within a tenth of their
+// largest value (measured: up to 0.068), and the reference's greedy path, fed back one token at a time, never far
+// from the top: at each step the reference's token scores within that tenth of the largest logit of our step
+// (measured: up to 0.044; a near tie may go either way, a wrong kernel puts the token far down), and is our own
+// top token at three steps in four or more (measured: 28 of 32 or more). The exact check of the rounding itself,
+// to f32 rounding, is tests/unit/test_matvec.cpp's.
+constexpr double kRoundedLogitsTol = 0.1;
+void check_with_rounded_activations(LocalModel& model, const std::vector<int32_t>& ids, const Tensor& logits,
+                                    const Golden& g) {
+  const Tensor want = g.tensor("logits_full");
+  const double scale = max_abs(want);
+  const double prompt_err = max_abs_diff(logits, want) / scale;
+  BOOST_TEST(prompt_err < kRoundedLogitsTol);
+  const std::vector<int32_t> greedy = g.ids("greedy_ids");
+  model.reset(1, 64);
+  Tensor next = model.forward(ids, iota_positions(ids.size()), true);  // the logits after the prompt
+  double worst_behind = 0;
+  size_t same = 0;
+  for (size_t i = 0; i < greedy.size(); ++i) {
+    const float* l = next.data_as<const float>();
+    const int64_t top = std::max_element(l, l + next.dim(1)) - l;
+    worst_behind = std::max(worst_behind, (l[top] - l[greedy[i]]) / scale);
+    same += top == greedy[i];
+    const std::vector<int32_t> token{greedy[i]}, position{static_cast<int32_t>(ids.size() + i)};
+    next = model.forward(token, position, true);
+  }
+  BOOST_TEST(worst_behind < kRoundedLogitsTol);
+  BOOST_TEST(4 * same >= 3 * greedy.size());
+  BOOST_TEST_MESSAGE("prompt logits off by " << prompt_err << " of their largest; greedy " << same << "/"
+                                             << greedy.size() << ", reference token at most " << worst_behind
+                                             << " of the largest logit below our top");
+}
+
 }  // namespace
 
 BOOST_DATA_TEST_CASE(gguf_matches_its_reference, bdata::make(kGguf), c) {
@@ -165,6 +205,10 @@ BOOST_DATA_TEST_CASE(gguf_matches_its_reference, bdata::make(kGguf), c) {
   auto ids = base.ids("input_ids");
   model.reset(1, 64);
   Tensor logits = model.forward(ids, iota_positions(ids.size()), false);
+  if (rounds_activations(c)) {
+    check_with_rounded_activations(model, ids, logits, g);
+    return;
+  }
   BOOST_TEST(max_abs_diff(logits, g.tensor("logits_full")) < c.tol);
   // Decoding one token at a time (the matrix-vector kernels) follows the file's own greedy path.
   GenerationParams params;

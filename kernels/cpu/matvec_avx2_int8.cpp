@@ -1,0 +1,340 @@
+// AVX2 matrix-vector kernels for quantized weights: integer dot products (vpmaddubsw, vpmaddwd) of the weights'
+// levels with activations quantized to 8 bits (the rule in matvec.hpp). This file alone is compiled with AVX2 flags.
+//
+// Shape, as the VNNI kernels (matvec_vnni.cpp) at half the width: one chunk of 32 values at a time becomes 32
+// unsigned levels u in one 256-bit vector; vpmaddubsw multiplies them with the activations q into pairs of int16
+// (|u| <= 63 and |q| <= 127: no saturation), vpmaddwd adds pairs into eight int32 lanes (four values each), and the
+// lanes start from -offset times the sum of their four activations. q8_0's levels are signed: their magnitudes
+// multiply the activations with the weights' signs (vpsignb), with no offset. The lanes become f32, scaled by the
+// weights' scale (per lane: q6_K changes it every 16 values) times the chunk's activation scale; formats with a
+// min add min * d * sum(q). R weight rows run side by side, up to M = 4 activation rows share each decoded chunk.
+//
+// Internal linkage throughout, as in every file compiled with its own ISA flags (see matvec_simd.hpp).
+#include <immintrin.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/matvec.hpp"
+#include "kernels/cpu/matvec_simd.hpp"
+#include "kernels/k_scales.hpp"
+
+namespace corolla {
+namespace {
+
+constexpr int64_t kChunk = 32;
+// Software prefetch as in the f32 AVX2 kernels (matvec_avx2.cpp, where it was measured).
+constexpr int64_t kPrefetchGroups = 2;
+constexpr int64_t kPrefetchBytes = 256;
+constexpr int64_t kTileBytes = 256 * 1024;
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+// --- prepared activations (the layout of matvec_vnni.cpp) ---------------------------------------------------------
+// Per pair of chunks (64 values), 256 bytes: int8 q[64] | int32 bias[16] (-offset * the sum of each lane's four q)
+// | f32 d[16] (each chunk's scale in its eight lanes) | f32 s[16] (d * sum(q) of the chunk / 8 in each of its
+// lanes). Chunk c is half c % 2 of pair c / 2.
+constexpr int64_t kPairBytes = 256;
+
+struct Scratch {
+  char* data = nullptr;
+  int64_t cap = 0;
+  ~Scratch() { std::free(data); }
+  char* get(int64_t n) {
+    if (n > cap) {
+      std::free(data);
+      cap = (n + 63) / 64 * 64;
+      data = static_cast<char*>(std::aligned_alloc(64, static_cast<size_t>(cap)));
+    }
+    return data;
+  }
+};
+thread_local Scratch scratch;
+
+inline const char* chunk_of(const char* prepared_row, int64_t c) { return prepared_row + c / 2 * kPairBytes + c % 2 * 32; }
+
+inline int hsum_epi32(__m256i v) {
+  __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+  t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+  return _mm_cvtsi128_si32(t);
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline void quantize_chunk(const float* x, char* at, int offset) {
+  __m256 v[4];
+  const __m256 sign = _mm256_set1_ps(-0.f);
+  __m256 amax = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(x + 8 * i);
+    amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[i]));
+  }
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  const float a = _mm_cvtss_f32(m);
+  const float d = a / 127.f, id = a > 0 ? 127.f / a : 0.f;
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
+  // packs work within 128-bit lanes: the permutation puts the four groups of eight back in order.
+  const __m256i packed = _mm256_permutevar8x32_epi32(
+      _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), packed);
+  const __m256i sums =
+      _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), packed), _mm256_set1_epi16(1));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + 64), _mm256_mullo_epi32(sums, _mm256_set1_epi32(-offset)));
+  _mm256_storeu_ps(reinterpret_cast<float*>(at + 128), _mm256_set1_ps(d));
+  _mm256_storeu_ps(reinterpret_cast<float*>(at + 192),
+                   _mm256_set1_ps(d * static_cast<float>(hsum_epi32(sums)) * 0.125f));
+}
+
+// x rows [m, k] (k a multiple of 32) -> m prepared rows of `pairs` pairs each.
+const char* prepare(const float* x, int64_t m, int64_t k, int offset, int64_t& pairs) {
+  const int64_t nc = k / kChunk;
+  pairs = (nc + 1) / 2;
+  char* out = scratch.get(m * pairs * kPairBytes);
+  for (int64_t j = 0; j < m; ++j) {
+    char* row = out + j * pairs * kPairBytes;
+    if (nc % 2) std::memset(row + (pairs - 1) * kPairBytes, 0, kPairBytes);
+    for (int64_t c = 0; c < nc; ++c) quantize_chunk(x + j * k + c * kChunk, const_cast<char*>(chunk_of(row, c)), offset);
+  }
+  return out;
+}
+
+// --- decoders: chunk c of a row -> 32 levels, the scale of each lane, and (formats with a min) the chunk's min -----
+// kOffset: subtracted from every level; kSigned: the levels are signed bytes (q8_0); kMins: the format has a min.
+
+struct DecQuant {
+  static constexpr bool kSigned = false;
+  const float* f16;
+};
+
+struct DecQ8_0 : DecQuant {
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMins = false;
+  static constexpr int64_t kChunkBytes = sizeof(BlockQ8_0);
+  void load(const char* row, int64_t c, __m256i& u, __m256& ws, __m256&) const {
+    const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + c;
+    u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs));
+    ws = _mm256_broadcast_ss(f16 + b->d);
+  }
+};
+
+// q4 and q5 blocks: byte i holds value i in its low nibble and value i + 16 in its high one; bit i of qh (q5) is
+// the fifth bit of value i, spread to a byte mask by a shuffle and a compare.
+template <class Block>
+struct DecQ4 : DecQuant {
+  static constexpr bool kMins = requires(Block b) { b.m; };
+  static constexpr bool kFifth = requires(Block b) { b.qh; };
+  static constexpr int kOffset = kMins ? 0 : kFifth ? 16 : 8;
+  static constexpr int64_t kChunkBytes = sizeof(Block);
+  void load(const char* row, int64_t c, __m256i& u, __m256& ws, __m256& mn) const {
+    const Block* b = reinterpret_cast<const Block*>(row) + c;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
+    u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
+    if constexpr (kFifth) {
+      uint32_t qh;
+      std::memcpy(&qh, b->qh, 4);
+      __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                                         _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                                            0x0303030303030303));
+      bits = _mm256_cmpeq_epi8(_mm256_or_si256(bits, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
+                               _mm256_set1_epi64x(-1));
+      u = _mm256_or_si256(u, _mm256_and_si256(bits, _mm256_set1_epi8(16)));
+    }
+    ws = _mm256_broadcast_ss(f16 + b->d);
+    if constexpr (kMins) mn = _mm256_broadcast_ss(f16 + b->m);
+  }
+};
+
+// q4_K / q5_K: chunk c is sub-block j = c % 8 of super-block c / 8: the low (j even) or high nibbles of bytes
+// 32 (j / 2) .. + 31, and bit j of qh.
+template <class Block>
+struct DecQ45_K : DecQuant {
+  static constexpr int kOffset = 0;
+  static constexpr bool kMins = true;
+  static constexpr int64_t kBlockBytes = sizeof(Block), kChunkBytes = kBlockBytes / 8;
+  void load(const char* row, int64_t c, __m256i& u, __m256& ws, __m256& mn) const {
+    const Block* b = reinterpret_cast<const Block*>(row) + c / 8;
+    const int64_t j = c % 8;
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * (j / 2)));
+    u = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(static_cast<int>(4 * (j % 2)))),
+                         _mm256_set1_epi8(15));
+    if constexpr (requires { b->qh; }) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh));
+      const __m256i bit =
+          _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(static_cast<int>(j))), _mm256_set1_epi8(1));
+      u = _mm256_or_si256(u, _mm256_slli_epi16(bit, 4));
+    }
+    int sc, m;
+    k_scale_min(b->scales, j, sc, m);
+    ws = _mm256_set1_ps(f16[b->d] * static_cast<float>(sc));
+    mn = _mm256_set1_ps(-(f16[b->dmin] * static_cast<float>(m)));
+  }
+};
+
+// q6_K: chunk c is quarter t of half h of its super-block (q6_chunk in matvec_simd.hpp); values 0..15 have the
+// scale scales[0], values 16..31 scales[1].
+struct DecQ6_K : DecQuant {
+  static constexpr int kOffset = 32;
+  static constexpr bool kMins = false;
+  static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K), kChunkBytes = kBlockBytes / 8;
+  void load(const char* row, int64_t c, __m256i& u, __m256& ws, __m256&) const {
+    const Q6Chunk k = q6_chunk(row, c);
+    const __m256i lo = _mm256_and_si256(
+        _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.ql)), _mm_cvtsi32_si128(k.lshift)),
+        _mm256_set1_epi8(15));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.qh)), _mm_cvtsi32_si128(k.hshift)),
+        _mm256_set1_epi8(3));
+    u = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+    const float d = f16[k.d];
+    ws = _mm256_set_m128(_mm_set1_ps(d * static_cast<float>(k.scales[1])),
+                         _mm_set1_ps(d * static_cast<float>(k.scales[0])));
+  }
+};
+
+using DecQ4_0 = DecQ4<BlockQ4_0>;
+using DecQ4_1 = DecQ4<BlockQ4_1>;
+using DecQ5_0 = DecQ4<BlockQ5_0>;
+using DecQ5_1 = DecQ4<BlockQ5_1>;
+using DecQ4_K = DecQ45_K<BlockQ4_K>;
+using DecQ5_K = DecQ45_K<BlockQ5_K>;
+
+// --- the driver ----------------------------------------------------------------------------------------------------
+
+// Rows [r, r + R) against M prepared rows (stride xs bytes): out[i][j]. With chunk c of row i, the bytes at
+// ahead + i * stride + c * kChunkBytes are prefetched (none when null).
+template <class D, int R, int M>
+inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, const char* xp, int64_t xs,
+                     const char* ahead, float (&out)[R][M]) {
+  __m256 acc[R][M];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < M; ++j) acc[i][j] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t c = 0; c < nc; ++c) {
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      __m256i u;
+      __m256 ws, mn = _mm256_setzero_ps();
+      if (ahead) _mm_prefetch(ahead + i * stride + c * D::kChunkBytes, _MM_HINT_T0);
+      dec.load(w + i * stride, c, u, ws, mn);
+      __m256i magnitude = u;
+      if constexpr (D::kSigned) magnitude = _mm256_sign_epi8(u, u);
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j) {
+        const char* a = chunk_of(xp + j * xs, c);
+        __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(a));
+        if constexpr (D::kSigned) q = _mm256_sign_epi8(q, u);
+        const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, q), ones),
+                                              _mm256_load_si256(reinterpret_cast<const __m256i*>(a + 64)));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                                    _mm256_mul_ps(ws, _mm256_load_ps(reinterpret_cast<const float*>(a + 128))),
+                                    acc[i][j]);
+        if constexpr (D::kMins)
+          acc[i][j] = _mm256_fmadd_ps(mn, _mm256_load_ps(reinterpret_cast<const float*>(a + 192)), acc[i][j]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < M; ++j) out[i][j] = hsum(acc[i][j]);
+}
+
+// Weight rows per pass: R * M accumulators plus the decoded chunk must fit in 16 registers.
+template <int M>
+constexpr int kRowsPerPass = M <= 2 ? 4 : 2;
+
+template <class D, int M>
+void run(const D& dec, const char* w, int64_t stride, int64_t nc, const char* xp, int64_t xs, float* y, int64_t ldy,
+         int64_t r0, int64_t r1, int64_t limit) {
+  constexpr int R = kRowsPerPass<M>;
+  int64_t r = r0;
+  float out[R][M];
+  for (; r + R <= r1; r += R) {
+    const char* ahead;
+    if constexpr (M == 1) {
+      constexpr int64_t kAhead = kPrefetchGroups * R;
+      ahead = r + kAhead + R <= limit ? w + (r + kAhead) * stride : nullptr;
+    } else {
+      if (r + 2 * R <= r1)  // the first bytes of the next rows, which the in-row prefetch leaves cold
+        for (int i = 0; i < R; ++i)
+          for (int64_t b = 0; b < kPrefetchBytes && b < stride; b += 64)
+            _mm_prefetch(w + (r + R + i) * stride + b, _MM_HINT_T0);
+      ahead = w + r * stride + kPrefetchBytes;
+    }
+    dot_rows<D, R, M>(dec, w + r * stride, stride, nc, xp, xs, ahead, out);
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < M; ++j) y[j * ldy + r + i] = out[i][j];
+  }
+  for (; r < r1; ++r) {
+    float one[1][M];
+    dot_rows<D, 1, M>(dec, w + r * stride, stride, nc, xp, xs, M == 1 ? nullptr : w + r * stride + kPrefetchBytes,
+                      one);
+    for (int j = 0; j < M; ++j) y[j * ldy + r] = one[0][j];
+  }
+}
+
+template <class D>
+void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const char* wb = static_cast<const char*>(w);
+  const D dec{{f16_to_f32_table()}};
+  const int64_t stride = row_stride<D>(k), nc = k / kChunk;
+  int64_t pairs;
+  const char* xp = prepare(x, m, k, D::kOffset, pairs);
+  const int64_t xs = pairs * kPairBytes;
+  const int64_t tile = m <= kMatvecMaxRows ? r1 - r0 : max64(4, kTileBytes / stride / 4 * 4);
+  for (int64_t t0 = r0; t0 < r1; t0 += tile) {
+    const int64_t t1 = min64(r1, t0 + tile);
+    for (int64_t i0 = 0; i0 < m; i0 += kMatvecMaxRows) {
+      const char* xi = xp + i0 * xs;
+      float* yi = y + i0 * ldy;
+      switch (min64(kMatvecMaxRows, m - i0)) {
+        case 1: run<D, 1>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
+        case 2: run<D, 2>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
+        case 3: run<D, 3>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
+        default: run<D, 4>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
+      }
+    }
+  }
+}
+
+template <class D>
+void mv(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  mv_rows<D>(w, k, x, 1, y, 0, r0, r1);
+}
+
+}  // namespace
+
+void use_avx2_integer_dot_products(MatvecKernels& s) {
+  s.q8_0 = mv<DecQ8_0>;
+  s.q4_0 = mv<DecQ4_0>;
+  s.q4_1 = mv<DecQ4_1>;
+  s.q5_0 = mv<DecQ5_0>;
+  s.q5_1 = mv<DecQ5_1>;
+  s.q4_K = mv<DecQ4_K>;
+  s.q5_K = mv<DecQ5_K>;
+  s.q6_K = mv<DecQ6_K>;
+  s.q8_0_rows = mv_rows<DecQ8_0>;
+  s.q4_0_rows = mv_rows<DecQ4_0>;
+  s.q4_1_rows = mv_rows<DecQ4_1>;
+  s.q5_0_rows = mv_rows<DecQ5_0>;
+  s.q5_1_rows = mv_rows<DecQ5_1>;
+  s.q4_K_rows = mv_rows<DecQ4_K>;
+  s.q5_K_rows = mv_rows<DecQ5_K>;
+  s.q6_K_rows = mv_rows<DecQ6_K>;
+}
+
+}  // namespace corolla
