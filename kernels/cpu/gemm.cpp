@@ -167,7 +167,9 @@ int64_t matvec_max_rows(DType weights) {
     case DType::f32: return kMatvecMaxRowsF32;
     case DType::bf16:
     case DType::f16:
-    case DType::q8_0: return kMatvecMaxRowsWide;
+    case DType::q8_0: return kMatvecAllRows;
+    case DType::q4_0:
+    case DType::q5_0: return kMatvecAllRows;
     default: return kMatvecMaxRowsPacked;
   }
 }
@@ -201,6 +203,7 @@ void cpu_matvec_rows(ThreadPool& pool, const float* x, int64_t m, int64_t k, con
 void cpu_gemm(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y, Sgemm strided) {
   const int64_t n = w.dim(0);
   const DType wt = w.dtype();
+
   const char* wdata = static_cast<const char*>(w.data());
   const Sgemm sgemm = strided ? strided : onednn_sgemm;
   const int64_t row_bytes = storage_bytes(wt, k);

@@ -7,7 +7,8 @@
 // the tile as they want it instead of copying it once more. Where oneDNN has no such kernel (no AVX-512), tiles
 // are converted to plain f32 rows for its strided GEMM. On this project's CPUs oneDNN's bf16 matmul is slower
 // than its f32 one (docs/PERFORMANCE.md), so prefill computes in f32 whatever the weights' dtype. The limits
-// between the paths were measured with bench_gemm (docs/PERFORMANCE.md).
+// between the paths were measured with bench_gemm (docs/PERFORMANCE.md). Quantized weights multiply x rounded to
+// 8 bits on both paths (activation_rounding.hpp), so a row's result does not depend on the size of its batch.
 #pragma once
 
 #include <cstdint>
@@ -22,14 +23,18 @@ namespace corolla {
 void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tensor& w, float* y);
 
 // Up to this many rows of x, cpu_matmul uses the matrix-vector kernels rather than a GEMM: for f32 weights; for
-// 16- and 8-bit weights (bf16, f16, q8_0), which the matrix-vector kernels widen cheaply; and for the 4- to 6-bit
-// formats, whose unpacking the GEMM path does once per tile instead of once per pass of rows. bench_gemm measured
+// 16-bit weights (bf16, f16), which the matrix-vector kernels widen cheaply; and for the quantized formats with a
+// min or a sub-block scale per chunk (q4_1, q5_1, the K-quants), whose integer kernels pay an f32 term per chunk and
+// row that the GEMM path (weights dequantized once per tile) does not. q8_0, q4_0 and q5_0 take the integer
+// kernels at any number of rows: a 512-token prefill of TinyLlama's shape ran 10 % faster that way for q8_0 and
+// q4_0 and as fast for q5_0, while q4_1, q4_K, q5_K and q6_K ran 7-29 % slower (bench_decode --prefill=512,
+// docs/PERFORMANCE.md); there a row's product does not depend on how many rows its batch has. bench_gemm measured
 // f32's paths crossing near 32-64 rows; bench_batch_decode (whole decode steps of 32 to 64 sessions, TinyLlama's
-// shape, 2-core AVX-512 machine) found the matrix-vector path 14-25 % faster at 48-64 rows for bf16, f16 and q8_0
-// and 5-37 % slower for q4_0, q4_1 and q4_K (docs/PERFORMANCE.md).
+// shape, 2-core AVX-512 machine) found the matrix-vector path 14-25 % faster at 48-64 rows for bf16 and f16.
 inline constexpr int64_t kMatvecMaxRowsF32 = 16;
 inline constexpr int64_t kMatvecMaxRowsWide = 64;
 inline constexpr int64_t kMatvecMaxRowsPacked = 32;
+inline constexpr int64_t kMatvecAllRows = int64_t{1} << 62;
 int64_t matvec_max_rows(DType weights);
 
 // y_i[M, N_i] = x[M, K] · w_iᵀ for several weights at once, as cpu_matmul would compute each. Where every one

@@ -4,12 +4,13 @@
 // token are what counts.
 //
 // Plain weights (f32, f16, bf16) multiply f32 activations, accumulating in f32. Quantized weights multiply the
-// activations quantized to 8 bits, as llama.cpp does: each chunk of 32 values of x becomes q = round(x / d), ties
-// to even, with d = max|x| / 127 (so |q| <= 127), and each chunk's product is an exact integer dot product of
-// q with the weights' integer levels, scaled by d and the weights' own scales in f32. The integer products are
-// what lets the SIMD kernels keep up with memory (VNNI's vpdpbusd, AVX2's vpmaddubsw); the activation rounding
-// costs up to ~1 % of a dot product's sum of |w x| (tests/unit/test_matvec.cpp bounds it). Every kernel set
-// computes the same function, so the SIMD kernels agree with the scalar ones to f32 rounding.
+// activations rounded to 8 bits, as llama.cpp does (the rule: activation_rounding.hpp): each chunk of 32 values of
+// x becomes int8 levels with one f32 scale, once per call, and each chunk's product is an exact integer dot product
+// of those levels with the weights' integer levels, scaled by both scales in f32. The integer products are what
+// lets the SIMD kernels keep up with memory (VNNI's vpdpbusd, AVX2's vpmaddubsw); the rounding costs under 1 % of
+// a dot product's sum of |w x| (tests/unit/test_matvec.cpp bounds it). Every kernel set computes the same function,
+// so the SIMD kernels agree with the scalar ones to f32 rounding, and a row of x gets the same arithmetic whatever
+// the number of rows in the call.
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/activation_rounding.hpp"
 #include "kernels/cpu/matvec.hpp"
 
 namespace corolla {
@@ -50,19 +51,6 @@ struct ActChunk {
   float d;
   int32_t sum;  // of q
 };
-
-void quantize_chunk(const float* x, ActChunk& a) {
-  float amax = 0;
-  for (int i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
-  a.d = amax / 127.f;
-  const float id = amax > 0 ? 127.f / amax : 0.f;
-  a.sum = 0;
-  for (int i = 0; i < kQuantBlock; ++i) {
-    const float r = std::nearbyint(x[i] * id);  // ties to even, as the SIMD conversions round
-    a.q[i] = static_cast<int8_t>(r >= 127.f ? 127 : r <= -127.f ? -127 : r == r ? static_cast<int>(r) : 0);
-    a.sum += a.q[i];
-  }
-}
 
 // Chunk c (32 values) of a weight row as integers w (the stored level minus the format's offset), the scale of
 // each half (values 0..15 and 16..31) and the coefficient of the chunk's activation sum (the format's min, or 0):
@@ -131,7 +119,10 @@ void mv_quant(const void* w, int64_t k, const float* x, float* y, int64_t r0, in
   const int64_t nc = k / kQuantBlock;
   thread_local std::vector<ActChunk> act;
   act.resize(static_cast<size_t>(nc));
-  for (int64_t c = 0; c < nc; ++c) quantize_chunk(x + c * kQuantBlock, act[static_cast<size_t>(c)]);
+  for (int64_t c = 0; c < nc; ++c) {
+    ActChunk& a = act[static_cast<size_t>(c)];
+    quantize_activation_chunk(x + c * kQuantBlock, a.q, a.d, a.sum);
+  }
   const int64_t row_bytes = storage_bytes(T, k);
   for (int64_t r = r0; r < r1; ++r) {
     const char* row = static_cast<const char*>(w) + r * row_bytes;

@@ -67,13 +67,17 @@ std::string dt(DType t) { return std::string(dtype_name(t)); }
 // quantized weights dequantized to f32.
 constexpr double kMatmulTolerance = 1e-4;
 
+// The weights the CPU reference multiplies: quantized ones dequantized to f32, since the CPU's own matrix-vector
+// kernels round the activations to 8 bits for them (kernels/cpu/matvec.hpp) and the CUDA kernels keep f32.
+Tensor reference_weights(const Tensor& w) { return is_quantized(w.dtype()) ? w.to_f32() : w; }
+
 void check_matmul(Backend& backend, DType wt, int64_t m, int64_t n, int64_t k, bool bias, uint32_t seed,
                   double tol) {
   const Tensor x = random_tensor({m, k}, seed);
   const Tensor w = random_tensor({n, k}, seed + 1, 1.f / std::sqrt(static_cast<float>(k))).cast(wt);
   const Tensor b = random_tensor({n}, seed + 2);
   Tensor want = Tensor::empty(DType::f32, {m, n});
-  cpu().matmul(x, w, bias ? &b : nullptr, want);
+  cpu().matmul(x, reference_weights(w), bias ? &b : nullptr, want);
   const Tensor bd = backend.upload(b);
   Tensor got = backend.alloc(DType::f32, {m, n});
   backend.matmul(backend.upload(x), backend.upload(w), bias ? &bd : nullptr, got);
@@ -145,7 +149,7 @@ BOOST_AUTO_TEST_CASE(matmul_with_odd_k_or_misaligned_x_takes_the_scalar_path) {
   for (DType wt : kWeightTypes) {
     const Tensor w = random_tensor({n, k}, 9).cast(wt);
     Tensor want = Tensor::empty(DType::f32, {1, n});
-    cpu().matmul(x, w, nullptr, want);
+    cpu().matmul(x, reference_weights(w), nullptr, want);
     const Tensor xd = gpu().upload(xs);
     const Tensor xv = Tensor::view(static_cast<float*>(xd.data()) + 1, DType::f32, {1, k}, xd.owner(), Device::cuda);
     Tensor got = gpu().alloc(DType::f32, {1, n});
@@ -175,9 +179,9 @@ BOOST_AUTO_TEST_CASE(matmul_many_matches_cpu_in_one_launch_and_falls_back_otherw
       const Tensor wc = random_tensor({200, 256}, 403, 0.06f).cast(wt), bias = random_tensor({32}, 404);
       Tensor ya = Tensor::empty(DType::f32, {m, 96}), yb = Tensor::empty(DType::f32, {m, 32});
       Tensor yc = Tensor::empty(DType::f32, {m, 200});
-      cpu().matmul(x, wa, nullptr, ya);
-      cpu().matmul(x, wb, &bias, yb);
-      cpu().matmul(x, wc, nullptr, yc);
+      cpu().matmul(x, reference_weights(wa), nullptr, ya);
+      cpu().matmul(x, reference_weights(wb), &bias, yb);
+      cpu().matmul(x, reference_weights(wc), nullptr, yc);
       const Tensor da = up(wa), db = up(wb), dc = up(wc), dbias = up(bias);
       Tensor ga = gpu().alloc(DType::f32, {m, 96}), gb = gpu().alloc(DType::f32, {m, 32});
       Tensor gc = gpu().alloc(DType::f32, {m, 200});
@@ -199,7 +203,7 @@ BOOST_AUTO_TEST_CASE(matmul_add_adds_the_projection_to_y_on_both_paths) {
       const Tensor x = random_tensor({m, 128}, 410), y0 = random_tensor({m, 64}, 411), bias = random_tensor({64}, 412);
       const Tensor w = random_tensor({64, 128}, 413, 0.09f).cast(wt);
       Tensor want = y0.clone();
-      cpu().matmul_add(x, w, &bias, want);
+      cpu().matmul_add(x, reference_weights(w), &bias, want);
       Tensor got = up(y0);
       const Tensor dbias = up(bias);
       gpu().matmul_add(up(x), up(w), &dbias, got);

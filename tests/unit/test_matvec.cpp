@@ -8,6 +8,7 @@
 // costs against the exact product.
 #define BOOST_TEST_MODULE matvec
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -202,6 +203,25 @@ BOOST_AUTO_TEST_CASE(quantized_activations_cost_at_most_half_a_level_per_value) 
     }
 }
 
+// A row's product does not depend on the rows it shares a pass with: the integer kernels give each row of x the same
+// arithmetic whatever m is, bit for bit (so a session's decode step gives the same result alone or batched).
+BOOST_AUTO_TEST_CASE(quantized_rows_do_not_depend_on_their_batch) {
+  uint32_t seed = 450;
+  ThreadPool pool(2);
+  for (DType t : kWeightTypes) {
+    if (!is_quantized(t)) continue;
+    const int64_t n = 70, k = 512, m = 37;
+    const Weights w = make_weights(t, n, k, seed++);
+    const std::vector<float> x = randn(m * k, seed++);
+    std::vector<float> batched(static_cast<size_t>(m * n)), alone(static_cast<size_t>(n));
+    cpu_matvec_rows(pool, x.data(), m, k, w.stored, batched.data());
+    for (int64_t i = 0; i < m; ++i) {
+      cpu_matvec_rows(pool, x.data() + i * k, 1, k, w.stored, alone.data());
+      BOOST_TEST(std::equal(alone.begin(), alone.end(), batched.begin() + i * n), dtype_name(t) << " row " << i);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(plain_dtypes_accept_any_k) {
   uint32_t seed = 100;
   for (const MatvecKernels* ks : available_matvec_kernels())
@@ -276,7 +296,8 @@ BOOST_AUTO_TEST_CASE(packing_transposes_into_padded_panels) {
 }
 
 namespace {
-// `matvec_path`: y came from the matrix-vector kernels, which quantize x for quantized weights.
+// `matvec_path`: y came from the matrix-vector kernels, which round x to 8 bits for quantized weights (the GEMM
+// path keeps it f32).
 double matmul_error(const Weights& w, int64_t n, int64_t k, int64_t m, const std::vector<float>& x,
                     const std::vector<float>& y, bool matvec_path) {
   const bool quantized_x = matvec_path && is_quantized(w.stored.dtype());
