@@ -50,9 +50,10 @@ inline int64_t packed_floats(int64_t k, int64_t rows) {
 
 struct MatvecKernels {
   const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni"
-  MatvecFn f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K;
-  MatvecRowsFn f32_rows, f16_rows, bf16_rows, q8_0_rows, q4_0_rows, q4_1_rows, q5_0_rows, q5_1_rows, q4_K_rows,
-      q5_K_rows, q6_K_rows;
+  // Kernel sets may leave some for another file to fill in (see use_avx2_integer_dot_products).
+  MatvecFn f32{}, f16{}, bf16{}, q8_0{}, q4_0{}, q4_1{}, q5_0{}, q5_1{}, q4_K{}, q5_K{}, q6_K{};
+  MatvecRowsFn f32_rows{}, f16_rows{}, bf16_rows{}, q8_0_rows{}, q4_0_rows{}, q4_1_rows{}, q5_0_rows{}, q5_1_rows{},
+      q4_K_rows{}, q5_K_rows{}, q6_K_rows{};
   DequantFn f16_to_f32, bf16_to_f32, q8_0_to_f32, q4_0_to_f32, q4_1_to_f32, q5_0_to_f32, q5_1_to_f32, q4_K_to_f32,
       q5_K_to_f32, q6_K_to_f32;
   PackFn f32_pack, f16_pack, bf16_pack, q8_0_pack, q4_0_pack, q4_1_pack, q5_0_pack, q5_1_pack, q4_K_pack, q5_K_pack,
