@@ -7,8 +7,7 @@
 // lanes start from -offset times the sum of their four activations. q8_0's levels are signed: their magnitudes
 // multiply the activations with the weights' signs (vpsignb), with no offset. The lanes become f32, scaled by the
 // weights' scale (per lane: q6_K changes it every 16 values) times the chunk's activation scale; formats with a
-// min add min * d * sum(q) per chunk, as one dot product per row after its chunks (as matvec_vnni.cpp). R weight
-// rows run side by side, up to M = 4 activation rows share each decoded chunk.
+// min add min * d * sum(q). R weight rows run side by side, up to M = 4 activation rows share each decoded chunk.
 //
 // Internal linkage throughout, as in every file compiled with its own ISA flags (see matvec_simd.hpp).
 #include <immintrin.h>
@@ -33,12 +32,10 @@ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 // --- prepared activations (the layout of matvec_vnni.cpp) ---------------------------------------------------------
-// A prepared row: per pair of chunks (64 values), 192 bytes: int8 q[64] | int32 bias[16] (-offset * the sum of each
-// lane's four q) | f32 d[16] (each chunk's scale in its eight lanes); then f32 s[c] = d * sum(q) of chunk c for
-// every chunk, zeros up to a multiple of 16. Chunk c is half c % 2 of pair c / 2.
-constexpr int64_t kPairBytes = 192;
-inline int64_t padded_chunks(int64_t pairs) { return (2 * pairs + 15) / 16 * 16; }
-inline int64_t prepared_row_bytes(int64_t pairs) { return pairs * kPairBytes + padded_chunks(pairs) * 4; }
+// Per pair of chunks (64 values), 256 bytes: int8 q[64] | int32 bias[16] (-offset * the sum of each lane's four q)
+// | f32 d[16] (each chunk's scale in its eight lanes) | f32 s[16] (d * sum(q) of the chunk / 8 in each of its
+// lanes). Chunk c is half c % 2 of pair c / 2.
+constexpr int64_t kPairBytes = 256;
 
 struct Scratch {
   char* data = nullptr;
@@ -71,7 +68,7 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline void quantize_chunk(const float* x, char* at, int offset, float* s) {
+inline void quantize_chunk(const float* x, char* at, int offset) {
   __m256 v[4];
   const __m256 sign = _mm256_set1_ps(-0.f);
   __m256 amax = _mm256_setzero_ps();
@@ -95,28 +92,24 @@ inline void quantize_chunk(const float* x, char* at, int offset, float* s) {
       _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), packed), _mm256_set1_epi16(1));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + 64), _mm256_mullo_epi32(sums, _mm256_set1_epi32(-offset)));
   _mm256_storeu_ps(reinterpret_cast<float*>(at + 128), _mm256_set1_ps(d));
-  *s = d * static_cast<float>(hsum_epi32(sums));
+  _mm256_storeu_ps(reinterpret_cast<float*>(at + 192),
+                   _mm256_set1_ps(d * static_cast<float>(hsum_epi32(sums)) * 0.125f));
 }
 
 // x rows [m, k] (k a multiple of 32) -> m prepared rows of `pairs` pairs each.
 const char* prepare(const float* x, int64_t m, int64_t k, int offset, int64_t& pairs) {
   const int64_t nc = k / kChunk;
   pairs = (nc + 1) / 2;
-  const int64_t row_bytes = prepared_row_bytes(pairs);
-  char* out = scratch.get(m * row_bytes);
+  char* out = scratch.get(m * pairs * kPairBytes);
   for (int64_t j = 0; j < m; ++j) {
-    char* row = out + j * row_bytes;
-    float* s = reinterpret_cast<float*>(row + pairs * kPairBytes);
+    char* row = out + j * pairs * kPairBytes;
     if (nc % 2) std::memset(row + (pairs - 1) * kPairBytes, 0, kPairBytes);
-    std::memset(s, 0, static_cast<size_t>(padded_chunks(pairs)) * 4);
-    for (int64_t c = 0; c < nc; ++c)
-      quantize_chunk(x + j * k + c * kChunk, const_cast<char*>(chunk_of(row, c)), offset, s + c);
+    for (int64_t c = 0; c < nc; ++c) quantize_chunk(x + j * k + c * kChunk, const_cast<char*>(chunk_of(row, c)), offset);
   }
   return out;
 }
 
-// --- decoders: chunk c of a row -> 32 levels, the scale of each lane, and (formats with a min) the chunk's min, to
-// *min -----------------------------------------------------------------------------------------------------------
+// --- decoders: chunk c of a row -> 32 levels, the scale of each lane, and (formats with a min) the chunk's min -----
 // kOffset: subtracted from every level; kSigned: the levels are signed bytes (q8_0); kMins: the format has a min.
 
 struct DecQuant {
@@ -129,7 +122,7 @@ struct DecQ8_0 : DecQuant {
   static constexpr int kOffset = 0;
   static constexpr bool kMins = false;
   static constexpr int64_t kChunkBytes = sizeof(BlockQ8_0);
-  void load(const char* row, int64_t c, __m256i& u, __m256& ws, float*) const {
+  void load(const char* row, int64_t c, __m256i& u, __m256& ws, __m256&) const {
     const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + c;
     u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs));
     ws = _mm256_broadcast_ss(f16 + b->d);
@@ -144,7 +137,7 @@ struct DecQ4 : DecQuant {
   static constexpr bool kFifth = requires(Block b) { b.qh; };
   static constexpr int kOffset = kMins ? 0 : kFifth ? 16 : 8;
   static constexpr int64_t kChunkBytes = sizeof(Block);
-  void load(const char* row, int64_t c, __m256i& u, __m256& ws, float* min) const {
+  void load(const char* row, int64_t c, __m256i& u, __m256& ws, __m256& mn) const {
     const Block* b = reinterpret_cast<const Block*>(row) + c;
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
     u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(15));
@@ -159,7 +152,7 @@ struct DecQ4 : DecQuant {
       u = _mm256_or_si256(u, _mm256_and_si256(bits, _mm256_set1_epi8(16)));
     }
     ws = _mm256_broadcast_ss(f16 + b->d);
-    if constexpr (kMins) *min = f16[b->m];
+    if constexpr (kMins) mn = _mm256_broadcast_ss(f16 + b->m);
   }
 };
 
@@ -170,7 +163,7 @@ struct DecQ45_K : DecQuant {
   static constexpr int kOffset = 0;
   static constexpr bool kMins = true;
   static constexpr int64_t kBlockBytes = sizeof(Block), kChunkBytes = kBlockBytes / 8;
-  void load(const char* row, int64_t c, __m256i& u, __m256& ws, float* min) const {
+  void load(const char* row, int64_t c, __m256i& u, __m256& ws, __m256& mn) const {
     const Block* b = reinterpret_cast<const Block*>(row) + c / 8;
     const int64_t j = c % 8;
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * (j / 2)));
@@ -185,7 +178,7 @@ struct DecQ45_K : DecQuant {
     int sc, m;
     k_scale_min(b->scales, j, sc, m);
     ws = _mm256_set1_ps(f16[b->d] * static_cast<float>(sc));
-    *min = -(f16[b->dmin] * static_cast<float>(m));
+    mn = _mm256_set1_ps(-(f16[b->dmin] * static_cast<float>(m)));
   }
 };
 
@@ -195,7 +188,7 @@ struct DecQ6_K : DecQuant {
   static constexpr int kOffset = 32;
   static constexpr bool kMins = false;
   static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K), kChunkBytes = kBlockBytes / 8;
-  void load(const char* row, int64_t c, __m256i& u, __m256& ws, float*) const {
+  void load(const char* row, int64_t c, __m256i& u, __m256& ws, __m256&) const {
     const Q6Chunk k = q6_chunk(row, c);
     const __m256i lo = _mm256_and_si256(
         _mm256_srl_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.ql)), _mm_cvtsi32_si128(k.lshift)),
@@ -221,18 +214,9 @@ using DecQ5_K = DecQ45_K<BlockQ5_K>;
 
 // Rows [r, r + R) against M prepared rows (stride xs bytes): out[i][j]. With chunk c of row i, the bytes at
 // ahead + i * stride + c * kChunkBytes are prefetched (none when null).
-// Per-thread row of mins per weight row of a pass (formats with a min), 16 floats past the chunks for the padding.
-thread_local Scratch mins_scratch;
-
 template <class D, int R, int M>
 inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, const char* xp, int64_t xs,
-                     int64_t pairs, const char* ahead, float (&out)[R][M]) {
-  const int64_t npad = padded_chunks(pairs);
-  float* mins = nullptr;
-  if constexpr (D::kMins) {
-    mins = reinterpret_cast<float*>(mins_scratch.get(R * npad * 4));
-    for (int i = 0; i < R; ++i) std::memset(mins + i * npad + nc, 0, static_cast<size_t>(npad - nc) * 4);
-  }
+                     const char* ahead, float (&out)[R][M]) {
   __m256 acc[R][M];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
@@ -243,9 +227,9 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       __m256i u;
-      __m256 ws;
+      __m256 ws, mn = _mm256_setzero_ps();
       if (ahead) _mm_prefetch(ahead + i * stride + c * D::kChunkBytes, _MM_HINT_T0);
-      dec.load(w + i * stride, c, u, ws, D::kMins ? mins + i * npad + c : nullptr);
+      dec.load(w + i * stride, c, u, ws, mn);
       __m256i magnitude = u;
       if constexpr (D::kSigned) magnitude = _mm256_sign_epi8(u, u);
 #pragma GCC unroll 4
@@ -258,19 +242,10 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
                                     _mm256_mul_ps(ws, _mm256_load_ps(reinterpret_cast<const float*>(a + 128))),
                                     acc[i][j]);
+        if constexpr (D::kMins)
+          acc[i][j] = _mm256_fmadd_ps(mn, _mm256_load_ps(reinterpret_cast<const float*>(a + 192)), acc[i][j]);
       }
     }
-  }
-  if constexpr (D::kMins) {
-    // sum over chunks of min * d * sum(q), the chunks' s after the pairs of each prepared row
-#pragma GCC unroll 8
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < M; ++j) {
-        const float* s = reinterpret_cast<const float*>(xp + j * xs + pairs * kPairBytes);
-        for (int64_t c = 0; c < npad; c += 8)
-          acc[i][j] = _mm256_fmadd_ps(_mm256_loadu_ps(mins + i * npad + c), _mm256_load_ps(s + c), acc[i][j]);
-      }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i)
@@ -283,8 +258,8 @@ template <int M>
 constexpr int kRowsPerPass = M <= 2 ? 4 : 2;
 
 template <class D, int M>
-void run(const D& dec, const char* w, int64_t stride, int64_t nc, const char* xp, int64_t xs, int64_t pairs, float* y,
-         int64_t ldy, int64_t r0, int64_t r1, int64_t limit) {
+void run(const D& dec, const char* w, int64_t stride, int64_t nc, const char* xp, int64_t xs, float* y, int64_t ldy,
+         int64_t r0, int64_t r1, int64_t limit) {
   constexpr int R = kRowsPerPass<M>;
   int64_t r = r0;
   float out[R][M];
@@ -300,14 +275,14 @@ void run(const D& dec, const char* w, int64_t stride, int64_t nc, const char* xp
             _mm_prefetch(w + (r + R + i) * stride + b, _MM_HINT_T0);
       ahead = w + r * stride + kPrefetchBytes;
     }
-    dot_rows<D, R, M>(dec, w + r * stride, stride, nc, xp, xs, pairs, ahead, out);
+    dot_rows<D, R, M>(dec, w + r * stride, stride, nc, xp, xs, ahead, out);
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < M; ++j) y[j * ldy + r + i] = out[i][j];
   }
   for (; r < r1; ++r) {
     float one[1][M];
-    dot_rows<D, 1, M>(dec, w + r * stride, stride, nc, xp, xs, pairs,
-                      M == 1 ? nullptr : w + r * stride + kPrefetchBytes, one);
+    dot_rows<D, 1, M>(dec, w + r * stride, stride, nc, xp, xs, M == 1 ? nullptr : w + r * stride + kPrefetchBytes,
+                      one);
     for (int j = 0; j < M; ++j) y[j * ldy + r] = one[0][j];
   }
 }
@@ -319,7 +294,7 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
   const int64_t stride = row_stride<D>(k), nc = k / kChunk;
   int64_t pairs;
   const char* xp = prepare(x, m, k, D::kOffset, pairs);
-  const int64_t xs = prepared_row_bytes(pairs);
+  const int64_t xs = pairs * kPairBytes;
   const int64_t tile = m <= kMatvecMaxRows ? r1 - r0 : max64(4, kTileBytes / stride / 4 * 4);
   for (int64_t t0 = r0; t0 < r1; t0 += tile) {
     const int64_t t1 = min64(r1, t0 + tile);
@@ -327,10 +302,10 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
       const char* xi = xp + i0 * xs;
       float* yi = y + i0 * ldy;
       switch (min64(kMatvecMaxRows, m - i0)) {
-        case 1: run<D, 1>(dec, wb, stride, nc, xi, xs, pairs, yi, ldy, t0, t1, r1); break;
-        case 2: run<D, 2>(dec, wb, stride, nc, xi, xs, pairs, yi, ldy, t0, t1, r1); break;
-        case 3: run<D, 3>(dec, wb, stride, nc, xi, xs, pairs, yi, ldy, t0, t1, r1); break;
-        default: run<D, 4>(dec, wb, stride, nc, xi, xs, pairs, yi, ldy, t0, t1, r1); break;
+        case 1: run<D, 1>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
+        case 2: run<D, 2>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
+        case 3: run<D, 3>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
+        default: run<D, 4>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
       }
     }
   }

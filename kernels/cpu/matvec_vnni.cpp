@@ -6,10 +6,9 @@
 // 0..7 from the first chunk and 8..15 from the second; the lanes become f32 and are scaled by the weights' scale
 // times the activations' scale of their chunk (each lane has its own: q6_K's scales change every 16 values). A
 // format whose levels carry an offset (q4_0: u - 8) has it subtracted through the accumulator's start, -offset times
-// the sum of the lane's four activations, prepared once per call. A format with a min (q4_1, the K-quants) adds
-// min * d * sum(q) per chunk: the decoder writes each chunk's min to a row of floats, and after the row's pairs one
-// dot product of those with the activations' d * sum(q) per chunk, 16 chunks per multiply-add, adds them all. R
-// weight rows run side by side and up to M = 4 activation rows share each decoded vector, as in the f32 kernels.
+// the sum of the lane's four activations, prepared once per call; a format with a min (q4_1, the K-quants) adds
+// min * d * sum(q) per chunk. R weight rows run side by side and up to M = 4 activation rows share each decoded
+// vector, as in the f32 kernels.
 //
 // Internal linkage throughout, as in every file compiled with its own ISA flags (see matvec_simd.hpp).
 #include <immintrin.h>
@@ -34,12 +33,10 @@ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 // --- prepared activations ---------------------------------------------------------------------------------------
-// A prepared row: per pair of chunks (64 values), 192 bytes: int8 q[64] | int32 bias[16] (-offset * the sum of each
-// lane's four q) | f32 d[16] (each chunk's scale in its eight lanes); then f32 s[c] = d * sum(q) of chunk c for
-// every chunk, zeros up to a multiple of 16. A missing second chunk (odd chunk count) is zeros.
-constexpr int64_t kPairBytes = 192;
-inline int64_t padded_chunks(int64_t pairs) { return (2 * pairs + 15) / 16 * 16; }
-inline int64_t prepared_row_bytes(int64_t pairs) { return pairs * kPairBytes + padded_chunks(pairs) * 4; }
+// Per pair of chunks (64 values), 256 bytes: int8 q[64] | int32 bias[16] (-offset * the sum of each lane's four q)
+// | f32 d[16] (each chunk's scale in its eight lanes) | f32 s[16] (d * sum(q) of the chunk / 8 in each of its
+// lanes: the eight lanes add up to the chunk's d * sum(q)). A missing second chunk (odd chunk count) is zeros.
+constexpr int64_t kPairBytes = 256;
 
 struct Scratch {
   char* data = nullptr;
@@ -56,8 +53,8 @@ struct Scratch {
 };
 thread_local Scratch scratch;
 
-// One chunk of 32 activations into its half of a pair, and its d * sum(q) to *s.
-inline void quantize_chunk(const float* x, char* pair, int half, int offset, float* s) {
+// One chunk of 32 activations into its half of a pair.
+inline void quantize_chunk(const float* x, char* pair, int half, int offset) {
   const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
   const float d = amax / 127.f, id = amax > 0 ? 127.f / amax : 0.f;
@@ -72,31 +69,27 @@ inline void quantize_chunk(const float* x, char* pair, int half, int offset, flo
   __m128i t = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
   t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-  *s = d * static_cast<float>(_mm_cvtsi128_si32(t));
+  const float total = d * static_cast<float>(_mm_cvtsi128_si32(t));
   _mm256_storeu_ps(reinterpret_cast<float*>(pair + 128 + 32 * half), _mm256_set1_ps(d));
+  _mm256_storeu_ps(reinterpret_cast<float*>(pair + 192 + 32 * half), _mm256_set1_ps(total * 0.125f));
 }
 
 // x rows [m, k] (k a multiple of 32) -> m prepared rows of `pairs` pairs each.
 const char* prepare(const float* x, int64_t m, int64_t k, int offset, int64_t& pairs) {
   const int64_t nc = k / kChunk;
   pairs = (nc + 1) / 2;
-  const int64_t row_bytes = prepared_row_bytes(pairs);
-  char* out = scratch.get(m * row_bytes);
+  char* out = scratch.get(m * pairs * kPairBytes);
   for (int64_t j = 0; j < m; ++j) {
-    char* row = out + j * row_bytes;
-    float* s = reinterpret_cast<float*>(row + pairs * kPairBytes);
+    char* row = out + j * pairs * kPairBytes;
     if (nc % 2) std::memset(row + (pairs - 1) * kPairBytes, 0, kPairBytes);
-    std::memset(s, 0, static_cast<size_t>(padded_chunks(pairs)) * 4);
-    for (int64_t c = 0; c < nc; ++c)
-      quantize_chunk(x + j * k + c * kChunk, row + c / 2 * kPairBytes, c % 2, offset, s + c);
+    for (int64_t c = 0; c < nc; ++c) quantize_chunk(x + j * k + c * kChunk, row + c / 2 * kPairBytes, c % 2, offset);
   }
   return out;
 }
 
-// --- decoders: pair p of a row -> 64 levels, the scale of each lane, and (formats with a min) the mins of its two
-// chunks, written to mins[0] and mins[1]. kOffset: subtracted from every level; kMins: the format has a min per
-// chunk; kChunkBytes: bytes of one chunk (the 32-value formats, whose odd last chunk is decoded from a zero-padded
-// copy); kBlockBytes: a K-quant super-block.
+// --- decoders: pair p of a row -> 64 levels, the scale of each lane, and (formats with a min) the min of each lane
+// kOffset: subtracted from every level; kMins: the format has a min per chunk; kPairBytes32: bytes of two chunks
+// (the 32-value formats, whose odd last chunk is decoded from a zero-padded copy); kBlockBytes: the K-quants.
 
 struct DecQuant {
   const float* f16;
@@ -111,7 +104,7 @@ struct DecQ8_0 : DecQuant {
   static constexpr int kOffset = 128;
   static constexpr bool kMins = false;
   static constexpr int64_t kChunkBytes = sizeof(BlockQ8_0);
-  void load(const char* row, int64_t p, __m512i& u, __m512& ws, float*) const {
+  void load(const char* row, int64_t p, __m512i& u, __m512& ws, __m512&) const {
     const BlockQ8_0* b = reinterpret_cast<const BlockQ8_0*>(row) + 2 * p;
     const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
     const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs));
@@ -129,7 +122,7 @@ struct DecQ4 : DecQuant {
   static constexpr bool kFifth = requires(Block b) { b.qh; };
   static constexpr int kOffset = kMins ? 0 : kFifth ? 16 : 8;
   static constexpr int64_t kChunkBytes = sizeof(Block);
-  void load(const char* row, int64_t p, __m512i& u, __m512& ws, float* mins) const {
+  void load(const char* row, int64_t p, __m512i& u, __m512& ws, __m512& mn) const {
     const Block* b = reinterpret_cast<const Block*>(row) + 2 * p;
     const __m512i both = _mm512_mask_broadcast_i32x4(
         _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))), 0xff00,
@@ -144,7 +137,7 @@ struct DecQ4 : DecQuant {
       u = _mm512_mask_add_epi8(u, _cvtu64_mask64(h0 | uint64_t{h1} << 32), u, _mm512_set1_epi8(16));
     }
     ws = halves(f16[b[0].d], f16[b[1].d]);
-    if constexpr (kMins) mins[0] = f16[b[0].m], mins[1] = f16[b[1].m];
+    if constexpr (kMins) mn = halves(f16[b[0].m], f16[b[1].m]);
   }
 };
 
@@ -155,7 +148,7 @@ struct DecQ45_K : DecQuant {
   static constexpr int kOffset = 0;
   static constexpr bool kMins = true;
   static constexpr int64_t kBlockBytes = sizeof(Block);
-  void load(const char* row, int64_t p, __m512i& u, __m512& ws, float* mins) const {
+  void load(const char* row, int64_t p, __m512i& u, __m512& ws, __m512& mn) const {
     const Block* b = reinterpret_cast<const Block*>(row) + p / 4;
     const int64_t i = p % 4;
     const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
@@ -170,20 +163,20 @@ struct DecQ45_K : DecQuant {
       u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(bit, _mm512_set1_epi8(1)), u, _mm512_set1_epi8(16));
     }
     // The scales and mins of sub-blocks 2i and 2i + 1 as four bytes sc0 sc1 m0 m1, scaled by d and -dmin in one
-    // vector; the scales are spread over the lanes of their sub-blocks.
+    // vector, then spread over the lanes of each sub-block.
     uint32_t a, bb, c;
     std::memcpy(&a, b->scales, 4);
     std::memcpy(&bb, b->scales + 4, 4);
     std::memcpy(&c, b->scales + 8, 4);
     const uint64_t sc = (a & 0x3f3f3f3fu) | uint64_t{(c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)} << 32;
-    const uint64_t m = (bb & 0x3f3f3f3fu) | uint64_t{((c >> 4) & 0x0f0f0f0fu) | ((bb >> 2) & 0x30303030u)} << 32;
+    const uint64_t mins = (bb & 0x3f3f3f3fu) | uint64_t{((c >> 4) & 0x0f0f0f0fu) | ((bb >> 2) & 0x30303030u)} << 32;
     const uint32_t four = static_cast<uint32_t>(sc >> (16 * i) & 0xffff) |
-                          static_cast<uint32_t>(m >> (16 * i) & 0xffff) << 16;
+                          static_cast<uint32_t>(mins >> (16 * i) & 0xffff) << 16;
     const __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(four)))),
                                 _mm_setr_ps(f16[b->d], f16[b->d], -f16[b->dmin], -f16[b->dmin]));
     const __m512 all = _mm512_castps128_ps512(f);
     ws = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), all);
-    _mm_storeh_pi(reinterpret_cast<__m64*>(mins), f);
+    mn = _mm512_permutexvar_ps(_mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), all);
   }
 };
 
@@ -194,7 +187,7 @@ struct DecQ6_K : DecQuant {
   static constexpr int kOffset = 32;
   static constexpr bool kMins = false;
   static constexpr int64_t kBlockBytes = sizeof(BlockQ6_K);
-  void load(const char* row, int64_t p, __m512i& u, __m512& ws, float*) const {
+  void load(const char* row, int64_t p, __m512i& u, __m512& ws, __m512&) const {
     const BlockQ6_K* b = reinterpret_cast<const BlockQ6_K*>(row) + p / 4;
     const int64_t h = (p % 4) / 2, t = 2 * (p % 2);
     const __m512i lo = _mm512_and_si512(
@@ -241,29 +234,23 @@ int64_t row_stride(int64_t k) {
 // --- the driver ----------------------------------------------------------------------------------------------------
 
 template <class D, int M>
-inline void accumulate(const __m512i& u, const __m512& ws, const char* xp, int64_t xs, __m512 (&acc)[M]) {
+inline void accumulate(const __m512i& u, const __m512& ws, const __m512& mn, const char* xp, int64_t xs,
+                       __m512 (&acc)[M]) {
 #pragma GCC unroll 4
   for (int j = 0; j < M; ++j) {
     const char* a = xp + j * xs;
     const __m512i isum = _mm512_dpbusd_epi32(_mm512_load_si512(a + 64), u, _mm512_load_si512(a));
     acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(ws, _mm512_load_ps(a + 128)), acc[j]);
+    if constexpr (D::kMins) acc[j] = _mm512_fmadd_ps(mn, _mm512_load_ps(a + 192), acc[j]);
   }
 }
 
-// Per-thread row of mins per weight row of a pass (formats with a min), 16 floats past the chunks for the padding.
-thread_local Scratch mins_scratch;
-
-// Rows [r, r + R) against M prepared rows (stride xs bytes, `pairs` pairs each): out[i][j]. With pair p of row i,
-// the bytes at ahead + i * stride + p * pair_bytes<D>() are prefetched (none when null).
+// Rows [r, r + R) against M prepared rows (stride xs bytes): out[i][j]. With pair p of row i, the bytes at
+// ahead + i * stride + p * pair_bytes<D>() are prefetched (none when null).
 template <class D, int R, int M>
 inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t k, const char* xp, int64_t xs,
-                     int64_t pairs, const char* ahead, float (&out)[R][M]) {
-  const int64_t nc = k / kChunk, whole = nc / 2, npad = padded_chunks(pairs);
-  float* mins = nullptr;
-  if constexpr (D::kMins) {
-    mins = reinterpret_cast<float*>(mins_scratch.get(R * npad * 4));
-    for (int i = 0; i < R; ++i) std::memset(mins + i * npad + 2 * whole, 0, static_cast<size_t>(npad - 2 * whole) * 4);
-  }
+                     const char* ahead, float (&out)[R][M]) {
+  const int64_t nc = k / kChunk, whole = nc / 2;
   __m512 acc[R][M];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
@@ -273,13 +260,13 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t k, con
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       __m512i u;
-      __m512 ws;
+      __m512 ws, mn = _mm512_setzero_ps();
       if (ahead) {
         _mm_prefetch(ahead + i * stride + p * pair_bytes<D>(), _MM_HINT_T0);
         if constexpr (pair_bytes<D>() > 64) _mm_prefetch(ahead + i * stride + p * pair_bytes<D>() + 64, _MM_HINT_T0);
       }
-      dec.load(w + i * stride, p, u, ws, D::kMins ? mins + i * npad + 2 * p : nullptr);
-      accumulate<D, M>(u, ws, xp + p * kPairBytes, xs, acc[i]);
+      dec.load(w + i * stride, p, u, ws, mn);
+      accumulate<D, M>(u, ws, mn, xp + p * kPairBytes, xs, acc[i]);
     }
   }
   if constexpr (!requires { D::kBlockBytes; }) {
@@ -288,22 +275,11 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t k, con
       for (int i = 0; i < R; ++i) {
         std::memcpy(pad, w + i * stride + (nc - 1) * D::kChunkBytes, D::kChunkBytes);
         __m512i u;
-        __m512 ws;
-        dec.load(pad, 0, u, ws, D::kMins ? mins + i * npad + 2 * whole : nullptr);
-        accumulate<D, M>(u, ws, xp + whole * kPairBytes, xs, acc[i]);
+        __m512 ws, mn = _mm512_setzero_ps();
+        dec.load(pad, 0, u, ws, mn);
+        accumulate<D, M>(u, ws, mn, xp + whole * kPairBytes, xs, acc[i]);
       }
     }
-  }
-  if constexpr (D::kMins) {
-    // sum over chunks of min * d * sum(q), the chunks' s after the pairs of each prepared row
-#pragma GCC unroll 16
-    for (int i = 0; i < R; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < M; ++j) {
-        const float* s = reinterpret_cast<const float*>(xp + j * xs + pairs * kPairBytes);
-        for (int64_t c = 0; c < npad; c += 16)
-          acc[i][j] = _mm512_fmadd_ps(_mm512_loadu_ps(mins + i * npad + c), _mm512_load_ps(s + c), acc[i][j]);
-      }
   }
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i)
@@ -315,8 +291,8 @@ template <int M>
 constexpr int kRowsPerPass = M == 1 ? 8 : 4;
 
 template <class D, int M>
-void run(const D& dec, const char* w, int64_t stride, int64_t k, const char* xp, int64_t xs, int64_t pairs, float* y,
-         int64_t ldy, int64_t r0, int64_t r1, int64_t limit) {
+void run(const D& dec, const char* w, int64_t stride, int64_t k, const char* xp, int64_t xs, float* y, int64_t ldy,
+         int64_t r0, int64_t r1, int64_t limit) {
   constexpr int R = kRowsPerPass<M>;
   int64_t r = r0;
   float out[R][M];
@@ -332,14 +308,14 @@ void run(const D& dec, const char* w, int64_t stride, int64_t k, const char* xp,
             _mm_prefetch(w + (r + R + i) * stride + b, _MM_HINT_T0);
       ahead = w + r * stride + kPrefetchBytes;
     }
-    dot_rows<D, R, M>(dec, w + r * stride, stride, k, xp, xs, pairs, ahead, out);
+    dot_rows<D, R, M>(dec, w + r * stride, stride, k, xp, xs, ahead, out);
     for (int i = 0; i < R; ++i)
       for (int j = 0; j < M; ++j) y[j * ldy + r + i] = out[i][j];
   }
   for (; r < r1; ++r) {
     float one[1][M];
-    dot_rows<D, 1, M>(dec, w + r * stride, stride, k, xp, xs, pairs,
-                      M == 1 ? nullptr : w + r * stride + kPrefetchBytes, one);
+    dot_rows<D, 1, M>(dec, w + r * stride, stride, k, xp, xs, M == 1 ? nullptr : w + r * stride + kPrefetchBytes,
+                      one);
     for (int j = 0; j < M; ++j) y[j * ldy + r] = one[0][j];
   }
 }
@@ -351,7 +327,7 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
   const int64_t stride = row_stride<D>(k);
   int64_t pairs;
   const char* xp = prepare(x, m, k, D::kOffset, pairs);
-  const int64_t xs = prepared_row_bytes(pairs);
+  const int64_t xs = pairs * kPairBytes;
   const int64_t tile = m <= kMatvecMaxRows ? r1 - r0 : max64(4, kTileBytes / stride / 4 * 4);
   for (int64_t t0 = r0; t0 < r1; t0 += tile) {
     const int64_t t1 = min64(r1, t0 + tile);
@@ -359,10 +335,10 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
       const char* xi = xp + i0 * xs;
       float* yi = y + i0 * ldy;
       switch (min64(kMatvecMaxRows, m - i0)) {
-        case 1: run<D, 1>(dec, wb, stride, k, xi, xs, pairs, yi, ldy, t0, t1, r1); break;
-        case 2: run<D, 2>(dec, wb, stride, k, xi, xs, pairs, yi, ldy, t0, t1, r1); break;
-        case 3: run<D, 3>(dec, wb, stride, k, xi, xs, pairs, yi, ldy, t0, t1, r1); break;
-        default: run<D, 4>(dec, wb, stride, k, xi, xs, pairs, yi, ldy, t0, t1, r1); break;
+        case 1: run<D, 1>(dec, wb, stride, k, xi, xs, yi, ldy, t0, t1, r1); break;
+        case 2: run<D, 2>(dec, wb, stride, k, xi, xs, yi, ldy, t0, t1, r1); break;
+        case 3: run<D, 3>(dec, wb, stride, k, xi, xs, yi, ldy, t0, t1, r1); break;
+        default: run<D, 4>(dec, wb, stride, k, xi, xs, yi, ldy, t0, t1, r1); break;
       }
     }
   }
