@@ -31,9 +31,10 @@ const VectorKernels& scalar_vector_kernels() {
 
 namespace {
 
+// The vector kernels of a matrix-vector set's ISA (VNNI adds nothing they use).
 const VectorKernels& vector_kernels_for(std::string_view isa) {
 #if defined(COROLLA_HAVE_X86_KERNELS)
-  if (isa == "avx512") return avx512_vector_kernels();
+  if (isa == "avx512" || isa == "avx512vnni") return avx512_vector_kernels();
   if (isa == "avx2") return avx2_vector_kernels();
 #endif
   return scalar_vector_kernels();
@@ -43,7 +44,10 @@ const VectorKernels& vector_kernels_for(std::string_view isa) {
 
 std::vector<const VectorKernels*> available_vector_kernels() {
   std::vector<const VectorKernels*> sets;
-  for (const MatvecKernels* m : available_matvec_kernels()) sets.push_back(&vector_kernels_for(m->isa));
+  for (const MatvecKernels* m : available_matvec_kernels()) {
+    const VectorKernels* v = &vector_kernels_for(m->isa);
+    if (sets.empty() || sets.back() != v) sets.push_back(v);
+  }
   return sets;
 }
 

@@ -5,8 +5,10 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/vector_math.hpp"
 
 using namespace corolla;
@@ -22,6 +24,16 @@ std::vector<float> uniform(int64_t n, float lo, float hi, uint32_t seed) {
 }
 
 }  // namespace
+
+// The vector kernels follow the matrix-vector set's instruction set, including the sets that only add to another
+// (avx512vnni is avx512 for them): the best matrix-vector set never leaves them scalar.
+BOOST_AUTO_TEST_CASE(the_best_set_follows_the_matrix_vector_kernels) {
+  const std::string matvec = best_matvec_kernels().isa, vector = best_vector_kernels().isa;
+  BOOST_TEST_MESSAGE("matrix-vector " << matvec << ", vector " << vector);
+  BOOST_TEST(matvec.rfind(vector, 0) == 0, matvec << " chose " << vector);
+  const auto sets = available_vector_kernels();
+  for (size_t i = 1; i < sets.size(); ++i) BOOST_TEST(std::string(sets[i]->isa) != sets[i - 1]->isa);
+}
 
 BOOST_AUTO_TEST_CASE(softmax_rows_match_double_precision) {
   uint32_t seed = 1;
