@@ -1,7 +1,9 @@
-// AVX2 matrix-vector kernels (with FMA and F16C). This file alone is compiled with AVX2 flags.
+// AVX2 matrix-vector kernels (with FMA and F16C) for plain weights (f32, f16, bf16), and the dequantization of
+// every dtype for the GEMM path. This file alone is compiled with AVX2 flags. Quantized weights' matrix-vector
+// products are integer ones (matvec_avx2_int8.cpp).
 //
-// Same shape as the AVX-512 kernels: weights are consumed in chunks of 32 values (a quantized block, or 32 plain
-// values), decoded in registers into four vectors of 8 f32 and multiplied into f32 accumulators; R weight rows
+// Same shape as the AVX-512 kernels: weights are consumed in chunks of 32 values (32 plain values, or a quantized
+// block for the decoders), decoded in registers into four vectors of 8 f32 and multiplied into f32 accumulators; R weight rows
 // run side by side and up to M = 4 activation rows share each decoded chunk. With 16 registers, R * M <= 8.
 //
 // Everything here has internal linkage and uses no inline function or template from a header shared with the
@@ -304,26 +306,12 @@ void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x,
     rows_of<D, 1, M>(dec, w, stride, k, x, xp, xs, y, ldy, r, M == 1 ? nullptr : w + r * stride + kPrefetchBytes);
 }
 
-// Per-thread scratch for the de-interleaved activations (bf16 only).
-struct Scratch {
-  float* data = nullptr;
-  int64_t cap = 0;
-  ~Scratch() { std::free(data); }
-  float* get(int64_t n) {
-    if (n > cap) {
-      std::free(data);
-      cap = n;
-      data = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>((n * 4 + 63) / 64 * 64)));
-    }
-    return data;
-  }
-};
-thread_local Scratch scratch;
+thread_local Scratch scratch;  // the de-interleaved activations (bf16 only)
 
 // x rows [m, k] -> per 16 values: the 8 even elements, then the 8 odd ones (whole chunks of 32 only).
 const float* deinterleave(const float* x, int64_t m, int64_t k) {
   const int64_t nc = k / kChunk;
-  float* out = scratch.get(m * nc * kChunk + 1);
+  float* out = scratch.floats(m * nc * kChunk + 1);
   const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
   for (int64_t j = 0; j < m; ++j)
     for (int64_t g = 0; g < nc * 2; ++g) {
@@ -407,35 +395,35 @@ void dequant(const void* src, float* dst, int64_t n) {
 const MatvecKernels& avx2_matvec_kernels() {
   static const MatvecKernels k = [] {
     MatvecKernels s{.isa = "avx2",
-                               .f32 = mv<DecF32>,
-                               .f16 = mv<DecF16>,
-                               .bf16 = mv<DecBf16>,
-                               .f32_rows = mv_rows<DecF32>,
-                               .f16_rows = mv_rows<DecF16>,
-                               .bf16_rows = mv_rows<DecBf16>,
-                               .f16_to_f32 = dequant<DecF16>,
-                               .bf16_to_f32 = dequant<DecBf16Natural>,
-                               .q8_0_to_f32 = dequant<DecQ8_0>,
-                               .q4_0_to_f32 = dequant<DecQ4_0>,
-                               .q4_1_to_f32 = dequant<DecQ4_1>,
-                               .q5_0_to_f32 = dequant<DecQ5_0>,
-                               .q5_1_to_f32 = dequant<DecQ5_1>,
-                               .q4_K_to_f32 = dequant<DecQ4_K>,
-                               .q5_K_to_f32 = dequant<DecQ5_K>,
-                               .q6_K_to_f32 = dequant<DecQ6_K>,
-                               // The packed GEMM path needs oneDNN's AVX-512 kernels; with those present
-                               // and this set chosen (COROLLA_ISA=avx2), the portable packing serves.
-                               .f32_pack = scalar_matvec_kernels().f32_pack,
-                               .f16_pack = scalar_matvec_kernels().f16_pack,
-                               .bf16_pack = scalar_matvec_kernels().bf16_pack,
-                               .q8_0_pack = scalar_matvec_kernels().q8_0_pack,
-                               .q4_0_pack = scalar_matvec_kernels().q4_0_pack,
-                               .q4_1_pack = scalar_matvec_kernels().q4_1_pack,
-                               .q5_0_pack = scalar_matvec_kernels().q5_0_pack,
-                               .q5_1_pack = scalar_matvec_kernels().q5_1_pack,
-                               .q4_K_pack = scalar_matvec_kernels().q4_K_pack,
-                               .q5_K_pack = scalar_matvec_kernels().q5_K_pack,
-                               .q6_K_pack = scalar_matvec_kernels().q6_K_pack};
+                    .f32 = mv<DecF32>,
+                    .f16 = mv<DecF16>,
+                    .bf16 = mv<DecBf16>,
+                    .f32_rows = mv_rows<DecF32>,
+                    .f16_rows = mv_rows<DecF16>,
+                    .bf16_rows = mv_rows<DecBf16>,
+                    .f16_to_f32 = dequant<DecF16>,
+                    .bf16_to_f32 = dequant<DecBf16Natural>,
+                    .q8_0_to_f32 = dequant<DecQ8_0>,
+                    .q4_0_to_f32 = dequant<DecQ4_0>,
+                    .q4_1_to_f32 = dequant<DecQ4_1>,
+                    .q5_0_to_f32 = dequant<DecQ5_0>,
+                    .q5_1_to_f32 = dequant<DecQ5_1>,
+                    .q4_K_to_f32 = dequant<DecQ4_K>,
+                    .q5_K_to_f32 = dequant<DecQ5_K>,
+                    .q6_K_to_f32 = dequant<DecQ6_K>,
+                    // The packed GEMM path needs oneDNN's AVX-512 kernels; with those present
+                    // and this set chosen (COROLLA_ISA=avx2), the portable packing serves.
+                    .f32_pack = scalar_matvec_kernels().f32_pack,
+                    .f16_pack = scalar_matvec_kernels().f16_pack,
+                    .bf16_pack = scalar_matvec_kernels().bf16_pack,
+                    .q8_0_pack = scalar_matvec_kernels().q8_0_pack,
+                    .q4_0_pack = scalar_matvec_kernels().q4_0_pack,
+                    .q4_1_pack = scalar_matvec_kernels().q4_1_pack,
+                    .q5_0_pack = scalar_matvec_kernels().q5_0_pack,
+                    .q5_1_pack = scalar_matvec_kernels().q5_1_pack,
+                    .q4_K_pack = scalar_matvec_kernels().q4_K_pack,
+                    .q5_K_pack = scalar_matvec_kernels().q5_K_pack,
+                    .q6_K_pack = scalar_matvec_kernels().q6_K_pack};
     use_avx2_integer_dot_products(s);
     return s;
   }();

@@ -37,20 +37,7 @@ inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 // lanes). Chunk c is half c % 2 of pair c / 2.
 constexpr int64_t kPairBytes = 256;
 
-struct Scratch {
-  char* data = nullptr;
-  int64_t cap = 0;
-  ~Scratch() { std::free(data); }
-  char* get(int64_t n) {
-    if (n > cap) {
-      std::free(data);
-      cap = (n + 63) / 64 * 64;
-      data = static_cast<char*>(std::aligned_alloc(64, static_cast<size_t>(cap)));
-    }
-    return data;
-  }
-};
-thread_local Scratch scratch;
+thread_local Scratch scratch;  // the prepared activations
 
 inline const char* chunk_of(const char* prepared_row, int64_t c) { return prepared_row + c / 2 * kPairBytes + c % 2 * 32; }
 
@@ -100,7 +87,7 @@ inline void quantize_chunk(const float* x, char* at, int offset) {
 const char* prepare(const float* x, int64_t m, int64_t k, int offset, int64_t& pairs) {
   const int64_t nc = k / kChunk;
   pairs = (nc + 1) / 2;
-  char* out = scratch.get(m * pairs * kPairBytes);
+  char* out = scratch.bytes(m * pairs * kPairBytes);
   for (int64_t j = 0; j < m; ++j) {
     char* row = out + j * pairs * kPairBytes;
     if (nc % 2) std::memset(row + (pairs - 1) * kPairBytes, 0, kPairBytes);

@@ -1,7 +1,10 @@
-// AVX-512 matrix-vector kernels (F/BW/VL with FMA and F16C). This file alone is compiled with AVX-512 flags.
+// AVX-512 matrix-vector kernels (F/BW/VL with FMA and F16C) for plain weights (f32, f16, bf16), and every dtype's
+// decoding to f32 for the GEMM path (dequantization, panel packing). This file alone is compiled with AVX-512 flags.
+// Quantized weights' matrix-vector products are integer ones: matvec_vnni.cpp, or with AVX-512 but no VNNI the AVX2
+// ones (matvec_avx2_int8.cpp).
 //
-// Shape of every kernel: weights are consumed in chunks of 32 values (a quantized block, or 32 plain values),
-// each decoded in registers into two vectors of 16 f32 and multiplied into f32 accumulators. R weight rows run
+// Shape of every kernel: weights are consumed in chunks of 32 values (32 plain values, or a quantized block for the
+// decoders), each decoded in registers into two vectors of 16 f32 and multiplied into f32 accumulators. R weight rows run
 // side by side (R streams of loads in flight), and up to M = 4 activation rows share each decoded chunk, so a
 // small batch reads the weights once.
 //
@@ -289,26 +292,12 @@ void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x,
   for (; r < r1; ++r) rows_of<D, 1, M>(dec, w, stride, k, x, xp, xs, y, ldy, r);
 }
 
-// Per-thread scratch for the de-interleaved activations (bf16 only).
-struct Scratch {
-  float* data = nullptr;
-  int64_t cap = 0;
-  ~Scratch() { std::free(data); }
-  float* get(int64_t n) {
-    if (n > cap) {
-      std::free(data);
-      cap = n;
-      data = static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>((n * 4 + 63) / 64 * 64)));
-    }
-    return data;
-  }
-};
-thread_local Scratch scratch;
+thread_local Scratch scratch;  // the de-interleaved activations (bf16 only)
 
 // x rows [m, k] -> per chunk of 32: the 16 even elements, then the 16 odd ones (whole chunks only).
 const float* deinterleave(const float* x, int64_t m, int64_t k) {
   const int64_t nc = k / kChunk;
-  float* out = scratch.get(m * nc * kChunk + 1);
+  float* out = scratch.floats(m * nc * kChunk + 1);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   for (int64_t j = 0; j < m; ++j)
@@ -464,33 +453,33 @@ void pack(const void* w, int64_t k, int64_t rows, float* out) {
 const MatvecKernels& avx512_matvec_kernels() {
   static const MatvecKernels k = [] {
     MatvecKernels s{.isa = "avx512",
-                               .f32 = mv<DecF32>,
-                               .f16 = mv<DecF16>,
-                               .bf16 = mv<DecBf16>,
-                               .f32_rows = mv_rows<DecF32>,
-                               .f16_rows = mv_rows<DecF16>,
-                               .bf16_rows = mv_rows<DecBf16>,
-                               .f16_to_f32 = dequant<DecF16>,
-                               .bf16_to_f32 = dequant<DecBf16Natural>,
-                               .q8_0_to_f32 = dequant<DecQ8_0>,
-                               .q4_0_to_f32 = dequant<DecQ4_0>,
-                               .q4_1_to_f32 = dequant<DecQ4_1>,
-                               .q5_0_to_f32 = dequant<DecQ5_0>,
-                               .q5_1_to_f32 = dequant<DecQ5_1>,
-                               .q4_K_to_f32 = dequant<DecQ4_K>,
-                               .q5_K_to_f32 = dequant<DecQ5_K>,
-                               .q6_K_to_f32 = dequant<DecQ6_K>,
-                               .f32_pack = pack<DecF32>,
-                               .f16_pack = pack<DecF16>,
-                               .bf16_pack = pack<DecBf16Natural>,
-                               .q8_0_pack = pack<DecQ8_0>,
-                               .q4_0_pack = pack<DecQ4_0>,
-                               .q4_1_pack = pack<DecQ4_1>,
-                               .q5_0_pack = pack<DecQ5_0>,
-                               .q5_1_pack = pack<DecQ5_1>,
-                               .q4_K_pack = pack<DecQ4_K>,
-                               .q5_K_pack = pack<DecQ5_K>,
-                               .q6_K_pack = pack<DecQ6_K>};
+                    .f32 = mv<DecF32>,
+                    .f16 = mv<DecF16>,
+                    .bf16 = mv<DecBf16>,
+                    .f32_rows = mv_rows<DecF32>,
+                    .f16_rows = mv_rows<DecF16>,
+                    .bf16_rows = mv_rows<DecBf16>,
+                    .f16_to_f32 = dequant<DecF16>,
+                    .bf16_to_f32 = dequant<DecBf16Natural>,
+                    .q8_0_to_f32 = dequant<DecQ8_0>,
+                    .q4_0_to_f32 = dequant<DecQ4_0>,
+                    .q4_1_to_f32 = dequant<DecQ4_1>,
+                    .q5_0_to_f32 = dequant<DecQ5_0>,
+                    .q5_1_to_f32 = dequant<DecQ5_1>,
+                    .q4_K_to_f32 = dequant<DecQ4_K>,
+                    .q5_K_to_f32 = dequant<DecQ5_K>,
+                    .q6_K_to_f32 = dequant<DecQ6_K>,
+                    .f32_pack = pack<DecF32>,
+                    .f16_pack = pack<DecF16>,
+                    .bf16_pack = pack<DecBf16Natural>,
+                    .q8_0_pack = pack<DecQ8_0>,
+                    .q4_0_pack = pack<DecQ4_0>,
+                    .q4_1_pack = pack<DecQ4_1>,
+                    .q5_0_pack = pack<DecQ5_0>,
+                    .q5_1_pack = pack<DecQ5_1>,
+                    .q4_K_pack = pack<DecQ4_K>,
+                    .q5_K_pack = pack<DecQ5_K>,
+                    .q6_K_pack = pack<DecQ6_K>};
     // Quantized weights: the AVX2 integer kernels (with VNNI, avx512vnni_matvec_kernels() has 512-bit ones).
     const MatvecKernels& avx2 = avx2_matvec_kernels();
     for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K,

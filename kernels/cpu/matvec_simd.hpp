@@ -4,11 +4,29 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/dtype.hpp"
 
 namespace corolla {
 namespace {
+
+// A per-thread buffer (each kernel file keeps a thread_local one), 64-byte aligned, grown on demand: the activations
+// as a kernel reads them (de-interleaved for bf16, quantized for the integer kernels).
+struct Scratch {
+  char* data = nullptr;
+  int64_t cap = 0;
+  ~Scratch() { std::free(data); }
+  char* bytes(int64_t n) {
+    if (n > cap) {
+      std::free(data);
+      cap = (n + 63) / 64 * 64;
+      data = static_cast<char*>(std::aligned_alloc(64, static_cast<size_t>(cap)));
+    }
+    return data;
+  }
+  float* floats(int64_t n) { return reinterpret_cast<float*>(bytes(n * 4)); }
+};
 
 // Bytes per row of k values for decoder D, which reads chunks of 32 values: whole super-blocks of 256 values
 // (kBlockBytes each) for the K-quants, whose kChunkBytes is only their mean size per 32 values (how far ahead to

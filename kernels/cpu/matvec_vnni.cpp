@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matvec.hpp"
+#include "kernels/cpu/matvec_simd.hpp"
 #include "kernels/k_scales.hpp"
 
 namespace corolla {
@@ -38,20 +39,7 @@ inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 // lanes: the eight lanes add up to the chunk's d * sum(q)). A missing second chunk (odd chunk count) is zeros.
 constexpr int64_t kPairBytes = 256;
 
-struct Scratch {
-  char* data = nullptr;
-  int64_t cap = 0;
-  ~Scratch() { std::free(data); }
-  char* get(int64_t n) {
-    if (n > cap) {
-      std::free(data);
-      cap = (n + 63) / 64 * 64;
-      data = static_cast<char*>(std::aligned_alloc(64, static_cast<size_t>(cap)));
-    }
-    return data;
-  }
-};
-thread_local Scratch scratch;
+thread_local Scratch scratch;  // the prepared activations
 
 // One chunk of 32 activations into its half of a pair.
 inline void quantize_chunk(const float* x, char* pair, int half, int offset) {
@@ -78,7 +66,7 @@ inline void quantize_chunk(const float* x, char* pair, int half, int offset) {
 const char* prepare(const float* x, int64_t m, int64_t k, int offset, int64_t& pairs) {
   const int64_t nc = k / kChunk;
   pairs = (nc + 1) / 2;
-  char* out = scratch.get(m * pairs * kPairBytes);
+  char* out = scratch.bytes(m * pairs * kPairBytes);
   for (int64_t j = 0; j < m; ++j) {
     char* row = out + j * pairs * kPairBytes;
     if (nc % 2) std::memset(row + (pairs - 1) * kPairBytes, 0, kPairBytes);
@@ -223,13 +211,6 @@ constexpr int64_t pair_bytes() {
     return 2 * D::kChunkBytes;
 }
 
-template <class D>
-int64_t row_stride(int64_t k) {
-  if constexpr (requires { D::kBlockBytes; })
-    return k / kSuperBlock * D::kBlockBytes;
-  else
-    return k / kChunk * D::kChunkBytes;
-}
 
 // --- the driver ----------------------------------------------------------------------------------------------------
 

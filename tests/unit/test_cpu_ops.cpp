@@ -6,8 +6,8 @@
 #include <numeric>
 #include <random>
 
-#include "support/quantized_activations.hpp"
 #include "kernels/backend.hpp"
+#include "support/quantized_activations.hpp"
 
 using namespace corolla;
 
