@@ -204,7 +204,8 @@ BOOST_AUTO_TEST_CASE(quantized_activations_cost_at_most_half_a_level_per_value) 
 }
 
 // A row's product does not depend on the rows it shares a pass with: the integer kernels give each row of x the same
-// arithmetic whatever m is, bit for bit (so a session's decode step gives the same result alone or batched).
+// arithmetic whatever m is, bit for bit, in every kernel set (so a session's decode step gives the same result alone
+// or batched), and through cpu_matvec_rows, whose threads split the rows.
 BOOST_AUTO_TEST_CASE(quantized_rows_do_not_depend_on_their_batch) {
   uint32_t seed = 450;
   ThreadPool pool(2);
@@ -214,6 +215,14 @@ BOOST_AUTO_TEST_CASE(quantized_rows_do_not_depend_on_their_batch) {
     const Weights w = make_weights(t, n, k, seed++);
     const std::vector<float> x = randn(m * k, seed++);
     std::vector<float> batched(static_cast<size_t>(m * n)), alone(static_cast<size_t>(n));
+    for (const MatvecKernels* ks : available_matvec_kernels()) {
+      ks->rows_for_dtype(t)(w.stored.data(), k, x.data(), m, batched.data(), n, 0, n);
+      for (int64_t i = 0; i < m; ++i) {
+        ks->for_dtype(t)(w.stored.data(), k, x.data() + i * k, alone.data(), 0, n);
+        BOOST_TEST(std::equal(alone.begin(), alone.end(), batched.begin() + i * n),
+                   ks->isa << " " << dtype_name(t) << " row " << i);
+      }
+    }
     cpu_matvec_rows(pool, x.data(), m, k, w.stored, batched.data());
     for (int64_t i = 0; i < m; ++i) {
       cpu_matvec_rows(pool, x.data() + i * k, 1, k, w.stored, alone.data());
