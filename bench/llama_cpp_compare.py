@@ -7,10 +7,11 @@ llama-quantize into each format, then for every format and round runs, in turn: 
 sweep (bench_memory) for the bound. Every figure is printed beside the others of its round.
 
 llama.cpp is built from the source distribution of the PyPI package llama-cpp-python (which carries it), with
-GGML_NATIVE=ON: a benchmark's dependency only, never the build's or the tests'.
+GGML_NATIVE=ON: a benchmark's dependency only, never the build's or the tests'. With --isa avx2 both sides are held
+to AVX2: llama.cpp built for AVX2 + FMA + F16C alone, Corolla run with COROLLA_ISA=avx2.
 
   python3 bench/llama_cpp_compare.py --build build --work /tmp/llama-compare [--formats Q8_0,Q4_0,Q4_K_M]
-                                     [--rounds 3] [--threads 2]
+                                     [--rounds 3] [--threads 2] [--isa native|avx2]
 """
 import argparse
 import json
@@ -28,22 +29,30 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
 
 
-def build_llama_cpp(work):
-    """llama-bench and llama-quantize, built once from llama-cpp-python's source distribution."""
-    bench = os.path.join(work, "llama.cpp", "build", "bin", "llama-bench")
+ISA_FLAGS = {
+    "native": ["-DGGML_NATIVE=ON"],
+    "avx2": ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
+             "-DGGML_AVX512=OFF", "-DGGML_AVX_VNNI=OFF", "-DGGML_BMI2=ON"],
+}
+
+
+def build_llama_cpp(work, isa):
+    """llama-bench and llama-quantize, built once per ISA from llama-cpp-python's source distribution."""
+    src = os.path.join(work, "llama.cpp")
+    build = os.path.join(src, "build" if isa == "native" else f"build-{isa}")
+    bench = os.path.join(build, "bin", "llama-bench")
     if os.path.exists(bench):
         return os.path.dirname(bench)
-    os.makedirs(work, exist_ok=True)
-    run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", work,
-         "llama-cpp-python"])
-    sdist = next(f for f in os.listdir(work) if f.startswith("llama_cpp_python") and f.endswith(".tar.gz"))
-    run(["tar", "xzf", os.path.join(work, sdist), "-C", work])
-    src = os.path.join(work, sdist[:-len(".tar.gz")], "vendor", "llama.cpp")
-    os.symlink(src, os.path.join(work, "llama.cpp"))
-    run(["cmake", "-S", src, "-B", os.path.join(src, "build"), "-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON",
-         "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF"])
-    run(["cmake", "--build", os.path.join(src, "build"), "-j", str(os.cpu_count()), "--target", "llama-bench",
-         "llama-quantize"])
+    if not os.path.exists(src):
+        os.makedirs(work, exist_ok=True)
+        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", work,
+             "llama-cpp-python"])
+        sdist = next(f for f in os.listdir(work) if f.startswith("llama_cpp_python") and f.endswith(".tar.gz"))
+        run(["tar", "xzf", os.path.join(work, sdist), "-C", work])
+        os.symlink(os.path.join(work, sdist[:-len(".tar.gz")], "vendor", "llama.cpp"), src)
+    run(["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF",
+         "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF"] + ISA_FLAGS[isa])
+    run(["cmake", "--build", build, "-j", str(os.cpu_count()), "--target", "llama-bench", "llama-quantize"])
     return os.path.dirname(bench)
 
 
@@ -104,10 +113,13 @@ def llama_bench(bin_dir, model, threads):
     return decode, prefill
 
 
-def corolla_bench(build, model, threads):
+def corolla_bench(build, model, threads, isa):
     """(decode tokens/s, median of 64 steps; prefill tokens/s over 512) from bench_decode."""
+    env = dict(os.environ)
+    if isa != "native":
+        env["COROLLA_ISA"] = isa
     out = run([os.path.join(build, "bin", "bench_decode"), f"--model={model}", f"--threads={threads}",
-               "--tokens=16", "--rounds=4", "--prefill=512", "--context=1024"])
+               "--tokens=16", "--rounds=4", "--prefill=512", "--context=1024"], env=env)
     decode = float(re.search(r"decode\s*:\s*([\d.]+) tokens/s", out).group(1))
     seconds = float(re.search(r"prefill: 512 tokens in ([\d.]+) s", out).group(1))
     return decode, 512 / seconds
@@ -132,9 +144,10 @@ def main():
     ap.add_argument("--formats", default="F16,Q8_0,Q4_0,Q4_1,Q5_0,Q4_K_S,Q4_K_M,Q5_K_M,Q6_K")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--isa", choices=sorted(ISA_FLAGS), default="native")
     a = ap.parse_args()
 
-    bin_dir = build_llama_cpp(a.work)
+    bin_dir = build_llama_cpp(a.work, a.isa)
     f16 = os.path.join(a.work, "tinyllama-F16.gguf")
     if not os.path.exists(f16):
         write_f16_gguf(f16)
@@ -145,7 +158,7 @@ def main():
             run([os.path.join(bin_dir, "llama-quantize"), f16, path, fmt])
         files[fmt] = path
 
-    print(f"{a.threads} threads; decode: 64 tokens (llama-bench) / median of 64 steps (bench_decode); "
+    print(f"{a.isa}, {a.threads} threads; decode: 64 tokens (llama-bench) / median of 64 steps (bench_decode); "
           "prefill: 512 tokens; sweep: bench_memory's best, GB/s")
     print("| format | GB read per token | round | sweep GB/s | decode llama.cpp | decode Corolla | ratio | of bound (Corolla) "
           "| prefill llama.cpp | prefill Corolla | ratio |")
@@ -154,7 +167,7 @@ def main():
         for fmt, path in files.items():
             gb = decode_bytes(path) / 1e9
             ld, lp = llama_bench(bin_dir, path, a.threads)
-            cd, cp = corolla_bench(a.build, path, a.threads)
+            cd, cp = corolla_bench(a.build, path, a.threads, a.isa)
             sweep = sweep_gbs(a.build, a.threads)
             print(f"| {fmt} | {gb:.2f} | {r} | {sweep:.1f} | {ld:.2f} | {cd:.2f} | {cd / ld:.2f} | "
                   f"{cd * gb / sweep:.2f} | {lp:.1f} | {cp:.1f} | {cp / lp:.2f} |", flush=True)
