@@ -17,7 +17,6 @@
 
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/matvec_simd.hpp"
-#include "kernels/k_scales.hpp"
 
 namespace corolla {
 namespace {
@@ -144,13 +143,28 @@ struct DecQ4 : DecQuant {
 };
 
 // q4_K / q5_K: chunk c is sub-block j = c % 8 of super-block c / 8: the low (j even) or high nibbles of bytes
-// 32 (j / 2) .. + 31, and bit j of qh.
+// 32 (j / 2) .. + 31, and bit j of qh. The eight scales and mins of a super-block are worked out together, once
+// (block_scales, at its first chunk), and each chunk's levels on their own (levels).
 template <class Block>
 struct DecQ45_K : DecQuant {
   static constexpr int kOffset = 0;
   static constexpr bool kMins = true;
   static constexpr int64_t kBlockBytes = sizeof(Block), kChunkBytes = kBlockBytes / 8;
-  void load(const char* row, int64_t c, __m256i& u, __m256& ws, __m256& mn) const {
+  // d * sc[j] and -dmin * m[j] of super-block `block`, j < 8.
+  void block_scales(const char* row, int64_t block, float* ws, float* mins) const {
+    const Block* b = reinterpret_cast<const Block*>(row) + block;
+    uint32_t a, bb, c;  // the six-bit scales and mins assembled as the bytes of two 64-bit words (k_scales.hpp)
+    std::memcpy(&a, b->scales, 4);
+    std::memcpy(&bb, b->scales + 4, 4);
+    std::memcpy(&c, b->scales + 8, 4);
+    const uint64_t sc = (a & 0x3f3f3f3fu) | uint64_t{(c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)} << 32;
+    const uint64_t m = (bb & 0x3f3f3f3fu) | uint64_t{((c >> 4) & 0x0f0f0f0fu) | ((bb >> 2) & 0x30303030u)} << 32;
+    const __m256 fsc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    const __m256 fm = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(m))));
+    _mm256_storeu_ps(ws, _mm256_mul_ps(_mm256_set1_ps(f16[b->d]), fsc));
+    _mm256_storeu_ps(mins, _mm256_mul_ps(_mm256_set1_ps(-f16[b->dmin]), fm));
+  }
+  void levels(const char* row, int64_t c, __m256i& u) const {
     const Block* b = reinterpret_cast<const Block*>(row) + c / 8;
     const int64_t j = c % 8;
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * (j / 2)));
@@ -162,10 +176,6 @@ struct DecQ45_K : DecQuant {
           _mm256_and_si256(_mm256_srl_epi16(h, _mm_cvtsi32_si128(static_cast<int>(j))), _mm256_set1_epi8(1));
       u = _mm256_or_si256(u, _mm256_slli_epi16(bit, 4));
     }
-    int sc, m;
-    k_scale_min(b->scales, j, sc, m);
-    ws = _mm256_set1_ps(f16[b->d] * static_cast<float>(sc));
-    mn = _mm256_set1_ps(-(f16[b->dmin] * static_cast<float>(m)));
   }
 };
 
@@ -210,13 +220,21 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
 #pragma GCC unroll 4
     for (int j = 0; j < M; ++j) acc[i][j] = _mm256_setzero_ps();
   const __m256i ones = _mm256_set1_epi16(1);
+  alignas(32) float block_ws[R][8], block_mins[R][8];  // a super-block's scales and mins (the K-quants with mins)
   for (int64_t c = 0; c < nc; ++c) {
 #pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
       __m256i u;
       __m256 ws, mn = _mm256_setzero_ps();
       if (ahead) _mm_prefetch(ahead + i * stride + c * D::kChunkBytes, _MM_HINT_T0);
-      dec.load(w + i * stride, c, u, ws, mn);
+      if constexpr (requires { &D::block_scales; }) {
+        if (c % 8 == 0) dec.block_scales(w + i * stride, c / 8, block_ws[i], block_mins[i]);
+        dec.levels(w + i * stride, c, u);
+        ws = _mm256_broadcast_ss(&block_ws[i][c % 8]);
+        mn = _mm256_broadcast_ss(&block_mins[i][c % 8]);
+      } else {
+        dec.load(w + i * stride, c, u, ws, mn);
+      }
       __m256i magnitude = u;
       if constexpr (D::kSigned) magnitude = _mm256_sign_epi8(u, u);
 #pragma GCC unroll 4
