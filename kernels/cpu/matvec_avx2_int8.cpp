@@ -324,22 +324,14 @@ void mv(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t 
 }  // namespace
 
 void use_avx2_integer_dot_products(MatvecKernels& s) {
-  s.q8_0 = mv<DecQ8_0>;
-  s.q4_0 = mv<DecQ4_0>;
-  s.q4_1 = mv<DecQ4_1>;
-  s.q5_0 = mv<DecQ5_0>;
-  s.q5_1 = mv<DecQ5_1>;
-  s.q4_K = mv<DecQ4_K>;
-  s.q5_K = mv<DecQ5_K>;
-  s.q6_K = mv<DecQ6_K>;
-  s.q8_0_rows = mv_rows<DecQ8_0>;
-  s.q4_0_rows = mv_rows<DecQ4_0>;
-  s.q4_1_rows = mv_rows<DecQ4_1>;
-  s.q5_0_rows = mv_rows<DecQ5_0>;
-  s.q5_1_rows = mv_rows<DecQ5_1>;
-  s.q4_K_rows = mv_rows<DecQ4_K>;
-  s.q5_K_rows = mv_rows<DecQ5_K>;
-  s.q6_K_rows = mv_rows<DecQ6_K>;
+  s.set(DType::q8_0, mv<DecQ8_0>, mv_rows<DecQ8_0>);
+  s.set(DType::q4_0, mv<DecQ4_0>, mv_rows<DecQ4_0>);
+  s.set(DType::q4_1, mv<DecQ4_1>, mv_rows<DecQ4_1>);
+  s.set(DType::q5_0, mv<DecQ5_0>, mv_rows<DecQ5_0>);
+  s.set(DType::q5_1, mv<DecQ5_1>, mv_rows<DecQ5_1>);
+  s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
+  s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
+  s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
 }
 
 }  // namespace corolla

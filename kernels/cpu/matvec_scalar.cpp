@@ -61,12 +61,10 @@ struct Chunk {
   float mc = 0;
 };
 
-const float* f16_table() { return f16_to_f32_table(); }
-
 void decode_q8_0(const char* row, int64_t c, Chunk& o) {
   const BlockQ8_0& b = reinterpret_cast<const BlockQ8_0*>(row)[c];
   for (int i = 0; i < kQuantBlock; ++i) o.w[i] = b.qs[i];
-  o.ws[0] = o.ws[1] = f16_table()[b.d];
+  o.ws[0] = o.ws[1] = f16_to_f32_table()[b.d];
 }
 
 template <class Block>
@@ -83,8 +81,8 @@ void decode_q4(const char* row, int64_t c, Chunk& o) {
     o.w[i] = lo - offset;
     o.w[i + 16] = hi - offset;
   }
-  o.ws[0] = o.ws[1] = f16_table()[b.d];
-  if constexpr (kMin) o.mc = f16_table()[b.m];
+  o.ws[0] = o.ws[1] = f16_to_f32_table()[b.d];
+  if constexpr (kMin) o.mc = f16_to_f32_table()[b.m];
 }
 
 template <class Block>
@@ -98,8 +96,8 @@ void decode_q45_K(const char* row, int64_t c, Chunk& o) {
     if constexpr (requires { b.qh; }) q |= (b.qh[i] >> j & 1) << 4;
     o.w[i] = q;
   }
-  o.ws[0] = o.ws[1] = f16_table()[b.d] * static_cast<float>(sc[j]);
-  o.mc = -(f16_table()[b.dmin] * static_cast<float>(m[j]));
+  o.ws[0] = o.ws[1] = f16_to_f32_table()[b.d] * static_cast<float>(sc[j]);
+  o.mc = -(f16_to_f32_table()[b.dmin] * static_cast<float>(m[j]));
 }
 
 void decode_q6_K(const char* row, int64_t c, Chunk& o) {
@@ -111,7 +109,7 @@ void decode_q6_K(const char* row, int64_t c, Chunk& o) {
     o.w[i] = (lo | hi << 4) - 32;
   }
   for (int half = 0; half < 2; ++half)
-    o.ws[half] = f16_table()[b.d] * static_cast<float>(b.scales[8 * h + 2 * t + half]);
+    o.ws[half] = f16_to_f32_table()[b.d] * static_cast<float>(b.scales[8 * h + 2 * t + half]);
 }
 
 template <DType T, void (*Decode)(const char*, int64_t, Chunk&)>
