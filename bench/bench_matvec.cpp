@@ -5,6 +5,7 @@
 // read in turn, so the weights come from memory, as a whole model's do, not from the last-level cache.
 // A second table shows small-batch decode: m = 2..4 activation rows sharing one pass over the weights.
 //   bench_matvec [--threads=2] [--mib=1024] [--reps=5] [--isa=simd|all|best] [--dtypes=f32,f16,bf16,q8_0,q4_0,q4_1]
+//   (a quantized dtype with "_r16", e.g. q4_0_r16: its rows interleaved by 16, as the CPU backend places them)
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "bench/bench_util.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/matvec.hpp"
+#include "kernels/interleaved_rows.hpp"
 #include "kernels/tensor.hpp"
 
 using namespace corolla;
@@ -156,7 +158,10 @@ int main(int argc, char** argv) {
   std::vector<Batch> batches;
 
   for (const std::string& name : dtype_names) {
-    const auto t = parse_dtype(name);
+    // A plain dtype, or one with "_r16": its rows interleaved as the CPU backend places them for some kernel sets.
+    const bool r16 = name.size() > 4 && name.ends_with("_r16");
+    const auto plain = parse_dtype(r16 ? name.substr(0, name.size() - 4) : name);
+    const auto t = plain && r16 ? interleaved_form(*plain) : plain;
     if (!t) {
       std::fprintf(stderr, "unknown dtype %s\n", name.c_str());
       return 2;
@@ -165,12 +170,17 @@ int main(int argc, char** argv) {
     for (const MatrixShape& sh : kTinyLlamaShapes) {
       Tensor f = Tensor::empty(DType::f32, {sh.n, sh.k});
       fill_random(f.data_as<float>(), sh.n * sh.k, static_cast<uint64_t>(sh.n * 31 + sh.k));
-      const Tensor w = f.cast(*t);
+      Tensor w = f.cast(*plain);
       f = Tensor();
+      if (r16) {
+        Tensor rows = Tensor::empty(*t, w.shape());
+        interleave_rows(*plain, w.data(), rows.data(), sh.n, sh.k);
+        w = rows;
+      }
       const Replicas rep = replicate(w, mib << 20);
       char shape[32];
       std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(sh.n), static_cast<long long>(sh.k));
-      std::printf("%-6s %-10s %-12s", name.c_str(), sh.name, shape);
+      std::printf("%-7s %-10s %-12s", name.c_str(), sh.name, shape);
       for (size_t i = 0; i < sets.size(); ++i) {
         const Measured r = measure(pool, *sets[i], *t, rep, sh.n, sh.k, reps);
         total_bytes[i] += static_cast<double>(rep.bytes);

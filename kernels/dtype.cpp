@@ -10,13 +10,24 @@
 
 namespace corolla {
 
+namespace {
+[[noreturn]] void throw_interleaved(const char* what, DType t) {
+  throw std::invalid_argument(std::string(what) + ": " + std::string(dtype_name(t)) +
+                              " interleaves rows; convert it by rows (kernels/interleaved_rows.hpp)");
+}
+}  // namespace
+
 int64_t block_elems(DType t) {
   switch (t) {
     case DType::q8_0:
     case DType::q4_0:
     case DType::q4_1:
     case DType::q5_0:
-    case DType::q5_1: return kQuantBlock;
+    case DType::q5_1:
+    case DType::q4_0_r16:
+    case DType::q8_0_r16: return kQuantBlock;
+    case DType::q4_K_r16:
+    case DType::q6_K_r16: return kSuperBlock;
     case DType::q4_K:
     case DType::q5_K:
     case DType::q6_K: return kSuperBlock;
@@ -39,6 +50,10 @@ int64_t block_bytes(DType t) {
     case DType::q6_K: return sizeof(BlockQ6_K);
     case DType::q5_0: return sizeof(BlockQ5_0);
     case DType::q5_1: return sizeof(BlockQ5_1);
+    case DType::q4_0_r16: return sizeof(BlockQ4_0);
+    case DType::q8_0_r16: return sizeof(BlockQ8_0);
+    case DType::q4_K_r16: return sizeof(BlockQ4_K);
+    case DType::q6_K_r16: return sizeof(BlockQ6_K);
   }
   return 0;
 }
@@ -67,6 +82,10 @@ std::string_view dtype_name(DType t) {
     case DType::q6_K: return "q6_K";
     case DType::q5_0: return "q5_0";
     case DType::q5_1: return "q5_1";
+    case DType::q4_0_r16: return "q4_0_r16";
+    case DType::q8_0_r16: return "q8_0_r16";
+    case DType::q4_K_r16: return "q4_K_r16";
+    case DType::q6_K_r16: return "q6_K_r16";
   }
   return "?";
 }
@@ -386,6 +405,10 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::q4_0_r16:
+    case DType::q8_0_r16:
+    case DType::q4_K_r16:
+    case DType::q6_K_r16: throw_interleaved("to_f32", t);
   }
 }
 
@@ -433,6 +456,10 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
     case DType::q6_K: return quantize_blocks<BlockQ6_K>(src, dst, n, quantize_q6_K);
     case DType::q5_0: return quantize_abs_max<BlockQ5_0>(src, dst, n);
     case DType::q5_1: return quantize_min_max<BlockQ5_1>(src, dst, n);
+    case DType::q4_0_r16:
+    case DType::q8_0_r16:
+    case DType::q4_K_r16:
+    case DType::q6_K_r16: throw_interleaved("from_f32", t);
   }
 }
 

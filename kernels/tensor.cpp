@@ -5,6 +5,8 @@
 #include <new>
 #include <stdexcept>
 
+#include "kernels/interleaved_rows.hpp"
+
 namespace corolla {
 
 Shape::Shape(std::initializer_list<int64_t> dims) {
@@ -104,7 +106,12 @@ Tensor Tensor::cast(DType dtype) const {
   if (device_ != Device::cpu) throw std::logic_error("cast() of a device tensor: use the backend");
   if (dtype == dtype_) return clone();
   Tensor t = empty(dtype, shape_);
-  if (dtype_ == DType::f32) {
+  if (is_interleaved(dtype_)) {  // row by row back to f32
+    const int64_t k = shape_[-1], rows = numel() / k;
+    Tensor f = dtype == DType::f32 ? t : empty(DType::f32, shape_);
+    for (int64_t r = 0; r < rows; ++r) interleaved_row_to_f32(dtype_, data_, k, r, 0, k, f.data_as<float>() + r * k);
+    if (dtype != DType::f32) from_f32(dtype, f.data_as<const float>(), t.data_, numel());
+  } else if (dtype_ == DType::f32) {
     from_f32(dtype, static_cast<const float*>(data_), t.data_, numel());
   } else if (dtype == DType::f32) {
     corolla::to_f32(dtype_, data_, static_cast<float*>(t.data_), numel());

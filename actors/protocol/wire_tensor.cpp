@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <stdexcept>
+#include <string>
 
 namespace corolla {
 namespace {
@@ -21,8 +22,12 @@ wire::DType to_wire(DType t) {
     case DType::q6_K: return wire::DType::Q6K;
     case DType::q5_0: return wire::DType::Q50;
     case DType::q5_1: return wire::DType::Q51;
+    case DType::q4_0_r16:
+    case DType::q8_0_r16:
+    case DType::q4_K_r16:
+    case DType::q6_K_r16: break;  // a CPU kernel layout: its plain form is what travels
   }
-  return wire::DType::F32;
+  throw std::invalid_argument("cannot send a tensor of dtype " + std::string(dtype_name(t)));
 }
 
 bool from_wire(wire::DType t, DType& out) {

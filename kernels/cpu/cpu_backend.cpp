@@ -21,6 +21,7 @@
 #include "kernels/cpu/weight_placement.hpp"
 #include "kernels/cpu/thread_pool.hpp"
 #include "kernels/cpu/vector_math.hpp"
+#include "kernels/interleaved_rows.hpp"
 
 namespace corolla {
 namespace {
@@ -322,7 +323,10 @@ class CpuBackend final : public Backend {
       require(ids[i] >= 0 && ids[i] < vocab,
               "embed: token id " + std::to_string(ids[i]) + " outside the vocabulary of " + std::to_string(vocab));
       float* row = out.data_as<float>() + static_cast<int64_t>(i) * d;
-      to_f32(table.dtype(), static_cast<const char*>(table.data()) + ids[i] * row_bytes, row, d);
+      if (is_interleaved(table.dtype()))  // a tied head's matrix, placed for the matrix-vector kernels
+        interleaved_row_to_f32(table.dtype(), table.data(), d, ids[i], 0, d, row);
+      else
+        to_f32(table.dtype(), static_cast<const char*>(table.data()) + ids[i] * row_bytes, row, d);
       if (scale != 1.0f)
         for (int64_t j = 0; j < d; ++j) row[j] *= scale;
     }

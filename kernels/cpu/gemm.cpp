@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/matvec.hpp"
+#include "kernels/interleaved_rows.hpp"
 
 extern "C" void omp_set_num_threads(int);
 
@@ -169,7 +170,11 @@ int64_t matvec_max_rows(DType weights) {
     case DType::f16:
     case DType::q8_0: return kMatvecAllRows;
     case DType::q4_0:
-    case DType::q5_0: return kMatvecAllRows;
+    case DType::q5_0:
+    case DType::q4_0_r16:
+    case DType::q8_0_r16:
+    case DType::q4_K_r16:
+    case DType::q6_K_r16: return kMatvecAllRows;
     default: return kMatvecMaxRowsPacked;
   }
 }
@@ -207,10 +212,11 @@ void cpu_gemm(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tens
   const char* wdata = static_cast<const char*>(w.data());
   const Sgemm sgemm = strided ? strided : onednn_sgemm;
   const int64_t row_bytes = storage_bytes(wt, k);
-  const DequantFn dequant = best_matvec_kernels().dequant_for_dtype(wt);
-  const PackFn pack = best_matvec_kernels().pack_for_dtype(wt);
+  const bool interleaved = is_interleaved(wt);  // converted row by row, through the strided path
+  const DequantFn dequant = interleaved ? nullptr : best_matvec_kernels().dequant_for_dtype(wt);
+  const PackFn pack = interleaved ? nullptr : best_matvec_kernels().pack_for_dtype(wt);
   pool.parallel_for(n, kTileRows, [&](int64_t r0, int64_t r1) {
-    if (!strided) {
+    if (!strided && !interleaved) {
       thread_local AlignedFloats panel;
       float* packed = panel.get(packed_floats(k, std::min(kTileRows, r1 - r0)));
       int64_t t0 = r0;
@@ -231,7 +237,10 @@ void cpu_gemm(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Tens
     tile.resize(static_cast<size_t>(std::min(tile_rows, r1 - r0) * k));
     for (int64_t t0 = r0; t0 < r1; t0 += tile_rows) {
       const int64_t rows = std::min(tile_rows, r1 - t0);
-      dequant(wdata + t0 * row_bytes, tile.data(), rows * k);
+      if (interleaved)
+        for (int64_t r = 0; r < rows; ++r) interleaved_row_to_f32(wt, wdata, k, t0 + r, 0, k, tile.data() + r * k);
+      else
+        dequant(wdata + t0 * row_bytes, tile.data(), rows * k);
       sgemm(m, rows, k, x, tile.data(), y + t0, n);
     }
   });

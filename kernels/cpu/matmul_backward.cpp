@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/matvec.hpp"
+#include "kernels/interleaved_rows.hpp"
 
 extern "C" void omp_set_num_threads(int);
 
@@ -31,7 +32,8 @@ void cpu_matmul_backward(ThreadPool& pool, const float* dy, int64_t m, const Ten
   const DType wt = w.dtype();
   const char* wdata = static_cast<const char*>(w.data());
   const int64_t row_bytes = storage_bytes(wt, k);
-  const DequantFn dequant = best_matvec_kernels().dequant_for_dtype(wt);
+  const bool interleaved = is_interleaved(wt);
+  const DequantFn dequant = interleaved ? nullptr : best_matvec_kernels().dequant_for_dtype(wt);
   const int64_t grain = is_quantized(wt) ? block_elems(wt) : 16;
   pool.parallel_for(k, grain, [&](int64_t c0, int64_t c1) {
     const int64_t cols = c1 - c0;
@@ -46,7 +48,10 @@ void cpu_matmul_backward(ThreadPool& pool, const float* dy, int64_t m, const Ten
     for (int64_t t0 = 0; t0 < n; t0 += kTileRows) {
       const int64_t rows = std::min(kTileRows, n - t0);
       for (int64_t r = 0; r < rows; ++r)
-        dequant(wdata + (t0 + r) * row_bytes + col_offset, tile.data() + r * cols, cols);
+        if (interleaved)
+          interleaved_row_to_f32(wt, wdata, k, t0 + r, c0, c1, tile.data() + r * cols);
+        else
+          dequant(wdata + (t0 + r) * row_bytes + col_offset, tile.data() + r * cols, cols);
       sgemm('N', 'N', m, cols, rows, dy + t0, n, tile.data(), cols, t0 == 0 ? 0.f : 1.f, dx + c0, k);
     }
   });

@@ -300,20 +300,9 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
   int64_t pairs;
   const char* xp = prepare(x, m, k, D::kOffset, pairs);
   const int64_t xs = pairs * kPairBytes;
-  const int64_t tile = m <= kMatvecMaxRows ? r1 - r0 : max64(4, kTileBytes / stride / 4 * 4);
-  for (int64_t t0 = r0; t0 < r1; t0 += tile) {
-    const int64_t t1 = min64(r1, t0 + tile);
-    for (int64_t i0 = 0; i0 < m; i0 += kMatvecMaxRows) {
-      const char* xi = xp + i0 * xs;
-      float* yi = y + i0 * ldy;
-      switch (min64(kMatvecMaxRows, m - i0)) {
-        case 1: run<D, 1>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
-        case 2: run<D, 2>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
-        case 3: run<D, 3>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
-        default: run<D, 4>(dec, wb, stride, nc, xi, xs, yi, ldy, t0, t1, r1); break;
-      }
-    }
-  }
+  passes_over_tiles(m, r0, r1, max64(4, kTileBytes / stride / 4 * 4), [&]<int M>(int64_t i0, int64_t t0, int64_t t1) {
+    run<D, M>(dec, wb, stride, nc, xp + i0 * xs, xs, y + i0 * ldy, ldy, t0, t1, r1);
+  });
 }
 
 template <class D>
@@ -332,6 +321,10 @@ void use_avx2_integer_dot_products(MatvecKernels& s) {
   s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
   s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
   s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
+  // Interleaved rows have no AVX2 kernels (reads_interleaved stays false, so weights are placed plain for this
+  // set); the reference serves a caller that hands them over anyway.
+  for (DType t : {DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q6_K_r16})
+    s.set(t, scalar_matvec_kernels().for_dtype(t), scalar_matvec_kernels().rows_for_dtype(t));
 }
 
 }  // namespace corolla

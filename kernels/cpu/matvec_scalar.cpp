@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/activation_rounding.hpp"
 #include "kernels/cpu/matvec.hpp"
+#include "kernels/interleaved_rows.hpp"
 
 namespace corolla {
 namespace {
@@ -149,6 +150,21 @@ constexpr MatvecFn mv_q4_K = mv_quant<DType::q4_K, decode_q45_K<BlockQ4_K>>;
 constexpr MatvecFn mv_q5_K = mv_quant<DType::q5_K, decode_q45_K<BlockQ5_K>>;
 constexpr MatvecFn mv_q6_K = mv_quant<DType::q6_K, decode_q6_K>;
 
+// Interleaved rows (kernels/interleaved_rows.hpp): each row back to its plain blocks, then the plain kernel.
+template <DType T, MatvecFn Plain>
+void mv_interleaved(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  thread_local std::vector<uint8_t> row;
+  row.resize(static_cast<size_t>(storage_bytes(T, k)));
+  for (int64_t r = r0; r < r1; ++r) {
+    deinterleave_blocks(T, w, k, r, 0, k / block_elems(T), row.data());
+    Plain(row.data(), k, x, y + r, 0, 1);
+  }
+}
+constexpr MatvecFn mv_q4_0_r16 = mv_interleaved<DType::q4_0_r16, mv_q4_0>;
+constexpr MatvecFn mv_q8_0_r16 = mv_interleaved<DType::q8_0_r16, mv_q8_0>;
+constexpr MatvecFn mv_q4_K_r16 = mv_interleaved<DType::q4_K_r16, mv_q4_K>;
+constexpr MatvecFn mv_q6_K_r16 = mv_interleaved<DType::q6_K_r16, mv_q6_K>;
+
 // The reference for several activation rows: one pass over the weights per row.
 template <MatvecFn F>
 void rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
@@ -188,6 +204,10 @@ const MatvecKernels& scalar_matvec_kernels() {
                                .q4_K = mv_q4_K,
                                .q5_K = mv_q5_K,
                                .q6_K = mv_q6_K,
+                               .q4_0_r16 = mv_q4_0_r16,
+                               .q8_0_r16 = mv_q8_0_r16,
+                               .q4_K_r16 = mv_q4_K_r16,
+                               .q6_K_r16 = mv_q6_K_r16,
                                .f32_rows = rows<mv_f32>,
                                .f16_rows = rows<mv_f16>,
                                .bf16_rows = rows<mv_bf16>,
@@ -199,6 +219,10 @@ const MatvecKernels& scalar_matvec_kernels() {
                                .q4_K_rows = rows<mv_q4_K>,
                                .q5_K_rows = rows<mv_q5_K>,
                                .q6_K_rows = rows<mv_q6_K>,
+                               .q4_0_r16_rows = rows<mv_q4_0_r16>,
+                               .q8_0_r16_rows = rows<mv_q8_0_r16>,
+                               .q4_K_r16_rows = rows<mv_q4_K_r16>,
+                               .q6_K_r16_rows = rows<mv_q6_K_r16>,
                                .f16_to_f32 = dequant<DType::f16>,
                                .bf16_to_f32 = dequant<DType::bf16>,
                                .q8_0_to_f32 = dequant<DType::q8_0>,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "kernels/cpu/matvec.hpp"
 #include "kernels/dtype.hpp"
 
 namespace corolla {
@@ -27,6 +28,24 @@ struct Scratch {
   }
   float* floats(int64_t n) { return reinterpret_cast<float*>(bytes(n * 4)); }
 };
+
+// Rows [r0, r1) of the weights against m activation rows: up to kMatvecMaxRows rows of x share each pass, and with
+// more than that, the groups of x take turns over tiles of `tile` weight rows (sized to stay in L2).
+// pass.template operator()<M>(i0, t0, t1) runs rows [t0, t1) against rows i0 .. i0 + M - 1 of x.
+template <class Pass>
+void passes_over_tiles(int64_t m, int64_t r0, int64_t r1, int64_t tile, Pass&& pass) {
+  if (m <= kMatvecMaxRows) tile = r1 - r0;
+  for (int64_t t0 = r0; t0 < r1; t0 += tile) {
+    const int64_t t1 = t0 + tile < r1 ? t0 + tile : r1;
+    for (int64_t i0 = 0; i0 < m; i0 += kMatvecMaxRows) switch (m - i0 < kMatvecMaxRows ? m - i0 : kMatvecMaxRows) {
+        case 1: pass.template operator()<1>(i0, t0, t1); break;
+        case 2: pass.template operator()<2>(i0, t0, t1); break;
+        case 3: pass.template operator()<3>(i0, t0, t1); break;
+        default: pass.template operator()<4>(i0, t0, t1); break;
+      }
+  }
+}
+static_assert(kMatvecMaxRows == 4, "passes_over_tiles dispatches 1..4 rows of x");
 
 // Bytes per row of k values for decoder D, which reads chunks of 32 values: whole super-blocks of 256 values
 // (kBlockBytes each) for the K-quants, whose kChunkBytes is only their mean size per 32 values (how far ahead to

@@ -309,25 +309,302 @@ void mv_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int6
   int64_t pairs;
   const char* xp = prepare(x, m, k, D::kOffset, pairs);
   const int64_t xs = pairs * kPairBytes;
-  const int64_t tile = m <= kMatvecMaxRows ? r1 - r0 : max64(4, kTileBytes / stride / 4 * 4);
-  for (int64_t t0 = r0; t0 < r1; t0 += tile) {
-    const int64_t t1 = min64(r1, t0 + tile);
-    for (int64_t i0 = 0; i0 < m; i0 += kMatvecMaxRows) {
-      const char* xi = xp + i0 * xs;
-      float* yi = y + i0 * ldy;
-      switch (min64(kMatvecMaxRows, m - i0)) {
-        case 1: run<D, 1>(dec, wb, stride, k, xi, xs, yi, ldy, t0, t1, r1); break;
-        case 2: run<D, 2>(dec, wb, stride, k, xi, xs, yi, ldy, t0, t1, r1); break;
-        case 3: run<D, 3>(dec, wb, stride, k, xi, xs, yi, ldy, t0, t1, r1); break;
-        default: run<D, 4>(dec, wb, stride, k, xi, xs, yi, ldy, t0, t1, r1); break;
-      }
-    }
-  }
+  passes_over_tiles(m, r0, r1, max64(4, kTileBytes / stride / 4 * 4), [&]<int M>(int64_t i0, int64_t t0, int64_t t1) {
+    run<D, M>(dec, wb, stride, k, xp + i0 * xs, xs, y + i0 * ldy, ldy, t0, t1, r1);
+  });
 }
 
 template <class D>
 void mv(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
   mv_rows<D>(w, k, x, 1, y, 0, r0, r1);
+}
+
+// --- interleaved rows (kernels/interleaved_rows.hpp) -----------------------------------------------------------
+// A group of 16 rows is read as one stream of records, one per chunk of 32 columns: each vector of levels meets one
+// word of 4 activations broadcast to all lanes, lane r accumulates row r, and the 16 rows' f16 scales are converted
+// by one instruction.
+
+// Prepared activations per chunk, 64 bytes: int8 q[32] | int32 bias (-offset * sum(q)) | f32 d | f32 d * sum(q)
+// (for the formats with a min) | int32 bias of values 0..15 | int32 bias of values 16..31 (q6_K's two scales).
+constexpr int64_t kR16ChunkBytes = 64;
+
+inline void quantize_chunk_r16(const float* x, char* out, int offset) {
+  const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+  const float d = amax / 127.f, id = amax > 0 ? 127.f / amax : 0.f;
+  const __m512 scale = _mm512_set1_ps(id);
+  const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, scale)), qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, scale));
+  _mm_store_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtsepi32_epi8(qa));
+  _mm_store_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtsepi32_epi8(qb));
+  const int32_t lo = _mm512_reduce_add_epi32(qa), hi = _mm512_reduce_add_epi32(qb);
+  const int32_t fields[5] = {-offset * (lo + hi), 0, 0, -offset * lo, -offset * hi};
+  std::memcpy(out + 32, fields, sizeof fields);
+  const float dsum = d * static_cast<float>(lo + hi);
+  std::memcpy(out + 36, &d, 4);
+  std::memcpy(out + 40, &dsum, 4);
+}
+
+const char* prepare_r16(const float* x, int64_t m, int64_t k, int offset) {
+  const int64_t nc = k / kChunk;
+  char* out = scratch.bytes(m * nc * kR16ChunkBytes);
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t c = 0; c < nc; ++c)
+      quantize_chunk_r16(x + j * k + c * kChunk, out + (j * nc + c) * kR16ChunkBytes, offset);
+  return out;
+}
+
+inline __m512i word(const char* a, int w) {  // activation word w (values 4w .. 4w + 3) in every lane
+  int32_t v;
+  std::memcpy(&v, a + 4 * w, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// The integer dot products of a record's 16 rows with one prepared chunk, in two independent sums (even and odd
+// words: shorter dependency chains), started at the bias.
+struct R16Q4_0 {
+  static constexpr int kOffset = 8;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ4_0);
+  struct Levels {
+    __m512i lo[4], hi[4];  // vector t: words t and t + 4
+  };
+  static void levels(const char* rec, Levels& u) {
+    const __m512i mask = _mm512_set1_epi8(15);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      const __m512i v = _mm512_loadu_si512(rec + 32 + 64 * t);
+      u.lo[t] = _mm512_and_si512(v, mask);
+      u.hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+    }
+  }
+  static __m512i dot(const Levels& u, const char* a) {
+    int32_t bias;
+    std::memcpy(&bias, a + 32, 4);
+    __m512i even = _mm512_set1_epi32(bias), odd = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      even = _mm512_dpbusd_epi32(even, u.lo[t], word(a, t));
+      odd = _mm512_dpbusd_epi32(odd, u.hi[t], word(a, t + 4));
+    }
+    return _mm512_add_epi32(even, odd);
+  }
+};
+struct R16Q8_0 {
+  static constexpr int kOffset = 128;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ8_0);
+  struct Levels {
+    __m512i v[8];  // vector v: word v
+  };
+  static void levels(const char* rec, Levels& u) {
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v) u.v[v] = _mm512_loadu_si512(rec + 32 + 64 * v);
+  }
+  static __m512i dot(const Levels& u, const char* a) {
+    int32_t bias;
+    std::memcpy(&bias, a + 32, 4);
+    __m512i even = _mm512_set1_epi32(bias), odd = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int v = 0; v < 8; v += 2) {
+      even = _mm512_dpbusd_epi32(even, u.v[v], word(a, v));
+      odd = _mm512_dpbusd_epi32(odd, u.v[v + 1], word(a, v + 1));
+    }
+    return _mm512_add_epi32(even, odd);
+  }
+};
+
+// K-quants: a record is a super-block of 256 columns (8 chunks), so the group driver hands each format the whole
+// record and the M prepared rows of its 8 chunks; the format adds each chunk's products into acc.
+inline __m512 chunk_scale(const char* a) { return _mm512_set1_ps(*reinterpret_cast<const float*>(a + 36)); }
+inline __m512 chunk_dsum(const char* a) { return _mm512_set1_ps(*reinterpret_cast<const float*>(a + 40)); }
+inline __m512i chunk_bias(const char* a, int at) { return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(a + at)); }
+
+// q4_K_r16: d, dmin (16 f16 each), scales as 3 vectors (lane r: bytes 0-3, 4-7, 8-11 of row r's 12), then qs as
+// 32 vectors: vector 8i + t holds bytes 32i + 4t.. of each row, low nibbles chunk 2i's word t, high chunk 2i + 1's.
+struct R16Q4_K {
+  static constexpr int kOffset = 0;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ4_K);
+  static constexpr int64_t kChunks = 8;
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t xs, __m512 (&acc)[M]) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
+    const __m512i A = _mm512_loadu_si512(rec + 64), B = _mm512_loadu_si512(rec + 128),
+                  C = _mm512_loadu_si512(rec + 192);
+    const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
+    const __m512i nib = _mm512_set1_epi8(15);
+#pragma GCC unroll 1
+    for (int i = 0; i < 4; ++i) {
+      // Sub-blocks 2i and 2i + 1: their 6-bit scales and mins (kernels/dtype.hpp) in every lane's row.
+      __m512i sc[2], mn[2];
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * i + h;
+        if (j < 4) {
+          sc[h] = _mm512_and_si512(_mm512_srli_epi32(A, 8 * j), six);
+          mn[h] = _mm512_and_si512(_mm512_srli_epi32(B, 8 * j), six);
+        } else {
+          const int s = 8 * (j - 4);
+          sc[h] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, s), four),
+                                  _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(A, s + 6), two), 4));
+          mn[h] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(C, s + 4), four),
+                                  _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(B, s + 6), two), 4));
+        }
+      }
+      const __m512 ws[2] = {_mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[0])), _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc[1]))};
+      const __m512 wm[2] = {_mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn[0])),
+                            _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(mn[1]))};
+      __m512i lo[M][2], hi[M][2];
+      for (int j = 0; j < M; ++j) lo[j][0] = lo[j][1] = hi[j][0] = hi[j][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+        const __m512i v = _mm512_loadu_si512(rec + 256 + 64 * (8 * i + t));
+        const __m512i ul = _mm512_and_si512(v, nib), uh = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+#pragma GCC unroll 4
+        for (int j = 0; j < M; ++j) {
+          const char* a = xp + j * xs + 2 * i * kR16ChunkBytes;
+          lo[j][t % 2] = _mm512_dpbusd_epi32(lo[j][t % 2], ul, word(a, t));
+          hi[j][t % 2] = _mm512_dpbusd_epi32(hi[j][t % 2], uh, word(a + kR16ChunkBytes, t));
+        }
+      }
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j) {
+        const char* a = xp + j * xs + 2 * i * kR16ChunkBytes;
+        const char* b = a + kR16ChunkBytes;
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo[j][0], lo[j][1])),
+                                 _mm512_mul_ps(ws[0], chunk_scale(a)), acc[j]);
+        acc[j] = _mm512_fnmadd_ps(wm[0], chunk_dsum(a), acc[j]);
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(hi[j][0], hi[j][1])),
+                                 _mm512_mul_ps(ws[1], chunk_scale(b)), acc[j]);
+        acc[j] = _mm512_fnmadd_ps(wm[1], chunk_dsum(b), acc[j]);
+      }
+    }
+  }
+};
+
+// q6_K_r16: d (16 f16), scales as 4 vectors (lane r: int8 scales 4q.. of row r), then per half h of the values and
+// part p (words 4p .. 4p + 3 of its 4 chunks) 4 vectors of qh (vector w: bytes 32h + 4w.. of each row; bits 2t,
+// 2t + 1 belong to chunk (h, t)) and 4 of each ql run s (bytes 64h + 32s + 4w..; low nibbles: chunk (h, t = s)'s
+// word w, high nibbles chunk (h, s + 2)'s). Chunk (h, t) is chunk 4h + t of the super-block; its values 0..15 have
+// scale 8h + 2t, 16..31 scale 8h + 2t + 1.
+struct R16Q6_K {
+  static constexpr int kOffset = 32;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ6_K);
+  static constexpr int64_t kChunks = 8;
+  // Scale 8h + 2t + half of each row times d: byte 2 (t % 2) + half of lane r of scale vector 2h + t / 2.
+  static __m512 scale(const char* rec, const __m512& d, int h, int t, int half) {
+    const __m512i sv = _mm512_loadu_si512(rec + 32 + 64 * (2 * h + t / 2));
+    const int byte = 2 * (t % 2) + half;
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(sv, 24 - 8 * byte), 24)));
+  }
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t xs, __m512 (&acc)[M]) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    const __m512i nib = _mm512_set1_epi8(15), top = _mm512_set1_epi8(0x30);
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; ++h) {
+      // Words 0..3 of the half's 4 chunks (values 0..15, each chunk's first scale), then words 4..7.
+#pragma GCC unroll 1
+      for (int part = 0; part < 2; ++part) {
+        const char* qh = rec + 288 + 1536 * h + 768 * part;
+        const char* ql = qh + 256;
+        __m512i sum[M][4];
+#pragma GCC unroll 4
+        for (int j = 0; j < M; ++j)
+#pragma GCC unroll 4
+          for (int t = 0; t < 4; ++t) sum[j][t] = chunk_bias(xp + j * xs + (4 * h + t) * kR16ChunkBytes, 44 + 4 * part);
+#pragma GCC unroll 4
+        for (int w = 4 * part; w < 4 * part + 4; ++w) {
+          const __m512i hb = _mm512_loadu_si512(qh + 64 * (w % 4));
+          const __m512i l0 = _mm512_loadu_si512(ql + 64 * (w % 4)), l1 = _mm512_loadu_si512(ql + 256 + 64 * (w % 4));
+          // Chunk t: (ql of s = t % 2, nibble t / 2) | (qh >> 2t & 3) << 4.
+          const __m512i u[4] = {
+              _mm512_ternarylogic_epi32(_mm512_and_si512(l0, nib), _mm512_slli_epi16(hb, 4), top, 0xf8),
+              _mm512_ternarylogic_epi32(_mm512_and_si512(l1, nib), _mm512_slli_epi16(hb, 2), top, 0xf8),
+              _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l0, 4), nib), hb, top, 0xf8),
+              _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l1, 4), nib), _mm512_srli_epi16(hb, 2),
+                                        top, 0xf8)};
+#pragma GCC unroll 4
+          for (int j = 0; j < M; ++j)
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; ++t)
+              sum[j][t] = _mm512_dpbusd_epi32(sum[j][t], u[t], word(xp + j * xs + (4 * h + t) * kR16ChunkBytes, w));
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) {
+          const __m512 ws = scale(rec, d, h, t, part);
+#pragma GCC unroll 4
+          for (int j = 0; j < M; ++j)
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j][t]),
+                                     _mm512_mul_ps(ws, chunk_scale(xp + j * xs + (4 * h + t) * kR16ChunkBytes)),
+                                     acc[j]);
+        }
+      }
+    }
+  }
+};
+
+// One group of 16 rows (its records at `group`) against M prepared rows: out[j][0..16).
+template <class F, int M>
+inline void dot_group(const char* group, int64_t nc, const char* xp, int64_t xs, float (&out)[M][16]) {
+  __m512 acc[M];
+#pragma GCC unroll 4
+  for (int j = 0; j < M; ++j) acc[j] = _mm512_setzero_ps();
+  if constexpr (requires { F::kChunks; }) {  // K-quants: a record per super-block
+    // No software prefetch: a group is one stream read in order, which the hardware prefetchers follow (prefetching
+    // the record after next cost q6_K and q4_K 5-15 % in bench_matvec).
+    for (int64_t c = 0; c < nc; c += F::kChunks)
+      F::template add<M>(group + c / F::kChunks * F::kRecordBytes, xp + c * kR16ChunkBytes, xs, acc);
+  } else {
+    for (int64_t c = 0; c < nc; ++c) {
+      const char* rec = group + c * F::kRecordBytes;
+      typename F::Levels u;
+      F::levels(rec, u);
+      const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j) {
+        const char* a = xp + j * xs + c * kR16ChunkBytes;
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(F::dot(u, a)), _mm512_mul_ps(ws, chunk_scale(a)), acc[j]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < M; ++j) _mm512_storeu_ps(out[j], acc[j]);
+}
+
+// Rows [r0, r1) (any bounds: a group cut by them is computed whole and only its rows in range are written).
+template <class F>
+constexpr int64_t records(int64_t k) {
+  if constexpr (requires { F::kChunks; })
+    return k / kSuperBlock;
+  else
+    return k / kChunk;
+}
+
+template <class F, int M>
+void run_r16(const char* w, int64_t k, const char* xp, int64_t xs, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  const int64_t nc = k / kChunk, group_bytes = records<F>(k) * F::kRecordBytes;
+  float out[M][16];
+  for (int64_t g = r0 / 16; g * 16 < r1; ++g) {
+    dot_group<F, M>(w + g * group_bytes, nc, xp, xs, out);
+    const int64_t lo = max64(r0, g * 16), hi = min64(r1, g * 16 + 16);
+    for (int j = 0; j < M; ++j)
+      for (int64_t r = lo; r < hi; ++r) y[j * ldy + r] = out[j][r - g * 16];
+  }
+}
+
+template <class F>
+void mv_rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
+                 int64_t r1) {
+  const char* wb = static_cast<const char*>(w);
+  const char* xp = prepare_r16(x, m, k, F::kOffset);
+  const int64_t xs = k / kChunk * kR16ChunkBytes, group_bytes = records<F>(k) * F::kRecordBytes;
+  const int64_t tile = max64(16, kTileBytes / group_bytes * 16);  // whole groups
+  passes_over_tiles(m, r0, r1, tile, [&]<int M>(int64_t i0, int64_t t0, int64_t t1) {
+    run_r16<F, M>(wb, k, xp + i0 * xs, xs, y + i0 * ldy, ldy, t0, t1);
+  });
+}
+
+template <class F>
+void mv_r16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  mv_rows_r16<F>(w, k, x, 1, y, 0, r0, r1);
 }
 
 }  // namespace
@@ -344,6 +621,11 @@ const MatvecKernels& avx512vnni_matvec_kernels() {
     s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
     s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
     s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
+    s.set(DType::q4_0_r16, mv_r16<R16Q4_0>, mv_rows_r16<R16Q4_0>);
+    s.set(DType::q8_0_r16, mv_r16<R16Q8_0>, mv_rows_r16<R16Q8_0>);
+    s.set(DType::q4_K_r16, mv_r16<R16Q4_K>, mv_rows_r16<R16Q4_K>);
+    s.set(DType::q6_K_r16, mv_r16<R16Q6_K>, mv_rows_r16<R16Q6_K>);
+    s.reads_interleaved = true;
     return s;
   }();
   return k;

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
+
+#include "kernels/interleaved_rows.hpp"
 
 namespace corolla {
 
@@ -16,21 +19,34 @@ constexpr size_t kHugePage = size_t{2} << 20;
 bool aligned_to(const void* p, size_t alignment) { return reinterpret_cast<uintptr_t>(p) % alignment == 0; }
 }  // namespace
 
-Tensor placed_for_kernels(const Tensor& w) {
+namespace {
+// The interleaved dtype `w` is placed in for `kernels`, if any.
+std::optional<DType> interleaved_for_kernels(const Tensor& w, const MatvecKernels& kernels) {
+  const std::optional<DType> form = interleaved_form(w.dtype());
+  if (!kernels.reads_interleaved || !form || w.dim(0) % kInterleavedRows != 0) return std::nullopt;
+  return form;
+}
+}  // namespace
+
+Tensor placed_for_kernels(const Tensor& w, const MatvecKernels& kernels) {
   if (w.device() != Device::cpu || w.rank() != 2 || w.numel() == 0) return w;
   const auto row_bytes = static_cast<size_t>(storage_bytes(w.dtype(), w.dim(1)));
   const auto bytes = static_cast<size_t>(w.nbytes());
+  const std::optional<DType> interleaved = interleaved_for_kernels(w, kernels);
   const bool rows_cross_pages = row_bytes % kPage == 0 && !aligned_to(w.data(), kPage);
   const bool wants_huge_pages = bytes >= kHugePage && !aligned_to(w.data(), kHugePage);
-  if (!rows_cross_pages && !wants_huge_pages) return w;
+  if (!interleaved && !rows_cross_pages && !wants_huge_pages) return w;
   // Aligned to a huge page when it spans one, so that the whole copy can be mapped by them.
   const size_t alignment = bytes >= kHugePage ? kHugePage : kPage;
   const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
   void* p = std::aligned_alloc(alignment, rounded);
   if (!p) throw std::bad_alloc();
   if (alignment == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
-  std::memcpy(p, w.data(), bytes);
-  return Tensor::view(p, w.dtype(), w.shape(),
+  if (interleaved)
+    interleave_rows(w.dtype(), w.data(), p, w.dim(0), w.dim(1));
+  else
+    std::memcpy(p, w.data(), bytes);
+  return Tensor::view(p, interleaved.value_or(w.dtype()), w.shape(),
                       std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); }));
 }
 

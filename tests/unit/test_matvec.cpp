@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +20,8 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/thread_pool.hpp"
+#include "kernels/cpu/weight_placement.hpp"
+#include "kernels/interleaved_rows.hpp"
 #include "kernels/tensor.hpp"
 #include "support/quantized_activations.hpp"
 
@@ -28,7 +32,21 @@ namespace {
 
 constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
                                   DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K};
+// Weights placed with their rows interleaved by 16 (kernels/interleaved_rows.hpp); every kernel set computes them.
+constexpr DType kInterleavedTypes[] = {DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q6_K_r16};
 constexpr double kTolerance = 1e-5;
+
+// The matrix-vector kernels' dtypes: the weight types and the interleaved ones.
+std::vector<DType> matvec_types() {
+  std::vector<DType> all(std::begin(kWeightTypes), std::end(kWeightTypes));
+  all.insert(all.end(), std::begin(kInterleavedTypes), std::end(kInterleavedTypes));
+  return all;
+}
+
+// n rows, rounded up to whole groups of 16 for an interleaved dtype.
+int64_t rows_for(DType t, int64_t n) {
+  return is_interleaved(t) ? (n + kInterleavedRows - 1) / kInterleavedRows * kInterleavedRows : n;
+}
 
 std::vector<float> randn(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -44,12 +62,19 @@ struct Weights {
   std::vector<float> dequantized;
 };
 
+// An interleaved t is quantized as its plain form, then interleaved (n a multiple of 16).
 Weights make_weights(DType t, int64_t n, int64_t k, uint32_t seed) {
   const std::vector<float> w = randn(n * k, seed);
   Tensor f = Tensor::empty(DType::f32, {n, k});
   std::copy(w.begin(), w.end(), f.data_as<float>());
-  Weights out{f.cast(t), std::vector<float>(static_cast<size_t>(n * k))};
-  to_f32(t, out.stored.data(), out.dequantized.data(), n * k);
+  const DType plain = plain_form(t);
+  Weights out{f.cast(plain), std::vector<float>(static_cast<size_t>(n * k))};
+  to_f32(plain, out.stored.data(), out.dequantized.data(), n * k);
+  if (is_interleaved(t)) {
+    Tensor rows = Tensor::empty(t, {n, k});
+    interleave_rows(plain, out.stored.data(), rows.data(), n, k);
+    out.stored = rows;
+  }
   return out;
 }
 
@@ -79,9 +104,11 @@ std::string label(const MatvecKernels& ks, DType t, int64_t n, int64_t k, int64_
 // Runs one kernel set on rows [r0, r1) of an [n, k] matrix for m activation rows and checks every output: against
 // the scalar kernels, against the double reference, and that rows outside the range are left alone.
 // Shapes whose rows are not whole blocks of t (the K-quants' 256 values) are skipped.
+// An interleaved t rounds n up to whole groups (the row range stays as given).
 void check_kernels(const MatvecKernels& ks, DType t, int64_t n, int64_t k, int64_t m, int64_t r0, int64_t r1,
                    uint32_t seed) {
   if (k % block_elems(t) != 0) return;
+  n = rows_for(t, n);
   const Weights w = make_weights(t, n, k, seed);
   const std::vector<float> x = randn(m * k, seed + 1);
   const float sentinel = -12345.f;
@@ -146,7 +173,7 @@ BOOST_AUTO_TEST_CASE(lists_the_instruction_sets_of_this_cpu) {
 BOOST_AUTO_TEST_CASE(every_dtype_and_isa_matches_scalar_and_double_reference) {
   uint32_t seed = 1;
   for (const MatvecKernels* ks : available_matvec_kernels())
-    for (DType t : kWeightTypes) {
+    for (DType t : matvec_types()) {
       // Odd row counts (leftovers after the multi-row passes), K = 32 (one chunk), K a multiple of 32 but not 64,
       // and a model-sized K.
       check_kernels(*ks, t, 37, 32, 1, 0, 37, seed++);
@@ -170,9 +197,9 @@ BOOST_AUTO_TEST_CASE(every_dtype_and_isa_matches_scalar_and_double_reference) {
 BOOST_AUTO_TEST_CASE(quantized_activations_cost_at_most_half_a_level_per_value) {
   uint32_t seed = 400;
   for (const MatvecKernels* ks : available_matvec_kernels())
-    for (DType t : kWeightTypes) {
+    for (DType t : matvec_types()) {
       if (!is_quantized(t)) continue;
-      const int64_t n = 19, k = 512;
+      const int64_t n = rows_for(t, 19), k = 512;
       const Weights w = make_weights(t, n, k, seed++);
       std::vector<float> x = randn(k, seed++);
       // Chunk 1: max 127, so d = 1 and the levels are the integers; 2.5 and -3.5 are ties.
@@ -209,9 +236,9 @@ BOOST_AUTO_TEST_CASE(quantized_activations_cost_at_most_half_a_level_per_value) 
 BOOST_AUTO_TEST_CASE(quantized_rows_do_not_depend_on_their_batch) {
   uint32_t seed = 450;
   ThreadPool pool(2);
-  for (DType t : kWeightTypes) {
+  for (DType t : matvec_types()) {
     if (!is_quantized(t)) continue;
-    const int64_t n = 70, k = 512, m = 37;
+    const int64_t n = rows_for(t, 70), k = 512, m = 37;
     const Weights w = make_weights(t, n, k, seed++);
     const std::vector<float> x = randn(m * k, seed++);
     std::vector<float> batched(static_cast<size_t>(m * n)), alone(static_cast<size_t>(n));
@@ -241,7 +268,7 @@ BOOST_AUTO_TEST_CASE(plain_dtypes_accept_any_k) {
 BOOST_AUTO_TEST_CASE(several_activation_rows_share_one_pass) {
   uint32_t seed = 200;
   for (const MatvecKernels* ks : available_matvec_kernels())
-    for (DType t : kWeightTypes)
+    for (DType t : matvec_types())
       for (int64_t m = 2; m <= kMatvecMaxRows + 3; ++m) {
         check_kernels(*ks, t, 23, 96, m, 0, 23, seed++);
         check_kernels(*ks, t, 37, 160, m, 3, 34, seed++);
@@ -251,7 +278,7 @@ BOOST_AUTO_TEST_CASE(several_activation_rows_share_one_pass) {
     for (DType t : {DType::f32, DType::bf16}) check_kernels(*ks, t, 10, 77, 3, 1, 9, seed++);
   // More rows of x than one pass takes, over weights large enough to be split into several L2 tiles.
   for (const MatvecKernels* ks : available_matvec_kernels())
-    for (DType t : kWeightTypes) {
+    for (DType t : matvec_types()) {
       check_kernels(*ks, t, 150, 2048 + 32, 9, 5, 149, seed++);
       check_kernels(*ks, t, 150, 2048 + 256, 9, 5, 149, seed++);
     }
@@ -328,9 +355,10 @@ BOOST_AUTO_TEST_CASE(cpu_matmul_matches_naive_reference) {
   // cpu_matmul (which picks a path), the matrix-vector path and the GEMM path with each library.
   // n = 70, k = 45: a short last panel and a tail of k (plain dtypes only; quantized rows are whole blocks, of
   // 256 values for the K-quants: k = 512).
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{300, 160}, {70, 45}, {300, 512}}) {
-    for (DType t : kWeightTypes) {
+  for (auto [rows, k] : {std::pair<int64_t, int64_t>{300, 160}, {70, 45}, {300, 512}}) {
+    for (DType t : matvec_types()) {
       if (k % block_elems(t) != 0) continue;
+      const int64_t n = rows_for(t, rows);
       const Weights w = make_weights(t, n, k, seed++);
       for (int64_t m : {1, 2, 3, 4, 5, 6, 9, 17, 33, 37, 64, 65}) {
         const std::vector<float> x = randn(m * k, seed++);
@@ -352,4 +380,50 @@ BOOST_AUTO_TEST_CASE(cpu_matmul_matches_naive_reference) {
       }
     }
   }
+}
+
+// The interleaved layout keeps every block: each row comes back byte for byte, as f32 by rows and through
+// Tensor::cast; matrices that are not whole groups are refused; the CPU backend's placement interleaves q4_0 and
+// q8_0 for a kernel set that reads them faster, and only then.
+BOOST_AUTO_TEST_CASE(interleaved_rows_keep_every_block) {
+  uint32_t seed = 500;
+  for (DType t : kInterleavedTypes) {
+    const DType plain = plain_form(t);
+    BOOST_TEST((interleaved_form(plain) == std::optional<DType>(t)));
+    BOOST_TEST(storage_bytes(t, 512) == storage_bytes(plain, 512));
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{16, 256}, {48, 768}, {32, 2048 + 256}}) {
+      const Weights w = make_weights(t, n, k, seed++);
+      const Weights again = make_weights(plain, n, k, seed - 1);  // the same draw, plain
+      const int64_t row_bytes = storage_bytes(plain, k);
+      std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
+      for (int64_t r = 0; r < n; ++r) {
+        deinterleave_blocks(t, w.stored.data(), k, r, 0, k / block_elems(t), row.data());
+        BOOST_REQUIRE_MESSAGE(std::memcmp(row.data(), static_cast<const char*>(again.stored.data()) + r * row_bytes,
+                                          static_cast<size_t>(row_bytes)) == 0,
+                              dtype_name(t) << " [" << n << "x" << k << "] row " << r);
+        std::vector<float> cols(static_cast<size_t>(k));
+        const int64_t c0 = k > 256 ? 256 : 0, c1 = c0 + 256;
+        interleaved_row_to_f32(t, w.stored.data(), k, r, c0, c1, cols.data());
+        for (int64_t c = c0; c < c1; ++c)
+          BOOST_REQUIRE(cols[static_cast<size_t>(c - c0)] == w.dequantized[static_cast<size_t>(r * k + c)]);
+      }
+      const Tensor f = w.stored.to_f32();
+      BOOST_TEST(std::equal(w.dequantized.begin(), w.dequantized.end(), f.data_as<const float>()));
+    }
+    std::vector<uint8_t> buf(static_cast<size_t>(storage_bytes(plain, 24 * 256)));
+    BOOST_CHECK_THROW(interleave_rows(plain, buf.data(), buf.data(), 24, 256), std::invalid_argument);
+    std::vector<float> out(256);
+    BOOST_CHECK_THROW(to_f32(t, buf.data(), out.data(), 256), std::invalid_argument);
+  }
+  for (const MatvecKernels* ks : available_matvec_kernels())
+    for (DType plain : {DType::q4_0, DType::q8_0, DType::q4_1, DType::q4_K, DType::q6_K, DType::q5_K})
+      for (int64_t n : {32, 40}) {
+        const Weights w = make_weights(plain, n, 256, seed++);
+        const Tensor placed = placed_for_kernels(w.stored, *ks);
+        const bool interleaves = ks->reads_interleaved && interleaved_form(plain) && n % kInterleavedRows == 0;
+        BOOST_TEST((placed.dtype() == (interleaves ? *interleaved_form(plain) : plain)),
+                   ks->isa << " " << dtype_name(plain) << " n=" << n);
+        const Tensor f = placed.to_f32();
+        BOOST_TEST(std::equal(w.dequantized.begin(), w.dequantized.end(), f.data_as<const float>()));
+      }
 }
