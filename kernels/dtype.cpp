@@ -27,6 +27,7 @@ int64_t block_elems(DType t) {
     case DType::q4_0_r16:
     case DType::q8_0_r16: return kQuantBlock;
     case DType::q4_K_r16:
+    case DType::q5_K_r16:
     case DType::q6_K_r16: return kSuperBlock;
     case DType::q4_K:
     case DType::q5_K:
@@ -53,6 +54,7 @@ int64_t block_bytes(DType t) {
     case DType::q4_0_r16: return sizeof(BlockQ4_0);
     case DType::q8_0_r16: return sizeof(BlockQ8_0);
     case DType::q4_K_r16: return sizeof(BlockQ4_K);
+    case DType::q5_K_r16: return sizeof(BlockQ5_K);
     case DType::q6_K_r16: return sizeof(BlockQ6_K);
   }
   return 0;
@@ -85,6 +87,7 @@ std::string_view dtype_name(DType t) {
     case DType::q4_0_r16: return "q4_0_r16";
     case DType::q8_0_r16: return "q8_0_r16";
     case DType::q4_K_r16: return "q4_K_r16";
+    case DType::q5_K_r16: return "q5_K_r16";
     case DType::q6_K_r16: return "q6_K_r16";
   }
   return "?";
@@ -408,6 +411,7 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
     case DType::q4_0_r16:
     case DType::q8_0_r16:
     case DType::q4_K_r16:
+    case DType::q5_K_r16:
     case DType::q6_K_r16: throw_interleaved("to_f32", t);
   }
 }
@@ -459,6 +463,7 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
     case DType::q4_0_r16:
     case DType::q8_0_r16:
     case DType::q4_K_r16:
+    case DType::q5_K_r16:
     case DType::q6_K_r16: throw_interleaved("from_f32", t);
   }
 }

@@ -48,6 +48,7 @@ const Layout& layout(DType plain) {
   static const Layout q4_0(record_sources({{0, 2, true}, {2, 16, false}}));
   static const Layout q8_0(record_sources({{0, 2, true}, {2, 32, false, 0x80}}));
   static const Layout q4_K(record_sources({{0, 2, true}, {2, 2, true}, {4, 12, false}, {16, 128, false}}));
+  static const Layout q5_K(record_sources({{0, 2, true}, {2, 2, true}, {4, 12, false}, {16, 32, false}, {48, 128, false}}));
   // q6_K in the order its kernel reads it: per half h of the values and part p (words 0..3 or 4..7 of each chunk),
   // 16 bytes of qh, then 16 of each of the two ql runs.
   static const Layout q6_K(record_sources({{208, 2, true},  {192, 16, false}, {128, 16, false}, {0, 16, false},
@@ -58,6 +59,7 @@ const Layout& layout(DType plain) {
     case DType::q4_0: return q4_0;
     case DType::q8_0: return q8_0;
     case DType::q4_K: return q4_K;
+    case DType::q5_K: return q5_K;
     case DType::q6_K: return q6_K;
     default: throw std::invalid_argument("no interleaved layout for " + std::string(dtype_name(plain)));
   }
@@ -76,6 +78,7 @@ std::optional<DType> interleaved_form(DType plain) {
     case DType::q4_0: return DType::q4_0_r16;
     case DType::q8_0: return DType::q8_0_r16;
     case DType::q4_K: return DType::q4_K_r16;
+    case DType::q5_K: return DType::q5_K_r16;
     case DType::q6_K: return DType::q6_K_r16;
     default: return std::nullopt;
   }
@@ -86,6 +89,7 @@ DType plain_form(DType t) {
     case DType::q4_0_r16: return DType::q4_0;
     case DType::q8_0_r16: return DType::q8_0;
     case DType::q4_K_r16: return DType::q4_K;
+    case DType::q5_K_r16: return DType::q5_K;
     case DType::q6_K_r16: return DType::q6_K;
     default: return t;
   }

@@ -14,6 +14,7 @@
 //   q4_0_r16: d, qs[16]                   (4 vectors; vector t's low nibbles are values 4t.., its high 16 + 4t..)
 //   q8_0_r16: d, qs[32] stored as unsigned q + 128 (vpdpbusd multiplies unsigned by signed bytes)
 //   q4_K_r16: d, dmin, scales[12], qs[128]
+//   q5_K_r16: d, dmin, scales[12], qh[32], qs[128]
 //   q6_K_r16: d, scales[16], then for h = 0, 1 and p = 0, 1: qh[32h + 16p, +16), ql[64h + 16p, +16),
 //             ql[64h + 32 + 16p, +16)  (the order its kernel reads them in)
 // So a vector of levels always meets 4 consecutive activations, the same in every lane.
@@ -28,7 +29,8 @@ namespace corolla {
 
 inline constexpr int64_t kInterleavedRows = 16;
 
-// q4_0 -> q4_0_r16, q8_0 -> q8_0_r16, q4_K -> q4_K_r16, q6_K -> q6_K_r16; nullopt for the other dtypes.
+// q4_0 -> q4_0_r16, q8_0 -> q8_0_r16, q4_K -> q4_K_r16, q5_K -> q5_K_r16, q6_K -> q6_K_r16; nullopt for the
+// other dtypes.
 std::optional<DType> interleaved_form(DType plain);
 // The plain dtype an interleaved one holds (q4_0_r16 -> q4_0); any other dtype is its own plain form.
 DType plain_form(DType t);

@@ -25,6 +25,7 @@ wire::DType to_wire(DType t) {
     case DType::q4_0_r16:
     case DType::q8_0_r16:
     case DType::q4_K_r16:
+    case DType::q5_K_r16:
     case DType::q6_K_r16: break;  // a CPU kernel layout: its plain form is what travels
   }
   throw std::invalid_argument("cannot send a tensor of dtype " + std::string(dtype_name(t)));

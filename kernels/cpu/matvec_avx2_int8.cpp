@@ -323,7 +323,8 @@ void use_avx2_integer_dot_products(MatvecKernels& s) {
   s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
   // Interleaved rows have no AVX2 kernels (reads_interleaved stays false, so weights are placed plain for this
   // set); the reference serves a caller that hands them over anyway.
-  for (DType t : {DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q6_K_r16})
+  for (DType t : {DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q5_K_r16,
+                  DType::q6_K_r16})
     s.set(t, scalar_matvec_kernels().for_dtype(t), scalar_matvec_kernels().rows_for_dtype(t));
 }
 

@@ -419,10 +419,15 @@ inline __m512i chunk_bias(const char* a, int at) { return _mm512_set1_epi32(*rei
 
 // q4_K_r16: d, dmin (16 f16 each), scales as 3 vectors (lane r: bytes 0-3, 4-7, 8-11 of row r's 12), then qs as
 // 32 vectors: vector 8i + t holds bytes 32i + 4t.. of each row, low nibbles chunk 2i's word t, high chunk 2i + 1's.
-struct R16Q4_K {
+// q5_K_r16 has 8 vectors of qh between the scales and qs: vector t holds bytes 4t.. of each row's qh, whose bit j is
+// the fifth bit of chunk j's values 4t..
+template <class Block>
+struct R16Q45_K {
+  static constexpr bool kFifth = requires(Block b) { b.qh; };
   static constexpr int kOffset = 0;
-  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ4_K);
+  static constexpr int64_t kRecordBytes = 16 * sizeof(Block);
   static constexpr int64_t kChunks = 8;
+  static constexpr int64_t kQs = kFifth ? 256 + 512 : 256;
   template <int M>
   static void add(const char* rec, const char* xp, int64_t xs, __m512 (&acc)[M]) {
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
@@ -455,8 +460,15 @@ struct R16Q4_K {
       for (int j = 0; j < M; ++j) lo[j][0] = lo[j][1] = hi[j][0] = hi[j][1] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int t = 0; t < 8; ++t) {
-        const __m512i v = _mm512_loadu_si512(rec + 256 + 64 * (8 * i + t));
-        const __m512i ul = _mm512_and_si512(v, nib), uh = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        const __m512i v = _mm512_loadu_si512(rec + kQs + 64 * (8 * i + t));
+        __m512i ul = _mm512_and_si512(v, nib), uh = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+        if constexpr (kFifth) {  // bits 2i and 2i + 1 of qh, moved to bit 4 of each byte
+          const __m512i qh = _mm512_loadu_si512(rec + 256 + 64 * t), bit = _mm512_set1_epi8(16);
+          const __m512i h0 = 2 * i <= 4 ? _mm512_slli_epi16(qh, 4 - 2 * i) : _mm512_srli_epi16(qh, 2 * i - 4);
+          const __m512i h1 = 2 * i + 1 <= 4 ? _mm512_slli_epi16(qh, 3 - 2 * i) : _mm512_srli_epi16(qh, 2 * i - 3);
+          ul = _mm512_ternarylogic_epi32(ul, h0, bit, 0xf8);
+          uh = _mm512_ternarylogic_epi32(uh, h1, bit, 0xf8);
+        }
 #pragma GCC unroll 4
         for (int j = 0; j < M; ++j) {
           const char* a = xp + j * xs + 2 * i * kR16ChunkBytes;
@@ -623,7 +635,8 @@ const MatvecKernels& avx512vnni_matvec_kernels() {
     s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
     s.set(DType::q4_0_r16, mv_r16<R16Q4_0>, mv_rows_r16<R16Q4_0>);
     s.set(DType::q8_0_r16, mv_r16<R16Q8_0>, mv_rows_r16<R16Q8_0>);
-    s.set(DType::q4_K_r16, mv_r16<R16Q4_K>, mv_rows_r16<R16Q4_K>);
+    s.set(DType::q4_K_r16, mv_r16<R16Q45_K<BlockQ4_K>>, mv_rows_r16<R16Q45_K<BlockQ4_K>>);
+    s.set(DType::q5_K_r16, mv_r16<R16Q45_K<BlockQ5_K>>, mv_rows_r16<R16Q45_K<BlockQ5_K>>);
     s.set(DType::q6_K_r16, mv_r16<R16Q6_K>, mv_rows_r16<R16Q6_K>);
     s.reads_interleaved = true;
     return s;

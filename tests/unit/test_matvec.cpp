@@ -33,7 +33,8 @@ namespace {
 constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
                                   DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K};
 // Weights placed with their rows interleaved by 16 (kernels/interleaved_rows.hpp); every kernel set computes them.
-constexpr DType kInterleavedTypes[] = {DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q6_K_r16};
+constexpr DType kInterleavedTypes[] = {DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q5_K_r16,
+                                       DType::q6_K_r16};
 constexpr double kTolerance = 1e-5;
 
 // The matrix-vector kernels' dtypes: the weight types and the interleaved ones.
@@ -416,7 +417,7 @@ BOOST_AUTO_TEST_CASE(interleaved_rows_keep_every_block) {
     BOOST_CHECK_THROW(to_f32(t, buf.data(), out.data(), 256), std::invalid_argument);
   }
   for (const MatvecKernels* ks : available_matvec_kernels())
-    for (DType plain : {DType::q4_0, DType::q8_0, DType::q4_1, DType::q4_K, DType::q6_K, DType::q5_K})
+    for (DType plain : {DType::q4_0, DType::q8_0, DType::q4_1, DType::q4_K, DType::q5_K, DType::q6_K, DType::q5_0})
       for (int64_t n : {32, 40}) {
         const Weights w = make_weights(plain, n, 256, seed++);
         const Tensor placed = placed_for_kernels(w.stored, *ks);
