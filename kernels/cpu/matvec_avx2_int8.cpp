@@ -54,7 +54,8 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline void quantize_chunk(const float* x, char* at, int offset) {
+// A chunk of 32 activations rounded to int8 levels (the rule in matvec.hpp), in order, and its scale d.
+inline __m256i quantize_levels(const float* x, float& d) {
   __m256 v[4];
   const __m256 sign = _mm256_set1_ps(-0.f);
   __m256 amax = _mm256_setzero_ps();
@@ -66,13 +67,19 @@ inline void quantize_chunk(const float* x, char* at, int offset) {
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
   const float a = _mm_cvtss_f32(m);
-  const float d = a / 127.f, id = a > 0 ? 127.f / a : 0.f;
+  d = a / 127.f;
+  const float id = a > 0 ? 127.f / a : 0.f;
   __m256i q[4];
   for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
   // packs work within 128-bit lanes: the permutation puts the four groups of eight back in order.
-  const __m256i packed = _mm256_permutevar8x32_epi32(
+  return _mm256_permutevar8x32_epi32(
       _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+inline void quantize_chunk(const float* x, char* at, int offset) {
+  float d;
+  const __m256i packed = quantize_levels(x, d);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), packed);
   const __m256i sums =
       _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), packed), _mm256_set1_epi16(1));
@@ -310,6 +317,264 @@ void mv(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t 
   mv_rows<D>(w, k, x, 1, y, 0, r0, r1);
 }
 
+// --- interleaved rows (kernels/interleaved_rows.hpp), as in matvec_vnni.cpp at half the width --------------------
+// A 64-byte vector of a record is two 256-bit halves, rows 0..7 and 8..15. vpmaddubsw multiplies a half's levels
+// with a word of 4 activations broadcast to every lane into int16 pairs; pairs of several words are added in int16
+// while that cannot overflow (kWordsPerSum: 8 words of levels up to 15 stay below 2^15, 4 up to 31, 2 up to 63),
+// then vpmaddwd turns each lane's two int16 into its row's int32.
+
+// Prepared activations: kR16ChunkBytes per chunk (matvec_simd.hpp).
+inline void quantize_chunk_r16(const float* x, char* out, int offset) {
+  float d;
+  const __m256i q = quantize_levels(x, d);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), q);
+  const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+  alignas(32) int32_t s[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(s), sums);
+  store_r16_fields(out, d, s[0] + s[1] + s[2] + s[3], s[4] + s[5] + s[6] + s[7], offset);
+}
+
+inline __m256i word(const char* a, int w) {  // activation word w (values 4w .. 4w + 3) in every lane
+  int32_t v;
+  std::memcpy(&v, a + 4 * w, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256i int16_pairs(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
+inline __m256 chunk_scale(const char* a) { return _mm256_set1_ps(*reinterpret_cast<const float*>(a + 36)); }
+inline __m256 chunk_dsum(const char* a) { return _mm256_set1_ps(*reinterpret_cast<const float*>(a + 40)); }
+inline __m256i chunk_bias(const char* a, int at) { return _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(a + at)); }
+inline __m256i load(const char* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256 scales8(const char* p) {  // 8 f16 -> f32
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// q4_0: per half, 8 words of levels up to 15 summed in int16.
+struct A16Q4_0 {
+  static constexpr int kOffset = 8;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ4_0);
+  static constexpr int64_t kChunks = 1;
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
+    const __m256i nib = _mm256_set1_epi8(15);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i s[M];
+      for (int j = 0; j < M; ++j) s[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) {
+        const __m256i v = load(rec + 32 + 64 * t + 32 * h);
+        const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+#pragma GCC unroll 4
+        for (int j = 0; j < M; ++j) {
+          const char* a = xp + j * xs;
+          s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(lo, word(a, t)));
+          s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(hi, word(a, t + 4)));
+        }
+      }
+      const __m256 ws = scales8(rec + 16 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j) {
+        const char* a = xp + j * xs;
+        const __m256i isum = _mm256_add_epi32(int16_pairs(s[j]), chunk_bias(a, 32));
+        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(ws, chunk_scale(a)), acc[j][h]);
+      }
+    }
+  }
+};
+
+// q8_0: levels stored as q + 128; as signed q, their magnitudes meet the activations with q's signs (vpsignb), one
+// word per int16 sum (|q| <= 128).
+struct A16Q8_0 {
+  static constexpr int kOffset = 0;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ8_0);
+  static constexpr int64_t kChunks = 1;
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
+    const __m256i flip = _mm256_set1_epi8(-128);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i s[M];
+      for (int j = 0; j < M; ++j) s[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int v = 0; v < 8; ++v) {
+        const __m256i q = _mm256_xor_si256(load(rec + 32 + 64 * v + 32 * h), flip), mag = _mm256_abs_epi8(q);
+#pragma GCC unroll 4
+        for (int j = 0; j < M; ++j)
+          s[j] = _mm256_add_epi32(
+              s[j], int16_pairs(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(word(xp + j * xs, v), q))));
+      }
+      const __m256 ws = scales8(rec + 16 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j)
+        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), _mm256_mul_ps(ws, chunk_scale(xp + j * xs)), acc[j][h]);
+    }
+  }
+};
+
+// q4_K / q5_K (the record of R16Q45_K in matvec_vnni.cpp): per half and sub-block, 8 words of levels up to 15
+// (q4_K) or two sums of 4 words up to 31 (q5_K) in int16.
+template <class Block>
+struct A16Q45_K {
+  static constexpr bool kFifth = requires(Block b) { b.qh; };
+  static constexpr int kOffset = 0;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(Block);
+  static constexpr int64_t kChunks = 8;
+  static constexpr int64_t kQs = kFifth ? 256 + 512 : 256;
+  static constexpr int kWordsPerSum = kFifth ? 4 : 8;
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
+    const __m256i six = _mm256_set1_epi32(63), four = _mm256_set1_epi32(15), two = _mm256_set1_epi32(3);
+    const __m256i nib = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(16);
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; ++h) {
+      const __m256 d = scales8(rec + 16 * h), dmin = scales8(rec + 32 + 16 * h);
+      const __m256i A = load(rec + 64 + 32 * h), B = load(rec + 128 + 32 * h), C = load(rec + 192 + 32 * h);
+#pragma GCC unroll 1
+      for (int i = 0; i < 4; ++i) {
+        __m256 ws[2], wm[2];
+        for (int e = 0; e < 2; ++e) {
+          const int j = 2 * i + e;
+          __m256i sc, mn;
+          if (j < 4) {
+            sc = _mm256_and_si256(_mm256_srli_epi32(A, 8 * j), six);
+            mn = _mm256_and_si256(_mm256_srli_epi32(B, 8 * j), six);
+          } else {
+            const int sh = 8 * (j - 4);
+            sc = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(C, sh), four),
+                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(A, sh + 6), two), 4));
+            mn = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(C, sh + 4), four),
+                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(B, sh + 6), two), 4));
+          }
+          ws[e] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+          wm[e] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mn));
+        }
+        __m256i lo[M], hi[M], lo16[M], hi16[M];
+        for (int j = 0; j < M; ++j) lo[j] = hi[j] = lo16[j] = hi16[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; ++t) {
+          const __m256i v = load(rec + kQs + 64 * (8 * i + t) + 32 * h);
+          __m256i ul = _mm256_and_si256(v, nib), uh = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+          if constexpr (kFifth) {  // bits 2i and 2i + 1 of qh, moved to bit 4 of each byte
+            const __m256i qh = load(rec + 256 + 64 * t + 32 * h);
+            const __m256i h0 = 2 * i <= 4 ? _mm256_slli_epi16(qh, 4 - 2 * i) : _mm256_srli_epi16(qh, 2 * i - 4);
+            const __m256i h1 = 2 * i + 1 <= 4 ? _mm256_slli_epi16(qh, 3 - 2 * i) : _mm256_srli_epi16(qh, 2 * i - 3);
+            ul = _mm256_or_si256(ul, _mm256_and_si256(h0, bit));
+            uh = _mm256_or_si256(uh, _mm256_and_si256(h1, bit));
+          }
+#pragma GCC unroll 4
+          for (int j = 0; j < M; ++j) {
+            const char* a = xp + j * xs + 2 * i * kR16ChunkBytes;
+            lo16[j] = _mm256_add_epi16(lo16[j], _mm256_maddubs_epi16(ul, word(a, t)));
+            hi16[j] = _mm256_add_epi16(hi16[j], _mm256_maddubs_epi16(uh, word(a + kR16ChunkBytes, t)));
+            if ((t + 1) % kWordsPerSum == 0) {
+              lo[j] = _mm256_add_epi32(lo[j], int16_pairs(lo16[j]));
+              hi[j] = _mm256_add_epi32(hi[j], int16_pairs(hi16[j]));
+              lo16[j] = hi16[j] = _mm256_setzero_si256();
+            }
+          }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < M; ++j) {
+          const char* a = xp + j * xs + 2 * i * kR16ChunkBytes;
+          const char* b = a + kR16ChunkBytes;
+          __m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo[j]), _mm256_mul_ps(ws[0], chunk_scale(a)), acc[j][h]);
+          r = _mm256_fnmadd_ps(wm[0], chunk_dsum(a), r);
+          r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi[j]), _mm256_mul_ps(ws[1], chunk_scale(b)), r);
+          acc[j][h] = _mm256_fnmadd_ps(wm[1], chunk_dsum(b), r);
+        }
+      }
+    }
+  }
+};
+
+// q6_K (the record of R16Q6_K in matvec_vnni.cpp): levels up to 63, two words per int16 sum.
+struct A16Q6_K {
+  static constexpr int kOffset = 32;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ6_K);
+  static constexpr int64_t kChunks = 8;
+  static __m256 scale(const char* rec, const __m256& d, int hv, int half, int t, int part) {
+    const __m256i sv = load(rec + 32 + 64 * (2 * hv + t / 2) + 32 * half);
+    const int byte = 2 * (t % 2) + part;
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(sv, 24 - 8 * byte), 24)));
+  }
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
+    const __m256i nib = _mm256_set1_epi8(15), top = _mm256_set1_epi8(0x30);
+#pragma GCC unroll 1
+    for (int half = 0; half < 2; ++half) {  // rows 0..7, 8..15
+      const __m256 d = scales8(rec + 16 * half);
+#pragma GCC unroll 1
+      for (int hv = 0; hv < 2; ++hv)  // values 0..127, 128..255
+#pragma GCC unroll 1
+        for (int part = 0; part < 2; ++part) {
+          const char* qh = rec + 288 + 1536 * hv + 768 * part + 32 * half;
+          const char* ql = qh + 256;
+          __m256i sum[M][4], s16[M][4];
+#pragma GCC unroll 4
+          for (int j = 0; j < M; ++j)
+#pragma GCC unroll 4
+            for (int t = 0; t < 4; ++t) {
+              sum[j][t] = chunk_bias(xp + j * xs + (4 * hv + t) * kR16ChunkBytes, 44 + 4 * part);
+              s16[j][t] = _mm256_setzero_si256();
+            }
+#pragma GCC unroll 4
+          for (int w = 0; w < 4; ++w) {
+            const __m256i hb = load(qh + 64 * w), l0 = load(ql + 64 * w), l1 = load(ql + 256 + 64 * w);
+            const __m256i u[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, nib), _mm256_and_si256(_mm256_slli_epi16(hb, 4), top)),
+                _mm256_or_si256(_mm256_and_si256(l1, nib), _mm256_and_si256(_mm256_slli_epi16(hb, 2), top)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nib), _mm256_and_si256(hb, top)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nib),
+                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), top))};
+#pragma GCC unroll 4
+            for (int j = 0; j < M; ++j)
+#pragma GCC unroll 4
+              for (int t = 0; t < 4; ++t) {
+                const char* a = xp + j * xs + (4 * hv + t) * kR16ChunkBytes;
+                s16[j][t] = _mm256_add_epi16(s16[j][t], _mm256_maddubs_epi16(u[t], word(a, 4 * part + w)));
+                if (w % 2 == 1) {
+                  sum[j][t] = _mm256_add_epi32(sum[j][t], int16_pairs(s16[j][t]));
+                  s16[j][t] = _mm256_setzero_si256();
+                }
+              }
+          }
+#pragma GCC unroll 4
+          for (int t = 0; t < 4; ++t) {
+            const __m256 ws = scale(rec, d, hv, half, t, part);
+#pragma GCC unroll 4
+            for (int j = 0; j < M; ++j)
+              acc[j][half] = _mm256_fmadd_ps(
+                  _mm256_cvtepi32_ps(sum[j][t]),
+                  _mm256_mul_ps(ws, chunk_scale(xp + j * xs + (4 * hv + t) * kR16ChunkBytes)), acc[j][half]);
+          }
+        }
+    }
+  }
+};
+
+template <class F>
+void mv_rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
+                 int64_t r1) {
+  const int64_t nc = k / kChunk;
+  interleaved_matvec<quantize_chunk_r16>(
+      scratch, w, k, x, m, y, ldy, r0, r1, F::kOffset, nc / F::kChunks * F::kRecordBytes,
+      [&]<int M>(const char* group, const char* xp, int64_t xs, float (&out)[M][16]) {
+        __m256 acc[M][2];
+        for (int j = 0; j < M; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+        for (int64_t c = 0; c < nc; c += F::kChunks)
+          F::template add<M>(group + c / F::kChunks * F::kRecordBytes, xp + c * kR16ChunkBytes, 0, acc, xs);
+        for (int j = 0; j < M; ++j) {
+          _mm256_storeu_ps(out[j], acc[j][0]);
+          _mm256_storeu_ps(out[j] + 8, acc[j][1]);
+        }
+      });
+}
+
+template <class F>
+void mv_r16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  mv_rows_r16<F>(w, k, x, 1, y, 0, r0, r1);
+}
+
 }  // namespace
 
 void use_avx2_integer_dot_products(MatvecKernels& s) {
@@ -321,11 +586,12 @@ void use_avx2_integer_dot_products(MatvecKernels& s) {
   s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
   s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
   s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
-  // Interleaved rows have no AVX2 kernels (reads_interleaved stays false, so weights are placed plain for this
-  // set); the reference serves a caller that hands them over anyway.
-  for (DType t : {DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q5_K_r16,
-                  DType::q6_K_r16})
-    s.set(t, scalar_matvec_kernels().for_dtype(t), scalar_matvec_kernels().rows_for_dtype(t));
+  s.set(DType::q4_0_r16, mv_r16<A16Q4_0>, mv_rows_r16<A16Q4_0>);
+  s.set(DType::q8_0_r16, mv_r16<A16Q8_0>, mv_rows_r16<A16Q8_0>);
+  s.set(DType::q4_K_r16, mv_r16<A16Q45_K<BlockQ4_K>>, mv_rows_r16<A16Q45_K<BlockQ4_K>>);
+  s.set(DType::q5_K_r16, mv_r16<A16Q45_K<BlockQ5_K>>, mv_rows_r16<A16Q45_K<BlockQ5_K>>);
+  s.set(DType::q6_K_r16, mv_r16<A16Q6_K>, mv_rows_r16<A16Q6_K>);
+  s.reads_interleaved = true;
 }
 
 }  // namespace corolla

@@ -486,6 +486,7 @@ const MatvecKernels& avx512_matvec_kernels() {
                     DType::q6_K, DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q5_K_r16,
                   DType::q6_K_r16})
       s.set(t, avx2.for_dtype(t), avx2.rows_for_dtype(t));
+    s.reads_interleaved = avx2.reads_interleaved;
     return s;
   }();
   return k;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/dtype.hpp"
@@ -29,6 +30,31 @@ struct Scratch {
   float* floats(int64_t n) { return reinterpret_cast<float*>(bytes(n * 4)); }
 };
 
+// --- activations for the interleaved-row kernels (kernels/interleaved_rows.hpp), in both SIMD files ---------------
+// Per chunk of 32 values, 64 bytes: int8 q[32] | int32 bias (-offset * sum(q)) | f32 d | f32 d * sum(q) (for the
+// formats with a min) | int32 bias of values 0..15 | int32 bias of values 16..31 (q6_K's two scales per chunk).
+constexpr int64_t kR16ChunkBytes = 64;
+
+// The fields after q, from the chunk's scale d and the sums of its two halves of levels.
+inline void store_r16_fields(char* chunk, float d, int32_t lo, int32_t hi, int offset) {
+  const int32_t biases[5] = {-offset * (lo + hi), 0, 0, -offset * lo, -offset * hi};
+  std::memcpy(chunk + 32, biases, sizeof biases);
+  const float dsum = d * static_cast<float>(lo + hi);
+  std::memcpy(chunk + 36, &d, 4);
+  std::memcpy(chunk + 40, &dsum, 4);
+}
+
+// x rows [m, k] (k a multiple of 32) -> m rows of k / 32 prepared chunks, each written by Quantize(x, chunk, offset).
+template <void (*Quantize)(const float*, char*, int)>
+const char* prepare_r16(Scratch& scratch, const float* x, int64_t m, int64_t k, int offset) {
+  const int64_t nc = k / kQuantBlock;
+  char* out = scratch.bytes(m * nc * kR16ChunkBytes);
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t c = 0; c < nc; ++c)
+      Quantize(x + j * k + c * kQuantBlock, out + (j * nc + c) * kR16ChunkBytes, offset);
+  return out;
+}
+
 // Rows [r0, r1) of the weights against m activation rows: up to kMatvecMaxRows rows of x share each pass, and with
 // more than that, the groups of x take turns over tiles of `tile` weight rows (sized to stay in L2).
 // pass.template operator()<M>(i0, t0, t1) runs rows [t0, t1) against rows i0 .. i0 + M - 1 of x.
@@ -46,6 +72,30 @@ void passes_over_tiles(int64_t m, int64_t r0, int64_t r1, int64_t tile, Pass&& p
   }
 }
 static_assert(kMatvecMaxRows == 4, "passes_over_tiles dispatches 1..4 rows of x");
+
+// y = x · wᵀ for rows [r0, r1) of a matrix interleaved by 16 rows whose groups are group_bytes each: x prepared by
+// Quantize, then group by group (a group cut by the bounds is computed whole, only its rows in range written) with
+// dot.template operator()<M>(group, prepared x, prepared row stride, float (&out)[M][16]).
+inline constexpr int64_t kInterleavedTileBytes = 256 * 1024;
+
+template <void (*Quantize)(const float*, char*, int), class Dot>
+void interleaved_matvec(Scratch& scratch, const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy,
+                        int64_t r0, int64_t r1, int offset, int64_t group_bytes, Dot&& dot) {
+  const char* wb = static_cast<const char*>(w);
+  const char* xp = prepare_r16<Quantize>(scratch, x, m, k, offset);
+  const int64_t xs = k / kQuantBlock * kR16ChunkBytes;
+  const int64_t groups_per_tile = kInterleavedTileBytes / group_bytes;  // several rows of x: L2-sized tiles
+  const int64_t tile = 16 * (groups_per_tile > 1 ? groups_per_tile : 1);
+  passes_over_tiles(m, r0, r1, tile, [&]<int M>(int64_t i0, int64_t t0, int64_t t1) {
+    float out[M][16];
+    for (int64_t g = t0 / 16; g * 16 < t1; ++g) {
+      dot.template operator()<M>(wb + g * group_bytes, xp + i0 * xs, xs, out);
+      const int64_t lo = t0 > g * 16 ? t0 : g * 16, hi = t1 < g * 16 + 16 ? t1 : g * 16 + 16;
+      for (int j = 0; j < M; ++j)
+        for (int64_t r = lo; r < hi; ++r) y[(i0 + j) * ldy + r] = out[j][r - g * 16];
+    }
+  });
+}
 
 // Bytes per row of k values for decoder D, which reads chunks of 32 values: whole super-blocks of 256 values
 // (kBlockBytes each) for the K-quants, whose kChunkBytes is only their mean size per 32 values (how far ahead to

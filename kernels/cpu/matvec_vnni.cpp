@@ -324,10 +324,7 @@ void mv(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t 
 // word of 4 activations broadcast to all lanes, lane r accumulates row r, and the 16 rows' f16 scales are converted
 // by one instruction.
 
-// Prepared activations per chunk, 64 bytes: int8 q[32] | int32 bias (-offset * sum(q)) | f32 d | f32 d * sum(q)
-// (for the formats with a min) | int32 bias of values 0..15 | int32 bias of values 16..31 (q6_K's two scales).
-constexpr int64_t kR16ChunkBytes = 64;
-
+// Prepared activations: kR16ChunkBytes per chunk (matvec_simd.hpp).
 inline void quantize_chunk_r16(const float* x, char* out, int offset) {
   const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
@@ -336,21 +333,7 @@ inline void quantize_chunk_r16(const float* x, char* out, int offset) {
   const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, scale)), qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, scale));
   _mm_store_si128(reinterpret_cast<__m128i*>(out), _mm512_cvtsepi32_epi8(qa));
   _mm_store_si128(reinterpret_cast<__m128i*>(out + 16), _mm512_cvtsepi32_epi8(qb));
-  const int32_t lo = _mm512_reduce_add_epi32(qa), hi = _mm512_reduce_add_epi32(qb);
-  const int32_t fields[5] = {-offset * (lo + hi), 0, 0, -offset * lo, -offset * hi};
-  std::memcpy(out + 32, fields, sizeof fields);
-  const float dsum = d * static_cast<float>(lo + hi);
-  std::memcpy(out + 36, &d, 4);
-  std::memcpy(out + 40, &dsum, 4);
-}
-
-const char* prepare_r16(const float* x, int64_t m, int64_t k, int offset) {
-  const int64_t nc = k / kChunk;
-  char* out = scratch.bytes(m * nc * kR16ChunkBytes);
-  for (int64_t j = 0; j < m; ++j)
-    for (int64_t c = 0; c < nc; ++c)
-      quantize_chunk_r16(x + j * k + c * kChunk, out + (j * nc + c) * kR16ChunkBytes, offset);
-  return out;
+  store_r16_fields(out, d, _mm512_reduce_add_epi32(qa), _mm512_reduce_add_epi32(qb), offset);
 }
 
 inline __m512i word(const char* a, int w) {  // activation word w (values 4w .. 4w + 3) in every lane
@@ -590,28 +573,14 @@ constexpr int64_t records(int64_t k) {
     return k / kChunk;
 }
 
-template <class F, int M>
-void run_r16(const char* w, int64_t k, const char* xp, int64_t xs, float* y, int64_t ldy, int64_t r0, int64_t r1) {
-  const int64_t nc = k / kChunk, group_bytes = records<F>(k) * F::kRecordBytes;
-  float out[M][16];
-  for (int64_t g = r0 / 16; g * 16 < r1; ++g) {
-    dot_group<F, M>(w + g * group_bytes, nc, xp, xs, out);
-    const int64_t lo = max64(r0, g * 16), hi = min64(r1, g * 16 + 16);
-    for (int j = 0; j < M; ++j)
-      for (int64_t r = lo; r < hi; ++r) y[j * ldy + r] = out[j][r - g * 16];
-  }
-}
-
 template <class F>
 void mv_rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
                  int64_t r1) {
-  const char* wb = static_cast<const char*>(w);
-  const char* xp = prepare_r16(x, m, k, F::kOffset);
-  const int64_t xs = k / kChunk * kR16ChunkBytes, group_bytes = records<F>(k) * F::kRecordBytes;
-  const int64_t tile = max64(16, kTileBytes / group_bytes * 16);  // whole groups
-  passes_over_tiles(m, r0, r1, tile, [&]<int M>(int64_t i0, int64_t t0, int64_t t1) {
-    run_r16<F, M>(wb, k, xp + i0 * xs, xs, y + i0 * ldy, ldy, t0, t1);
-  });
+  interleaved_matvec<quantize_chunk_r16>(
+      scratch, w, k, x, m, y, ldy, r0, r1, F::kOffset, records<F>(k) * F::kRecordBytes,
+      [&]<int M>(const char* group, const char* xp, int64_t xs, float (&out)[M][16]) {
+        dot_group<F, M>(group, k / kChunk, xp, xs, out);
+      });
 }
 
 template <class F>

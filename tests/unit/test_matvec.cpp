@@ -428,3 +428,45 @@ BOOST_AUTO_TEST_CASE(interleaved_rows_keep_every_block) {
         BOOST_TEST(std::equal(w.dequantized.begin(), w.dequantized.end(), f.data_as<const float>()));
       }
 }
+
+// Every level at its extreme meets every activation at ±127: the SIMD sets add products in int16 where that cannot
+// overflow (AVX2's vpmaddubsw sums), which only such weights would show. Blocks are filled byte by byte (scales 1,
+// every level and 6-bit scale at its maximum; q8_0 at -128 and -127) and compared with the scalar set's integers.
+BOOST_AUTO_TEST_CASE(extreme_levels_do_not_overflow_integer_sums) {
+  const int64_t n = 32, k = 512;
+  for (DType t : kInterleavedTypes) {
+    const DType plain = plain_form(t);
+    const int64_t bb = block_bytes(plain), blocks = n * k / block_elems(plain);
+    std::vector<uint8_t> bytes(static_cast<size_t>(blocks * bb), 0xff);
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t* blk = bytes.data() + b * bb;
+      auto one = [&](int at) { blk[at] = 0x00, blk[at + 1] = 0x3c; };  // f16 1.0
+      switch (plain) {
+        case DType::q8_0:
+          one(0);
+          std::fill(blk + 2, blk + bb, static_cast<uint8_t>(b % 2 ? 0x80 : 0x81));
+          break;
+        case DType::q4_0: one(0); break;
+        case DType::q4_K:
+        case DType::q5_K: one(0), one(2); break;
+        case DType::q6_K: one(208); break;
+        default: BOOST_FAIL("no extreme blocks for " << dtype_name(plain));
+      }
+    }
+    Tensor w = Tensor::empty(t, {n, k});
+    interleave_rows(plain, bytes.data(), w.data(), n, k);
+    for (float sign : {1.f, -1.f}) {
+      const std::vector<float> x(static_cast<size_t>(k), sign);
+      std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+      scalar_matvec_kernels().for_dtype(t)(w.data(), k, x.data(), want.data(), 0, n);
+      for (const MatvecKernels* ks : available_matvec_kernels()) {
+        ks->for_dtype(t)(w.data(), k, x.data(), got.data(), 0, n);
+        for (int64_t r = 0; r < n; ++r)
+          BOOST_TEST(std::fabs(got[static_cast<size_t>(r)] - want[static_cast<size_t>(r)]) <=
+                         kTolerance * std::fabs(want[static_cast<size_t>(r)]),
+                     ks->isa << " " << dtype_name(t) << " x=" << sign << " row " << r << ": " << got[r] << " vs "
+                             << want[r]);
+      }
+    }
+  }
+}
