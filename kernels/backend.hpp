@@ -127,9 +127,12 @@ class Backend {
   // Host -> device. The CPU backend returns its argument (no copy).
   virtual Tensor upload(const Tensor& host) = 0;
   // Host weights -> the form this backend computes with: upload() unless the backend wants them laid out
-  // otherwise (the CPU backend copies matrices into page-aligned, huge-page memory where that reads faster,
-  // kernels/cpu/weight_placement.hpp).
+  // otherwise (the CPU backend copies matrices into page-aligned, huge-page memory where that reads faster and
+  // interleaves the rows of quantized ones, kernels/cpu/weight_placement.hpp).
   virtual Tensor upload_weight(const Tensor& host) { return upload(host); }
+  // The inverse: a weight from upload_weight back on the host in its file's dtype and layout (what the node store's
+  // weights cache keeps, so that any backend can read it back).
+  virtual Tensor download_weight(const Tensor& placed) { return download(placed); }
   // Device -> host. The CPU backend returns its argument (no copy).
   virtual Tensor download(const Tensor& t) = 0;
   // A copy of `t` (on its device) that the caller may write into while `t` stays intact.

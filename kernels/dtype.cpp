@@ -25,7 +25,8 @@ int64_t block_elems(DType t) {
     case DType::q5_0:
     case DType::q5_1:
     case DType::q4_0_r16:
-    case DType::q8_0_r16: return kQuantBlock;
+    case DType::q8_0_r16:
+    case DType::q4_1_r16: return kQuantBlock;
     case DType::q4_K_r16:
     case DType::q5_K_r16:
     case DType::q6_K_r16: return kSuperBlock;
@@ -53,6 +54,7 @@ int64_t block_bytes(DType t) {
     case DType::q5_1: return sizeof(BlockQ5_1);
     case DType::q4_0_r16: return sizeof(BlockQ4_0);
     case DType::q8_0_r16: return sizeof(BlockQ8_0);
+    case DType::q4_1_r16: return sizeof(BlockQ4_1);
     case DType::q4_K_r16: return sizeof(BlockQ4_K);
     case DType::q5_K_r16: return sizeof(BlockQ5_K);
     case DType::q6_K_r16: return sizeof(BlockQ6_K);
@@ -86,6 +88,7 @@ std::string_view dtype_name(DType t) {
     case DType::q5_1: return "q5_1";
     case DType::q4_0_r16: return "q4_0_r16";
     case DType::q8_0_r16: return "q8_0_r16";
+    case DType::q4_1_r16: return "q4_1_r16";
     case DType::q4_K_r16: return "q4_K_r16";
     case DType::q5_K_r16: return "q5_K_r16";
     case DType::q6_K_r16: return "q6_K_r16";
@@ -410,6 +413,7 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
     }
     case DType::q4_0_r16:
     case DType::q8_0_r16:
+    case DType::q4_1_r16:
     case DType::q4_K_r16:
     case DType::q5_K_r16:
     case DType::q6_K_r16: throw_interleaved("to_f32", t);
@@ -462,6 +466,7 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
     case DType::q5_1: return quantize_min_max<BlockQ5_1>(src, dst, n);
     case DType::q4_0_r16:
     case DType::q8_0_r16:
+    case DType::q4_1_r16:
     case DType::q4_K_r16:
     case DType::q5_K_r16:
     case DType::q6_K_r16: throw_interleaved("from_f32", t);

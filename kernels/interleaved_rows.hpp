@@ -13,6 +13,7 @@
 // r's array. The fields, in record order:
 //   q4_0_r16: d, qs[16]                   (4 vectors; vector t's low nibbles are values 4t.., its high 16 + 4t..)
 //   q8_0_r16: d, qs[32] stored as unsigned q + 128 (vpdpbusd multiplies unsigned by signed bytes)
+//   q4_1_r16: d, m, qs[16]                (as q4_0_r16)
 //   q4_K_r16: d, dmin, scales[12], qs[128]
 //   q5_K_r16: d, dmin, scales[12], qh[32], qs[128]
 //   q6_K_r16: d, scales[16], then for h = 0, 1 and p = 0, 1: qh[32h + 16p, +16), ql[64h + 16p, +16),
@@ -39,6 +40,8 @@ bool is_interleaved(DType t);
 // A plain [rows, k] matrix into the interleaved layout of interleaved_form(plain) (rows a multiple of 16; src and
 // dst of storage_bytes(plain, rows * k) bytes, not overlapping).
 void interleave_rows(DType plain, const void* src, void* dst, int64_t rows, int64_t k);
+// The inverse of interleave_rows: an interleaved [rows, k] matrix of dtype t back to plain_form(t).
+void deinterleave_rows(DType t, const void* src, void* dst, int64_t rows, int64_t k);
 // Blocks [b0, b1) of row r of an interleaved [*, k] matrix as plain blocks of plain_form(t), into `out`.
 void deinterleave_blocks(DType t, const void* w, int64_t k, int64_t r, int64_t b0, int64_t b1, void* out);
 // Columns [c0, c1) of row r of an interleaved matrix as f32 (c0 and c1 multiples of its block).

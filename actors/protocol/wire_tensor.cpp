@@ -24,6 +24,7 @@ wire::DType to_wire(DType t) {
     case DType::q5_1: return wire::DType::Q51;
     case DType::q4_0_r16:
     case DType::q8_0_r16:
+    case DType::q4_1_r16:
     case DType::q4_K_r16:
     case DType::q5_K_r16:
     case DType::q6_K_r16: break;  // a CPU kernel layout: its plain form is what travels

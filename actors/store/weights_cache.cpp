@@ -233,8 +233,7 @@ std::unique_ptr<Block> load_block_cached(NodeStore* store, const std::string& di
     auto named = block->named_weights();
     tc = std::chrono::steady_clock::now();
     try {
-      if (backend.device() != Device::cpu)
-        for (auto& [name, t] : named) t = backend.download(t);
+      for (auto& [name, t] : named) t = backend.download_weight(t);  // in the file's dtype and layout
       r.cache_bytes = cache.put(key, named);
     } catch (const std::exception& e) {
       r.cache_bytes = 0;

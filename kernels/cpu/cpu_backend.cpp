@@ -106,6 +106,12 @@ class CpuBackend final : public Backend {
   }
   Tensor upload(const Tensor& host) override { return host; }
   Tensor upload_weight(const Tensor& host) override { return placed_for_kernels(host); }
+  Tensor download_weight(const Tensor& placed) override {
+    if (!is_interleaved(placed.dtype())) return placed;
+    Tensor plain = Tensor::empty(plain_form(placed.dtype()), placed.shape());
+    deinterleave_rows(placed.dtype(), placed.data(), plain.data(), placed.dim(0), placed.dim(1));
+    return plain;
+  }
   Tensor download(const Tensor& t) override { return t; }
 
   void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {

@@ -173,6 +173,7 @@ int64_t matvec_max_rows(DType weights) {
     case DType::q5_0:
     case DType::q4_0_r16:
     case DType::q8_0_r16:
+    case DType::q4_1_r16:
     case DType::q4_K_r16:
     case DType::q5_K_r16:
     case DType::q6_K_r16: return kMatvecAllRows;

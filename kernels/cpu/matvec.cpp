@@ -28,6 +28,7 @@ MatvecFn MatvecKernels::for_dtype(DType t) const {
     case DType::q4_0_r16: return q4_0_r16;
     case DType::q8_0_r16: return q8_0_r16;
     case DType::q4_K_r16: return q4_K_r16;
+    case DType::q4_1_r16: return q4_1_r16;
     case DType::q5_K_r16: return q5_K_r16;
     case DType::q6_K_r16: return q6_K_r16;
     default: throw std::invalid_argument("no matrix-vector kernel for weights of dtype " + std::string(dtype_name(t)));
@@ -50,6 +51,7 @@ void MatvecKernels::set(DType t, MatvecFn one_row, MatvecRowsFn rows) {
     case DType::q4_0_r16: q4_0_r16 = one_row, q4_0_r16_rows = rows; return;
     case DType::q8_0_r16: q8_0_r16 = one_row, q8_0_r16_rows = rows; return;
     case DType::q4_K_r16: q4_K_r16 = one_row, q4_K_r16_rows = rows; return;
+    case DType::q4_1_r16: q4_1_r16 = one_row, q4_1_r16_rows = rows; return;
     case DType::q5_K_r16: q5_K_r16 = one_row, q5_K_r16_rows = rows; return;
     case DType::q6_K_r16: q6_K_r16 = one_row, q6_K_r16_rows = rows; return;
     default: throw std::invalid_argument("no matrix-vector kernel for weights of dtype " + std::string(dtype_name(t)));
@@ -72,6 +74,7 @@ MatvecRowsFn MatvecKernels::rows_for_dtype(DType t) const {
     case DType::q4_0_r16: return q4_0_r16_rows;
     case DType::q8_0_r16: return q8_0_r16_rows;
     case DType::q4_K_r16: return q4_K_r16_rows;
+    case DType::q4_1_r16: return q4_1_r16_rows;
     case DType::q5_K_r16: return q5_K_r16_rows;
     case DType::q6_K_r16: return q6_K_r16_rows;
     default: throw std::invalid_argument("no matrix-vector kernel for weights of dtype " + std::string(dtype_name(t)));

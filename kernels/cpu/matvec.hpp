@@ -52,10 +52,10 @@ struct MatvecKernels {
   const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni"
   // Kernel sets may leave some for another file to fill in (see use_avx2_integer_dot_products).
   MatvecFn f32{}, f16{}, bf16{}, q8_0{}, q4_0{}, q4_1{}, q5_0{}, q5_1{}, q4_K{}, q5_K{}, q6_K{}, q4_0_r16{}, q8_0_r16{},
-      q4_K_r16{}, q5_K_r16{}, q6_K_r16{};
+      q4_K_r16{}, q5_K_r16{}, q6_K_r16{}, q4_1_r16{};
   MatvecRowsFn f32_rows{}, f16_rows{}, bf16_rows{}, q8_0_rows{}, q4_0_rows{}, q4_1_rows{}, q5_0_rows{}, q5_1_rows{},
       q4_K_rows{}, q5_K_rows{}, q6_K_rows{}, q4_0_r16_rows{}, q8_0_r16_rows{}, q4_K_r16_rows{},
-      q5_K_r16_rows{}, q6_K_r16_rows{};
+      q5_K_r16_rows{}, q6_K_r16_rows{}, q4_1_r16_rows{};
   // The set reads weights with interleaved rows (kernels/interleaved_rows.hpp) faster than plain ones, so the CPU
   // backend places q4_0, q8_0 and K-quant weights that way (weight_placement.hpp). Every set computes them (the scalar set
   // through each row's plain blocks); the conversions below take plain dtypes only.

@@ -348,10 +348,13 @@ inline __m256 scales8(const char* p) {  // 8 f16 -> f32
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// q4_0: per half, 8 words of levels up to 15 summed in int16.
-struct A16Q4_0 {
-  static constexpr int kOffset = 8;
-  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ4_0);
+// q4_0 / q4_1 (mins after the scales): per half, 8 words of levels up to 15 summed in int16.
+template <class Block>
+struct A16Q4 {
+  static constexpr bool kMins = requires(Block b) { b.m; };
+  static constexpr int kOffset = kMins ? 0 : 8;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(Block);
+  static constexpr int64_t kLevels = kMins ? 64 : 32;
   static constexpr int64_t kChunks = 1;
   template <int M>
   static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
@@ -362,7 +365,7 @@ struct A16Q4_0 {
       for (int j = 0; j < M; ++j) s[j] = _mm256_setzero_si256();
 #pragma GCC unroll 4
       for (int t = 0; t < 4; ++t) {
-        const __m256i v = load(rec + 32 + 64 * t + 32 * h);
+        const __m256i v = load(rec + kLevels + 64 * t + 32 * h);
         const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
 #pragma GCC unroll 4
         for (int j = 0; j < M; ++j) {
@@ -377,6 +380,7 @@ struct A16Q4_0 {
         const char* a = xp + j * xs;
         const __m256i isum = _mm256_add_epi32(int16_pairs(s[j]), chunk_bias(a, 32));
         acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(ws, chunk_scale(a)), acc[j][h]);
+        if constexpr (kMins) acc[j][h] = _mm256_fmadd_ps(scales8(rec + 32 + 16 * h), chunk_dsum(a), acc[j][h]);
       }
     }
   }
@@ -586,7 +590,8 @@ void use_avx2_integer_dot_products(MatvecKernels& s) {
   s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
   s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
   s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
-  s.set(DType::q4_0_r16, mv_r16<A16Q4_0>, mv_rows_r16<A16Q4_0>);
+  s.set(DType::q4_0_r16, mv_r16<A16Q4<BlockQ4_0>>, mv_rows_r16<A16Q4<BlockQ4_0>>);
+  s.set(DType::q4_1_r16, mv_r16<A16Q4<BlockQ4_1>>, mv_rows_r16<A16Q4<BlockQ4_1>>);
   s.set(DType::q8_0_r16, mv_r16<A16Q8_0>, mv_rows_r16<A16Q8_0>);
   s.set(DType::q4_K_r16, mv_r16<A16Q45_K<BlockQ4_K>>, mv_rows_r16<A16Q45_K<BlockQ4_K>>);
   s.set(DType::q5_K_r16, mv_r16<A16Q45_K<BlockQ5_K>>, mv_rows_r16<A16Q45_K<BlockQ5_K>>);

@@ -484,7 +484,7 @@ const MatvecKernels& avx512_matvec_kernels() {
     const MatvecKernels& avx2 = avx2_matvec_kernels();
     for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K,
                     DType::q6_K, DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q5_K_r16,
-                  DType::q6_K_r16})
+                  DType::q6_K_r16, DType::q4_1_r16})
       s.set(t, avx2.for_dtype(t), avx2.rows_for_dtype(t));
     s.reads_interleaved = avx2.reads_interleaved;
     return s;

@@ -163,6 +163,7 @@ void mv_interleaved(const void* w, int64_t k, const float* x, float* y, int64_t 
 constexpr MatvecFn mv_q4_0_r16 = mv_interleaved<DType::q4_0_r16, mv_q4_0>;
 constexpr MatvecFn mv_q8_0_r16 = mv_interleaved<DType::q8_0_r16, mv_q8_0>;
 constexpr MatvecFn mv_q4_K_r16 = mv_interleaved<DType::q4_K_r16, mv_q4_K>;
+constexpr MatvecFn mv_q4_1_r16 = mv_interleaved<DType::q4_1_r16, mv_q4_1>;
 constexpr MatvecFn mv_q5_K_r16 = mv_interleaved<DType::q5_K_r16, mv_q5_K>;
 constexpr MatvecFn mv_q6_K_r16 = mv_interleaved<DType::q6_K_r16, mv_q6_K>;
 
@@ -210,6 +211,7 @@ const MatvecKernels& scalar_matvec_kernels() {
                                .q4_K_r16 = mv_q4_K_r16,
                                .q5_K_r16 = mv_q5_K_r16,
                                .q6_K_r16 = mv_q6_K_r16,
+                               .q4_1_r16 = mv_q4_1_r16,
                                .f32_rows = rows<mv_f32>,
                                .f16_rows = rows<mv_f16>,
                                .bf16_rows = rows<mv_bf16>,
@@ -226,6 +228,7 @@ const MatvecKernels& scalar_matvec_kernels() {
                                .q4_K_r16_rows = rows<mv_q4_K_r16>,
                                .q5_K_r16_rows = rows<mv_q5_K_r16>,
                                .q6_K_r16_rows = rows<mv_q6_K_r16>,
+                               .q4_1_r16_rows = rows<mv_q4_1_r16>,
                                .f16_to_f32 = dequant<DType::f16>,
                                .bf16_to_f32 = dequant<DType::bf16>,
                                .q8_0_to_f32 = dequant<DType::q8_0>,

@@ -344,9 +344,13 @@ inline __m512i word(const char* a, int w) {  // activation word w (values 4w .. 
 
 // The integer dot products of a record's 16 rows with one prepared chunk, in two independent sums (even and odd
 // words: shorter dependency chains), started at the bias.
-struct R16Q4_0 {
-  static constexpr int kOffset = 8;
-  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ4_0);
+// q4_0 / q4_1 (whose record has the 16 rows' mins after their scales).
+template <class Block>
+struct R16Q4 {
+  static constexpr bool kMins = requires(Block b) { b.m; };
+  static constexpr int kOffset = kMins ? 0 : 8;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(Block);
+  static constexpr int64_t kLevels = kMins ? 64 : 32;
   struct Levels {
     __m512i lo[4], hi[4];  // vector t: words t and t + 4
   };
@@ -354,7 +358,7 @@ struct R16Q4_0 {
     const __m512i mask = _mm512_set1_epi8(15);
 #pragma GCC unroll 4
     for (int t = 0; t < 4; ++t) {
-      const __m512i v = _mm512_loadu_si512(rec + 32 + 64 * t);
+      const __m512i v = _mm512_loadu_si512(rec + kLevels + 64 * t);
       u.lo[t] = _mm512_and_si512(v, mask);
       u.hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
     }
@@ -372,6 +376,7 @@ struct R16Q4_0 {
   }
 };
 struct R16Q8_0 {
+  static constexpr bool kMins = false;
   static constexpr int kOffset = 128;
   static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ8_0);
   struct Levels {
@@ -553,10 +558,13 @@ inline void dot_group(const char* group, int64_t nc, const char* xp, int64_t xs,
       typename F::Levels u;
       F::levels(rec, u);
       const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+      __m512 mins = _mm512_setzero_ps();
+      if constexpr (F::kMins) mins = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
 #pragma GCC unroll 4
       for (int j = 0; j < M; ++j) {
         const char* a = xp + j * xs + c * kR16ChunkBytes;
         acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(F::dot(u, a)), _mm512_mul_ps(ws, chunk_scale(a)), acc[j]);
+        if constexpr (F::kMins) acc[j] = _mm512_fmadd_ps(mins, chunk_dsum(a), acc[j]);
       }
     }
   }
@@ -602,7 +610,8 @@ const MatvecKernels& avx512vnni_matvec_kernels() {
     s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
     s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
     s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
-    s.set(DType::q4_0_r16, mv_r16<R16Q4_0>, mv_rows_r16<R16Q4_0>);
+    s.set(DType::q4_0_r16, mv_r16<R16Q4<BlockQ4_0>>, mv_rows_r16<R16Q4<BlockQ4_0>>);
+    s.set(DType::q4_1_r16, mv_r16<R16Q4<BlockQ4_1>>, mv_rows_r16<R16Q4<BlockQ4_1>>);
     s.set(DType::q8_0_r16, mv_r16<R16Q8_0>, mv_rows_r16<R16Q8_0>);
     s.set(DType::q4_K_r16, mv_r16<R16Q45_K<BlockQ4_K>>, mv_rows_r16<R16Q45_K<BlockQ4_K>>);
     s.set(DType::q5_K_r16, mv_r16<R16Q45_K<BlockQ5_K>>, mv_rows_r16<R16Q45_K<BlockQ5_K>>);
