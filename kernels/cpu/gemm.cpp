@@ -170,14 +170,8 @@ int64_t matvec_max_rows(DType weights) {
     case DType::f16:
     case DType::q8_0: return kMatvecAllRows;
     case DType::q4_0:
-    case DType::q5_0:
-    case DType::q4_0_r16:
-    case DType::q8_0_r16:
-    case DType::q4_1_r16:
-    case DType::q4_K_r16:
-    case DType::q5_K_r16:
-    case DType::q6_K_r16: return kMatvecAllRows;
-    default: return kMatvecMaxRowsPacked;
+    case DType::q5_0: return kMatvecAllRows;
+    default: return is_interleaved(weights) ? kMatvecAllRows : kMatvecMaxRowsPacked;
   }
 }
 

@@ -30,7 +30,6 @@ constexpr int64_t kPrefetchGroups = 2;
 constexpr int64_t kPrefetchBytes = 512;
 constexpr int64_t kTileBytes = 256 * 1024;
 
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 // --- prepared activations ---------------------------------------------------------------------------------------
