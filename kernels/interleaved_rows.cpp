@@ -79,10 +79,7 @@ std::optional<DType> interleaved_form(DType plain) {
   switch (plain) {
     case DType::q4_0: return DType::q4_0_r16;
     case DType::q8_0: return DType::q8_0_r16;
-    // q4_1 has its layout and kernels (q4_1_r16: 1.01 of a sweep against 0.72 by rows) but is not placed so yet:
-    // interleaved rows take the integer kernels at every batch, so a prompt's activations would be rounded to 8 bits
-    // too, and the demo model (Q4_1) then leaves transformers' greedy answer (test_demo_model) at a near tie.
-    case DType::q4_1: return std::nullopt;
+    case DType::q4_1: return DType::q4_1_r16;
     case DType::q4_K: return DType::q4_K_r16;
     case DType::q5_K: return DType::q5_K_r16;
     case DType::q6_K: return DType::q6_K_r16;
