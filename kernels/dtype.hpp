@@ -34,6 +34,7 @@ enum class DType : uint8_t {
   f32, f16, bf16, q8_0, q4_0, q4_1, i32, i64, q4_K, q5_K, q6_K, q5_0, q5_1,
   q4_0_r16, q8_0_r16, q4_K_r16, q5_K_r16, q6_K_r16, q4_1_r16
 };
+inline constexpr size_t kDTypeCount = static_cast<size_t>(DType::q4_1_r16) + 1;
 
 inline constexpr int64_t kQuantBlock = 32;
 inline constexpr int64_t kSuperBlock = 256;  // values per K-quant block

@@ -12,107 +12,32 @@
 
 namespace corolla {
 
-MatvecFn MatvecKernels::for_dtype(DType t) const {
-  switch (t) {
-    case DType::f32: return f32;
-    case DType::f16: return f16;
-    case DType::bf16: return bf16;
-    case DType::q8_0: return q8_0;
-    case DType::q4_0: return q4_0;
-    case DType::q4_1: return q4_1;
-    case DType::q5_0: return q5_0;
-    case DType::q5_1: return q5_1;
-    case DType::q4_K: return q4_K;
-    case DType::q5_K: return q5_K;
-    case DType::q6_K: return q6_K;
-    case DType::q4_0_r16: return q4_0_r16;
-    case DType::q8_0_r16: return q8_0_r16;
-    case DType::q4_K_r16: return q4_K_r16;
-    case DType::q4_1_r16: return q4_1_r16;
-    case DType::q5_K_r16: return q5_K_r16;
-    case DType::q6_K_r16: return q6_K_r16;
-    default: throw std::invalid_argument("no matrix-vector kernel for weights of dtype " + std::string(dtype_name(t)));
-  }
+namespace {
+template <class Fn>
+Fn require_kernel(Fn f, DType t, const char* what) {
+  if (!f) throw std::invalid_argument(std::string("no ") + what + " kernel for weights of dtype " +
+                                      std::string(dtype_name(t)));
+  return f;
 }
+const DTypeKernels& entry(const MatvecKernels& s, DType t) { return s.by_dtype[static_cast<size_t>(t)]; }
+}  // namespace
+
+MatvecFn MatvecKernels::for_dtype(DType t) const { return require_kernel(entry(*this, t).one_row, t, "matrix-vector"); }
+MatvecRowsFn MatvecKernels::rows_for_dtype(DType t) const {
+  return require_kernel(entry(*this, t).rows, t, "matrix-vector");
+}
+DequantFn MatvecKernels::dequant_for_dtype(DType t) const { return require_kernel(entry(*this, t).to_f32, t, "conversion"); }
+PackFn MatvecKernels::pack_for_dtype(DType t) const { return require_kernel(entry(*this, t).pack, t, "packing"); }
 
 void MatvecKernels::set(DType t, MatvecFn one_row, MatvecRowsFn rows) {
-  switch (t) {
-    case DType::f32: f32 = one_row, f32_rows = rows; return;
-    case DType::f16: f16 = one_row, f16_rows = rows; return;
-    case DType::bf16: bf16 = one_row, bf16_rows = rows; return;
-    case DType::q8_0: q8_0 = one_row, q8_0_rows = rows; return;
-    case DType::q4_0: q4_0 = one_row, q4_0_rows = rows; return;
-    case DType::q4_1: q4_1 = one_row, q4_1_rows = rows; return;
-    case DType::q5_0: q5_0 = one_row, q5_0_rows = rows; return;
-    case DType::q5_1: q5_1 = one_row, q5_1_rows = rows; return;
-    case DType::q4_K: q4_K = one_row, q4_K_rows = rows; return;
-    case DType::q5_K: q5_K = one_row, q5_K_rows = rows; return;
-    case DType::q6_K: q6_K = one_row, q6_K_rows = rows; return;
-    case DType::q4_0_r16: q4_0_r16 = one_row, q4_0_r16_rows = rows; return;
-    case DType::q8_0_r16: q8_0_r16 = one_row, q8_0_r16_rows = rows; return;
-    case DType::q4_K_r16: q4_K_r16 = one_row, q4_K_r16_rows = rows; return;
-    case DType::q4_1_r16: q4_1_r16 = one_row, q4_1_r16_rows = rows; return;
-    case DType::q5_K_r16: q5_K_r16 = one_row, q5_K_r16_rows = rows; return;
-    case DType::q6_K_r16: q6_K_r16 = one_row, q6_K_r16_rows = rows; return;
-    default: throw std::invalid_argument("no matrix-vector kernel for weights of dtype " + std::string(dtype_name(t)));
-  }
+  DTypeKernels& e = by_dtype[static_cast<size_t>(t)];
+  e.one_row = one_row;
+  e.rows = rows;
 }
-
-MatvecRowsFn MatvecKernels::rows_for_dtype(DType t) const {
-  switch (t) {
-    case DType::f32: return f32_rows;
-    case DType::f16: return f16_rows;
-    case DType::bf16: return bf16_rows;
-    case DType::q8_0: return q8_0_rows;
-    case DType::q4_0: return q4_0_rows;
-    case DType::q4_1: return q4_1_rows;
-    case DType::q5_0: return q5_0_rows;
-    case DType::q5_1: return q5_1_rows;
-    case DType::q4_K: return q4_K_rows;
-    case DType::q5_K: return q5_K_rows;
-    case DType::q6_K: return q6_K_rows;
-    case DType::q4_0_r16: return q4_0_r16_rows;
-    case DType::q8_0_r16: return q8_0_r16_rows;
-    case DType::q4_K_r16: return q4_K_r16_rows;
-    case DType::q4_1_r16: return q4_1_r16_rows;
-    case DType::q5_K_r16: return q5_K_r16_rows;
-    case DType::q6_K_r16: return q6_K_r16_rows;
-    default: throw std::invalid_argument("no matrix-vector kernel for weights of dtype " + std::string(dtype_name(t)));
-  }
-}
-
-DequantFn MatvecKernels::dequant_for_dtype(DType t) const {
-  switch (t) {
-    case DType::f32: return [](const void* src, float* dst, int64_t n) { corolla::to_f32(DType::f32, src, dst, n); };
-    case DType::f16: return f16_to_f32;
-    case DType::bf16: return bf16_to_f32;
-    case DType::q8_0: return q8_0_to_f32;
-    case DType::q4_0: return q4_0_to_f32;
-    case DType::q4_1: return q4_1_to_f32;
-    case DType::q5_0: return q5_0_to_f32;
-    case DType::q5_1: return q5_1_to_f32;
-    case DType::q4_K: return q4_K_to_f32;
-    case DType::q5_K: return q5_K_to_f32;
-    case DType::q6_K: return q6_K_to_f32;
-    default: throw std::invalid_argument("no conversion kernel for weights of dtype " + std::string(dtype_name(t)));
-  }
-}
-
-PackFn MatvecKernels::pack_for_dtype(DType t) const {
-  switch (t) {
-    case DType::f32: return f32_pack;
-    case DType::f16: return f16_pack;
-    case DType::bf16: return bf16_pack;
-    case DType::q8_0: return q8_0_pack;
-    case DType::q4_0: return q4_0_pack;
-    case DType::q4_1: return q4_1_pack;
-    case DType::q5_0: return q5_0_pack;
-    case DType::q5_1: return q5_1_pack;
-    case DType::q4_K: return q4_K_pack;
-    case DType::q5_K: return q5_K_pack;
-    case DType::q6_K: return q6_K_pack;
-    default: throw std::invalid_argument("no packing kernel for weights of dtype " + std::string(dtype_name(t)));
-  }
+void MatvecKernels::set_conversions(DType t, DequantFn to_f32, PackFn pack) {
+  DTypeKernels& e = by_dtype[static_cast<size_t>(t)];
+  e.to_f32 = to_f32;
+  e.pack = pack;
 }
 
 const float* f16_to_f32_table() {

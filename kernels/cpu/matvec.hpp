@@ -1,6 +1,5 @@
 // Matrix-vector products for single-token decode: y[r] = dot(w[r, :], x) for rows r in [row_begin, row_end).
-// They read weights in their stored dtype (bf16, f16, q8_0, q4_0, q4_1, q5_0, q5_1, the K-quants q4_K / q5_K /
-// q6_K, f32) and never convert them up front: decode is bound by memory bandwidth, so the weight bytes read per
+// They read weights in their stored dtype (every weight dtype of dtype.hpp) and never convert them up front: decode is bound by memory bandwidth, so the weight bytes read per
 // token are what counts.
 //
 // Plain weights (f32, f16, bf16) multiply f32 activations, accumulating in f32. Quantized weights multiply the
@@ -13,6 +12,7 @@
 // the number of rows in the call.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -48,27 +48,28 @@ inline int64_t packed_floats(int64_t k, int64_t rows) {
   return (rows + kPanelRows - 1) / kPanelRows * kPanelRows * panel_depth(k);
 }
 
+// One weight dtype's kernels in a set (null where the set has none).
+struct DTypeKernels {
+  MatvecFn one_row{};
+  MatvecRowsFn rows{};
+  DequantFn to_f32{};  // plain dtypes only (the GEMM path's conversion)
+  PackFn pack{};
+};
+
 struct MatvecKernels {
   const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni"
-  // Kernel sets may leave some for another file to fill in (see use_avx2_integer_dot_products).
-  MatvecFn f32{}, f16{}, bf16{}, q8_0{}, q4_0{}, q4_1{}, q5_0{}, q5_1{}, q4_K{}, q5_K{}, q6_K{}, q4_0_r16{}, q8_0_r16{},
-      q4_K_r16{}, q5_K_r16{}, q6_K_r16{}, q4_1_r16{};
-  MatvecRowsFn f32_rows{}, f16_rows{}, bf16_rows{}, q8_0_rows{}, q4_0_rows{}, q4_1_rows{}, q5_0_rows{}, q5_1_rows{},
-      q4_K_rows{}, q5_K_rows{}, q6_K_rows{}, q4_0_r16_rows{}, q8_0_r16_rows{}, q4_K_r16_rows{},
-      q5_K_r16_rows{}, q6_K_r16_rows{}, q4_1_r16_rows{};
+  std::array<DTypeKernels, kDTypeCount> by_dtype{};
   // The set reads weights with interleaved rows (kernels/interleaved_rows.hpp) faster than plain ones, so the CPU
-  // backend places q4_0, q8_0 and K-quant weights that way (weight_placement.hpp). Every set computes them (the scalar set
-  // through each row's plain blocks); the conversions below take plain dtypes only.
+  // backend places quantized weights that way (weight_placement.hpp). Every set computes them (the scalar set
+  // through each row's plain blocks); the conversions take plain dtypes only.
   bool reads_interleaved = false;
-  DequantFn f16_to_f32, bf16_to_f32, q8_0_to_f32, q4_0_to_f32, q4_1_to_f32, q5_0_to_f32, q5_1_to_f32, q4_K_to_f32,
-      q5_K_to_f32, q6_K_to_f32;
-  PackFn f32_pack, f16_pack, bf16_pack, q8_0_pack, q4_0_pack, q4_1_pack, q5_0_pack, q5_1_pack, q4_K_pack, q5_K_pack,
-      q6_K_pack;
+  // Each throws std::invalid_argument naming the dtype when the set has no such kernel.
   MatvecFn for_dtype(DType t) const;
-  void set(DType t, MatvecFn one_row, MatvecRowsFn rows);  // the matrix-vector kernels of a weight dtype
   MatvecRowsFn rows_for_dtype(DType t) const;
-  DequantFn dequant_for_dtype(DType t) const;  // f32 included (a copy)
+  DequantFn dequant_for_dtype(DType t) const;
   PackFn pack_for_dtype(DType t) const;
+  void set(DType t, MatvecFn one_row, MatvecRowsFn rows);  // the matrix-vector kernels of a weight dtype
+  void set_conversions(DType t, DequantFn to_f32, PackFn pack);
 };
 
 const MatvecKernels& scalar_matvec_kernels();

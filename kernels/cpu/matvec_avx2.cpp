@@ -394,36 +394,24 @@ void dequant(const void* src, float* dst, int64_t n) {
 
 const MatvecKernels& avx2_matvec_kernels() {
   static const MatvecKernels k = [] {
-    MatvecKernels s{.isa = "avx2",
-                    .f32 = mv<DecF32>,
-                    .f16 = mv<DecF16>,
-                    .bf16 = mv<DecBf16>,
-                    .f32_rows = mv_rows<DecF32>,
-                    .f16_rows = mv_rows<DecF16>,
-                    .bf16_rows = mv_rows<DecBf16>,
-                    .f16_to_f32 = dequant<DecF16>,
-                    .bf16_to_f32 = dequant<DecBf16Natural>,
-                    .q8_0_to_f32 = dequant<DecQ8_0>,
-                    .q4_0_to_f32 = dequant<DecQ4_0>,
-                    .q4_1_to_f32 = dequant<DecQ4_1>,
-                    .q5_0_to_f32 = dequant<DecQ5_0>,
-                    .q5_1_to_f32 = dequant<DecQ5_1>,
-                    .q4_K_to_f32 = dequant<DecQ4_K>,
-                    .q5_K_to_f32 = dequant<DecQ5_K>,
-                    .q6_K_to_f32 = dequant<DecQ6_K>,
-                    // The packed GEMM path needs oneDNN's AVX-512 kernels; with those present
-                    // and this set chosen (COROLLA_ISA=avx2), the portable packing serves.
-                    .f32_pack = scalar_matvec_kernels().f32_pack,
-                    .f16_pack = scalar_matvec_kernels().f16_pack,
-                    .bf16_pack = scalar_matvec_kernels().bf16_pack,
-                    .q8_0_pack = scalar_matvec_kernels().q8_0_pack,
-                    .q4_0_pack = scalar_matvec_kernels().q4_0_pack,
-                    .q4_1_pack = scalar_matvec_kernels().q4_1_pack,
-                    .q5_0_pack = scalar_matvec_kernels().q5_0_pack,
-                    .q5_1_pack = scalar_matvec_kernels().q5_1_pack,
-                    .q4_K_pack = scalar_matvec_kernels().q4_K_pack,
-                    .q5_K_pack = scalar_matvec_kernels().q5_K_pack,
-                    .q6_K_pack = scalar_matvec_kernels().q6_K_pack};
+    // What this file has no kernel for stays the scalar set's; the packed GEMM path needs oneDNN's AVX-512 kernels,
+    // and with those present and this set chosen (COROLLA_ISA=avx2), the portable packing serves.
+    MatvecKernels s = scalar_matvec_kernels();
+    s.isa = "avx2";
+    s.set(DType::f32, mv<DecF32>, mv_rows<DecF32>);
+    s.set(DType::f16, mv<DecF16>, mv_rows<DecF16>);
+    s.set(DType::bf16, mv<DecBf16>, mv_rows<DecBf16>);
+    auto convert = [&]<DType T, class D>() { s.by_dtype[static_cast<size_t>(T)].to_f32 = dequant<D>; };
+    convert.template operator()<DType::f16, DecF16>();
+    convert.template operator()<DType::bf16, DecBf16Natural>();
+    convert.template operator()<DType::q8_0, DecQ8_0>();
+    convert.template operator()<DType::q4_0, DecQ4_0>();
+    convert.template operator()<DType::q4_1, DecQ4_1>();
+    convert.template operator()<DType::q5_0, DecQ5_0>();
+    convert.template operator()<DType::q5_1, DecQ5_1>();
+    convert.template operator()<DType::q4_K, DecQ4_K>();
+    convert.template operator()<DType::q5_K, DecQ5_K>();
+    convert.template operator()<DType::q6_K, DecQ6_K>();
     use_avx2_integer_dot_products(s);
     return s;
   }();

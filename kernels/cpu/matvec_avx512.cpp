@@ -452,41 +452,24 @@ void pack(const void* w, int64_t k, int64_t rows, float* out) {
 
 const MatvecKernels& avx512_matvec_kernels() {
   static const MatvecKernels k = [] {
-    MatvecKernels s{.isa = "avx512",
-                    .f32 = mv<DecF32>,
-                    .f16 = mv<DecF16>,
-                    .bf16 = mv<DecBf16>,
-                    .f32_rows = mv_rows<DecF32>,
-                    .f16_rows = mv_rows<DecF16>,
-                    .bf16_rows = mv_rows<DecBf16>,
-                    .f16_to_f32 = dequant<DecF16>,
-                    .bf16_to_f32 = dequant<DecBf16Natural>,
-                    .q8_0_to_f32 = dequant<DecQ8_0>,
-                    .q4_0_to_f32 = dequant<DecQ4_0>,
-                    .q4_1_to_f32 = dequant<DecQ4_1>,
-                    .q5_0_to_f32 = dequant<DecQ5_0>,
-                    .q5_1_to_f32 = dequant<DecQ5_1>,
-                    .q4_K_to_f32 = dequant<DecQ4_K>,
-                    .q5_K_to_f32 = dequant<DecQ5_K>,
-                    .q6_K_to_f32 = dequant<DecQ6_K>,
-                    .f32_pack = pack<DecF32>,
-                    .f16_pack = pack<DecF16>,
-                    .bf16_pack = pack<DecBf16Natural>,
-                    .q8_0_pack = pack<DecQ8_0>,
-                    .q4_0_pack = pack<DecQ4_0>,
-                    .q4_1_pack = pack<DecQ4_1>,
-                    .q5_0_pack = pack<DecQ5_0>,
-                    .q5_1_pack = pack<DecQ5_1>,
-                    .q4_K_pack = pack<DecQ4_K>,
-                    .q5_K_pack = pack<DecQ5_K>,
-                    .q6_K_pack = pack<DecQ6_K>};
-    // Quantized weights: the AVX2 integer kernels (with VNNI, avx512vnni_matvec_kernels() has 512-bit ones).
-    const MatvecKernels& avx2 = avx2_matvec_kernels();
-    for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K,
-                    DType::q6_K, DType::q4_0_r16, DType::q8_0_r16, DType::q4_K_r16, DType::q5_K_r16,
-                  DType::q6_K_r16, DType::q4_1_r16})
-      s.set(t, avx2.for_dtype(t), avx2.rows_for_dtype(t));
-    s.reads_interleaved = avx2.reads_interleaved;
+    // Quantized weights keep the AVX2 integer kernels (with VNNI, avx512vnni_matvec_kernels() has 512-bit ones).
+    MatvecKernels s = avx2_matvec_kernels();
+    s.isa = "avx512";
+    s.set(DType::f32, mv<DecF32>, mv_rows<DecF32>);
+    s.set(DType::f16, mv<DecF16>, mv_rows<DecF16>);
+    s.set(DType::bf16, mv<DecBf16>, mv_rows<DecBf16>);
+    auto convert = [&]<DType T, class D>() { s.set_conversions(T, dequant<D>, pack<D>); };
+    convert.template operator()<DType::f32, DecF32>();
+    convert.template operator()<DType::f16, DecF16>();
+    convert.template operator()<DType::bf16, DecBf16Natural>();
+    convert.template operator()<DType::q8_0, DecQ8_0>();
+    convert.template operator()<DType::q4_0, DecQ4_0>();
+    convert.template operator()<DType::q4_1, DecQ4_1>();
+    convert.template operator()<DType::q5_0, DecQ5_0>();
+    convert.template operator()<DType::q5_1, DecQ5_1>();
+    convert.template operator()<DType::q4_K, DecQ4_K>();
+    convert.template operator()<DType::q5_K, DecQ5_K>();
+    convert.template operator()<DType::q6_K, DecQ6_K>();
     return s;
   }();
   return k;

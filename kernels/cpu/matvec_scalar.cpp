@@ -191,65 +191,37 @@ void pack(const void* w, int64_t k, int64_t rows, float* out) {
   }
 }
 
+// A plain dtype's kernels: its matrix-vector kernel, the reference for several rows, its conversions.
+template <DType T, MatvecFn F>
+void add(MatvecKernels& s) {
+  s.set(T, F, rows<F>);
+  s.set_conversions(T, dequant<T>, pack<T>);
+}
+
 }  // namespace
 
 const MatvecKernels& scalar_matvec_kernels() {
-  static const MatvecKernels k{.isa = "scalar",
-                               .f32 = mv_f32,
-                               .f16 = mv_f16,
-                               .bf16 = mv_bf16,
-                               .q8_0 = mv_q8_0,
-                               .q4_0 = mv_q4_0,
-                               .q4_1 = mv_q4_1,
-                               .q5_0 = mv_q5_0,
-                               .q5_1 = mv_q5_1,
-                               .q4_K = mv_q4_K,
-                               .q5_K = mv_q5_K,
-                               .q6_K = mv_q6_K,
-                               .q4_0_r16 = mv_q4_0_r16,
-                               .q8_0_r16 = mv_q8_0_r16,
-                               .q4_K_r16 = mv_q4_K_r16,
-                               .q5_K_r16 = mv_q5_K_r16,
-                               .q6_K_r16 = mv_q6_K_r16,
-                               .q4_1_r16 = mv_q4_1_r16,
-                               .f32_rows = rows<mv_f32>,
-                               .f16_rows = rows<mv_f16>,
-                               .bf16_rows = rows<mv_bf16>,
-                               .q8_0_rows = rows<mv_q8_0>,
-                               .q4_0_rows = rows<mv_q4_0>,
-                               .q4_1_rows = rows<mv_q4_1>,
-                               .q5_0_rows = rows<mv_q5_0>,
-                               .q5_1_rows = rows<mv_q5_1>,
-                               .q4_K_rows = rows<mv_q4_K>,
-                               .q5_K_rows = rows<mv_q5_K>,
-                               .q6_K_rows = rows<mv_q6_K>,
-                               .q4_0_r16_rows = rows<mv_q4_0_r16>,
-                               .q8_0_r16_rows = rows<mv_q8_0_r16>,
-                               .q4_K_r16_rows = rows<mv_q4_K_r16>,
-                               .q5_K_r16_rows = rows<mv_q5_K_r16>,
-                               .q6_K_r16_rows = rows<mv_q6_K_r16>,
-                               .q4_1_r16_rows = rows<mv_q4_1_r16>,
-                               .f16_to_f32 = dequant<DType::f16>,
-                               .bf16_to_f32 = dequant<DType::bf16>,
-                               .q8_0_to_f32 = dequant<DType::q8_0>,
-                               .q4_0_to_f32 = dequant<DType::q4_0>,
-                               .q4_1_to_f32 = dequant<DType::q4_1>,
-                               .q5_0_to_f32 = dequant<DType::q5_0>,
-                               .q5_1_to_f32 = dequant<DType::q5_1>,
-                               .q4_K_to_f32 = dequant<DType::q4_K>,
-                               .q5_K_to_f32 = dequant<DType::q5_K>,
-                               .q6_K_to_f32 = dequant<DType::q6_K>,
-                               .f32_pack = pack<DType::f32>,
-                               .f16_pack = pack<DType::f16>,
-                               .bf16_pack = pack<DType::bf16>,
-                               .q8_0_pack = pack<DType::q8_0>,
-                               .q4_0_pack = pack<DType::q4_0>,
-                               .q4_1_pack = pack<DType::q4_1>,
-                               .q5_0_pack = pack<DType::q5_0>,
-                               .q5_1_pack = pack<DType::q5_1>,
-                               .q4_K_pack = pack<DType::q4_K>,
-                               .q5_K_pack = pack<DType::q5_K>,
-                               .q6_K_pack = pack<DType::q6_K>};
+  static const MatvecKernels k = [] {
+    MatvecKernels s{.isa = "scalar"};
+    add<DType::f32, mv_f32>(s);
+    add<DType::f16, mv_f16>(s);
+    add<DType::bf16, mv_bf16>(s);
+    add<DType::q8_0, mv_q8_0>(s);
+    add<DType::q4_0, mv_q4_0>(s);
+    add<DType::q4_1, mv_q4_1>(s);
+    add<DType::q5_0, mv_q5_0>(s);
+    add<DType::q5_1, mv_q5_1>(s);
+    add<DType::q4_K, mv_q4_K>(s);
+    add<DType::q5_K, mv_q5_K>(s);
+    add<DType::q6_K, mv_q6_K>(s);
+    s.set(DType::q4_0_r16, mv_q4_0_r16, rows<mv_q4_0_r16>);
+    s.set(DType::q8_0_r16, mv_q8_0_r16, rows<mv_q8_0_r16>);
+    s.set(DType::q4_1_r16, mv_q4_1_r16, rows<mv_q4_1_r16>);
+    s.set(DType::q4_K_r16, mv_q4_K_r16, rows<mv_q4_K_r16>);
+    s.set(DType::q5_K_r16, mv_q5_K_r16, rows<mv_q5_K_r16>);
+    s.set(DType::q6_K_r16, mv_q6_K_r16, rows<mv_q6_K_r16>);
+    return s;
+  }();
   return k;
 }
 
