@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/k_scales.hpp"
+#include "kernels/low_bit_quants.hpp"
 
 namespace corolla {
 
@@ -26,7 +27,10 @@ int64_t block_elems(DType t) {
     case DType::q5_1:
     case DType::q4_0_r16:
     case DType::q8_0_r16:
-    case DType::q4_1_r16: return kQuantBlock;
+    case DType::q4_1_r16:
+    case DType::iq4_nl: return kQuantBlock;
+    case DType::q2_K:
+    case DType::q3_K:
     case DType::q4_K_r16:
     case DType::q5_K_r16:
     case DType::q6_K_r16: return kSuperBlock;
@@ -58,6 +62,9 @@ int64_t block_bytes(DType t) {
     case DType::q4_K_r16: return sizeof(BlockQ4_K);
     case DType::q5_K_r16: return sizeof(BlockQ5_K);
     case DType::q6_K_r16: return sizeof(BlockQ6_K);
+    case DType::q2_K: return sizeof(BlockQ2_K);
+    case DType::q3_K: return sizeof(BlockQ3_K);
+    case DType::iq4_nl: return sizeof(BlockIQ4_NL);
   }
   return 0;
 }
@@ -92,14 +99,31 @@ std::string_view dtype_name(DType t) {
     case DType::q4_K_r16: return "q4_K_r16";
     case DType::q5_K_r16: return "q5_K_r16";
     case DType::q6_K_r16: return "q6_K_r16";
+    case DType::q2_K: return "q2_K";
+    case DType::q3_K: return "q3_K";
+    case DType::iq4_nl: return "iq4_nl";
   }
   return "?";
 }
 
+std::span<const DType> weight_dtypes() {
+  static constexpr DType kWeights[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
+                                       DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
+                                       DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl};
+  return kWeights;
+}
+
+std::string weight_dtype_list() {
+  std::string out;
+  for (DType t : weight_dtypes()) out += (out.empty() ? "" : ", ") + std::string(dtype_name(t));
+  return out;
+}
+
 std::optional<DType> parse_dtype(std::string_view name) {
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::i32, DType::i64,
-                  DType::q4_K, DType::q5_K, DType::q6_K, DType::q5_0, DType::q5_1})
+  for (DType t : weight_dtypes())
     if (dtype_name(t) == name) return t;
+  if (name == "i32") return DType::i32;
+  if (name == "i64") return DType::i64;
   if (name == "float32") return DType::f32;
   if (name == "float16") return DType::f16;
   if (name == "bfloat16") return DType::bf16;
@@ -417,6 +441,9 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
     case DType::q4_K_r16:
     case DType::q5_K_r16:
     case DType::q6_K_r16: throw_interleaved("to_f32", t);
+    case DType::q2_K: return dequant_blocks<BlockQ2_K>(src, dst, n, dequant_q2_K);
+    case DType::q3_K: return dequant_blocks<BlockQ3_K>(src, dst, n, dequant_q3_K);
+    case DType::iq4_nl: return dequant_iq4_nl(src, dst, n);
   }
 }
 
@@ -470,6 +497,9 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
     case DType::q4_K_r16:
     case DType::q5_K_r16:
     case DType::q6_K_r16: throw_interleaved("from_f32", t);
+    case DType::q2_K: return quantize_blocks<BlockQ2_K>(src, dst, n, quantize_q2_K);
+    case DType::q3_K: return quantize_blocks<BlockQ3_K>(src, dst, n, quantize_q3_K);
+    case DType::iq4_nl: return quantize_iq4_nl(src, dst, n);
   }
 }
 

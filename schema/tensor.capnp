@@ -18,6 +18,9 @@ enum DType {
   q6k @10;
   q50 @11;
   q51 @12;
+  q2k @13;
+  q3k @14;
+  iq4nl @15;
 }
 
 struct Tensor {

@@ -44,8 +44,7 @@ void read_model(TableReader& r, model_shape& m) {
   if (r.get_string("dtype", dtype)) {
     auto d = parse_dtype(dtype);
     if (!d || *d == DType::i32 || *d == DType::i64)
-      r.fail("dtype", "must be one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, got \"" + dtype +
-                          "\"");
+      r.fail("dtype", "must be one of " + weight_dtype_list() + ", got \"" + dtype + "\"");
     m.dtype = *d;
   }
   // Every weight matrix has hidden_size as a dimension, so its values then fill whole blocks (what pricing counts).

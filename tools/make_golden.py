@@ -30,7 +30,7 @@ Output layout (one directory per model under --out):
                   llama-quantize writes them for rows of 64 values (Q5_0 / Q5_1 with Q8_0)
   llama-sharded/  same weights as llama, saved in several safetensors shards
   llama-kquant/   LlamaForCausalLM with rows of 256 values (hidden 256, intermediate 256, 2 layers), GGUF
-                  q4_K/q5_K/q6_K (every 2-D weight of that type) and q4_K_M (llama-quantize's Q4_K_M mix:
+                  q2_K/q3_K/q4_K/q5_K/q6_K/iq4_nl (every 2-D weight of that type) and q4_K_M (llama-quantize's Q4_K_M mix:
                   output, and attn_v and ffn_down of the layers use_more_bits picks, in Q6_K); see K_MIXES
   llama-bf16/     same weights as llama rounded to bfloat16 (BF16 safetensors)
   mistral/        MistralForCausalLM (no sliding window)
@@ -244,7 +244,7 @@ SPECS = {
         # weights half as wide as WEIGHT_STD: sums over 4x the values keep the 64-wide models' scale
         dict(COMMON, hidden_size=256, intermediate_size=256, num_hidden_layers=2, rope_theta=10000.0,
              tie_word_embeddings=False, initializer_range=WEIGHT_STD / 2),
-        17000, ["q4_K", "q5_K", "q6_K", "q4_K_M"],
+        17000, ["q4_K", "q5_K", "q6_K", "q4_K_M", "q2_K", "q3_K", "iq4_nl"],
     ),
     "qwen2": (
         Qwen2Config, Qwen2ForCausalLM,
@@ -371,6 +371,9 @@ GGUF_TYPES = {
     "q5_K": (GGMLQuantizationType.Q5_K, LlamaFileType.MOSTLY_Q5_K_S),
     "q6_K": (GGMLQuantizationType.Q6_K, LlamaFileType.MOSTLY_Q6_K),
     "q4_K_M": (GGMLQuantizationType.Q4_K, LlamaFileType.MOSTLY_Q4_K_M),
+    "q2_K": (GGMLQuantizationType.Q2_K, LlamaFileType.MOSTLY_Q2_K),
+    "q3_K": (GGMLQuantizationType.Q3_K, LlamaFileType.MOSTLY_Q3_K_S),
+    "iq4_nl": (GGMLQuantizationType.IQ4_NL, LlamaFileType.MOSTLY_IQ4_NL),
     "q5_K_M": (GGMLQuantizationType.Q5_K, LlamaFileType.MOSTLY_Q5_K_M),
 }
 

@@ -11,6 +11,7 @@
 #include <limits>
 #include <sstream>
 
+#include "kernels/dtype.hpp"
 #include "model/bounded_file.hpp"
 
 namespace corolla {
@@ -269,12 +270,10 @@ std::optional<std::string> check_swarm_id(const std::string& value) {
 }
 
 std::optional<std::string> check_dtype(const std::string& value) {
-  static const char* const kNames[] = {"auto", "f32",  "f16",  "bf16", "q8_0", "q4_0",
-                                       "q4_1", "q5_0", "q5_1", "q4_K", "q5_K", "q6_K"};
-  for (const char* n : kNames)
-    if (value == n) return std::nullopt;
-  return "must be one of auto, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K, got " +
-         toml_quote(value);
+  if (value == "auto") return std::nullopt;
+  for (DType t : weight_dtypes())
+    if (value == dtype_name(t)) return std::nullopt;
+  return "must be one of auto, " + weight_dtype_list() + ", got " + toml_quote(value);
 }
 
 std::optional<std::string> check_device(const std::string& value) {

@@ -22,6 +22,9 @@ wire::DType to_wire(DType t) {
     case DType::q6_K: return wire::DType::Q6K;
     case DType::q5_0: return wire::DType::Q50;
     case DType::q5_1: return wire::DType::Q51;
+    case DType::q2_K: return wire::DType::Q2K;
+    case DType::q3_K: return wire::DType::Q3K;
+    case DType::iq4_nl: return wire::DType::IQ4NL;
     case DType::q4_0_r16:
     case DType::q8_0_r16:
     case DType::q4_1_r16:
@@ -47,6 +50,9 @@ bool from_wire(wire::DType t, DType& out) {
     case wire::DType::Q6K: out = DType::q6_K; return true;
     case wire::DType::Q50: out = DType::q5_0; return true;
     case wire::DType::Q51: out = DType::q5_1; return true;
+    case wire::DType::Q2K: out = DType::q2_K; return true;
+    case wire::DType::Q3K: out = DType::q3_K; return true;
+    case wire::DType::IQ4NL: out = DType::iq4_nl; return true;
   }
   return false;
 }

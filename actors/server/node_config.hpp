@@ -36,7 +36,7 @@ struct NodeConfig {
   std::vector<std::string> initial_peers;   // "HOST:PORT" of nodes already in the swarm
   std::string swarm_id;                     // DHT key prefix of the swarm; "" = derived from the model's name
   std::string public_name;                  // name shown to other peers; also names the default data_dir
-  // auto | f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q4_K | q5_K | q6_K
+  // auto or one of weight_dtypes() (kernels/dtype.hpp)
   std::string dtype = "auto";
   std::string device = "cpu";               // cpu | cuda | cuda:N
   std::string data_dir;                     // empty: node_data_dir() gives the default

@@ -340,8 +340,7 @@ Runner add_generate(CLI::App& app) {
                   "never")
       ->check(CLI::IsMember({"false", "true", "never"}));
   cmd->add_option("--dtype", o->dtype,
-                  "Serving dtype of weights (local): auto, f32, bf16, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, "
-                  "q6_K");
+                  "Serving dtype of weights (local): auto, " + weight_dtype_list());
   cmd->add_option("--device", o->device,
                   "cpu or cuda[:N]: for the whole model (local), or for the embeddings and LM head (through a swarm)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "actors/config/config_file.hpp"
+#include "kernels/dtype.hpp"
 
 namespace corolla::cli {
 namespace {
@@ -66,7 +67,7 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   cmd.add_option("--swarm_id", f.swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)")
       ->check(checked(check_swarm_id, "ID"));
   cmd.add_option("--dtype", f.dtype,
-                 "Serving dtype of weights: auto, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K" +
+                 "Serving dtype of weights: auto, " + weight_dtype_list() +
                      dflt(d.dtype))
       ->check(checked(check_dtype, "DTYPE"));
   cmd.add_option("--device", f.device, "cpu, cuda or cuda:N" + dflt(d.device))->check(checked(check_device, "DEVICE"));

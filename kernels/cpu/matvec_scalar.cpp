@@ -50,16 +50,18 @@ void mv_bf16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int
 struct ActChunk {
   int8_t q[kQuantBlock];
   float d;
-  int32_t sum;  // of q
+  int32_t sum;       // of q
+  int32_t half[2];   // of q[0..15] and q[16..31]
 };
 
 // Chunk c (32 values) of a weight row as integers w (the stored level minus the format's offset), the scale of
-// each half (values 0..15 and 16..31) and the coefficient of the chunk's activation sum (the format's min, or 0):
-// the weights are ws[i / 16] * w[i] + mc.
+// each half (values 0..15 and 16..31) and the coefficient of the chunk's activation sum (the format's min, or 0),
+// or of each half's sum (q2_K's min per 16 values): the weights are ws[i / 16] * w[i] + mc + mc_half[i / 16].
 struct Chunk {
   int w[kQuantBlock];
   float ws[2];
   float mc = 0;
+  float mc_half[2] = {0, 0};
 };
 
 void decode_q8_0(const char* row, int64_t c, Chunk& o) {
@@ -113,6 +115,36 @@ void decode_q6_K(const char* row, int64_t c, Chunk& o) {
     o.ws[half] = f16_to_f32_table()[b.d] * static_cast<float>(b.scales[8 * h + 2 * t + half]);
 }
 
+void decode_iq4_nl(const char* row, int64_t c, Chunk& o) {
+  const BlockIQ4_NL& b = reinterpret_cast<const BlockIQ4_NL*>(row)[c];
+  for (int i = 0; i < kQuantBlock / 2; ++i) {
+    o.w[i] = kIq4nlValues[b.qs[i] & 15];
+    o.w[i + 16] = kIq4nlValues[b.qs[i] >> 4];
+  }
+  o.ws[0] = o.ws[1] = f16_to_f32_table()[b.d];
+}
+
+// q2_K / q3_K: chunk c is quarter t of half h of super-block c / 8, with the scales of sub-blocks 8h + 2t and +1.
+void decode_q2_K(const char* row, int64_t c, Chunk& o) {
+  const BlockQ2_K& b = reinterpret_cast<const BlockQ2_K*>(row)[c / 8];
+  const int64_t h = (c % 8) / 4, t = c % 4;
+  for (int i = 0; i < kQuantBlock; ++i) o.w[i] = b.qs[32 * h + i] >> (2 * t) & 3;
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t sc = b.scales[8 * h + 2 * t + half];
+    o.ws[half] = f16_to_f32_table()[b.d] * static_cast<float>(sc & 15);
+    o.mc_half[half] = -(f16_to_f32_table()[b.dmin] * static_cast<float>(sc >> 4));
+  }
+}
+
+void decode_q3_K(const char* row, int64_t c, Chunk& o) {
+  const BlockQ3_K& b = reinterpret_cast<const BlockQ3_K*>(row)[c / 8];
+  const int64_t h = (c % 8) / 4, t = c % 4;
+  for (int i = 0; i < kQuantBlock; ++i)
+    o.w[i] = ((b.qs[32 * h + i] >> (2 * t) & 3) | (b.hmask[i] >> (4 * h + t) & 1) << 2) - 4;
+  for (int half = 0; half < 2; ++half)
+    o.ws[half] = f16_to_f32_table()[b.d] * static_cast<float>(q3_k_scale(b.scales, static_cast<int>(8 * h + 2 * t + half)) - 32);
+}
+
 template <DType T, void (*Decode)(const char*, int64_t, Chunk&)>
 void mv_quant(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
   const int64_t nc = k / kQuantBlock;
@@ -121,6 +153,8 @@ void mv_quant(const void* w, int64_t k, const float* x, float* y, int64_t r0, in
   for (int64_t c = 0; c < nc; ++c) {
     ActChunk& a = act[static_cast<size_t>(c)];
     quantize_activation_chunk(x + c * kQuantBlock, a.q, a.d, a.sum);
+    a.half[0] = a.half[1] = 0;
+    for (int i = 0; i < kQuantBlock; ++i) a.half[i / 16] += a.q[i];
   }
   const int64_t row_bytes = storage_bytes(T, k);
   for (int64_t r = r0; r < r1; ++r) {
@@ -129,13 +163,14 @@ void mv_quant(const void* w, int64_t k, const float* x, float* y, int64_t r0, in
     Chunk ch;
     for (int64_t c = 0; c < nc; ++c) {
       const ActChunk& a = act[static_cast<size_t>(c)];
-      ch.mc = 0;
+      ch.mc = ch.mc_half[0] = ch.mc_half[1] = 0;
       Decode(row, c, ch);
       int32_t lo = 0, hi = 0;
       for (int i = 0; i < 16; ++i) lo += ch.w[i] * a.q[i];
       for (int i = 16; i < 32; ++i) hi += ch.w[i] * a.q[i];
       s += (ch.ws[0] * a.d) * static_cast<float>(lo) + (ch.ws[1] * a.d) * static_cast<float>(hi) +
-           ch.mc * (a.d * static_cast<float>(a.sum));
+           ch.mc * (a.d * static_cast<float>(a.sum)) + ch.mc_half[0] * (a.d * static_cast<float>(a.half[0])) +
+           ch.mc_half[1] * (a.d * static_cast<float>(a.half[1]));
     }
     y[r] = s;
   }
@@ -149,6 +184,9 @@ constexpr MatvecFn mv_q5_1 = mv_quant<DType::q5_1, decode_q4<BlockQ5_1>>;
 constexpr MatvecFn mv_q4_K = mv_quant<DType::q4_K, decode_q45_K<BlockQ4_K>>;
 constexpr MatvecFn mv_q5_K = mv_quant<DType::q5_K, decode_q45_K<BlockQ5_K>>;
 constexpr MatvecFn mv_q6_K = mv_quant<DType::q6_K, decode_q6_K>;
+constexpr MatvecFn mv_q2_K = mv_quant<DType::q2_K, decode_q2_K>;
+constexpr MatvecFn mv_q3_K = mv_quant<DType::q3_K, decode_q3_K>;
+constexpr MatvecFn mv_iq4_nl = mv_quant<DType::iq4_nl, decode_iq4_nl>;
 
 // Interleaved rows (kernels/interleaved_rows.hpp): each row back to its plain blocks, then the plain kernel.
 template <DType T, MatvecFn Plain>
@@ -214,6 +252,9 @@ const MatvecKernels& scalar_matvec_kernels() {
     add<DType::q4_K, mv_q4_K>(s);
     add<DType::q5_K, mv_q5_K>(s);
     add<DType::q6_K, mv_q6_K>(s);
+    add<DType::q2_K, mv_q2_K>(s);
+    add<DType::q3_K, mv_q3_K>(s);
+    add<DType::iq4_nl, mv_iq4_nl>(s);
     s.set(DType::q4_0_r16, mv_q4_0_r16, rows<mv_q4_0_r16>);
     s.set(DType::q8_0_r16, mv_q8_0_r16, rows<mv_q8_0_r16>);
     s.set(DType::q4_1_r16, mv_q4_1_r16, rows<mv_q4_1_r16>);

@@ -23,9 +23,12 @@ std::optional<DType> dtype_of_ggml(uint32_t t) {
     case 6: return DType::q5_0;
     case 7: return DType::q5_1;
     case 8: return DType::q8_0;
+    case 10: return DType::q2_K;
+    case 11: return DType::q3_K;
     case 12: return DType::q4_K;
     case 13: return DType::q5_K;
     case 14: return DType::q6_K;
+    case 20: return DType::iq4_nl;
     case 30: return DType::bf16;
     default: return std::nullopt;
   }
@@ -208,7 +211,7 @@ std::shared_ptr<GgufFile> GgufFile::parse(std::shared_ptr<MappedFile> file) {
     const uint32_t type = c.read<uint32_t>("tensor type");
     auto dt = dtype_of_ggml(type);
     if (!dt) c.fail("tensor '" + info.name + "' has ggml type " + std::to_string(type) +
-                    " (supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K)");
+                    " (supported: " + weight_dtype_list() + ")");
     info.dtype = *dt;
     switch (n_dims) {
       case 1: info.shape = Shape{ne[0]}; break;

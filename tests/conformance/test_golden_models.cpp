@@ -155,12 +155,14 @@ const GgufCase kGguf[] = {
     // Q4_K_M mix (Q6_K for the LM head and for attn_v / ffn_down of layer 1).
     {"llama-kquant", "model-q4_K.gguf", "q4_K", kTol}, {"llama-kquant", "model-q5_K.gguf", "q5_K", kTol},
     {"llama-kquant", "model-q6_K.gguf", "q6_K", kTol}, {"llama-kquant", "model-q4_K_M.gguf", "q4_K_M", kTol},
+    {"llama-kquant", "model-q2_K.gguf", "q2_K", kTol}, {"llama-kquant", "model-q3_K.gguf", "q3_K", kTol},
+    {"llama-kquant", "model-iq4_nl.gguf", "iq4_nl", kTol},
 };
 
 // Quantized weights multiply activations rounded to 8 bits in decode and in batches as small as these prompts
 // (kernels/cpu/matvec.hpp), while the references compute with f32 activations on the dequantized weights. The golden's
-// name is the file's weight type: every quantized one starts with q (f16 and f32 do not round).
-bool rounds_activations(const GgufCase& c) { return c.golden[0] == 'q'; }
+// name is the file's weight type: every quantized one starts with q or iq (f16 and f32 do not round).
+bool rounds_activations(const GgufCase& c) { return c.golden[0] == 'q' || c.golden[0] == 'i'; }
 
 // What rounding the activations allows on these tiny random models, whose four blocks of wide weights amplify any
 // error (see gguf_and_safetensors_agree_within_dtype_tolerance below): the prompt's logits within a tenth of their

@@ -41,14 +41,23 @@ BOOST_AUTO_TEST_CASE(quantized_round_trips_within_their_step) {
   std::vector<float> x(256);
   for (auto& v : x) v = dist(rng);
   for (DType t : {DType::q8_0, DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K,
-                  DType::q6_K}) {
+                  DType::q6_K, DType::q2_K, DType::q3_K, DType::iq4_nl}) {
     std::vector<uint8_t> q(static_cast<size_t>(storage_bytes(t, 256)));
     std::vector<float> y(256);
     from_f32(t, x.data(), q.data(), 256);
     to_f32(t, q.data(), y.data(), 256);
     const bool five_bits = t == DType::q5_0 || t == DType::q5_1 || t == DType::q5_K;
-    const float tol = t == DType::q8_0 ? 0.03f : t == DType::q6_K ? 0.1f : five_bits ? 0.25f : 0.5f;
-    for (size_t i = 0; i < x.size(); ++i) BOOST_TEST(std::fabs(x[i] - y[i]) < tol, dtype_name(t) << " at " << i);
+    const float tol = t == DType::q8_0   ? 0.03f
+                      : t == DType::q6_K ? 0.1f
+                      : five_bits        ? 0.25f
+                      : t == DType::q2_K ? 1.0f
+                                         : 0.5f;
+    float worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      BOOST_TEST(std::fabs(x[i] - y[i]) < tol, dtype_name(t) << " at " << i);
+      worst = std::max(worst, std::fabs(x[i] - y[i]));
+    }
+    BOOST_TEST_MESSAGE(dtype_name(t) << ": worst round-trip error " << worst);
   }
 }
 
@@ -61,6 +70,10 @@ BOOST_AUTO_TEST_CASE(storage_rejects_partial_blocks) {
   BOOST_TEST(storage_bytes(DType::q6_K, 256) == 210);
   BOOST_TEST(storage_bytes(DType::q5_0, 64) == 44);
   BOOST_TEST(storage_bytes(DType::q5_1, 64) == 48);
+  BOOST_TEST(storage_bytes(DType::q2_K, 512) == 168);
+  BOOST_TEST(storage_bytes(DType::q3_K, 256) == 110);
+  BOOST_TEST(storage_bytes(DType::iq4_nl, 64) == 36);
+  BOOST_CHECK_THROW(storage_bytes(DType::q3_K, 32), std::invalid_argument);
 }
 
 namespace {
@@ -74,7 +87,8 @@ std::vector<char> read_bytes(const std::string& path) {
 // Random block bytes and gguf-py's gguf.quants.dequantize of them (tools/kquants.py writes both): to_f32 and every
 // kernel set's dequantization give the same f32 values, bit for bit.
 BOOST_AUTO_TEST_CASE(dequantization_matches_gguf_py) {
-  for (DType t : {DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K}) {
+  for (DType t : {DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K, DType::q2_K, DType::q3_K,
+                  DType::iq4_nl}) {
     const std::string base = std::string(COROLLA_TEST_DATA) + "/dequant/" + std::string(dtype_name(t));
     const std::vector<char> blocks = read_bytes(base + ".blocks"), values = read_bytes(base + ".f32");
     BOOST_REQUIRE(blocks.size() % static_cast<size_t>(block_bytes(t)) == 0);
@@ -93,11 +107,14 @@ BOOST_AUTO_TEST_CASE(dequantization_matches_gguf_py) {
 }
 
 BOOST_AUTO_TEST_CASE(k_quant_names_parse) {
-  for (DType t : {DType::q4_K, DType::q5_K, DType::q6_K}) {
+  for (DType t : {DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K, DType::q6_K}) {
     BOOST_TEST((parse_dtype(dtype_name(t)) == std::optional<DType>(t)));
     BOOST_TEST(block_elems(t) == 256);
     BOOST_TEST(is_quantized(t));
   }
+  BOOST_TEST((parse_dtype("iq4_nl") == std::optional<DType>(DType::iq4_nl)));
+  for (DType t : weight_dtypes()) BOOST_TEST((parse_dtype(dtype_name(t)) == std::optional<DType>(t)));
+  BOOST_TEST(!parse_dtype("q4_0_r16"));
 }
 
 BOOST_AUTO_TEST_CASE(tensor_views_share_storage) {

@@ -30,8 +30,9 @@ using corolla::test::activations_as_quantized;
 
 namespace {
 
-constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1,
-                                  DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K};
+constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
+                                  DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K,
+                                  DType::q6_K, DType::q2_K, DType::q3_K, DType::iq4_nl};
 // Weights placed with their rows interleaved by 16 (kernels/interleaved_rows.hpp); every kernel set computes them.
 constexpr DType kInterleavedTypes[] = {DType::q4_0_r16, DType::q8_0_r16, DType::q4_1_r16, DType::q4_K_r16,
                                        DType::q5_K_r16,  DType::q6_K_r16};
