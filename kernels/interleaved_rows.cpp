@@ -56,7 +56,12 @@ const Layout& layout(DType plain) {
                                            {32, 16, false}, {144, 16, false}, {16, 16, false},  {48, 16, false},
                                            {160, 16, false}, {64, 16, false}, {96, 16, false},  {176, 16, false},
                                            {80, 16, false}, {112, 16, false}}));
+  // q2_K: d, dmin, scales, qs; q3_K: d, scales, hmask, qs.
+  static const Layout q2_K(record_sources({{80, 2, true}, {82, 2, true}, {0, 16, false}, {16, 64, false}}));
+  static const Layout q3_K(record_sources({{108, 2, true}, {96, 12, false}, {0, 32, false}, {32, 64, false}}));
   switch (plain) {
+    case DType::q2_K: return q2_K;
+    case DType::q3_K: return q3_K;
     case DType::q4_0: return q4_0;
     case DType::q8_0: return q8_0;
     case DType::q4_1: return q4_1;
@@ -83,6 +88,8 @@ std::optional<DType> interleaved_form(DType plain) {
     case DType::q4_K: return DType::q4_K_r16;
     case DType::q5_K: return DType::q5_K_r16;
     case DType::q6_K: return DType::q6_K_r16;
+    case DType::q2_K: return DType::q2_K_r16;
+    case DType::q3_K: return DType::q3_K_r16;
     default: return std::nullopt;
   }
 }
@@ -95,6 +102,8 @@ DType plain_form(DType t) {
     case DType::q4_K_r16: return DType::q4_K;
     case DType::q5_K_r16: return DType::q5_K;
     case DType::q6_K_r16: return DType::q6_K;
+    case DType::q2_K_r16: return DType::q2_K;
+    case DType::q3_K_r16: return DType::q3_K;
     default: return t;
   }
 }

@@ -18,6 +18,8 @@
 //   q5_K_r16: d, dmin, scales[12], qh[32], qs[128]
 //   q6_K_r16: d, scales[16], then for h = 0, 1 and p = 0, 1: qh[32h + 16p, +16), ql[64h + 16p, +16),
 //             ql[64h + 32 + 16p, +16)  (the order its kernel reads them in)
+//   q2_K_r16: d, dmin, scales[16], qs[64]
+//   q3_K_r16: d, scales[12], hmask[32], qs[64]
 // So a vector of levels always meets 4 consecutive activations, the same in every lane.
 #pragma once
 
@@ -30,8 +32,8 @@ namespace corolla {
 
 inline constexpr int64_t kInterleavedRows = 16;
 
-// q4_0 -> q4_0_r16, q8_0 -> q8_0_r16, q4_K -> q4_K_r16, q5_K -> q5_K_r16, q6_K -> q6_K_r16; nullopt for the
-// other dtypes.
+// q4_0 -> q4_0_r16, q8_0 -> q8_0_r16, q4_1 -> q4_1_r16, q2_K..q6_K -> q2_K_r16..q6_K_r16; nullopt for the other
+// dtypes.
 std::optional<DType> interleaved_form(DType plain);
 // The plain dtype an interleaved one holds (q4_0_r16 -> q4_0); any other dtype is its own plain form.
 DType plain_form(DType t);

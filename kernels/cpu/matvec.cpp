@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/interleaved_rows.hpp"
+
 #if defined(COROLLA_HAVE_X86_KERNELS)
 #include <cpuid.h>
 #endif
@@ -34,6 +36,13 @@ void MatvecKernels::set(DType t, MatvecFn one_row, MatvecRowsFn rows) {
   e.one_row = one_row;
   e.rows = rows;
 }
+void MatvecKernels::set_interleaved(DType plain, MatvecFn one_row, MatvecRowsFn rows) {
+  const std::optional<DType> form = interleaved_form(plain);
+  if (!form) throw std::logic_error("no interleaved layout for " + std::string(dtype_name(plain)));
+  set(*form, one_row, rows);
+  by_dtype[static_cast<size_t>(plain)].reads_interleaved = true;
+}
+
 void MatvecKernels::set_conversions(DType t, DequantFn to_f32, PackFn pack) {
   DTypeKernels& e = by_dtype[static_cast<size_t>(t)];
   e.to_f32 = to_f32;

@@ -54,15 +54,14 @@ struct DTypeKernels {
   MatvecRowsFn rows{};
   DequantFn to_f32{};  // plain dtypes only (the GEMM path's conversion)
   PackFn pack{};
+  // (a plain dtype) The set reads it faster with rows interleaved by 16 (kernels/interleaved_rows.hpp), so the CPU
+  // backend places it that way (weight_placement.hpp).
+  bool reads_interleaved = false;
 };
 
 struct MatvecKernels {
   const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni"
   std::array<DTypeKernels, kDTypeCount> by_dtype{};
-  // The set reads weights with interleaved rows (kernels/interleaved_rows.hpp) faster than plain ones, so the CPU
-  // backend places quantized weights that way (weight_placement.hpp). Every set computes them (the scalar set
-  // through each row's plain blocks); the conversions take plain dtypes only.
-  bool reads_interleaved = false;
   // Each throws std::invalid_argument naming the dtype when the set has no such kernel.
   MatvecFn for_dtype(DType t) const;
   MatvecRowsFn rows_for_dtype(DType t) const;
@@ -70,6 +69,11 @@ struct MatvecKernels {
   PackFn pack_for_dtype(DType t) const;
   void set(DType t, MatvecFn one_row, MatvecRowsFn rows);  // the matrix-vector kernels of a weight dtype
   void set_conversions(DType t, DequantFn to_f32, PackFn pack);
+  // Kernels of its own for `plain` with rows interleaved by 16 (interleaved_form(plain)), which the set then reads
+  // rather than plain rows. Every set computes the interleaved dtypes (the scalar set through each row's plain
+  // blocks); the conversions take plain dtypes only.
+  void set_interleaved(DType plain, MatvecFn one_row, MatvecRowsFn rows);
+  bool reads_interleaved(DType plain) const { return by_dtype[static_cast<size_t>(plain)].reads_interleaved; }
 };
 
 const MatvecKernels& scalar_matvec_kernels();

@@ -589,13 +589,12 @@ void use_avx2_integer_dot_products(MatvecKernels& s) {
   s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
   s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
   s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
-  s.set(DType::q4_0_r16, mv_r16<A16Q4<BlockQ4_0>>, mv_rows_r16<A16Q4<BlockQ4_0>>);
-  s.set(DType::q4_1_r16, mv_r16<A16Q4<BlockQ4_1>>, mv_rows_r16<A16Q4<BlockQ4_1>>);
-  s.set(DType::q8_0_r16, mv_r16<A16Q8_0>, mv_rows_r16<A16Q8_0>);
-  s.set(DType::q4_K_r16, mv_r16<A16Q45_K<BlockQ4_K>>, mv_rows_r16<A16Q45_K<BlockQ4_K>>);
-  s.set(DType::q5_K_r16, mv_r16<A16Q45_K<BlockQ5_K>>, mv_rows_r16<A16Q45_K<BlockQ5_K>>);
-  s.set(DType::q6_K_r16, mv_r16<A16Q6_K>, mv_rows_r16<A16Q6_K>);
-  s.reads_interleaved = true;
+  s.set_interleaved(DType::q4_0, mv_r16<A16Q4<BlockQ4_0>>, mv_rows_r16<A16Q4<BlockQ4_0>>);
+  s.set_interleaved(DType::q4_1, mv_r16<A16Q4<BlockQ4_1>>, mv_rows_r16<A16Q4<BlockQ4_1>>);
+  s.set_interleaved(DType::q8_0, mv_r16<A16Q8_0>, mv_rows_r16<A16Q8_0>);
+  s.set_interleaved(DType::q4_K, mv_r16<A16Q45_K<BlockQ4_K>>, mv_rows_r16<A16Q45_K<BlockQ4_K>>);
+  s.set_interleaved(DType::q5_K, mv_r16<A16Q45_K<BlockQ5_K>>, mv_rows_r16<A16Q45_K<BlockQ5_K>>);
+  s.set_interleaved(DType::q6_K, mv_r16<A16Q6_K>, mv_rows_r16<A16Q6_K>);
 }
 
 }  // namespace corolla

@@ -204,6 +204,8 @@ constexpr MatvecFn mv_q4_K_r16 = mv_interleaved<DType::q4_K_r16, mv_q4_K>;
 constexpr MatvecFn mv_q4_1_r16 = mv_interleaved<DType::q4_1_r16, mv_q4_1>;
 constexpr MatvecFn mv_q5_K_r16 = mv_interleaved<DType::q5_K_r16, mv_q5_K>;
 constexpr MatvecFn mv_q6_K_r16 = mv_interleaved<DType::q6_K_r16, mv_q6_K>;
+constexpr MatvecFn mv_q2_K_r16 = mv_interleaved<DType::q2_K_r16, mv_q2_K>;
+constexpr MatvecFn mv_q3_K_r16 = mv_interleaved<DType::q3_K_r16, mv_q3_K>;
 
 // The reference for several activation rows: one pass over the weights per row.
 template <MatvecFn F>
@@ -261,6 +263,8 @@ const MatvecKernels& scalar_matvec_kernels() {
     s.set(DType::q4_K_r16, mv_q4_K_r16, rows<mv_q4_K_r16>);
     s.set(DType::q5_K_r16, mv_q5_K_r16, rows<mv_q5_K_r16>);
     s.set(DType::q6_K_r16, mv_q6_K_r16, rows<mv_q6_K_r16>);
+    s.set(DType::q2_K_r16, mv_q2_K_r16, rows<mv_q2_K_r16>);
+    s.set(DType::q3_K_r16, mv_q3_K_r16, rows<mv_q3_K_r16>);
     return s;
   }();
   return k;

@@ -609,14 +609,13 @@ const MatvecKernels& avx512vnni_matvec_kernels() {
     s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
     s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
     s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
-    s.set(DType::q4_0_r16, mv_r16<R16Q4<BlockQ4_0>>, mv_rows_r16<R16Q4<BlockQ4_0>>);
-    s.set(DType::q4_1_r16, mv_r16<R16Q4<BlockQ4_1>>, mv_rows_r16<R16Q4<BlockQ4_1>>);
-    s.set(DType::q8_0_r16, mv_r16<R16Q8_0>, mv_rows_r16<R16Q8_0>);
-    s.set(DType::q4_K_r16, mv_r16<R16Q45_K<BlockQ4_K>>, mv_rows_r16<R16Q45_K<BlockQ4_K>>);
-    s.set(DType::q5_K_r16, mv_r16<R16Q45_K<BlockQ5_K>>, mv_rows_r16<R16Q45_K<BlockQ5_K>>);
-    s.set(DType::q6_K_r16, mv_r16<R16Q6_K>, mv_rows_r16<R16Q6_K>);
-    s.reads_interleaved = true;
-    return s;
+    s.set_interleaved(DType::q4_0, mv_r16<R16Q4<BlockQ4_0>>, mv_rows_r16<R16Q4<BlockQ4_0>>);
+    s.set_interleaved(DType::q4_1, mv_r16<R16Q4<BlockQ4_1>>, mv_rows_r16<R16Q4<BlockQ4_1>>);
+    s.set_interleaved(DType::q8_0, mv_r16<R16Q8_0>, mv_rows_r16<R16Q8_0>);
+    s.set_interleaved(DType::q4_K, mv_r16<R16Q45_K<BlockQ4_K>>, mv_rows_r16<R16Q45_K<BlockQ4_K>>);
+    s.set_interleaved(DType::q5_K, mv_r16<R16Q45_K<BlockQ5_K>>, mv_rows_r16<R16Q45_K<BlockQ5_K>>);
+    s.set_interleaved(DType::q6_K, mv_r16<R16Q6_K>, mv_rows_r16<R16Q6_K>);
+      return s;
   }();
   return k;
 }

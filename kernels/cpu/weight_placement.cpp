@@ -23,7 +23,7 @@ namespace {
 // The interleaved dtype `w` is placed in for `kernels`, if any.
 std::optional<DType> interleaved_for_kernels(const Tensor& w, const MatvecKernels& kernels) {
   const std::optional<DType> form = interleaved_form(w.dtype());
-  if (!kernels.reads_interleaved || !form || w.dim(0) % kInterleavedRows != 0) return std::nullopt;
+  if (!form || !kernels.reads_interleaved(w.dtype()) || w.dim(0) % kInterleavedRows != 0) return std::nullopt;
   return form;
 }
 }  // namespace

@@ -35,7 +35,7 @@ constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::
                                   DType::q6_K, DType::q2_K, DType::q3_K, DType::iq4_nl};
 // Weights placed with their rows interleaved by 16 (kernels/interleaved_rows.hpp); every kernel set computes them.
 constexpr DType kInterleavedTypes[] = {DType::q4_0_r16, DType::q8_0_r16, DType::q4_1_r16, DType::q4_K_r16,
-                                       DType::q5_K_r16,  DType::q6_K_r16};
+                                       DType::q5_K_r16,  DType::q6_K_r16, DType::q2_K_r16, DType::q3_K_r16};
 constexpr double kTolerance = 1e-5;
 
 // The matrix-vector kernels' dtypes: the weight types and the interleaved ones.
@@ -421,11 +421,12 @@ BOOST_AUTO_TEST_CASE(interleaved_rows_keep_every_block) {
     BOOST_CHECK_THROW(to_f32(t, buf.data(), out.data(), 256), std::invalid_argument);
   }
   for (const MatvecKernels* ks : available_matvec_kernels())
-    for (DType plain : {DType::q4_0, DType::q8_0, DType::q4_1, DType::q4_K, DType::q5_K, DType::q6_K, DType::q5_0})
+    for (DType plain : {DType::q4_0, DType::q8_0, DType::q4_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K,
+                        DType::q6_K, DType::q5_0})
       for (int64_t n : {32, 40}) {
         const Weights w = make_weights(plain, n, 256, seed++);
         const Tensor placed = placed_for_kernels(w.stored, *ks);
-        const bool interleaves = ks->reads_interleaved && interleaved_form(plain) && n % kInterleavedRows == 0;
+        const bool interleaves = ks->reads_interleaved(plain) && n % kInterleavedRows == 0;
         BOOST_TEST((placed.dtype() == (interleaves ? *interleaved_form(plain) : plain)),
                    ks->isa << " " << dtype_name(plain) << " n=" << n);
         const Tensor f = placed.to_f32();
@@ -435,7 +436,7 @@ BOOST_AUTO_TEST_CASE(interleaved_rows_keep_every_block) {
 
 // Every level at its extreme meets every activation at ±127: the SIMD sets add products in int16 where that cannot
 // overflow (AVX2's vpmaddubsw sums), which only such weights would show. Blocks are filled byte by byte (scales 1,
-// every level and 6-bit scale at its maximum; q8_0 at -128 and -127) and compared with the scalar set's integers.
+// every level and sub-block scale at its maximum; q8_0 at -128 and -127) and compared with the scalar set's integers.
 BOOST_AUTO_TEST_CASE(extreme_levels_do_not_overflow_integer_sums) {
   const int64_t n = 32, k = 512;
   for (DType t : kInterleavedTypes) {
@@ -455,6 +456,8 @@ BOOST_AUTO_TEST_CASE(extreme_levels_do_not_overflow_integer_sums) {
         case DType::q4_K:
         case DType::q5_K: one(0), one(2); break;
         case DType::q6_K: one(208); break;
+        case DType::q2_K: one(80), one(82); break;
+        case DType::q3_K: one(108); break;
         default: BOOST_FAIL("no extreme blocks for " << dtype_name(plain));
       }
     }
