@@ -32,16 +32,20 @@ struct Scratch {
 
 // --- activations for the interleaved-row kernels (kernels/interleaved_rows.hpp), in both SIMD files ---------------
 // Per chunk of 32 values, 64 bytes: int8 q[32] | int32 bias (-offset * sum(q)) | f32 d | f32 d * sum(q) (for the
-// formats with a min) | int32 bias of values 0..15 | int32 bias of values 16..31 (q6_K's two scales per chunk).
+// formats with a min) | int32 bias of values 0..15 | int32 bias of values 16..31 (two scales per chunk: q6_K,
+// q3_K) | f32 d * sum of q[0..15] | f32 d * sum of q[16..31] (a min per 16 values: q2_K).
 constexpr int64_t kR16ChunkBytes = 64;
+constexpr int kBiasAt = 32, kScaleAt = 36, kDsumAt = 40, kHalfBiasAt = 44, kHalfDsumAt = 52;
 
 // The fields after q, from the chunk's scale d and the sums of its two halves of levels.
 inline void store_r16_fields(char* chunk, float d, int32_t lo, int32_t hi, int offset) {
   const int32_t biases[5] = {-offset * (lo + hi), 0, 0, -offset * lo, -offset * hi};
-  std::memcpy(chunk + 32, biases, sizeof biases);
+  std::memcpy(chunk + kBiasAt, biases, sizeof biases);
   const float dsum = d * static_cast<float>(lo + hi);
-  std::memcpy(chunk + 36, &d, 4);
-  std::memcpy(chunk + 40, &dsum, 4);
+  const float half_dsums[2] = {d * static_cast<float>(lo), d * static_cast<float>(hi)};
+  std::memcpy(chunk + kScaleAt, &d, 4);
+  std::memcpy(chunk + kDsumAt, &dsum, 4);
+  std::memcpy(chunk + kHalfDsumAt, half_dsums, sizeof half_dsums);
 }
 
 // x rows [m, k] (k a multiple of 32) -> m rows of k / 32 prepared chunks, each written by Quantize(x, chunk, offset).

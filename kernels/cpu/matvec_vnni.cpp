@@ -540,6 +540,113 @@ struct R16Q6_K {
   }
 };
 
+// q2_K_r16 / q3_K_r16 (kernels/interleaved_rows.hpp): chunk c = 4h + t of a super-block (half h, quarter t) has the
+// low two bits of its word w in qs vector 8h + w, shifted by 2t; q3_K's third bit is bit 4h + t of hmask vector w.
+// Its values 0..15 (words 0..3) belong to sub-block 8h + 2t, values 16..31 to the next.
+inline __m512i r16_low_bits(const char* qs, int h, int t, int w) {
+  return _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(qs + 64 * (8 * h + w)), 2 * t), _mm512_set1_epi8(3));
+}
+inline __m512 chunk_half_dsum(const char* a, int half) {
+  return _mm512_set1_ps(*reinterpret_cast<const float*>(a + kHalfDsumAt + 4 * half));
+}
+
+// q3_K_r16: d (16 f16), scales as 3 vectors (lane r: bytes 0-3, 4-7, 8-11 of row r's 12), hmask as 8 vectors,
+// qs as 16. Levels 0..7, offset 4; each half of a chunk has its own signed 6-bit scale.
+struct R16Q3_K {
+  static constexpr int kOffset = 4;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ3_K);
+  static constexpr int64_t kChunks = 8;
+  static constexpr int kScales = 32, kHmask = 32 + 192, kQs = 32 + 192 + 512;
+  // Sub-block j's scale (q3_k_scale - 32) in every lane's row, times d.
+  static __m512 scale(const char* rec, const __m512& d, int j) {
+    const int low_byte = j % 8;
+    const __m512i lowv = _mm512_loadu_si512(rec + kScales + 64 * (low_byte / 4)), highv = _mm512_loadu_si512(rec + kScales + 128);
+    const __m512i low = _mm512_and_si512(_mm512_srli_epi32(lowv, 8 * (low_byte % 4) + (j < 8 ? 0 : 4)),
+                                         _mm512_set1_epi32(15));
+    const __m512i high = _mm512_and_si512(_mm512_srli_epi32(highv, 8 * (j % 4) + 2 * (j / 4)), _mm512_set1_epi32(3));
+    const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
+  }
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t xs, __m512 (&acc)[M]) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    const __m512i four = _mm512_set1_epi8(4);
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 1
+      for (int t = 0; t < 4; ++t) {
+        const int bit = 4 * h + t;  // of hmask, moved to bit 2
+        __m512i sum[M][2];
+#pragma GCC unroll 4
+        for (int j = 0; j < M; ++j)
+          for (int half = 0; half < 2; ++half)
+            sum[j][half] = chunk_bias(xp + j * xs + (4 * h + t) * kR16ChunkBytes, kHalfBiasAt + 4 * half);
+#pragma GCC unroll 8
+        for (int w = 0; w < 8; ++w) {
+          const __m512i hm = _mm512_loadu_si512(rec + kHmask + 64 * w);
+          const __m512i hb = bit >= 2 ? _mm512_srli_epi16(hm, bit - 2) : _mm512_slli_epi16(hm, 2 - bit);
+          const __m512i u = _mm512_ternarylogic_epi32(r16_low_bits(rec + kQs, h, t, w), hb, four, 0xf8);
+#pragma GCC unroll 4
+          for (int j = 0; j < M; ++j)
+            sum[j][w / 4] = _mm512_dpbusd_epi32(sum[j][w / 4], u, word(xp + j * xs + (4 * h + t) * kR16ChunkBytes, w));
+        }
+        const __m512 ws[2] = {scale(rec, d, 8 * h + 2 * t), scale(rec, d, 8 * h + 2 * t + 1)};
+#pragma GCC unroll 4
+        for (int j = 0; j < M; ++j) {
+          const __m512 xd = chunk_scale(xp + j * xs + (4 * h + t) * kR16ChunkBytes);
+          acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j][0]), _mm512_mul_ps(ws[0], xd), acc[j]);
+          acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j][1]), _mm512_mul_ps(ws[1], xd), acc[j]);
+        }
+      }
+  }
+};
+
+// q2_K_r16: d, dmin (16 f16 each), scales as 4 vectors (lane r: bytes 4i.. of row r's 16: scale in the low
+// nibble, min in the high one), qs as 16. Levels 0..3; each half of a chunk has its own scale and min.
+struct R16Q2_K {
+  static constexpr int kOffset = 0;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ2_K);
+  static constexpr int64_t kChunks = 8;
+  static constexpr int kScales = 64, kQs = 64 + 256;
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t xs, __m512 (&acc)[M]) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
+    const __m512i nib = _mm512_set1_epi32(15);
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 1
+      for (int t = 0; t < 4; ++t) {
+        __m512i sum[M][2];
+#pragma GCC unroll 4
+        for (int j = 0; j < M; ++j) sum[j][0] = sum[j][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int w = 0; w < 8; ++w) {
+          const __m512i u = r16_low_bits(rec + kQs, h, t, w);
+#pragma GCC unroll 4
+          for (int j = 0; j < M; ++j)
+            sum[j][w / 4] = _mm512_dpbusd_epi32(sum[j][w / 4], u, word(xp + j * xs + (4 * h + t) * kR16ChunkBytes, w));
+        }
+        __m512 ws[2], wm[2];
+        for (int half = 0; half < 2; ++half) {
+          const int sb = 8 * h + 2 * t + half;
+          const __m512i v = _mm512_srli_epi32(_mm512_loadu_si512(rec + kScales + 64 * (sb / 4)), 8 * (sb % 4));
+          ws[half] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(v, nib)));
+          wm[half] = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(v, 4), nib)));
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < M; ++j) {
+          const char* a = xp + j * xs + (4 * h + t) * kR16ChunkBytes;
+          const __m512 xd = chunk_scale(a);
+          for (int half = 0; half < 2; ++half) {
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j][half]), _mm512_mul_ps(ws[half], xd), acc[j]);
+            acc[j] = _mm512_fnmadd_ps(wm[half], chunk_half_dsum(a, half), acc[j]);
+          }
+        }
+      }
+  }
+};
+
 // One group of 16 rows (its records at `group`) against M prepared rows: out[j][0..16).
 template <class F, int M>
 inline void dot_group(const char* group, int64_t nc, const char* xp, int64_t xs, float (&out)[M][16]) {
@@ -615,6 +722,8 @@ const MatvecKernels& avx512vnni_matvec_kernels() {
     s.set_interleaved(DType::q4_K, mv_r16<R16Q45_K<BlockQ4_K>>, mv_rows_r16<R16Q45_K<BlockQ4_K>>);
     s.set_interleaved(DType::q5_K, mv_r16<R16Q45_K<BlockQ5_K>>, mv_rows_r16<R16Q45_K<BlockQ5_K>>);
     s.set_interleaved(DType::q6_K, mv_r16<R16Q6_K>, mv_rows_r16<R16Q6_K>);
+    s.set_interleaved(DType::q2_K, mv_r16<R16Q2_K>, mv_rows_r16<R16Q2_K>);
+    s.set_interleaved(DType::q3_K, mv_r16<R16Q3_K>, mv_rows_r16<R16Q3_K>);
       return s;
   }();
   return k;
