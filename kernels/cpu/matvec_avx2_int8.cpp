@@ -555,6 +555,120 @@ struct A16Q6_K {
   }
 };
 
+// q2_K / q3_K (the records of R16Q2_K / R16Q3_K in matvec_vnni.cpp): per chunk half, 4 words of levels up to 3 or
+// 7 summed in int16. Chunk c = 4h + t has the low bits of word w in qs vector 8h + w, shifted by 2t.
+inline __m256i a16_low_bits(const char* qs, int h, int t, int w, int half) {
+  return _mm256_and_si256(_mm256_srli_epi16(load(qs + 64 * (8 * h + w) + 32 * half), 2 * t), _mm256_set1_epi8(3));
+}
+inline __m256 chunk_half_dsum(const char* a, int part) {
+  return _mm256_set1_ps(*reinterpret_cast<const float*>(a + kHalfDsumAt + 4 * part));
+}
+
+// The integer sums of chunk (h, t) for M rows of x, per half of the chunk (values 0..15, 16..31), started at `start`
+// (the chunk's bias of that half, or 0), with levels(w) the levels of word w.
+template <int M, class Levels>
+void a16_chunk_sums(const char* xp, int64_t xs, int c, int start_at, Levels&& levels, __m256i (&sum)[M][2]) {
+#pragma GCC unroll 4
+  for (int j = 0; j < M; ++j)
+    for (int part = 0; part < 2; ++part)
+      sum[j][part] = start_at ? chunk_bias(xp + j * xs + c * kR16ChunkBytes, start_at + 4 * part)
+                              : _mm256_setzero_si256();
+#pragma GCC unroll 2
+  for (int part = 0; part < 2; ++part) {
+    __m256i s16[M];
+    for (int j = 0; j < M; ++j) s16[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int w = 4 * part; w < 4 * part + 4; ++w) {
+      const __m256i u = levels(w);
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j)
+        s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(u, word(xp + j * xs + c * kR16ChunkBytes, w)));
+    }
+    for (int j = 0; j < M; ++j) sum[j][part] = _mm256_add_epi32(sum[j][part], int16_pairs(s16[j]));
+  }
+}
+
+struct A16Q3_K {
+  static constexpr int kOffset = 4;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ3_K);
+  static constexpr int64_t kChunks = 8;
+  static constexpr int kScales = 32, kHmask = 32 + 192, kQs = 32 + 192 + 512;
+  static __m256 scale(const char* rec, const __m256& d, int j, int half) {
+    const int low_byte = j % 8;
+    const __m256i lowv = load(rec + kScales + 64 * (low_byte / 4) + 32 * half), highv = load(rec + kScales + 128 + 32 * half);
+    const __m256i low = _mm256_and_si256(_mm256_srli_epi32(lowv, 8 * (low_byte % 4) + (j < 8 ? 0 : 4)),
+                                         _mm256_set1_epi32(15));
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi32(highv, 8 * (j % 4) + 2 * (j / 4)), _mm256_set1_epi32(3));
+    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
+  }
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
+    const __m256i four = _mm256_set1_epi8(4);
+#pragma GCC unroll 1
+    for (int half = 0; half < 2; ++half) {  // rows 0..7, 8..15
+      const __m256 d = scales8(rec + 16 * half);
+#pragma GCC unroll 1
+      for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 1
+        for (int t = 0; t < 4; ++t) {
+          const int bit = 4 * h + t;  // of hmask, moved to bit 2
+          __m256i sum[M][2];
+          a16_chunk_sums<M>(xp, xs, 4 * h + t, kHalfBiasAt, [&](int w) {
+            const __m256i hm = load(rec + kHmask + 64 * w + 32 * half);
+            const __m256i hb = bit >= 2 ? _mm256_srli_epi16(hm, bit - 2) : _mm256_slli_epi16(hm, 2 - bit);
+            return _mm256_or_si256(a16_low_bits(rec + kQs, h, t, w, half), _mm256_and_si256(hb, four));
+          }, sum);
+          const __m256 ws[2] = {scale(rec, d, 8 * h + 2 * t, half), scale(rec, d, 8 * h + 2 * t + 1, half)};
+#pragma GCC unroll 4
+          for (int j = 0; j < M; ++j) {
+            const __m256 xd = chunk_scale(xp + j * xs + (4 * h + t) * kR16ChunkBytes);
+            acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j][0]), _mm256_mul_ps(ws[0], xd), acc[j][half]);
+            acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j][1]), _mm256_mul_ps(ws[1], xd), acc[j][half]);
+          }
+        }
+    }
+  }
+};
+
+struct A16Q2_K {
+  static constexpr int kOffset = 0;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ2_K);
+  static constexpr int64_t kChunks = 8;
+  static constexpr int kScales = 64, kQs = 64 + 256;
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
+    const __m256i nib = _mm256_set1_epi32(15);
+#pragma GCC unroll 1
+    for (int half = 0; half < 2; ++half) {  // rows 0..7, 8..15
+      const __m256 d = scales8(rec + 16 * half), dmin = scales8(rec + 32 + 16 * half);
+#pragma GCC unroll 1
+      for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 1
+        for (int t = 0; t < 4; ++t) {
+          __m256i sum[M][2];
+          a16_chunk_sums<M>(xp, xs, 4 * h + t, 0, [&](int w) { return a16_low_bits(rec + kQs, h, t, w, half); }, sum);
+          __m256 ws[2], wm[2];
+          for (int part = 0; part < 2; ++part) {
+            const int sb = 8 * h + 2 * t + part;
+            const __m256i v = _mm256_srli_epi32(load(rec + kScales + 64 * (sb / 4) + 32 * half), 8 * (sb % 4));
+            ws[part] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(v, nib)));
+            wm[part] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 4), nib)));
+          }
+#pragma GCC unroll 4
+          for (int j = 0; j < M; ++j) {
+            const char* a = xp + j * xs + (4 * h + t) * kR16ChunkBytes;
+            const __m256 xd = chunk_scale(a);
+            for (int part = 0; part < 2; ++part) {
+              acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j][part]), _mm256_mul_ps(ws[part], xd), acc[j][half]);
+              acc[j][half] = _mm256_fnmadd_ps(wm[part], chunk_half_dsum(a, part), acc[j][half]);
+            }
+          }
+        }
+    }
+  }
+};
+
 template <class F>
 void mv_rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
                  int64_t r1) {
@@ -595,6 +709,8 @@ void use_avx2_integer_dot_products(MatvecKernels& s) {
   s.set_interleaved(DType::q4_K, mv_r16<A16Q45_K<BlockQ4_K>>, mv_rows_r16<A16Q45_K<BlockQ4_K>>);
   s.set_interleaved(DType::q5_K, mv_r16<A16Q45_K<BlockQ5_K>>, mv_rows_r16<A16Q45_K<BlockQ5_K>>);
   s.set_interleaved(DType::q6_K, mv_r16<A16Q6_K>, mv_rows_r16<A16Q6_K>);
+  s.set_interleaved(DType::q2_K, mv_r16<A16Q2_K>, mv_rows_r16<A16Q2_K>);
+  s.set_interleaved(DType::q3_K, mv_r16<A16Q3_K>, mv_rows_r16<A16Q3_K>);
 }
 
 }  // namespace corolla
