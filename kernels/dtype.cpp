@@ -28,7 +28,8 @@ int64_t block_elems(DType t) {
     case DType::q4_0_r16:
     case DType::q8_0_r16:
     case DType::q4_1_r16:
-    case DType::iq4_nl: return kQuantBlock;
+    case DType::iq4_nl:
+    case DType::iq4_nl_r16: return kQuantBlock;
     case DType::q2_K:
     case DType::q3_K:
     case DType::q2_K_r16:
@@ -68,7 +69,8 @@ int64_t block_bytes(DType t) {
     case DType::q2_K_r16: return sizeof(BlockQ2_K);
     case DType::q3_K:
     case DType::q3_K_r16: return sizeof(BlockQ3_K);
-    case DType::iq4_nl: return sizeof(BlockIQ4_NL);
+    case DType::iq4_nl:
+    case DType::iq4_nl_r16: return sizeof(BlockIQ4_NL);
   }
   return 0;
 }
@@ -108,6 +110,7 @@ std::string_view dtype_name(DType t) {
     case DType::iq4_nl: return "iq4_nl";
     case DType::q2_K_r16: return "q2_K_r16";
     case DType::q3_K_r16: return "q3_K_r16";
+    case DType::iq4_nl_r16: return "iq4_nl_r16";
   }
   return "?";
 }
@@ -448,7 +451,8 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
     case DType::q5_K_r16:
     case DType::q6_K_r16:
     case DType::q2_K_r16:
-    case DType::q3_K_r16: throw_interleaved("to_f32", t);
+    case DType::q3_K_r16:
+    case DType::iq4_nl_r16: throw_interleaved("to_f32", t);
     case DType::q2_K: return dequant_blocks<BlockQ2_K>(src, dst, n, dequant_q2_K);
     case DType::q3_K: return dequant_blocks<BlockQ3_K>(src, dst, n, dequant_q3_K);
     case DType::iq4_nl: return dequant_iq4_nl(src, dst, n);
@@ -506,7 +510,8 @@ void from_f32(DType t, const float* src, void* dst, int64_t n) {
     case DType::q5_K_r16:
     case DType::q6_K_r16:
     case DType::q2_K_r16:
-    case DType::q3_K_r16: throw_interleaved("from_f32", t);
+    case DType::q3_K_r16:
+    case DType::iq4_nl_r16: throw_interleaved("from_f32", t);
     case DType::q2_K: return quantize_blocks<BlockQ2_K>(src, dst, n, quantize_q2_K);
     case DType::q3_K: return quantize_blocks<BlockQ3_K>(src, dst, n, quantize_q3_K);
     case DType::iq4_nl: return quantize_iq4_nl(src, dst, n);

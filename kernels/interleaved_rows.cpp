@@ -62,7 +62,8 @@ const Layout& layout(DType plain) {
   switch (plain) {
     case DType::q2_K: return q2_K;
     case DType::q3_K: return q3_K;
-    case DType::q4_0: return q4_0;
+    case DType::q4_0:
+    case DType::iq4_nl: return q4_0;  // the same block layout
     case DType::q8_0: return q8_0;
     case DType::q4_1: return q4_1;
     case DType::q4_K: return q4_K;
@@ -90,6 +91,7 @@ std::optional<DType> interleaved_form(DType plain) {
     case DType::q6_K: return DType::q6_K_r16;
     case DType::q2_K: return DType::q2_K_r16;
     case DType::q3_K: return DType::q3_K_r16;
+    case DType::iq4_nl: return DType::iq4_nl_r16;
     default: return std::nullopt;
   }
 }
@@ -104,6 +106,7 @@ DType plain_form(DType t) {
     case DType::q6_K_r16: return DType::q6_K;
     case DType::q2_K_r16: return DType::q2_K;
     case DType::q3_K_r16: return DType::q3_K;
+    case DType::iq4_nl_r16: return DType::iq4_nl;
     default: return t;
   }
 }

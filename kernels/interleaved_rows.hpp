@@ -14,6 +14,7 @@
 //   q4_0_r16: d, qs[16]                   (4 vectors; vector t's low nibbles are values 4t.., its high 16 + 4t..)
 //   q8_0_r16: d, qs[32] stored as unsigned q + 128 (vpdpbusd multiplies unsigned by signed bytes)
 //   q4_1_r16: d, m, qs[16]                (as q4_0_r16)
+//   iq4_nl_r16: d, qs[16]                 (as q4_0_r16: the same block layout)
 //   q4_K_r16: d, dmin, scales[12], qs[128]
 //   q5_K_r16: d, dmin, scales[12], qh[32], qs[128]
 //   q6_K_r16: d, scales[16], then for h = 0, 1 and p = 0, 1: qh[32h + 16p, +16), ql[64h + 16p, +16),
@@ -32,8 +33,8 @@ namespace corolla {
 
 inline constexpr int64_t kInterleavedRows = 16;
 
-// q4_0 -> q4_0_r16, q8_0 -> q8_0_r16, q4_1 -> q4_1_r16, q2_K..q6_K -> q2_K_r16..q6_K_r16; nullopt for the other
-// dtypes.
+// q4_0 -> q4_0_r16, q8_0 -> q8_0_r16, q4_1 -> q4_1_r16, iq4_nl -> iq4_nl_r16, q2_K..q6_K -> q2_K_r16..q6_K_r16;
+// nullopt for the other dtypes.
 std::optional<DType> interleaved_form(DType plain);
 // The plain dtype an interleaved one holds (q4_0_r16 -> q4_0); any other dtype is its own plain form.
 DType plain_form(DType t);

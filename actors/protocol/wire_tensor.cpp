@@ -32,7 +32,8 @@ wire::DType to_wire(DType t) {
     case DType::q5_K_r16:
     case DType::q6_K_r16:
     case DType::q2_K_r16:
-    case DType::q3_K_r16: break;  // a CPU kernel layout: its plain form is what travels
+    case DType::q3_K_r16:
+    case DType::iq4_nl_r16: break;  // a CPU kernel layout: its plain form is what travels
   }
   throw std::invalid_argument("cannot send a tensor of dtype " + std::string(dtype_name(t)));
 }

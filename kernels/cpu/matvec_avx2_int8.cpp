@@ -414,6 +414,42 @@ struct A16Q8_0 {
   }
 };
 
+// iq4_nl (q4_0's record): each nibble looked up in the signed grid by vpshufb; as q8_0, the magnitudes meet the
+// activations with the levels' signs, one word per int16 sum (|level| <= 127).
+struct A16IQ4_NL {
+  static constexpr int kOffset = 0;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockIQ4_NL);
+  static constexpr int64_t kChunks = 1;
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
+    const __m256i nib = _mm256_set1_epi8(15);
+    const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i s[M];
+      for (int j = 0; j < M; ++j) s[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) {
+        const __m256i v = load(rec + 32 + 64 * t + 32 * h);
+        const __m256i q[2] = {_mm256_shuffle_epi8(grid, _mm256_and_si256(v, nib)),
+                              _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib))};
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; ++e) {
+          const __m256i mag = _mm256_abs_epi8(q[e]);
+#pragma GCC unroll 4
+          for (int j = 0; j < M; ++j)
+            s[j] = _mm256_add_epi32(
+                s[j], int16_pairs(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(word(xp + j * xs, t + 4 * e), q[e]))));
+        }
+      }
+      const __m256 ws = scales8(rec + 16 * h);
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j)
+        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), _mm256_mul_ps(ws, chunk_scale(xp + j * xs)), acc[j][h]);
+    }
+  }
+};
+
 // q4_K / q5_K (the record of R16Q45_K in matvec_vnni.cpp): per half and sub-block, 8 words of levels up to 15
 // (q4_K) or two sums of 4 words up to 31 (q5_K) in int16.
 template <class Block>
@@ -711,6 +747,7 @@ void use_avx2_integer_dot_products(MatvecKernels& s) {
   s.set_interleaved(DType::q6_K, mv_r16<A16Q6_K>, mv_rows_r16<A16Q6_K>);
   s.set_interleaved(DType::q2_K, mv_r16<A16Q2_K>, mv_rows_r16<A16Q2_K>);
   s.set_interleaved(DType::q3_K, mv_r16<A16Q3_K>, mv_rows_r16<A16Q3_K>);
+  s.set_interleaved(DType::iq4_nl, mv_r16<A16IQ4_NL>, mv_rows_r16<A16IQ4_NL>);
 }
 
 }  // namespace corolla

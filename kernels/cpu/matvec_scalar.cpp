@@ -206,6 +206,7 @@ constexpr MatvecFn mv_q5_K_r16 = mv_interleaved<DType::q5_K_r16, mv_q5_K>;
 constexpr MatvecFn mv_q6_K_r16 = mv_interleaved<DType::q6_K_r16, mv_q6_K>;
 constexpr MatvecFn mv_q2_K_r16 = mv_interleaved<DType::q2_K_r16, mv_q2_K>;
 constexpr MatvecFn mv_q3_K_r16 = mv_interleaved<DType::q3_K_r16, mv_q3_K>;
+constexpr MatvecFn mv_iq4_nl_r16 = mv_interleaved<DType::iq4_nl_r16, mv_iq4_nl>;
 
 // The reference for several activation rows: one pass over the weights per row.
 template <MatvecFn F>
@@ -265,6 +266,7 @@ const MatvecKernels& scalar_matvec_kernels() {
     s.set(DType::q6_K_r16, mv_q6_K_r16, rows<mv_q6_K_r16>);
     s.set(DType::q2_K_r16, mv_q2_K_r16, rows<mv_q2_K_r16>);
     s.set(DType::q3_K_r16, mv_q3_K_r16, rows<mv_q3_K_r16>);
+    s.set(DType::iq4_nl_r16, mv_iq4_nl_r16, rows<mv_iq4_nl_r16>);
     return s;
   }();
   return k;

@@ -13,8 +13,10 @@
 // Internal linkage throughout, as in every file compiled with its own ISA flags (see matvec_simd.hpp).
 #include <immintrin.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/matvec_simd.hpp"
@@ -343,11 +345,20 @@ inline __m512i word(const char* a, int w) {  // activation word w (values 4w .. 
 
 // The integer dot products of a record's 16 rows with one prepared chunk, in two independent sums (even and odd
 // words: shorter dependency chains), started at the bias.
-// q4_0 / q4_1 (whose record has the 16 rows' mins after their scales).
+// q4_0 / q4_1 (whose record has the 16 rows' mins after their scales) / iq4_nl (q4_0's record, whose nibbles index
+// its grid: looked up as grid value + 128 by vpshufb).
+// iq4_nl's grid as unsigned bytes (value + 128), for vpshufb.
+alignas(16) constexpr auto kGridPlus128 = [] {
+  std::array<uint8_t, 16> g{};
+  for (int i = 0; i < 16; ++i) g[static_cast<size_t>(i)] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+  return g;
+}();
+
 template <class Block>
 struct R16Q4 {
   static constexpr bool kMins = requires(Block b) { b.m; };
-  static constexpr int kOffset = kMins ? 0 : 8;
+  static constexpr bool kGrid = std::is_same_v<Block, BlockIQ4_NL>;
+  static constexpr int kOffset = kMins ? 0 : kGrid ? 128 : 8;
   static constexpr int64_t kRecordBytes = 16 * sizeof(Block);
   static constexpr int64_t kLevels = kMins ? 64 : 32;
   struct Levels {
@@ -355,11 +366,14 @@ struct R16Q4 {
   };
   static void levels(const char* rec, Levels& u) {
     const __m512i mask = _mm512_set1_epi8(15);
+    __m512i grid = mask;
+    if constexpr (kGrid) grid = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kGridPlus128.data())));
 #pragma GCC unroll 4
     for (int t = 0; t < 4; ++t) {
       const __m512i v = _mm512_loadu_si512(rec + kLevels + 64 * t);
       u.lo[t] = _mm512_and_si512(v, mask);
       u.hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+      if constexpr (kGrid) u.lo[t] = _mm512_shuffle_epi8(grid, u.lo[t]), u.hi[t] = _mm512_shuffle_epi8(grid, u.hi[t]);
     }
   }
   static __m512i dot(const Levels& u, const char* a) {
@@ -724,6 +738,7 @@ const MatvecKernels& avx512vnni_matvec_kernels() {
     s.set_interleaved(DType::q6_K, mv_r16<R16Q6_K>, mv_rows_r16<R16Q6_K>);
     s.set_interleaved(DType::q2_K, mv_r16<R16Q2_K>, mv_rows_r16<R16Q2_K>);
     s.set_interleaved(DType::q3_K, mv_r16<R16Q3_K>, mv_rows_r16<R16Q3_K>);
+    s.set_interleaved(DType::iq4_nl, mv_r16<R16Q4<BlockIQ4_NL>>, mv_rows_r16<R16Q4<BlockIQ4_NL>>);
       return s;
   }();
   return k;

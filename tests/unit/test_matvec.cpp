@@ -35,7 +35,8 @@ constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::
                                   DType::q6_K, DType::q2_K, DType::q3_K, DType::iq4_nl};
 // Weights placed with their rows interleaved by 16 (kernels/interleaved_rows.hpp); every kernel set computes them.
 constexpr DType kInterleavedTypes[] = {DType::q4_0_r16, DType::q8_0_r16, DType::q4_1_r16, DType::q4_K_r16,
-                                       DType::q5_K_r16,  DType::q6_K_r16, DType::q2_K_r16, DType::q3_K_r16};
+                                       DType::q5_K_r16,  DType::q6_K_r16, DType::q2_K_r16, DType::q3_K_r16,
+                                       DType::iq4_nl_r16};
 constexpr double kTolerance = 1e-5;
 
 // The matrix-vector kernels' dtypes: the weight types and the interleaved ones.
@@ -422,7 +423,7 @@ BOOST_AUTO_TEST_CASE(interleaved_rows_keep_every_block) {
   }
   for (const MatvecKernels* ks : available_matvec_kernels())
     for (DType plain : {DType::q4_0, DType::q8_0, DType::q4_1, DType::q2_K, DType::q3_K, DType::q4_K, DType::q5_K,
-                        DType::q6_K, DType::q5_0})
+                        DType::q6_K, DType::q5_0, DType::iq4_nl})
       for (int64_t n : {32, 40}) {
         const Weights w = make_weights(plain, n, 256, seed++);
         const Tensor placed = placed_for_kernels(w.stored, *ks);
@@ -451,7 +452,8 @@ BOOST_AUTO_TEST_CASE(extreme_levels_do_not_overflow_integer_sums) {
           one(0);
           std::fill(blk + 2, blk + bb, static_cast<uint8_t>(b % 2 ? 0x80 : 0x81));
           break;
-        case DType::q4_0: one(0); break;
+        case DType::q4_0:
+        case DType::iq4_nl: one(0); break;
         case DType::q4_1: one(0), one(2); break;
         case DType::q4_K:
         case DType::q5_K: one(0), one(2); break;
