@@ -192,8 +192,8 @@ BOOST_FIXTURE_TEST_CASE(out_of_range_values_are_errors, Files) {
   BOOST_TEST(node_error(*this, "step_timeout_s = inf\n") ==
              path + ":1: 'step_timeout_s' must be a number > 0, got inf");
   BOOST_TEST(node_error(*this, "dtype = \"f8\"\n") ==
-             path + ":1: 'dtype' must be one of auto, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, " +
-                 "q6_K, got \"f8\"");
+             path + ":1: 'dtype' must be one of auto, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, " +
+                 "q4_K, q5_K, q6_K, iq4_nl, got \"f8\"");
   BOOST_TEST(node_error(*this, "device = \"gpu\"\n") ==
              path + ":1: 'device' must be \"cpu\", \"cuda\" or \"cuda:N\", got \"gpu\"");
   BOOST_TEST(node_error(*this, "device = \"cuda:x\"\n").find("'device' must be") != std::string::npos);
