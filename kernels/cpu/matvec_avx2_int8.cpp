@@ -385,22 +385,22 @@ struct A16Q4 {
   }
 };
 
-// q8_0: levels stored as q + 128; as signed q, their magnitudes meet the activations with q's signs (vpsignb), one
-// word per int16 sum (|q| <= 128).
-struct A16Q8_0 {
+// Signed levels (q8_0, iq4_nl): their magnitudes meet the activations with the levels' signs (vpsignb), one word
+// per int16 sum (|level| <= 128). Levels::word(rec, v, h) gives word v's signed levels of half h of the record.
+template <class Levels>
+struct A16Signed {
   static constexpr int kOffset = 0;
-  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ8_0);
+  static constexpr int64_t kRecordBytes = Levels::kRecordBytes;
   static constexpr int64_t kChunks = 1;
   template <int M>
   static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
-    const __m256i flip = _mm256_set1_epi8(-128);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m256i s[M];
       for (int j = 0; j < M; ++j) s[j] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int v = 0; v < 8; ++v) {
-        const __m256i q = _mm256_xor_si256(load(rec + 32 + 64 * v + 32 * h), flip), mag = _mm256_abs_epi8(q);
+        const __m256i q = Levels::word(rec, v, h), mag = _mm256_abs_epi8(q);
 #pragma GCC unroll 4
         for (int j = 0; j < M; ++j)
           s[j] = _mm256_add_epi32(
@@ -413,40 +413,21 @@ struct A16Q8_0 {
     }
   }
 };
-
-// iq4_nl (q4_0's record): each nibble looked up in the signed grid by vpshufb; as q8_0, the magnitudes meet the
-// activations with the levels' signs, one word per int16 sum (|level| <= 127).
-struct A16IQ4_NL {
-  static constexpr int kOffset = 0;
+// q8_0: levels stored as q + 128.
+struct Q8_0Levels {
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ8_0);
+  static __m256i word(const char* rec, int v, int h) {
+    return _mm256_xor_si256(load(rec + 32 + 64 * v + 32 * h), _mm256_set1_epi8(-128));
+  }
+};
+// iq4_nl (q4_0's record): word v is the low (v < 4) or high nibbles of vector v % 4, looked up in the grid.
+struct IQ4_NLLevels {
   static constexpr int64_t kRecordBytes = 16 * sizeof(BlockIQ4_NL);
-  static constexpr int64_t kChunks = 1;
-  template <int M>
-  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
-    const __m256i nib = _mm256_set1_epi8(15);
+  static __m256i word(const char* rec, int v, int h) {
     const __m256i grid = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      __m256i s[M];
-      for (int j = 0; j < M; ++j) s[j] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {
-        const __m256i v = load(rec + 32 + 64 * t + 32 * h);
-        const __m256i q[2] = {_mm256_shuffle_epi8(grid, _mm256_and_si256(v, nib)),
-                              _mm256_shuffle_epi8(grid, _mm256_and_si256(_mm256_srli_epi16(v, 4), nib))};
-#pragma GCC unroll 2
-        for (int e = 0; e < 2; ++e) {
-          const __m256i mag = _mm256_abs_epi8(q[e]);
-#pragma GCC unroll 4
-          for (int j = 0; j < M; ++j)
-            s[j] = _mm256_add_epi32(
-                s[j], int16_pairs(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(word(xp + j * xs, t + 4 * e), q[e]))));
-        }
-      }
-      const __m256 ws = scales8(rec + 16 * h);
-#pragma GCC unroll 4
-      for (int j = 0; j < M; ++j)
-        acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[j]), _mm256_mul_ps(ws, chunk_scale(xp + j * xs)), acc[j][h]);
-    }
+    const __m256i bytes = load(rec + 32 + 64 * (v % 4) + 32 * h);
+    const __m256i nibbles = v < 4 ? bytes : _mm256_srli_epi16(bytes, 4);
+    return _mm256_shuffle_epi8(grid, _mm256_and_si256(nibbles, _mm256_set1_epi8(15)));
   }
 };
 
@@ -741,13 +722,13 @@ void use_avx2_integer_dot_products(MatvecKernels& s) {
   s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
   s.set_interleaved(DType::q4_0, mv_r16<A16Q4<BlockQ4_0>>, mv_rows_r16<A16Q4<BlockQ4_0>>);
   s.set_interleaved(DType::q4_1, mv_r16<A16Q4<BlockQ4_1>>, mv_rows_r16<A16Q4<BlockQ4_1>>);
-  s.set_interleaved(DType::q8_0, mv_r16<A16Q8_0>, mv_rows_r16<A16Q8_0>);
+  s.set_interleaved(DType::q8_0, mv_r16<A16Signed<Q8_0Levels>>, mv_rows_r16<A16Signed<Q8_0Levels>>);
   s.set_interleaved(DType::q4_K, mv_r16<A16Q45_K<BlockQ4_K>>, mv_rows_r16<A16Q45_K<BlockQ4_K>>);
   s.set_interleaved(DType::q5_K, mv_r16<A16Q45_K<BlockQ5_K>>, mv_rows_r16<A16Q45_K<BlockQ5_K>>);
   s.set_interleaved(DType::q6_K, mv_r16<A16Q6_K>, mv_rows_r16<A16Q6_K>);
   s.set_interleaved(DType::q2_K, mv_r16<A16Q2_K>, mv_rows_r16<A16Q2_K>);
   s.set_interleaved(DType::q3_K, mv_r16<A16Q3_K>, mv_rows_r16<A16Q3_K>);
-  s.set_interleaved(DType::iq4_nl, mv_r16<A16IQ4_NL>, mv_rows_r16<A16IQ4_NL>);
+  s.set_interleaved(DType::iq4_nl, mv_r16<A16Signed<IQ4_NLLevels>>, mv_rows_r16<A16Signed<IQ4_NLLevels>>);
 }
 
 }  // namespace corolla
