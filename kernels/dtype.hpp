@@ -37,8 +37,8 @@
 
 namespace corolla {
 
-// The *_r16 dtypes are q4_0, q8_0, q4_1, iq4_nl and the K-quants with their rows interleaved by 16, a layout of the CPU kernels
-// (kernels/interleaved_rows.hpp): the same bytes per row on average, never in a file or on the wire.
+// The *_r16 dtypes are q4_0, q8_0, q4_1, iq4_nl and the K-quants with their rows interleaved by 16, a layout of the
+// CPU kernels (kernels/interleaved_rows.hpp): the same bytes per row on average, never in a file or on the wire.
 enum class DType : uint8_t {
   f32, f16, bf16, q8_0, q4_0, q4_1, i32, i64, q4_K, q5_K, q6_K, q5_0, q5_1,
   q4_0_r16, q8_0_r16, q4_K_r16, q5_K_r16, q6_K_r16, q4_1_r16,
@@ -163,8 +163,9 @@ uint16_t f32_to_f16(float f);
 // Converts n elements of `src` (type t) to f32. n must be a multiple of block_elems(t). Interleaved dtypes are
 // refused (their rows are not contiguous: interleaved_row_to_f32 converts them).
 void to_f32(DType t, const void* src, float* dst, int64_t n);
-// Converts n f32 values to type t, not an interleaved one (quantizing as llama.cpp's reference quantizers do; the K-quants with a plain
-// min/max fit per sub-block, a valid encoding but not llama-quantize's search for the least error).
+// Converts n f32 values to type t, not an interleaved one (quantizing as llama.cpp's reference quantizers do; the
+// K-quants and iq4_nl with a plain fit per sub-block, a valid encoding but not llama-quantize's search for the least
+// error).
 void from_f32(DType t, const float* src, void* dst, int64_t n);
 
 }  // namespace corolla

@@ -131,7 +131,7 @@ void quantize_iq4_nl(const float* src, void* dst, int64_t n) {
     };
     int q[kQuantBlock], refit_q[kQuantBlock];
     float d = signed_max(x, kQuantBlock) / -127.f;
-    float err = fit(d, q);
+    const float err = fit(d, q);
     double xv = 0, vv = 0;
     for (int i = 0; i < kQuantBlock; ++i) {
       xv += static_cast<double>(x[i]) * kIq4nlValues[q[i]];
@@ -139,7 +139,7 @@ void quantize_iq4_nl(const float* src, void* dst, int64_t n) {
     }
     if (vv > 0) {
       const auto refit = static_cast<float>(xv / vv);
-      if (const float e = fit(refit, refit_q); e < err) d = refit, err = e, std::copy(refit_q, refit_q + kQuantBlock, q);
+      if (fit(refit, refit_q) < err) d = refit, std::copy(refit_q, refit_q + kQuantBlock, q);
     }
     b[k].d = f32_to_f16(d);
     for (int j = 0; j < kQuantBlock / 2; ++j)

@@ -6,8 +6,9 @@ gguf-py dequantizes these types but has no quantizer for them.  The encoders her
 ggml's format (kernels/dtype.hpp describes them) with a plain fit: each sub-block spans its own [min(0, lowest),
 highest] range (Q6_K, Q3_K: a symmetric range per 16 values; Q2_K: per 16 values), the sub-block steps and mins
 become 6-bit (Q6_K: 8-bit, Q2_K: 4-bit) multiples of the super-block's f16 scales; IQ4_NL maps a block's value of
-largest magnitude to its grid's end and refits the scale by least squares.  They match Corolla's from_f32.  It is a valid encoding, not llama-quantize's search for the least
-error; what the engine must reproduce is its dequantized values, which gguf.quants.dequantize gives.
+largest magnitude to its grid's end and refits the scale by least squares.  They match Corolla's from_f32.  It is
+a valid encoding, not llama-quantize's search for the least error; what the engine must reproduce is its
+dequantized values, which gguf.quants.dequantize gives.
 
 Run from the repository root to write the test vectors (random block bytes and gguf-py's dequantization of them,
 for the K-quants, Q5_0 / Q5_1 and IQ4_NL) that tests/unit/test_dtype.cpp compares Corolla's dequantization with:

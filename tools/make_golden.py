@@ -30,8 +30,9 @@ Output layout (one directory per model under --out):
                   llama-quantize writes them for rows of 64 values (Q5_0 / Q5_1 with Q8_0)
   llama-sharded/  same weights as llama, saved in several safetensors shards
   llama-kquant/   LlamaForCausalLM with rows of 256 values (hidden 256, intermediate 256, 2 layers), GGUF
-                  q2_K/q3_K/q4_K/q5_K/q6_K/iq4_nl (every 2-D weight of that type) and q4_K_M (llama-quantize's Q4_K_M mix:
-                  output, and attn_v and ffn_down of the layers use_more_bits picks, in Q6_K); see K_MIXES
+                  q2_K/q3_K/q4_K/q5_K/q6_K/iq4_nl (every 2-D weight of that type) and q4_K_M
+                  (llama-quantize's Q4_K_M mix: output, and attn_v and ffn_down of the layers use_more_bits
+                  picks, in Q6_K); see K_MIXES
   llama-bf16/     same weights as llama rounded to bfloat16 (BF16 safetensors)
   mistral/        MistralForCausalLM (no sliding window)
   qwen2/          Qwen2ForCausalLM (q/k/v biases, tied embeddings), GGUF f32/q8_0

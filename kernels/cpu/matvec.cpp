@@ -28,7 +28,9 @@ MatvecFn MatvecKernels::for_dtype(DType t) const { return require_kernel(entry(*
 MatvecRowsFn MatvecKernels::rows_for_dtype(DType t) const {
   return require_kernel(entry(*this, t).rows, t, "matrix-vector");
 }
-DequantFn MatvecKernels::dequant_for_dtype(DType t) const { return require_kernel(entry(*this, t).to_f32, t, "conversion"); }
+DequantFn MatvecKernels::dequant_for_dtype(DType t) const {
+  return require_kernel(entry(*this, t).to_f32, t, "conversion");
+}
 PackFn MatvecKernels::pack_for_dtype(DType t) const { return require_kernel(entry(*this, t).pack, t, "packing"); }
 
 void MatvecKernels::set(DType t, MatvecFn one_row, MatvecRowsFn rows) {

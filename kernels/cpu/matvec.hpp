@@ -1,6 +1,6 @@
 // Matrix-vector products for single-token decode: y[r] = dot(w[r, :], x) for rows r in [row_begin, row_end).
-// They read weights in their stored dtype (every weight dtype of dtype.hpp) and never convert them up front: decode is bound by memory bandwidth, so the weight bytes read per
-// token are what counts.
+// They read weights in their stored dtype (every weight dtype of dtype.hpp) and never convert them up front:
+// decode is bound by memory bandwidth, so the weight bytes read per token are what counts.
 //
 // Plain weights (f32, f16, bf16) multiply f32 activations, accumulating in f32. Quantized weights multiply the
 // activations rounded to 8 bits, as llama.cpp does (the rule: activation_rounding.hpp): each chunk of 32 values of

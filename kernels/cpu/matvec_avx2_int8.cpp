@@ -612,7 +612,8 @@ struct A16Q3_K {
   static constexpr int kScales = 32, kHmask = 32 + 192, kQs = 32 + 192 + 512;
   static __m256 scale(const char* rec, const __m256& d, int j, int half) {
     const int low_byte = j % 8;
-    const __m256i lowv = load(rec + kScales + 64 * (low_byte / 4) + 32 * half), highv = load(rec + kScales + 128 + 32 * half);
+    const __m256i lowv = load(rec + kScales + 64 * (low_byte / 4) + 32 * half);
+    const __m256i highv = load(rec + kScales + 128 + 32 * half);
     const __m256i low = _mm256_and_si256(_mm256_srli_epi32(lowv, 8 * (low_byte % 4) + (j < 8 ? 0 : 4)),
                                          _mm256_set1_epi32(15));
     const __m256i high = _mm256_and_si256(_mm256_srli_epi32(highv, 8 * (j % 4) + 2 * (j / 4)), _mm256_set1_epi32(3));
@@ -677,7 +678,8 @@ struct A16Q2_K {
             const char* a = xp + j * xs + (4 * h + t) * kR16ChunkBytes;
             const __m256 xd = chunk_scale(a);
             for (int part = 0; part < 2; ++part) {
-              acc[j][half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j][part]), _mm256_mul_ps(ws[part], xd), acc[j][half]);
+              acc[j][half] =
+                  _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j][part]), _mm256_mul_ps(ws[part], xd), acc[j][half]);
               acc[j][half] = _mm256_fnmadd_ps(wm[part], chunk_half_dsum(a, part), acc[j][half]);
             }
           }

@@ -141,8 +141,10 @@ void decode_q3_K(const char* row, int64_t c, Chunk& o) {
   const int64_t h = (c % 8) / 4, t = c % 4;
   for (int i = 0; i < kQuantBlock; ++i)
     o.w[i] = ((b.qs[32 * h + i] >> (2 * t) & 3) | (b.hmask[i] >> (4 * h + t) & 1) << 2) - 4;
-  for (int half = 0; half < 2; ++half)
-    o.ws[half] = f16_to_f32_table()[b.d] * static_cast<float>(q3_k_scale(b.scales, static_cast<int>(8 * h + 2 * t + half)) - 32);
+  for (int half = 0; half < 2; ++half) {
+    const int sub_block = static_cast<int>(8 * h + 2 * t) + half;
+    o.ws[half] = f16_to_f32_table()[b.d] * static_cast<float>(q3_k_scale(b.scales, sub_block) - 32);
+  }
 }
 
 template <DType T, void (*Decode)(const char*, int64_t, Chunk&)>

@@ -367,7 +367,8 @@ struct R16Q4 {
   static void levels(const char* rec, Levels& u) {
     const __m512i mask = _mm512_set1_epi8(15);
     __m512i grid = mask;
-    if constexpr (kGrid) grid = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kGridPlus128.data())));
+    if constexpr (kGrid)
+      grid = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kGridPlus128.data())));
 #pragma GCC unroll 4
     for (int t = 0; t < 4; ++t) {
       const __m512i v = _mm512_loadu_si512(rec + kLevels + 64 * t);
@@ -574,7 +575,8 @@ struct R16Q3_K {
   // Sub-block j's scale (q3_k_scale - 32) in every lane's row, times d.
   static __m512 scale(const char* rec, const __m512& d, int j) {
     const int low_byte = j % 8;
-    const __m512i lowv = _mm512_loadu_si512(rec + kScales + 64 * (low_byte / 4)), highv = _mm512_loadu_si512(rec + kScales + 128);
+    const __m512i lowv = _mm512_loadu_si512(rec + kScales + 64 * (low_byte / 4));
+    const __m512i highv = _mm512_loadu_si512(rec + kScales + 128);
     const __m512i low = _mm512_and_si512(_mm512_srli_epi32(lowv, 8 * (low_byte % 4) + (j < 8 ? 0 : 4)),
                                          _mm512_set1_epi32(15));
     const __m512i high = _mm512_and_si512(_mm512_srli_epi32(highv, 8 * (j % 4) + 2 * (j / 4)), _mm512_set1_epi32(3));
