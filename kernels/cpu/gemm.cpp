@@ -141,19 +141,61 @@ struct MatvecTarget {
   float* y;
 };
 
+// x prepared once for every prepare function among a job's kernels (matvec.hpp): the rows of x split over the pool
+// when there are enough of them to share, in the caller otherwise. Kept per thread, reused from job to job.
+class PreparedActivations {
+ public:
+  const char* get(ThreadPool& pool, PrepareFn prepare, const float* x, int64_t m, int64_t k) {
+    for (const Entry& e : entries_)
+      if (e.prepare == prepare) return e.bytes;
+    const int64_t row_bytes = prepared_bytes(1, k);
+    char* out = buffer(entries_.size(), prepared_bytes(m, k));
+    if (m < kRowsWorthSharing) {
+      prepare(x, m, k, out);
+    } else {
+      pool.parallel_for(m, 1, [&](int64_t i0, int64_t i1) { prepare(x + i0 * k, i1 - i0, k, out + i0 * row_bytes); });
+    }
+    entries_.push_back({prepare, out});
+    return out;
+  }
+  void clear() { entries_.clear(); }
+
+ private:
+  static constexpr int64_t kRowsWorthSharing = 8;
+  struct Entry {
+    PrepareFn prepare;
+    const char* bytes;
+  };
+  char* buffer(size_t i, int64_t n) {
+    if (buffers_.size() <= i) buffers_.resize(i + 1);
+    return reinterpret_cast<char*>(buffers_[i].get(n / 4));  // n is a multiple of 64
+  }
+  std::vector<AlignedFloats> buffers_;
+  std::vector<Entry> entries_;
+};
+
 // y_i = x · w_iᵀ with the matrix-vector kernels, the rows of all the weights split over the pool as one job; each
-// thread reads its rows once for all m rows of x. Chunk bounds are multiples of 16 rows of the concatenation; a
-// chunk that spans two weights runs a piece of each.
+// thread reads its rows once for all m rows of x, and x is prepared once for kernels that read it prepared. Chunk
+// bounds are multiples of 16 rows of the concatenation; a chunk that spans two weights runs a piece of each.
 void matvec_job(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::span<const MatvecTarget> targets) {
   std::vector<int64_t> first{0};  // first[i]: where weight i starts in the concatenation of all rows
   for (const MatvecTarget& t : targets) first.push_back(first.back() + t.w->dim(0));
   const MatvecKernels& kernels = best_matvec_kernels();
+  thread_local PreparedActivations prepared;
+  prepared.clear();
+  std::vector<const char*> xp(targets.size(), nullptr);
+  for (size_t i = 0; i < targets.size(); ++i)
+    if (const DTypeKernels& kd = kernels.by_dtype[static_cast<size_t>(targets[i].w->dtype())]; kd.prepared)
+      xp[i] = prepared.get(pool, kd.prepare, x, m, k);
   pool.parallel_for(first.back(), 16, [&](int64_t r0, int64_t r1) {
     for (size_t i = 0; i < targets.size(); ++i) {
       const int64_t lo = std::max(r0, first[i]) - first[i], hi = std::min(r1, first[i + 1]) - first[i];
       if (lo >= hi) continue;
       const Tensor& w = *targets[i].w;
-      if (m == 1)
+      if (xp[i])
+        kernels.by_dtype[static_cast<size_t>(w.dtype())].prepared(w.data(), k, xp[i], m, targets[i].y, w.dim(0), lo,
+                                                                  hi);
+      else if (m == 1)
         kernels.for_dtype(w.dtype())(w.data(), k, x, targets[i].y, lo, hi);
       else
         kernels.rows_for_dtype(w.dtype())(w.data(), k, x, m, targets[i].y, w.dim(0), lo, hi);

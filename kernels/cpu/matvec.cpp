@@ -37,11 +37,17 @@ void MatvecKernels::set(DType t, MatvecFn one_row, MatvecRowsFn rows) {
   DTypeKernels& e = by_dtype[static_cast<size_t>(t)];
   e.one_row = one_row;
   e.rows = rows;
+  e.prepare = nullptr;  // set_interleaved gives them
+  e.prepared = nullptr;
 }
-void MatvecKernels::set_interleaved(DType plain, MatvecFn one_row, MatvecRowsFn rows) {
+void MatvecKernels::set_interleaved(DType plain, MatvecFn one_row, MatvecRowsFn rows, PrepareFn prepare,
+                                    MatvecPreparedFn prepared) {
   const std::optional<DType> form = interleaved_form(plain);
   if (!form) throw std::logic_error("no interleaved layout for " + std::string(dtype_name(plain)));
+  if ((prepare == nullptr) != (prepared == nullptr)) throw std::logic_error("prepare and prepared come together");
   set(*form, one_row, rows);
+  by_dtype[static_cast<size_t>(*form)].prepare = prepare;
+  by_dtype[static_cast<size_t>(*form)].prepared = prepared;
   by_dtype[static_cast<size_t>(plain)].reads_interleaved = true;
 }
 

@@ -4,8 +4,8 @@
 //
 // Plain weights (f32, f16, bf16) multiply f32 activations, accumulating in f32. Quantized weights multiply the
 // activations rounded to 8 bits, as llama.cpp does (the rule: activation_rounding.hpp): each chunk of 32 values of
-// x becomes int8 levels with one f32 scale, once per call, and each chunk's product is an exact integer dot product
-// of those levels with the weights' integer levels, scaled by both scales in f32. The integer products are what
+// x becomes int8 levels with one f32 scale, once per product, and each chunk's product is an exact integer dot
+// product of those levels with the weights' integer levels, scaled by both scales in f32. The integer products are what
 // lets the SIMD kernels keep up with memory (VNNI's vpdpbusd, AVX2's vpmaddubsw); the rounding costs under 1 % of
 // a dot product's sum of |w x| (tests/unit/test_matvec.cpp bounds it). Every kernel set computes the same function,
 // so the SIMD kernels agree with the scalar ones to f32 rounding, and a row of x gets the same arithmetic whatever
@@ -32,6 +32,18 @@ using MatvecFn = void (*)(const void* w, int64_t k, const float* x, float* y, in
 using MatvecRowsFn = void (*)(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy,
                               int64_t row_begin, int64_t row_end);
 
+// The interleaved integer kernels (kernels/interleaved_rows.hpp) read activations prepared once for a whole
+// product: each chunk of 32 values of x rounded to int8 with its scale and sums, kPreparedChunkBytes per chunk
+// (the layout: matvec_simd.hpp). A product split over threads prepares x once and every thread's rows read it,
+// rather than each range of rows rounding all of x again. PrepareFn writes m rows (k a multiple of 32) to out,
+// prepared_bytes(m, k) bytes; MatvecPreparedFn is MatvecRowsFn over them. A dtype's prepare function depends only
+// on how its kernels read the activations, so weights of dtypes that share one share the prepared x.
+inline constexpr int64_t kPreparedChunkBytes = 64;
+inline int64_t prepared_bytes(int64_t m, int64_t k) { return m * (k / 32) * kPreparedChunkBytes; }
+using PrepareFn = void (*)(const float* x, int64_t m, int64_t k, char* out);
+using MatvecPreparedFn = void (*)(const void* w, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy,
+                                  int64_t row_begin, int64_t row_end);
+
 // Weights to f32: n values (whole blocks for quantized types: 32 values, 256 for the K-quants) from src to dst, as
 // to_f32() in dtype.hpp does.
 // The GEMM path converts tiles of weights with it.
@@ -52,6 +64,8 @@ inline int64_t packed_floats(int64_t k, int64_t rows) {
 struct DTypeKernels {
   MatvecFn one_row{};
   MatvecRowsFn rows{};
+  PrepareFn prepare{};  // with `prepared`: the kernels that read prepared activations (interleaved dtypes)
+  MatvecPreparedFn prepared{};
   DequantFn to_f32{};  // plain dtypes only (the GEMM path's conversion)
   PackFn pack{};
   // (a plain dtype) The set reads it faster with rows interleaved by 16 (kernels/interleaved_rows.hpp), so the CPU
@@ -71,8 +85,9 @@ struct MatvecKernels {
   void set_conversions(DType t, DequantFn to_f32, PackFn pack);
   // Kernels of its own for `plain` with rows interleaved by 16 (interleaved_form(plain)), which the set then reads
   // rather than plain rows. Every set computes the interleaved dtypes (the scalar set through each row's plain
-  // blocks); the conversions take plain dtypes only.
-  void set_interleaved(DType plain, MatvecFn one_row, MatvecRowsFn rows);
+  // blocks); the conversions take plain dtypes only. The SIMD sets' kernels read prepared activations.
+  void set_interleaved(DType plain, MatvecFn one_row, MatvecRowsFn rows, PrepareFn prepare = nullptr,
+                       MatvecPreparedFn prepared = nullptr);
   bool reads_interleaved(DType plain) const { return by_dtype[static_cast<size_t>(plain)].reads_interleaved; }
 };
 

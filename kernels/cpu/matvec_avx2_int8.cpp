@@ -689,16 +689,16 @@ struct A16Q2_K {
 };
 
 template <class F>
-void mv_rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
-                 int64_t r1) {
+void mv_prepared_r16(const void* w, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
   const int64_t nc = k / kChunk;
-  interleaved_matvec<quantize_chunk_r16>(
-      scratch, w, k, x, m, y, ldy, r0, r1, F::kOffset, nc / F::kChunks * F::kRecordBytes,
-      [&]<int M>(const char* group, const char* xp, int64_t xs, float (&out)[M][16]) {
+  interleaved_matvec(
+      w, k, xp, m, y, ldy, r0, r1, nc / F::kChunks * F::kRecordBytes,
+      [&]<int M>(const char* group, const char* xq, int64_t xs, float (&out)[M][16]) {
         __m256 acc[M][2];
         for (int j = 0; j < M; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
         for (int64_t c = 0; c < nc; c += F::kChunks)
-          F::template add<M>(group + c / F::kChunks * F::kRecordBytes, xp + c * kR16ChunkBytes, 0, acc, xs);
+          F::template add<M>(group + c / F::kChunks * F::kRecordBytes, xq + c * kR16ChunkBytes, 0, acc, xs);
         for (int j = 0; j < M; ++j) {
           _mm256_storeu_ps(out[j], acc[j][0]);
           _mm256_storeu_ps(out[j] + 8, acc[j][1]);
@@ -706,9 +706,28 @@ void mv_rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, 
       });
 }
 
+template <int Offset>
+void prepare_for(const float* x, int64_t m, int64_t k, char* out) {
+  prepare_r16<quantize_chunk_r16, Offset>(x, m, k, out);
+}
+
+template <class F>
+void mv_rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
+                 int64_t r1) {
+  char* xp = scratch.bytes(prepared_bytes(m, k));
+  prepare_for<F::kOffset>(x, m, k, xp);
+  mv_prepared_r16<F>(w, k, xp, m, y, ldy, r0, r1);
+}
+
 template <class F>
 void mv_r16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
   mv_rows_r16<F>(w, k, x, 1, y, 0, r0, r1);
+}
+
+// Format F read with rows interleaved by 16, from activations prepared once per product or per call.
+template <class F>
+void set_r16(MatvecKernels& s, DType plain) {
+  s.set_interleaved(plain, mv_r16<F>, mv_rows_r16<F>, prepare_for<F::kOffset>, mv_prepared_r16<F>);
 }
 
 }  // namespace
@@ -722,15 +741,15 @@ void use_avx2_integer_dot_products(MatvecKernels& s) {
   s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
   s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
   s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
-  s.set_interleaved(DType::q4_0, mv_r16<A16Q4<BlockQ4_0>>, mv_rows_r16<A16Q4<BlockQ4_0>>);
-  s.set_interleaved(DType::q4_1, mv_r16<A16Q4<BlockQ4_1>>, mv_rows_r16<A16Q4<BlockQ4_1>>);
-  s.set_interleaved(DType::q8_0, mv_r16<A16Signed<Q8_0Levels>>, mv_rows_r16<A16Signed<Q8_0Levels>>);
-  s.set_interleaved(DType::q4_K, mv_r16<A16Q45_K<BlockQ4_K>>, mv_rows_r16<A16Q45_K<BlockQ4_K>>);
-  s.set_interleaved(DType::q5_K, mv_r16<A16Q45_K<BlockQ5_K>>, mv_rows_r16<A16Q45_K<BlockQ5_K>>);
-  s.set_interleaved(DType::q6_K, mv_r16<A16Q6_K>, mv_rows_r16<A16Q6_K>);
-  s.set_interleaved(DType::q2_K, mv_r16<A16Q2_K>, mv_rows_r16<A16Q2_K>);
-  s.set_interleaved(DType::q3_K, mv_r16<A16Q3_K>, mv_rows_r16<A16Q3_K>);
-  s.set_interleaved(DType::iq4_nl, mv_r16<A16Signed<IQ4_NLLevels>>, mv_rows_r16<A16Signed<IQ4_NLLevels>>);
+  set_r16<A16Q4<BlockQ4_0>>(s, DType::q4_0);
+  set_r16<A16Q4<BlockQ4_1>>(s, DType::q4_1);
+  set_r16<A16Signed<Q8_0Levels>>(s, DType::q8_0);
+  set_r16<A16Q45_K<BlockQ4_K>>(s, DType::q4_K);
+  set_r16<A16Q45_K<BlockQ5_K>>(s, DType::q5_K);
+  set_r16<A16Q6_K>(s, DType::q6_K);
+  set_r16<A16Q2_K>(s, DType::q2_K);
+  set_r16<A16Q3_K>(s, DType::q3_K);
+  set_r16<A16Signed<IQ4_NLLevels>>(s, DType::iq4_nl);
 }
 
 }  // namespace corolla

@@ -31,10 +31,12 @@ struct Scratch {
 };
 
 // --- activations for the interleaved-row kernels (kernels/interleaved_rows.hpp), in both SIMD files ---------------
-// Per chunk of 32 values, 64 bytes: int8 q[32] | int32 bias (-offset * sum(q)) | f32 d | f32 d * sum(q) (for the
-// formats with a min) | int32 bias of values 0..15 | int32 bias of values 16..31 (two scales per chunk: q6_K,
-// q3_K) | f32 d * sum of q[0..15] | f32 d * sum of q[16..31] (a min per 16 values: q2_K).
-constexpr int64_t kR16ChunkBytes = 64;
+// Per chunk of 32 values, 64 bytes (kPreparedChunkBytes, matvec.hpp): int8 q[32] | int32 bias (-offset * sum(q)) |
+// f32 d | f32 d * sum(q) (for the formats with a min) | int32 bias of values 0..15 | int32 bias of values 16..31
+// (two scales per chunk: q6_K, q3_K) | f32 d * sum of q[0..15] | f32 d * sum of q[16..31] (a min per 16 values:
+// q2_K). The offset is the one the format's unsigned levels are stored with, so the prepared x is per offset.
+constexpr int64_t kR16ChunkBytes = kPreparedChunkBytes;
+static_assert(kR16ChunkBytes == 64, "the fields below fill 64 bytes");
 constexpr int kBiasAt = 32, kScaleAt = 36, kDsumAt = 40, kHalfBiasAt = 44, kHalfDsumAt = 52;
 
 // The fields after q, from the chunk's scale d and the sums of its two halves of levels.
@@ -48,15 +50,14 @@ inline void store_r16_fields(char* chunk, float d, int32_t lo, int32_t hi, int o
   std::memcpy(chunk + kHalfDsumAt, half_dsums, sizeof half_dsums);
 }
 
-// x rows [m, k] (k a multiple of 32) -> m rows of k / 32 prepared chunks, each written by Quantize(x, chunk, offset).
-template <void (*Quantize)(const float*, char*, int)>
-const char* prepare_r16(Scratch& scratch, const float* x, int64_t m, int64_t k, int offset) {
+// x rows [m, k] (k a multiple of 32) -> m rows of k / 32 prepared chunks, each written by Quantize(x, chunk,
+// Offset): a PrepareFn (matvec.hpp).
+template <void (*Quantize)(const float*, char*, int), int Offset>
+void prepare_r16(const float* x, int64_t m, int64_t k, char* out) {
   const int64_t nc = k / kQuantBlock;
-  char* out = scratch.bytes(m * nc * kR16ChunkBytes);
   for (int64_t j = 0; j < m; ++j)
     for (int64_t c = 0; c < nc; ++c)
-      Quantize(x + j * k + c * kQuantBlock, out + (j * nc + c) * kR16ChunkBytes, offset);
-  return out;
+      Quantize(x + j * k + c * kQuantBlock, out + (j * nc + c) * kR16ChunkBytes, Offset);
 }
 
 // Rows [r0, r1) of the weights against m activation rows: up to kMatvecMaxRows rows of x share each pass, and with
@@ -77,16 +78,15 @@ void passes_over_tiles(int64_t m, int64_t r0, int64_t r1, int64_t tile, Pass&& p
 }
 static_assert(kMatvecMaxRows == 4, "passes_over_tiles dispatches 1..4 rows of x");
 
-// y = x · wᵀ for rows [r0, r1) of a matrix interleaved by 16 rows whose groups are group_bytes each: x prepared by
-// Quantize, then group by group (a group cut by the bounds is computed whole, only its rows in range written) with
+// y = x · wᵀ for rows [r0, r1) of a matrix interleaved by 16 rows whose groups are group_bytes each, x prepared
+// (xp), group by group (a group cut by the bounds is computed whole, only its rows in range written) with
 // dot.template operator()<M>(group, prepared x, prepared row stride, float (&out)[M][16]).
 inline constexpr int64_t kInterleavedTileBytes = 256 * 1024;
 
-template <void (*Quantize)(const float*, char*, int), class Dot>
-void interleaved_matvec(Scratch& scratch, const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy,
-                        int64_t r0, int64_t r1, int offset, int64_t group_bytes, Dot&& dot) {
+template <class Dot>
+void interleaved_matvec(const void* w, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy, int64_t r0,
+                        int64_t r1, int64_t group_bytes, Dot&& dot) {
   const char* wb = static_cast<const char*>(w);
-  const char* xp = prepare_r16<Quantize>(scratch, x, m, k, offset);
   const int64_t xs = k / kQuantBlock * kR16ChunkBytes;
   const int64_t groups_per_tile = kInterleavedTileBytes / group_bytes;  // several rows of x: L2-sized tiles
   const int64_t tile = 16 * (groups_per_tile > 1 ? groups_per_tile : 1);

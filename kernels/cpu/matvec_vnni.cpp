@@ -704,18 +704,36 @@ constexpr int64_t records(int64_t k) {
 }
 
 template <class F>
+void mv_prepared_r16(const void* w, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy, int64_t r0,
+                     int64_t r1) {
+  interleaved_matvec(w, k, xp, m, y, ldy, r0, r1, records<F>(k) * F::kRecordBytes,
+                     [&]<int M>(const char* group, const char* xq, int64_t xs, float (&out)[M][16]) {
+                       dot_group<F, M>(group, k / kChunk, xq, xs, out);
+                     });
+}
+
+template <int Offset>
+void prepare_for(const float* x, int64_t m, int64_t k, char* out) {
+  prepare_r16<quantize_chunk_r16, Offset>(x, m, k, out);
+}
+
+template <class F>
 void mv_rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
                  int64_t r1) {
-  interleaved_matvec<quantize_chunk_r16>(
-      scratch, w, k, x, m, y, ldy, r0, r1, F::kOffset, records<F>(k) * F::kRecordBytes,
-      [&]<int M>(const char* group, const char* xp, int64_t xs, float (&out)[M][16]) {
-        dot_group<F, M>(group, k / kChunk, xp, xs, out);
-      });
+  char* xp = scratch.bytes(prepared_bytes(m, k));
+  prepare_for<F::kOffset>(x, m, k, xp);
+  mv_prepared_r16<F>(w, k, xp, m, y, ldy, r0, r1);
 }
 
 template <class F>
 void mv_r16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
   mv_rows_r16<F>(w, k, x, 1, y, 0, r0, r1);
+}
+
+// Format F read with rows interleaved by 16, from activations prepared once per product or per call.
+template <class F>
+void set_r16(MatvecKernels& s, DType plain) {
+  s.set_interleaved(plain, mv_r16<F>, mv_rows_r16<F>, prepare_for<F::kOffset>, mv_prepared_r16<F>);
 }
 
 }  // namespace
@@ -732,15 +750,15 @@ const MatvecKernels& avx512vnni_matvec_kernels() {
     s.set(DType::q4_K, mv<DecQ4_K>, mv_rows<DecQ4_K>);
     s.set(DType::q5_K, mv<DecQ5_K>, mv_rows<DecQ5_K>);
     s.set(DType::q6_K, mv<DecQ6_K>, mv_rows<DecQ6_K>);
-    s.set_interleaved(DType::q4_0, mv_r16<R16Q4<BlockQ4_0>>, mv_rows_r16<R16Q4<BlockQ4_0>>);
-    s.set_interleaved(DType::q4_1, mv_r16<R16Q4<BlockQ4_1>>, mv_rows_r16<R16Q4<BlockQ4_1>>);
-    s.set_interleaved(DType::q8_0, mv_r16<R16Q8_0>, mv_rows_r16<R16Q8_0>);
-    s.set_interleaved(DType::q4_K, mv_r16<R16Q45_K<BlockQ4_K>>, mv_rows_r16<R16Q45_K<BlockQ4_K>>);
-    s.set_interleaved(DType::q5_K, mv_r16<R16Q45_K<BlockQ5_K>>, mv_rows_r16<R16Q45_K<BlockQ5_K>>);
-    s.set_interleaved(DType::q6_K, mv_r16<R16Q6_K>, mv_rows_r16<R16Q6_K>);
-    s.set_interleaved(DType::q2_K, mv_r16<R16Q2_K>, mv_rows_r16<R16Q2_K>);
-    s.set_interleaved(DType::q3_K, mv_r16<R16Q3_K>, mv_rows_r16<R16Q3_K>);
-    s.set_interleaved(DType::iq4_nl, mv_r16<R16Q4<BlockIQ4_NL>>, mv_rows_r16<R16Q4<BlockIQ4_NL>>);
+    set_r16<R16Q4<BlockQ4_0>>(s, DType::q4_0);
+    set_r16<R16Q4<BlockQ4_1>>(s, DType::q4_1);
+    set_r16<R16Q8_0>(s, DType::q8_0);
+    set_r16<R16Q45_K<BlockQ4_K>>(s, DType::q4_K);
+    set_r16<R16Q45_K<BlockQ5_K>>(s, DType::q5_K);
+    set_r16<R16Q6_K>(s, DType::q6_K);
+    set_r16<R16Q2_K>(s, DType::q2_K);
+    set_r16<R16Q3_K>(s, DType::q3_K);
+    set_r16<R16Q4<BlockIQ4_NL>>(s, DType::iq4_nl);
       return s;
   }();
   return k;

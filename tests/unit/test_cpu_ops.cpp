@@ -7,6 +7,8 @@
 #include <random>
 
 #include "kernels/backend.hpp"
+#include "kernels/cpu/matvec.hpp"
+#include "kernels/interleaved_rows.hpp"
 #include "support/quantized_activations.hpp"
 
 using namespace corolla;
@@ -326,6 +328,39 @@ BOOST_AUTO_TEST_CASE(matmul_many_equals_one_matmul_per_weight) {
   Tensor wrong = cpu().alloc(DType::f32, {1, 22});
   const std::array<Tensor*, 3> bad{&wrong, &wrong, &wrong};
   BOOST_CHECK_THROW(cpu().matmul_many(x.slice_rows(0, 1), ws, biases, bad), std::invalid_argument);
+}
+
+// Weights placed with rows interleaved by 16 read x prepared once for the whole product (matvec.hpp): weights of
+// formats with different prepared forms (q4_1, q4_0 and q6_K store their levels with different offsets) in one
+// product, split over the pool, give exactly what each weight's kernel gives alone in one call, for row counts
+// prepared in the caller (1, 3) and split over the pool (9, 40).
+BOOST_AUTO_TEST_CASE(matmul_many_prepares_x_once_for_interleaved_weights) {
+  const int64_t k = 512;
+  Tensor x = random_tensor({40, k}, 40);
+  std::vector<Tensor> ws;
+  for (auto [plain, n] : {std::pair{DType::q4_1, int64_t{48}}, {DType::q6_K, 32}, {DType::q4_0, 80}}) {
+    Tensor stored = random_tensor({n, k}, static_cast<uint32_t>(41 + n)).cast(plain);
+    ws.push_back(cpu().alloc(*interleaved_form(plain), {n, k}));
+    interleave_rows(plain, stored.data(), ws.back().data(), n, k);
+  }
+  const std::array<const Tensor*, 3> wp{&ws[0], &ws[1], &ws[2]}, biases{nullptr, nullptr, nullptr};
+  const MatvecKernels& kernels = best_matvec_kernels();
+  for (int64_t m : {1, 3, 9, 40}) {
+    Tensor xs = x.slice_rows(0, m);
+    std::array<Tensor, 3> many, alone;
+    for (size_t i = 0; i < 3; ++i) {
+      const int64_t n = ws[i].dim(0);
+      many[i] = cpu().alloc(DType::f32, {m, n});
+      alone[i] = cpu().alloc(DType::f32, {m, n});
+      kernels.rows_for_dtype(ws[i].dtype())(ws[i].data(), k, xs.data_as<const float>(), m,
+                                           alone[i].data_as<float>(), n, 0, n);
+    }
+    const std::array<Tensor*, 3> ys{&many[0], &many[1], &many[2]};
+    cpu().matmul_many(xs, wp, biases, ys);
+    for (size_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < many[i].numel(); ++j)
+        BOOST_REQUIRE_MESSAGE(at(many[i], j) == at(alone[i], j), "m=" << m << " weight " << i << " value " << j);
+  }
 }
 
 // Decode over a long cache: each token's query heads sharing a KV head run as one block (TinyLlama's 8 per KV
