@@ -18,7 +18,7 @@ struct SamplingParams {
   float top_p = 1.0f;            // 1: off
   float repetition_penalty = 1.0f;  // 1: off
   uint64_t seed = 0;
-  // Throws std::invalid_argument naming the bad parameter.
+  // Throws std::invalid_argument naming the bad parameter (sampling_params.cpp: readers of requests need it alone).
   void validate() const;
 };
 
@@ -47,6 +47,8 @@ class Sampler {
   std::vector<float> work_;
   std::vector<Candidate> candidates_;
   std::vector<double> probs_;
+  std::vector<float> weights_;  // exp(l - max) over the whole row
+  std::vector<double> block_sums_;
   std::vector<bool> seen_;
 };
 

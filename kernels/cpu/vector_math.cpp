@@ -22,10 +22,17 @@ void silu_mul_scalar(const float* g, const float* u, float* o, int64_t n) {
   for (int64_t i = 0; i < n; ++i) o[i] = g[i] / (1.f + std::exp(-g[i])) * u[i];
 }
 
+void exp_shifted_scalar(const float* x, float shift, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = std::exp(x[i] - shift);
+}
+
 }  // namespace
 
 const VectorKernels& scalar_vector_kernels() {
-  static const VectorKernels k{.isa = "scalar", .softmax_row = softmax_row_scalar, .silu_mul = silu_mul_scalar};
+  static const VectorKernels k{.isa = "scalar",
+                               .softmax_row = softmax_row_scalar,
+                               .silu_mul = silu_mul_scalar,
+                               .exp_shifted = exp_shifted_scalar};
   return k;
 }
 

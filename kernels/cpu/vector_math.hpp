@@ -1,4 +1,5 @@
-// Elementwise kernels that need exp(): softmax rows (attention, Backend::softmax) and the SiLU gate of the MLP.
+// Elementwise kernels that need exp(): softmax rows (attention, Backend::softmax), the SiLU gate of the MLP and
+// the sampler's weights over a whole vocabulary (model/sampling.cpp).
 // A prefill evaluates exp() tens of millions of times per block, where the C library's scalar expf() costs a few
 // percent of the whole forward; the SIMD sets use a polynomial exp with about 2 ulp of error instead.
 //
@@ -17,6 +18,8 @@ struct VectorKernels {
   void (*softmax_row)(float* p, int64_t n);
   // out[i] = silu(gate[i]) · up[i] = gate[i] / (1 + exp(-gate[i])) · up[i]; out may alias gate or up.
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  // out[i] = exp(x[i] - shift) for i < n; out may alias x.
+  void (*exp_shifted)(const float* x, float shift, float* out, int64_t n);
 };
 
 const VectorKernels& scalar_vector_kernels();

@@ -79,10 +79,18 @@ void silu_mul(const float* g, const float* u, float* o, int64_t n) {
   for (int64_t i = whole; i < n; ++i) o[i] = g[i] / (1.f + expf(-g[i])) * u[i];
 }
 
+void exp_shifted(const float* x, float shift, float* out, int64_t n) {
+  const int64_t whole = n / 8 * 8;
+  const __m256 s = _mm256_set1_ps(shift);
+  for (int64_t i = 0; i < whole; i += 8) _mm256_storeu_ps(out + i, exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), s)));
+  for (int64_t i = whole; i < n; ++i) out[i] = expf(x[i] - shift);
+}
+
 }  // namespace
 
 const VectorKernels& avx2_vector_kernels() {
-  static const VectorKernels k{.isa = "avx2", .softmax_row = softmax_row, .silu_mul = silu_mul};
+  static const VectorKernels k{
+      .isa = "avx2", .softmax_row = softmax_row, .silu_mul = silu_mul, .exp_shifted = exp_shifted};
   return k;
 }
 

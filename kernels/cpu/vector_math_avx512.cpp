@@ -63,10 +63,19 @@ void silu_mul(const float* g, const float* u, float* o, int64_t n) {
   }
 }
 
+void exp_shifted(const float* x, float shift, float* out, int64_t n) {
+  const __m512 s = _mm512_set1_ps(shift);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(out + i, m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
+  }
+}
+
 }  // namespace
 
 const VectorKernels& avx512_vector_kernels() {
-  static const VectorKernels k{.isa = "avx512", .softmax_row = softmax_row, .silu_mul = silu_mul};
+  static const VectorKernels k{
+      .isa = "avx512", .softmax_row = softmax_row, .silu_mul = silu_mul, .exp_shifted = exp_shifted};
   return k;
 }
 

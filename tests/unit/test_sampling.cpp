@@ -90,6 +90,26 @@ BOOST_AUTO_TEST_CASE(draws_follow_the_tempered_softmax) {
   }
 }
 
+// With no filter the draw finds its block of tokens by the blocks' sums, then its token: tokens at both ends of
+// blocks, in a short last block and on both sides of a boundary are drawn as often as their probability says.
+BOOST_AUTO_TEST_CASE(draws_over_a_whole_row_reach_every_block) {
+  SamplingParams p;
+  p.greedy = false;
+  p.seed = 9;
+  Sampler s(p);
+  std::vector<float> row(1000, -30.f);
+  const std::map<int, float> heavy{{0, 0.f}, {255, 0.7f}, {256, 1.1f}, {511, 0.3f}, {700, 1.5f}, {999, 0.9f}};
+  for (auto [id, l] : heavy) row[static_cast<size_t>(id)] = l;
+  double z = 0;
+  for (float l : row) z += std::exp(double(l));
+  std::map<int, int> counts;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) counts[s.next(row, {})]++;
+  for (auto [id, count] : counts) BOOST_TEST(heavy.count(id) == 1u, "drew " << id);
+  for (auto [id, l] : heavy)
+    BOOST_TEST(std::fabs(counts[id] / double(n) - std::exp(double(l)) / z) < 0.006, "token " << id);
+}
+
 BOOST_AUTO_TEST_CASE(top_p_keeps_the_smallest_nucleus) {
   SamplingParams p;
   p.greedy = false;

@@ -1,5 +1,5 @@
-// The exp-based kernels of every instruction set this CPU runs (softmax rows, SiLU gate) against double-precision
-// formulas, including the ends of exp's range, -inf (a masked score) and vector tails.
+// The exp-based kernels of every instruction set this CPU runs (softmax rows, SiLU gate, shifted exp) against double
+// precision, including the ends of exp's range, -inf (a masked score) and vector tails.
 #define BOOST_TEST_MODULE vector_math
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -85,6 +85,25 @@ BOOST_AUTO_TEST_CASE(silu_mul_matches_double_precision) {
       // In place, as the backend calls it (out = gate).
       std::vector<float> in_place = g;
       ks->silu_mul(in_place.data(), u.data(), in_place.data(), n);
+      BOOST_TEST(in_place == out, ks->isa << " n=" << n << " in place");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(exp_shifted_matches_double_precision) {
+  uint32_t seed = 300;
+  for (const VectorKernels* ks : available_vector_kernels())
+    for (int64_t n : {1, 7, 8, 17, 1000}) {
+      std::vector<float> x = uniform(n, -60.f, 5.f, seed++);
+      if (n > 2) x[1] = -std::numeric_limits<float>::infinity();  // a masked logit: weight 0
+      std::vector<float> out(static_cast<size_t>(n), -7.f);
+      ks->exp_shifted(x.data(), 3.f, out.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = std::exp(double(x[static_cast<size_t>(i)] - 3.f));
+        BOOST_TEST(std::fabs(out[static_cast<size_t>(i)] - want) <= 2e-6 * want + 1e-37,
+                   ks->isa << " n=" << n << " exp(" << x[static_cast<size_t>(i)] << " - 3)");
+      }
+      std::vector<float> in_place = x;  // as the sampler may call it
+      ks->exp_shifted(in_place.data(), 3.f, in_place.data(), n);
       BOOST_TEST(in_place == out, ks->isa << " n=" << n << " in place");
     }
 }
