@@ -28,13 +28,12 @@ namespace {
 
 int64_t rows_of(const Tensor& t) { return t.rank() == 0 ? 1 : t.numel() / t.dim(-1); }
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument(what);
-}
+// The checks below run on every kernel call: each builds its message only when it fails.
+[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument(what); }
 
 void require_f32(const Tensor& t, const char* op, const char* arg) {
-  require(t.dtype() == DType::f32 && t.device() == Device::cpu,
-          std::string(op) + ": " + arg + " must be a host f32 tensor, got " + t.describe());
+  if (!(t.dtype() == DType::f32 && t.device() == Device::cpu))
+    fail(std::string(op) + ": " + arg + " must be a host f32 tensor, got " + t.describe());
 }
 
 // What a norm's backward requires of x [M, D], its weight [D] and the gradients dy, dx shaped like x.
@@ -43,10 +42,9 @@ void require_norm_backward(const char* op, const Tensor& x, const Tensor& w, con
   require_f32(w, op, "weight");
   require_f32(dy, op, "dy");
   require_f32(dx, op, "dx");
-  require(w.numel() == x.dim(-1) && dy.numel() == x.numel() && dx.numel() == x.numel(),
-          std::string(op) + ": shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
+  if (!(w.numel() == x.dim(-1) && dy.numel() == x.numel() && dx.numel() == x.numel()))
+    fail(std::string(op) + ": shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
 }
-
 
 bool weight_dtype_supported(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_quantized(t);
@@ -55,14 +53,14 @@ bool weight_dtype_supported(DType t) {
 void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
   require_f32(x, "matmul", "x");
   require_f32(y, "matmul", "y");
-  require(w.rank() == 2 && weight_dtype_supported(w.dtype()), "matmul: unsupported weight " + w.describe());
+  if (!(w.rank() == 2 && weight_dtype_supported(w.dtype()))) fail("matmul: unsupported weight " + w.describe());
   const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
-  require(x.dim(-1) == k, "matmul: x " + x.describe() + " does not match weight " + w.describe());
-  require(rows_of(y) == m && y.dim(-1) == n,
-          "matmul: output " + y.describe() + " is not [" + std::to_string(m) + ", " + std::to_string(n) + "]");
+  if (!(x.dim(-1) == k)) fail("matmul: x " + x.describe() + " does not match weight " + w.describe());
+  if (!(rows_of(y) == m && y.dim(-1) == n))
+    fail("matmul: output " + y.describe() + " is not [" + std::to_string(m) + ", " + std::to_string(n) + "]");
   if (bias) {
     require_f32(*bias, "matmul", "bias");
-    require(bias->numel() == n, "matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
+    if (!(bias->numel() == n)) fail("matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
   }
 }
 
@@ -122,7 +120,8 @@ class CpuBackend final : public Backend {
 
   void matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
                    std::span<Tensor* const> ys) override {
-    require(biases.size() == ws.size() && ys.size() == ws.size(), "matmul_many: as many biases and outputs as weights");
+    if (!(biases.size() == ws.size() && ys.size() == ws.size()))
+      fail("matmul_many: as many biases and outputs as weights");
     std::vector<float*> outs;
     for (size_t i = 0; i < ws.size(); ++i) {
       check_matmul(x, *ws[i], biases[i], *ys[i]);
@@ -138,7 +137,7 @@ class CpuBackend final : public Backend {
     require_f32(x, "rms_norm", "x");
     require_f32(w, "rms_norm", "weight");
     const int64_t d = x.dim(-1), m = rows_of(x);
-    require(w.numel() == d && y.numel() == x.numel(), "rms_norm: shapes " + x.describe() + ", " + w.describe());
+    if (!(w.numel() == d && y.numel() == x.numel())) fail("rms_norm: shapes " + x.describe() + ", " + w.describe());
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     float* py = y.data_as<float>();
@@ -155,7 +154,7 @@ class CpuBackend final : public Backend {
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     require_f32(x, "layer_norm", "x");
     const int64_t d = x.dim(-1), m = rows_of(x);
-    require(w.numel() == d && b.numel() == d && y.numel() == x.numel(), "layer_norm: shapes " + x.describe());
+    if (!(w.numel() == d && b.numel() == d && y.numel() == x.numel())) fail("layer_norm: shapes " + x.describe());
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     const float* pb = b.data_as<const float>();
@@ -175,14 +174,15 @@ class CpuBackend final : public Backend {
   void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
             float scale = 1.0f) override {
     require_f32(x, "rope", "x");
-    require(x.rank() == 3, "rope: x must be [tokens, heads, head_dim], got " + x.describe());
+    if (!(x.rank() == 3)) fail("rope: x must be [tokens, heads, head_dim], got " + x.describe());
     // The first 2·half values of each head turn (half = inv_freq's length: all of the head, or Phi-3's partial
     // rotary part); the rest pass.
     const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = static_cast<int64_t>(inv_freq.size());
-    require(static_cast<int64_t>(positions.size()) == n, "rope: " + std::to_string(positions.size()) +
-                                                             " positions for " + std::to_string(n) + " tokens");
-    require(half > 0 && 2 * half <= hd, "rope: inv_freq has " + std::to_string(inv_freq.size()) +
-                                            " entries for heads of " + std::to_string(hd) + " (1..head_dim/2)");
+    if (!(static_cast<int64_t>(positions.size()) == n))
+      fail("rope: " + std::to_string(positions.size()) + " positions for " + std::to_string(n) + " tokens");
+    if (!(half > 0 && 2 * half <= hd))
+      fail("rope: inv_freq has " + std::to_string(inv_freq.size()) + " entries for heads of " + std::to_string(hd) +
+           " (1..head_dim/2)");
     float* px = x.data_as<float>();
     std::vector<float> cs(static_cast<size_t>(2 * half));
     for (int64_t t = 0; t < n; ++t) {
@@ -205,7 +205,7 @@ class CpuBackend final : public Backend {
   }
 
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    require(gate.numel() == up.numel() && out.numel() == up.numel(), "silu_mul: shapes differ");
+    if (!(gate.numel() == up.numel() && out.numel() == up.numel())) fail("silu_mul: shapes differ");
     const float* g = gate.data_as<const float>();
     const float* u = up.data_as<const float>();
     float* o = out.data_as<float>();
@@ -221,7 +221,7 @@ class CpuBackend final : public Backend {
   void gelu(const Tensor& x, Gelu form, Tensor& out) override {
     require_f32(x, "gelu", "x");
     require_f32(out, "gelu", "out");
-    require(out.numel() == x.numel(), "gelu: shapes " + x.describe() + " and " + out.describe() + " differ");
+    if (!(out.numel() == x.numel())) fail("gelu: shapes " + x.describe() + " and " + out.describe() + " differ");
     const float* px = x.data_as<const float>();
     float* po = out.data_as<float>();
     pool_->parallel_for(x.numel(), kElementsPerChunk, [&](int64_t b, int64_t e) {
@@ -230,8 +230,8 @@ class CpuBackend final : public Backend {
   }
 
   void add(const Tensor& a, const Tensor& b, Tensor& out) override {
-    require(a.numel() == b.numel() && out.numel() == a.numel(),
-            "add: shapes " + a.describe() + " and " + b.describe() + " differ");
+    if (!(a.numel() == b.numel() && out.numel() == a.numel()))
+      fail("add: shapes " + a.describe() + " and " + b.describe() + " differ");
     const float* pa = a.data_as<const float>();
     const float* pb = b.data_as<const float>();
     float* po = out.data_as<float>();
@@ -250,13 +250,13 @@ class CpuBackend final : public Backend {
 
   void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
                 const KvPages& cache) override {
-    require(k.rank() == 4 && v.shape() == k.shape(), "kv_write: k " + k.describe() + ", v " + v.describe());
+    if (!(k.rank() == 4 && v.shape() == k.shape())) fail("kv_write: k " + k.describe() + ", v " + v.describe());
     const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3);
     if (auto problem = kv_pages_problem(cache, k.dim(2), k.dim(3)); !problem.empty())
       throw std::invalid_argument("kv_write: " + problem);
-    require(cache.batch == b, "kv_write: k " + k.describe() + " for a cache of " + std::to_string(cache.batch) +
-                                  " sequences");
-    require(static_cast<int64_t>(positions.size()) == b * t, "kv_write: positions do not match tokens");
+    if (!(cache.batch == b))
+      fail("kv_write: k " + k.describe() + " for a cache of " + std::to_string(cache.batch) + " sequences");
+    if (!(static_cast<int64_t>(positions.size()) == b * t)) fail("kv_write: positions do not match tokens");
     if (auto problem = kv_writes_problem(cache, positions); !problem.empty())
       throw std::invalid_argument("kv_write: " + problem);
     const size_t bytes = static_cast<size_t>(row) * 4;
@@ -270,19 +270,20 @@ class CpuBackend final : public Backend {
 
   void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions, const AttentionSpec& spec,
                  Tensor& out) override {
-    require(q.rank() == 4 && q.dtype() == DType::f32, "attention: q " + q.describe());
+    if (!(q.rank() == 4 && q.dtype() == DType::f32)) fail("attention: q " + q.describe());
     const int64_t hq = q.dim(2);
     const int64_t hkv = cache.k.rank() == 4 ? cache.k.dim(2) : 0;
     if (auto problem = kv_pages_problem(cache, hkv, q.dim(3)); !problem.empty())
       throw std::invalid_argument("attention: " + problem);
-    require(cache.batch == q.dim(0) && hq % hkv == 0,
-            "attention: q " + q.describe() + " does not fit a cache of " + std::to_string(cache.batch) + " sequences of " +
-                std::to_string(hkv) + " KV heads");
-    require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
-    require(static_cast<int64_t>(positions.size()) == q.dim(0) * q.dim(1), "attention: positions do not match tokens");
-    require(spec.window >= 0, "attention: a negative window");
-    require(std::isfinite(spec.softcap) && spec.softcap >= 0, "attention: a soft cap that is not a number >= 0");
-    require(spec.alibi_heads == 0 || spec.alibi_heads == hq, "attention: ALiBi over a head count other than q's");
+    if (!(cache.batch == q.dim(0) && hq % hkv == 0))
+      fail("attention: q " + q.describe() + " does not fit a cache of " + std::to_string(cache.batch) +
+           " sequences of " + std::to_string(hkv) + " KV heads");
+    if (!(out.numel() == q.numel())) fail("attention: output " + out.describe() + " does not match q " + q.describe());
+    if (!(static_cast<int64_t>(positions.size()) == q.dim(0) * q.dim(1)))
+      fail("attention: positions do not match tokens");
+    if (!(spec.window >= 0)) fail("attention: a negative window");
+    if (!(std::isfinite(spec.softcap) && spec.softcap >= 0)) fail("attention: a soft cap that is not a number >= 0");
+    if (!(spec.alibi_heads == 0 || spec.alibi_heads == hq)) fail("attention: ALiBi over a head count other than q's");
     if (auto problem = kv_reads_problem(cache, positions, q.dim(0), q.dim(1), spec); !problem.empty())
       throw std::invalid_argument("attention: " + problem);
     cpu_attention(*pool_, q, cache, positions, spec, out);
@@ -292,8 +293,9 @@ class CpuBackend final : public Backend {
     require_f32(x, "gather_rows", "x");
     require_f32(out, "gather_rows", "out");
     const int64_t d = x.dim(-1), m = rows_of(x), r = static_cast<int64_t>(rows.size());
-    require(out.numel() == r * d, "gather_rows: output " + out.describe() + " for " + std::to_string(r) + " rows");
-    for (int32_t i : rows) require(i >= 0 && i < m, "gather_rows: row " + std::to_string(i) + " outside " + x.describe());
+    if (!(out.numel() == r * d)) fail("gather_rows: output " + out.describe() + " for " + std::to_string(r) + " rows");
+    for (int32_t i : rows)
+      if (!(i >= 0 && i < m)) fail("gather_rows: row " + std::to_string(i) + " outside " + x.describe());
     const float* px = x.data_as<const float>();
     float* po = out.data_as<float>();
     for (int64_t i = 0; i < r; ++i)
@@ -305,10 +307,10 @@ class CpuBackend final : public Backend {
     require_f32(x, "scatter_add_rows", "x");
     require_f32(out, "scatter_add_rows", "out");
     const int64_t d = out.dim(-1), m = rows_of(out), r = static_cast<int64_t>(rows.size());
-    require(x.numel() == r * d && scale.size() == rows.size(),
-            "scatter_add_rows: " + x.describe() + " for " + std::to_string(r) + " rows of " + out.describe());
+    if (!(x.numel() == r * d && scale.size() == rows.size()))
+      fail("scatter_add_rows: " + x.describe() + " for " + std::to_string(r) + " rows of " + out.describe());
     for (int32_t i : rows)
-      require(i >= 0 && i < m, "scatter_add_rows: row " + std::to_string(i) + " outside " + out.describe());
+      if (!(i >= 0 && i < m)) fail("scatter_add_rows: row " + std::to_string(i) + " outside " + out.describe());
     const float* px = x.data_as<const float>();
     float* po = out.data_as<float>();
     for (int64_t i = 0; i < r; ++i) {
@@ -321,13 +323,13 @@ class CpuBackend final : public Backend {
 
   void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override {
     const int64_t vocab = table.dim(0), d = table.dim(1);
-    require(out.numel() == static_cast<int64_t>(ids.size()) * d, "embed: output " + out.describe() + " is not [" +
-                                                                     std::to_string(ids.size()) + ", " +
-                                                                     std::to_string(d) + "]");
+    if (!(out.numel() == static_cast<int64_t>(ids.size()) * d))
+      fail("embed: output " + out.describe() + " is not [" + std::to_string(ids.size()) + ", " + std::to_string(d) +
+           "]");
     const int64_t row_bytes = storage_bytes(table.dtype(), d);
     for (size_t i = 0; i < ids.size(); ++i) {
-      require(ids[i] >= 0 && ids[i] < vocab,
-              "embed: token id " + std::to_string(ids[i]) + " outside the vocabulary of " + std::to_string(vocab));
+      if (!(ids[i] >= 0 && ids[i] < vocab))
+        fail("embed: token id " + std::to_string(ids[i]) + " outside the vocabulary of " + std::to_string(vocab));
       float* row = out.data_as<float>() + static_cast<int64_t>(i) * d;
       if (is_interleaved(table.dtype()))  // a tied head's matrix, placed for the matrix-vector kernels
         interleaved_row_to_f32(table.dtype(), table.data(), d, ids[i], 0, d, row);
@@ -342,11 +344,11 @@ class CpuBackend final : public Backend {
   void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override {
     require_f32(dy, "matmul_backward", "dy");
     require_f32(dx, "matmul_backward", "dx");
-    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul_backward: unsupported weight " + w.describe());
+    if (!(w.rank() == 2 && supports_weight(w.dtype()))) fail("matmul_backward: unsupported weight " + w.describe());
     const int64_t n = w.dim(0), k = w.dim(1), m = rows_of(dy);
-    require(dy.dim(-1) == n, "matmul_backward: dy " + dy.describe() + " does not match weight " + w.describe());
-    require(rows_of(dx) == m && dx.dim(-1) == k, "matmul_backward: dx " + dx.describe() + " is not [" +
-                                                     std::to_string(m) + ", " + std::to_string(k) + "]");
+    if (!(dy.dim(-1) == n)) fail("matmul_backward: dy " + dy.describe() + " does not match weight " + w.describe());
+    if (!(rows_of(dx) == m && dx.dim(-1) == k))
+      fail("matmul_backward: dx " + dx.describe() + " is not [" + std::to_string(m) + ", " + std::to_string(k) + "]");
     cpu_matmul_backward(*pool_, dy.data_as<const float>(), m, w, dx.data_as<float>());
   }
 
@@ -355,9 +357,9 @@ class CpuBackend final : public Backend {
     require_f32(x, "matmul_weight_grad", "x");
     require_f32(dw, "matmul_weight_grad", "dw");
     const int64_t m = rows_of(dy), n = dy.dim(-1), k = x.dim(-1);
-    require(rows_of(x) == m && dw.rank() == 2 && dw.dim(0) == n && dw.dim(1) == k,
-            "matmul_weight_grad: dy " + dy.describe() + ", x " + x.describe() + " and dw " + dw.describe() +
-                " do not fit");
+    if (!(rows_of(x) == m && dw.rank() == 2 && dw.dim(0) == n && dw.dim(1) == k))
+      fail("matmul_weight_grad: dy " + dy.describe() + ", x " + x.describe() + " and dw " + dw.describe() +
+           " do not fit");
     cpu_matmul_weight_grad(*pool_, dy.data_as<const float>(), x.data_as<const float>(), m, n, k, dw.data_as<float>());
   }
 
@@ -439,18 +441,17 @@ class CpuBackend final : public Backend {
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
                           const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &d_out, &dq, &dk, &dv}) require_f32(*t, "attention_backward", "tensors");
-    require(q.rank() == 4 && k.rank() == 4 && v.shape() == k.shape(),
-            "attention_backward: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
-    require(k.dim(0) == q.dim(0) && k.dim(1) == q.dim(1) && k.dim(3) == q.dim(3) && q.dim(2) % k.dim(2) == 0,
-            "attention_backward: k " + k.describe() + " does not fit q " + q.describe());
-    require(d_out.numel() == q.numel() && dq.numel() == q.numel() && dk.numel() == k.numel() &&
-                dv.numel() == v.numel(),
-            "attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
-    require(spec.window >= 0, "attention_backward: a negative window");
-    require(std::isfinite(spec.softcap) && spec.softcap >= 0,
-            "attention_backward: a soft cap that is not a number >= 0");
-    require(spec.alibi_heads == 0 || spec.alibi_heads == q.dim(2),
-            "attention_backward: ALiBi over a head count other than q's");
+    if (!(q.rank() == 4 && k.rank() == 4 && v.shape() == k.shape()))
+      fail("attention_backward: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
+    if (!(k.dim(0) == q.dim(0) && k.dim(1) == q.dim(1) && k.dim(3) == q.dim(3) && q.dim(2) % k.dim(2) == 0))
+      fail("attention_backward: k " + k.describe() + " does not fit q " + q.describe());
+    if (!(d_out.numel() == q.numel() && dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel()))
+      fail("attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
+    if (!(spec.window >= 0)) fail("attention_backward: a negative window");
+    if (!(std::isfinite(spec.softcap) && spec.softcap >= 0))
+      fail("attention_backward: a soft cap that is not a number >= 0");
+    if (!(spec.alibi_heads == 0 || spec.alibi_heads == q.dim(2)))
+      fail("attention_backward: ALiBi over a head count other than q's");
     cpu_attention_backward(*pool_, q, k, v, d_out, spec, dq, dk, dv);
   }
 
@@ -459,7 +460,7 @@ class CpuBackend final : public Backend {
   template <class F>
   void elementwise(const char* op, const Tensor& a, const Tensor& b, Tensor& out, F f) {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&a, &b, &out}) require_f32(*t, op, "tensors");
-    require(b.numel() == a.numel() && out.numel() == a.numel(), std::string(op) + ": shapes differ");
+    if (!(b.numel() == a.numel() && out.numel() == a.numel())) fail(std::string(op) + ": shapes differ");
     const float* pa = a.data_as<const float>();
     const float* pb = b.data_as<const float>();
     float* po = out.data_as<float>();
@@ -475,8 +476,8 @@ class CpuBackend final : public Backend {
                       Tensor& d_up, Act act) {
     for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &d_out, &d_gate, &d_up}) require_f32(*t, op, "tensors");
     const int64_t n = gate.numel();
-    require(up.numel() == n && d_out.numel() == n && d_gate.numel() == n && d_up.numel() == n,
-            std::string(op) + ": shapes differ");
+    if (!(up.numel() == n && d_out.numel() == n && d_gate.numel() == n && d_up.numel() == n))
+      fail(std::string(op) + ": shapes differ");
     const float* g = gate.data_as<const float>();
     const float* u = up.data_as<const float>();
     const float* d = d_out.data_as<const float>();
