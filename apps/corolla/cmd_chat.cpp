@@ -1,5 +1,6 @@
 // corolla chat: a terminal chat with a model in this process. The conversation is kept in the KV cache: each
-// turn feeds only the tokens the cache does not hold yet. Commands: /reset (start over), /quit.
+// turn feeds only the tokens the cache does not hold yet. Commands: /reset (start over), /quit; any other line
+// that is one word starting with '/' is taken for a mistyped command and not sent (a leading space sends it).
 #include <iostream>
 
 #include "apps/corolla/cli_inputs.hpp"
@@ -85,6 +86,11 @@ int run(const ChatOptions& o) {
       continue;
     }
     if (line.empty()) continue;
+    if (line[0] == '/' && line.find_first_of(" \t") == std::string::npos) {
+      std::cout << "unknown command " << line << " (commands: /reset, /quit; to send it as text, start the line "
+                << "with a space)\n";
+      continue;
+    }
     try {
       tok::check_utf8(line);  // errors name the offset in what the user typed
       messages.push_back({"user", line});

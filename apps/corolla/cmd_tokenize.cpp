@@ -1,5 +1,5 @@
 // corolla tokenize: text → token ids (or ids → text with --decode) with a model's tokenizer.
-//   corolla tokenize --model M (--text T | --file F) [--raw] [--decode]
+//   corolla tokenize --model M (TEXT | --text T | --file F) [--raw] [--decode]
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -8,6 +8,7 @@
 
 #include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
+#include "model/model_path.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace corolla::cli {
@@ -32,8 +33,8 @@ std::string read_input(const TokenizeOptions& o) {
 Runner add_tokenize(CLI::App& app) {
   auto o = std::make_shared<TokenizeOptions>();
   auto* cmd = app.add_subcommand("tokenize", "Turn text into token ids (or ids into text) with a model's tokenizer");
-  cmd->add_option("--model,-m", o->model, "GGUF file, or directory holding tokenizer.json")->required();
-  auto* text = cmd->add_option("--text,-t", o->text, "Text to tokenize (with --decode: token ids)");
+  cmd->add_option("--model,-m", o->model, "GGUF file, directory holding tokenizer.json, or 'demo'")->required();
+  auto* text = cmd->add_option("text,--text,-t", o->text, "Text to tokenize (with --decode: token ids)");
   auto* file = cmd->add_option("--file,-f", o->file, "Read the text from this file")->check(CLI::ExistingFile);
   text->excludes(file);
   cmd->add_flag("--raw", o->raw,
@@ -41,7 +42,7 @@ Runner add_tokenize(CLI::App& app) {
   cmd->add_flag("--decode", o->decode, "Input holds token ids (space or comma separated); print the text");
   return [o, text, file] {
     if (text->count() == 0 && file->count() == 0) throw std::invalid_argument("tokenize needs --text or --file");
-    const Tokenizer tok = Tokenizer::load(o->model);
+    const Tokenizer tok = Tokenizer::load(resolve_model_path(o->model));
     const std::string input = read_input(*o);
     if (o->decode) {
       std::cout << tok.decode(parse_id_list(input, "--decode")) << "\n";

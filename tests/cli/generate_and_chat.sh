@@ -17,6 +17,9 @@ check "generate answers" "Paris" "$out"
 out=$(printf 'Name the capital of France.\n/reset\n/quit\n' | "$bin" chat --temperature 0 --max-new-tokens 16 2>/dev/null)
 check "chat answers" "Paris" "$out"
 check "chat resets" "(conversation cleared)" "$out"
+out=$(printf '/help\n/quit\n' | "$bin" chat --temperature 0 --max-new-tokens 4 2>/dev/null)
+check "chat takes a mistyped command for one" "unknown command /help (commands: /reset, /quit" "$out"
+out=$("$bin" tokenize --model demo "Hello world" 2>&1); check "tokenize with the demo model" "19556 905" "$out"
 out=$(printf '\xff bad\n/quit\n' | "$bin" chat 2>/dev/null)
 check "chat rejects invalid UTF-8" "not valid UTF-8" "$out"
 out=$("$bin" generate --model demo --prompt "" 2>&1); check "empty prompt" "the prompt is empty" "$out"
