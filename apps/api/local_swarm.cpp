@@ -13,6 +13,7 @@
 #include "actors/server/announcer.hpp"
 #include "actors/server/node_supervisor.hpp"
 #include "actors/server/server_node.hpp"
+#include "actors/server/throughput.hpp"
 #include "actors/trust/node_identity.hpp"
 #include "model/weights/weight_source.hpp"
 
@@ -36,6 +37,12 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     throw std::runtime_error("a local swarm of " + std::to_string(o.servers) + " servers cannot split " +
                              std::to_string(total) + " blocks");
   swarm_id_ = default_model_prefix(*source);
+  // The servers' compute rates, measured once for all (they run the same blocks on the same kind of backend) and
+  // briefly (a local swarm starts in seconds; serve's longer measurement is cached in its store, which a local swarm
+  // does not keep): what /health shows and balancing would sum.
+  const compute_rates rates = measure_compute_rates(
+      *source, *make_cpu_backend(o.threads), std::nullopt,
+      measure_limits{.inference_steps = 20, .forward_steps = 2, .forward_tokens = 256, .seconds_each = 0.5});
   caf::scoped_actor self{sys_};
   // Makes an actor reachable at an address: a loopback port when publishing works, else an in-process name.
   auto place = [&](const caf::actor& a, const std::string& name, uint16_t* port_out) {
@@ -74,6 +81,8 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     setup.max_batch_tokens = o.max_batch_tokens;
     setup.threads = o.threads;
     setup.seed = std::random_device{}();
+    setup.throughput = {announced_throughput(rates.forward_rps, 0, setup.last_block - setup.first_block),
+                        rates.inference_rps, rates.forward_rps, 0, "measured"};
     // Each server its own key, drawn afresh (a local swarm keeps no store): it signs the server's records, and
     // the server's DHT id is derived from it.
     auto identity = std::make_shared<const SigningKey>(SigningKey::generate());
