@@ -71,7 +71,8 @@ struct NodeConfig {
 
 // The directory for this node's database: data_dir with a leading "~" expanded, or, when data_dir is empty,
 // ${COROLLA_CACHE:-~/.cache/corolla}/node-<public_name or "default"> (characters other than letters, digits,
-// '.', '_' and '-' in the name become '_').
+// '.', '_' and '-' in the name become '_'); serve opens the default with open_node_store, which moves on to the
+// next free one when another node holds it.
 std::string node_data_dir(const NodeConfig& config);
 
 // Reads a node's TOML file over the defaults. Every key is checked as it is read, and unknown keys are errors;

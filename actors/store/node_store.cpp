@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
 #include <random>
 #include <stdexcept>
 #include <system_error>
@@ -95,12 +96,27 @@ NodeStore::NodeStore(const std::string& data_dir) : path_((fs::path(data_dir) / 
   if (!s.ok()) {
     std::string hint;
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos)
-      hint = " (is another process, or another NodeStore in this one, using this data directory?)";
-    else if (s.IsCorruption())
+      throw NodeStoreInUse("node database " + path_ + ": cannot open: " + s.ToString() +
+                           " (is another process, or another NodeStore in this one, using this data directory?)");
+    if (s.IsCorruption())
       hint = " (the database is damaged; move it aside to start afresh)";
     throw std::runtime_error("node database " + path_ + ": cannot open: " + s.ToString() + hint);
   }
   db_.reset(raw);
+}
+
+std::unique_ptr<NodeStore> open_node_store(const std::string& data_dir, bool may_use_another) {
+  constexpr int kTries = 64;
+  for (int i = 1;; ++i) {
+    const std::string dir = i == 1 ? data_dir : data_dir + "-" + std::to_string(i);
+    try {
+      auto store = std::make_unique<NodeStore>(dir);
+      if (i > 1) std::cerr << "data directory " << data_dir << " is in use by another node; using " << dir << "\n";
+      return store;
+    } catch (const NodeStoreInUse&) {
+      if (!may_use_another || i == kTries) throw;
+    }
+  }
 }
 
 NodeStore::~NodeStore() {

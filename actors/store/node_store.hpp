@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,12 @@ class ColumnFamilyHandle;
 namespace corolla {
 
 enum class StoreFamily : uint8_t { weights, identity, reputation, throughput };
+
+// Thrown when another process (or another NodeStore in this one) holds the database open.
+class NodeStoreInUse : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 class NodeStore {
  public:
@@ -85,5 +92,10 @@ class NodeStore {
 
 // The column family name of `f` ("weights", "identity", "reputation", "throughput").
 std::string_view family_name(StoreFamily f);
+
+// The store at data_dir; when another process holds it and `may_use_another` (the directory is a default, not one
+// the user named), the first free one of data_dir-2 .. data_dir-64 instead, named on stderr: two nodes started on
+// one machine without names each get their own database (and identity) rather than one refusing to start.
+std::unique_ptr<NodeStore> open_node_store(const std::string& data_dir, bool may_use_another);
 
 }  // namespace corolla

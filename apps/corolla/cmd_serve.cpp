@@ -82,7 +82,8 @@ int run(const NodeConfig& cfg) {
   stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
   auto connector = spawn_connector(sys);
-  NodeStore store(node_data_dir(cfg));
+  const std::unique_ptr<NodeStore> owned_store = open_node_store(node_data_dir(cfg), cfg.data_dir.empty());
+  NodeStore& store = *owned_store;
 
   // The server's DHT node; until the gate is published it only asks (others learn its address afterwards).
   dht_options dopt;

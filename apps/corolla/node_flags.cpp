@@ -72,7 +72,8 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
       ->check(checked(check_dtype, "DTYPE"));
   cmd.add_option("--device", f.device, "cpu, cuda or cuda:N" + dflt(d.device))->check(checked(check_device, "DEVICE"));
   cmd.add_option("--data_dir", f.data_dir,
-                 "Directory of the node's database (default ${COROLLA_CACHE:-~/.cache/corolla}/node-PUBLIC_NAME)")
+                 "Directory of the node's database (default ${COROLLA_CACHE:-~/.cache/corolla}/node-PUBLIC_NAME, "
+                 "or the next free node-PUBLIC_NAME-N when another node holds it)")
       ->type_name("DIR");
   cmd.add_option("--cache_tokens", f.cache_tokens, "KV-cache tokens per hosted block" + dflt(d.cache_tokens))
       ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));

@@ -164,6 +164,23 @@ BOOST_AUTO_TEST_CASE(a_database_in_use_gives_a_clear_error) {
   reopened.identity_seed();
 }
 
+// A default data directory that another node holds gives way to the next free one (each with its own identity); a
+// directory the user named does not.
+BOOST_AUTO_TEST_CASE(a_default_directory_in_use_gives_way_to_the_next_free_one) {
+  TempDir d;
+  const std::string dir = (d.path / "node-default").string();
+  auto first = open_node_store(dir, true);
+  auto second = open_node_store(dir, true);
+  auto third = open_node_store(dir, true);
+  BOOST_TEST(first->path() == dir + "/db");
+  BOOST_TEST(second->path() == dir + "-2/db");
+  BOOST_TEST(third->path() == dir + "-3/db");
+  BOOST_TEST(first->identity_seed() != second->identity_seed());
+  BOOST_CHECK_THROW(open_node_store(dir, false), NodeStoreInUse);
+  second.reset();
+  BOOST_TEST(open_node_store(dir, true)->path() == dir + "-2/db");  // the first free one again
+}
+
 BOOST_AUTO_TEST_CASE(a_database_held_by_another_process_gives_a_clear_error) {
   TempDir d;
   int ready[2], done[2];
