@@ -39,10 +39,12 @@ ClientConfig load_client_config(const std::string& toml_path) {
 
 ClientConfig load_client_config_text(std::string_view text, const std::string& toml_path) {
   const toml::table table = parse_config_text(text, toml_path);
+  ConfigProblems problems;
   TableReader reader(table, toml_path);
   ClientConfig config;
   read_client_keys(reader, config);
   reader.finish();
+  problems.check();
   return config;
 }
 

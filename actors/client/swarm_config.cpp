@@ -43,6 +43,7 @@ SwarmConfig load_swarm_config(const std::string& toml_path) {
 
 SwarmConfig load_swarm_config_text(std::string_view text, const std::string& toml_path) {
   const toml::table table = parse_config_text(text, toml_path);
+  ConfigProblems problems;
   TableReader top(table, toml_path);
   NodeConfig defaults;
   read_node_keys(top, defaults);
@@ -73,6 +74,7 @@ SwarmConfig load_swarm_config_text(std::string_view text, const std::string& tom
     read_client_keys(reader, swarm.client);
     reader.finish();
   }
+  problems.check();
   if (swarm.client.initial_peers.empty()) {
     for (const auto& node : swarm.servers)
       if (node.port != 0) swarm.client.initial_peers.push_back(peer_address(node));

@@ -134,6 +134,23 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
   return best_d <= allowed ? best : "";
 }
 
+namespace {
+thread_local ConfigProblems* current_problems = nullptr;
+}  // namespace
+
+ConfigProblems::ConfigProblems() : outer_(current_problems) { current_problems = this; }
+ConfigProblems::~ConfigProblems() { current_problems = outer_; }
+ConfigProblems* ConfigProblems::current() { return current_problems; }
+
+void ConfigProblems::check() const {
+  if (problems_.empty()) return;
+  auto in_order = problems_;
+  std::stable_sort(in_order.begin(), in_order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string all;
+  for (const auto& [line, m] : in_order) all += (all.empty() ? "" : "\n") + m;
+  throw ConfigError(all);
+}
+
 TableReader::TableReader(const toml::table& table, std::string source, std::string prefix)
     : table_(table), source_(std::move(source)), prefix_(std::move(prefix)) {}
 
@@ -146,15 +163,35 @@ void TableReader::allow(std::string_view key) { known_.emplace(key); }
 
 bool TableReader::has(std::string_view key) const { return table_.contains(key); }
 
-void TableReader::fail(std::string_view key, const std::string& problem, const toml::node* at) const {
+std::string TableReader::message(std::string_view key, const std::string& problem, const toml::node* at) const {
   if (!at || at->source().begin.line == 0) at = table_.get(key);
-  throw ConfigError(where(source_, at) + "'" + prefix_ + std::string(key) + "' " + problem);
+  return where(source_, at) + "'" + prefix_ + std::string(key) + "' " + problem;
+}
+
+int64_t TableReader::line(std::string_view key, const toml::node* at) const {
+  if (!at || at->source().begin.line == 0) at = table_.get(key);
+  return at ? static_cast<int64_t>(at->source().begin.line) : 0;
+}
+
+void TableReader::fail(std::string_view key, const std::string& problem, const toml::node* at) const {
+  if (ConfigProblems* problems = ConfigProblems::current()) {
+    problems->add(message(key, problem, at), line(key, at));
+    problems->check();
+  }
+  throw ConfigError(message(key, problem, at));
+}
+
+bool TableReader::reject(std::string_view key, const std::string& problem) const {
+  ConfigProblems* problems = ConfigProblems::current();
+  if (!problems) throw ConfigError(message(key, problem, nullptr));
+  problems->add(message(key, problem, nullptr), line(key, nullptr));
+  return false;
 }
 
 bool TableReader::get_string(std::string_view key, std::string& out) {
   const toml::node* n = get_node(key);
   if (!n) return false;
-  if (!n->is_string()) fail(key, "must be a string, got " + describe_value(*n));
+  if (!n->is_string()) return reject(key, "must be a string, got " + describe_value(*n));
   out = n->as_string()->get();
   return true;
 }
@@ -162,7 +199,7 @@ bool TableReader::get_string(std::string_view key, std::string& out) {
 bool TableReader::get_bool(std::string_view key, bool& out) {
   const toml::node* n = get_node(key);
   if (!n) return false;
-  if (!n->is_boolean()) fail(key, "must be true or false, got " + describe_value(*n));
+  if (!n->is_boolean()) return reject(key, "must be true or false, got " + describe_value(*n));
   out = n->as_boolean()->get();
   return true;
 }
@@ -171,7 +208,7 @@ bool TableReader::get_int(std::string_view key, int64_t& out, int64_t min, int64
   const toml::node* n = get_node(key);
   if (!n) return false;
   if (!n->is_integer() || n->as_integer()->get() < min || n->as_integer()->get() > max)
-    fail(key, "must be " + int_range_text(min, max) + ", got " + describe_value(*n));
+    return reject(key, "must be " + int_range_text(min, max) + ", got " + describe_value(*n));
   out = n->as_integer()->get();
   return true;
 }
@@ -187,8 +224,9 @@ bool TableReader::get_double(std::string_view key, double& out, double min, bool
   else if (n->is_floating_point())
     v = n->as_floating_point()->get();
   else
-    fail(key, want + ", got " + describe_value(*n));
-  if (!std::isfinite(v) || v < min || (min_exclusive && v == min)) fail(key, want + ", got " + describe_value(*n));
+    return reject(key, want + ", got " + describe_value(*n));
+  if (!std::isfinite(v) || v < min || (min_exclusive && v == min))
+    return reject(key, want + ", got " + describe_value(*n));
   out = v;
   return true;
 }
@@ -198,7 +236,7 @@ bool TableReader::get_string_array(std::string_view key, std::vector<std::string
   if (!n) return false;
   const toml::array* a = n->as_array();
   if (!a || (!a->empty() && !a->is_homogeneous(toml::node_type::string)))
-    fail(key, "must be an array of strings, got " + describe_value(*n));
+    return reject(key, "must be an array of strings, got " + describe_value(*n));
   std::vector<std::string> values;
   for (const auto& e : *a) values.push_back(e.as_string()->get());
   out = std::move(values);
@@ -207,18 +245,22 @@ bool TableReader::get_string_array(std::string_view key, std::vector<std::string
 
 void TableReader::finish() const {
   std::vector<std::string> known(known_.begin(), known_.end());
-  const toml::key* first = nullptr;
-  for (const auto& [k, v] : table_) {
-    if (known_.count(k.str())) continue;
-    if (!first || k.source().begin.line < first->source().begin.line) first = &k;
+  std::vector<const toml::key*> unknown;
+  for (const auto& [k, v] : table_)
+    if (!known_.count(k.str())) unknown.push_back(&k);
+  std::stable_sort(unknown.begin(), unknown.end(), [](const toml::key* a, const toml::key* b) {
+    return a->source().begin.line < b->source().begin.line;
+  });
+  for (const toml::key* k : unknown) {
+    std::string msg = source_ + ":";
+    if (k->source().begin.line > 0) msg += std::to_string(k->source().begin.line) + ":";
+    msg += " unknown key '" + prefix_ + std::string(k->str()) + "'";
+    if (const std::string guess = closest_match(k->str(), known); !guess.empty())
+      msg += " (did you mean '" + prefix_ + guess + "'?)";
+    ConfigProblems* problems = ConfigProblems::current();
+    if (!problems) throw ConfigError(msg);
+    problems->add(std::move(msg), static_cast<int64_t>(k->source().begin.line));
   }
-  if (!first) return;
-  std::string msg = source_ + ":";
-  if (first->source().begin.line > 0) msg += std::to_string(first->source().begin.line) + ":";
-  msg += " unknown key '" + prefix_ + std::string(first->str()) + "'";
-  if (const std::string guess = closest_match(first->str(), known); !guess.empty())
-    msg += " (did you mean '" + prefix_ + guess + "'?)";
-  throw ConfigError(msg);
 }
 
 std::optional<std::string> check_peer_address(const std::string& value) {

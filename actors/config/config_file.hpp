@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <toml++/toml.h>
@@ -31,10 +32,34 @@ toml::table parse_config_text(std::string_view text, const std::string& source);
 // inline.
 std::string describe_value(const toml::node& node);
 
+// Collects a file's problems so that they are reported together rather than one per try. While one is alive on
+// this thread, TableReader's getters and finish() record what they find (a getter then returns false, as for an
+// absent key) instead of throwing; check() throws them all, a line each, as one ConfigError, and a rule that stops
+// the reading (TableReader::fail) throws its problem after those found before it.
+class ConfigProblems {
+ public:
+  ConfigProblems();
+  ~ConfigProblems();
+  ConfigProblems(const ConfigProblems&) = delete;
+  ConfigProblems& operator=(const ConfigProblems&) = delete;
+  // `line` (0: unknown) orders the problems as the file does.
+  void add(std::string message, int64_t line) { problems_.push_back({line, std::move(message)}); }
+  // Throws ConfigError holding every problem recorded, in file order, when there is one.
+  void check() const;
+  // The collector alive on this thread (the innermost), or nullptr.
+  static ConfigProblems* current();
+
+ private:
+  std::vector<std::pair<int64_t, std::string>> problems_;
+  ConfigProblems* outer_;
+};
+
 // Reads the keys of one table. Every getter records its key as known (present or not), so call every getter a
-// table may hold before finish(), which reports the first key nobody asked for. A getter returns true and writes
-// `out` when the key is present with a good value, returns false (leaving `out`) when it is absent, and throws
-// ConfigError when the value has the wrong type or range. `prefix` names the table in messages ("server[1].").
+// table may hold before finish(), which reports the keys nobody asked for (the first one, without a
+// ConfigProblems). A getter returns true and writes `out` when the key is present with a good value, returns false
+// (leaving `out`) when it is absent, and when the value has the wrong type or range throws ConfigError, or, while
+// a ConfigProblems collects, records the problem and returns false. `prefix` names the table in messages
+// ("server[1].").
 class TableReader {
  public:
   TableReader(const toml::table& table, std::string source, std::string prefix = "");
@@ -54,13 +79,18 @@ class TableReader {
   // "PATH:LINE: 'PREFIXKEY' PROBLEM", with the line of `at` (an element of the key's array, say) or else of the
   // key's value; without LINE when neither is known.
   [[noreturn]] void fail(std::string_view key, const std::string& problem, const toml::node* at = nullptr) const;
-  // Throws for the first key (in file order) no getter asked for, suggesting the closest known key.
+  // Reports the keys (in file order) no getter asked for, each with the closest known key as a suggestion: the
+  // first one thrown, or every one recorded while a ConfigProblems collects.
   void finish() const;
 
   const std::string& source() const { return source_; }
   const std::string& prefix() const { return prefix_; }
 
  private:
+  // A getter's problem: thrown, or recorded (returning false) while a ConfigProblems collects.
+  bool reject(std::string_view key, const std::string& problem) const;
+  std::string message(std::string_view key, const std::string& problem, const toml::node* at) const;
+  int64_t line(std::string_view key, const toml::node* at) const;
   const toml::table& table_;
   std::string source_;
   std::string prefix_;

@@ -165,10 +165,12 @@ NodeConfig load_node_config(const std::string& toml_path) {
 
 NodeConfig load_node_config_text(std::string_view text, const std::string& toml_path) {
   const toml::table table = parse_config_text(text, toml_path);
+  ConfigProblems problems;
   TableReader reader(table, toml_path);
   NodeConfig config;
   read_node_keys(reader, config);
   reader.finish();
+  problems.check();
   return config;
 }
 

@@ -12,6 +12,7 @@ constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 
 namespace {
 ApiConfig read_api_config(const toml::table& table, const std::string& path) {
+  ConfigProblems problems;
   TableReader r(table, path);
   ApiConfig c;
   r.get_string("host", c.host);
@@ -59,6 +60,7 @@ ApiConfig read_api_config(const toml::table& table, const std::string& path) {
     }
   }
   r.finish();
+  problems.check();
   return c;
 }
 }  // namespace

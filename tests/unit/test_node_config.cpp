@@ -149,10 +149,25 @@ BOOST_FIXTURE_TEST_CASE(an_unknown_key_is_an_error_with_a_suggestion, Files) {
   BOOST_TEST(node_error(*this, "public-name = \"x\"\n") ==
              path + ":1: unknown key 'public-name' (did you mean 'public_name'?)");
   BOOST_TEST(node_error(*this, "colour = \"blue\"\n") == path + ":1: unknown key 'colour'");
-  // The first unknown key in the file is the one reported.
-  BOOST_TEST(node_error(*this, "zzz = 1\nport = 1\naaa = 2\n") == path + ":1: unknown key 'zzz'");
+  // Every unknown key is reported, in file order.
+  BOOST_TEST(node_error(*this, "zzz = 1\nport = 1\naaa = 2\n") ==
+             path + ":1: unknown key 'zzz'\n" + path + ":3: unknown key 'aaa'");
   // Tables are keys too.
   BOOST_TEST(node_error(*this, "model = \"demo\"\n[server]\nport = 1\n") == path + ":2: unknown key 'server'");
+}
+
+// A file's problems come together, a line each in file order, whatever the order the keys are read in: values of
+// the wrong type or range and unknown keys.
+BOOST_FIXTURE_TEST_CASE(every_problem_of_a_file_is_reported_at_once, Files) {
+  const std::string path = (dir / "node.toml").string();
+  BOOST_TEST(node_error(*this, "model = \"demo\"\nport = \"abc\"\nnum_block = 3\nthreads = -5\ncache_tokens = 1.5\n") ==
+             path + ":2: 'port' must be an integer in 0..65535, got \"abc\"\n" + path +
+                 ":3: unknown key 'num_block' (did you mean 'num_blocks'?)\n" + path +
+                 ":4: 'threads' must be an integer in 0..4096, got -5\n" + path +
+                 ":5: 'cache_tokens' must be an integer >= 1, got 1.5");
+  // A rule that stops the reading comes after the problems found before it.
+  check_contains(node_error(*this, "port = \"abc\"\nannounce_address = \"nowhere\"\n"),
+                 {":1: 'port' must be an integer", "\n", ":2: 'announce_address' must hold"});
 }
 
 BOOST_FIXTURE_TEST_CASE(a_value_of_the_wrong_type_is_an_error, Files) {
