@@ -263,6 +263,22 @@ void TableReader::finish() const {
   }
 }
 
+std::optional<std::string> host_port_of_multiaddr(const std::string& value) {
+  std::vector<std::string> parts;
+  std::stringstream ss(value);
+  for (std::string part; std::getline(ss, part, '/');) parts.push_back(part);
+  // "", protocol, host, "tcp", port [, "p2p", id]
+  if (parts.size() != 5 && parts.size() != 7) return std::nullopt;
+  if (!parts[0].empty() || parts[3] != "tcp" || parts[2].empty()) return std::nullopt;
+  if (parts.size() == 7 && (parts[5] != "p2p" || parts[6].empty())) return std::nullopt;
+  const auto port = parse_uint(parts[4]);
+  if (!port || *port < 1 || *port > 65535) return std::nullopt;
+  const std::string& proto = parts[1];
+  if (proto == "ip6") return "[" + parts[2] + "]:" + parts[4];
+  if (proto == "ip4" || proto == "dns" || proto == "dns4" || proto == "dns6") return parts[2] + ":" + parts[4];
+  return std::nullopt;
+}
+
 std::optional<std::string> check_peer_address(const std::string& value) {
   const std::string want = "must hold \"HOST:PORT\" addresses (e.g. \"127.0.0.1:31331\"), got " + toml_quote(value);
   if (value.empty()) return want;

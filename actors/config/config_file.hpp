@@ -109,6 +109,9 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
 // "HOST:PORT" with a non-empty host (a name, an IPv4 address, or an IPv6 address in brackets) and a port in
 // 1..65535.
 std::optional<std::string> check_peer_address(const std::string& value);
+// Petals' multiaddress of a peer (/ip4/HOST/tcp/PORT, /ip6/..., /dns/..., /dns4/..., /dns6/..., optionally ending in
+// /p2p/ID) as "HOST:PORT" ("[HOST]:PORT" for IPv6); nullopt when `value` is not one.
+std::optional<std::string> host_port_of_multiaddr(const std::string& value);
 // "FIRST:LAST", integers with 0 <= FIRST < LAST; on success `first` and `last` are set.
 std::optional<std::string> parse_block_range(const std::string& value, int64_t& first, int64_t& last);
 // "auto", f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K.

@@ -67,7 +67,8 @@ Runner add_api(CLI::App& app) {
   cmd->add_option("--port", f->port, "Port to listen on, 0 for a free one (overrides the file)")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--initial_peers", f->initial_peers, "HOST:PORT of DHT nodes or servers (overrides the file)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->transform(multiaddr_as_host_port());
   cmd->add_option("--web_dir", f->web_dir, "Serve the pages from this directory instead of the built-in copies");
   cmd->add_option("--threads", f->threads, "HTTP I/O threads")->check(CLI::Range(1, 64));
   cmd->add_option("--max_connections", f->max_connections, "Connections open at once (overrides the file)")

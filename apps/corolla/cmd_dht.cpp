@@ -111,6 +111,7 @@ Runner add_dht(CLI::App& app) {
   cmd->add_option("--initial_peers", f->initial_peers,
                   "HOST:PORT of DHT nodes already in the swarm (several, separated by commas or spaces)")
       ->delimiter(',')
+      ->transform(multiaddr_as_host_port())
       ->check(host_port, "")
       ->type_name("HOST:PORT");
   cmd->add_option("--data_dir", f->data_dir, "Directory of the node's database, which keeps its id across restarts "

@@ -177,7 +177,8 @@ Runner add_finetune(CLI::App& app) {
   cmd->add_option("--data", o->data, "Training data: JSON Lines of {\"text\"} or {\"ids\"}, with \"label\" to classify")
       ->required();
   cmd->add_option("--initial_peers", o->initial_peers, "Train through the swarm: HOST:PORT of any server or DHT node")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->transform(multiaddr_as_host_port());
   cmd->add_option("--swarm_id", o->swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)");
   cmd->add_option("--mode", o->mode, "ptune (prompt embeddings) or deep_ptune (prompts for every block too)")
       ->check(CLI::IsMember({"ptune", "deep_ptune"}));

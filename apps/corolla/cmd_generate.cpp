@@ -347,7 +347,8 @@ Runner add_generate(CLI::App& app) {
   cmd->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->add_option("--initial_peers", o->initial_peers,
                   "Generate through the swarm: HOST:PORT of any of its servers or DHT nodes")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->transform(multiaddr_as_host_port());
   cmd->add_option("--mode", o->mode, "push (server to server) or relay (through the client)")
       ->check(CLI::IsMember({"push", "relay"}));
   cmd->add_option("--swarm_id", o->swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)");

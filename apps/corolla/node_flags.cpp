@@ -1,6 +1,8 @@
 #include "apps/corolla/node_flags.hpp"
 
+#include <iostream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -39,13 +41,27 @@ std::string source_of(const std::string& config) {
 
 }  // namespace
 
+CLI::Validator multiaddr_as_host_port() {
+  return CLI::Validator(
+      [](std::string& value) {
+        if (auto host_port = host_port_of_multiaddr(value)) {
+          std::cerr << "note: --initial_peers " << value << " taken as " << *host_port
+                    << " (Corolla's peers are HOST:PORT; a /p2p/ id is not used)\n";
+          value = *host_port;
+        }
+        return std::string();
+      },
+      "", "");
+}
+
 void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   const NodeConfig d;
   f.cmd = &cmd;
   cmd.add_option("--config", f.config, "TOML file with the node's settings (config/node.toml documents them); "
                                        "flags given here override it")
       ->type_name("FILE");
-  cmd.add_option("--model", f.model, "Model directory (config.json + safetensors), .gguf file, or 'demo'")
+  cmd.add_option("model,--model", f.model,
+                 "Model directory (config.json + safetensors), .gguf file, or 'demo' (also as the first argument)")
       ->type_name("PATH");
   auto* num = cmd.add_option("--num_blocks", f.num_blocks,
                              "Serve this many blocks, chosen where the swarm needs them (default: as many as fit)")
@@ -57,8 +73,10 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   cmd.add_option("--host", f.host, "Address to listen on" + dflt(d.host));
   cmd.add_option("--port", f.port, "Port to listen on; 0 picks a free one" + dflt(d.port))->check(CLI::Range(0, 65535));
   auto* peers = cmd.add_option("--initial_peers", f.initial_peers,
-                               "HOST:PORT of nodes already in the swarm (several, separated by commas or spaces)")
+                               "HOST:PORT of nodes already in the swarm (several, separated by commas or spaces; "
+                               "Petals' /ip4/HOST/tcp/PORT/p2p/ID taken as HOST:PORT)")
                     ->delimiter(',')
+                    ->transform(multiaddr_as_host_port())
                     ->check(checked(check_peer_address, "HOST:PORT"))
                     ->type_name("HOST:PORT");
   auto* fresh = cmd.add_flag("--new_swarm", f.new_swarm, "Start a new swarm (no initial peers)");
@@ -66,16 +84,19 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   cmd.add_option("--public_name", f.public_name, "Name shown to other peers; also names the default data directory");
   cmd.add_option("--swarm_id", f.swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)")
       ->check(checked(check_swarm_id, "ID"));
-  cmd.add_option("--dtype", f.dtype,
-                 "Serving dtype of weights: auto, " + weight_dtype_list() +
-                     dflt(d.dtype))
+  cmd.add_option("--dtype,--torch_dtype", f.dtype,
+                 "Serving dtype of weights: auto, " + weight_dtype_list() + " (torch's float16, bfloat16, float32 "
+                 "too)" + dflt(d.dtype))
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{
+          {"float16", "f16"}, {"half", "f16"}, {"bfloat16", "bf16"}, {"float32", "f32"}, {"float", "f32"}}))
       ->check(checked(check_dtype, "DTYPE"));
   cmd.add_option("--device", f.device, "cpu, cuda or cuda:N" + dflt(d.device))->check(checked(check_device, "DEVICE"));
   cmd.add_option("--data_dir", f.data_dir,
                  "Directory of the node's database (default ${COROLLA_CACHE:-~/.cache/corolla}/node-PUBLIC_NAME, "
                  "or the next free node-PUBLIC_NAME-N when another node holds it)")
       ->type_name("DIR");
-  cmd.add_option("--cache_tokens", f.cache_tokens, "KV-cache tokens per hosted block" + dflt(d.cache_tokens))
+  cmd.add_option("--cache_tokens,--attn_cache_tokens", f.cache_tokens,
+                 "KV-cache tokens per hosted block" + dflt(d.cache_tokens))
       ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   cmd.add_option("--threads", f.threads, "CPU threads; 0 = all cores" + dflt(d.threads))->check(CLI::Range(0, 4096));
   cmd.add_option("--step_timeout", f.step_timeout,
@@ -142,6 +163,11 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
       ->check(checked(check_peer_address, "HOST:PORT"))
       ->type_name("HOST:PORT");
   add_credential_flags(cmd, f.credentials);
+  // Petals' run_server flags, so that its command lines are understood (resolve_node_config says what they mean).
+  cmd.add_option("--quant_type", f.quant_type, "Petals' weight quantization: int8 serves q8_0 (as --dtype q8_0)")
+      ->check(CLI::IsMember({"none", "int8", "nf4"}));
+  cmd.add_option("--max_disk_space", f.max_disk_space, "Petals' download cache limit (no meaning here)");
+  cmd.add_option("--identity_path", f.identity_path, "Petals' identity file (no meaning here: see --data_dir)");
 }
 
 void add_credential_flags(CLI::App& cmd, SwarmCredentials& f) {
@@ -223,6 +249,18 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
   if (given("--max_peer_frame_mb")) c.max_peer_frame_mb = f.max_peer_frame_mb;
   if (given("--announce_address")) c.announce_address = f.announce_address;
   if (f.cmd) apply_credential_flags(*f.cmd, f.credentials, c.credentials);
+  if (given("--quant_type") && f.quant_type != "none") {
+    if (f.quant_type == "nf4")
+      throw ConfigError("--quant_type nf4: Corolla has no NF4 weights; for 4-bit weights use --dtype q4_K (or q4_0)");
+    if (given("--dtype")) throw ConfigError("--quant_type int8 and --dtype: give one of them (int8 is --dtype q8_0)");
+    c.dtype = "q8_0";
+  }
+  if (given("--max_disk_space"))
+    throw ConfigError("--max_disk_space has no meaning here: Corolla reads model files where they are and keeps only "
+                      "converted weights, in the node's database (--data_dir)");
+  if (given("--identity_path"))
+    throw ConfigError("--identity_path has no meaning here: a node's identity is kept in its database; the same "
+                      "--data_dir (or --public_name) keeps it across restarts");
 
   const std::string source = source_of(f.config);
   if (c.model.empty()) throw ConfigError(source + ": no model: pass --model, or set 'model' in the --config file");
@@ -241,6 +279,7 @@ void add_client_flags(CLI::App& cmd, ClientFlags& f) {
   cmd.add_option("--initial_peers", f.initial_peers,
                  "HOST:PORT of nodes in the swarm (several, separated by commas or spaces)")
       ->delimiter(',')
+      ->transform(multiaddr_as_host_port())
       ->check(checked(check_peer_address, "HOST:PORT"))
       ->type_name("HOST:PORT");
   cmd.add_option("--mode", f.mode, "push (servers forward to the next one) or relay (the client relays)" + dflt(d.mode))

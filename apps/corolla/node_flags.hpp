@@ -52,9 +52,19 @@ struct NodeFlags {
   int64_t max_peer_frame_mb = 0;
   std::string announce_address;
   SwarmCredentials credentials;
+  // Petals' run_server flags with no direct counterpart (see add_node_flags).
+  std::string quant_type, max_disk_space, identity_path;
 };
 
+// The node's flags, with Petals' names for the same things too: the model as the first argument (run_server's
+// form), --torch_dtype (torch's dtype names: float16, bfloat16, float32) for --dtype, --attn_cache_tokens for
+// --cache_tokens, --quant_type int8 for --dtype q8_0, and Petals' multiaddresses in --initial_peers. Petals flags
+// with no meaning here (--quant_type nf4, --max_disk_space, --identity_path) are refused with what to use instead.
 void add_node_flags(CLI::App& cmd, NodeFlags& flags);
+
+// For --initial_peers options: Petals' multiaddresses (/ip4/HOST/tcp/PORT/p2p/ID) taken as HOST:PORT, with a note on
+// stderr; other values pass unchanged to the HOST:PORT check.
+CLI::Validator multiaddr_as_host_port();
 
 // --tls, --swarm_authority, --certificate, --private_key (actors/config/swarm_credentials.hpp), for every command
 // that joins a swarm.

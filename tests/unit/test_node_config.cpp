@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "actors/client/client_config.hpp"
+#include "actors/config/config_file.hpp"
 #include "actors/client/swarm_config.hpp"
 #include "actors/server/node_config.hpp"
 #include "apps/corolla/node_flags.hpp"
@@ -591,6 +592,36 @@ BOOST_AUTO_TEST_CASE(initial_peers_take_commas_and_spaces) {
   BOOST_TEST(c.port == 5);
   const ClientConfig d = ClientCli().resolve("--model demo --initial_peers a:1 b:2,c:3");
   BOOST_TEST(d.initial_peers == (std::vector<std::string>{"a:1", "b:2", "c:3"}), boost::test_tools::per_element());
+}
+
+// Petals' run_server command lines: the model first, torch's dtype names, its cache flag, int8 weights and
+// multiaddresses mean here what they mean there; its flags with no meaning here are refused with what to use.
+BOOST_AUTO_TEST_CASE(petals_flags_mean_the_same_here) {
+  const NodeConfig c = NodeCli().resolve(
+      "demo --torch_dtype bfloat16 --attn_cache_tokens 512 "
+      "--initial_peers /ip4/10.1.2.3/tcp/31337/p2p/QmAbc,/dns/example.org/tcp/8000 /ip6/::1/tcp/5");
+  BOOST_TEST(c.model == "demo");
+  BOOST_TEST(c.dtype == "bf16");
+  BOOST_TEST(c.cache_tokens == 512);
+  BOOST_TEST(c.initial_peers == (std::vector<std::string>{"10.1.2.3:31337", "example.org:8000", "[::1]:5"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(NodeCli().resolve("--model demo --dtype float32").dtype == "f32");
+  BOOST_TEST(NodeCli().resolve("--model demo --quant_type int8").dtype == "q8_0");
+  BOOST_TEST(NodeCli().resolve("--model demo --quant_type none --dtype f16").dtype == "f16");
+  check_contains(error_of([] { NodeCli().resolve("--model demo --quant_type nf4"); }), {"nf4", "--dtype q4_K"});
+  check_contains(error_of([] { NodeCli().resolve("--model demo --quant_type int8 --dtype f16"); }),
+                 {"give one of them"});
+  check_contains(error_of([] { NodeCli().resolve("--model demo --max_disk_space 10GB"); }),
+                 {"--max_disk_space has no meaning here", "--data_dir"});
+  check_contains(error_of([] { NodeCli().resolve("--model demo --identity_path id.key"); }),
+                 {"--identity_path has no meaning here", "--data_dir"});
+  // Not multiaddresses of a TCP peer: left to the HOST:PORT check, which refuses them.
+  for (const char* bad : {"/ip4/1.2.3.4/udp/5", "/ip4/1.2.3.4/tcp/0", "/ip4//tcp/5", "/ip4/1.2.3.4/tcp/5/p2p",
+                          "/onion3/x/tcp/5", "ip4/1.2.3.4/tcp/5"}) {
+    BOOST_TEST(!host_port_of_multiaddr(bad), bad);
+    NodeCli cli;
+    BOOST_CHECK_THROW(cli.app.parse(std::string("--model demo --initial_peers ") + bad, false), CLI::ParseError);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_flags_are_parse_errors) {
