@@ -1,10 +1,24 @@
-// corolla chat: a terminal chat with a model in this process. The conversation is kept in the KV cache: each
-// turn feeds only the tokens the cache does not hold yet. Commands: /reset (start over), /quit; any other line
-// that is one word starting with '/' is taken for a mistyped command and not sent (a leading space sends it).
+// corolla chat: a terminal chat with a model, in this process or through a swarm (--initial_peers). In this process
+// the conversation is kept in the KV cache: each turn feeds only the tokens the cache does not hold yet. Through a
+// swarm each turn is a session of its own holding the whole conversation, as the API's chat completions are (a
+// session's history can only grow, and a reply re-encoded in the template need not be the tokens generated).
+// Commands: /reset (start over), /quit; any other line that is one word starting with '/' is taken for a mistyped
+// command and not sent (a leading space sends it).
+#include <algorithm>
+#include <caf/all.hpp>
+#include <functional>
 #include <iostream>
+#include <random>
 
+#include "actors/client/client_api.hpp"
+#include "actors/dht/announcer.hpp"
+#include "actors/net/peer_tls.hpp"
+#include "actors/protocol/errors.hpp"
+#include "actors/protocol/system_config.hpp"
 #include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
+#include "apps/corolla/node_flags.hpp"
+#include "apps/corolla/stop_waiting_on_error.hpp"
 #include "model/local_model.hpp"
 #include "model/model_path.hpp"
 #include "model/tokenizer/chat_template.hpp"
@@ -22,7 +36,15 @@ struct ChatOptions {
   int64_t max_new_tokens = 256;
   SamplingFlags sampling{0.7f, 40, 0.9f, 1.1f, 0};
   int threads = 0;
+  std::vector<std::string> initial_peers;
+  std::string swarm_id;
+  SwarmCredentials credentials;
 };
+
+// One reply to the conversation's tokens: each new token given to on_token as it is chosen; returns the reply's
+// tokens (without the one that ended it).
+using ReplyFn = std::function<std::vector<int32_t>(const std::vector<int32_t>& ids,
+                                                   const std::function<void(int32_t)>& on_token)>;
 
 // The KV cache holds `cached` (the ids fed so far, at positions 0..n-1); feeding a new prompt reuses the longest
 // common prefix and overwrites the rest.
@@ -63,25 +85,19 @@ class CachedConversation {
   std::vector<int32_t> cached_;
 };
 
-int run(const ChatOptions& o) {
-  const std::string path = resolve_model_path(o.model);
-  Tokenizer tokenizer = Tokenizer::load(path);
-  const ChatTemplate chat = ChatTemplate::for_tokenizer(tokenizer);
-  auto backend = make_cpu_backend(o.threads);
-  LocalModel model(open_weights(path), *backend);
-  CachedConversation conversation(model, std::min<int64_t>(o.context, model.config().max_position));
-  Sampler sampler(o.sampling.params());
-
+// The terminal loop over a reply engine: commands, the chat template, streaming the reply as text.
+int chat_loop(const ChatOptions& o, const std::string& where, const Tokenizer& tokenizer, const ChatTemplate& chat,
+              const ReplyFn& reply_to, const std::function<void()>& reset) {
   std::vector<ChatMessage> messages;
   if (!o.system.empty()) messages.push_back({"system", o.system});
   const size_t base = messages.size();
-  std::cerr << "chat with " << path << " (" << to_string(chat.format()) << " template); /reset, /quit\n";
+  std::cerr << "chat with " << where << " (" << to_string(chat.format()) << " template); /reset, /quit\n";
   std::string line;
   while (std::cout << "> " << std::flush, std::getline(std::cin, line)) {
     if (line == "/quit" || line == "/exit") break;
     if (line == "/reset") {
       messages.resize(base);
-      conversation.reset();
+      reset();
       std::cout << "(conversation cleared)\n";
       continue;
     }
@@ -94,20 +110,10 @@ int run(const ChatOptions& o) {
     try {
       tok::check_utf8(line);  // errors name the offset in what the user typed
       messages.push_back({"user", line});
-      std::vector<int32_t> ids;
       try {
-        ids = tokenizer.encode(chat.render(messages, true), {.add_special = false, .parse_special = true});
-        Tensor logits = conversation.feed(ids);
+        const auto ids = tokenizer.encode(chat.render(messages, true), {.add_special = false, .parse_special = true});
         StreamDecoder decoder(tokenizer);
-        std::vector<int32_t> reply;
-        for (int64_t i = 0; i < o.max_new_tokens; ++i) {
-          const int32_t next =
-              sampler.next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, conversation.cached());
-          if (tokenizer.is_eos(next) || next == chat.end_of_turn_id()) break;
-          reply.push_back(next);
-          std::cout << decoder.push(next) << std::flush;
-          logits = conversation.feed_one(next);
-        }
+        const auto reply = reply_to(ids, [&](int32_t id) { std::cout << decoder.push(id) << std::flush; });
         std::cout << decoder.flush() << "\n";
         messages.push_back({"assistant", tokenizer.decode(reply, true)});
       } catch (...) {
@@ -121,6 +127,94 @@ int run(const ChatOptions& o) {
   return 0;
 }
 
+int run_local(const ChatOptions& o, const std::string& path) {
+  Tokenizer tokenizer = Tokenizer::load(path);
+  const ChatTemplate chat = ChatTemplate::for_tokenizer(tokenizer);
+  auto backend = make_cpu_backend(o.threads);
+  LocalModel model(open_weights(path), *backend);
+  CachedConversation conversation(model, std::min<int64_t>(o.context, model.config().max_position));
+  Sampler sampler(o.sampling.params());
+  const ReplyFn reply_to = [&](const std::vector<int32_t>& ids, const std::function<void(int32_t)>& on_token) {
+    Tensor logits = conversation.feed(ids);
+    std::vector<int32_t> reply;
+    for (int64_t i = 0; i < o.max_new_tokens; ++i) {
+      const int32_t next =
+          sampler.next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, conversation.cached());
+      if (tokenizer.is_eos(next) || next == chat.end_of_turn_id()) break;
+      reply.push_back(next);
+      on_token(next);
+      logits = conversation.feed_one(next);
+    }
+    return reply;
+  };
+  return chat_loop(o, path, tokenizer, chat, reply_to, [&] { conversation.reset(); });
+}
+
+int run_swarm(const ChatOptions& o, const std::string& path) {
+  Tokenizer tokenizer = Tokenizer::load(path);
+  const ChatTemplate chat = ChatTemplate::for_tokenizer(tokenizer);
+  auto source = open_weights(path);
+  auto backend = std::shared_ptr<Backend>(make_cpu_backend(o.threads));
+  auto head = std::make_shared<const ClientHead>(*source, *backend);  // only the head's tensors are read
+  const int64_t context = std::min<int64_t>(o.context, head->config().max_position);
+
+  corolla_config cfg;
+  cfg.tls = PeerTls::make(o.credentials);
+  caf::actor_system sys{cfg};
+  stop_waiting_on_error unwinding{sys};
+  caf::scoped_actor self{sys};
+  swarm_client_options opts;
+  opts.initial_peers = o.initial_peers;
+  opts.model_prefix = o.swarm_id.empty() ? default_model_prefix(*source) : o.swarm_id;
+  opts.data_dir = corolla_cache_dir() + "/client";  // server reputations and bans, kept across runs
+  std::random_device rd;
+  for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
+  auto client = spawn_swarm_client(sys, opts, head);
+
+  GenerationParams params;
+  params.max_new_tokens = o.max_new_tokens;
+  params.sampling = o.sampling.params();
+  params.eos_token_ids = tokenizer.eos_ids();  // the model's ends of text and the template's end of turn
+  if (chat.end_of_turn_id() >= 0) params.eos_token_ids.push_back(chat.end_of_turn_id());
+  const ReplyFn reply_to = [&](const std::vector<int32_t>& ids, const std::function<void(int32_t)>& on_token) {
+    const int64_t max_length = static_cast<int64_t>(ids.size()) + o.max_new_tokens;
+    if (max_length > context)
+      throw std::invalid_argument("the conversation (" + std::to_string(ids.size()) + " tokens and a reply of up to " +
+                                  std::to_string(o.max_new_tokens) + ") no longer fits the context of " +
+                                  std::to_string(context) + " tokens: /reset to start over");
+    // Tokens stream through an actor of their own; the reply's last token (an end token, not shown) is dropped.
+    auto printer = sys.spawn([on_token, &params](caf::event_based_actor*) -> caf::behavior {
+      return {[on_token, &params](token_atom, int32_t id) {
+                const auto& ends = params.eos_token_ids;
+                if (std::find(ends.begin(), ends.end(), id) == ends.end()) on_token(id);
+              },
+              [](caf::get_atom) { return true; }};
+    });
+    std::vector<int32_t> reply;
+    std::string failure;
+    self->request(client, caf::infinite, open_session_request{max_length})
+        .receive(
+            [&](caf::actor session) {
+              self->request(session, caf::infinite, generate_request{ids, params, printer})
+                  .receive([&](const generate_result& r) { reply = r.tokens; },
+                           [&](caf::error& e) { failure = describe(e); });
+              self->send(session, close_atom::value);
+            },
+            [&](caf::error& e) { failure = describe(e); });
+    // The printer has handled every token once it answers (messages from one sender arrive in order).
+    self->request(printer, caf::infinite, caf::get_atom::value).receive([](bool) {}, [](caf::error&) {});
+    self->send_exit(printer, caf::exit_reason::user_shutdown);
+    if (!failure.empty()) throw std::runtime_error(failure);
+    while (!reply.empty() && std::find(params.eos_token_ids.begin(), params.eos_token_ids.end(), reply.back()) !=
+                                 params.eos_token_ids.end())
+      reply.pop_back();
+    return reply;
+  };
+  const int rc = chat_loop(o, path + " through the swarm", tokenizer, chat, reply_to, [] {});
+  self->send_exit(client, caf::exit_reason::user_shutdown);
+  return rc;
+}
+
 }  // namespace
 
 Runner add_chat(CLI::App& app) {
@@ -132,7 +226,18 @@ Runner add_chat(CLI::App& app) {
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Longest reply")->check(CLI::Range(1, 1 << 20));
   add_sampling_flags(*cmd, o->sampling);
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");
-  return [o] { return run(*o); };
+  cmd->add_option("--initial_peers", o->initial_peers,
+                  "Chat through the swarm: HOST:PORT of any of its servers or DHT nodes (the model's file still "
+                  "gives the tokenizer, embeddings and LM head)")
+      ->delimiter(',')
+      ->transform(multiaddr_as_host_port());
+  cmd->add_option("--swarm_id", o->swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)");
+  add_credential_flags(*cmd, o->credentials);
+  return [o, cmd] {
+    o->credentials = credentials_from_flags(*cmd, o->credentials);
+    const std::string path = resolve_model_path(o->model);
+    return o->initial_peers.empty() ? run_local(*o, path) : run_swarm(*o, path);
+  };
 }
 
 }  // namespace corolla::cli

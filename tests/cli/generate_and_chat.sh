@@ -60,6 +60,13 @@ second=$(echo "$out" | sed -n 2p | python3 -c 'import json,sys; print(json.loads
 if [ -n "$alone" ] && [ "$alone" == "$second" ]; then echo "ok: a batched completion equals the one alone"
 else echo "FAILED: a batched completion equals the one alone: '$second' against '$alone'"; fail=1; fi
 lines=$(echo "$out" | wc -l); check "one line per prompt" "2" "$lines"
+# A terminal chat through the swarm: two turns, the second answered in the light of the first (its session holds
+# the whole conversation).
+# (Asked alone, the second question gets no number.)
+turns='Remember the number 417.\nWhat number did I ask you to remember?\n/quit\n'
+remote=$(printf "$turns" | "$bin" chat --temperature 0 --repetition-penalty 1 --max-new-tokens 24 --initial_peers "$peers" \
+  2>/dev/null)
+check "chat through the swarm keeps the conversation" "417" "$(echo "$remote" | tail -n +2)"
 for pid in "${pids[@]}"; do kill "$pid"; done
 wait
 rm -rf "$dir"
