@@ -64,8 +64,8 @@ lines=$(echo "$out" | wc -l); check "one line per prompt" "2" "$lines"
 # the whole conversation).
 # (Asked alone, the second question gets no number.)
 turns='Remember the number 417.\nWhat number did I ask you to remember?\n/quit\n'
-remote=$(printf "$turns" | "$bin" chat --temperature 0 --repetition-penalty 1 --max-new-tokens 24 --initial_peers "$peers" \
-  2>/dev/null)
+remote=$(printf "$turns" | "$bin" chat --temperature 0 --repetition-penalty 1 --max-new-tokens 24 \
+  --initial_peers "$peers" 2>/dev/null)
 check "chat through the swarm keeps the conversation" "417" "$(echo "$remote" | tail -n +2)"
 for pid in "${pids[@]}"; do kill "$pid"; done
 wait
