@@ -10,6 +10,7 @@
 #include <set>
 
 #include "actors/client/session_history.hpp"
+#include "actors/protocol/block_span.hpp"
 #include "model/kv_pool.hpp"
 #include "actors/client/session_messages.hpp"
 #include "actors/client/spot_check.hpp"
@@ -106,7 +107,7 @@ bool is_server_failure(const caf::error& e) {
 }
 
 std::string blocks_name(const planned_hop& h) {
-  return "blocks " + std::to_string(h.first) + ".." + std::to_string(h.last - 1);
+  return "blocks " + block_span(h.first, h.last);
 }
 
 // Tells the swarm client how a server did, by peer_id (its key, when its record named one).
@@ -937,8 +938,7 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
       [=](route_atom) -> std::vector<std::string> {
         std::vector<std::string> out;
         for (auto& h : self->state.hops)
-          out.push_back(h.plan.address + " [" + std::to_string(h.plan.first) + ", " + std::to_string(h.plan.last) +
-                        ")");
+          out.push_back(h.plan.address + " " + block_span(h.plan.first, h.plan.last));
         return out;
       },
       [=](stats_atom) -> session_stats { return self->state.stats; },

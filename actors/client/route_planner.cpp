@@ -4,6 +4,8 @@
 #include <limits>
 #include <queue>
 
+#include "actors/protocol/block_span.hpp"
+
 namespace corolla {
 
 std::optional<std::string> find_gap(const std::vector<server_info>& servers, int64_t first, int64_t last,
@@ -18,14 +20,14 @@ std::optional<std::string> find_gap(const std::vector<server_info>& servers, int
   int64_t gap_end = last;
   for (const auto& s : servers)
     if (!is_excluded(excluded, s) && s.first_block > at && s.first_block < gap_end) gap_end = s.first_block;
-  return "no server for blocks " + std::to_string(at) + ".." + std::to_string(gap_end - 1);
+  return "no server for blocks " + block_span(at, gap_end);
 }
 
 route_plan fastest_chain(const std::vector<server_info>& servers, int64_t first, int64_t last,
                          const std::set<std::string>& excluded, const chain_costs& costs) {
   route_plan plan;
   if (first >= last) {
-    plan.error = "an empty span of blocks " + std::to_string(first) + ".." + std::to_string(last - 1);
+    plan.error = "an empty span of blocks " + block_span(first, last);
     return plan;
   }
   // The usable servers and their part [lo, hi) of [first, last); node ids: base[i] + (b - lo[i]), b in [lo, hi].
@@ -97,7 +99,7 @@ route_plan fastest_chain(const std::vector<server_info>& servers, int64_t first,
   }
   if (prev[sink] == nodes) {
     plan.error = find_gap(servers, first, last, excluded)
-                     .value_or("no route over blocks " + std::to_string(first) + ".." + std::to_string(last - 1));
+                     .value_or("no route over blocks " + block_span(first, last));
     return plan;
   }
   plan.seconds = dist[sink];

@@ -7,6 +7,7 @@
 
 #include "actors/client/batch_spread.hpp"
 #include "actors/client/session_messages.hpp"
+#include "actors/protocol/block_span.hpp"
 #include "actors/trust/identity_proof.hpp"
 #include "actors/protocol/errors.hpp"
 #include "model/train/span_training.hpp"
@@ -298,8 +299,7 @@ std::vector<std::string> describe_routes(const pass_state& p) {
   for (const auto& part : p.parts) {
     std::string line;
     for (const auto& h : part.route)
-      line += (line.empty() ? "" : " ") + h.plan.address + " [" + std::to_string(h.plan.first) + ", " +
-              std::to_string(h.plan.last) + ")";
+      line += (line.empty() ? "" : " ") + h.plan.address + " " + block_span(h.plan.first, h.plan.last);
     out.push_back(line);
   }
   return out;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "actors/dht/signed_record.hpp"
+#include "actors/protocol/block_span.hpp"
 #include "actors/protocol/unix_clock.hpp"
 #include "model/weights/gguf_file.hpp"
 #include "model/weights/weight_source.hpp"
@@ -44,8 +45,7 @@ std::vector<dht_put> announce_puts(const SigningKey& signer, const std::string& 
                                    DhtTime expiration) {
   if (info.address.empty()) throw std::invalid_argument("a server announces itself under its address, and it has none");
   if (info.first_block < 0 || info.first_block >= info.last_block)
-    throw std::invalid_argument("the server's span " + std::to_string(info.first_block) + ".." +
-                                std::to_string(info.last_block) + " is empty");
+    throw std::invalid_argument("the server's span " + block_span(info.first_block, info.last_block) + " is empty");
   info.owner = to_hex(signer.public_key());
   const std::vector<char> bytes = encode(info);
   const std::string payload(bytes.begin(), bytes.end());

@@ -559,9 +559,12 @@ caf::expected<uint16_t> PeerGateway::publish(const caf::actor& whom, const std::
   if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) acceptor->bind(ep, ec);
   if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec)
+  if (ec) {
+    const std::string hint =
+        ec == asio::error::address_in_use ? "; pick another port with --port (0: any free one)" : "";
     return caf::make_error(caf::sec::cannot_open_port,
-                           "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+                           "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message() + hint);
+  }
   const uint16_t bound = acceptor->local_endpoint(ec).port();
   auto whom_ptr = caf::actor_cast<caf::strong_actor_ptr>(whom);
   auto backoff = std::make_shared<asio::steady_timer>(impl_->io);
@@ -727,6 +730,11 @@ void unpublish_from_peers(caf::actor_system& sys, uint16_t port) {
   PeerGateway::of(sys)->unpublish(port);
   caf::anon_send(sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP")), caf::close_atom::value,
                  port);
+}
+
+std::string listen_error_text(const caf::error& e) {
+  if (e.context().match_elements<std::string>()) return e.context().get_as<std::string>(0);
+  return caf::to_string(e);
 }
 
 }  // namespace corolla

@@ -71,5 +71,7 @@ void enable_peer_gateway(caf::actor_system_config& cfg);
 caf::expected<uint16_t> publish_to_peers(caf::actor_system& sys, const caf::actor& whom, const std::string& host,
                                          uint16_t port);
 void unpublish_from_peers(caf::actor_system& sys, uint16_t port);
+// A publish_to_peers failure in words for a user ("cannot listen on HOST:PORT: WHY"), without CAF's wrapping.
+std::string listen_error_text(const caf::error& e);
 
 }  // namespace corolla

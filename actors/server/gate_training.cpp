@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "actors/protocol/block_span.hpp"
 #include "actors/protocol/errors.hpp"
 #include "model/train/span_training.hpp"
 
@@ -22,10 +23,8 @@ caf::expected<std::vector<caf::actor>> training_chain(const gate_options& opt, c
   int64_t first = first_block, last = last_block;
   if (first == 0 && last == 0) first = opt.first_block, last = opt.last_block;
   if (first < opt.first_block || last > opt.last_block || first >= last)
-    return make_error(errc::unknown_block, "blocks " + std::to_string(first) + ".." + std::to_string(last - 1) +
-                                               " are not all served here (blocks " +
-                                               std::to_string(opt.first_block) + ".." +
-                                               std::to_string(opt.last_block - 1) + ")");
+    return make_error(errc::unknown_block, "blocks " + block_span(first, last) + " are not all served here (blocks " +
+                                               block_span(opt.first_block, opt.last_block) + ")");
   if (auto problem = check_prompts(prompts, hidden, last - first); !problem.empty())
     return make_error(errc::bad_request, problem);
   return std::vector<caf::actor>(blocks.begin() + (first - opt.first_block), blocks.begin() + (last - opt.first_block));

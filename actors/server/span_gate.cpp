@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "actors/dht/dht_messages.hpp"
+#include "actors/protocol/block_span.hpp"
 #include "actors/protocol/own_node.hpp"
 #include "actors/trust/identity_proof.hpp"
 #include "actors/protocol/atoms.hpp"
@@ -70,7 +71,7 @@ struct gate_state {
 using gate_actor = caf::stateful_actor<gate_state>;
 
 std::string span_name(const gate_options& o) {
-  return "blocks " + std::to_string(o.first_block) + ".." + std::to_string(o.last_block - 1);
+  return "blocks " + block_span(o.first_block, o.last_block);
 }
 
 caf::error timeout_or(caf::error e, const std::string& what) {
@@ -374,8 +375,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         int64_t first = req.first_block, last = req.last_block;
         if (first == 0 && last == 0) first = s.opt.first_block, last = s.opt.last_block;
         if (first < s.opt.first_block || last > s.opt.last_block || first >= last)
-          return make_error(errc::unknown_block, "blocks " + std::to_string(first) + ".." + std::to_string(last - 1) +
-                                                     " are not all served here (" + span_name(s.opt) + ")");
+          return make_error(errc::unknown_block, "blocks " + block_span(first, last) + " are not all served here (" +
+                                                     span_name(s.opt) + ")");
         if (auto problem = check_adapter(s.opt, req.adapter); !problem.empty())
           return make_error(errc::bad_request, problem);
         if (auto problem = check_session_prompts(s.opt, req.prompts, last - first, req.batch, req.max_length);

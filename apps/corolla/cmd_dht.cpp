@@ -62,8 +62,7 @@ int run(const DhtFlags& f) {
   auto port = publish_to_peers(sys, node, f.host, static_cast<uint16_t>(f.port));
   if (!port) {
     stop();
-    throw std::runtime_error("cannot listen on " + f.host + ":" + std::to_string(f.port) + ": " +
-                             sys.render(port.error()));
+    throw std::runtime_error(listen_error_text(port.error()));
   }
   const std::string address = f.announce_address.empty() ? f.host + ":" + std::to_string(*port) : f.announce_address;
   self->send(node, address_atom::value, address);

@@ -154,8 +154,7 @@ int run(const NodeConfig& cfg) {
   auto port = publish_to_peers(sys, node.gate, cfg.host, cfg.port);
   if (!port) {
     self->send_exit(node.gate, caf::exit_reason::user_shutdown);
-    throw std::runtime_error("cannot listen on " + cfg.host + ":" + std::to_string(cfg.port) + ": " +
-                             sys.render(port.error()));
+    throw std::runtime_error(listen_error_text(port.error()));
   }
   const std::string address =
       cfg.announce_address.empty() ? cfg.host + ":" + std::to_string(*port) : cfg.announce_address;
