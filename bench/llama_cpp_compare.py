@@ -4,7 +4,9 @@
 Writes one random TinyLlama-1.1B-shaped model as an F16 GGUF (gguf package), quantizes it with llama.cpp's own
 llama-quantize into each format, then for every format and round runs, in turn: llama.cpp's llama-bench (decode of
 64 tokens, prefill of 512), Corolla's bench_decode on the same file (decode and a 512-token prefill), and a read
-sweep (bench_memory) for the bound. Every figure is printed beside the others of its round.
+sweep (bench_memory) for the bound. Every figure is printed beside the others of its round. A second table times
+loading: each side's whole process for one token of output (llama-bench with one generated token; `corolla
+generate --max-new-tokens 1`), its wall time and peak resident memory, alternated in the same rounds.
 
 llama.cpp is built from the source distribution of the PyPI package llama-cpp-python (which carries it), with
 GGML_NATIVE=ON: a benchmark's dependency only, never the build's or the tests'. With --isa avx2 both sides are held
@@ -125,6 +127,31 @@ def corolla_bench(build, model, threads, isa):
     return decode, 512 / seconds
 
 
+def whole_process(cmd, env=None):
+    """(wall seconds, peak resident MiB) of one run of cmd, its output discarded."""
+    import time
+
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{cmd[0]} failed with status {status}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def load_figures(bin_dir, build, model, threads, isa):
+    """Whole-process (wall s, peak MiB) for one token: llama.cpp's llama-bench, then Corolla's generate."""
+    env = dict(os.environ)
+    if isa != "native":
+        env["COROLLA_ISA"] = isa
+    llama = whole_process([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(threads), "-p", "0", "-n",
+                           "1", "-r", "1"])
+    corolla = whole_process([os.path.join(build, "bin", "corolla"), "generate", "--model", model, "--prompt-ids",
+                             "1", "--max-new-tokens", "1", "--threads", str(threads)], env)
+    return llama, corolla
+
+
 def decode_bytes(path):
     """Bytes a decode step reads: every tensor but the embedding table, of which it reads one row."""
     import gguf
@@ -163,6 +190,7 @@ def main():
     print("| format | GB read per token | round | sweep GB/s | decode llama.cpp | decode Corolla | ratio | of bound (Corolla) "
           "| prefill llama.cpp | prefill Corolla | ratio |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    loads = []
     for r in range(1, a.rounds + 1):
         for fmt, path in files.items():
             gb = decode_bytes(path) / 1e9
@@ -171,6 +199,12 @@ def main():
             sweep = sweep_gbs(a.build, a.threads)
             print(f"| {fmt} | {gb:.2f} | {r} | {sweep:.1f} | {ld:.2f} | {cd:.2f} | {cd / ld:.2f} | "
                   f"{cd * gb / sweep:.2f} | {lp:.1f} | {cp:.1f} | {cp / lp:.2f} |", flush=True)
+            loads.append((fmt, r, *load_figures(bin_dir, a.build, path, a.threads, a.isa)))
+    print("\nload and one token, whole process: wall s and peak resident MiB")
+    print("| format | round | llama.cpp s | Corolla s | ratio | llama.cpp MiB | Corolla MiB |")
+    print("|---|---|---|---|---|---|---|")
+    for fmt, r, (lw, lm), (cw, cm) in loads:
+        print(f"| {fmt} | {r} | {lw:.2f} | {cw:.2f} | {cw / lw:.2f} | {lm:.0f} | {cm:.0f} |")
 
 
 if __name__ == "__main__":

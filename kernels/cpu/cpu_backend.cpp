@@ -103,7 +103,9 @@ class CpuBackend final : public Backend {
     return Tensor::view(p, dtype, shape, std::move(owner));
   }
   Tensor upload(const Tensor& host) override { return host; }
-  Tensor upload_weight(const Tensor& host) override { return placed_for_kernels(host); }
+  Tensor upload_weight(const Tensor& host) override {
+    return placed_for_kernels(host, best_matvec_kernels(), pool_.get());
+  }
   Tensor download_weight(const Tensor& placed) override {
     if (!is_interleaved(placed.dtype())) return placed;
     Tensor plain = Tensor::empty(plain_form(placed.dtype()), placed.shape());

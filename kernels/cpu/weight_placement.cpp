@@ -28,7 +28,7 @@ std::optional<DType> interleaved_for_kernels(const Tensor& w, const MatvecKernel
 }
 }  // namespace
 
-Tensor placed_for_kernels(const Tensor& w, const MatvecKernels& kernels) {
+Tensor placed_for_kernels(const Tensor& w, const MatvecKernels& kernels, ThreadPool* pool) {
   if (w.device() != Device::cpu || w.rank() != 2 || w.numel() == 0) return w;
   const auto row_bytes = static_cast<size_t>(storage_bytes(w.dtype(), w.dim(1)));
   const auto bytes = static_cast<size_t>(w.nbytes());
@@ -42,10 +42,21 @@ Tensor placed_for_kernels(const Tensor& w, const MatvecKernels& kernels) {
   void* p = std::aligned_alloc(alignment, rounded);
   if (!p) throw std::bad_alloc();
   if (alignment == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
-  if (interleaved)
-    interleave_rows(w.dtype(), w.data(), p, w.dim(0), w.dim(1));
+  // Groups of 16 rows take the same bytes in both layouts, so ranges of groups are placed independently.
+  const int64_t groups = interleaved ? w.dim(0) / kInterleavedRows : 1;
+  const int64_t group_bytes = static_cast<int64_t>(bytes) / groups;
+  auto place = [&](int64_t g0, int64_t g1) {
+    const auto* from = static_cast<const char*>(w.data()) + g0 * group_bytes;
+    char* to = static_cast<char*>(p) + g0 * group_bytes;
+    if (interleaved)
+      interleave_rows(w.dtype(), from, to, (g1 - g0) * kInterleavedRows, w.dim(1));
+    else
+      std::memcpy(to, from, static_cast<size_t>((g1 - g0) * group_bytes));
+  };
+  if (pool && groups > 1)
+    pool->parallel_for(groups, 1, place);
   else
-    std::memcpy(p, w.data(), bytes);
+    place(0, groups);
   return Tensor::view(p, interleaved.value_or(w.dtype()), w.shape(),
                       std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); }));
 }

@@ -13,20 +13,23 @@
 //   the 22 down projections read at 0.888 / 0.890 / 0.918 of a sweep from the mapping, 0.924 / 0.970 / 0.972 from
 //   huge pages; a whole decode step, two copies of the model alternated step by step in one process, 0.802 /
 //   0.821 -> 0.815 / 0.831 of the sweep (284 steps each).
-// And one case is rearranged: q4_0 and q8_0 matrices of whole groups of 8 rows are interleaved by 8 rows
-// (kernels/interleaved_rows.hpp) when the kernel set reads that layout faster (MatvecKernels::reads_interleaved):
-// a byte shuffle as cheap as the copy.
-// A copy costs its memcpy once at load; the mapped pages it came from are then released (WeightSource::release),
-// so memory is not counted twice.
+// And one case is rearranged: quantized matrices of whole groups of 16 rows (q4_0, q4_1, q8_0, iq4_nl, the
+// K-quants) are interleaved by 16 rows (kernels/interleaved_rows.hpp) when the kernel set reads that layout faster
+// (MatvecKernels::reads_interleaved).
+// A copy costs its memcpy (or byte shuffle) once at load, split over `pool` when one is given (the copy's pages are
+// new memory, and the writer pays for their first touch: on a VM that was more than the shuffle itself); the
+// mapped pages it came from are then released (WeightSource::release), so memory is not counted twice.
 #pragma once
 
 #include "kernels/cpu/matvec.hpp"
+#include "kernels/cpu/thread_pool.hpp"
 #include "kernels/tensor.hpp"
 
 namespace corolla {
 
 // `w` itself, or a copy of it placed as described above for `kernels` (host matrices only; anything else is
 // returned as is).
-Tensor placed_for_kernels(const Tensor& w, const MatvecKernels& kernels = best_matvec_kernels());
+Tensor placed_for_kernels(const Tensor& w, const MatvecKernels& kernels = best_matvec_kernels(),
+                          ThreadPool* pool = nullptr);
 
 }  // namespace corolla
