@@ -35,12 +35,32 @@ std::vector<Source> record_sources(std::initializer_list<Field> fields) {
   return s;
 }
 
-// A record's sources, and for each row the record bytes that are its block's (to take one row out).
+// Record bytes [at, at + len) are bytes [offset, offset + len) of row `row`'s block, each xor `flip`: the sources
+// merged where they run on (a scalar's 2 bytes, an array's 4-byte word), so that placing a matrix moves words
+// rather than bytes.
+struct Run {
+  uint16_t at;
+  uint8_t row, offset, len, flip;
+};
+
+// A record's sources, their runs, and for each row the record bytes that are its block's (to take one row out).
 struct Layout {
   std::vector<Source> sources;
+  std::vector<Run> runs;
   std::array<std::vector<int>, kInterleavedRows> bytes_of_row;
   explicit Layout(std::vector<Source> s) : sources(std::move(s)) {
-    for (size_t j = 0; j < sources.size(); ++j) bytes_of_row[sources[j].row].push_back(static_cast<int>(j));
+    for (size_t j = 0; j < sources.size(); ++j) {
+      const Source& src = sources[j];
+      bytes_of_row[src.row].push_back(static_cast<int>(j));
+      if (!runs.empty()) {
+        Run& r = runs.back();
+        if (r.row == src.row && r.flip == src.flip && r.offset + r.len == src.offset && r.len < 4) {
+          r.len++;
+          continue;
+        }
+      }
+      runs.push_back({static_cast<uint16_t>(j), src.row, src.offset, 1, src.flip});
+    }
   }
 };
 
@@ -115,14 +135,29 @@ bool is_interleaved(DType t) { return plain_form(t) != t; }
 
 void interleave_rows(DType plain, const void* src, void* dst, int64_t rows, int64_t k) {
   require_whole_groups(rows, k, plain);
-  const std::vector<Source>& s = layout(plain).sources;
+  const Layout& l = layout(plain);
   const int64_t block = block_bytes(plain), row_bytes = storage_bytes(plain, k), chunks = k / block_elems(plain);
+  const auto record = static_cast<int64_t>(l.sources.size());
   const auto* in = static_cast<const uint8_t*>(src);
   auto* out = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < rows / kInterleavedRows; ++g) {
     const uint8_t* group = in + g * kInterleavedRows * row_bytes;
-    for (int64_t c = 0; c < chunks; ++c, out += s.size())
-      for (size_t j = 0; j < s.size(); ++j) out[j] = group[s[j].row * row_bytes + c * block + s[j].offset] ^ s[j].flip;
+    for (int64_t c = 0; c < chunks; ++c, out += record)
+      for (const Run& r : l.runs) {
+        const uint8_t* from = group + r.row * row_bytes + c * block + r.offset;
+        uint32_t word = 0;
+        switch (r.len) {  // fixed sizes, so that each copy is one load and one store
+          case 4: std::memcpy(&word, from, 4); break;
+          case 2: std::memcpy(&word, from, 2); break;
+          default: std::memcpy(&word, from, r.len); break;
+        }
+        word ^= r.flip * 0x01010101u;
+        switch (r.len) {
+          case 4: std::memcpy(out + r.at, &word, 4); break;
+          case 2: std::memcpy(out + r.at, &word, 2); break;
+          default: std::memcpy(out + r.at, &word, r.len); break;
+        }
+      }
   }
 }
 
