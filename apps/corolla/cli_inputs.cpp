@@ -1,7 +1,11 @@
 #include "apps/corolla/cli_inputs.hpp"
 
 #include <climits>
+#include <random>
 #include <stdexcept>
+
+#include "actors/dht/announcer.hpp"
+#include "model/model_path.hpp"
 
 namespace corolla::cli {
 
@@ -52,6 +56,17 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
   cmd.add_option("--repetition-penalty", f.repetition_penalty, "Penalty for repeated tokens (1 = off)")
       ->capture_default_str();
   cmd.add_option("--seed", f.seed, "Random seed for sampling");
+}
+
+swarm_client_options cli_client_options(const std::vector<std::string>& initial_peers, const std::string& swarm_id,
+                                        const WeightSource& source) {
+  swarm_client_options opts;
+  opts.initial_peers = initial_peers;
+  opts.model_prefix = swarm_id.empty() ? default_model_prefix(source) : swarm_id;
+  opts.data_dir = corolla_cache_dir() + "/client";
+  std::random_device rd;
+  for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
+  return opts;
 }
 
 }  // namespace corolla::cli

@@ -1,4 +1,4 @@
-// Inputs several subcommands share: token id lists and sampling flags.
+// Inputs several subcommands share: token id lists, sampling flags, a swarm client's options.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "actors/client/client_api.hpp"
 #include "model/sampling.hpp"
+#include "model/weights/weight_source.hpp"
 
 namespace corolla::cli {
 
@@ -24,5 +26,11 @@ struct SamplingFlags {
 
 // --temperature, --top-k, --top-p, --repetition-penalty, --seed (defaults: the values `flags` holds).
 void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags);
+
+// What a command-line client of a swarm starts from: `initial_peers`, the swarm's DHT keys (`swarm_id`, else the
+// model's), a random DHT id, and what it learns of servers (reputations, bans) kept in the cache directory across
+// runs, shared by generate, chat and finetune.
+swarm_client_options cli_client_options(const std::vector<std::string>& initial_peers, const std::string& swarm_id,
+                                        const WeightSource& source);
 
 }  // namespace corolla::cli

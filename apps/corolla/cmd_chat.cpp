@@ -8,10 +8,8 @@
 #include <caf/all.hpp>
 #include <functional>
 #include <iostream>
-#include <random>
 
 #include "actors/client/client_api.hpp"
-#include "actors/dht/announcer.hpp"
 #include "actors/net/peer_tls.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
@@ -163,13 +161,7 @@ int run_swarm(const ChatOptions& o, const std::string& path) {
   caf::actor_system sys{cfg};
   stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
-  swarm_client_options opts;
-  opts.initial_peers = o.initial_peers;
-  opts.model_prefix = o.swarm_id.empty() ? default_model_prefix(*source) : o.swarm_id;
-  opts.data_dir = corolla_cache_dir() + "/client";  // server reputations and bans, kept across runs
-  std::random_device rd;
-  for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
-  auto client = spawn_swarm_client(sys, opts, head);
+  auto client = spawn_swarm_client(sys, cli_client_options(o.initial_peers, o.swarm_id, *source), head);
 
   GenerationParams params;
   params.max_new_tokens = o.max_new_tokens;

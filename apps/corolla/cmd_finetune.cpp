@@ -3,13 +3,12 @@
 #include <caf/all.hpp>
 #include <iostream>
 #include <numeric>
-#include <random>
 
 #include "actors/client/client_api.hpp"
-#include "actors/dht/announcer.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/net/peer_tls.hpp"
 #include "actors/protocol/system_config.hpp"
+#include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
@@ -96,13 +95,7 @@ caf::actor open_blocks(caf::actor_system& sys, caf::scoped_actor& self, const Fi
     owned.push_back(spawn_local_block_runner(sys, source, backend));
     return owned.back();
   }
-  swarm_client_options opts;
-  opts.initial_peers = o.initial_peers;
-  opts.model_prefix = o.swarm_id.empty() ? default_model_prefix(*source) : o.swarm_id;
-  opts.data_dir = corolla_cache_dir() + "/client";  // server reputations and bans, shared with `corolla generate`
-  std::random_device rd;
-  for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
-  owned.push_back(spawn_swarm_client(sys, opts, std::move(head)));
+  owned.push_back(spawn_swarm_client(sys, cli_client_options(o.initial_peers, o.swarm_id, *source), std::move(head)));
   caf::actor session;
   caf::error failure;
   self->request(owned.back(), caf::infinite, open_training_request{o.adapter, o.max_batch_tokens})

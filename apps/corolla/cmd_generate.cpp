@@ -7,11 +7,9 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <sstream>
 
 #include "actors/client/client_api.hpp"
-#include "actors/dht/announcer.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/net/peer_tls.hpp"
 #include "actors/protocol/system_config.hpp"
@@ -261,15 +259,10 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   caf::actor_system sys{cfg};
   stop_waiting_on_error unwinding{sys};
   caf::scoped_actor self{sys};
-  swarm_client_options opts;
-  opts.initial_peers = o.initial_peers;
+  swarm_client_options opts = cli_client_options(o.initial_peers, o.swarm_id, *source);
   opts.mode = o.mode == "relay" ? route_mode::relay : route_mode::push;
   opts.spot_checks.every = o.spot_check_every;
   opts.spot_checks.new_servers = o.spot_check_every > 0;
-  opts.model_prefix = o.swarm_id.empty() ? default_model_prefix(*source) : o.swarm_id;  // the swarm's DHT keys
-  opts.data_dir = corolla_cache_dir() + "/client";  // server reputations and bans, kept across runs
-  std::random_device rd;
-  for (auto& byte : opts.dht_id) byte = static_cast<uint8_t>(rd());
   auto client = spawn_swarm_client(sys, opts, head);
   if (!many.empty()) {
     const int rc = generate_many(o, self, client, *tokenizer, many, tuned);

@@ -101,6 +101,32 @@ void interleaved_matvec(const void* w, int64_t k, const char* xp, int64_t m, flo
   });
 }
 
+// An interleaved format's whole set of kernels from its MatvecPreparedFn: the MatvecRowsFn and MatvecFn prepare x
+// (with Quantize, the including file's own) into a per-thread buffer of that file, then read it; a product split
+// over threads prepares once instead (matvec.hpp). set_interleaved_r16 registers the four.
+inline Scratch& r16_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+template <void (*Quantize)(const float*, char*, int), int Offset, MatvecPreparedFn Prepared>
+void rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
+  char* xp = r16_scratch().bytes(prepared_bytes(m, k));
+  prepare_r16<Quantize, Offset>(x, m, k, xp);
+  Prepared(w, k, xp, m, y, ldy, r0, r1);
+}
+
+template <void (*Quantize)(const float*, char*, int), int Offset, MatvecPreparedFn Prepared>
+void one_row_r16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
+  rows_r16<Quantize, Offset, Prepared>(w, k, x, 1, y, 0, r0, r1);
+}
+
+template <void (*Quantize)(const float*, char*, int), int Offset, MatvecPreparedFn Prepared>
+void set_interleaved_r16(MatvecKernels& s, DType plain) {
+  s.set_interleaved(plain, one_row_r16<Quantize, Offset, Prepared>, rows_r16<Quantize, Offset, Prepared>,
+                    prepare_r16<Quantize, Offset>, Prepared);
+}
+
 // Bytes per row of k values for decoder D, which reads chunks of 32 values: whole super-blocks of 256 values
 // (kBlockBytes each) for the K-quants, whose kChunkBytes is only their mean size per 32 values (how far ahead to
 // prefetch); whole chunks of kChunkBytes plus a tail of single values otherwise.

@@ -712,28 +712,10 @@ void mv_prepared_r16(const void* w, int64_t k, const char* xp, int64_t m, float*
                      });
 }
 
-template <int Offset>
-void prepare_for(const float* x, int64_t m, int64_t k, char* out) {
-  prepare_r16<quantize_chunk_r16, Offset>(x, m, k, out);
-}
-
-template <class F>
-void mv_rows_r16(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
-                 int64_t r1) {
-  char* xp = scratch.bytes(prepared_bytes(m, k));
-  prepare_for<F::kOffset>(x, m, k, xp);
-  mv_prepared_r16<F>(w, k, xp, m, y, ldy, r0, r1);
-}
-
-template <class F>
-void mv_r16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int64_t r1) {
-  mv_rows_r16<F>(w, k, x, 1, y, 0, r0, r1);
-}
-
 // Format F read with rows interleaved by 16, from activations prepared once per product or per call.
 template <class F>
 void set_r16(MatvecKernels& s, DType plain) {
-  s.set_interleaved(plain, mv_r16<F>, mv_rows_r16<F>, prepare_for<F::kOffset>, mv_prepared_r16<F>);
+  set_interleaved_r16<quantize_chunk_r16, F::kOffset, mv_prepared_r16<F>>(s, plain);
 }
 
 }  // namespace
