@@ -884,13 +884,16 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
             return make_error(errc::bad_request, "tuned prompts go at the start of a session, which holds " +
                                                      std::to_string(st.length) + " tokens already");
         }
-        const int64_t need =
-            st.length + prefix + static_cast<int64_t>(req.prompt.size()) + req.params.max_new_tokens;
+        // Positions the generation takes: the prompt's, and one per new token but the last, which is drawn from
+        // the last step and never fed here (a session of max_length holds max_length tokens, as in Petals).
+        const int64_t need = st.length + prefix + static_cast<int64_t>(req.prompt.size()) +
+                             std::max<int64_t>(req.params.max_new_tokens - 1, 0);
         if (need > st.opt.max_length)
           return make_error(errc::max_length_exceeded,
                             "the session holds " + std::to_string(st.length) + " tokens; " +
                                 std::to_string(req.prompt.size()) + " more and " +
-                                std::to_string(req.params.max_new_tokens) + " new ones exceed its max_length " +
+                                std::to_string(req.params.max_new_tokens) +
+                                " new ones (all but the last fed) exceed its max_length " +
                                 std::to_string(st.opt.max_length));
         if (req.params.num_beams != 1) {
           if (auto refusal = beam_search_refusal(st, req)) return refusal;

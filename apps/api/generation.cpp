@@ -91,9 +91,11 @@ void step(gen_actor* self, std::shared_ptr<running> r) {
   const GenJob& job = *r->job;
   if (job.cancelled->load()) return finish(self, r, "cancelled");
   const std::vector<int32_t> ids = r->next_input;
-  const int64_t after = st.fed + static_cast<int64_t>(ids.size()) + 1;
+  // As Petals counts: a session of max_length holds max_length fed tokens, and the token drawn after the last of
+  // them is still returned (it would be fed next).
+  const int64_t after = st.fed + static_cast<int64_t>(ids.size());
   if (after > st.max_length) {
-    if (job.length_is_error || r->steps == 0) return fail(self, r, length_error(st, ids.size() + 1));
+    if (job.length_is_error || r->steps == 0) return fail(self, r, length_error(st, ids.size()));
     return finish(self, r, "length");
   }
   generate_request req;
