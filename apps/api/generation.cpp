@@ -1,5 +1,7 @@
 #include "apps/api/generation.hpp"
 
+#include <algorithm>
+
 #include <caf/all.hpp>
 
 #include "actors/client/client_api.hpp"
@@ -80,6 +82,18 @@ void finish(gen_actor* self, const std::shared_ptr<running>& r, const std::strin
   if (r->job->on_done) r->job->on_done(r->result);
 }
 
+// Whether the text shows the end token that ends a generation: only where special tokens are shown and the
+// client's stop sequences name it. chat.petals.dev's page stops at its own sequence ("###") and would otherwise
+// show the model's "<|im_end|>" at the end of every reply; a client that asks to stop at "<|im_end|>" sees it,
+// as Petals' decode keeps it.
+bool shows_end_token(const GenJob& job, const Tokenizer& tokenizer, int32_t id) {
+  if (job.skip_special) return false;
+  const std::string text = tokenizer.token_bytes(id);
+  return !text.empty() && std::any_of(job.stops.begin(), job.stops.end(), [&](const StopSequence& s) {
+    return s.text.find(text) != std::string::npos;
+  });
+}
+
 ApiError length_error(const gen_state& st, size_t more) {
   return bad_request("Maximum length exceeded: the session holds " + std::to_string(st.fed) + " tokens and " +
                      std::to_string(more) + " more do not fit its max_length of " + std::to_string(st.max_length) +
@@ -120,7 +134,7 @@ void step(gen_actor* self, std::shared_ptr<running> r) {
             r->since_chunk++;
             const bool eos = r->job->stop_at_eos && st.model->is_eos(id);
             TextStream::Update u;
-            if (!eos || !r->job->skip_special) u = r->text->push(id);
+            if (!eos || shows_end_token(*r->job, st.model->tokenizer, id)) u = r->text->push(id);
             r->chunk += u.text;
             if (u.stopped) {
               const int32_t replace = r->job->stops[*u.stopped].replace_with;
