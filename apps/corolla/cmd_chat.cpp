@@ -193,7 +193,8 @@ int run_swarm(const ChatOptions& o, const std::string& path) {
               self->send(session, close_atom::value);
             },
             [&](caf::error& e) { failure = describe(e); });
-    // The printer has handled every token once it answers (messages from one sender arrive in order).
+    // The session sent every token to the printer before its reply came here, so the tokens are in the printer's
+    // mailbox ahead of this request: once it answers, it has shown them all.
     self->request(printer, caf::infinite, caf::get_atom::value).receive([](bool) {}, [](caf::error&) {});
     self->send_exit(printer, caf::exit_reason::user_shutdown);
     if (!failure.empty()) throw std::runtime_error(failure);
