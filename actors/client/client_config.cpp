@@ -1,5 +1,6 @@
 #include "actors/client/client_config.hpp"
 
+#include <optional>
 #include <cmath>
 #include <limits>
 
@@ -51,8 +52,12 @@ ClientConfig load_client_config_text(std::string_view text, const std::string& t
 void validate(const ClientConfig& config, const std::string& source) { validate_client(config, source, ""); }
 
 void validate_client(const ClientConfig& c, const std::string& source, const std::string& prefix) {
+  // Every problem is reported: recorded in the ConfigProblems alive (a swarm file's), else in one of its own.
+  std::optional<ConfigProblems> own;
+  ConfigProblems* problems = ConfigProblems::current();
+  if (!problems) problems = &own.emplace();
   auto fail = [&](const std::string& key, const std::string& problem) {
-    throw ConfigError(source + ": '" + prefix + key + "' " + problem);
+    problems->add(source + ": '" + prefix + key + "' " + problem, 0);
   };
   if (c.model.empty()) fail("model", "is not set: give a model directory, a .gguf file or \"demo\"");
   if (c.initial_peers.empty()) fail("initial_peers", "is empty: give the \"HOST:PORT\" of at least one node");
@@ -64,6 +69,7 @@ void validate_client(const ClientConfig& c, const std::string& source, const std
                            std::to_string(c.max_length));
   if (!std::isfinite(c.request_timeout_s) || c.request_timeout_s <= 0)
     fail("request_timeout_s", "must be a number > 0, got " + toml_double(c.request_timeout_s));
+  if (own) own->check();
 }
 
 std::string to_toml(const ClientConfig& c, const std::string& table) {

@@ -88,11 +88,14 @@ SwarmConfig load_swarm_config_text(std::string_view text, const std::string& tom
     std::string w = where(toml_path, at);
     return w.substr(0, w.size() - 2);  // without the ": " that where() ends with
   });
+  problems.check();  // the servers' and the client's values, checked above
   return swarm;
 }
 
 void validate(const SwarmConfig& config, const std::string& source) {
+  ConfigProblems problems;  // every server's and the client's problems together
   check_swarm(config, source, [&](size_t) { return source; });
+  problems.check();
 }
 
 std::string to_toml(const SwarmConfig& config) {

@@ -1,5 +1,6 @@
 #include "actors/server/node_config.hpp"
 
+#include <optional>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -177,8 +178,12 @@ NodeConfig load_node_config_text(std::string_view text, const std::string& toml_
 void validate(const NodeConfig& config, const std::string& source) { validate_node(config, source, ""); }
 
 void validate_node(const NodeConfig& c, const std::string& source, const std::string& prefix) {
+  // Every problem is reported: recorded in the ConfigProblems alive (a swarm file's), else in one of its own.
+  std::optional<ConfigProblems> own;
+  ConfigProblems* problems = ConfigProblems::current();
+  if (!problems) problems = &own.emplace();
   auto fail = [&](const std::string& key, const std::string& problem) {
-    throw ConfigError(source + ": '" + prefix + key + "' " + problem);
+    problems->add(source + ": '" + prefix + key + "' " + problem, 0);
   };
   auto positive = [&](const std::string& key, double v) {
     if (!std::isfinite(v) || v <= 0) fail(key, "must be a number > 0, got " + toml_double(v));
@@ -231,6 +236,7 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
   in_range("max_peer_connections_per_address", c.max_peer_connections_per_address, kMaxPeerConnections);
   positive("peer_connections_per_second", c.peer_connections_per_second);
   in_range("max_peer_frame_mb", c.max_peer_frame_mb, kMaxPeerFrameMb);
+  if (own) own->check();
 }
 
 peer_limits peer_limits_of(const NodeConfig& c) {

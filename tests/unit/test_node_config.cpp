@@ -166,6 +166,11 @@ BOOST_FIXTURE_TEST_CASE(every_problem_of_a_file_is_reported_at_once, Files) {
                  ":3: unknown key 'num_block' (did you mean 'num_blocks'?)\n" + path +
                  ":4: 'threads' must be an integer in 0..4096, got -5\n" + path +
                  ":5: 'cache_tokens' must be an integer >= 1, got 1.5");
+  // The checks of values read well (validate) report every problem too.
+  const std::string values =
+      write("values.toml", "model = \"demo\"\nupdate_period_s = 4000\ninject_wrong_outputs = 2.0\n");
+  check_contains(error_of([&] { validate(load_node_config(values), values); }),
+                 {"'inject_wrong_outputs' must be a number in 0..1", "\n", "'update_period_s' must be at most 1800"});
   // A rule that stops the reading comes after the problems found before it.
   check_contains(node_error(*this, "port = \"abc\"\nannounce_address = \"nowhere\"\n"),
                  {":1: 'port' must be an integer", "\n", ":2: 'announce_address' must hold"});
@@ -483,8 +488,11 @@ BOOST_FIXTURE_TEST_CASE(swarm_errors_name_the_server, Files) {
              path + ":3: 'server[0].port' must be an integer in 0..65535, got \"x\"");
   BOOST_TEST(err("model = \"demo\"\nmode = \"push\"\n[[server]]\nport = 1\n") ==
              path + ":2: unknown key 'mode' (did you mean 'model'?)");
+  // Every server's problems and the client's, together.
   BOOST_TEST(err("[[server]]\nport = 1\n[[server]]\nport = 2\npublic_name = \"b\"\n") ==
-             path + ":1: 'server[0].model' is not set: give a model directory, a .gguf file or \"demo\"");
+             path + ":1: 'server[0].model' is not set: give a model directory, a .gguf file or \"demo\"\n" + path +
+                 ":3: 'server[1].model' is not set: give a model directory, a .gguf file or \"demo\"\n" + path +
+                 ": 'client.model' is not set: give a model directory, a .gguf file or \"demo\"");
   BOOST_TEST(err("model = \"demo\"\n[[server]]\nport = 7\n[[server]]\nport = 7\npublic_name = \"b\"\n") ==
              path + ":4: 'server[1].port' is 7, as is 'server[0].port': give each server its own port");
   check_contains(err("model = \"demo\"\n[[server]]\nport = 7\n[[server]]\nport = 8\n"),
