@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "actors/net/peer_limits.hpp"
+#include "actors/protocol/block_span.hpp"
 #include "actors/server/peer_quotas.hpp"
 #include "actors/server/node_config_toml.hpp"
 #include "model/model_path.hpp"
@@ -39,8 +40,6 @@ std::optional<std::string> check_host(const std::string& host) {
       return "must be a host name or an IP address, got " + toml_quote(host);
   return std::nullopt;
 }
-
-std::string range_text(const BlockRange& r) { return std::to_string(r.first) + ":" + std::to_string(r.last); }
 
 // Adapters are named by their directory: two with one name could not be told apart.
 std::optional<std::string> check_adapters(const std::vector<std::string>& dirs) {
@@ -194,7 +193,7 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
     fail("num_blocks", "must be an integer >= 1, got " + std::to_string(*c.num_blocks));
   if (c.block_indices && (c.block_indices->first < 0 || c.block_indices->first >= c.block_indices->last))
     fail("block_indices", "must be \"FIRST:LAST\" with 0 <= FIRST < LAST (e.g. \"10:20\"), got " +
-                              toml_quote(range_text(*c.block_indices)));
+                              toml_quote(block_span(c.block_indices->first, c.block_indices->last)));
   if (c.num_blocks && c.block_indices)
     fail("num_blocks", "and '" + prefix + "block_indices' exclude each other: give one of them");
   if (auto problem = check_host(c.host)) fail("host", *problem);
@@ -262,7 +261,7 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   auto line = [&](const char* key, const std::string& value) { out += std::string(key) + " = " + value + "\n"; };
   line("model", toml_quote(c.model));
   if (c.num_blocks) line("num_blocks", std::to_string(*c.num_blocks));
-  if (c.block_indices) line("block_indices", toml_quote(range_text(*c.block_indices)));
+  if (c.block_indices) line("block_indices", toml_quote(block_span(c.block_indices->first, c.block_indices->last)));
   if (!c.num_blocks && !c.block_indices) out += "# num_blocks, block_indices: not set (as many blocks as fit)\n";
   line("host", toml_quote(c.host));
   line("port", std::to_string(c.port));

@@ -1,10 +1,8 @@
 #include "actors/server/server_node.hpp"
 
-#include <algorithm>
 #include <caf/all.hpp>
 #include <chrono>
 #include <filesystem>
-#include <map>
 
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
@@ -14,26 +12,6 @@
 #include "model/block.hpp"
 
 namespace corolla {
-
-namespace {
-
-// What a server given no dtype serves: its weights as stored, named by the dtype that holds most of block 0's
-// matrix elements (a GGUF file mixes them: Q4_K_M's blocks are mostly q4_K, some q6_K).
-std::string stored_dtype_name(const WeightSource& source) {
-  const std::string block0 = block_tensor_name(0, "");
-  std::map<DType, int64_t> elements;
-  for (const std::string& name : source.names())
-    if (name.rfind(block0, 0) == 0) {
-      const WeightSource::TensorMeta meta = source.meta(name);
-      if (meta.shape.rank() == 2) elements[meta.dtype] += meta.shape.numel();
-    }
-  if (elements.empty()) return "auto";
-  const auto most = std::max_element(elements.begin(), elements.end(),
-                                     [](const auto& a, const auto& b) { return a.second < b.second; });
-  return std::string(dtype_name(most->first));
-}
-
-}  // namespace
 
 server_node start_server_node(caf::actor_system& sys, const server_setup& setup, caf::actor connector,
                               std::shared_ptr<WeightSource> source, bool load_now) {
@@ -49,7 +27,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.version = COROLLA_VERSION_STRING;
   o.model_name = std::filesystem::path(source->origin()).filename().string();
   o.public_name = setup.public_name;
-  o.dtype = setup.dtype ? std::string(dtype_name(*setup.dtype)) : stored_dtype_name(*source);
+  o.dtype = setup.dtype ? std::string(dtype_name(*setup.dtype)) : stored_dtype_name(*source);  // as stored
   o.device = setup.device;
   o.first_block = setup.first_block;
   o.last_block = setup.last_block;

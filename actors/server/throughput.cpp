@@ -93,10 +93,8 @@ std::string throughput_cache_key(const WeightSource& source, const Backend& back
   char digest[17];
   std::snprintf(digest, sizeof digest, "%016llx",
                 static_cast<unsigned long long>(store::xxhash64(shape.data(), shape.size(), 0)));
-  std::string stored = "auto";
-  const std::string probe = block_tensor_name(0, "mlp.up_proj.weight");
-  if (!dtype && source.has(probe)) stored = std::string(dtype_name(source.meta(probe).dtype));
-  return std::string(digest) + "/" + backend.name() + "/" + (dtype ? std::string(dtype_name(*dtype)) : stored);
+  return std::string(digest) + "/" + backend.name() + "/" +
+         (dtype ? std::string(dtype_name(*dtype)) : stored_dtype_name(source));
 }
 
 double announced_throughput(double forward_rps, double network_rps, int64_t num_blocks) {

@@ -83,6 +83,17 @@ class CachedConversation {
   std::vector<int32_t> cached_;
 };
 
+// The tokens that end a reply: the model's ends of text and the chat template's end of turn.
+std::vector<int32_t> reply_end_tokens(const Tokenizer& tokenizer, const ChatTemplate& chat) {
+  std::vector<int32_t> ends = tokenizer.eos_ids();
+  if (chat.end_of_turn_id() >= 0) ends.push_back(chat.end_of_turn_id());
+  return ends;
+}
+
+bool ends_reply(const std::vector<int32_t>& ends, int32_t id) {
+  return std::find(ends.begin(), ends.end(), id) != ends.end();
+}
+
 // The terminal loop over a reply engine: commands, the chat template, streaming the reply as text.
 int chat_loop(const ChatOptions& o, const std::string& where, const Tokenizer& tokenizer, const ChatTemplate& chat,
               const ReplyFn& reply_to, const std::function<void()>& reset) {
@@ -132,13 +143,14 @@ int run_local(const ChatOptions& o, const std::string& path) {
   LocalModel model(open_weights(path), *backend);
   CachedConversation conversation(model, std::min<int64_t>(o.context, model.config().max_position));
   Sampler sampler(o.sampling.params());
+  const std::vector<int32_t> ends = reply_end_tokens(tokenizer, chat);
   const ReplyFn reply_to = [&](const std::vector<int32_t>& ids, const std::function<void(int32_t)>& on_token) {
     Tensor logits = conversation.feed(ids);
     std::vector<int32_t> reply;
     for (int64_t i = 0; i < o.max_new_tokens; ++i) {
       const int32_t next =
           sampler.next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, conversation.cached());
-      if (tokenizer.is_eos(next) || next == chat.end_of_turn_id()) break;
+      if (ends_reply(ends, next)) break;
       reply.push_back(next);
       on_token(next);
       logits = conversation.feed_one(next);
@@ -166,8 +178,7 @@ int run_swarm(const ChatOptions& o, const std::string& path) {
   GenerationParams params;
   params.max_new_tokens = o.max_new_tokens;
   params.sampling = o.sampling.params();
-  params.eos_token_ids = tokenizer.eos_ids();  // the model's ends of text and the template's end of turn
-  if (chat.end_of_turn_id() >= 0) params.eos_token_ids.push_back(chat.end_of_turn_id());
+  params.eos_token_ids = reply_end_tokens(tokenizer, chat);
   const ReplyFn reply_to = [&](const std::vector<int32_t>& ids, const std::function<void(int32_t)>& on_token) {
     const int64_t max_length = static_cast<int64_t>(ids.size()) + o.max_new_tokens;
     if (max_length > context)
@@ -177,8 +188,7 @@ int run_swarm(const ChatOptions& o, const std::string& path) {
     // Tokens stream through an actor of their own; the reply's last token (an end token, not shown) is dropped.
     auto printer = sys.spawn([on_token, &params](caf::event_based_actor*) -> caf::behavior {
       return {[on_token, &params](token_atom, int32_t id) {
-                const auto& ends = params.eos_token_ids;
-                if (std::find(ends.begin(), ends.end(), id) == ends.end()) on_token(id);
+                if (!ends_reply(params.eos_token_ids, id)) on_token(id);
               },
               [](caf::get_atom) { return true; }};
     });
@@ -198,9 +208,7 @@ int run_swarm(const ChatOptions& o, const std::string& path) {
     self->request(printer, caf::infinite, caf::get_atom::value).receive([](bool) {}, [](caf::error&) {});
     self->send_exit(printer, caf::exit_reason::user_shutdown);
     if (!failure.empty()) throw std::runtime_error(failure);
-    while (!reply.empty() && std::find(params.eos_token_ids.begin(), params.eos_token_ids.end(), reply.back()) !=
-                                 params.eos_token_ids.end())
-      reply.pop_back();
+    while (!reply.empty() && ends_reply(params.eos_token_ids, reply.back())) reply.pop_back();
     return reply;
   };
   const int rc = chat_loop(o, path + " through the swarm", tokenizer, chat, reply_to, [] {});

@@ -42,8 +42,9 @@ Tensor placed_for_kernels(const Tensor& w, const MatvecKernels& kernels, ThreadP
   void* p = std::aligned_alloc(alignment, rounded);
   if (!p) throw std::bad_alloc();
   if (alignment == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
-  // Groups of 16 rows take the same bytes in both layouts, so ranges of groups are placed independently.
-  const int64_t groups = interleaved ? w.dim(0) / kInterleavedRows : 1;
+  // Groups of 16 rows take the same bytes in both layouts, so ranges of groups are placed independently (a plain
+  // copy: ranges of rows).
+  const int64_t groups = interleaved ? w.dim(0) / kInterleavedRows : w.dim(0);
   const int64_t group_bytes = static_cast<int64_t>(bytes) / groups;
   auto place = [&](int64_t g0, int64_t g1) {
     const auto* from = static_cast<const char*>(w.data()) + g0 * group_bytes;

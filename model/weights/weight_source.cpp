@@ -1,5 +1,6 @@
 #include "model/weights/weight_source.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,20 @@ namespace fs = std::filesystem;
 
 std::string block_tensor_name(int64_t block, const std::string& suffix) {
   return "model.layers." + std::to_string(block) + "." + suffix;
+}
+
+std::string stored_dtype_name(const WeightSource& source) {
+  const std::string block0 = block_tensor_name(0, "");
+  std::map<DType, int64_t> elements;
+  for (const std::string& name : source.names())
+    if (name.rfind(block0, 0) == 0) {
+      const WeightSource::TensorMeta meta = source.meta(name);
+      if (meta.shape.rank() == 2) elements[meta.dtype] += meta.shape.numel();
+    }
+  if (elements.empty()) return "auto";
+  const auto most = std::max_element(elements.begin(), elements.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  return std::string(dtype_name(most->first));
 }
 
 std::optional<int64_t> parse_block_number(std::string_view digits) {

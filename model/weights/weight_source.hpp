@@ -67,6 +67,9 @@ std::shared_ptr<WeightSource> open_weights(const std::string& path);
 
 // Hugging Face names of one block's tensors.
 std::string block_tensor_name(int64_t block, const std::string& suffix);
+// The dtype a model's blocks are stored in, named: the one that holds most of block 0's matrix elements (a GGUF file
+// mixes them: Q4_K_M's blocks are mostly q4_K, some q6_K); "auto" when block 0 has no matrix.
+std::string stored_dtype_name(const WeightSource& source);
 // The block number in a tensor name read from a file ("12" of "blk.12.attn_q.weight"), or nullopt when it is not
 // a plain decimal number small enough to be one.
 std::optional<int64_t> parse_block_number(std::string_view digits);
