@@ -49,7 +49,7 @@ double tokens_per_second(Backend& backend, int64_t tokens_per_step, int max_step
 compute_rates measure_compute_rates(const WeightSource& source, Backend& backend, std::optional<DType> dtype,
                                     const measure_limits& limits) {
   const ModelConfig& c = source.config();
-  std::unique_ptr<Block> block = load_block(source, 0, backend, {dtype});
+  std::unique_ptr<Block> block = load_block(source, first_block_held(source), backend, {dtype});
   compute_rates out;
   // Inference: one token per step at growing positions, each step from the same input (feeding the output back
   // could drift into denormals or infinities, which would time something else).

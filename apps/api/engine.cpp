@@ -9,7 +9,7 @@
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/protocol/errors.hpp"
-#include "model/model_path.hpp"
+#include "model/hub/fetch_model.hpp"
 #include "model/weights/weight_source.hpp"
 
 namespace corolla::api {
@@ -212,9 +212,9 @@ Engine::Engine(caf::actor_system& sys, ApiConfig config, caf::actor connector)
     auto m = std::make_shared<ApiModel>(ApiModel{
         "", "", "", Tokenizer(nullptr), ChatTemplate{}, nullptr, nullptr, nullptr, 0, 0, 0});
     try {
-      m->path = resolve_model_path(mc.path);
+      m->path = hub::locate_model(mc.path, hub::ModelNeeds::client_head());
       auto source = open_weights(m->path);
-      m->tokenizer = Tokenizer::load(mc.tokenizer.empty() ? m->path : resolve_model_path(mc.tokenizer));
+      m->tokenizer = Tokenizer::load(mc.tokenizer.empty() ? m->path : hub::locate_model(mc.tokenizer, hub::ModelNeeds::tokenizer_only()));
       m->chat = ChatTemplate::for_tokenizer(m->tokenizer);
       m->backend = std::shared_ptr<Backend>(make_cpu_backend(0));
       m->head = std::make_shared<const ClientHead>(*source, *m->backend);

@@ -18,7 +18,7 @@
 #include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
 #include "model/local_model.hpp"
-#include "model/model_path.hpp"
+#include "model/hub/fetch_model.hpp"
 #include "model/tokenizer/chat_template.hpp"
 #include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
@@ -236,7 +236,8 @@ Runner add_chat(CLI::App& app) {
   add_credential_flags(*cmd, o->credentials);
   return [o, cmd] {
     o->credentials = credentials_from_flags(*cmd, o->credentials);
-    const std::string path = resolve_model_path(o->model);
+    const std::string path = hub::locate_model(o->model, o->initial_peers.empty() ? hub::ModelNeeds::everything()
+                                                                                : hub::ModelNeeds::client_head());
     return o->initial_peers.empty() ? run_local(*o, path) : run_swarm(*o, path);
   };
 }

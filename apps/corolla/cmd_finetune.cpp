@@ -12,7 +12,7 @@
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/node_flags.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
-#include "model/model_path.hpp"
+#include "model/hub/fetch_model.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace corolla::cli {
@@ -106,7 +106,8 @@ caf::actor open_blocks(caf::actor_system& sys, caf::scoped_actor& self, const Fi
 }
 
 int run(const FinetuneOptions& o) {
-  const std::string path = resolve_model_path(o.model);
+  const std::string path = hub::locate_model(o.model, o.initial_peers.empty() ? hub::ModelNeeds::everything()
+                                                                            : hub::ModelNeeds::client_head());
   auto source = open_weights(path);
   std::optional<Tokenizer> tokenizer;
   try {

@@ -20,7 +20,7 @@
 #include "model/bounded_file.hpp"
 #include "model/local_model.hpp"
 #include "model/lora.hpp"
-#include "model/model_path.hpp"
+#include "model/hub/fetch_model.hpp"
 #include "model/tokenizer/chat_template.hpp"
 #include "model/tokenizer/stream_decoder.hpp"
 #include "model/tokenizer/tokenizer.hpp"
@@ -359,7 +359,8 @@ Runner add_generate(CLI::App& app) {
     if (cmd->count("--prompt") && o->prompt.empty()) throw std::invalid_argument("the prompt is empty");
     if (o->prompt_ids.empty() && o->prompt.empty() && o->prompts_file.empty())
       throw std::invalid_argument("give --prompt, --prompt-ids or --prompts-file");
-    const std::string path = resolve_model_path(o->model);
+    const std::string path = hub::locate_model(o->model, o->initial_peers.empty() ? hub::ModelNeeds::everything()
+                                                                                : hub::ModelNeeds::client_head());
     return o->initial_peers.empty() ? run_local(*o, path) : run_swarm(*o, path);
   };
 }

@@ -15,7 +15,7 @@
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/stop_waiting_on_error.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
-#include "model/model_path.hpp"
+#include "model/hub/fetch_model.hpp"
 
 namespace corolla::cli {
 namespace {
@@ -83,7 +83,7 @@ int answer(api::Engine& engine, const RunOptions& o) {
 
 int run(const RunOptions& o) {
   block_stop_signals();
-  const std::string path = resolve_model_path(o.model);
+  const std::string path = hub::locate_model(o.model, hub::ModelNeeds::everything());
   if (o.prompt.empty() && o.port != 0) api::check_can_listen(o.host, static_cast<uint16_t>(o.port));
   corolla_config sys_cfg;
   caf::actor_system sys{sys_cfg};

@@ -27,7 +27,7 @@
 #include "apps/corolla/stop_waiting_on_error.hpp"
 #include "apps/corolla/wait_for_signal.hpp"
 #include "model/lora.hpp"
-#include "model/model_path.hpp"
+#include "model/hub/fetch_model.hpp"
 
 namespace corolla::cli {
 namespace {
@@ -71,7 +71,10 @@ struct balance_watch {
 
 int run(const NodeConfig& cfg) {
   block_stop_signals();
-  auto source = open_weights(resolve_model_path(cfg.model));
+  // A model fetched by name brings only the blocks served; a server that balances may move anywhere.
+  const auto needs = cfg.block_indices ? hub::ModelNeeds::blocks(cfg.block_indices->first, cfg.block_indices->last)
+                                       : hub::ModelNeeds::blocks(0, -1);
+  auto source = open_weights(hub::locate_model(cfg.model, needs));
   const int64_t total = source->config().num_layers;
 
   corolla_config sys_cfg;

@@ -8,7 +8,7 @@
 
 #include "apps/corolla/cli_inputs.hpp"
 #include "apps/corolla/commands.hpp"
-#include "model/model_path.hpp"
+#include "model/hub/fetch_model.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 namespace corolla::cli {
@@ -42,7 +42,7 @@ Runner add_tokenize(CLI::App& app) {
   cmd->add_flag("--decode", o->decode, "Input holds token ids (space or comma separated); print the text");
   return [o, text, file] {
     if (text->count() == 0 && file->count() == 0) throw std::invalid_argument("tokenize needs --text or --file");
-    const Tokenizer tok = Tokenizer::load(resolve_model_path(o->model));
+    const Tokenizer tok = Tokenizer::load(hub::locate_model(o->model, hub::ModelNeeds::tokenizer_only()));
     const std::string input = read_input(*o);
     if (o->decode) {
       std::cout << tok.decode(parse_id_list(input, "--decode")) << "\n";

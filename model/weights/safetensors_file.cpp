@@ -47,35 +47,38 @@ std::optional<std::vector<int64_t>> non_negative_integers(const nlohmann::json& 
   return out;
 }
 
-// The safetensors format's own limit on its JSON header.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
-
 }  // namespace
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   return parse(MappedFile::open(path));
 }
 
-std::shared_ptr<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<MappedFile> file) {
-  auto f = std::make_shared<SafetensorsFile>();
-  f->file_ = std::move(file);
-  const std::string& path = f->file_->path();
-  const size_t size = f->file_->size();
+uint64_t safetensors_header_length(const uint8_t* first8, uint64_t file_size, const std::string& path) {
   auto fail = [&](const std::string& msg) -> void { throw std::runtime_error(path + ": invalid safetensors: " + msg); };
-  if (size < 8) fail("file of " + std::to_string(size) + " bytes has no header");
+  if (file_size < 8) fail("file of " + std::to_string(file_size) + " bytes has no header");
   uint64_t header_len;
-  std::memcpy(&header_len, f->file_->data(), 8);
-  if (header_len > kMaxHeaderBytes)
+  std::memcpy(&header_len, first8, 8);
+  if (header_len > kMaxSafetensorsHeaderBytes)
     fail("header length " + std::to_string(header_len) + " is above the format's limit of 100 MB");
-  if (header_len > size - 8) fail("header length " + std::to_string(header_len) + " runs past the end (truncated?)");
+  if (header_len > file_size - 8)
+    fail("header length " + std::to_string(header_len) + " runs past the end (truncated?)");
+  return header_len;
+}
+
+std::map<std::string, SafetensorsInfo> parse_safetensors_header(std::string_view json, uint64_t file_size,
+                                                                const std::string& path) {
+  auto fail = [&](const std::string& msg) -> void { throw std::runtime_error(path + ": invalid safetensors: " + msg); };
+  if (json.size() > kMaxSafetensorsHeaderBytes || json.size() > file_size || file_size - json.size() < 8)
+    fail("header of " + std::to_string(json.size()) + " bytes does not fit a file of " + std::to_string(file_size));
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(f->file_->data() + 8, f->file_->data() + 8 + header_len);
+    header = nlohmann::json::parse(json.begin(), json.end());
   } catch (const std::exception& e) {
     fail(std::string("header is not JSON: ") + e.what());
   }
   if (!header.is_object()) fail("header is not a JSON object");
-  const uint64_t data_start = 8 + header_len;
+  const uint64_t data_start = 8 + json.size();
+  std::map<std::string, SafetensorsInfo> tensors;
   std::vector<TensorExtent> extents;
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
@@ -106,16 +109,27 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<MappedFi
       if (offsets[1] - offsets[0] != static_cast<uint64_t>(info.nbytes))
         fail("tensor '" + name + "' holds " + std::to_string(offsets[1] - offsets[0]) + " bytes, its shape " +
              info.shape.str() + " needs " + std::to_string(info.nbytes));
-      if (offsets[1] > size - data_start)
+      if (offsets[1] > file_size - data_start)
         fail("tensor '" + name + "' lies beyond the end of the file (truncated?)");
       info.offset = data_start + offsets[0];
       extents.push_back({name, info.offset, info.offset + static_cast<uint64_t>(info.nbytes)});
-      f->tensors_[name] = info;
+      tensors[name] = info;
     } catch (const nlohmann::json::exception& e) {
       fail("tensor '" + name + "': " + e.what());
     }
   }
   check_no_overlap(std::move(extents), path);
+  return tensors;
+}
+
+std::shared_ptr<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<MappedFile> file) {
+  auto f = std::make_shared<SafetensorsFile>();
+  f->file_ = std::move(file);
+  const std::string& path = f->file_->path();
+  const size_t size = f->file_->size();
+  const uint64_t header_len = safetensors_header_length(f->file_->data(), size, path);
+  const std::string_view header(reinterpret_cast<const char*>(f->file_->data()) + 8, header_len);
+  f->tensors_ = parse_safetensors_header(header, size, path);
   return f;
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/tensor.hpp"
@@ -19,6 +20,17 @@ struct SafetensorsInfo {
   uint64_t offset = 0;  // from the start of the file
   int64_t nbytes = 0;
 };
+
+// The safetensors format's own limit on its JSON header.
+constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
+// The header length a file of `file_size` bytes states in its first 8 bytes; throws naming `path` when it is above
+// the format's limit or runs past the end. (A reader that fetches a file in pieces asks for this many next.)
+uint64_t safetensors_header_length(const uint8_t* first8, uint64_t file_size, const std::string& path);
+// The tensors a JSON header describes, offsets from the start of a file of `file_size` bytes, every one checked
+// (dtype, shape, size, inside the file, no overlap); throws naming `path` and the tensor.
+std::map<std::string, SafetensorsInfo> parse_safetensors_header(std::string_view json, uint64_t file_size,
+                                                                const std::string& path);
 
 class SafetensorsFile {
  public:

@@ -22,11 +22,33 @@ std::string block_tensor_name(int64_t block, const std::string& suffix) {
   return "model.layers." + std::to_string(block) + "." + suffix;
 }
 
+std::optional<int64_t> checkpoint_block_of(std::string_view name) {
+  size_t start = 0;
+  std::string_view previous;
+  while (start < name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string_view::npos) dot = name.size();
+    const std::string_view part = name.substr(start, dot - start);
+    if ((previous == "layers" || previous == "h") && dot < name.size())
+      if (auto block = parse_block_number(part)) return block;
+    previous = part;
+    start = dot + 1;
+  }
+  return std::nullopt;
+}
+
+int64_t first_block_held(const WeightSource& source) {
+  std::optional<int64_t> first;
+  for (const std::string& name : source.names())
+    if (auto b = checkpoint_block_of(name); b && (!first || *b < *first)) first = b;
+  return first.value_or(0);
+}
+
 std::string stored_dtype_name(const WeightSource& source) {
-  const std::string block0 = block_tensor_name(0, "");
+  const int64_t first = first_block_held(source);
   std::map<DType, int64_t> elements;
   for (const std::string& name : source.names())
-    if (name.rfind(block0, 0) == 0) {
+    if (checkpoint_block_of(name) == first) {
       const WeightSource::TensorMeta meta = source.meta(name);
       if (meta.shape.rank() == 2) elements[meta.dtype] += meta.shape.numel();
     }

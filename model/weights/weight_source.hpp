@@ -67,8 +67,14 @@ std::shared_ptr<WeightSource> open_weights(const std::string& path);
 
 // Hugging Face names of one block's tensors.
 std::string block_tensor_name(int64_t block, const std::string& suffix);
-// The dtype a model's blocks are stored in, named: the one that holds most of block 0's matrix elements (a GGUF file
-// mixes them: Q4_K_M's blocks are mostly q4_K, some q6_K); "auto" when block 0 has no matrix.
+// The block a tensor name of a Hugging Face checkpoint belongs to: N of "model.layers.N.…", "h.N.…",
+// "transformer.h.N.…" (any "….layers.N.…" or "….h.N.…"); nullopt for the rest (embeddings, final norm, heads).
+std::optional<int64_t> checkpoint_block_of(std::string_view tensor_name);
+// The lowest block any tensor of `source` belongs to (a server's download may hold only its span); 0 when none.
+int64_t first_block_held(const WeightSource& source);
+// The dtype a model's blocks are stored in, named: the one that holds most of the matrix elements of the first block
+// the source holds (a GGUF file mixes them: Q4_K_M's blocks are mostly q4_K, some q6_K; a server's download may
+// hold only its span); "auto" when that block has no matrix.
 std::string stored_dtype_name(const WeightSource& source);
 // The block number in a tensor name read from a file ("12" of "blk.12.attn_q.weight"), or nullopt when it is not
 // a plain decimal number small enough to be one.

@@ -1,0 +1,174 @@
+#include "model/hub/fetch_model.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "model/hub/hub_client.hpp"
+#include "model/hub/tensor_extract.hpp"
+#include "model/model_path.hpp"
+#include "model/weights/safetensors_index.hpp"
+
+namespace corolla::hub {
+namespace fs = std::filesystem;
+namespace {
+
+const char* const kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json", "generation_config.json",
+                                       "special_tokens_map.json"};
+const char* const kIndexFile = "model.safetensors.index.json";
+const char* const kSingleFile = "model.safetensors";
+
+std::string read_bounded(const fs::path& path, uintmax_t limit) {
+  if (fs::file_size(path) > limit)
+    throw HubError(path.string() + ": " + std::to_string(fs::file_size(path)) + " bytes is too large");
+  std::ifstream in(path, std::ios::binary);
+  return std::string{std::istreambuf_iterator<char>(in), {}};
+}
+
+// The folder one process opens, assembled from links and the index of the tensors present.
+struct View {
+  std::vector<std::pair<std::string, fs::path>> links;  // name in the folder -> file it points to
+  std::map<std::string, std::string> index;            // tensor -> file in the folder (sharded models)
+  bool sharded = false;
+};
+
+// Builds `view` beside `dir` and puts it in place whole (another process sees the old folder or the new one).
+void install(const View& view, const fs::path& dir) {
+  const fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  for (const auto& [name, target] : view.links) {
+    fs::create_directories((tmp / name).parent_path());
+    fs::create_symlink(fs::absolute(target), tmp / name);
+  }
+  if (view.sharded) {
+    nlohmann::json index = {{"metadata", nlohmann::json::object()}, {"weight_map", view.index}};
+    std::ofstream(tmp / kIndexFile) << index.dump(1);
+  }
+  fs::remove_all(dir);
+  fs::rename(tmp, dir);
+}
+
+class Fetch {
+ public:
+  Fetch(const HubRef& ref, const ModelNeeds& needs)
+      : ref_(ref), needs_(needs), client_(HubClient::from_environment()), cache_(hub_cache_root(), ref.repo),
+        own_(fs::path(corolla_cache_dir()) / "hub" / cache_.repo_dir().filename()) {}
+
+  fs::path offline() const {
+    const auto commit = cache_.commit_of(ref_.revision);
+    if (!commit)
+      throw HubError("HF_HUB_OFFLINE is set and " + ref_.str() + " was never fetched here (no " +
+                     (cache_.repo_dir() / "refs" / ref_.revision).string() + ")");
+    const fs::path dir = view_dir(*commit);
+    if (!fs::exists(dir / "config.json"))
+      throw HubError("HF_HUB_OFFLINE is set and the files of " + ref_.str() + " that this needs (" + needs_.label() +
+                     ") were never fetched here (no " + dir.string() + ")");
+    return dir;
+  }
+
+  fs::path online() {
+    auto config = client_.describe(ref_.repo, ref_.revision, "config.json");
+    if (!config) throw HubError(ref_.str() + " on " + client_.endpoint().str() + " has no config.json");
+    commit_ = config->commit;
+    cache_.set_ref(ref_.revision, commit_);
+    View view;
+    view.links.push_back({"config.json", client_.download(cache_, *config)});
+    if (needs_.tokenizer)
+      for (const char* name : kTokenizerFiles)
+        if (auto f = client_.describe(ref_.repo, commit_, name)) view.links.push_back({name, client_.download(cache_, *f)});
+    if (needs_.weights) add_weights(view);
+    const fs::path dir = view_dir(commit_);
+    install(view, dir);
+    return dir;
+  }
+
+ private:
+  fs::path view_dir(const std::string& commit) const {
+    return own_ / commit / needs_.label() / ref_.repo.substr(ref_.repo.find('/') + 1);
+  }
+
+  void add_weights(View& view) {
+    if (auto index = client_.describe(ref_.repo, commit_, kIndexFile)) {
+      const fs::path path = client_.download(cache_, *index);
+      const auto weight_map = parse_safetensors_index(read_bounded(path, kMaxSafetensorsIndexBytes), path.string());
+      std::map<std::string, std::vector<std::string>> all, wanted;  // shard -> tensor names
+      for (const auto& [tensor, shard] : weight_map) {
+        all[shard].push_back(tensor);
+        if (needs_.wants(tensor)) wanted[shard].push_back(tensor);
+      }
+      view.sharded = true;
+      for (const auto& [shard, names] : wanted) {
+        auto f = client_.describe(ref_.repo, commit_, shard);
+        if (!f) throw HubError(ref_.str() + ": its index names " + shard + ", which the repository lacks");
+        const bool whole = names.size() == all[shard].size();
+        view.links.push_back({shard, whole ? client_.download(cache_, *f) : part_of(*f, names, nullptr)});
+        for (const std::string& t : whole ? all[shard] : names) view.index[t] = shard;
+      }
+      return;
+    }
+    auto single = client_.describe(ref_.repo, commit_, kSingleFile);
+    if (!single)
+      throw HubError(ref_.str() + " has neither " + kSingleFile + " nor " + kIndexFile +
+                     " (for a GGUF repository, download the .gguf file and pass its path)");
+    if (needs_.label() == "all") {
+      view.links.push_back({kSingleFile, client_.download(cache_, *single)});
+      return;
+    }
+    const RemoteSafetensors header = read_remote_header(client_, *single);
+    std::vector<std::string> names;
+    for (const auto& [name, info] : header.tensors)
+      if (needs_.wants(name)) names.push_back(name);
+    const bool whole = names.size() == header.tensors.size();
+    view.links.push_back({kSingleFile, whole ? client_.download(cache_, *single) : part_of(*single, names, &header)});
+  }
+
+  // The file holding `names` of `f`: its blob when the whole file is already in the shared cache, else an extract
+  // (made unless an earlier run made it).
+  fs::path part_of(const RemoteFile& f, const std::vector<std::string>& names, const RemoteSafetensors* known) {
+    std::error_code ec;
+    if (fs::is_regular_file(cache_.blob(f.etag), ec) && fs::file_size(cache_.blob(f.etag), ec) == f.size)
+      return client_.download(cache_, f);  // links it into the snapshot as well
+    const fs::path out = own_ / "extracts" / (f.etag + "-" + needs_.label() + ".safetensors");
+    if (fs::exists(out)) return out;
+    const RemoteSafetensors header = known ? *known : read_remote_header(client_, f);
+    for (const std::string& n : names)
+      if (!header.tensors.count(n))
+        throw HubError(ref_.str() + ": its index puts tensor '" + n + "' in " + f.file + ", whose header lacks it");
+    extract_tensors(client_, header, names, out);
+    return out;
+  }
+
+  HubRef ref_;
+  ModelNeeds needs_;
+  HubClient client_;
+  HubCache cache_;
+  fs::path own_;
+  std::string commit_;
+};
+
+}  // namespace
+
+fs::path fetch_hub_model(const HubRef& ref, const ModelNeeds& needs) {
+  Fetch fetch(ref, needs);
+  if (hub_offline()) return fetch.offline();
+  try {
+    return fetch.online();
+  } catch (const HttpUnreachable& e) {
+    throw HubError("could not fetch " + ref.str() + " from " + HubClient::from_environment().endpoint().str() + ": " +
+                   e.what() + " (to use what an earlier run downloaded, set HF_HUB_OFFLINE=1)");
+  }
+}
+
+std::string locate_model(const std::string& name, const ModelNeeds& needs) {
+  if (name == "demo") return resolve_model_path(name);
+  if (std::filesystem::exists(name)) return name;
+  if (auto ref = parse_hub_ref(name)) return fetch_hub_model(*ref, needs).string();
+  return name;  // opening it says it does not exist
+}
+
+}  // namespace corolla::hub

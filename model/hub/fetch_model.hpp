@@ -1,0 +1,34 @@
+// Models by name: what users type after --model, resolved to a local path that open_weights and Tokenizer::load
+// take. "demo", a local directory or .gguf file, or a Hugging Face Hub name "org/name[@revision]" (a local path
+// of that name wins, as in transformers).
+//
+// A Hub model is fetched as far as `needs` asks (ModelNeeds): whole files into the shared Hub cache (so files
+// transformers downloaded serve here and the other way round), and for a shard of which only some tensors are
+// needed, those tensors alone, by byte ranges, into Corolla's cache:
+//
+//   ${COROLLA_CACHE:-~/.cache/corolla}/hub/models--org--name/
+//     extracts/<etag>-<needs>.safetensors          a shard's needed tensors
+//     <commit>/<needs>/<name>/                     what the process opens: links to the blobs and extracts, and an
+//                                                  index of exactly the tensors present
+//
+// The folder opened is named as the repository (<name>), so a swarm's default DHT prefix is the same for every
+// process that names the model, whatever each downloaded. With HF_HUB_OFFLINE set nothing is asked of the
+// endpoint: the revision's last resolution and the folder built then serve, or the error says what is missing.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "model/hub/hub_ref.hpp"
+#include "model/hub/model_needs.hpp"
+
+namespace corolla::hub {
+
+// The local path for `name`; throws std::runtime_error saying what failed (unreachable endpoint, refused access,
+// no such model, revision or file, content that does not match).
+std::string locate_model(const std::string& name, const ModelNeeds& needs);
+
+// The folder holding what `needs` asks of the Hub model `ref`.
+std::filesystem::path fetch_hub_model(const HubRef& ref, const ModelNeeds& needs);
+
+}  // namespace corolla::hub

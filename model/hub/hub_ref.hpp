@@ -1,0 +1,36 @@
+// A model named the way the Hugging Face Hub names it: "org/name" or "org/name@revision" (a branch, a tag or a
+// commit). Names are typed by users and revisions come back from servers; both become parts of URLs and of paths
+// in the cache, so only the characters the Hub itself allows pass, and nothing that could climb out of a folder.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace corolla::hub {
+
+struct HubRef {
+  std::string repo;                // "org/name"
+  std::string revision = "main";  // branch, tag or commit; may hold '/' ("refs/pr/1")
+  std::string str() const { return revision == "main" ? repo : repo + "@" + revision; }
+};
+
+// The reference `text` names, or nullopt when it does not have the shape of one (a local path such as "./m",
+// "/models/x" or "a/b/c" is not one).
+std::optional<HubRef> parse_hub_ref(std::string_view text);
+
+// One part of a repository id: letters, digits, '-', '_', '.', 1 to 96 characters, not starting or ending with
+// '-' or '.', without "--" or "..".
+bool valid_repo_part(std::string_view part);
+// A revision: 1 to 200 of letters, digits, '-', '_', '.', '/', with no empty, "." or ".." segment.
+bool valid_revision(std::string_view revision);
+// A commit id as the Hub sends it: 40 lowercase hexadecimal digits.
+bool valid_commit(std::string_view commit);
+// A file name inside a repository: '/'-separated segments of letters, digits, '-', '_', '.', none empty, "." or
+// "..", 1 to 255 characters.
+bool valid_repo_file(std::string_view file);
+
+// `text` with every byte other than letters, digits and "-_.~" percent-encoded ("refs/pr/1" -> "refs%2Fpr%2F1").
+std::string percent_encode(std::string_view text);
+
+}  // namespace corolla::hub
