@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -36,6 +37,38 @@ struct View {
   bool sharded = false;
 };
 
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The GGUF file of `files` that `wanted` names: the file itself, or the one whose name holds the tag ("Q4_K_M").
+std::string pick_gguf(const std::vector<std::string>& files, const std::string& wanted, const std::string& what) {
+  std::vector<std::string> ggufs, matches;
+  for (const std::string& f : files)
+    if (lower(f).ends_with(".gguf")) ggufs.push_back(f);
+  const bool whole_name = lower(wanted).ends_with(".gguf");
+  for (const std::string& f : ggufs) {
+    const std::string base = lower(f.substr(f.rfind('/') + 1));
+    if (whole_name ? f == wanted : base.find(lower(wanted)) != std::string::npos) matches.push_back(f);
+  }
+  auto listed = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& f : v) out += (out.empty() ? "" : ", ") + f;
+    return out.empty() ? std::string("none") : out;
+  };
+  if (matches.empty())
+    throw HubError(what + ": no GGUF file of the repository matches '" + wanted + "' (its GGUF files: " + listed(ggufs) +
+                   ")");
+  if (matches.size() > 1)
+    throw HubError(what + ": several GGUF files match '" + wanted + "' (" + listed(matches) + "); name one");
+  const std::string& f = matches.front();
+  if (f.find("-of-0") != std::string::npos)
+    throw HubError(what + ": " + f + " is one part of a split GGUF file, which Corolla does not read; merge the parts "
+                   "(llama-gguf-split --merge) and pass the file's path");
+  return f;
+}
+
 // Builds `view` beside `dir` and puts it in place whole (another process sees the old folder or the new one).
 void install(const View& view, const fs::path& dir) {
   const fs::path tmp = dir.string() + ".tmp-" + std::to_string(getpid());
@@ -59,7 +92,33 @@ class Fetch {
       : ref_(ref), needs_(needs), client_(HubClient::from_environment()), cache_(hub_cache_root(), ref.repo),
         own_(fs::path(corolla_cache_dir()) / "hub" / cache_.repo_dir().filename()) {}
 
+  // A GGUF repository's one file, whole, where huggingface_hub would put it (snapshots/<commit>/<file>).
+  fs::path gguf_offline() const {
+    const auto commit = cache_.commit_of(ref_.revision);
+    std::vector<std::string> files;
+    std::error_code ec;
+    if (commit)
+      for (auto it = fs::recursive_directory_iterator(cache_.snapshot(*commit), ec); !ec && it != fs::end(it);
+           it.increment(ec))
+        files.push_back(it->path().lexically_relative(cache_.snapshot(*commit)).string());
+    if (files.empty())
+      throw HubError("HF_HUB_OFFLINE is set and " + ref_.str() + " was never fetched here (no " +
+                     (cache_.repo_dir() / "refs" / ref_.revision).string() + ")");
+    return cache_.snapshot(*commit) / pick_gguf(files, ref_.file, ref_.str() + " (offline, in the cache)");
+  }
+
+  fs::path gguf_online() {
+    const RepoListing listing = client_.list_files(ref_.repo, ref_.revision);
+    const std::string file = pick_gguf(listing.files, ref_.file, ref_.str());
+    auto f = client_.describe(ref_.repo, listing.commit, file);
+    if (!f) throw HubError(ref_.str() + ": " + file + " is listed but cannot be fetched");
+    cache_.set_ref(ref_.revision, f->commit);
+    client_.download(cache_, *f);
+    return cache_.snapshot(f->commit) / file;
+  }
+
   fs::path offline() const {
+    if (!ref_.file.empty()) return gguf_offline();
     const auto commit = cache_.commit_of(ref_.revision);
     if (!commit)
       throw HubError("HF_HUB_OFFLINE is set and " + ref_.str() + " was never fetched here (no " +
@@ -72,8 +131,11 @@ class Fetch {
   }
 
   fs::path online() {
+    if (!ref_.file.empty()) return gguf_online();
     auto config = client_.describe(ref_.repo, ref_.revision, "config.json");
-    if (!config) throw HubError(ref_.str() + " on " + client_.endpoint().str() + " has no config.json");
+    if (!config)
+      throw HubError(ref_.str() + " on " + client_.endpoint().str() + " has no config.json (for a repository of GGUF " +
+                     "files, name one: " + ref_.repo + ":Q4_K_M)");
     commit_ = config->commit;
     cache_.set_ref(ref_.revision, commit_);
     View view;
@@ -114,7 +176,7 @@ class Fetch {
     auto single = client_.describe(ref_.repo, commit_, kSingleFile);
     if (!single)
       throw HubError(ref_.str() + " has neither " + kSingleFile + " nor " + kIndexFile +
-                     " (for a GGUF repository, download the .gguf file and pass its path)");
+                     " (for a repository of GGUF files, name one: " + ref_.repo + ":Q4_K_M)");
     if (needs_.label() == "all") {
       view.links.push_back({kSingleFile, client_.download(cache_, *single)});
       return;

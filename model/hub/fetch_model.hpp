@@ -11,6 +11,10 @@
 //     <commit>/<needs>/<name>/                     what the process opens: links to the blobs and extracts, and an
 //                                                  index of exactly the tensors present
 //
+// A GGUF file ("org/name:Q4_K_M", "org/name:file.gguf") is fetched whole and opened where huggingface_hub puts
+// it, snapshots/<commit>/<file> (the repository's file list, /api/models/<repo>/revision/<revision>, says which
+// file a tag names).
+//
 // The folder opened is named as the repository (<name>), so a swarm's default DHT prefix is the same for every
 // process that names the model, whatever each downloaded. With HF_HUB_OFFLINE set nothing is asked of the
 // endpoint: the revision's last resolution and the folder built then serve, or the error says what is missing.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "model/hub/download_progress.hpp"
 
@@ -175,6 +176,30 @@ std::optional<RemoteFile> HubClient::describe(const std::string& repo, const std
     f.size = *size;
     return f;
   }
+}
+
+RepoListing HubClient::list_files(const std::string& repo, const std::string& revision) const {
+  constexpr size_t kMaxListingBytes = size_t{16} << 20;  // a repository of ten thousand files is a few MB
+  Url url = endpoint_;
+  url.target += "/api/models/" + repo + "/revision/" + percent_encode(revision);
+  std::string body;
+  const HttpAnswer a = get(url, {}, [&](const char* d, size_t n) {
+    if (n > kMaxListingBytes - body.size()) throw HubError(url.str() + ": listing larger than 16 MiB");
+    body.append(d, n);
+  });
+  if (a.status < 200 || a.status >= 300) refuse(a, repo, revision, "the file list");
+  RepoListing out;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(body);
+    out.commit = j.at("sha").get<std::string>();
+    for (const auto& s : j.at("siblings"))
+      if (s.is_object() && s.contains("rfilename") && s["rfilename"].is_string())
+        if (const std::string f = s["rfilename"].get<std::string>(); valid_repo_file(f)) out.files.push_back(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw HubError(url.str() + ": the file list is not what the Hub sends (" + e.what() + ")");
+  }
+  if (!valid_commit(out.commit)) throw HubError(url.str() + ": the file list has no commit id");
+  return out;
 }
 
 HttpAnswer HubClient::get(Url url, std::vector<std::pair<std::string, std::string>> headers,

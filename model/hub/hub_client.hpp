@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "model/hub/http_client.hpp"
 #include "model/hub/hub_cache.hpp"
@@ -35,6 +36,12 @@ struct RemoteFile {
   Url location;        // where GET finds the bytes
 };
 
+// A repository's files at one commit (the Hub's /api/models/<repo>/revision/<revision>).
+struct RepoListing {
+  std::string commit;
+  std::vector<std::string> files;  // paths inside the repository; names that are not plain paths are left out
+};
+
 class HubClient {
  public:
   HubClient(Url endpoint, std::string token) : endpoint_(std::move(endpoint)), token_(std::move(token)) {}
@@ -48,6 +55,8 @@ class HubClient {
   // or size; HttpUnreachable when the endpoint cannot be reached.
   std::optional<RemoteFile> describe(const std::string& repo, const std::string& revision,
                                      const std::string& file) const;
+  // The files of the repository at `revision`. Throws like describe().
+  RepoListing list_files(const std::string& repo, const std::string& revision) const;
   // The file whole in `cache` (downloaded unless its blob is there; an interrupted download resumes), linked into
   // snapshots/<commit>/; returns the blob's path.
   std::filesystem::path download(const HubCache& cache, const RemoteFile& f) const;

@@ -43,6 +43,12 @@ bool valid_repo_file(std::string_view file) { return valid_segments(file, 255); 
 
 std::optional<HubRef> parse_hub_ref(std::string_view text) {
   HubRef ref;
+  if (const size_t colon = text.find(':'); colon != std::string_view::npos) {
+    const std::string_view file = text.substr(colon + 1);
+    if (!valid_repo_file(file)) return std::nullopt;
+    ref.file = std::string(file);
+    text = text.substr(0, colon);
+  }
   std::string_view repo = text;
   if (const size_t at = text.find('@'); at != std::string_view::npos) {
     repo = text.substr(0, at);

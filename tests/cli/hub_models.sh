@@ -52,6 +52,18 @@ out=$(gen --model test-org/llama 2>"$dir/err"); check "a broken download resumes
 check "the resumption is said" "resuming" "$(cat "$dir/err")"
 check "it asked for the rest only" '"range": "bytes=100000-"' "$(cat "$dir/log.jsonl")"
 
+# A GGUF file of a repository, by tag or by name (as llama.cpp's -hf takes them).
+ids() { "$bin" generate --prompt-ids 1,2,3 --max-new-tokens 6 --temperature 0 "$@"; }
+gguf_expected=$(ids --model "$models/llama/model-q8_0.gguf" 2>/dev/null)
+out=$(ids --model test-org/llama:Q8_0 2>"$dir/err"); check "a GGUF file by its tag" "$gguf_expected" "$out"
+[ -n "$gguf_expected" ] && [ "$out" == "$gguf_expected" ] || { echo "FAILED: '$out' != '$gguf_expected'"; fail=1; }
+[ -L "$dir/hf/hub/models--test-org--llama/snapshots/$(cat "$dir/hf/hub/models--test-org--llama/refs/main")/model-q8_0.gguf" ] \
+  && echo "ok: the GGUF file where huggingface_hub puts it" || { echo "FAILED: no snapshot link to the GGUF file"; fail=1; }
+out=$(ids --model test-org/llama:model-q8_0.gguf 2>&1); check "a GGUF file by its name" "$gguf_expected" "$out"
+out=$(ids --model test-org/llama:Q4 2>&1); check "a tag that names several" "several GGUF files match 'Q4'" "$out"
+out=$(ids --model test-org/llama:Q3_K_S 2>&1); check "a tag that names none" "no GGUF file of the repository matches" "$out"
+out=$(HF_HUB_OFFLINE=1 ids --model test-org/llama:Q8_0 2>&1); check "a GGUF file offline" "$gguf_expected" "$out"
+
 # Offline: what was fetched serves with the endpoint unreachable; what was not is named.
 out=$(HF_HUB_OFFLINE=1 HF_ENDPOINT=http://127.0.0.1:1 gen --model test-org/llama-sharded 2>&1)
 check "offline, from the cache" "$expected" "$out"

@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     if (auto ref = parse_hub_ref(text)) {
-      const std::string both = ref->repo + "/" + ref->revision;
+      const std::string both = ref->repo + "/" + ref->revision + "/" + ref->file;
       if (both.find("..") != std::string::npos || both.find('\\') != std::string::npos || both.starts_with("/") ||
           both.find('\0') != std::string::npos)
         __builtin_trap();

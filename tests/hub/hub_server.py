@@ -7,6 +7,7 @@ It serves repositories assembled from local folders in the Hub's URL scheme:
     LFS files (.safetensors, .gguf): 302 to the second listener (a "CDN" on another port, as the Hub's CDN is on
     another host) with X-Linked-Etag = sha256, X-Linked-Size, X-Repo-Commit
   GET /blob/<org>/<name>/<sha256> on the CDN port: the bytes, with Range support (206, Content-Range)
+  GET /api/models/<org>/<name>/revision/<revision>: {"sha": commit, "siblings": [{"rfilename": file}, ...]}
 Errors carry X-Error-Code as the Hub's do: RepoNotFound, RevisionNotFound, EntryNotFound, GatedRepo.
 
 Options: --repo ORG/NAME=DIR[:DIR...] (files of the folders merged), --gated ORG/NAME (needs
@@ -109,6 +110,9 @@ def main():
             path = urllib.parse.urlsplit(self.path).path
             if self.server.server_port == ports["cdn"]:
                 return self.cdn(path, send_body)
+            m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/revision/([^/]+)", path)
+            if m:
+                return self.listing(m.group(1), urllib.parse.unquote(m.group(2)), send_body)
             m = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
             if not m:
                 return self.reply(404, {}, b"not found", send_body, "RepoNotFound")
@@ -129,6 +133,17 @@ def main():
                 return self.reply(302, dict(common, **{"Location": location, "X-Linked-Etag": '"%s"' % etag,
                                                        "X-Linked-Size": str(size)}), b"", send_body)
             return self.reply(200, common, open(repo.files[f], "rb").read(), send_body)
+
+        def listing(self, name, rev, send_body):
+            repo = repos.get(name)
+            if repo is None:
+                return self.reply(404, {}, b"Repository not found", send_body, "RepoNotFound")
+            if name in args.gated and self.headers.get("Authorization") != "Bearer " + args.token:
+                return self.reply(401, {}, b"Access to this model is restricted", send_body, "GatedRepo")
+            if rev not in ("main", repo.commit):
+                return self.reply(404, {}, b"Invalid rev id", send_body, "RevisionNotFound")
+            body = json.dumps({"sha": repo.commit, "siblings": [{"rfilename": f} for f in sorted(repo.files)]})
+            return self.reply(200, {"Content-Type": "application/json"}, body.encode(), send_body)
 
         def cdn(self, path, send_body):
             m = re.fullmatch(r"/blob/([^/]+/[^/]+)/([0-9a-f]{64})", path)

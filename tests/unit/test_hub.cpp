@@ -28,6 +28,17 @@ BOOST_AUTO_TEST_CASE(names_and_revisions) {
   BOOST_REQUIRE(r);
   BOOST_TEST(r->revision == "refs/pr/1");
   BOOST_TEST(r->str() == "meta-llama/Llama-3.1-8B@refs/pr/1");
+  r = parse_hub_ref("bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M");
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->repo == "bartowski/Llama-3.2-1B-Instruct-GGUF");
+  BOOST_TEST(r->file == "Q4_K_M");
+  r = parse_hub_ref("org/name@v1:sub/model-q8_0.gguf");
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->revision == "v1");
+  BOOST_TEST(r->file == "sub/model-q8_0.gguf");
+  BOOST_TEST(r->str() == "org/name@v1:sub/model-q8_0.gguf");
+  BOOST_TEST(!parse_hub_ref("org/name:../x.gguf"));
+  BOOST_TEST(!parse_hub_ref("org/name:"));
   // Local paths and names that would climb out of a folder or break a URL are not Hub names.
   for (const char* not_a_name : {"demo", "./org/name", "/models/x", "a/b/c", "org/", "/name", "org/na me",
                                  "org/..", "../name", "org/name@", "org/name@../x", "org/name@a//b", "org/-x",
