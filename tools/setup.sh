@@ -11,6 +11,7 @@ packages=(
   libboost-test-dev libboost-dev
   libopenblas-pthread-dev libdnnl-dev libpcre2-dev libicu-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libjemalloc-dev libssl-dev libsodium-dev
+  pybind11-dev python3-dev python3-numpy python3-pytest
 )
 missing=()
 for p in "${packages[@]}"; do

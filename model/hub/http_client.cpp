@@ -38,7 +38,7 @@ HttpAnswer exchange(Stream& stream, const HttpRequest& r) {
   auto& tcp_layer = beast::get_lowest_layer(stream);
   const bool head = r.method == "HEAD";
   http::request<http::empty_body> req{head ? http::verb::head : http::verb::get, r.url.target, 11};
-  req.set(http::field::host, default_port(r.url) ? r.url.host : r.url.host + ":" + r.url.port);
+  req.set(http::field::host, default_port(r.url) ? r.url.host_text() : r.url.host_text() + ":" + r.url.port);
   req.set(http::field::user_agent, "corolla");
   req.set(http::field::accept_encoding, "identity");
   for (const auto& [name, value] : r.headers) req.set(name, value);
@@ -81,7 +81,9 @@ HttpAnswer exchange(Stream& stream, const HttpRequest& r) {
 
 }  // namespace
 
-std::string Url::str() const { return scheme + "://" + (default_port(*this) ? host : host + ":" + port) + target; }
+std::string Url::str() const {
+  return scheme + "://" + (default_port(*this) ? host_text() : host_text() + ":" + port) + target;
+}
 
 std::optional<Url> parse_url(std::string_view text) {
   Url u;
@@ -135,7 +137,7 @@ std::optional<Url> follow_location(const Url& base, std::string_view location) {
 }
 
 HttpAnswer http_send(const HttpRequest& r) {
-  const std::string where = r.url.host + ":" + r.url.port;
+  const std::string where = r.url.host_text() + ":" + r.url.port;
   asio::io_context ioc;
   tcp::resolver::results_type endpoints;
   try {

@@ -21,7 +21,9 @@ struct Url {
   std::string host;
   std::string port;    // always set ("80"/"443" by default)
   std::string target;  // path and query, starting with '/'
-  std::string origin() const { return scheme + "://" + host + ":" + port; }
+  // The host as URLs and Host headers write it ("[::1]" for an IPv6 address).
+  std::string host_text() const { return host.find(':') == std::string::npos ? host : "[" + host + "]"; }
+  std::string origin() const { return scheme + "://" + host_text() + ":" + port; }
   std::string str() const;
 };
 

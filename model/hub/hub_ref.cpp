@@ -10,9 +10,9 @@ bool word_char(char c) {
          c == '.';
 }
 
-// '/'-separated segments of word characters, none empty, "." or "..".
+// '/'-separated segments of word characters, none empty or ".", and no ".." anywhere (git refuses it in ref names).
 bool valid_segments(std::string_view text, size_t max_size) {
-  if (text.empty() || text.size() > max_size) return false;
+  if (text.empty() || text.size() > max_size || text.find("..") != std::string_view::npos) return false;
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find('/', start);

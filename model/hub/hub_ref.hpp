@@ -24,12 +24,12 @@ std::optional<HubRef> parse_hub_ref(std::string_view text);
 // One part of a repository id: letters, digits, '-', '_', '.', 1 to 96 characters, not starting or ending with
 // '-' or '.', without "--" or "..".
 bool valid_repo_part(std::string_view part);
-// A revision: 1 to 200 of letters, digits, '-', '_', '.', '/', with no empty, "." or ".." segment.
+// A revision: 1 to 200 of letters, digits, '-', '_', '.', '/', with no empty or "." segment and no "..".
 bool valid_revision(std::string_view revision);
 // A commit id as the Hub sends it: 40 lowercase hexadecimal digits.
 bool valid_commit(std::string_view commit);
-// A file name inside a repository: '/'-separated segments of letters, digits, '-', '_', '.', none empty, "." or
-// "..", 1 to 255 characters.
+// A file name inside a repository: '/'-separated segments of letters, digits, '-', '_', '.', none empty or ".",
+// no "..", 1 to 255 characters.
 bool valid_repo_file(std::string_view file);
 
 // `text` with every byte other than letters, digits and "-_.~" percent-encoded ("refs/pr/1" -> "refs%2Fpr%2F1").
