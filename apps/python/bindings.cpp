@@ -34,6 +34,19 @@ GenerationParams params_of(int64_t max_new_tokens, bool do_sample, float tempera
   return p;
 }
 
+// generate(ids, max_new_tokens, do_sample, temperature, top_k, top_p, repetition_penalty, seed, stop_at_eos) of a
+// session, or of a model in a session of its own; the GIL is released while the swarm works.
+template <class Generator>
+auto generate_binding() {
+  return [](Generator& g, const std::vector<int32_t>& ids, int64_t max_new_tokens, bool do_sample, float temperature,
+            int top_k, float top_p, float repetition_penalty, uint64_t seed, bool stop_at_eos) {
+    const auto p =
+        params_of(max_new_tokens, do_sample, temperature, top_k, top_p, repetition_penalty, seed, stop_at_eos);
+    py::gil_scoped_release unlocked;
+    return g.generate(ids, p);
+  };
+}
+
 Tensor tensor_of(const FloatArray& a, const char* what) {
   if (a.ndim() != 3) throw std::invalid_argument(std::string(what) + " must be [batch, tokens, hidden]");
   Tensor t = Tensor::empty(DType::f32, Shape{a.shape(0), a.shape(1), a.shape(2)});
@@ -74,14 +87,7 @@ PYBIND11_MODULE(_corolla, m) {
       .def_property_readonly("eos_token_id", &Tokenizer::eos_id);
 
   py::class_<RemoteSession, std::shared_ptr<RemoteSession>>(m, "RemoteSession")
-      .def("generate", [](RemoteSession& s, const std::vector<int32_t>& ids, int64_t max_new_tokens, bool do_sample,
-                          float temperature, int top_k, float top_p, float repetition_penalty, uint64_t seed,
-                          bool stop_at_eos) {
-             const auto p = params_of(max_new_tokens, do_sample, temperature, top_k, top_p, repetition_penalty, seed,
-                                      stop_at_eos);
-             py::gil_scoped_release unlocked;
-             return s.generate(ids, p);
-           })
+      .def("generate", generate_binding<RemoteSession>())
       .def("close", [](RemoteSession& s) {
         py::gil_scoped_release unlocked;
         s.close();
@@ -109,14 +115,7 @@ PYBIND11_MODULE(_corolla, m) {
         py::gil_scoped_release unlocked;
         return r.open_session(max_length);
       }, py::arg("max_length"))
-      .def("generate", [](RemoteModel& r, const std::vector<int32_t>& ids, int64_t max_new_tokens, bool do_sample,
-                          float temperature, int top_k, float top_p, float repetition_penalty, uint64_t seed,
-                          bool stop_at_eos) {
-             const auto p = params_of(max_new_tokens, do_sample, temperature, top_k, top_p, repetition_penalty, seed,
-                                      stop_at_eos);
-             py::gil_scoped_release unlocked;
-             return r.generate(ids, p);
-           })
+      .def("generate", generate_binding<RemoteModel>())
       .def("embed", [](const RemoteModel& r, const std::vector<int32_t>& ids, int64_t batch) {
              if (batch < 1 || ids.size() % static_cast<size_t>(batch) != 0)
                throw std::invalid_argument("ids must hold batch rows of equal length");
