@@ -47,6 +47,7 @@ pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET GLOBAL libsodium)
 add_library(corolla::sodium ALIAS PkgConfig::SODIUM)
 find_package(RocksDB 7 CONFIG REQUIRED)
 find_package(tomlplusplus 3 CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
 
 # PCRE2 (8-bit, with JIT): Unicode-aware regular expressions for the tokenizers' pre-tokenizer split rules.
 find_package(PkgConfig REQUIRED)

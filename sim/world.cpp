@@ -16,6 +16,7 @@
 #include <typeinfo>
 #include <unordered_map>
 
+#include "actors/log/node_log.hpp"
 #include "actors/client/client_api.hpp"
 #include "actors/dht/dht_api.hpp"
 #include "actors/dht/dht_node.hpp"
@@ -642,7 +643,11 @@ struct World::impl {
   }
 };
 
-World::World(scenario sc, uint64_t seed) : impl_(std::make_unique<impl>(std::move(sc), seed)) {}
+World::World(scenario sc, uint64_t seed) : impl_(std::make_unique<impl>(std::move(sc), seed)) {
+  // The actors' operator logs would speak for thousands of nodes on wall-clock time; the event log says what
+  // happens here, in virtual time.
+  log::configure("off");
+}
 World::~World() = default;
 void World::run(std::ostream* progress) { impl_->run(progress); }
 const sim_results& World::results() const { return impl_->res; }

@@ -6,7 +6,9 @@
 
 #include "actors/balance/block_selection.hpp"
 #include "actors/dht/read_swarm.hpp"
+#include "actors/log/node_log.hpp"
 #include "actors/protocol/atoms.hpp"
+#include "actors/protocol/block_span.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
 
@@ -42,6 +44,13 @@ constexpr double kSettlingPeriods = 2;         // and stays open this long
 constexpr double kSettlingCheckSpeedup = 3;    // checks that much more often while it is open
 
 void report(balancer_actor* self, const balancer_event& e) {
+  const char* what = e.kind == balancer_event::placed ? "placed" : e.kind == balancer_event::moved ? "moved" : nullptr;
+  if (what)
+    log::info(log::Part::balance, [&] {
+      return std::string(what) + ": blocks " + block_span(e.first, e.last) + "; swarm's weakest block " +
+             std::to_string(e.check.current_min);
+    });
+  if (e.kind == balancer_event::failed) log::warn(log::Part::balance, [&] { return "failed: " + e.error; });
   if (self->state.opt.on_event) self->state.opt.on_event(e);
 }
 

@@ -10,12 +10,13 @@
 #include <set>
 
 #include "actors/client/session_history.hpp"
-#include "actors/protocol/block_span.hpp"
-#include "model/kv_pool.hpp"
 #include "actors/client/session_messages.hpp"
 #include "actors/client/spot_check.hpp"
+#include "actors/log/node_log.hpp"
+#include "actors/protocol/block_span.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/trust/identity_proof.hpp"
+#include "model/kv_pool.hpp"
 
 namespace corolla {
 namespace {
@@ -316,8 +317,16 @@ void commit(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
     st.hops[i].history.push_back({std::move(*run->inputs[i]), *run->positions});
   }
   ++st.stats.steps;
-  if (run->fault)
-    st.stats.recovery_seconds.push_back(std::chrono::duration<double>(self->clock().now() - *run->fault).count());
+  if (run->fault) {
+    const double seconds = std::chrono::duration<double>(self->clock().now() - *run->fault).count();
+    st.stats.recovery_seconds.push_back(seconds);
+    log::info(log::Part::session, [&] {
+      std::string route;
+      for (const auto& h : st.hops)
+        route += (route.empty() ? "" : ", ") + h.plan.address + " " + block_span(h.plan.first, h.plan.last);
+      return "failed over: in " + std::to_string(seconds) + " s; route now " + route;
+    });
+  }
   finish(self, run, std::move(out));
 }
 
@@ -501,6 +510,7 @@ void fail(session_actor* self, std::shared_ptr<step_run> run, size_t k, caf::err
   if (!run->fault) run->fault = self->clock().now();
   const std::string address = st.hops[k].plan.address;
   st.stats.failures.push_back(address + ": " + describe(e));
+  log::warn(log::Part::session, [&] { return "server failed: " + address + "; " + describe(e) + "; replacing it"; });
   report_failure(self, st.hops[k].plan, e);
   const auto deadline = *run->fault + st.opt.recovery_timeout;
   const int earlier = run->faults++;
@@ -847,8 +857,18 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
       [=](open_atom) -> caf::result<ack> {
         auto rp = self->make_response_promise<ack>();
         open_route(self, [=](caf::error e) mutable {
-          if (e) rp.deliver(std::move(e));
-          else rp.deliver(ack{});
+          if (e) {
+            log::info(log::Part::session, [&] { return "open failed: " + describe(e); });
+            rp.deliver(std::move(e));
+            return;
+          }
+          log::info(log::Part::session, [&] {
+            std::string route;
+            for (const auto& h : self->state.hops)
+              route += (route.empty() ? "" : ", ") + h.plan.address + " " + block_span(h.plan.first, h.plan.last);
+            return "opened: route " + route;
+          });
+          rp.deliver(ack{});
         });
         return rp;
       },
@@ -949,6 +969,10 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
       [=](const wire_chunk& chunk) { return receive_chunk(self, self->state.inbound, chunk); },
       [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
       [=](close_atom) {
+        log::info(log::Part::session, [&] {
+          const auto& s = self->state.stats;
+          return "closed: steps " + std::to_string(s.steps) + "; server failures " + std::to_string(s.failures.size());
+        });
         for (auto& h : self->state.hops) close_hop(self, h);
         self->quit();
       },

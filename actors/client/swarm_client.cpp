@@ -13,6 +13,7 @@
 #include "actors/client/training_session.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
+#include "actors/log/node_log.hpp"
 #include "actors/dht/read_swarm.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/net/pings.hpp"
@@ -372,7 +373,10 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
         if (r.ok) book.record_success(r.peer, r.latency_ms);
         else if (r.busy_ms > 0) self->state.busy_until[r.peer] = now_ms(self) + r.busy_ms;
         else {
-          book.record_failure(r.peer, now_ms(self));
+          const auto ban = book.record_failure(r.peer, now_ms(self));
+          log::warn(log::Part::client, [&] {
+            return "server banned: " + r.peer + "; for " + std::to_string(ban.count()) + " ms; after " + r.what.substr(0, 300);
+          });
           auto& why = self->state.last_failure;
           if (why.size() < 4096 || why.count(r.peer)) why[r.peer] = r.what.substr(0, 500);
         }

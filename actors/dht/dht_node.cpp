@@ -10,10 +10,11 @@
 
 #include "actors/dht/bucket_actor.hpp"
 #include "actors/dht/dht_internal.hpp"
-#include "actors/protocol/own_node.hpp"
 #include "actors/dht/lookup_actor.hpp"
 #include "actors/dht/rpc.hpp"
 #include "actors/dht/signed_record.hpp"
+#include "actors/log/node_log.hpp"
+#include "actors/protocol/own_node.hpp"
 
 namespace corolla {
 namespace {
@@ -483,6 +484,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
           if (prog->answered.empty()) {
             std::vector<std::string> why;
             for (size_t i = 0; i < prog->peers.size(); ++i) why.push_back(prog->peers[i] + " (" + prog->failed[i] + ")");
+            log::warn(log::Part::dht, [&] { return "join failed: none of the initial peers answered: " + join(why); });
             rp.deliver(make_error(errc::peer_unavailable, "none of the initial peers answered: " + join(why)));
             return;
           }
@@ -490,6 +492,10 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
             std::set<NodeId> ids;
             for (const auto& c : prog->contacts) ids.insert(c.id);
             for (const auto& c : r.closest) ids.insert(c.id);
+            log::info(log::Part::dht, [&] {
+              return "joined: " + std::to_string(prog->answered.size()) + " of " + std::to_string(prog->peers.size()) +
+                     " initial peers answered; " + std::to_string(ids.size()) + " contacts";
+            });
             rp.deliver(dht_bootstrap_reply{prog->answered, ids.size()});
           });
         };

@@ -6,16 +6,17 @@
 #include <utility>
 
 #include "actors/dht/dht_messages.hpp"
-#include "actors/protocol/block_span.hpp"
-#include "actors/protocol/own_node.hpp"
-#include "actors/trust/identity_proof.hpp"
+#include "actors/log/node_log.hpp"
 #include "actors/protocol/atoms.hpp"
+#include "actors/protocol/block_span.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
+#include "actors/protocol/own_node.hpp"
 #include "actors/server/cache_budget.hpp"
 #include "actors/server/gate_training.hpp"
 #include "actors/server/peer_quotas.hpp"
 #include "actors/server/step_batcher.hpp"
+#include "actors/trust/identity_proof.hpp"
 
 namespace corolla {
 namespace {
@@ -129,6 +130,7 @@ void release_session(gate_actor* self, uint64_t id) {
   auto& st = self->state;
   auto it = st.sessions.find(id);
   if (it == st.sessions.end()) return;
+  log::info(log::Part::server, [&] { return "session closed: " + std::to_string(id); });
   for (auto& r : it->second.repeats)
     r.rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
   for (size_t i = it->second.first; i < it->second.last; ++i) self->send(st.blocks[i], block_close_msg{id});
@@ -432,6 +434,12 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
               .then(
                   [=]() mutable {
                     if (--*pending == 0 && !*failed) {
+                      log::info(log::Part::server, [&] {
+                        return "session opened: " + std::to_string(id) + "; blocks " +
+                               block_span(session.first, session.last) + "; max_length " +
+                               std::to_string(req.max_length) + "; batch " + std::to_string(req.batch) +
+                               (remote ? "; from " + caf::to_string(peer) : std::string("; local"));
+                      });
                       opened.cache_tokens_left = self->state.budget.tokens_left_per_block();
                       rp.deliver(opened);
                     }

@@ -3,12 +3,20 @@
 #include <iostream>
 #include <vector>
 
+#include "actors/log/node_log.hpp"
 #include "apps/corolla/commands.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"Corolla: run large language models collaboratively"};
   app.set_version_flag("--version", std::string("corolla ") + COROLLA_VERSION);
   app.require_subcommand(1);
+  // What nodes log (actors/log/node_log.hpp); given before or after the subcommand.
+  std::string log_level;
+  app.add_option("--log_level", log_level,
+                 "What the node logs on standard error: LEVEL, or PART=LEVEL items after an optional LEVEL "
+                 "(levels trace, debug, info, warn, error, off; parts session, client, server, dht, balance). "
+                 "Default: COROLLA_LOG, else warn");
+  app.fallthrough();  // subcommands pass --log_level up to here
   std::vector<std::pair<CLI::App*, corolla::cli::Runner>> commands;
   auto add = [&](corolla::cli::Runner (*adder)(CLI::App&)) {
     const size_t before = app.get_subcommands({}).size();
@@ -32,6 +40,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    corolla::log::configure_from_environment();
+    if (!log_level.empty()) corolla::log::configure(log_level);
     for (auto& [sub, run] : commands)
       if (sub->parsed()) return run();
   } catch (const std::exception& e) {
