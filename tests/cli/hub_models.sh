@@ -9,14 +9,7 @@ bin="$1"
 models="$2"
 tokenizer="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
-fail=0
-check() {  # check NAME EXPECTED_SUBSTRING ACTUAL
-  if [[ "$3" == *"$2"* ]]; then echo "ok: $1"; else echo "FAILED: $1: expected '$2' in: $3"; fail=1; fi
-}
-dir=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$dir"; }
-trap cleanup EXIT
+source "$here/common.sh"
 
 start_hub() {  # start_hub PORTS_FILE LOG ARGS...: sets hub_port, cdn_port
   local ports="$1" log="$2"; shift 2

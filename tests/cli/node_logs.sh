@@ -6,14 +6,7 @@
 set -u
 bin="$1"
 model="$2"
-fail=0
-check() {  # check NAME EXPECTED_SUBSTRING ACTUAL
-  if [[ "$3" == *"$2"* ]]; then echo "ok: $1"; else echo "FAILED: $1: expected '$2' in: $3"; fail=1; fi
-}
-dir=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; rm -rf "$dir"; }
-trap cleanup EXIT
+source "$(dirname "$0")/common.sh"
 
 "$bin" dht --port 0 > "$dir/dht.out" 2>&1 &
 pids+=($!)
