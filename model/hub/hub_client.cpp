@@ -87,6 +87,14 @@ std::string encode_file(const std::string& file) {
 
 }  // namespace
 
+void check_disk_space(const fs::path& dir, uint64_t bytes, const std::string& what) {
+  std::error_code ec;
+  const fs::space_info space = fs::space(dir, ec);
+  if (!ec && bytes > space.available)
+    throw HubError(what + " needs " + size_text(bytes) + " but " + dir.string() + " has " + size_text(space.available) +
+                   " free");
+}
+
 bool valid_etag(std::string_view etag) {
   return !etag.empty() && etag.size() <= 128 && std::all_of(etag.begin(), etag.end(), [](char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
@@ -230,6 +238,7 @@ fs::path HubClient::download(const HubCache& cache, const RemoteFile& f) const {
   uint64_t have = fs::is_regular_file(part, ec) ? fs::file_size(part, ec) : 0;
   if (ec || have > f.size) have = 0;
   const std::string label = f.repo + "/" + f.file;
+  check_disk_space(blob.parent_path(), f.size - have, label);
   for (int attempt = 1;; ++attempt) {
     ContentCheck check(f.etag, f.size);
     if (have > 0) {  // the bytes already here count towards the check

@@ -77,6 +77,9 @@ class HubClient {
   std::string token_;
 };
 
+// Throws HubError "WHAT needs 12.0 GiB but DIR has 3.1 GiB free" when `dir`'s file system has less room than
+// `bytes` (sizes come from the endpoint: a download that cannot fit stops before it starts).
+void check_disk_space(const std::filesystem::path& dir, uint64_t bytes, const std::string& what);
 // Whether `etag` (quotes taken off) can name a blob: 1 to 128 of letters, digits, '-' and '_'.
 bool valid_etag(std::string_view etag);
 // An etag header's value without a weak marker and quotes ("W/\"abc\"" -> "abc").

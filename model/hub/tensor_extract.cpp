@@ -62,6 +62,7 @@ uint64_t extract_tensors(const HubClient& client, const RemoteSafetensors& remot
   h.append((8 - h.size() % 8) % 8, ' ');
 
   fs::create_directories(out_path.parent_path());
+  check_disk_space(out_path.parent_path(), total + h.size() + 8, remote.file.repo + "/" + remote.file.file);
   const fs::path part = out_path.string() + ".incomplete";
   std::ofstream out(part, std::ios::binary | std::ios::trunc);
   if (!out) throw std::runtime_error(part.string() + ": cannot write");

@@ -16,7 +16,8 @@ start_hub() {  # start_hub PORTS_FILE LOG ARGS...: sets hub_port, cdn_port
   python3 "$here/../hub/hub_server.py" --ports-file "$ports" --log "$log" \
     --repo "test-org/llama-sharded=$models/llama-sharded:$tokenizer" --repo "test-org/llama=$models/llama:$tokenizer" \
     --repo "test-org/gated=$models/llama:$tokenizer" --gated test-org/gated --token secret-token \
-    --repo "test-org/corrupt=$models/llama:$tokenizer" --corrupt test-org/corrupt "$@" &
+    --repo "test-org/corrupt=$models/llama:$tokenizer" --corrupt test-org/corrupt \
+    --repo "test-org/huge=$models/llama:$tokenizer" --claim-size test-org/huge=1000000000000000000 "$@" &
   pids+=($!)
   for _ in $(seq 100); do [ -f "$ports" ] && break; sleep 0.1; done
   read -r hub_port cdn_port < "$ports"
@@ -78,6 +79,8 @@ else echo "ok: the token goes to the endpoint only"; fi
 out=$(gen --model test-org/corrupt 2>&1); check "content that does not match its etag" "does not match its etag" "$out"
 [ -z "$(ls "$dir/hf/hub/models--test-org--corrupt/blobs/" | grep -v -E '^[0-9a-f]{40}$')" ] \
   && echo "ok: no blob kept of it" || { echo "FAILED: a corrupt blob was kept"; fail=1; }
+out=$(gen --model test-org/huge 2>&1); check "a size that cannot fit is refused before downloading" "test-org/huge/model.safetensors needs 931322574.62 GiB" "$out"
+check "... saying what is free" "GiB free" "$out"
 out=$(HF_ENDPOINT=http://127.0.0.1:1 gen --model test-org/llama-sharded 2>&1)
 check "an endpoint that cannot be reached" "could not connect to 127.0.0.1:1" "$out"
 check "... and what to do" "HF_HUB_OFFLINE=1" "$out"

@@ -13,7 +13,7 @@ Errors carry X-Error-Code as the Hub's do: RepoNotFound, RevisionNotFound, Entry
 Options: --repo ORG/NAME=DIR[:DIR...] (files of the folders merged), --gated ORG/NAME (needs
 "Authorization: Bearer <--token>"), --corrupt ORG/NAME (its blobs served with one byte changed), --cut-after N
 --cut ORG/NAME=N (the first whole GET of one of its
-blobs stops after N bytes), --log FILE (one JSON line per request: port, method, path, range,
+blobs stops after N bytes), --claim-size ORG/NAME=N (its LFS files claim to be N bytes), --log FILE (one JSON line per request: port, method, path, range,
 bytes sent, whether an Authorization header came). Writes "HUB_PORT CDN_PORT" to --ports-file when listening.
 """
 import argparse
@@ -56,6 +56,7 @@ def main():
     ap.add_argument("--corrupt", action="append", default=[])
     ap.add_argument("--token", default="")
     ap.add_argument("--cut", default="")
+    ap.add_argument("--claim-size", action="append", default=[])
     ap.add_argument("--log", default="")
     ap.add_argument("--ports-file", required=True)
     args = ap.parse_args()
@@ -130,8 +131,9 @@ def main():
             common = {"X-Repo-Commit": repo.commit, "ETag": '"%s"' % etag}
             if kind == "lfs":
                 location = "http://127.0.0.1:%d/blob/%s/%s" % (ports["cdn"], name, etag)
+                claimed = dict(c.split("=") for c in args.claim_size).get(name, size)
                 return self.reply(302, dict(common, **{"Location": location, "X-Linked-Etag": '"%s"' % etag,
-                                                       "X-Linked-Size": str(size)}), b"", send_body)
+                                                       "X-Linked-Size": str(claimed)}), b"", send_body)
             return self.reply(200, common, open(repo.files[f], "rb").read(), send_body)
 
         def listing(self, name, rev, send_body):
