@@ -93,7 +93,8 @@ caf::actor spawn_block_loader(caf::actor_system& sys, server_setup setup, std::s
           if (auto problem = source->config().span_problem(first, last))
             return make_error(errc::bad_request, *problem);
           try {
-            return load_block_actors(self->home_system(), setup, *source, backend, first, last);
+            const auto from = setup.fetch_span ? setup.fetch_span(first, last) : source;
+            return load_block_actors(self->home_system(), setup, *from, backend, first, last);
           } catch (const std::exception& e) {
             return make_error(errc::internal, "loading blocks " + std::to_string(first) + ":" +
                                                   std::to_string(last) + ": " + e.what());

@@ -49,6 +49,10 @@ struct server_setup {
   stream_limits streams;  // large training requests and replies cross processes in chunks (wire_stream.hpp)
   // Optional: called for each block as it loads (index, loaded so far, total) — progress on stderr.
   std::function<void(int64_t, int64_t, int64_t)> progress;
+  // Optional: where the block loader reads a span chosen at run time (by the balancer) from, instead of the
+  // source it was given: a model fetched by name brings each span's tensors when the span is chosen. Called on the
+  // loader's thread; may throw (the load then fails with its message).
+  std::function<std::shared_ptr<WeightSource>(int64_t first, int64_t last)> fetch_span;
   // Block actors (and the block loader) get threads of their own. A deterministic scheduler (tests, the
   // simulator) runs every actor on its one thread: it sets this false.
   bool detached = true;

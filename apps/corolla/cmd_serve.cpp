@@ -71,9 +71,12 @@ struct balance_watch {
 
 int run(const NodeConfig& cfg) {
   block_stop_signals();
-  // A model fetched by name brings only the blocks served; a server that balances may move anywhere.
+  // A model fetched by name brings only the blocks served. A server that balances fetches each span when the
+  // balancer chooses it (setup.fetch_span below), and block 0 first: the throughput measurement runs a block.
+  const bool fetch_spans_later = cfg.num_blocks && !cfg.block_indices && hub::is_hub_name(cfg.model);
   const auto needs = cfg.block_indices ? hub::ModelNeeds::blocks(cfg.block_indices->first, cfg.block_indices->last)
-                                       : hub::ModelNeeds::blocks(0, -1);
+                     : fetch_spans_later ? hub::ModelNeeds::blocks(0, 1)
+                                         : hub::ModelNeeds::blocks(0, -1);
   auto source = open_weights(hub::locate_model(cfg.model, needs));
   const int64_t total = source->config().num_layers;
 
@@ -129,6 +132,10 @@ int run(const NodeConfig& cfg) {
               << std::flush;
   };
   setup.store = &store;
+  if (fetch_spans_later)
+    setup.fetch_span = [model = cfg.model](int64_t first, int64_t last) {
+      return open_weights(hub::locate_model(model, hub::ModelNeeds::blocks(first, last)));
+    };
   setup.dht = dht;
   setup.identity = std::make_shared<const SigningKey>(identity);
   setup.adapters = cfg.adapters;

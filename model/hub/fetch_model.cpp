@@ -226,11 +226,14 @@ fs::path fetch_hub_model(const HubRef& ref, const ModelNeeds& needs) {
   }
 }
 
+bool is_hub_name(const std::string& name) {
+  return name != "demo" && !std::filesystem::exists(name) && parse_hub_ref(name).has_value();
+}
+
 std::string locate_model(const std::string& name, const ModelNeeds& needs) {
+  if (is_hub_name(name)) return fetch_hub_model(*parse_hub_ref(name), needs).string();
   if (name == "demo") return resolve_model_path(name);
-  if (std::filesystem::exists(name)) return name;
-  if (auto ref = parse_hub_ref(name)) return fetch_hub_model(*ref, needs).string();
-  return name;  // opening it says it does not exist
+  return name;  // a local path (opening one that does not exist says so)
 }
 
 }  // namespace corolla::hub

@@ -28,6 +28,9 @@
 
 namespace corolla::hub {
 
+// Whether locate_model fetches `name` from the Hub: it has a Hub name's shape and no local path has that name.
+bool is_hub_name(const std::string& name);
+
 // The local path for `name`; throws std::runtime_error saying what failed (unreachable endpoint, refused access,
 // no such model, revision or file, content that does not match).
 std::string locate_model(const std::string& name, const ModelNeeds& needs);

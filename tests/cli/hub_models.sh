@@ -117,4 +117,18 @@ after=$(cdn_bytes)
 # The head (embeddings, final norm, LM head) is 18 % of the bytes; the two shards holding it are 59 %.
 [ $((after - before)) -lt $((shards / 2)) ] && echo "ok: the client fetched $((after - before)) of $shards bytes" \
   || { echo "FAILED: the client fetched $((after - before)) of $shards bytes"; fail=1; }
+# A server that balances (--num_blocks) fetches block 0 (its throughput is measured on a block), then the span the
+# balancer chooses, when it chooses it: 3 blocks' tensors at most (61 % of the shards' bytes), where fetching every
+# block would bring the two shards that hold them (82 %). Its caches are its own.
+before=$after
+HF_HOME="$dir/hf-balanced" COROLLA_CACHE="$dir/corolla-balanced" "$bin" serve test-org/llama-sharded --num_blocks 2 \
+  --port 0 --initial_peers "$dht" --data_dir "$dir/data-balanced" > "$dir/serve-balanced" 2>&1 &
+pids+=($!)
+for _ in $(seq 300); do grep -q "serving" "$dir/serve-balanced" && break; sleep 0.1; done
+check "a balancing server by name serves the span it chose" "serving blocks" "$(cat "$dir/serve-balanced")"
+after=$(cdn_bytes)
+[ $((after - before)) -lt $((shards * 7 / 10)) ] && echo "ok: it fetched $((after - before)) of $shards bytes" \
+  || { echo "FAILED: the balancing server fetched $((after - before)) of $shards bytes"; fail=1; }
+out=$(gen --model test-org/llama-sharded --initial_peers "$dht" 2>"$dir/err")
+check "the swarm with it answers the same" "$expected" "$out$(cat "$dir/err")"
 exit $fail
