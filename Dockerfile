@@ -21,12 +21,16 @@ RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ca-cert
 COPY . .
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCOROLLA_CUDA=OFF >/dev/null && \
     cmake --build build -j"$(nproc)" --target corolla
+# The Debian packages of the shared libraries the binary loads: what the runtime stage installs, read off the
+# binary rather than kept by hand.
+RUN ldd build/bin/corolla | awk '/=> \//{print $3}' | xargs -r readlink -f | xargs -r dpkg -S 2>/dev/null | \
+    cut -d: -f1 | sort -u > /runtime-packages && test -s /runtime-packages
 
 FROM ${BASE} AS runtime
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends ca-certificates \
-      libcaf-core0.17 libcaf-io0.17 libcapnp-0.9.2 libdnnl2 libgomp1 libicu72 libjemalloc2 libpcre2-8-0 \
-      librocksdb7.8 libsodium23 libssl3 libtomlplusplus3 && \
-    rm -rf /var/lib/apt/lists/*
+COPY --from=build /runtime-packages /tmp/runtime-packages
+RUN apt-get update -qq && \
+    xargs -a /tmp/runtime-packages apt-get install -y -qq --no-install-recommends ca-certificates && \
+    rm -rf /var/lib/apt/lists/* /tmp/runtime-packages
 COPY --from=build /src/build/bin/corolla /usr/local/bin/corolla
 COPY --from=build /opt/corolla/demo /usr/local/share/corolla/demo
 COPY config/api.toml /etc/corolla/api.toml
