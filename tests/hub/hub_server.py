@@ -118,13 +118,9 @@ def main():
             if not m:
                 return self.reply(404, {}, b"not found", send_body, "RepoNotFound")
             name, rev, f = m.group(1), urllib.parse.unquote(m.group(2)), urllib.parse.unquote(m.group(3))
-            repo = repos.get(name)
+            repo = self.repo_at(name, rev, send_body)
             if repo is None:
-                return self.reply(404, {}, b"Repository not found", send_body, "RepoNotFound")
-            if name in args.gated and self.headers.get("Authorization") != "Bearer " + args.token:
-                return self.reply(401, {}, b"Access to this model is restricted", send_body, "GatedRepo")
-            if rev not in ("main", repo.commit):
-                return self.reply(404, {}, b"Invalid rev id", send_body, "RevisionNotFound")
+                return None
             if f not in repo.files:
                 return self.reply(404, {"X-Repo-Commit": repo.commit}, b"Entry not found", send_body, "EntryNotFound")
             kind, etag, size = repo.meta[f]
@@ -136,14 +132,24 @@ def main():
                                                        "X-Linked-Size": str(claimed)}), b"", send_body)
             return self.reply(200, common, open(repo.files[f], "rb").read(), send_body)
 
-        def listing(self, name, rev, send_body):
+        def repo_at(self, name, rev, send_body):
+            """The repository `name` at `rev`, or None once the Hub's refusal is sent (no such repository, gated
+            without the token, no such revision)."""
             repo = repos.get(name)
             if repo is None:
-                return self.reply(404, {}, b"Repository not found", send_body, "RepoNotFound")
-            if name in args.gated and self.headers.get("Authorization") != "Bearer " + args.token:
-                return self.reply(401, {}, b"Access to this model is restricted", send_body, "GatedRepo")
-            if rev not in ("main", repo.commit):
-                return self.reply(404, {}, b"Invalid rev id", send_body, "RevisionNotFound")
+                self.reply(404, {}, b"Repository not found", send_body, "RepoNotFound")
+            elif name in args.gated and self.headers.get("Authorization") != "Bearer " + args.token:
+                self.reply(401, {}, b"Access to this model is restricted", send_body, "GatedRepo")
+            elif rev not in ("main", repo.commit):
+                self.reply(404, {}, b"Invalid rev id", send_body, "RevisionNotFound")
+            else:
+                return repo
+            return None
+
+        def listing(self, name, rev, send_body):
+            repo = self.repo_at(name, rev, send_body)
+            if repo is None:
+                return None
             body = json.dumps({"sha": repo.commit, "siblings": [{"rfilename": f} for f in sorted(repo.files)]})
             return self.reply(200, {"Content-Type": "application/json"}, body.encode(), send_body)
 
