@@ -3,10 +3,20 @@
 // `bytes_per_second`, plus a fixed launch overhead), and reports the sum through ModelledTime; the block actor
 // then lets that time pass before it replies. Tensors it allocates are virtual (sim/virtual_tensor.hpp): weights
 // and KV caches of any size cost no memory.
+//
+// With `digests`, outputs are also checkable: each operation writes, in every row of its output, values drawn
+// from a hash of what the row depends on (its input rows; a token's position for RoPE; for attention, the
+// digests of the keys and values its query attends to, which kv_write keeps per cache slot), so a model's output
+// is a deterministic function of its inputs, batch- and chunk-independent like the real computation, and a
+// replay that misses a step, repeats one or uses a wrong position gives other tokens. Activations up to
+// kDigestRowsBytes are then real memory (larger ones, and weights, stay virtual and carry no digest).
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <utility>
 
 #include "kernels/backend.hpp"
 #include "kernels/modelled_time.hpp"
@@ -21,13 +31,15 @@ struct DeviceModel {
 
 class CostBackend final : public Backend, public ModelledTime {
  public:
-  explicit CostBackend(DeviceModel device) : device_(device) {}
+  explicit CostBackend(DeviceModel device, bool digests = false) : device_(device), digests_(digests) {}
 
   std::string name() const override { return "sim-cost"; }
   Device device() const override { return Device::cpu; }
   bool supports_weight(DType) const override { return true; }
 
   Tensor alloc(DType dtype, Shape shape) override;
+  // KV pools: virtual whatever their size (digests keep a slot's key and value apart from them).
+  Tensor alloc_reserve(DType dtype, Shape shape) override;
   // A tensor on the modelled device: virtual, as everything this backend computes on (weights stay as they are:
   // they are virtual already, or small).
   Tensor upload(const Tensor& host) override;
@@ -67,6 +79,9 @@ class CostBackend final : public Backend, public ModelledTime {
 
   std::chrono::nanoseconds take_modelled_time() override;
   const DeviceModel& model() const { return device_; }
+  bool digests() const { return digests_; }
+
+  static constexpr int64_t kDigestRowsBytes = int64_t{16} << 20;
 
  private:
   // One operation of `flop` arithmetic moving `bytes`.
@@ -75,8 +90,11 @@ class CostBackend final : public Backend, public ModelledTime {
 
   DeviceModel device_;
   double pending_s_ = 0;
+  bool digests_ = false;
+  // The digest of each cache slot's key and value: (the pool's address, its row) -> digest.
+  std::map<std::pair<const void*, int64_t>, uint64_t> slot_digests_;
 };
 
-std::shared_ptr<CostBackend> make_cost_backend(DeviceModel device);
+std::shared_ptr<CostBackend> make_cost_backend(DeviceModel device, bool digests = false);
 
 }  // namespace corolla::sim

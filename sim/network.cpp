@@ -42,7 +42,17 @@ std::optional<Network::endpoint> Network::lookup(const std::string& address) con
 
 double Network::latency_s(node_index from, node_index to) const {
   if (from == to) return 0;
-  return latency_s_[nodes_[from].region][nodes_[to].region];
+  double extra = 0;
+  if (!extra_latency_s_.empty()) {
+    if (auto it = extra_latency_s_.find(from); it != extra_latency_s_.end()) extra += it->second;
+    if (auto it = extra_latency_s_.find(to); it != extra_latency_s_.end()) extra += it->second;
+  }
+  return latency_s_[nodes_[from].region][nodes_[to].region] + extra;
+}
+
+void Network::set_extra_latency(node_index n, double seconds) {
+  if (seconds > 0) extra_latency_s_[n] = seconds;
+  else extra_latency_s_.erase(n);
 }
 
 double Network::transfer_s(node_index from, node_index to, uint64_t bytes) const {

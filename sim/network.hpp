@@ -71,6 +71,8 @@ class Network {
   void crash(node_index n) { crashed_.insert(n); }
   bool crashed(node_index n) const { return crashed_.count(n) != 0; }
   void set_frozen(node_index n, bool frozen);
+  // Adds `seconds` to the one-way latency of every message to or from `n` (0: back to normal): a latency spike.
+  void set_extra_latency(node_index n, double seconds);
   // Cuts `region` off from every other region (or heals the cut).
   void set_partitioned(size_t region, bool cut);
   std::optional<size_t> find_region(const std::string& name) const;
@@ -103,6 +105,7 @@ class Network {
   std::vector<node> nodes_;
   std::unordered_map<std::string, endpoint> published_;  // looked up at every new connection: hashed
   std::set<node_index> crashed_, frozen_;
+  std::map<node_index, double> extra_latency_s_;
   std::set<size_t> cut_regions_;
   std::vector<link_entry> links_;
   size_t links_after_purge_ = 0;

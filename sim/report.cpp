@@ -304,6 +304,10 @@ std::string report_json(const sim_results& r) {
     per.push_back(std::move(e));
   }
   j["session_list"] = std::move(per);
+  json broken = json::array();
+  for (const auto& v : r.violations)
+    broken.push_back({{"invariant", v.invariant}, {"t_s", v.t_s}, {"actors", v.actors}, {"what", v.what}});
+  j["invariants_broken"] = std::move(broken);
   j["log_lines"] = r.log_lines;
   return j.dump(1) + "\n";
 }
@@ -357,6 +361,15 @@ std::string report_html(const sim_results& r) {
   o << "<h1>Simulation: " << esc(r.scenario) << "</h1>\n<p>seed " << r.seed << ", " << num(r.duration_s)
     << " s of virtual time, " << r.blocks << " blocks, " << r.servers.size() << " servers, " << r.sessions.size()
     << " sessions; " << r.log_lines << " events logged.</p>\n";
+  o << "<h2>Invariants</h2>";
+  if (r.violations.empty()) o << "<p>Every invariant held.</p>\n";
+  else {
+    o << "<table><tr><th>invariant</th><th>at (s)</th><th>actors</th><th>what</th></tr>";
+    for (const auto& v : r.violations)
+      o << "<tr><th>" << esc(v.invariant) << "</th><td>" << num(v.t_s) << "</td><td>" << esc(v.actors)
+        << "</td><td style='text-align:left'>" << esc(v.what) << "</td></tr>";
+    o << "</table>\n";
+  }
   o << "<h2>Sessions</h2><table><tr><th>completed</th><th>failed</th><th>unfinished</th><th>failovers</th>"
     << "<th>sessions with a failover</th></tr><tr><td>" << f.completed << "</td><td>" << f.failed << "</td><td>"
     << f.unfinished << "</td><td>" << f.failovers << "</td><td>" << f.with_failover << "</td></tr></table>\n";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/invariants.hpp"
 #include "sim/network.hpp"
 
 namespace corolla::sim {
@@ -70,6 +71,7 @@ struct sim_results {
   traffic_counts traffic;
   run_cost cost;
   size_t log_lines = 0;
+  std::vector<invariant_violation> violations;  // in the order they were seen (sim/invariants.hpp)
 };
 
 }  // namespace corolla::sim

@@ -135,15 +135,18 @@ void read_churn(TableReader& r, churn_model& c) {
     churn_event e;
     if (!er.get_double("at_s", e.at_s, 0, false)) er.fail("at_s", "is required");
     if (!er.get_string("kind", e.kind)) er.fail("kind", "is required");
-    if (e.kind != "crash" && e.kind != "leave" && e.kind != "freeze" && e.kind != "partition" && e.kind != "join")
-      er.fail("kind", "must be crash, leave, freeze, partition or join, got \"" + e.kind + "\"");
+    if (e.kind != "crash" && e.kind != "leave" && e.kind != "freeze" && e.kind != "partition" && e.kind != "join" &&
+        e.kind != "slow" && e.kind != "restart")
+      er.fail("kind", "must be crash, leave, freeze, partition, join, slow or restart, got \"" + e.kind + "\"");
     er.get_int("server", e.server, -1, kMaxInt);
     er.get_string("region", e.region);
     er.get_double("duration_s", e.duration_s, 0, false);
     er.get_string("class", e.server_class);
+    er.get_double("latency_ms", e.latency_ms, 0, false);
+    if (e.kind == "slow" && e.latency_ms <= 0) er.fail("latency_ms", "must be positive for a slow");
     if (e.kind == "partition" && e.region.empty()) er.fail("region", "is required for a partition");
     if (e.kind == "join" && e.server_class.empty()) er.fail("class", "is required for a join");
-    if ((e.kind == "freeze" || e.kind == "partition") && e.duration_s <= 0)
+    if ((e.kind == "freeze" || e.kind == "partition" || e.kind == "slow") && e.duration_s <= 0)
       er.fail("duration_s", "must be positive for a " + e.kind);
     er.finish();
     c.events.push_back(e);
@@ -208,6 +211,7 @@ scenario read_scenario_text(std::string_view text, const std::string& path) {
   top.get_double("mean_balance_check_s", s.mean_balance_check_s, 0, true);
   top.get_double("balance_quality", s.balance_quality, 0, false);
   top.get_bool("log_steps", s.log_steps);
+  top.get_bool("check_outputs", s.check_outputs);
   if (const toml::table* t = table_at(top, "model")) {
     TableReader r(*t, path, "model.");
     read_model(r, s.model);
@@ -253,6 +257,8 @@ scenario read_scenario_text(std::string_view text, const std::string& path) {
         r.fail("events", "a partition names no region of [network] regions: \"" + e.region + "\"");
   }
   top.finish();
+  if (s.check_outputs && (s.model.hidden_size / s.model.heads) % 16 != 0)
+    top.fail("check_outputs", "needs heads of a multiple of 16 values (the digests' groups, sim/cost_backend.cpp)");
   if (s.servers.empty()) top.fail("servers", "at least one [[servers]] class is required");
   for (const auto& l : s.network.latencies)
     if (!s.find_region(l.a) || !s.find_region(l.b))

@@ -88,11 +88,13 @@ struct client_workload {
 
 struct churn_event {
   double at_s = 0;
-  std::string kind;  // crash, leave, freeze, partition, join
-  int64_t server = -1;           // server index (crash, leave, freeze); -1: chosen at random among the live
+  std::string kind;  // crash, leave, freeze, partition, join, slow, restart
+  int64_t server = -1;           // server index (crash, leave, freeze, slow: -1 a random live one; restart: -1 a
+                                 // random one that crashed or left)
   std::string region;            // partition: this region is cut off from the others
-  double duration_s = 0;         // freeze, partition
+  double duration_s = 0;         // freeze, partition, slow
   std::string server_class;      // join: a server of this class
+  double latency_ms = 0;         // slow: added to the one-way latency of the server's every message
 };
 
 struct churn_model {
@@ -121,6 +123,9 @@ struct scenario {
   churn_model churn;
   // The event log keeps session steps too (every token); off for big runs.
   bool log_steps = false;
+  // The cost model computes digests (sim/cost_backend.hpp) and each completed session's tokens are checked against
+  // the whole model run in one process (session-output); activations then take real memory: for small worlds.
+  bool check_outputs = false;
 
   int64_t server_count() const;
   const region* find_region(const std::string& name) const;

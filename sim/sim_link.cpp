@@ -61,7 +61,10 @@ class sim_link final : public caf::monitorable_actor {
     const message_weight w = weigh(content);
     auto delay = net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now());
     if (!delay) return;  // lost: a request times out at its sender
-    const auto arrives = sys.clock().now() + *delay;
+    // One connection carries a link's messages in order (CAF's guarantee between two actors, TCP's on the wire):
+    // a message does not overtake the one before it, whatever their sizes or a latency spike's end.
+    const auto arrives = std::max(sys.clock().now() + *delay, last_arrival_);
+    last_arrival_ = arrives;
     if (x->mid.is_response() && clock_) clock_->drop_answered(target_, x->mid, arrives);
     caf::strong_actor_ptr sender = x->mid.is_response() ? std::move(x->sender) : reverse_of(x->sender);
     auto msg = caf::make_mailbox_element(std::move(sender), x->mid, std::move(x->stages), x->move_content_to_message());
@@ -128,6 +131,7 @@ class sim_link final : public caf::monitorable_actor {
   caf::strong_actor_ptr target_dht_;  // the DHT node behind a gate: DHT requests go straight to it
   bool down_ = false;
   bool target_gone_ = false;  // down because its target ended, not because the connection broke
+  caf::actor_clock::time_point last_arrival_{};  // of the last message sent over it
   // Held here: the peer keeps only the sender's address (a monitor, say); a link back lives while this one does,
   // or until it goes down.
   std::unordered_map<caf::actor_id, caf::strong_actor_ptr> reverse_;

@@ -2,6 +2,8 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -24,7 +26,18 @@ Tensor virtual_tensor(DType dtype, Shape shape) {
   if (bytes > kVirtualBytes)
     throw std::length_error("a simulated tensor of " + shape.str() + " needs " + std::to_string(bytes >> 20) +
                             " MiB, more than the " + std::to_string(kVirtualBytes >> 30) + " GiB reserved");
-  return Tensor::view(zero_region(), dtype, shape, nullptr);
+  // Each tensor at its own address (a bump over the mapping, wrapping round): a pointer tells tensors apart as a
+  // real allocation's does (the cost model keeps digests per cache pool by its address).
+  static std::mutex mutex;
+  static uint64_t next = 0;
+  uint64_t at = 0;
+  {
+    std::lock_guard lock(mutex);
+    at = (next + 63) & ~uint64_t{63};
+    if (at + bytes > kVirtualBytes) at = 0;
+    next = at + std::max<uint64_t>(bytes, 64);
+  }
+  return Tensor::view(zero_region() + at, dtype, shape, nullptr);
 }
 
 bool is_virtual(const Tensor& t) {

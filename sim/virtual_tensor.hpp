@@ -1,6 +1,7 @@
 // Virtual tensors: shape and dtype without storage of their own, for the simulator's big model shapes (a
 // BLOOM-176B block holds gigabytes of weights and KV cache that the cost model never reads). Every virtual
-// tensor is a view into one read-only anonymous mapping reserved once per process: reading it gives zeros (the
+// tensor is a view into one read-only anonymous mapping reserved once per process (at an address of its own
+// until the mapping wraps round): reading it gives zeros (the
 // kernel's shared zero page, so nothing is committed), and no physical memory is used whatever its size.
 // Writing into one faults: only code that does no arithmetic (the cost backend) may be handed them as outputs.
 #pragma once

@@ -20,16 +20,20 @@
 #include "actors/client/client_api.hpp"
 #include "actors/dht/dht_api.hpp"
 #include "actors/dht/dht_node.hpp"
+#include "actors/dht/read_swarm.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/system_config.hpp"
+#include "actors/server/cache_budget.hpp"
 #include "actors/server/node_supervisor.hpp"
 #include "actors/server/server_node.hpp"
 #include "actors/server/throughput.hpp"
 #include "actors/trust/node_identity.hpp"
 #include "model/block.hpp"
 #include "model/client_head.hpp"
+#include "model/local_model.hpp"
 #include "sim/cost_backend.hpp"
+#include "sim/invariants.hpp"
 #include "sim/network.hpp"
 #include "sim/sim_clock.hpp"
 #include "sim/sim_connector.hpp"
@@ -64,6 +68,8 @@ using retry_open_atom = caf::atom_constant<caf::atom("reopen")>;
 // How often a workload session tries to open before it gives up (a person retrying), and the pause between.
 constexpr int kOpenAttempts = 6;
 constexpr double kOpenRetryS = 20;
+// The end-of-run checks (cache-released, dht-readable) ask the servers this long before the run ends.
+constexpr double kProbeBeforeEndS = 60;
 
 }  // namespace
 
@@ -95,6 +101,8 @@ struct World::impl {
     caf::actor connector, dht, gate, supervisor;
     std::shared_ptr<const SigningKey> identity;
     bool started = false, serving = false, frozen = false, gone = false;
+    bool restarted = false;  // gone, and back as a later entry with the same identity
+    double changed_s = 0;  // its last start, placement, move, thaw or healed partition (dht-readable's clock)
   };
   std::deque<server> servers;
   struct client {
@@ -104,7 +112,6 @@ struct World::impl {
   };
   std::vector<client> clients;
   std::vector<caf::actor> drivers;
-  std::vector<std::string> bootstrap;  // the servers every node bootstraps from (a config's initial peers)
 
   struct world_event {
     time_point t;
@@ -117,6 +124,19 @@ struct World::impl {
   int64_t tokens_total = 0;
   uint64_t events_run = 0;
 
+  // Invariants (sim/invariants.hpp).
+  invariant_bounds bounds;
+  std::vector<CoverageWatch> coverage;   // per swarm
+  std::vector<double> progress_s;        // per session: its last progress (arrival, open, failed open, token)
+  std::vector<bool> stalled;             // per session: session-progress already reported
+  std::vector<std::pair<double, bool>> covered_at;  // per sample: time, every block of every swarm served
+  bool faults = false;                   // the world stages any fault (churn, loss)
+  // session-output (check_outputs): each session's prompt and tokens, and the whole model in one process per swarm
+  // on a cost backend of its own, computing the same digests.
+  std::vector<std::vector<int32_t>> prompts, token_ids;
+  std::shared_ptr<CostBackend> reference_backend;
+  std::vector<std::unique_ptr<LocalModel>> reference_models;
+
   impl(scenario s, uint64_t sd) : sc(std::move(s)), seed(sd), net(sc.network, sd), rng(sd) {
     sched.clock().current_time += std::chrono::hours(1);  // time 0 is not special
     origin = sched.clock().now();
@@ -127,7 +147,7 @@ struct World::impl {
     res.seed = seed;
     res.duration_s = sc.duration_s;
     res.blocks = sc.model.blocks;
-    client_backend = make_cost_backend({});
+    client_backend = make_cost_backend({}, sc.check_outputs);
     for (int64_t k = 0; k < sc.model.swarms; ++k) {
       const std::string prefix = sc.model.swarms == 1 ? "sim" : "sim-" + std::to_string(k);
       sources.push_back(std::make_shared<SyntheticWeights>(sc.model.config(), sc.model.dtype, prefix));
@@ -137,7 +157,16 @@ struct World::impl {
     plan_clients();
     plan_sessions();
     plan_churn();
+    bounds = bounds_for(sc);
+    coverage.assign(sources.size(), CoverageWatch(bounds.cover_s));
+    progress_s.assign(res.sessions.size(), -1);
+    prompts.assign(res.sessions.size(), {});
+    token_ids.assign(res.sessions.size(), {});
+    stalled.assign(res.sessions.size(), false);
+    faults = !sc.churn.events.empty() || sc.churn.crash_fraction > 0 || sc.churn.leave_fraction > 0 ||
+             sc.churn.freeze_fraction > 0 || sc.network.loss > 0;
     at(0, [this] { sample(); });
+    if (sc.duration_s > kProbeBeforeEndS) at(sc.duration_s - kProbeBeforeEndS, [this] { probe_at_end(); });
   }
 
   ~impl() {
@@ -171,7 +200,8 @@ struct World::impl {
     s.rec.start_s = start_s;
     s.rec.tflops = cls.efficiency * cls.tflops * uniform(1 - cls.jitter, 1 + cls.jitter);
     s.rec.bandwidth_gbs = cls.efficiency * cls.memory_bandwidth_gbs * uniform(1 - cls.jitter, 1 + cls.jitter);
-    s.backend = make_cost_backend({s.rec.tflops * 1e12, s.rec.bandwidth_gbs * 1e9, cls.op_overhead_us * 1e-6});
+    s.backend = make_cost_backend({s.rec.tflops * 1e12, s.rec.bandwidth_gbs * 1e9, cls.op_overhead_us * 1e-6},
+                                  sc.check_outputs);
     const double block = sc.model.block_bytes();
     const double memory = cls.memory_gb * 1e9;
     s.rec.num_blocks = cls.num_blocks > 0 ? cls.num_blocks : static_cast<int64_t>(0.85 * memory / block);
@@ -187,19 +217,20 @@ struct World::impl {
   // The rates a server would measure at start (throughput.hpp), here in modelled time: one block of the model
   // on the server's cost backend, a single-token step at position 128 and a 1024-token forward.
   void measure_rates(server& s) {
-    auto block = load_block(*sources[0], 0, *s.backend);
+    auto backend = make_cost_backend(s.backend->model());  // the time alone: no digests to compute
+    auto block = load_block(*sources[0], 0, *backend);
     const int64_t d = sc.model.hidden_size;
     KVCache cache = block->make_cache(1, 129);
-    Tensor one = s.backend->alloc(DType::f32, {1, 1, d});
+    Tensor one = backend->alloc(DType::f32, {1, 1, d});
     std::vector<int32_t> at{128};
-    take_modelled_time(*s.backend);
+    take_modelled_time(*backend);
     block->forward(one, at, &cache);
-    const double t_inference = std::chrono::duration<double>(take_modelled_time(*s.backend)).count();
-    Tensor batch = s.backend->alloc(DType::f32, {1, 1024, d});
+    const double t_inference = std::chrono::duration<double>(take_modelled_time(*backend)).count();
+    Tensor batch = backend->alloc(DType::f32, {1, 1024, d});
     std::vector<int32_t> positions(1024);
     for (int32_t i = 0; i < 1024; ++i) positions[static_cast<size_t>(i)] = i;
     block->forward(batch, positions, nullptr);
-    const double t_forward = std::chrono::duration<double>(take_modelled_time(*s.backend)).count();
+    const double t_forward = std::chrono::duration<double>(take_modelled_time(*backend)).count();
     s.rec.inference_rps = 1.0 / t_inference;
     s.rec.forward_rps = 1024.0 / t_forward;
     const double link_mbps = s.cls->bandwidth_mbps > 0 ? s.cls->bandwidth_mbps : sc.network.bandwidth_mbps;
@@ -213,7 +244,6 @@ struct World::impl {
         const double spread = cls.count > 1 ? cls.start_spread_s * static_cast<double>(i) / static_cast<double>(cls.count) : 0;
         add_server(cls, cls.start_s + spread);
       }
-    for (size_t i = 0; i < std::min<size_t>(3, servers.size()); ++i) bootstrap.push_back(servers[i].rec.address);
     for (size_t i = 0; i < servers.size(); ++i) at(servers[i].rec.start_s, [this, i] { start_server(i); });
   }
 
@@ -239,9 +269,11 @@ struct World::impl {
     s.node = net.add_node(s.rec.address, s.rec.region, s.cls->bandwidth_mbps);
     s.connector = spawn_sim_connector(sys, net, s.node);
     // The server's key from the world's random stream (runs stay deterministic); its DHT id is derived from it.
-    KeySeed key_seed;
-    for (auto& b : key_seed) b = static_cast<uint8_t>(rng());
-    s.identity = std::make_shared<const SigningKey>(SigningKey::from_seed(key_seed));
+    if (!s.identity) {  // a restarted server keeps its own
+      KeySeed key_seed;
+      for (auto& b : key_seed) b = static_cast<uint8_t>(rng());
+      s.identity = std::make_shared<const SigningKey>(SigningKey::from_seed(key_seed));
+    }
     dht_options d;
     d.id = dht_id_of(s.identity->public_key());
     d.address = s.rec.address;
@@ -252,14 +284,13 @@ struct World::impl {
     server_node node = start_server_node(sys, setup, s.connector, sources[s.swarm], false);
     s.gate = node.gate;
     s.started = true;
+    s.changed_s = now_s();
     net.publish(s.rec.address, s.node, s.gate, s.dht);
     caf::send_as(s.gate, s.gate, address_atom::value, s.rec.address);  // from its own node, as a server does
     note("server-start", s.rec.address + " class=" + s.rec.server_class + " region=" + s.rec.region +
                              " blocks=" + std::to_string(s.rec.num_blocks) + " inference_rps=" + fmt(s.rec.inference_rps) +
                              " throughput=" + fmt(s.rec.throughput));
-    std::vector<std::string> peers;
-    for (size_t j = 0; j < bootstrap.size(); ++j)
-      if (j != i && servers[j].started && !servers[j].gone) peers.push_back(bootstrap[j]);
+    const std::vector<std::string> peers = initial_peers(i);
     if (peers.empty()) return start_parts(i, node, setup);
     caf::actor dht = s.dht;
     drivers.push_back(sys.spawn([this, i, node, setup, peers, dht](caf::event_based_actor* self) {
@@ -270,6 +301,17 @@ struct World::impl {
                   start_parts(i, node, setup);
                 });
     }));
+  }
+
+  // A starting node's initial peers (a config's `initial_peers`): the first three live servers in the order they
+  // were planned, other than itself. While the first three live, every node gets them, as a swarm's fixed
+  // bootstrap peers; a node starting after they went gets the next ones, as an operator takes peers from the
+  // swarm's current list (otherwise a world where they left would only show that stale addresses fail).
+  std::vector<std::string> initial_peers(size_t self) const {
+    std::vector<std::string> out;
+    for (size_t j = 0; j < servers.size() && out.size() < 3; ++j)
+      if (j != self && servers[j].started && !servers[j].gone) out.push_back(servers[j].rec.address);
+    return out;
   }
 
   void start_parts(size_t i, const server_node& node, const server_setup& setup) {
@@ -297,12 +339,14 @@ struct World::impl {
     switch (e.kind) {
       case balancer_event::placed:
         s.serving = true;
+        s.changed_s = now_s();
         s.rec.first_block = e.first;
         s.rec.last_block = e.last;
         note("server-placed", s.rec.address + " blocks=" + span);
         break;
       case balancer_event::moved:
         ++s.rec.moves;
+        s.changed_s = now_s();
         s.rec.first_block = e.first;
         s.rec.last_block = e.last;
         note("server-moved", s.rec.address + " blocks=" + span);
@@ -367,6 +411,7 @@ struct World::impl {
     isolate(net.links_touching(s.node), s.rec.address + " stopped answering");
     at(now_s() + duration, [this, i] {
       servers[i].frozen = false;
+      servers[i].changed_s = now_s();
       net.set_frozen(servers[i].node, false);
       note("server-thaw", servers[i].rec.address);
     });
@@ -380,6 +425,8 @@ struct World::impl {
     isolate(net.links_crossing(*r), "region " + region + " is cut off");
     at(now_s() + duration, [this, r = *r, region] {
       net.set_partitioned(r, false);
+      for (auto& s : servers)
+        if (s.rec.region == region) s.changed_s = now_s();
       note("partition-healed", "region=" + region);
     });
   }
@@ -411,14 +458,66 @@ struct World::impl {
       at(e.at_s, [this, e] {
         std::optional<size_t> i;
         if (e.server >= 0 && static_cast<size_t>(e.server) < servers.size()) i = static_cast<size_t>(e.server);
-        else if (e.kind != "partition" && e.kind != "join") i = pick_live();
+        else if (e.kind != "partition" && e.kind != "join" && e.kind != "restart") i = pick_live();
         if (e.kind == "crash" && i) crash(*i);
         else if (e.kind == "leave" && i) leave(*i);
         else if (e.kind == "freeze" && i) freeze(*i, e.duration_s);
         else if (e.kind == "partition") partition(e.region, e.duration_s);
         else if (e.kind == "join") join(e.server_class);
+        else if (e.kind == "slow" && i) slow(*i, e.duration_s, e.latency_ms);
+        else if (e.kind == "restart") restart(i);
       });
     }
+  }
+
+  // A latency spike: every message to or from the server takes `latency_ms` longer for a while (a congested
+  // uplink, a slow host); the links still deliver in order.
+  void slow(size_t i, double duration, double latency_ms) {
+    server& s = servers[i];
+    if (!s.started || s.gone) return;
+    net.set_extra_latency(s.node, latency_ms / 1000);
+    note("server-slow", s.rec.address + " latency+=" + fmt(latency_ms) + "ms for=" + fmt(duration));
+    at(now_s() + duration, [this, i] {
+      net.set_extra_latency(servers[i].node, 0);
+      servers[i].changed_s = now_s();
+      note("server-slow-end", servers[i].rec.address);
+    });
+  }
+
+  // A server that crashed or left starts again as its operator would restart it: the same identity (so the same
+  // DHT id and owner key), address, class and span size. `which`: that server, or a random one that went.
+  void restart(std::optional<size_t> which) {
+    if (!which) {
+      std::vector<size_t> gone;
+      for (size_t j = 0; j < servers.size(); ++j)
+        if (servers[j].gone && !servers[j].restarted) gone.push_back(j);
+      if (!gone.empty()) which = gone[std::uniform_int_distribution<size_t>(0, gone.size() - 1)(rng)];
+    }
+    if (!which || !servers[*which].gone || servers[*which].restarted) {
+      note("restart-skipped", "no server that went is left to restart");
+      return;
+    }
+    server& old = servers[*which];
+    old.restarted = true;
+    server& s = servers.emplace_back();  // a deque: `old` stays valid
+    s.cls = old.cls;
+    s.swarm = old.swarm;
+    s.identity = old.identity;
+    s.cache_tokens = old.cache_tokens;
+    s.backend = make_cost_backend(old.backend->model(), old.backend->digests());
+    s.rec.address = old.rec.address;
+    s.rec.swarm = old.rec.swarm;
+    s.rec.server_class = old.rec.server_class;
+    s.rec.region = old.rec.region;
+    s.rec.tflops = old.rec.tflops;
+    s.rec.bandwidth_gbs = old.rec.bandwidth_gbs;
+    s.rec.num_blocks = old.rec.num_blocks;
+    s.rec.inference_rps = old.rec.inference_rps;
+    s.rec.forward_rps = old.rec.forward_rps;
+    s.rec.throughput = old.rec.throughput;
+    s.rec.start_s = now_s();
+    note("server-restart", s.rec.address);
+    start_server(servers.size() - 1);
   }
 
   void join(const std::string& class_name) {
@@ -451,7 +550,7 @@ struct World::impl {
     const auto& w = sc.workload;
     c.connector = spawn_sim_connector(sys, net, c.node);
     swarm_client_options o;
-    o.initial_peers = bootstrap;
+    o.initial_peers = initial_peers(servers.size());
     o.model_prefix = sources[c.swarm]->origin();
     o.mode = w.mode == "push" ? route_mode::push : route_mode::relay;
     o.request_timeout = timespan_of(w.request_timeout_s);
@@ -484,19 +583,23 @@ struct World::impl {
 
   void start_session(size_t k) {
     session_record& r = res.sessions[k];
+    progress_s[k] = now_s();
     start_client(r.client);
     note("session-arrive", "session=" + std::to_string(k) + " client=" + std::to_string(r.client) +
                                " prompt=" + std::to_string(r.prompt_tokens) + " new=" + std::to_string(r.new_tokens));
     std::vector<int32_t> prompt(static_cast<size_t>(r.prompt_tokens));
     for (auto& id : prompt) id = static_cast<int32_t>(1 + rng() % static_cast<uint64_t>(sc.model.vocab_size - 2));
+    prompts[k] = prompt;
     drivers.push_back(sys.spawn([this, k, prompt](caf::event_based_actor* self) -> caf::behavior {
       open_session_for(self, k, prompt);
       return {
-          [=, this](token_atom, int32_t) {
+          [=, this](token_atom, int32_t id) {
+            token_ids[k].push_back(id);
             auto& r = res.sessions[k];
             const double t = now_s();
             if (r.first_token_s < 0) r.first_token_s = t;
             r.token_s.push_back(t);
+            progress_s[k] = t;
             ++tokens_total;
             if (sc.log_steps) note("token", "session=" + std::to_string(k) + " n=" + std::to_string(r.token_s.size()));
           },
@@ -514,11 +617,13 @@ struct World::impl {
         .then(
             [=, this](caf::actor session) {
               res.sessions[k].opened_s = now_s();
+              progress_s[k] = now_s();
               note("session-open", "session=" + std::to_string(k));
               generate(self, k, session, prompt);
             },
             [=, this](caf::error& e) {
               auto& r = res.sessions[k];
+              progress_s[k] = now_s();
               note("session-open-failed", "session=" + std::to_string(k) + " attempt=" +
                                               std::to_string(r.open_attempts) + " " + describe(e));
               if (r.open_attempts >= kOpenAttempts) return end_session(self, k, {}, describe(e));
@@ -547,12 +652,168 @@ struct World::impl {
       note(r.ok ? "session-done" : "session-failed",
            "session=" + std::to_string(k) + " tokens=" + std::to_string(r.token_s.size()) +
                " failovers=" + std::to_string(r.recovery_s.size()) + (r.ok ? "" : " error=" + error));
+      check_outcome(k);
       if (session) self->send(session, close_atom::value);
       self->quit();
     };
     if (!session) return finish({});
     self->request(session, std::chrono::seconds(60), stats_atom::value)
         .then([=](const session_stats& s) { finish(s); }, [=](caf::error&) { finish({}); });
+  }
+
+  // --- invariants (sim/invariants.hpp) -----------------------------------------------------------------------------
+
+  void violate(const std::string& invariant, const std::string& actors, const std::string& what) {
+    res.violations.push_back({invariant, now_s(), actors, what});
+    note("invariant-violated", invariant + " " + actors + ": " + what);
+  }
+
+  static std::string who(const session_record& r) {
+    return "session=" + std::to_string(r.id) + " client=" + std::to_string(r.client);
+  }
+
+  void check_progress() {
+    const double t = now_s();
+    for (size_t k = 0; k < res.sessions.size(); ++k) {
+      const auto& r = res.sessions[k];
+      if (progress_s[k] < 0 || r.done_s >= 0 || stalled[k] || t - progress_s[k] <= bounds.stall_s) continue;
+      stalled[k] = true;
+      violate("session-progress", who(r),
+              "no progress for " + fmt(t - progress_s[k]) + " s (bound " + fmt(bounds.stall_s) + " s) with " +
+                  std::to_string(r.token_s.size()) + " of " + std::to_string(r.new_tokens) + " tokens" +
+                  (r.opened_s < 0 ? ", not open" : ""));
+    }
+  }
+
+  // Whether every sample from `from` (less one period: the state the session found) to `to` saw every block
+  // served.
+  bool covered_throughout(double from, double to) const {
+    bool any = false;
+    for (const auto& [t, covered] : covered_at) {
+      if (t < from - sample_period() || t > to) continue;
+      if (!covered) return false;
+      any = true;
+    }
+    return any;
+  }
+
+  void check_outcome(size_t k) {
+    const auto& r = res.sessions[k];
+    const auto got = static_cast<int64_t>(r.token_s.size());
+    if (r.ok && got != r.new_tokens)
+      violate("session-outcome", who(r),
+              "completed with " + std::to_string(got) + " tokens of the " + std::to_string(r.new_tokens) + " asked");
+    if (!r.ok && r.error.empty()) violate("session-outcome", who(r), "failed without saying why");
+    if (r.ok && sc.check_outputs) check_output(k);
+    // Running out of cache is the swarm's capacity, not a fault: such a session may fail in any world.
+    if (!r.ok && !faults && r.error.rfind("out_of_cache", 0) != 0 && covered_throughout(r.arrival_s, r.done_s))
+      violate("session-outcome", who(r),
+              "failed in a world without faults while every block was served: " + r.error);
+  }
+
+  // session-output: the tokens the whole model generates from the session's prompt in one process, fault-free.
+  std::vector<int32_t> reference_tokens(size_t k) {
+    const size_t swarm = clients[res.sessions[k].client].swarm;
+    if (!reference_backend) {
+      reference_backend = make_cost_backend({}, true);
+      reference_models.resize(sources.size());
+    }
+    if (!reference_models[swarm]) reference_models[swarm] = std::make_unique<LocalModel>(sources[swarm], *reference_backend);
+    GenerationParams params;
+    params.max_new_tokens = res.sessions[k].new_tokens;
+    params.stop_at_eos = false;
+    return corolla::generate(*reference_models[swarm], prompts[k], params);
+  }
+
+  void check_output(size_t k) {
+    const auto want = reference_tokens(k);
+    const auto& got = token_ids[k];
+    if (got == want) return;
+    size_t at = 0;
+    while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
+    const auto& r = res.sessions[k];
+    violate("session-output", who(r),
+            "token " + std::to_string(at) + " of " + std::to_string(want.size()) + " differs from the fault-free "
+            "output (" + (at < got.size() ? std::to_string(got[at]) : std::string("none")) + " instead of " +
+            (at < want.size() ? std::to_string(want[at]) : std::string("none")) + "), after " +
+            std::to_string(r.recovery_s.size()) + " failovers");
+  }
+
+  // The checks that ask the servers, near the run's end: cache-released once every session has ended, and
+  // dht-readable from a few live servers' DHT nodes.
+  void probe_at_end() {
+    const double t = now_s();
+    bool quiet = true;
+    double last_end = 0;
+    for (size_t k = 0; k < res.sessions.size(); ++k) {
+      const auto& r = res.sessions[k];
+      if (r.arrival_s <= sc.duration_s && (progress_s[k] < 0 || r.done_s < 0)) quiet = false;
+      last_end = std::max(last_end, r.done_s);
+    }
+    std::vector<size_t> released, readers;
+    std::vector<int> readers_of_swarm(sources.size(), 0);
+    for (size_t i = 0; i < servers.size(); ++i) {
+      const server& s = servers[i];
+      if (!s.started || s.gone || s.frozen || !s.serving) continue;
+      if (quiet && last_end <= t - bounds.settle_s) released.push_back(i);
+      if (readers_of_swarm[s.swarm]++ < 2) readers.push_back(i);
+    }
+    if (released.empty() && readers.empty()) return;
+    drivers.push_back(sys.spawn([this, released, readers, t](caf::event_based_actor* self) {
+      const auto timeout = std::chrono::seconds(30);
+      for (size_t i : released)
+        self->request(servers[i].gate, timeout, info_request{})
+            .then([=, this](const server_info& info) { check_released(i, info, t); },
+                  [=, this](caf::error& e) {
+                    violate("cache-released", servers[i].rec.address, "did not answer: " + describe(e));
+                  });
+      for (size_t i : readers)
+        read_swarm(self, servers[i].dht, sources[servers[i].swarm]->origin(), sc.model.blocks, timeout,
+                   [=, this](std::vector<server_info> found) { check_listed(i, found, t); });
+    }));
+  }
+
+  void check_released(size_t i, const server_info& info, double asked_s) {
+    const server& s = servers[i];
+    if (s.gone || s.frozen) return;  // it went while the question travelled
+    const auto span = static_cast<size_t>(std::max<int64_t>(0, info.last_block - info.first_block));
+    const CacheBudget empty(s.cache_tokens, std::vector<int64_t>(span, 0), sc.model.config().max_position);
+    if (info.sessions == 0 && info.cache_tokens_left == empty.tokens_left_per_block()) return;
+    violate("cache-released", s.rec.address,
+            "holds " + std::to_string(info.sessions) + " sessions and " + std::to_string(info.cache_tokens_left) +
+                " cache tokens per block of " + std::to_string(empty.tokens_left_per_block()) + ", " +
+                fmt(asked_s - std::max(0.0, last_session_end())) + " s after the last session ended");
+  }
+
+  double last_session_end() const {
+    double last = 0;
+    for (const auto& r : res.sessions) last = std::max(last, r.done_s);
+    return last;
+  }
+
+  void check_listed(size_t reader, const std::vector<server_info>& found, double asked_s) {
+    const server& from = servers[reader];
+    if (from.gone || from.frozen) return;
+    for (const server& s : servers) {
+      if (s.swarm != from.swarm || !s.started || s.gone || s.frozen || !s.serving) continue;
+      if (s.changed_s > asked_s - bounds.dht_s) continue;
+      auto it = std::find_if(found.begin(), found.end(), [&](const server_info& i) {
+        return i.address == s.rec.address || i.public_name == s.rec.address;
+      });
+      const std::string actors = from.rec.address + " reading " + s.rec.address;
+      const std::string span = std::to_string(s.rec.first_block) + ":" + std::to_string(s.rec.last_block);
+      std::string listed;
+      for (size_t n = 0; n < found.size() && n < 8; ++n) listed += " " + found[n].address;
+      if (found.size() > 8) listed += " and " + std::to_string(found.size() - 8) + " more";
+      if (it == found.end())
+        violate("dht-readable", actors,
+                "not listed (listed:" + listed + "), serving " + span + " unchanged for " + fmt(asked_s - s.changed_s) + " s (bound " +
+                    fmt(bounds.dht_s) + " s)");
+      else if (it->first_block != s.rec.first_block || it->last_block != s.rec.last_block)
+        violate("dht-readable", actors,
+                "listed with blocks " + std::to_string(it->first_block) + ":" + std::to_string(it->last_block) +
+                    ", serving " + span);
+    }
   }
 
   // --- the swarm over time ---------------------------------------------------------------------------------------
@@ -582,6 +843,22 @@ struct World::impl {
         s.block_capacity[b] = std::min(s.block_capacity[b], capacity[k][b]);
       }
     s.tokens_total = tokens_total;
+    bool all_covered = true;
+    for (size_t k = 0; k < sources.size(); ++k) {
+      std::vector<int64_t> spans, holes;
+      for (const auto& srv : servers)
+        if (srv.swarm == k && srv.started && !srv.gone && !srv.frozen) spans.push_back(srv.rec.num_blocks);
+      for (size_t b = 0; b < blocks; ++b)
+        if (count[k][b] == 0) holes.push_back(static_cast<int64_t>(b));
+      all_covered = all_covered && holes.empty();
+      if (auto v = coverage[k].observe(s.t_s, spare_capacity(spans, sc.model.blocks), holes.empty())) {
+        std::string list;
+        for (int64_t b : holes) list += (list.empty() ? "" : ",") + std::to_string(b);
+        violate("block-coverage", "swarm " + sources[k]->origin() + " blocks " + list, *v);
+      }
+    }
+    covered_at.emplace_back(s.t_s, all_covered);
+    check_progress();
     res.samples.push_back(std::move(s));
     at(now_s() + sample_period(), [this] { sample(); });
   }
@@ -630,6 +907,7 @@ struct World::impl {
       }
     }
     if (clock.current_time < end) clock.current_time = end;
+    check_progress();
     for (size_t i = 0; i < servers.size(); ++i) res.servers.push_back(servers[i].rec);
     res.traffic = net.traffic();
     res.log_lines = log.lines();

@@ -2,6 +2,7 @@
 #include "actors/client/inference_session.hpp"
 
 #include <caf/all.hpp>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -608,6 +609,26 @@ void try_complete(session_actor* self, std::shared_ptr<step_run> run) {
   });
 }
 
+// A push step's chain moves hop by hop, each forwarding server sending the client a copy of its output: when no
+// new copy (nor the output) came for a request timeout, the chain has stalled at the hop after the last copy (a
+// message lost, a server gone silent). That hop fails as a relayed hop that does not answer in time would;
+// waiting for the whole chain's deadline (a request timeout per hop) stalled sessions for minutes. The timer holds
+// the step weakly: steps end long before it fires.
+void watch_push(session_actor* self, const std::shared_ptr<step_run>& run, uint64_t a, size_t copies) {
+  std::weak_ptr<step_run> weak = run;
+  after(self, self->state.opt.request_timeout, [=] {
+    auto run = weak.lock();
+    if (!run || stale(self, run, a) || run->output) return;
+    const auto now = static_cast<size_t>(std::count_if(run->inputs.begin(), run->inputs.end(),
+                                                       [](const auto& i) { return i.has_value(); }));
+    if (now > copies) return watch_push(self, run, a, now);
+    const size_t k = suspect(self, *run);
+    fail(self, run, k, make_error(errc::peer_unavailable, "the push chain stalled at " +
+                                                              self->state.hops[k].plan.address +
+                                                              ": no output within the request timeout"));
+  });
+}
+
 void push(session_actor* self, std::shared_ptr<step_run> run) {
   auto& st = self->state;
   step_request req{st.hops[0].session_id, run->step, run->input, *run->positions, {}, {}, run->hypo_ids};
@@ -629,6 +650,7 @@ void push(session_actor* self, std::shared_ptr<step_run> run) {
           [=](caf::error& e) {
             if (!stale(self, run, a)) fail(self, run, suspect(self, *run), std::move(e));
           });
+  watch_push(self, run, a, 1);
 }
 
 void attempt(session_actor* self, std::shared_ptr<step_run> run) {

@@ -46,6 +46,15 @@ struct dht_node_state {
     std::vector<Contact> closest;
   };
   std::map<NodeId, converged, id_less> recent_reads;
+  // Contacts that left their buckets (failed RPCs in a row), to try again (kLostRetry). A node cut off for a while
+  // (frozen, or its network partitioned) evicts every contact it tried and is evicted by every node that tried it;
+  // once the cut heals, neither side would meet the other again, and the DHT would stay split for good.
+  struct lost_contact {
+    Contact contact;
+    DhtTime lost{}, tried{};
+  };
+  std::map<NodeId, lost_contact, id_less> lost;
+  std::vector<std::string> initial_peers;  // of the last bootstrap: pinged again while they are not contacts
   static inline const char* name = "dht_node";
 };
 
@@ -57,6 +66,12 @@ constexpr caf::timespan kSeenReportInterval = std::chrono::seconds(30);
 // again and 374 k newcomers to full buckets (10,000 servers: 19.7 M, a tenth of all events).
 constexpr caf::timespan kMemberReportInterval = std::chrono::minutes(5);
 constexpr caf::timespan kNewcomerReportInterval = std::chrono::seconds(30);
+
+// Lost contacts: each sweep pings the few tried least recently; one that answers is a contact again, one lost
+// longer than kLostMemory is forgotten, and at most kLostKept are remembered (the most recently lost).
+constexpr size_t kLostPingsPerSweep = 5;
+constexpr caf::timespan kLostMemory = std::chrono::hours(1);
+constexpr size_t kLostKept = 64;
 
 // How long a read's converged set stands in for a put's lookup. A server reads the key it announces under (its
 // next block's servers, to ping them) seconds before it announces: a put's lookup then would walk the same path
@@ -131,6 +146,54 @@ size_t contact_count(const dht_node_state& st) {
   for (const auto& [i, v] : st.views) n += v.size();
   return n;
 }
+
+// A bucket's members before and after its report: those gone are remembered as lost, those present are not.
+void note_departures(node_actor* self, const std::vector<Contact>& before, const std::vector<Contact>& after) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  for (const auto& c : after) st.lost.erase(c.id);
+  for (const auto& c : before)
+    if (std::none_of(after.begin(), after.end(), [&](const Contact& a) { return a.id == c.id; }))
+      st.lost[c.id] = {c, now, now};
+  while (st.lost.size() > kLostKept) {
+    auto oldest = std::min_element(st.lost.begin(), st.lost.end(),
+                                   [](const auto& a, const auto& b) { return a.second.lost < b.second.lost; });
+    st.lost.erase(oldest);
+  }
+}
+
+void ping_address(node_actor* self, const std::string& address) {
+  dht_call<dht_ping_reply>(
+      self, self->state.connector, address, self->state.opt.rpc_timeout, dht_ping_request{to_wire(self->state.me), {}},
+      [=](const dht_ping_reply& r) {
+        if (auto c = from_wire(r.responder); c && c->id != self->state.me.id) note_seen(self, Contact{c->id, address});
+      },
+      [](const caf::error&) {});
+}
+
+// At each sweep: pings a few lost contacts (a cut that healed joins the two sides again: each side's pings meet
+// the other, and a pinged node notes the pinger too), and the initial peers that are not contacts now. The
+// initial peers are the swarm's meeting point: a node that joined while they were unreachable, and formed a
+// group with others who joined then, would otherwise never meet the nodes that knew only them.
+void meet_again(node_actor* self) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  std::erase_if(st.lost, [&](const auto& e) { return now - e.second.lost > kLostMemory; });
+  std::vector<dht_node_state::lost_contact*> order;
+  for (auto& [id, l] : st.lost) order.push_back(&l);
+  std::sort(order.begin(), order.end(), [](auto a, auto b) { return a->tried < b->tried; });
+  for (size_t i = 0; i < order.size() && i < kLostPingsPerSweep; ++i) {
+    order[i]->tried = now;
+    ping_address(self, order[i]->contact.address);
+  }
+  for (const auto& peer : st.initial_peers) {
+    bool known = peer == st.me.address;
+    for (const auto& [i, v] : st.views)
+      known = known || std::any_of(v.begin(), v.end(), [&](const Contact& c) { return c.address == peer; });
+    if (!known) ping_address(self, peer);
+  }
+}
+
 
 // The n known contacts closest to target (and `extra` ones), without `exclude`; of two with the same id, the one
 // met first (the routing table before `extra`). Every find_node/find_value a node answers runs this, so it ranks
@@ -473,6 +536,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         };
         auto prog = std::make_shared<Progress>();
         prog->peers = req.peers;
+        self->state.initial_peers = req.peers;
         prog->pending = req.peers.size();
         prog->failed.resize(req.peers.size());
         // Once every peer answered or failed: look up our own id, which fills the buckets near it; the farther ones
@@ -547,8 +611,10 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
       [=](const contact_seen& m) { note_seen(self, m.contact); },
       [=](const contact_failed& m) { note_failed(self, m.id); },
       [=](bucket_view& m) {
-        if (m.contacts.empty()) self->state.views.erase(m.index);
-        else self->state.views[m.index] = std::move(m.contacts);
+        auto& s = self->state;
+        note_departures(self, s.views[m.index], m.contacts);
+        if (m.contacts.empty()) s.views.erase(m.index);
+        else s.views[m.index] = std::move(m.contacts);
       },
       [=](sweep_atom) {
         if (!from_own_node(self)) return;
@@ -562,6 +628,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
             met = now;
             run_lookup(self, random_id_in_bucket(s.me.id, index, s.rng), false, {}, [](lookup_result) {}, kRefreshWidth);
           }
+        meet_again(self);
         self->delayed_send(self, self->state.opt.purge_period, sweep_atom::value);
       },
       [=](republish_atom) {

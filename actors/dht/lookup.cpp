@@ -73,6 +73,17 @@ std::vector<Contact> Lookup::closest_answered(size_t n) const {
   return out;
 }
 
+bool Lookup::nearest_answered(size_t n) const {
+  size_t seen = 0;
+  for (const auto& [d, c] : candidates_) {
+    if (seen >= n) break;
+    if (c.state == State::failed) continue;
+    if (c.state != State::answered) return false;
+    ++seen;
+  }
+  return true;
+}
+
 int Lookup::hops() const {
   int h = 0;
   for (const auto& [d, c] : candidates_)

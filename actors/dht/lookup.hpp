@@ -36,6 +36,9 @@ class Lookup {
   size_t in_flight() const { return in_flight_; }
   // The closest contacts that answered, closest first, at most n.
   std::vector<Contact> closest_answered(size_t n) const;
+  // Whether the n closest candidates that have not failed have all answered (fewer when fewer are known): no
+  // nearer node is still to hear from.
+  bool nearest_answered(size_t n) const;
   int hops() const;
   size_t queries() const { return queries_; }
   const NodeId& target() const { return target_; }

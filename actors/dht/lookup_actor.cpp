@@ -84,7 +84,12 @@ bool on_answer(lookup_actor* self, const Contact& c, const dht_contact& responde
 void pump(lookup_actor* self) {
   auto& st = self->state;
   if (st.done) return;
-  if (st.lookup->finished() || (st.p.find_value && st.result.holders >= st.p.replicas)) {
+  // A read stops once `replicas` nodes answered with entries and the `replicas` nearest known nodes all answered:
+  // records are stored on the nearest, and holders that answered first but lie farther (copies a put left on a
+  // set that a hurried read had converged on) would hide records the nearer ones hold. Sweeps of random worlds
+  // found readers that missed a live server for good that way.
+  if (st.lookup->finished() || (st.p.find_value && st.result.holders >= st.p.replicas &&
+                                st.lookup->nearest_answered(st.p.replicas))) {
     finish(self);
     return;
   }
