@@ -30,8 +30,11 @@ struct announcer_state {
   // announcements in one millisecond ("joining", then "online" as the blocks finish loading) would otherwise tie.
   DhtTime last_expiration{};
   std::vector<std::function<void(size_t)>> queued;  // callers waiting for the next announcement
+  uint64_t round = 0, announced_round = 0;          // refreshes, and the last one that announced
   static inline const char* name = "announcer";
 };
+
+using announce_due_atom = caf::atom_constant<caf::atom("annodue")>;
 
 using announcer_actor = caf::stateful_actor<announcer_state>;
 
@@ -106,6 +109,15 @@ void announce_now(announcer_actor* self, std::function<void(size_t)> done) {
           [=](caf::error&) { done(0); });
 }
 
+void announce(announcer_actor* self, std::function<void(size_t)> done);
+
+// A refresh's announcement, once: when its pings are in, or when it is due, whichever comes first.
+void announce_round(announcer_actor* self, uint64_t round) {
+  if (self->state.announced_round >= round) return;
+  self->state.announced_round = round;
+  announce(self, [](size_t) {});
+}
+
 // announce_now at once, or after the one in flight (see announcer_state::announcing).
 void announce(announcer_actor* self, std::function<void(size_t)> done) {
   auto& st = self->state;
@@ -136,16 +148,23 @@ caf::behavior announcer(announcer_actor* self, announcer_options opt, caf::actor
   self->send(self, refresh_atom::value);
   return {
       [=](refresh_atom) {
-        // The span's end is in the info; ping that block's servers, then announce.
+        // The span's end is in the info; ping that block's servers, then announce (the read before the pings
+        // leaves the nodes to store on: kReadReuse, a sixth of a server's DHT messages). But announce a quarter
+        // period after the refresh at the latest: over a lossy network the read and pings took up to 15 s, past
+        // the previous records' expiry at short periods, and readers missed live servers (found by random
+        // simulated worlds).
+        const uint64_t round = ++self->state.round;
+        self->delayed_send(self, self->state.opt.period / 4, announce_due_atom::value, round);
         self->request(self->state.gate, std::chrono::seconds(10), info_request{})
             .then(
                 [=](const server_info& info) {
-                  if (info.last_block >= info.total_blocks) return announce(self, [](size_t) {});
-                  measure_pings(self, info.last_block, [=] { announce(self, [](size_t) {}); });
+                  if (info.last_block >= info.total_blocks) return announce_round(self, round);
+                  measure_pings(self, info.last_block, [=] { announce_round(self, round); });
                 },
                 [=](caf::error&) {});
         self->delayed_send(self, self->state.opt.period, refresh_atom::value);
       },
+      [=](announce_due_atom, uint64_t round) { announce_round(self, round); },
       [=](state_atom, const std::string& state) -> caf::result<ack> {
         self->state.opt.state = state;
         auto rp = self->make_response_promise<ack>();
