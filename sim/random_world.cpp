@@ -84,6 +84,15 @@ std::vector<server_class> draw_servers(Dice& d, const scenario& sc) {
     c.start_spread_s = d.time(0, 30);
     out.push_back(c);
   }
+  // Most worlds can serve the model (and so run sessions to check): enough servers of the widest class are added
+  // to cover it once; the rest keep what they drew, for the worlds that cannot.
+  int64_t capacity = 0;
+  for (const auto& c : out) capacity += c.count * c.num_blocks;
+  if (capacity < sc.model.blocks && d.chance(0.85)) {
+    auto widest = std::max_element(out.begin(), out.end(),
+                                   [](const server_class& a, const server_class& b) { return a.num_blocks < b.num_blocks; });
+    widest->count += (sc.model.blocks - capacity + widest->num_blocks - 1) / widest->num_blocks;
+  }
   return out;
 }
 
