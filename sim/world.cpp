@@ -744,12 +744,11 @@ struct World::impl {
   void probe_at_end() {
     const double t = now_s();
     bool quiet = true;
-    double last_end = 0;
     for (size_t k = 0; k < res.sessions.size(); ++k) {
       const auto& r = res.sessions[k];
       if (r.arrival_s <= sc.duration_s && (progress_s[k] < 0 || r.done_s < 0)) quiet = false;
-      last_end = std::max(last_end, r.done_s);
     }
+    const double last_end = last_session_end();
     std::vector<size_t> released, readers;
     std::vector<int> readers_of_swarm(sources.size(), 0);
     for (size_t i = 0; i < servers.size(); ++i) {
@@ -794,22 +793,23 @@ struct World::impl {
   void check_listed(size_t reader, const std::vector<server_info>& found, double asked_s) {
     const server& from = servers[reader];
     if (from.gone || from.frozen) return;
+    std::string listed;  // for the messages: the first few found
+    for (size_t n = 0; n < found.size() && n < 8; ++n) listed += " " + found[n].address;
+    if (found.size() > 8) listed += " and " + std::to_string(found.size() - 8) + " more";
     for (const server& s : servers) {
       if (s.swarm != from.swarm || !s.started || s.gone || s.frozen || !s.serving) continue;
       if (s.changed_s > asked_s - bounds.dht_s) continue;
       auto it = std::find_if(found.begin(), found.end(), [&](const server_info& i) {
         return i.address == s.rec.address || i.public_name == s.rec.address;
       });
+      if (it != found.end() && it->first_block == s.rec.first_block && it->last_block == s.rec.last_block) continue;
       const std::string actors = from.rec.address + " reading " + s.rec.address;
       const std::string span = std::to_string(s.rec.first_block) + ":" + std::to_string(s.rec.last_block);
-      std::string listed;
-      for (size_t n = 0; n < found.size() && n < 8; ++n) listed += " " + found[n].address;
-      if (found.size() > 8) listed += " and " + std::to_string(found.size() - 8) + " more";
       if (it == found.end())
         violate("dht-readable", actors,
                 "not listed (listed:" + listed + "), serving " + span + " unchanged for " + fmt(asked_s - s.changed_s) + " s (bound " +
                     fmt(bounds.dht_s) + " s)");
-      else if (it->first_block != s.rec.first_block || it->last_block != s.rec.last_block)
+      else
         violate("dht-readable", actors,
                 "listed with blocks " + std::to_string(it->first_block) + ":" + std::to_string(it->last_block) +
                     ", serving " + span);
