@@ -145,17 +145,21 @@ struct MatvecTarget {
 // when there are enough of them to share, in the caller otherwise. Kept per thread, reused from job to job.
 class PreparedActivations {
  public:
-  const char* get(ThreadPool& pool, PrepareFn prepare, const float* x, int64_t m, int64_t k) {
+  const char* get(ThreadPool& pool, const DTypeKernels& kd, const float* x, int64_t m, int64_t k) {
     for (const Entry& e : entries_)
-      if (e.prepare == prepare) return e.bytes;
-    const int64_t row_bytes = prepared_bytes(1, k);
-    char* out = buffer(entries_.size(), prepared_bytes(m, k));
-    if (m < kRowsWorthSharing) {
-      prepare(x, m, k, out);
+      if (e.prepare == kd.prepare) return e.bytes;
+    const int64_t group = kd.prepared_row_group, groups = (m + group - 1) / group;
+    const int64_t group_bytes = kd.prepared_bytes_for(group, k);
+    char* out = buffer(entries_.size(), kd.prepared_bytes_for(m, k));
+    if (m < kRowsWorthSharing || groups < 2) {
+      kd.prepare(x, m, k, out);
     } else {
-      pool.parallel_for(m, 1, [&](int64_t i0, int64_t i1) { prepare(x + i0 * k, i1 - i0, k, out + i0 * row_bytes); });
+      pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+        const int64_t i0 = g0 * group, i1 = std::min(m, g1 * group);
+        kd.prepare(x + i0 * k, i1 - i0, k, out + g0 * group_bytes);
+      });
     }
-    entries_.push_back({prepare, out});
+    entries_.push_back({kd.prepare, out});
     return out;
   }
   void clear() { entries_.clear(); }
@@ -185,8 +189,9 @@ void matvec_job(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::spa
   prepared.clear();
   std::vector<const char*> xp(targets.size(), nullptr);
   for (size_t i = 0; i < targets.size(); ++i)
-    if (const DTypeKernels& kd = kernels.by_dtype[static_cast<size_t>(targets[i].w->dtype())]; kd.prepared)
-      xp[i] = prepared.get(pool, kd.prepare, x, m, k);
+    if (const DTypeKernels& kd = kernels.by_dtype[static_cast<size_t>(targets[i].w->dtype())];
+        kd.prepared && m >= kd.prepared_min_rows)
+      xp[i] = prepared.get(pool, kd, x, m, k);
   pool.parallel_for(first.back(), 16, [&](int64_t r0, int64_t r1) {
     for (size_t i = 0; i < targets.size(); ++i) {
       const int64_t lo = std::max(r0, first[i]) - first[i], hi = std::min(r1, first[i + 1]) - first[i];
@@ -208,8 +213,11 @@ void matvec_job(ThreadPool& pool, const float* x, int64_t m, int64_t k, std::spa
 int64_t matvec_max_rows(DType weights) {
   switch (weights) {
     case DType::f32: return kMatvecMaxRowsF32;
+    // bf16 on AMX tiles (the amx set prepares x for them) beats the GEMM at any number of rows.
     case DType::bf16:
-    case DType::f16:
+      return best_matvec_kernels().by_dtype[static_cast<size_t>(DType::bf16)].prepared ? kMatvecAllRows
+                                                                                       : kMatvecMaxRowsWide;
+    case DType::f16: return kMatvecMaxRowsWide;
     case DType::q8_0: return kMatvecAllRows;
     case DType::q4_0:
     case DType::q5_0: return kMatvecAllRows;

@@ -10,6 +10,10 @@
 
 #if defined(COROLLA_HAVE_X86_KERNELS)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #endif
 
 namespace corolla {
@@ -37,8 +41,22 @@ void MatvecKernels::set(DType t, MatvecFn one_row, MatvecRowsFn rows) {
   DTypeKernels& e = by_dtype[static_cast<size_t>(t)];
   e.one_row = one_row;
   e.rows = rows;
-  e.prepare = nullptr;  // set_interleaved gives them
+  e.prepare = nullptr;  // set_interleaved or set_prepared gives them
   e.prepared = nullptr;
+  e.prepared_size = nullptr;
+  e.prepared_row_group = 1;
+  e.prepared_min_rows = 1;
+}
+void MatvecKernels::set_prepared(DType t, PrepareFn prepare, MatvecPreparedFn prepared, PreparedSizeFn size,
+                                 int64_t row_group, int64_t min_rows) {
+  if (!prepare || !prepared || !size || row_group < 1 || min_rows < 1)
+    throw std::logic_error("set_prepared: incomplete kernels");
+  DTypeKernels& e = by_dtype[static_cast<size_t>(t)];
+  e.prepare = prepare;
+  e.prepared = prepared;
+  e.prepared_size = size;
+  e.prepared_row_group = row_group;
+  e.prepared_min_rows = min_rows;
 }
 void MatvecKernels::set_interleaved(DType plain, MatvecFn one_row, MatvecRowsFn rows, PrepareFn prepare,
                                     MatvecPreparedFn prepared) {
@@ -82,6 +100,21 @@ bool cpu_runs_avx512() {
          __builtin_cpu_supports("avx512vl");
 }
 bool cpu_runs_avx512vnni() { return cpu_runs_avx512() && __builtin_cpu_supports("avx512vnni"); }
+// AMX needs the CPU's tiles (AMX-TILE, AMX-BF16: CPUID leaf 7, EDX bits 24 and 22) and the kernel's leave to use
+// them: Linux hands a process the tile state only once asked (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA), and
+// says no where it or the hypervisor does not save that state.
+bool cpu_runs_amx() {
+  if (!cpu_runs_avx512vnni()) return false;
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) return false;
+#if defined(__linux__)
+  constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  static const bool granted = syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+  return granted;
+#else
+  return false;
+#endif
+}
 #endif
 
 }  // namespace
@@ -92,6 +125,7 @@ std::vector<const MatvecKernels*> available_matvec_kernels() {
   if (cpu_runs_avx2()) sets.push_back(&avx2_matvec_kernels());
   if (cpu_runs_avx512()) sets.push_back(&avx512_matvec_kernels());
   if (cpu_runs_avx512vnni()) sets.push_back(&avx512vnni_matvec_kernels());
+  if (cpu_runs_amx()) sets.push_back(&amx_matvec_kernels());
 #endif
   return sets;
 }
@@ -99,14 +133,16 @@ std::vector<const MatvecKernels*> available_matvec_kernels() {
 const MatvecKernels& pick_matvec_kernels(const char* cap) {
   const auto sets = available_matvec_kernels();
   if (!cap || !*cap) return *sets.back();
-  // Sets are ordered scalar < avx2 < avx512 < avx512vnni; the cap keeps the best one at or below the one named.
-  static constexpr std::string_view kOrder[] = {"scalar", "avx2", "avx512", "avx512vnni"};
-  constexpr int kSets = 4;
+  // Sets are ordered scalar < avx2 < avx512 < avx512vnni < avx512amx; the cap keeps the best one at or below the one
+  // named.
+  static constexpr std::string_view kOrder[] = {"scalar", "avx2", "avx512", "avx512vnni", "avx512amx"};
+  constexpr int kSets = 5;
   int limit = -1;
   for (int i = 0; i < kSets; ++i)
     if (std::string_view(cap) == kOrder[i]) limit = i;
   if (limit < 0) {
-    std::fprintf(stderr, "corolla: COROLLA_ISA=%s is not one of scalar, avx2, avx512, avx512vnni; ignoring it\n",
+    std::fprintf(stderr,
+                 "corolla: COROLLA_ISA=%s is not one of scalar, avx2, avx512, avx512vnni, avx512amx; ignoring it\n",
                  cap);
     return *sets.back();
   }

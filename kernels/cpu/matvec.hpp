@@ -43,6 +43,10 @@ inline int64_t prepared_bytes(int64_t m, int64_t k) { return m * (k / 32) * kPre
 using PrepareFn = void (*)(const float* x, int64_t m, int64_t k, char* out);
 using MatvecPreparedFn = void (*)(const void* w, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy,
                                   int64_t row_begin, int64_t row_end);
+// A kernel whose prepared activations are laid out otherwise (the AMX set's tiles: matvec_amx.cpp) says how many
+// bytes m rows take; rows are then prepared in groups of `prepared_row_group`, and the bytes of g whole groups are
+// g times those of one.
+using PreparedSizeFn = int64_t (*)(int64_t m, int64_t k);
 
 // Weights to f32: n values (whole blocks for quantized types: 32 values, 256 for the K-quants) from src to dst, as
 // to_f32() in dtype.hpp does.
@@ -66,6 +70,13 @@ struct DTypeKernels {
   MatvecRowsFn rows{};
   PrepareFn prepare{};  // with `prepared`: the kernels that read prepared activations (interleaved dtypes)
   MatvecPreparedFn prepared{};
+  PreparedSizeFn prepared_size{};  // null: prepared_bytes
+  int64_t prepared_row_group = 1;
+  int64_t prepared_min_rows = 1;  // fewer rows of x take `one_row` / `rows` instead
+  // Bytes of m rows of x prepared for `prepared`.
+  int64_t prepared_bytes_for(int64_t m, int64_t k) const {
+    return prepared_size ? prepared_size(m, k) : prepared_bytes(m, k);
+  }
   DequantFn to_f32{};  // plain dtypes only (the GEMM path's conversion)
   PackFn pack{};
   // (a plain dtype) The set reads it faster with rows interleaved by 16 (kernels/interleaved_rows.hpp), so the CPU
@@ -74,7 +85,7 @@ struct DTypeKernels {
 };
 
 struct MatvecKernels {
-  const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni"
+  const char* isa;  // "scalar", "avx2", "avx512", "avx512vnni", "avx512amx"
   std::array<DTypeKernels, kDTypeCount> by_dtype{};
   // Each throws std::invalid_argument naming the dtype when the set has no such kernel.
   MatvecFn for_dtype(DType t) const;
@@ -83,6 +94,10 @@ struct MatvecKernels {
   PackFn pack_for_dtype(DType t) const;
   void set(DType t, MatvecFn one_row, MatvecRowsFn rows);  // the matrix-vector kernels of a weight dtype
   void set_conversions(DType t, DequantFn to_f32, PackFn pack);
+  // Kernels of a plain dtype that read activations prepared in a layout of their own, from min_rows rows of x (after
+  // set(), which clears them).
+  void set_prepared(DType t, PrepareFn prepare, MatvecPreparedFn prepared, PreparedSizeFn size, int64_t row_group,
+                    int64_t min_rows);
   // Kernels of its own for `plain` with rows interleaved by 16 (interleaved_form(plain)), which the set then reads
   // rather than plain rows. Every set computes the interleaved dtypes (the scalar set through each row's plain
   // blocks); the conversions take plain dtypes only. The SIMD sets' kernels read prepared activations.
@@ -97,6 +112,7 @@ const MatvecKernels& scalar_matvec_kernels();
 const MatvecKernels& avx2_matvec_kernels();        // AVX2 + FMA + F16C
 const MatvecKernels& avx512_matvec_kernels();      // AVX-512 F/BW/VL (plus the AVX2 set); quantized: AVX2's
 const MatvecKernels& avx512vnni_matvec_kernels();  // the AVX-512 set with VNNI's integer dot products
+const MatvecKernels& amx_matvec_kernels();         // the VNNI set with bf16 weights on AMX tiles (matvec_amx.cpp)
 // Sets the quantized weights' matrix-vector kernels of `set` to the AVX2 integer ones (matvec_avx2_int8.cpp).
 void use_avx2_integer_dot_products(MatvecKernels& set);
 #endif
@@ -107,10 +123,12 @@ const float* f16_to_f32_table();
 
 // Every kernel set this CPU runs, scalar first, best last (ignores COROLLA_ISA).
 std::vector<const MatvecKernels*> available_matvec_kernels();
-// The best set this CPU runs at or below `cap` ("scalar", "avx2", "avx512", "avx512vnni"; null or empty: no cap).
+// The best set this CPU runs at or below `cap` ("scalar", "avx2", "avx512", "avx512vnni", "avx512amx"; null or
+// empty: no cap).
 // An unknown cap is reported on stderr and ignored.
 const MatvecKernels& pick_matvec_kernels(const char* cap);
-// The best kernels this CPU runs (checked once at run time). COROLLA_ISA=scalar|avx2|avx512|avx512vnni caps the choice.
+// The best kernels this CPU runs (checked once at run time). COROLLA_ISA=scalar|avx2|avx512|avx512vnni|avx512amx caps
+// the choice.
 const MatvecKernels& best_matvec_kernels();
 
 }  // namespace corolla

@@ -38,10 +38,10 @@ const VectorKernels& scalar_vector_kernels() {
 
 namespace {
 
-// The vector kernels of a matrix-vector set's ISA (VNNI adds nothing they use).
+// The vector kernels of a matrix-vector set's ISA (VNNI and AMX add nothing they use).
 const VectorKernels& vector_kernels_for(std::string_view isa) {
 #if defined(COROLLA_HAVE_X86_KERNELS)
-  if (isa == "avx512" || isa == "avx512vnni") return avx512_vector_kernels();
+  if (isa.starts_with("avx512")) return avx512_vector_kernels();
   if (isa == "avx2") return avx2_vector_kernels();
 #endif
   return scalar_vector_kernels();

@@ -166,7 +166,9 @@ BOOST_AUTO_TEST_CASE(lists_the_instruction_sets_of_this_cpu) {
   BOOST_TEST_MESSAGE("kernel sets on this CPU:" << names << "; chosen: " << best_matvec_kernels().isa);
   BOOST_TEST(std::string(pick_matvec_kernels("scalar").isa) == "scalar");
   BOOST_TEST(std::string(pick_matvec_kernels(nullptr).isa) == sets.back()->isa);
-  BOOST_TEST(std::string(pick_matvec_kernels("avx512vnni").isa) == sets.back()->isa);
+  BOOST_TEST(std::string(pick_matvec_kernels("avx512amx").isa) == sets.back()->isa);
+  const std::string vnni = pick_matvec_kernels("avx512vnni").isa;
+  BOOST_TEST((vnni == "avx512vnni" || vnni == "avx512" || vnni == "avx2" || vnni == "scalar"));
   const std::string capped = pick_matvec_kernels("avx2").isa;
   BOOST_TEST((capped == "avx2" || capped == "scalar"));
   const std::string wide = pick_matvec_kernels("avx512").isa;
@@ -258,6 +260,37 @@ BOOST_AUTO_TEST_CASE(quantized_rows_do_not_depend_on_their_batch) {
       cpu_matvec_rows(pool, x.data() + i * k, 1, k, w.stored, alone.data());
       BOOST_TEST(std::equal(alone.begin(), alone.end(), batched.begin() + i * n), dtype_name(t) << " row " << i);
     }
+  }
+}
+
+// bf16 weights on AMX tiles (matvec_amx.cpp, from prepared_min_rows rows of x) give each row of x the same
+// arithmetic whatever the batch, bit for bit, including rows of a last, partial group of 16 weight rows and a last,
+// partial chunk of k; and through cpu_matvec_rows, whose threads split the rows and prepare x in groups of 16.
+BOOST_AUTO_TEST_CASE(amx_bf16_rows_do_not_depend_on_their_batch) {
+  const auto sets = available_matvec_kernels();
+  if (std::string(sets.back()->isa) != "avx512amx") {
+    BOOST_TEST_MESSAGE("no AMX on this CPU: skipped");
+    return;
+  }
+  const MatvecKernels& amx = *sets.back();
+  const int64_t least = amx.by_dtype[static_cast<size_t>(DType::bf16)].prepared_min_rows;
+  BOOST_REQUIRE(least > 1);
+  uint32_t seed = 470;
+  ThreadPool pool(2);
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{150, 2080}, {70, 45}, {64, 4096}}) {
+    const int64_t m = 37;
+    const Weights w = make_weights(DType::bf16, n, k, seed++);
+    const std::vector<float> x = randn(m * k, seed++);
+    std::vector<float> batched(static_cast<size_t>(m * n)), few(static_cast<size_t>(least * n));
+    amx.rows_for_dtype(DType::bf16)(w.stored.data(), k, x.data(), m, batched.data(), n, 0, n);
+    // Every window of `least` rows of x, as its own batch.
+    for (int64_t i = 0; i + least <= m; i += least / 2) {
+      amx.rows_for_dtype(DType::bf16)(w.stored.data(), k, x.data() + i * k, least, few.data(), n, 0, n);
+      BOOST_TEST(std::equal(few.begin(), few.end(), batched.begin() + i * n), "n=" << n << " k=" << k << " from " << i);
+    }
+    std::vector<float> pooled(batched.size());
+    cpu_matvec_rows(pool, x.data(), m, k, w.stored, pooled.data());
+    BOOST_TEST(pooled == batched, "cpu_matvec_rows n=" << n << " k=" << k);
   }
 }
 

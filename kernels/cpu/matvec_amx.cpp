@@ -1,0 +1,304 @@
+// bf16 weights on AMX tiles (Intel Advanced Matrix Extensions, TDPBF16PS): the "avx512amx" kernel set, the AVX-512
+// VNNI set with bf16 replaced. This file alone is compiled with AMX flags; call it only where cpu_runs_amx() (matvec.cpp)
+// said yes, which also asked the kernel for the tile state.
+//
+// Why AMX: one TDPBF16PS multiplies a 16x32 tile of bf16 weights by a 32x16 tile of bf16 activations into 16x16
+// f32 sums, 8,192 products in about 16 cycles, against 16 per FMA (2 per cycle) when bf16 is widened to f32.
+//
+// Numerics: AMX multiplies bf16 by bf16, and activations are f32. Each activation is split into three bf16 parts,
+// x = hi + mid + lo exactly (hi = x rounded to 8 significant bits, mid = the rest rounded to 8, lo = what is left,
+// at most 8 bits), and each weight tile meets the three parts. A bf16 times a bf16 is exact in f32 (8 x 8 bits), so
+// every product is the one f32 arithmetic makes and only the order of the f32 sums differs from the FMA kernels:
+// the golden models' 1e-4 holds on this path as on the others. Three passes still leave AMX at about 5x the FMA
+// rate, and for decode (up to 16 activation rows per tile) memory, not the tiles, is the limit.
+//
+// Layouts (tile rows x bytes): a weight tile (A) is 16 weight rows x 64 bytes (32 bf16), loaded straight from the
+// matrix with the row stride, so weights are never repacked. An activation tile (B) is what TDPBF16PS wants: tile
+// row p holds, for each of 16 activation rows j, the pair of values 2p, 2p + 1 of the chunk (4 bytes at 4j). x is
+// prepared once per product into such tiles: per group of 16 rows of x, per chunk of 32 values, the three parts'
+// tiles (1 KiB each) one after the other; rows past m are zeros. C = A B is then [weight row][activation row].
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/matvec.hpp"
+#include "kernels/cpu/matvec_simd.hpp"
+
+namespace corolla {
+namespace {
+
+constexpr int64_t kTileRows = 16;   // rows of every tile: weight rows of A, activation rows of B's columns
+constexpr int64_t kTileK = 32;      // bf16 values per tile row of A (64 bytes)
+constexpr int64_t kTileBytes = 1024;
+constexpr int kParts = 3;           // hi, mid, lo
+constexpr int64_t kGroupChunkBytes = kParts * kTileBytes;  // one chunk of one group of 16 rows of x, prepared
+// Weight rows per pass: four A tiles meet the same three B tiles (tiles 0-3 accumulate, 4 holds A, 5-7 hold B).
+constexpr int64_t kPassGroups = 4;
+// Bytes of weights per tile of rows run over every group of x rows before the next tile (well inside L2), so the
+// weights come from memory once however many rows x has.
+constexpr int64_t kL2TileBytes = 512 * 1024;
+// How far ahead in each weight row the next lines are asked for (bytes), as in the FMA kernels.
+constexpr int64_t kPrefetchBytes = 512;
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t groups_of(int64_t m) { return (m + kTileRows - 1) / kTileRows; }
+inline int64_t chunks_of(int64_t k) { return (k + kTileK - 1) / kTileK; }
+
+// The tile configuration every kernel call loads (palette 1: 8 tiles of 16 rows x 64 bytes).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+  TileConfig() {
+    for (int t = 0; t < 8; ++t) {
+      bytes_per_row[t] = 64;
+      rows[t] = kTileRows;
+    }
+  }
+};
+
+// Tiles hold state the kernel saves on every context switch: configured for one call and released after it, so a
+// thread that does other work carries none (and a tile configuration another library left is never relied on).
+class TileSession {
+ public:
+  TileSession() {
+    static const TileConfig config;
+    _tile_loadconfig(&config);
+  }
+  ~TileSession() { _tile_release(); }
+  TileSession(const TileSession&) = delete;
+  TileSession& operator=(const TileSession&) = delete;
+};
+
+// f32 bits rounded to their top 16 (bf16, ties to even), as f32 bits with the low half zero.
+inline __m512i round_to_bf16(__m512i u) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i sum = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+  return _mm512_and_si512(sum, _mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+}
+
+// 16 f32 -> three vectors of f32 that are bf16 values, x = hi + mid + lo exactly (for x neither tiny nor huge).
+inline void split3(__m512 x, __m512i (&parts)[kParts]) {
+  parts[0] = round_to_bf16(_mm512_castps_si512(x));
+  const __m512 r1 = _mm512_sub_ps(x, _mm512_castsi512_ps(parts[0]));
+  parts[1] = round_to_bf16(_mm512_castps_si512(r1));
+  const __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(parts[1]));
+  parts[2] = round_to_bf16(_mm512_castps_si512(r2));
+}
+
+// Two vectors of bf16-valued f32 (values 0..15 and 16..31 of a chunk) -> the chunk's 16 pairs as 32-bit words.
+inline __m512i pack_pairs(__m512i lo16, __m512i hi16) {
+  // Word p of the result is (value 2p+1) << 16 | value 2p: the top halves of the f32 words, two by two.
+  const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i idx_odd = _mm512_add_epi32(idx, _mm512_set1_epi32(1));
+  const __m512i even = _mm512_permutex2var_epi32(lo16, idx, hi16);
+  const __m512i odd = _mm512_permutex2var_epi32(lo16, idx_odd, hi16);
+  const __m512i high_half = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  return _mm512_or_si512(_mm512_srli_epi32(even, 16), _mm512_and_si512(odd, high_half));
+}
+
+int64_t amx_prepared_size(int64_t m, int64_t k) { return groups_of(m) * chunks_of(k) * kGroupChunkBytes; }
+
+// x [m, k] -> groups of 16 rows, each chunk's three B tiles (see the header). A chunk past k is zero-padded.
+void amx_prepare(const float* x, int64_t m, int64_t k, char* out) {
+  const int64_t nc = chunks_of(k);
+  std::memset(out, 0, static_cast<size_t>(amx_prepared_size(m, k)));
+  const __m512i columns = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(static_cast<int>(kTileRows)));
+  for (int64_t row = 0; row < m; ++row) {
+    const int64_t g = row / kTileRows, j = row % kTileRows;
+    const float* xr = x + row * k;
+    for (int64_t c = 0; c < nc; ++c) {
+      alignas(64) float padded[kTileK];
+      const float* src = xr + c * kTileK;
+      if ((c + 1) * kTileK > k) {
+        std::memset(padded, 0, sizeof padded);
+        std::memcpy(padded, src, static_cast<size_t>(k - c * kTileK) * sizeof(float));
+        src = padded;
+      }
+      __m512i lo[kParts], hi[kParts];
+      split3(_mm512_loadu_ps(src), lo);
+      split3(_mm512_loadu_ps(src + 16), hi);
+      char* chunk = out + (g * nc + c) * kGroupChunkBytes;
+      // Pair p of this row goes to word p * 16 + j of each part's tile.
+      for (int p = 0; p < kParts; ++p)
+        _mm512_i32scatter_epi32(chunk + p * kTileBytes + j * 4, columns, pack_pairs(lo[p], hi[p]), 4);
+    }
+  }
+}
+
+// A weight matrix as the A tiles read it: 16 rows' chunk c straight from the matrix with the row stride; the last,
+// partial chunk of k (a tile must not read past a row) and the rows of a last, partial group go through zero-padded
+// copies (pad_rows).
+struct WeightRows {
+  const char* w;
+  int64_t stride;  // bytes per weight row
+  int64_t k;
+};
+
+// y[j, r0 + i] for i < rows (<= 16) and j < m, from C tiles stored as [weight row][activation row].
+inline void store_tile(const float* c, int64_t rows, int64_t m_here, float* y, int64_t ldy, int64_t r) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < m_here; ++j) y[j * ldy + r + i] = c[i * kTileRows + j];
+}
+
+// Rows [r, r + 16 * Groups) against the group of x rows at xg: the main loop. Only the first group of x rows
+// (`from_memory`) asks for the weights ahead; the later ones find them in L2 (the caller's tile of rows).
+template <int Groups>
+void full_groups(const WeightRows& w, int64_t nc_full, const char* xg, int64_t m_here, float* y, int64_t ldy,
+                 int64_t r, const char* tail_tiles, bool from_memory) {
+  static_assert(Groups >= 1 && Groups <= kPassGroups);
+  _tile_zero(0);
+  if constexpr (Groups > 1) _tile_zero(1);
+  if constexpr (Groups > 2) _tile_zero(2);
+  if constexpr (Groups > 3) _tile_zero(3);
+  const char* rows = w.w + r * w.stride;
+  for (int64_t c = 0; c < nc_full; ++c) {
+    const char* xc = xg + c * kGroupChunkBytes;
+    _tile_loadd(5, xc, 64);
+    _tile_loadd(6, xc + kTileBytes, 64);
+    _tile_loadd(7, xc + 2 * kTileBytes, 64);
+    if (from_memory)
+      for (int64_t i = 0; i < Groups * kTileRows; ++i)
+        _mm_prefetch(rows + i * w.stride + c * 64 + kPrefetchBytes, _MM_HINT_T0);
+#define COROLLA_AMX_GROUP(t)                                                        \
+  _tile_loadd(4, rows + (t) * kTileRows * w.stride + c * 64, w.stride);            \
+  _tile_dpbf16ps(t, 4, 5);                                                          \
+  _tile_dpbf16ps(t, 4, 6);                                                          \
+  _tile_dpbf16ps(t, 4, 7);
+    COROLLA_AMX_GROUP(0)
+    if constexpr (Groups > 1) { COROLLA_AMX_GROUP(1) }
+    if constexpr (Groups > 2) { COROLLA_AMX_GROUP(2) }
+    if constexpr (Groups > 3) { COROLLA_AMX_GROUP(3) }
+#undef COROLLA_AMX_GROUP
+  }
+  if (tail_tiles) {  // the last, partial chunk of every row: Groups padded A tiles, one after the other
+    const char* xc = xg + nc_full * kGroupChunkBytes;
+    _tile_loadd(5, xc, 64);
+    _tile_loadd(6, xc + kTileBytes, 64);
+    _tile_loadd(7, xc + 2 * kTileBytes, 64);
+#define COROLLA_AMX_TAIL(t)                                   \
+  _tile_loadd(4, tail_tiles + (t) * kTileBytes, 64);          \
+  _tile_dpbf16ps(t, 4, 5);                                    \
+  _tile_dpbf16ps(t, 4, 6);                                    \
+  _tile_dpbf16ps(t, 4, 7);
+    COROLLA_AMX_TAIL(0)
+    if constexpr (Groups > 1) { COROLLA_AMX_TAIL(1) }
+    if constexpr (Groups > 2) { COROLLA_AMX_TAIL(2) }
+    if constexpr (Groups > 3) { COROLLA_AMX_TAIL(3) }
+#undef COROLLA_AMX_TAIL
+  }
+  alignas(64) float c[kPassGroups][kTileRows * kTileRows];
+  _tile_stored(0, c[0], 64);
+  if constexpr (Groups > 1) _tile_stored(1, c[1], 64);
+  if constexpr (Groups > 2) _tile_stored(2, c[2], 64);
+  if constexpr (Groups > 3) _tile_stored(3, c[3], 64);
+  for (int g = 0; g < Groups; ++g) store_tile(c[g], kTileRows, m_here, y, ldy, r + g * kTileRows);
+}
+
+thread_local Scratch padded_rows;  // a partial group's rows, zero-padded to 16 rows and whole chunks
+thread_local Scratch tail_chunks;  // the last partial chunk of 16 * kPassGroups rows, as padded A tiles
+
+// Copies rows [r, r + n) (n <= 16), columns [c0, k), into a [16, 32 * chunks] bf16 block at dst, zeros elsewhere.
+void pad_rows(const WeightRows& w, int64_t r, int64_t n, int64_t c0, int64_t chunks, char* dst) {
+  const int64_t dst_stride = chunks * kTileK * 2;
+  std::memset(dst, 0, static_cast<size_t>(kTileRows * dst_stride));
+  for (int64_t i = 0; i < n; ++i)
+    std::memcpy(dst + i * dst_stride, w.w + (r + i) * w.stride + c0 * 2, static_cast<size_t>((w.k - c0) * 2));
+}
+
+// y[m, rows r0..r1) from x prepared by amx_prepare: a MatvecPreparedFn.
+void amx_bf16_prepared(const void* wv, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy, int64_t r0,
+                       int64_t r1) {
+  if (r0 >= r1 || m <= 0) return;
+  TileSession tiles;
+  const WeightRows w{static_cast<const char*>(wv), k * 2, k};
+  const int64_t nc = chunks_of(k), nc_full = k / kTileK, groups = groups_of(m);
+  const int64_t full_end = r0 + (r1 - r0) / kTileRows * kTileRows;
+  const int64_t tile_rows = std::max<int64_t>(kPassGroups * kTileRows,
+                                              kL2TileBytes / w.stride / (kPassGroups * kTileRows) * kPassGroups *
+                                                  kTileRows);
+  char* tail = nc_full < nc ? tail_chunks.bytes(kPassGroups * kTileBytes) : nullptr;
+  for (int64_t t0 = r0; t0 < full_end; t0 += tile_rows) {
+    const int64_t t1 = min64(full_end, t0 + tile_rows);
+    for (int64_t g = 0; g < groups; ++g) {
+      const char* xg = xp + g * nc * kGroupChunkBytes;
+      const int64_t m_here = min64(kTileRows, m - g * kTileRows);
+      float* yg = y + g * kTileRows * ldy;
+      for (int64_t r = t0; r < t1;) {
+        const int64_t left = (t1 - r) / kTileRows;
+        const int n = static_cast<int>(min64(kPassGroups, left));
+        if (tail)
+          for (int i = 0; i < n; ++i)
+            pad_rows(w, r + i * kTileRows, kTileRows, nc_full * kTileK, 1, tail + i * kTileBytes);
+        switch (n) {
+          case 4: full_groups<4>(w, nc_full, xg, m_here, yg, ldy, r, tail, g == 0); break;
+          case 3: full_groups<3>(w, nc_full, xg, m_here, yg, ldy, r, tail, g == 0); break;
+          case 2: full_groups<2>(w, nc_full, xg, m_here, yg, ldy, r, tail, g == 0); break;
+          default: full_groups<1>(w, nc_full, xg, m_here, yg, ldy, r, tail, g == 0); break;
+        }
+        r += n * kTileRows;
+      }
+    }
+  }
+  if (full_end < r1) {  // fewer than 16 rows left: run them as a zero-padded group of 16
+    const int64_t n = r1 - full_end;
+    char* block = padded_rows.bytes(kTileRows * nc * kTileK * 2);
+    pad_rows(w, full_end, n, 0, nc, block);
+    const WeightRows padded{block, nc * kTileK * 2, nc * kTileK};
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t m_here = min64(kTileRows, m - g * kTileRows);
+      alignas(64) float c[kTileRows * kTileRows];
+      _tile_zero(0);
+      for (int64_t ch = 0; ch < nc; ++ch) {
+        const char* xc = xp + (g * nc + ch) * kGroupChunkBytes;
+        _tile_loadd(5, xc, 64);
+        _tile_loadd(6, xc + kTileBytes, 64);
+        _tile_loadd(7, xc + 2 * kTileBytes, 64);
+        _tile_loadd(4, padded.w + ch * 64, padded.stride);
+        _tile_dpbf16ps(0, 4, 5);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(0, 4, 7);
+      }
+      _tile_stored(0, c, 64);
+      store_tile(c, n, m_here, y + g * kTileRows * ldy, ldy, full_end);
+    }
+  }
+}
+
+thread_local Scratch prepared_x;  // x prepared by the per-call entry point
+
+// Below this many rows of x the VNNI set's FMA kernels (bf16 widened to f32) are faster: they read the weights at
+// the memory's speed and their cost grows with m, while a pass of AMX tiles costs the same for 1 to 16 rows.
+// bench_batch_decode (TinyLlama's shape, bf16, 2 threads, docs/PERFORMANCE.md) put the crossing near 10 sessions.
+constexpr int64_t kAmxMinRows = 10;
+MatvecRowsFn fma_rows = nullptr;  // the VNNI set's bf16 kernel, set with the AMX set
+
+void amx_bf16_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
+                   int64_t r1) {
+  if (m < kAmxMinRows) return fma_rows(w, k, x, m, y, ldy, r0, r1);
+  char* xp = prepared_x.bytes(amx_prepared_size(m, k));
+  amx_prepare(x, m, k, xp);
+  amx_bf16_prepared(w, k, xp, m, y, ldy, r0, r1);
+}
+
+}  // namespace
+
+const MatvecKernels& amx_matvec_kernels() {
+  static const MatvecKernels k = [] {
+    MatvecKernels s = avx512vnni_matvec_kernels();
+    s.isa = "avx512amx";
+    const DTypeKernels& fma = s.by_dtype[static_cast<size_t>(DType::bf16)];
+    fma_rows = fma.rows;
+    s.set(DType::bf16, fma.one_row, amx_bf16_rows);
+    s.set_prepared(DType::bf16, amx_prepare, amx_bf16_prepared, amx_prepared_size, kTileRows, kAmxMinRows);
+    return s;
+  }();
+  return k;
+}
+
+}  // namespace corolla
