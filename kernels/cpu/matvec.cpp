@@ -100,13 +100,15 @@ bool cpu_runs_avx512() {
          __builtin_cpu_supports("avx512vl");
 }
 bool cpu_runs_avx512vnni() { return cpu_runs_avx512() && __builtin_cpu_supports("avx512vnni"); }
-// AMX needs the CPU's tiles (AMX-TILE, AMX-BF16: CPUID leaf 7, EDX bits 24 and 22) and the kernel's leave to use
-// them: Linux hands a process the tile state only once asked (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA), and
-// says no where it or the hypervisor does not save that state.
+// AMX needs the CPU's tiles (AMX-TILE, AMX-BF16, AMX-INT8: CPUID leaf 7, EDX bits 24, 22 and 25) and the kernel's
+// leave to use them: Linux hands a process the tile state only once asked (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XTILEDATA), and says no where it or the hypervisor does not save that state.
 bool cpu_runs_amx() {
   if (!cpu_runs_avx512vnni()) return false;
   unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 22))) return false;
+  constexpr unsigned kTile = 1u << 24, kBf16 = 1u << 22, kInt8 = 1u << 25;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || (d & (kTile | kBf16 | kInt8)) != (kTile | kBf16 | kInt8))
+    return false;
 #if defined(__linux__)
   constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   static const bool granted = syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;

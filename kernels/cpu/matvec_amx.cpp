@@ -1,16 +1,15 @@
-// bf16 weights on AMX tiles (Intel Advanced Matrix Extensions, TDPBF16PS): the "avx512amx" kernel set, the AVX-512
-// VNNI set with bf16 replaced. This file alone is compiled with AMX flags; call it only where cpu_runs_amx() (matvec.cpp)
-// said yes, which also asked the kernel for the tile state.
+// The "avx512amx" kernel set: the AVX-512 VNNI set with bf16 weights and the 8-bit-level interleaved formats (q8_0,
+// q4_0, q4_1, iq4_nl with rows interleaved by 16) multiplied on AMX tiles (Intel Advanced Matrix Extensions) where
+// enough rows of x share the weights. This file alone is compiled with AMX flags; call it only where cpu_runs_amx()
+// (matvec.cpp) said yes, which also asked the kernel for the tile state. The 8-bit part is further down.
 //
-// Why AMX: one TDPBF16PS multiplies a 16x32 tile of bf16 weights by a 32x16 tile of bf16 activations into 16x16
-// f32 sums, 8,192 products in about 16 cycles, against 16 per FMA (2 per cycle) when bf16 is widened to f32.
-//
-// Numerics: AMX multiplies bf16 by bf16, and activations are f32. Each activation is split into three bf16 parts,
-// x = hi + mid + lo exactly (hi = x rounded to 8 significant bits, mid = the rest rounded to 8, lo = what is left,
-// at most 8 bits), and each weight tile meets the three parts. A bf16 times a bf16 is exact in f32 (8 x 8 bits), so
-// every product is the one f32 arithmetic makes and only the order of the f32 sums differs from the FMA kernels:
-// the golden models' 1e-4 holds on this path as on the others. Three passes still leave AMX at about 5x the FMA
-// rate, and for decode (up to 16 activation rows per tile) memory, not the tiles, is the limit.
+// bf16 (TDPBF16PS): one instruction multiplies a 16x32 tile of bf16 weights by a 32x16 tile of bf16 activations
+// into 16x16 f32 sums, 8,192 products in about 16 cycles, against 16 per FMA (2 per cycle) when bf16 is widened to
+// f32. Activations are f32, so each is split into three bf16 parts, x = hi + mid + lo exactly (hi = x rounded to 8
+// significant bits, mid = the rest rounded to 8, lo = what is left, at most 8 bits), and each weight tile meets the
+// three parts. A bf16 times a bf16 is exact in f32 (8 x 8 bits), so every product is the one f32 arithmetic makes and
+// only the order of the f32 sums differs from the FMA kernels: the golden models' 1e-4 holds on this path as on the
+// others. A pass of tiles costs the same for 1 and for 16 rows of x, so one row stays on the FMA kernels.
 //
 // Layouts (tile rows x bytes): a weight tile (A) is 16 weight rows x 64 bytes (32 bf16), loaded straight from the
 // matrix with the row stride, so weights are never repacked. An activation tile (B) is what TDPBF16PS wants: tile
@@ -20,11 +19,14 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/cpu/matvec_simd.hpp"
+#include "kernels/interleaved_rows.hpp"
 
 namespace corolla {
 namespace {
@@ -46,29 +48,34 @@ inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t groups_of(int64_t m) { return (m + kTileRows - 1) / kTileRows; }
 inline int64_t chunks_of(int64_t k) { return (k + kTileK - 1) / kTileK; }
 
-// The tile configuration every kernel call loads (palette 1: 8 tiles of 16 rows x 64 bytes).
+// A tile configuration (palette 1); each kernel call loads its own.
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
   uint8_t start_row = 0;
   uint8_t reserved[14] = {};
   uint16_t bytes_per_row[16] = {};
   uint8_t rows[16] = {};
-  TileConfig() {
-    for (int t = 0; t < 8; ++t) {
-      bytes_per_row[t] = 64;
-      rows[t] = kTileRows;
-    }
+  void set(int tile, int tile_rows, int row_bytes) {
+    rows[tile] = static_cast<uint8_t>(tile_rows);
+    bytes_per_row[tile] = static_cast<uint16_t>(row_bytes);
   }
 };
+
+// bf16: 8 tiles of 16 rows x 64 bytes.
+const TileConfig& bf16_tiles() {
+  static const TileConfig c = [] {
+    TileConfig t;
+    for (int i = 0; i < 8; ++i) t.set(i, kTileRows, 64);
+    return t;
+  }();
+  return c;
+}
 
 // Tiles hold state the kernel saves on every context switch: configured for one call and released after it, so a
 // thread that does other work carries none (and a tile configuration another library left is never relied on).
 class TileSession {
  public:
-  TileSession() {
-    static const TileConfig config;
-    _tile_loadconfig(&config);
-  }
+  explicit TileSession(const TileConfig& config) { _tile_loadconfig(&config); }
   ~TileSession() { _tile_release(); }
   TileSession(const TileSession&) = delete;
   TileSession& operator=(const TileSession&) = delete;
@@ -215,7 +222,7 @@ void pad_rows(const WeightRows& w, int64_t r, int64_t n, int64_t c0, int64_t chu
 void amx_bf16_prepared(const void* wv, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy, int64_t r0,
                        int64_t r1) {
   if (r0 >= r1 || m <= 0) return;
-  TileSession tiles;
+  TileSession tiles(bf16_tiles());
   const WeightRows w{static_cast<const char*>(wv), k * 2, k};
   const int64_t nc = chunks_of(k), nc_full = k / kTileK, groups = groups_of(m);
   const int64_t full_end = r0 + (r1 - r0) / kTileRows * kTileRows;
@@ -273,7 +280,8 @@ void amx_bf16_prepared(const void* wv, int64_t k, const char* xp, int64_t m, flo
 thread_local Scratch prepared_x;  // x prepared by the per-call entry point
 
 // Below this many rows of x the VNNI set's FMA kernels (bf16 widened to f32) are faster: they read the weights at
-// the memory's speed and their cost grows with m, while a pass of AMX tiles costs the same for 1 to 16 rows.
+// the memory's speed and their cost grows with m, while a pass of AMX tiles costs the same for 1 to 16 rows (and
+// reads weights at about 25 GB/s per core in cache, three tile products per tile of weights).
 // bench_batch_decode (TinyLlama's shape, bf16, 2 threads, docs/PERFORMANCE.md) put the crossing near 10 sessions.
 constexpr int64_t kAmxMinRows = 10;
 MatvecRowsFn fma_rows = nullptr;  // the VNNI set's bf16 kernel, set with the AMX set
@@ -286,6 +294,188 @@ void amx_bf16_rows(const void* w, int64_t k, const float* x, int64_t m, float* y
   amx_bf16_prepared(w, k, xp, m, y, ldy, r0, r1);
 }
 
+// --- quantized weights with rows interleaved by 16 (kernels/interleaved_rows.hpp): TDPBSUD ---------------------
+// x is what the VNNI kernels read, prepared once per product (each chunk of 32 values as int8 levels with its scale
+// and sums, matvec_simd.hpp), and a record of 16 rows' blocks of one chunk holds their levels as 64-byte vectors
+// whose lane r is 4 levels of row r: vector v is row v of a B tile (8 rows x 64 bytes), straight from the record for
+// q8_0, from the nibbles split in two for q4_0, q4_1 and iq4_nl. One TDPBSUD multiplies 16 rows of x by a record: the
+// 16 x 16 integer sums the VNNI kernels build lane by lane, exactly. Each chunk has its own scales, so each chunk's
+// sums come out of the tile and are scaled in f32 as the VNNI kernels scale theirs, in the same order: the results
+// are theirs bit for bit, and rows of x past the last whole group of 16 run on the VNNI kernels.
+
+// C: tiles 0-3 (16 x 16 int32 each, chunks in turn); A: tiles 4 and 5 (16 rows x 32 levels); B: tiles 6 and 7.
+const TileConfig& int8_tiles() {
+  static const TileConfig c = [] {
+    TileConfig t;
+    for (int i = 0; i < 4; ++i) t.set(i, kTileRows, 64);
+    t.set(4, kTileRows, 32);
+    t.set(5, kTileRows, 32);
+    t.set(6, 8, 64);
+    t.set(7, 8, 64);
+    return t;
+  }();
+  return c;
+}
+
+struct AmxQ8_0 {
+  static constexpr bool kMins = false;
+  static constexpr bool kUnpacks = false;  // a record's levels (q + 128), after its scales, are a B tile as they are
+  static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ8_0);
+};
+
+// iq4_nl's grid as unsigned bytes (value + 128).
+alignas(16) constexpr auto kIq4nlGridPlus128 = [] {
+  std::array<uint8_t, 16> g{};
+  for (int i = 0; i < 16; ++i) g[static_cast<size_t>(i)] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+  return g;
+}();
+
+template <class Block>
+struct AmxQ4 {
+  static constexpr bool kMins = requires(Block b) { b.m; };
+  static constexpr bool kGrid = std::is_same_v<Block, BlockIQ4_NL>;
+  static constexpr bool kUnpacks = true;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(Block);
+  // Vector t of nibbles: low nibbles are levels 4t.. (B row t), high ones 16 + 4t.. (B row t + 4).
+  static void unpack(const char* rec, char* tile) {
+    const __m512i mask = _mm512_set1_epi8(15);
+    const __m512i grid =
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlGridPlus128.data())));
+    for (int t = 0; t < 4; ++t) {
+      const __m512i v = _mm512_loadu_si512(rec + (kMins ? 64 : 32) + 64 * t);
+      __m512i lo = _mm512_and_si512(v, mask), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+      if constexpr (kGrid) lo = _mm512_shuffle_epi8(grid, lo), hi = _mm512_shuffle_epi8(grid, hi);
+      _mm512_store_si512(tile + 64 * t, lo);
+      _mm512_store_si512(tile + 64 * (t + 4), hi);
+    }
+  }
+};
+
+// One group of 16 weight rows (records at `group`, their levels as B tiles at `levels`, one per chunk, kLevelsStride
+// apart) against 16 prepared rows of x (row stride xs): out[j][0..16). Four C tiles take turns, so the tile unit
+// multiplies the next chunks while the vector unit scales chunk c.
+constexpr int64_t kLevelsBytes = 512;  // a chunk's levels unpacked: 8 rows x 64 bytes
+template <class F>
+void amx_group(const char* group, const char* levels, int64_t levels_stride, int64_t nc, const char* xp, int64_t xs,
+               float (&out)[kTileRows][16]) {
+  alignas(64) int32_t sums[kTileRows * 16];
+  __m512 acc[kTileRows];
+  for (int j = 0; j < kTileRows; ++j) acc[j] = _mm512_setzero_ps();
+  // Chunk c's sums go to C tile c % 4 (tile numbers are immediates: one branch per case), three chunks ahead of
+  // the chunk being scaled.
+  auto multiply = [&](int64_t c) {
+    const char* a = xp + c * kR16ChunkBytes;
+    const char* b = levels + c * levels_stride;
+    switch (c & 3) {
+      case 0: _tile_loadd(4, a, xs); _tile_loadd(6, b, 64); _tile_zero(0); _tile_dpbsud(0, 4, 6); break;
+      case 1: _tile_loadd(5, a, xs); _tile_loadd(7, b, 64); _tile_zero(1); _tile_dpbsud(1, 5, 7); break;
+      case 2: _tile_loadd(4, a, xs); _tile_loadd(6, b, 64); _tile_zero(2); _tile_dpbsud(2, 4, 6); break;
+      default: _tile_loadd(5, a, xs); _tile_loadd(7, b, 64); _tile_zero(3); _tile_dpbsud(3, 5, 7); break;
+    }
+  };
+  constexpr int64_t kAhead = 3;
+  for (int64_t c = 0; c < kAhead && c < nc; ++c) multiply(c);
+  for (int64_t c = 0; c < nc; ++c) {
+    switch (c & 3) {
+      case 0: _tile_stored(0, sums, 64); break;
+      case 1: _tile_stored(1, sums, 64); break;
+      case 2: _tile_stored(2, sums, 64); break;
+      default: _tile_stored(3, sums, 64); break;
+    }
+    if (c + kAhead < nc) multiply(c + kAhead);
+    const char* rec = group + c * F::kRecordBytes;
+    const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
+    __m512 mins = _mm512_setzero_ps();
+    if constexpr (F::kMins) mins = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
+#pragma GCC unroll 16
+    for (int j = 0; j < kTileRows; ++j) {
+      const char* a = xp + j * xs + c * kR16ChunkBytes;
+      int32_t bias;
+      float d;
+      std::memcpy(&bias, a + 32, 4);
+      std::memcpy(&d, a + 36, 4);
+      const __m512i dot = _mm512_add_epi32(_mm512_load_si512(sums + 16 * j), _mm512_set1_epi32(bias));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws, _mm512_set1_ps(d)), acc[j]);
+      if constexpr (F::kMins) {
+        float dsum;
+        std::memcpy(&dsum, a + 40, 4);
+        acc[j] = _mm512_fmadd_ps(mins, _mm512_set1_ps(dsum), acc[j]);
+      }
+    }
+  }
+  for (int j = 0; j < kTileRows; ++j) _mm512_storeu_ps(out[j], acc[j]);
+}
+
+thread_local Scratch unpacked_levels;  // a tile's levels as B tiles, for the formats that pack them
+constexpr int64_t kInt8L2TileBytes = 192 * 1024;
+
+// From 16 rows of x the tiles run its whole groups of 16 rows (bench_batch_decode, TinyLlama's shape: q8_0 1.3x the
+// VNNI kernels at 16-64 sessions, q4_0 1.1-1.2x; docs/PERFORMANCE.md).
+constexpr int64_t kAmxInt8MinRows = 16;
+
+template <class F>
+MatvecPreparedFn vnni_prepared = nullptr;  // the VNNI set's kernel for the same dtype, set with the AMX set
+
+template <class F>
+void amx_r16_prepared(const void* w, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy, int64_t r0,
+                      int64_t r1) {
+  const int64_t whole = m >= kAmxInt8MinRows ? m / kTileRows * kTileRows : 0;
+  const int64_t nc = k / kQuantBlock, xs = nc * kR16ChunkBytes, group_bytes = nc * F::kRecordBytes;
+  if (whole > 0 && r0 < r1) {
+    TileSession tiles(int8_tiles());
+    const char* wb = static_cast<const char*>(w);
+    float out[kTileRows][16];
+    // Groups of weight rows in tiles that stay in L2 while every group of x rows runs over them: weights and x each
+    // come from memory once (x would otherwise be read again for every group of 16 weight rows).
+    const int64_t levels_bytes = F::kUnpacks ? nc * kLevelsBytes : 0;
+    const int64_t per_tile = std::max<int64_t>(1, kInt8L2TileBytes / (group_bytes + levels_bytes));
+    char* unpacked = F::kUnpacks ? unpacked_levels.bytes(per_tile * levels_bytes) : nullptr;
+    for (int64_t g0 = r0 / 16; g0 * 16 < r1; g0 += per_tile) {
+      const int64_t g1 = std::min(g0 + per_tile, (r1 + 15) / 16);
+      // The levels as B tiles: from the records, or unpacked once for every group of x rows (written well before
+      // the tiles load them; tile loads do not take data from stores still in flight).
+      if constexpr (F::kUnpacks)
+        for (int64_t g = g0; g < g1; ++g)
+          for (int64_t c = 0; c < nc; ++c) {
+            char* tile = unpacked + (g - g0) * levels_bytes + c * kLevelsBytes;
+            F::unpack(wb + g * group_bytes + c * F::kRecordBytes, tile);
+          }
+      for (int64_t i0 = 0; i0 < whole; i0 += kTileRows)
+        for (int64_t g = g0; g < g1; ++g) {
+          const char* group = wb + g * group_bytes;
+          const char* levels = F::kUnpacks ? unpacked + (g - g0) * levels_bytes : group + 32;
+          amx_group<F>(group, levels, F::kUnpacks ? kLevelsBytes : F::kRecordBytes, nc, xp + i0 * xs, xs, out);
+          const int64_t lo = std::max(r0, g * 16), hi = std::min(r1, g * 16 + 16);
+          for (int64_t j = 0; j < kTileRows; ++j)
+            for (int64_t r = lo; r < hi; ++r) y[(i0 + j) * ldy + r] = out[j][r - g * 16];
+        }
+    }
+  }
+  if (whole < m) vnni_prepared<F>(w, k, xp + whole * xs, m - whole, y + whole * ldy, ldy, r0, r1);
+}
+
+template <class F>
+PrepareFn vnni_prepare = nullptr;
+
+thread_local Scratch prepared_r16;  // x prepared by the per-call entry point
+
+template <class F>
+void amx_r16_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
+                  int64_t r1) {
+  char* xp = prepared_r16.bytes(prepared_bytes(m, k));
+  vnni_prepare<F>(x, m, k, xp);
+  amx_r16_prepared<F>(w, k, xp, m, y, ldy, r0, r1);
+}
+
+// The VNNI set's kernels for one row and for fewer than 16, AMX from 16 rows on (both read the same prepared x).
+template <class F>
+void set_amx_r16(MatvecKernels& s, DType plain) {
+  const DTypeKernels& vnni = s.by_dtype[static_cast<size_t>(*interleaved_form(plain))];
+  vnni_prepared<F> = vnni.prepared;
+  vnni_prepare<F> = vnni.prepare;
+  s.set_interleaved(plain, vnni.one_row, amx_r16_rows<F>, vnni.prepare, amx_r16_prepared<F>);
+}
+
 }  // namespace
 
 const MatvecKernels& amx_matvec_kernels() {
@@ -296,6 +486,10 @@ const MatvecKernels& amx_matvec_kernels() {
     fma_rows = fma.rows;
     s.set(DType::bf16, fma.one_row, amx_bf16_rows);
     s.set_prepared(DType::bf16, amx_prepare, amx_bf16_prepared, amx_prepared_size, kTileRows, kAmxMinRows);
+    set_amx_r16<AmxQ8_0>(s, DType::q8_0);
+    set_amx_r16<AmxQ4<BlockQ4_0>>(s, DType::q4_0);
+    set_amx_r16<AmxQ4<BlockQ4_1>>(s, DType::q4_1);
+    set_amx_r16<AmxQ4<BlockIQ4_NL>>(s, DType::iq4_nl);
     return s;
   }();
   return k;
