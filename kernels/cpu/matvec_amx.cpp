@@ -155,6 +155,23 @@ inline void store_tile(const float* c, int64_t rows, int64_t m_here, float* y, i
 
 // Rows [r, r + 16 * Groups) against the group of x rows at xg: the main loop. Only the first group of x rows
 // (`from_memory`) asks for the weights ahead; the later ones find them in L2 (the caller's tile of rows).
+// C tile t += the A tile at `a` (16 weight rows, `stride` apart) times the three parts of x in tiles 5-7. Tile
+// numbers are immediates, so t picks one of four copies.
+inline void multiply_parts(int t, const char* a, int64_t stride) {
+  _tile_loadd(4, a, stride);
+#define COROLLA_AMX_PARTS(c) \
+  _tile_dpbf16ps(c, 4, 5);   \
+  _tile_dpbf16ps(c, 4, 6);   \
+  _tile_dpbf16ps(c, 4, 7);
+  switch (t) {
+    case 0: COROLLA_AMX_PARTS(0) break;
+    case 1: COROLLA_AMX_PARTS(1) break;
+    case 2: COROLLA_AMX_PARTS(2) break;
+    default: COROLLA_AMX_PARTS(3) break;
+  }
+#undef COROLLA_AMX_PARTS
+}
+
 template <int Groups>
 void full_groups(const WeightRows& w, int64_t nc_full, const char* xg, int64_t m_here, float* y, int64_t ldy,
                  int64_t r, const char* tail_tiles, bool from_memory) {
@@ -172,32 +189,14 @@ void full_groups(const WeightRows& w, int64_t nc_full, const char* xg, int64_t m
     if (from_memory)
       for (int64_t i = 0; i < Groups * kTileRows; ++i)
         _mm_prefetch(rows + i * w.stride + c * 64 + kPrefetchBytes, _MM_HINT_T0);
-#define COROLLA_AMX_GROUP(t)                                                        \
-  _tile_loadd(4, rows + (t) * kTileRows * w.stride + c * 64, w.stride);            \
-  _tile_dpbf16ps(t, 4, 5);                                                          \
-  _tile_dpbf16ps(t, 4, 6);                                                          \
-  _tile_dpbf16ps(t, 4, 7);
-    COROLLA_AMX_GROUP(0)
-    if constexpr (Groups > 1) { COROLLA_AMX_GROUP(1) }
-    if constexpr (Groups > 2) { COROLLA_AMX_GROUP(2) }
-    if constexpr (Groups > 3) { COROLLA_AMX_GROUP(3) }
-#undef COROLLA_AMX_GROUP
+    for (int t = 0; t < Groups; ++t) multiply_parts(t, rows + t * kTileRows * w.stride + c * 64, w.stride);
   }
   if (tail_tiles) {  // the last, partial chunk of every row: Groups padded A tiles, one after the other
     const char* xc = xg + nc_full * kGroupChunkBytes;
     _tile_loadd(5, xc, 64);
     _tile_loadd(6, xc + kTileBytes, 64);
     _tile_loadd(7, xc + 2 * kTileBytes, 64);
-#define COROLLA_AMX_TAIL(t)                                   \
-  _tile_loadd(4, tail_tiles + (t) * kTileBytes, 64);          \
-  _tile_dpbf16ps(t, 4, 5);                                    \
-  _tile_dpbf16ps(t, 4, 6);                                    \
-  _tile_dpbf16ps(t, 4, 7);
-    COROLLA_AMX_TAIL(0)
-    if constexpr (Groups > 1) { COROLLA_AMX_TAIL(1) }
-    if constexpr (Groups > 2) { COROLLA_AMX_TAIL(2) }
-    if constexpr (Groups > 3) { COROLLA_AMX_TAIL(3) }
-#undef COROLLA_AMX_TAIL
+    for (int t = 0; t < Groups; ++t) multiply_parts(t, tail_tiles + t * kTileBytes, 64);
   }
   alignas(64) float c[kPassGroups][kTileRows * kTileRows];
   _tile_stored(0, c[0], 64);
@@ -322,13 +321,6 @@ struct AmxQ8_0 {
   static constexpr bool kUnpacks = false;  // a record's levels (q + 128), after its scales, are a B tile as they are
   static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ8_0);
 };
-
-// iq4_nl's grid as unsigned bytes (value + 128).
-alignas(16) constexpr auto kIq4nlGridPlus128 = [] {
-  std::array<uint8_t, 16> g{};
-  for (int i = 0; i < 16; ++i) g[static_cast<size_t>(i)] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
-  return g;
-}();
 
 template <class Block>
 struct AmxQ4 {

@@ -3,6 +3,7 @@
 // the linker pick one compiled for AVX-512 for everyone).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,13 @@ struct Scratch {
   }
   float* floats(int64_t n) { return reinterpret_cast<float*>(bytes(n * 4)); }
 };
+
+// iq4_nl's grid as unsigned bytes (value + 128), a table for vpshufb.
+alignas(16) constexpr auto kIq4nlGridPlus128 = [] {
+  std::array<uint8_t, 16> g{};
+  for (int i = 0; i < 16; ++i) g[static_cast<size_t>(i)] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
+  return g;
+}();
 
 // --- activations for the interleaved-row kernels (kernels/interleaved_rows.hpp), in both SIMD files ---------------
 // Per chunk of 32 values, 64 bytes (kPreparedChunkBytes, matvec.hpp): int8 q[32] | int32 bias (-offset * sum(q)) |

@@ -347,12 +347,6 @@ inline __m512i word(const char* a, int w) {  // activation word w (values 4w .. 
 // words: shorter dependency chains), started at the bias.
 // q4_0 / q4_1 (whose record has the 16 rows' mins after their scales) / iq4_nl (q4_0's record, whose nibbles index
 // its grid: looked up as grid value + 128 by vpshufb).
-// iq4_nl's grid as unsigned bytes (value + 128), for vpshufb.
-alignas(16) constexpr auto kGridPlus128 = [] {
-  std::array<uint8_t, 16> g{};
-  for (int i = 0; i < 16; ++i) g[static_cast<size_t>(i)] = static_cast<uint8_t>(kIq4nlValues[i] + 128);
-  return g;
-}();
 
 template <class Block>
 struct R16Q4 {
@@ -368,7 +362,7 @@ struct R16Q4 {
     const __m512i mask = _mm512_set1_epi8(15);
     __m512i grid = mask;
     if constexpr (kGrid)
-      grid = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kGridPlus128.data())));
+      grid = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlGridPlus128.data())));
 #pragma GCC unroll 4
     for (int t = 0; t < 4; ++t) {
       const __m512i v = _mm512_loadu_si512(rec + kLevels + 64 * t);
