@@ -1,6 +1,6 @@
-// The "avx512amx" kernel set: the AVX-512 VNNI set with bf16 weights and the 8-bit-level interleaved formats (q8_0,
-// q4_0, q4_1, iq4_nl with rows interleaved by 16) multiplied on AMX tiles (Intel Advanced Matrix Extensions) where
-// enough rows of x share the weights. This file alone is compiled with AMX flags; call it only where cpu_runs_amx()
+// The "avx512amx" kernel set: the AVX-512 VNNI set with bf16 weights and the interleaved formats whose scales are
+// per 32 values (q8_0, q4_0, q4_1, iq4_nl, q4_K, q5_K with rows interleaved by 16) multiplied on AMX tiles (Intel
+// Advanced Matrix Extensions) where enough rows of x share the weights. This file alone is compiled with AMX flags; call it only where cpu_runs_amx()
 // (matvec.cpp) said yes, which also asked the kernel for the tile state. The 8-bit part is further down.
 //
 // bf16 (TDPBF16PS): one instruction multiplies a 16x32 tile of bf16 weights by a 32x16 tile of bf16 activations
@@ -294,6 +294,7 @@ void amx_bf16_rows(const void* w, int64_t k, const float* x, int64_t m, float* y
 }
 
 // --- quantized weights with rows interleaved by 16 (kernels/interleaved_rows.hpp): TDPBSUD ---------------------
+// (q6_K, q2_K and q3_K, whose scales change every 16 values, stay on the VNNI kernels.)
 // x is what the VNNI kernels read, prepared once per product (each chunk of 32 values as int8 levels with its scale
 // and sums, matvec_simd.hpp), and a record of 16 rows' blocks of one chunk holds their levels as 64-byte vectors
 // whose lane r is 4 levels of row r: vector v is row v of a B tile (8 rows x 64 bytes), straight from the record for
@@ -316,29 +317,91 @@ const TileConfig& int8_tiles() {
   return c;
 }
 
+// A format on tiles: kRecordBytes per record of kChunks chunks (32 values each); scales(record, chunk, ws, wm) gives
+// chunk's 16 rows' scales and mins as the VNNI kernels compute them (kMins: none, +1: + wm * dsum, -1: - wm * dsum);
+// unpack(record, chunk, tile) writes the chunk's levels as a B tile, unless kUnpacks is false (q8_0's levels, after
+// the record's scales, are a B tile as stored: q + 128).
+inline __m512 half_scales(const char* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 struct AmxQ8_0 {
-  static constexpr bool kMins = false;
-  static constexpr bool kUnpacks = false;  // a record's levels (q + 128), after its scales, are a B tile as they are
+  static constexpr int kMins = 0;
+  static constexpr bool kUnpacks = false;
+  static constexpr int64_t kChunks = 1;
   static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ8_0);
+  static void scales(const char* rec, int, __m512& ws, __m512&) { ws = half_scales(rec); }
 };
 
 template <class Block>
 struct AmxQ4 {
-  static constexpr bool kMins = requires(Block b) { b.m; };
+  static constexpr int kMins = requires(Block b) { b.m; } ? 1 : 0;
   static constexpr bool kGrid = std::is_same_v<Block, BlockIQ4_NL>;
   static constexpr bool kUnpacks = true;
+  static constexpr int64_t kChunks = 1;
   static constexpr int64_t kRecordBytes = 16 * sizeof(Block);
+  static void scales(const char* rec, int, __m512& ws, __m512& wm) {
+    ws = half_scales(rec);
+    if constexpr (kMins != 0) wm = half_scales(rec + 32);
+  }
   // Vector t of nibbles: low nibbles are levels 4t.. (B row t), high ones 16 + 4t.. (B row t + 4).
-  static void unpack(const char* rec, char* tile) {
+  static void unpack(const char* rec, int, char* tile) {
     const __m512i mask = _mm512_set1_epi8(15);
     const __m512i grid =
         _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4nlGridPlus128.data())));
     for (int t = 0; t < 4; ++t) {
-      const __m512i v = _mm512_loadu_si512(rec + (kMins ? 64 : 32) + 64 * t);
+      const __m512i v = _mm512_loadu_si512(rec + (kMins != 0 ? 64 : 32) + 64 * t);
       __m512i lo = _mm512_and_si512(v, mask), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
       if constexpr (kGrid) lo = _mm512_shuffle_epi8(grid, lo), hi = _mm512_shuffle_epi8(grid, hi);
       _mm512_store_si512(tile + 64 * t, lo);
       _mm512_store_si512(tile + 64 * (t + 4), hi);
+    }
+  }
+};
+
+// q4_K / q5_K (kernels/interleaved_rows.hpp): a record is a super-block of 8 chunks; chunk 2i + h takes the low
+// (h = 0) or high nibbles of qs vectors 8i..8i + 7 (and for q5_K bit 2i + h of qh vector t as its fifth bit), its
+// scale d * sc and min dmin * m from the 6-bit pairs (the VNNI kernel's unpacking, lane by lane).
+template <class Block>
+struct AmxQ45_K {
+  static constexpr bool kFifth = requires(Block b) { b.qh; };
+  static constexpr int kMins = -1;
+  static constexpr bool kUnpacks = true;
+  static constexpr int64_t kChunks = 8;
+  static constexpr int64_t kRecordBytes = 16 * sizeof(Block);
+  static constexpr int64_t kQs = kFifth ? 256 + 512 : 256;
+  static void scales(const char* rec, int j, __m512& ws, __m512& wm) {
+    const __m512i A = _mm512_loadu_si512(rec + 64), B = _mm512_loadu_si512(rec + 128);
+    const __m512i C = _mm512_loadu_si512(rec + 192);
+    const __m512i six = _mm512_set1_epi32(63), four = _mm512_set1_epi32(15), two = _mm512_set1_epi32(3);
+    __m512i sc, mn;
+    if (j < 4) {
+      sc = _mm512_and_si512(_mm512_srl_epi32(A, _mm_cvtsi32_si128(8 * j)), six);
+      mn = _mm512_and_si512(_mm512_srl_epi32(B, _mm_cvtsi32_si128(8 * j)), six);
+    } else {
+      const __m128i s = _mm_cvtsi32_si128(8 * (j - 4)), s4 = _mm_cvtsi32_si128(8 * (j - 4) + 4);
+      const __m128i s6 = _mm_cvtsi32_si128(8 * (j - 4) + 6);
+      sc = _mm512_or_si512(_mm512_and_si512(_mm512_srl_epi32(C, s), four),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(A, s6), two), 4));
+      mn = _mm512_or_si512(_mm512_and_si512(_mm512_srl_epi32(C, s4), four),
+                           _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(B, s6), two), 4));
+    }
+    ws = _mm512_mul_ps(half_scales(rec), _mm512_cvtepi32_ps(sc));
+    wm = _mm512_mul_ps(half_scales(rec + 32), _mm512_cvtepi32_ps(mn));
+  }
+  static void unpack(const char* rec, int j, char* tile) {
+    const int i = j / 2, h = j % 2;
+    const __m512i nib = _mm512_set1_epi8(15);
+    for (int t = 0; t < 8; ++t) {
+      const __m512i v = _mm512_loadu_si512(rec + kQs + 64 * (8 * i + t));
+      __m512i u = h == 0 ? _mm512_and_si512(v, nib) : _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+      if constexpr (kFifth) {  // bit j of qh, moved to bit 4 of each byte
+        const __m512i qh = _mm512_loadu_si512(rec + 256 + 64 * t), bit = _mm512_set1_epi8(16);
+        const __m512i hb = j <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - j))
+                                  : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
+        u = _mm512_ternarylogic_epi32(u, hb, bit, 0xf8);
+      }
+      _mm512_store_si512(tile + 64 * t, u);
     }
   }
 };
@@ -375,24 +438,20 @@ void amx_group(const char* group, const char* levels, int64_t levels_stride, int
       default: _tile_stored(3, sums, 64); break;
     }
     if (c + kAhead < nc) multiply(c + kAhead);
-    const char* rec = group + c * F::kRecordBytes;
-    const __m512 ws = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec)));
-    __m512 mins = _mm512_setzero_ps();
-    if constexpr (F::kMins) mins = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + 32)));
+    __m512 ws, wm = _mm512_setzero_ps();
+    F::scales(group + c / F::kChunks * F::kRecordBytes, static_cast<int>(c % F::kChunks), ws, wm);
 #pragma GCC unroll 16
     for (int j = 0; j < kTileRows; ++j) {
       const char* a = xp + j * xs + c * kR16ChunkBytes;
       int32_t bias;
-      float d;
+      float d, dsum;
       std::memcpy(&bias, a + 32, 4);
       std::memcpy(&d, a + 36, 4);
+      std::memcpy(&dsum, a + 40, 4);
       const __m512i dot = _mm512_add_epi32(_mm512_load_si512(sums + 16 * j), _mm512_set1_epi32(bias));
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws, _mm512_set1_ps(d)), acc[j]);
-      if constexpr (F::kMins) {
-        float dsum;
-        std::memcpy(&dsum, a + 40, 4);
-        acc[j] = _mm512_fmadd_ps(mins, _mm512_set1_ps(dsum), acc[j]);
-      }
+      if constexpr (F::kMins > 0) acc[j] = _mm512_fmadd_ps(wm, _mm512_set1_ps(dsum), acc[j]);
+      if constexpr (F::kMins < 0) acc[j] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(dsum), acc[j]);
     }
   }
   for (int j = 0; j < kTileRows; ++j) _mm512_storeu_ps(out[j], acc[j]);
@@ -412,7 +471,7 @@ template <class F>
 void amx_r16_prepared(const void* w, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy, int64_t r0,
                       int64_t r1) {
   const int64_t whole = m >= kAmxInt8MinRows ? m / kTileRows * kTileRows : 0;
-  const int64_t nc = k / kQuantBlock, xs = nc * kR16ChunkBytes, group_bytes = nc * F::kRecordBytes;
+  const int64_t nc = k / kQuantBlock, xs = nc * kR16ChunkBytes, group_bytes = nc / F::kChunks * F::kRecordBytes;
   if (whole > 0 && r0 < r1) {
     TileSession tiles(int8_tiles());
     const char* wb = static_cast<const char*>(w);
@@ -430,7 +489,8 @@ void amx_r16_prepared(const void* w, int64_t k, const char* xp, int64_t m, float
         for (int64_t g = g0; g < g1; ++g)
           for (int64_t c = 0; c < nc; ++c) {
             char* tile = unpacked + (g - g0) * levels_bytes + c * kLevelsBytes;
-            F::unpack(wb + g * group_bytes + c * F::kRecordBytes, tile);
+            const char* rec = wb + g * group_bytes + c / F::kChunks * F::kRecordBytes;
+            F::unpack(rec, static_cast<int>(c % F::kChunks), tile);
           }
       for (int64_t i0 = 0; i0 < whole; i0 += kTileRows)
         for (int64_t g = g0; g < g1; ++g) {
@@ -482,6 +542,8 @@ const MatvecKernels& amx_matvec_kernels() {
     set_amx_r16<AmxQ4<BlockQ4_0>>(s, DType::q4_0);
     set_amx_r16<AmxQ4<BlockQ4_1>>(s, DType::q4_1);
     set_amx_r16<AmxQ4<BlockIQ4_NL>>(s, DType::iq4_nl);
+    set_amx_r16<AmxQ45_K<BlockQ4_K>>(s, DType::q4_K);
+    set_amx_r16<AmxQ45_K<BlockQ5_K>>(s, DType::q5_K);
     return s;
   }();
   return k;
