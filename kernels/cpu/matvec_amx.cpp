@@ -1,7 +1,8 @@
 // The "avx512amx" kernel set: the AVX-512 VNNI set with bf16 weights and the interleaved formats whose scales are
 // per 32 values (q8_0, q4_0, q4_1, iq4_nl, q4_K, q5_K with rows interleaved by 16) multiplied on AMX tiles (Intel
-// Advanced Matrix Extensions) where enough rows of x share the weights. This file alone is compiled with AMX flags; call it only where cpu_runs_amx()
-// (matvec.cpp) said yes, which also asked the kernel for the tile state. The 8-bit part is further down.
+// Advanced Matrix Extensions) where enough rows of x share the weights. This file alone is compiled with AMX flags;
+// call it only where cpu_runs_amx() (matvec.cpp) said yes, which also asked the kernel for the tile state. The 8-bit
+// part is further down.
 //
 // bf16 (TDPBF16PS): one instruction multiplies a 16x32 tile of bf16 weights by a 32x16 tile of bf16 activations
 // into 16x16 f32 sums, 8,192 products in about 16 cycles, against 16 per FMA (2 per cycle) when bf16 is widened to

@@ -119,10 +119,13 @@ after=$(cdn_bytes)
   || { echo "FAILED: the client fetched $((after - before)) of $shards bytes"; fail=1; }
 # A server that balances (--num_blocks) fetches block 0 (its throughput is measured on a block), then the span the
 # balancer chooses, when it chooses it: 3 blocks' tensors at most (61 % of the shards' bytes), where fetching every
-# block would bring the two shards that hold them (82 %). Its caches are its own.
+# block would bring the two shards that hold them (82 %). Its caches are its own. A short balance period: a joining
+# server re-reads the swarm after a random wait of up to half the period (30 s at the default 120 s), longer than
+# this test waits for it to serve.
 before=$after
 HF_HOME="$dir/hf-balanced" COROLLA_CACHE="$dir/corolla-balanced" "$bin" serve test-org/llama-sharded --num_blocks 2 \
-  --port 0 --initial_peers "$dht" --data_dir "$dir/data-balanced" > "$dir/serve-balanced" 2>&1 &
+  --mean_balance_check_period 4 --port 0 --initial_peers "$dht" --data_dir "$dir/data-balanced" \
+  > "$dir/serve-balanced" 2>&1 &
 pids+=($!)
 for _ in $(seq 300); do grep -q "serving" "$dir/serve-balanced" && break; sleep 0.1; done
 check "a balancing server by name serves the span it chose" "serving blocks" "$(cat "$dir/serve-balanced")"
