@@ -45,7 +45,6 @@ constexpr int64_t kL2TileBytes = 512 * 1024;
 // How far ahead in each weight row the next lines are asked for (bytes), as in the FMA kernels.
 constexpr int64_t kPrefetchBytes = 512;
 
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 inline int64_t groups_of(int64_t m) { return (m + kTileRows - 1) / kTileRows; }
 inline int64_t chunks_of(int64_t k) { return (k + kTileK - 1) / kTileK; }
 
@@ -148,14 +147,12 @@ struct WeightRows {
   int64_t k;
 };
 
-// y[j, r0 + i] for i < rows (<= 16) and j < m, from C tiles stored as [weight row][activation row].
+// y[j, r + i] for i < rows (<= 16) and j < m_here, from a C tile stored as [weight row][activation row].
 inline void store_tile(const float* c, int64_t rows, int64_t m_here, float* y, int64_t ldy, int64_t r) {
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < m_here; ++j) y[j * ldy + r + i] = c[i * kTileRows + j];
 }
 
-// Rows [r, r + 16 * Groups) against the group of x rows at xg: the main loop. Only the first group of x rows
-// (`from_memory`) asks for the weights ahead; the later ones find them in L2 (the caller's tile of rows).
 // C tile t += the A tile at `a` (16 weight rows, `stride` apart) times the three parts of x in tiles 5-7. Tile
 // numbers are immediates, so t picks one of four copies.
 inline void multiply_parts(int t, const char* a, int64_t stride) {
@@ -173,15 +170,18 @@ inline void multiply_parts(int t, const char* a, int64_t stride) {
 #undef COROLLA_AMX_PARTS
 }
 
+// Groups of 16 weight rows (the first at `rows`, `stride` bytes apart, nc_full whole chunks, then `tail_tiles`, the
+// last partial chunk as padded A tiles, if any) against the group of x rows at xg; y_at[j * ldy + i] for the first
+// `stored` rows. Only the first group of x rows (`from_memory`) asks for the weights ahead; the later ones find them
+// in L2 (the caller's tile of rows).
 template <int Groups>
-void full_groups(const WeightRows& w, int64_t nc_full, const char* xg, int64_t m_here, float* y, int64_t ldy,
-                 int64_t r, const char* tail_tiles, bool from_memory) {
+void full_groups(const char* rows, int64_t stride, int64_t nc_full, const char* tail_tiles, const char* xg,
+                 int64_t m_here, float* y_at, int64_t ldy, int64_t stored, bool from_memory) {
   static_assert(Groups >= 1 && Groups <= kPassGroups);
   _tile_zero(0);
   if constexpr (Groups > 1) _tile_zero(1);
   if constexpr (Groups > 2) _tile_zero(2);
   if constexpr (Groups > 3) _tile_zero(3);
-  const char* rows = w.w + r * w.stride;
   for (int64_t c = 0; c < nc_full; ++c) {
     const char* xc = xg + c * kGroupChunkBytes;
     _tile_loadd(5, xc, 64);
@@ -189,10 +189,10 @@ void full_groups(const WeightRows& w, int64_t nc_full, const char* xg, int64_t m
     _tile_loadd(7, xc + 2 * kTileBytes, 64);
     if (from_memory)
       for (int64_t i = 0; i < Groups * kTileRows; ++i)
-        _mm_prefetch(rows + i * w.stride + c * 64 + kPrefetchBytes, _MM_HINT_T0);
-    for (int t = 0; t < Groups; ++t) multiply_parts(t, rows + t * kTileRows * w.stride + c * 64, w.stride);
+        _mm_prefetch(rows + i * stride + c * 64 + kPrefetchBytes, _MM_HINT_T0);
+    for (int t = 0; t < Groups; ++t) multiply_parts(t, rows + t * kTileRows * stride + c * 64, stride);
   }
-  if (tail_tiles) {  // the last, partial chunk of every row: Groups padded A tiles, one after the other
+  if (tail_tiles) {
     const char* xc = xg + nc_full * kGroupChunkBytes;
     _tile_loadd(5, xc, 64);
     _tile_loadd(6, xc + kTileBytes, 64);
@@ -204,7 +204,8 @@ void full_groups(const WeightRows& w, int64_t nc_full, const char* xg, int64_t m
   if constexpr (Groups > 1) _tile_stored(1, c[1], 64);
   if constexpr (Groups > 2) _tile_stored(2, c[2], 64);
   if constexpr (Groups > 3) _tile_stored(3, c[3], 64);
-  for (int g = 0; g < Groups; ++g) store_tile(c[g], kTileRows, m_here, y, ldy, r + g * kTileRows);
+  for (int g = 0; g < Groups; ++g)
+    store_tile(c[g], std::min(kTileRows, stored - g * kTileRows), m_here, y_at, ldy, g * kTileRows);
 }
 
 thread_local Scratch padded_rows;  // a partial group's rows, zero-padded to 16 rows and whole chunks
@@ -231,49 +232,35 @@ void amx_bf16_prepared(const void* wv, int64_t k, const char* xp, int64_t m, flo
                                                   kTileRows);
   char* tail = nc_full < nc ? tail_chunks.bytes(kPassGroups * kTileBytes) : nullptr;
   for (int64_t t0 = r0; t0 < full_end; t0 += tile_rows) {
-    const int64_t t1 = min64(full_end, t0 + tile_rows);
+    const int64_t t1 = std::min(full_end, t0 + tile_rows);
     for (int64_t g = 0; g < groups; ++g) {
       const char* xg = xp + g * nc * kGroupChunkBytes;
-      const int64_t m_here = min64(kTileRows, m - g * kTileRows);
+      const int64_t m_here = std::min(kTileRows, m - g * kTileRows);
       float* yg = y + g * kTileRows * ldy;
       for (int64_t r = t0; r < t1;) {
-        const int64_t left = (t1 - r) / kTileRows;
-        const int n = static_cast<int>(min64(kPassGroups, left));
+        const int n = static_cast<int>(std::min(kPassGroups, (t1 - r) / kTileRows));
         if (tail)
           for (int i = 0; i < n; ++i)
             pad_rows(w, r + i * kTileRows, kTileRows, nc_full * kTileK, 1, tail + i * kTileBytes);
+        const char* rows = w.w + r * w.stride;
+        const int64_t stored = n * kTileRows;
         switch (n) {
-          case 4: full_groups<4>(w, nc_full, xg, m_here, yg, ldy, r, tail, g == 0); break;
-          case 3: full_groups<3>(w, nc_full, xg, m_here, yg, ldy, r, tail, g == 0); break;
-          case 2: full_groups<2>(w, nc_full, xg, m_here, yg, ldy, r, tail, g == 0); break;
-          default: full_groups<1>(w, nc_full, xg, m_here, yg, ldy, r, tail, g == 0); break;
+          case 4: full_groups<4>(rows, w.stride, nc_full, tail, xg, m_here, yg + r, ldy, stored, g == 0); break;
+          case 3: full_groups<3>(rows, w.stride, nc_full, tail, xg, m_here, yg + r, ldy, stored, g == 0); break;
+          case 2: full_groups<2>(rows, w.stride, nc_full, tail, xg, m_here, yg + r, ldy, stored, g == 0); break;
+          default: full_groups<1>(rows, w.stride, nc_full, tail, xg, m_here, yg + r, ldy, stored, g == 0); break;
         }
         r += n * kTileRows;
       }
     }
   }
-  if (full_end < r1) {  // fewer than 16 rows left: run them as a zero-padded group of 16
+  if (full_end < r1) {  // fewer than 16 rows left: run them as a zero-padded group of 16 whole chunks
     const int64_t n = r1 - full_end;
     char* block = padded_rows.bytes(kTileRows * nc * kTileK * 2);
     pad_rows(w, full_end, n, 0, nc, block);
-    const WeightRows padded{block, nc * kTileK * 2, nc * kTileK};
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t m_here = min64(kTileRows, m - g * kTileRows);
-      alignas(64) float c[kTileRows * kTileRows];
-      _tile_zero(0);
-      for (int64_t ch = 0; ch < nc; ++ch) {
-        const char* xc = xp + (g * nc + ch) * kGroupChunkBytes;
-        _tile_loadd(5, xc, 64);
-        _tile_loadd(6, xc + kTileBytes, 64);
-        _tile_loadd(7, xc + 2 * kTileBytes, 64);
-        _tile_loadd(4, padded.w + ch * 64, padded.stride);
-        _tile_dpbf16ps(0, 4, 5);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(0, 4, 7);
-      }
-      _tile_stored(0, c, 64);
-      store_tile(c, n, m_here, y + g * kTileRows * ldy, ldy, full_end);
-    }
+    for (int64_t g = 0; g < groups; ++g)
+      full_groups<1>(block, nc * kTileK * 2, nc, nullptr, xp + g * nc * kGroupChunkBytes,
+                     std::min(kTileRows, m - g * kTileRows), y + g * kTileRows * ldy + full_end, ldy, n, false);
   }
 }
 
@@ -299,10 +286,11 @@ void amx_bf16_rows(const void* w, int64_t k, const float* x, int64_t m, float* y
 // x is what the VNNI kernels read, prepared once per product (each chunk of 32 values as int8 levels with its scale
 // and sums, matvec_simd.hpp), and a record of 16 rows' blocks of one chunk holds their levels as 64-byte vectors
 // whose lane r is 4 levels of row r: vector v is row v of a B tile (8 rows x 64 bytes), straight from the record for
-// q8_0, from the nibbles split in two for q4_0, q4_1 and iq4_nl. One TDPBSUD multiplies 16 rows of x by a record: the
-// 16 x 16 integer sums the VNNI kernels build lane by lane, exactly. Each chunk has its own scales, so each chunk's
-// sums come out of the tile and are scaled in f32 as the VNNI kernels scale theirs, in the same order: the results
-// are theirs bit for bit, and rows of x past the last whole group of 16 run on the VNNI kernels.
+// q8_0, from the nibbles (and q5_K's fifth bits) unpacked for the others. One TDPBSUD multiplies 16 rows of x by a
+// chunk's levels: the 16 x 16 integer sums the VNNI kernels build lane by lane, exactly. Each chunk has its own
+// scales, so each chunk's sums come out of the tile and are scaled in f32 as the VNNI kernels scale theirs, in the
+// same order: the results are theirs bit for bit, and rows of x past the last whole group of 16 run on the VNNI
+// kernels.
 
 // C: tiles 0-3 (16 x 16 int32 each, chunks in turn); A: tiles 4 and 5 (16 rows x 32 levels); B: tiles 6 and 7.
 const TileConfig& int8_tiles() {
@@ -407,7 +395,7 @@ struct AmxQ45_K {
   }
 };
 
-// One group of 16 weight rows (records at `group`, their levels as B tiles at `levels`, one per chunk, kLevelsStride
+// One group of 16 weight rows (records at `group`, their levels as B tiles at `levels`, one per chunk, levels_stride
 // apart) against 16 prepared rows of x (row stride xs): out[j][0..16). Four C tiles take turns, so the tile unit
 // multiplies the next chunks while the vector unit scales chunk c.
 constexpr int64_t kLevelsBytes = 512;  // a chunk's levels unpacked: 8 rows x 64 bytes
