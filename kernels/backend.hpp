@@ -1,5 +1,7 @@
 // Backend: the one interface through which model code computes. The CPU backend (kernels/cpu/), the CUDA backend
-// (kernels/cuda/) and, later, the simulator's cost model implement it; a transformer block never knows which.
+// (kernels/cuda/) and the simulator's cost model (sim/cost_backend.hpp) implement it; a transformer block never
+// knows which. Its operations are checked once, here, for every backend: each public operation validates its
+// arguments (kernels/backend_contract.cpp) and then runs the backend's kernel, a protected do_ function.
 //
 // Conventions shared by every implementation:
 // - Activations are f32. Weights may be any DType the backend lists in supports_weight().
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -155,100 +158,149 @@ class Backend {
 
   // --- operations ---------------------------------------------------------------------------------------------
   // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N] if bias is given).
-  virtual void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
   // y[M, N] += x[M, K] · w[N, K]ᵀ (+ bias[N]): a projection added to the residual stream. One pass where the
   // backend can (the CUDA matrix-vector kernel and GEMM accumulate into y); by default a matmul into a temporary
   // and an add.
-  virtual void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
-    Tensor t = alloc(DType::f32, y.shape());
-    matmul(x, w, bias, t);
-    add(y, t, y);
-  }
+  void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y);
   // Several projections of one input: ys[i] = x · ws[i]ᵀ (+ biases[i] where given). One call lets a backend run
   // them as one job (the CPU backend splits decode's q/k/v, or gate/up, over its threads together: fewer waits
   // for the slowest thread); by default they run one after the other.
-  virtual void matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
-                           std::span<Tensor* const> ys) {
-    for (size_t i = 0; i < ws.size(); ++i) matmul(x, *ws[i], biases[i], *ys[i]);
-  }
+  void matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
+                   std::span<Tensor* const> ys);
   // Per row of x[M, D]: y = x / sqrt(mean(x²) + eps) * w.
-  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y);
   // Per row of x[M, D]: y = (x - mean) / sqrt(var + eps) * w + b.
-  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y);
   // Rotary embedding in place on x[N, H, Dh] (N = batch·tokens), rotate-half layout as in Hugging Face:
   // pairs (i, i + R/2) rotate by angle positions[n] · inv_freq[i], i < R/2, R = 2·inv_freq.size(): Dh, or the
   // rotated part of each head (Phi-3's partial rotary, the other values pass). `scale`
   // multiplies cos and sin (a RoPE scaling's attention factor where it cannot be folded into the attention's scale:
   // with partial rotary the passed values keep theirs). The rotation is orthogonal, so rope
   // with negated positions is its inverse (up to scale²) and its gradient.
-  virtual void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
-                    float scale = 1.0f) = 0;
+  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
+            float scale = 1.0f);
   // out = silu(gate) · up, elementwise.
-  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
   // out = gelu(gate) · up, elementwise (GeGLU: Gemma 2's MLP with the tanh form); out may be gate or up.
-  virtual void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) = 0;
+  void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out);
   // out = gelu(x), elementwise; out may be x.
-  virtual void gelu(const Tensor& x, Gelu form, Tensor& out) = 0;
+  void gelu(const Tensor& x, Gelu form, Tensor& out);
   // out = a + b, elementwise; out may be a.
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  void add(const Tensor& a, const Tensor& b, Tensor& out);
   // Softmax over the last dimension, in place.
-  virtual void softmax(Tensor& x) = 0;
+  void softmax(Tensor& x);
   // Stores k, v [B, T, Hkv, Dh] into the cache's slots positions[b·T + t] (B = cache.batch).
-  virtual void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
-                        const KvPages& cache) = 0;
+  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                const KvPages& cache);
   // rope(q) and rope(k) in place, then kv_write(k, v) at the same positions: q [B·T, Hq, Dh], k, v [B·T, Hkv, Dh].
   // One pass where the backend can (a decode step's three position-dependent operations); by default the three
   // calls.
-  virtual void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions,
-                             std::span<const float> inv_freq, const KvPages& cache) {
-    rope(q, positions, inv_freq);
-    rope(k, positions, inv_freq);
-    const int64_t b = cache.batch, rows = k.rank() == 3 ? k.dim(0) : 0;
-    if (b <= 0 || rows % b != 0 || k.rank() != 3)
-      throw std::invalid_argument("rope_kv_write: k " + k.describe() + " does not fit " + std::to_string(b) +
-                                  " sequences");
-    const Shape kv{b, rows / b, k.dim(1), k.dim(2)};
-    kv_write(k.reshaped(kv), v.reshaped(kv), positions, cache);
-  }
+  void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                     std::span<const float> inv_freq, const KvPages& cache);
   // Causal grouped-query attention. q [B, T, Hq, Dh] attends, per token, to the cache's slots
   // spec.first_slot(p)..p of its sequence, p = positions[b·T + t] (query head h uses KV head h / (Hq / Hkv));
   // out [B, T, Hq·Dh].
-  virtual void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
-                         const AttentionSpec& spec, Tensor& out) = 0;
+  void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
+                 const AttentionSpec& spec, Tensor& out);
   // out[i, :] = scale · table[ids[i], :] as f32; table [V, D] of any weight dtype (scale: Gemma's √hidden, else 1).
-  virtual void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) = 0;
+  void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out);
   // out[i, :] = x[rows[i], :] for x [M, D] and out [R, D], R = rows.size() (the tokens routed to one expert).
-  virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) = 0;
+  void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out);
   // out[rows[i], :] += scale[i] · x[i, :] for x [R, D] and out [M, D]; `rows` are distinct (an expert's output added
   // to the tokens routed to it, weighted by the router).
-  virtual void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
-                                Tensor& out) = 0;
+  void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+                        Tensor& out);
 
   // --- gradients ----------------------------------------------------------------------------------------------
   // Training keeps block weights frozen: these give gradients with respect to activations, plus the weight
   // gradient of a client's own small f32 matrices (a classification head). All f32.
   // dx[M, K] = dy[M, N] · w[N, K]: the gradient of matmul with respect to x (w of any weight dtype).
-  virtual void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) = 0;
+  void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx);
   // dw[N, K] += dy[M, N]ᵀ · x[M, K]: the gradient of matmul with respect to an f32 weight, accumulated.
-  virtual void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) = 0;
+  void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw);
   // Per row of x[M, D]: dx = the gradient of rms_norm(x, w, eps) with respect to x, given dy.
-  virtual void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) = 0;
+  void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx);
   // Per row of x[M, D]: dx = the gradient of layer_norm(x, w, b, eps) with respect to x, given dy.
-  virtual void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) = 0;
+  void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx);
   // For out = gelu(x): dx = gelu'(x) · d_out (dx may be d_out).
-  virtual void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) = 0;
+  void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx);
   // For out = silu(gate) · up: d_gate and d_up from d_out (d_gate may be d_out).
-  virtual void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
-                                 Tensor& d_up) = 0;
+  void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                         Tensor& d_up);
   // For out = gelu(gate) · up: the same (d_gate may be d_out).
-  virtual void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
-                                 Tensor& d_up) = 0;
+  void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
+                         Tensor& d_up);
   // The gradient of causal self-attention within each sequence (the stateless forward: query t of a sequence
-  // attends to keys spec.first_slot(t)..t of the same sequence). q [B, T, Hq, Dh], k, v [B, T, Hkv, Dh] (after RoPE), d_out
-  // [B, T, Hq·Dh]; writes dq, dk, dv shaped like q, k, v. The softmax is recomputed from q and k.
-  virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
-                                  const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) = 0;
+  // attends to keys spec.first_slot(t)..t of the same sequence). q [B, T, Hq, Dh], k, v [B, T, Hkv, Dh] (after
+  // RoPE), d_out [B, T, Hq·Dh]; writes dq, dk, dv shaped like q, k, v. The softmax is recomputed from q and k.
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                          const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv);
+
+ protected:
+  // --- the kernels ----------------------------------------------------------------------------------------------
+  // Each public operation above checks its arguments against the contract written there (every shape, dtype,
+  // device, position and page: kernels/backend_contract.cpp, one place for all backends) and then calls its kernel
+  // here, which may take them as valid. A kernel checks only what its own backend cannot do (a CUDA kernel's
+  // largest head size, cuBLAS's 32-bit dimensions).
+  virtual void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  // By default a matmul into a temporary and an add.
+  virtual void do_matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) {
+    Tensor t = alloc(DType::f32, y.shape());
+    do_matmul(x, w, bias, t);
+    do_add(y, t, y);
+  }
+  // By default one matmul after the other.
+  virtual void do_matmul_many(const Tensor& x, std::span<const Tensor* const> ws,
+                              std::span<const Tensor* const> biases, std::span<Tensor* const> ys) {
+    for (size_t i = 0; i < ws.size(); ++i) do_matmul(x, *ws[i], biases[i], *ys[i]);
+  }
+  virtual void do_rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
+  virtual void do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
+  virtual void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
+                       float scale) = 0;
+  virtual void do_silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
+  virtual void do_gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) = 0;
+  virtual void do_gelu(const Tensor& x, Gelu form, Tensor& out) = 0;
+  virtual void do_add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void do_softmax(Tensor& x) = 0;
+  virtual void do_kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                           const KvPages& cache) = 0;
+  // By default rope twice and a kv_write (k, v as [B, T, Hkv, Dh]).
+  virtual void do_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                                std::span<const float> inv_freq, const KvPages& cache) {
+    do_rope(q, positions, inv_freq, 1.0f);
+    do_rope(k, positions, inv_freq, 1.0f);
+    const Shape kv{cache.batch, k.dim(0) / cache.batch, k.dim(1), k.dim(2)};
+    do_kv_write(k.reshaped(kv), v.reshaped(kv), positions, cache);
+  }
+  virtual void do_attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
+                            const AttentionSpec& spec, Tensor& out) = 0;
+  virtual void do_embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) = 0;
+  virtual void do_gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) = 0;
+  virtual void do_scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+                                   Tensor& out) = 0;
+  virtual void do_matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) = 0;
+  virtual void do_matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) = 0;
+  virtual void do_rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) = 0;
+  virtual void do_layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy,
+                                      Tensor& dx) = 0;
+  virtual void do_gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) = 0;
+  virtual void do_silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                                    Tensor& d_up) = 0;
+  virtual void do_gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out,
+                                    Tensor& d_gate, Tensor& d_up) = 0;
+  virtual void do_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                                     const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) = 0;
+
+ private:
+  // The contract's check of an activation: f32 on this backend's device.
+  void require_f32(const Tensor& t, const char* op, const char* arg) const;
+  void require_f32(const char* op, std::initializer_list<const Tensor*> tensors) const;
+  void check_matmul(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) const;
+  void check_kv(const char* op, const KvPages& cache, int64_t kv_heads, int64_t head_dim) const;
 };
+
 
 // "cpu" or "cuda" / "cuda:N". Throws std::runtime_error naming what is missing (no CUDA build, no GPU).
 std::unique_ptr<Backend> make_backend(std::string_view device, int cpu_threads = 0);

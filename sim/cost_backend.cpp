@@ -117,20 +117,20 @@ void CostBackend::account_matmul(int64_t m, int64_t n, int64_t k, DType weight_d
 
 // A weight is known by its shape only: the same matrix of another server (another virtual tensor) must give the
 // same digest.
-void CostBackend::matmul(const Tensor& x, const Tensor& w, const Tensor*, Tensor& y) {
+void CostBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor*, Tensor& y) {
   account_matmul(rows_of(x), w.dim(0), w.dim(1), w.dtype());
   if (digests_) rowwise(kMatmul, mix(static_cast<uint64_t>(w.dim(0)), static_cast<uint64_t>(w.dim(1))), {&x}, y);
 }
-void CostBackend::rms_norm(const Tensor& x, const Tensor&, float, Tensor& y) {
+void CostBackend::do_rms_norm(const Tensor& x, const Tensor&, float, Tensor& y) {
   account(4.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
   if (digests_) rowwise(kNorm, 0, {&x}, y);
 }
-void CostBackend::layer_norm(const Tensor& x, const Tensor&, const Tensor&, float, Tensor& y) {
+void CostBackend::do_layer_norm(const Tensor& x, const Tensor&, const Tensor&, float, Tensor& y) {
   account(6.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
   if (digests_) rowwise(kNorm, 1, {&x}, y);
 }
 // x [N, H, Dh] (or any shape whose rows split evenly over the positions): each row takes its token's position.
-void CostBackend::rope(Tensor& x, std::span<const int32_t> positions, std::span<const float>, float) {
+void CostBackend::do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float>, float) {
   account(3.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
   if (!digests_ || !carries(x) || positions.empty()) return;
   const int64_t n = x.dim(-1), rows = rows_of(x), per_token = std::max<int64_t>(1, rows / static_cast<int64_t>(positions.size()));
@@ -139,28 +139,28 @@ void CostBackend::rope(Tensor& x, std::span<const int32_t> positions, std::span<
     fill(x, r * n, n, mix(mix(kRope, static_cast<uint64_t>(static_cast<uint32_t>(p))), digest_of(x, r * n, n)));
   }
 }
-void CostBackend::silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
+void CostBackend::do_silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) {
   account(6.0 * static_cast<double>(gate.numel()), 3 * f32_bytes(gate));
   if (digests_) rowwise(kGate, 0, {&gate, &up}, out);
 }
-void CostBackend::gelu_mul(const Tensor& gate, const Tensor& up, Gelu, Tensor& out) {
+void CostBackend::do_gelu_mul(const Tensor& gate, const Tensor& up, Gelu, Tensor& out) {
   account(11.0 * static_cast<double>(gate.numel()), 3 * f32_bytes(gate));
   if (digests_) rowwise(kGate, 1, {&gate, &up}, out);
 }
-void CostBackend::gelu(const Tensor& x, Gelu, Tensor& out) {
+void CostBackend::do_gelu(const Tensor& x, Gelu, Tensor& out) {
   account(10.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
   if (digests_) rowwise(kGelu, 0, {&x}, out);
 }
-void CostBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+void CostBackend::do_add(const Tensor& a, const Tensor& b, Tensor& out) {
   account(static_cast<double>(a.numel()), 3 * f32_bytes(a));
   if (digests_) rowwise(kAdd, 0, {&a, &b}, out);
 }
-void CostBackend::softmax(Tensor& x) {
+void CostBackend::do_softmax(Tensor& x) {
   account(5.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
   if (digests_) rowwise(kSoftmax, 0, {&x}, x);
 }
 // k, v [B, T, Hkv, Dh]: each token's key and value digest is kept for its slot of its sequence's pages.
-void CostBackend::kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> slots, const KvPages& cache) {
+void CostBackend::do_kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> slots, const KvPages& cache) {
   account(0, 2 * (f32_bytes(k) + f32_bytes(v)));
   if (!digests_ || k.rank() != 4 || cache.batch <= 0 || cache.page_tokens() <= 0) return;
   const int64_t b = k.dim(0), t = k.dim(1), n = k.dim(2) * k.dim(3);
@@ -176,7 +176,7 @@ void CostBackend::kv_write(const Tensor& k, const Tensor& v, std::span<const int
 
 // Each query attends to slots 0..position: the arithmetic grows with the attended slots, the memory traffic with
 // the longest history of each sequence (a fused kernel reads a sequence's keys and values once for its queries).
-void CostBackend::attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
+void CostBackend::do_attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
                             const AttentionSpec& spec, Tensor& out) {
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), dh = q.dim(3), hkv = cache.k.dim(2);
   double attended = 0, read_slots = 0;
@@ -211,7 +211,7 @@ void CostBackend::attention(const Tensor& q, const KvPages& cache, std::span<con
     }
 }
 
-void CostBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) {
+void CostBackend::do_gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) {
   account(0, 8.0 * static_cast<double>(out.numel()));
   if (!digests_ || !carries(out) || !carries(x)) return;
   const int64_t n = out.dim(-1);
@@ -221,7 +221,7 @@ void CostBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Te
                   static_cast<size_t>(n) * sizeof(float));
 }
 
-void CostBackend::scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+void CostBackend::do_scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
                                    Tensor& out) {
   account(2.0 * static_cast<double>(x.numel()), 12.0 * static_cast<double>(x.numel()));
   if (!digests_ || !carries(out)) return;
@@ -236,7 +236,7 @@ void CostBackend::scatter_add_rows(const Tensor& x, std::span<const int32_t> row
   }
 }
 
-void CostBackend::embed(const Tensor& table, std::span<const int32_t> ids, float, Tensor& out) {
+void CostBackend::do_embed(const Tensor& table, std::span<const int32_t> ids, float, Tensor& out) {
   account(0, static_cast<double>(storage_bytes(table.dtype(), static_cast<int64_t>(ids.size()) * table.dim(1))) +
                  f32_bytes(out));
   if (!digests_ || !carries(out)) return;
@@ -244,28 +244,28 @@ void CostBackend::embed(const Tensor& table, std::span<const int32_t> ids, float
   for (size_t i = 0; i < ids.size(); ++i)
     fill(out, static_cast<int64_t>(i) * n, n, mix(kEmbed, static_cast<uint64_t>(static_cast<uint32_t>(ids[i]))));
 }
-void CostBackend::matmul_backward(const Tensor& dy, const Tensor& w, Tensor&) {
+void CostBackend::do_matmul_backward(const Tensor& dy, const Tensor& w, Tensor&) {
   account_matmul(rows_of(dy), w.dim(1), w.dim(0), w.dtype());
 }
-void CostBackend::matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor&) {
+void CostBackend::do_matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor&) {
   account_matmul(dy.dim(-1), x.dim(-1), rows_of(dy), DType::f32);
 }
-void CostBackend::rms_norm_backward(const Tensor& x, const Tensor&, float, const Tensor&, Tensor&) {
+void CostBackend::do_rms_norm_backward(const Tensor& x, const Tensor&, float, const Tensor&, Tensor&) {
   account(8.0 * static_cast<double>(x.numel()), 3 * f32_bytes(x));
 }
-void CostBackend::layer_norm_backward(const Tensor& x, const Tensor&, float, const Tensor&, Tensor&) {
+void CostBackend::do_layer_norm_backward(const Tensor& x, const Tensor&, float, const Tensor&, Tensor&) {
   account(12.0 * static_cast<double>(x.numel()), 3 * f32_bytes(x));
 }
-void CostBackend::gelu_backward(const Tensor& x, Gelu, const Tensor&, Tensor&) {
+void CostBackend::do_gelu_backward(const Tensor& x, Gelu, const Tensor&, Tensor&) {
   account(14.0 * static_cast<double>(x.numel()), 3 * f32_bytes(x));
 }
-void CostBackend::silu_mul_backward(const Tensor& gate, const Tensor&, const Tensor&, Tensor&, Tensor&) {
+void CostBackend::do_silu_mul_backward(const Tensor& gate, const Tensor&, const Tensor&, Tensor&, Tensor&) {
   account(10.0 * static_cast<double>(gate.numel()), 5 * f32_bytes(gate));
 }
-void CostBackend::gelu_mul_backward(const Tensor& gate, const Tensor&, Gelu, const Tensor&, Tensor&, Tensor&) {
+void CostBackend::do_gelu_mul_backward(const Tensor& gate, const Tensor&, Gelu, const Tensor&, Tensor&, Tensor&) {
   account(16.0 * static_cast<double>(gate.numel()), 5 * f32_bytes(gate));
 }
-void CostBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor&, const Tensor&,
+void CostBackend::do_attention_backward(const Tensor& q, const Tensor& k, const Tensor&, const Tensor&,
                                      const AttentionSpec&, Tensor&, Tensor&, Tensor&) {
   const double b = static_cast<double>(q.dim(0)), t = static_cast<double>(q.dim(1));
   const double hq = static_cast<double>(q.dim(2)), dh = static_cast<double>(q.dim(3));

@@ -48,40 +48,41 @@ class CostBackend final : public Backend, public ModelledTime {
   Tensor download(const Tensor& t) override { return t; }
   ModelledTime* modelled_time() override { return this; }
 
-  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override;
-  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override;
-  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
-            float scale = 1.0f) override;
-  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
-  void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override;
-  void gelu(const Tensor& x, Gelu form, Tensor& out) override;
-  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
-  void softmax(Tensor& x) override;
-  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, const KvPages& cache) override;
-  void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions, const AttentionSpec& spec,
-                 Tensor& out) override;
-  void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override;
-  void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override;
-  void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
-                        Tensor& out) override;
-  void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override;
-  void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override;
-  void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;
-  void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;
-  void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override;
-  void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
-                         Tensor& d_up) override;
-  void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
-                         Tensor& d_up) override;
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
-                          const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override;
-
   std::chrono::nanoseconds take_modelled_time() override;
   const DeviceModel& model() const { return device_; }
   bool digests() const { return digests_; }
 
   static constexpr int64_t kDigestRowsBytes = int64_t{16} << 20;
+
+ protected:
+  void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override;
+  void do_rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override;
+  void do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override;
+  void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq, float scale) override;
+  void do_silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void do_gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override;
+  void do_gelu(const Tensor& x, Gelu form, Tensor& out) override;
+  void do_add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void do_softmax(Tensor& x) override;
+  void do_kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                   const KvPages& cache) override;
+  void do_attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
+                    const AttentionSpec& spec, Tensor& out) override;
+  void do_embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override;
+  void do_gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override;
+  void do_scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+                           Tensor& out) override;
+  void do_matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override;
+  void do_matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override;
+  void do_rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;
+  void do_layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override;
+  void do_gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override;
+  void do_silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                            Tensor& d_up) override;
+  void do_gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
+                            Tensor& d_up) override;
+  void do_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                             const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override;
 
  private:
   // One operation of `flop` arithmetic moving `bytes`.

@@ -1,4 +1,5 @@
-// The CPU backend: f32 activations, weights in any supported dtype, work split over a blocking ThreadPool.
+// The CPU backend: f32 activations, weights in any supported dtype, work split over a blocking ThreadPool. Its
+// kernels take their arguments as checked (Backend's public operations check them: kernels/backend_contract.cpp).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -26,42 +27,15 @@
 namespace corolla {
 namespace {
 
-int64_t rows_of(const Tensor& t) { return t.rank() == 0 ? 1 : t.numel() / t.dim(-1); }
-
-// The checks below run on every kernel call: each builds its message only when it fails.
-[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument(what); }
-
-void require_f32(const Tensor& t, const char* op, const char* arg) {
-  if (!(t.dtype() == DType::f32 && t.device() == Device::cpu))
-    fail(std::string(op) + ": " + arg + " must be a host f32 tensor, got " + t.describe());
-}
-
-// What a norm's backward requires of x [M, D], its weight [D] and the gradients dy, dx shaped like x.
-void require_norm_backward(const char* op, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx) {
-  require_f32(x, op, "x");
-  require_f32(w, op, "weight");
-  require_f32(dy, op, "dy");
-  require_f32(dx, op, "dx");
-  if (!(w.numel() == x.dim(-1) && dy.numel() == x.numel() && dx.numel() == x.numel()))
-    fail(std::string(op) + ": shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
+// The product of all dimensions but the last (no division: a last dimension may be 0).
+int64_t rows_of(const Tensor& t) {
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < t.rank(); ++i) rows *= t.dim(i);
+  return rows;
 }
 
 bool weight_dtype_supported(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_quantized(t);
-}
-
-void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) {
-  require_f32(x, "matmul", "x");
-  require_f32(y, "matmul", "y");
-  if (!(w.rank() == 2 && weight_dtype_supported(w.dtype()))) fail("matmul: unsupported weight " + w.describe());
-  const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
-  if (!(x.dim(-1) == k)) fail("matmul: x " + x.describe() + " does not match weight " + w.describe());
-  if (!(rows_of(y) == m && y.dim(-1) == n))
-    fail("matmul: output " + y.describe() + " is not [" + std::to_string(m) + ", " + std::to_string(n) + "]");
-  if (bias) {
-    require_f32(*bias, "matmul", "bias");
-    if (!(bias->numel() == n)) fail("matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
-  }
 }
 
 // y[m, n] += bias[n] per row.
@@ -114,32 +88,23 @@ class CpuBackend final : public Backend {
   }
   Tensor download(const Tensor& t) override { return t; }
 
-  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
-    check_matmul(x, w, bias, y);
+ protected:
+  void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
     cpu_matmul(*pool_, x.data_as<const float>(), rows_of(x), w.dim(1), w, y.data_as<float>());
     if (bias) add_bias(*bias, y);
   }
 
-  void matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
-                   std::span<Tensor* const> ys) override {
-    if (!(biases.size() == ws.size() && ys.size() == ws.size()))
-      fail("matmul_many: as many biases and outputs as weights");
+  void do_matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
+                      std::span<Tensor* const> ys) override {
     std::vector<float*> outs;
-    for (size_t i = 0; i < ws.size(); ++i) {
-      check_matmul(x, *ws[i], biases[i], *ys[i]);
-      outs.push_back(ys[i]->data_as<float>());
-    }
-    if (ws.empty()) return;
+    for (Tensor* y : ys) outs.push_back(y->data_as<float>());
     cpu_matmul_many(*pool_, x.data_as<const float>(), rows_of(x), x.dim(-1), ws, outs);
     for (size_t i = 0; i < ws.size(); ++i)
       if (biases[i]) add_bias(*biases[i], *ys[i]);
   }
 
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
-    require_f32(x, "rms_norm", "x");
-    require_f32(w, "rms_norm", "weight");
+  void do_rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
     const int64_t d = x.dim(-1), m = rows_of(x);
-    if (!(w.numel() == d && y.numel() == x.numel())) fail("rms_norm: shapes " + x.describe() + ", " + w.describe());
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     float* py = y.data_as<float>();
@@ -153,10 +118,8 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
-    require_f32(x, "layer_norm", "x");
+  void do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     const int64_t d = x.dim(-1), m = rows_of(x);
-    if (!(w.numel() == d && b.numel() == d && y.numel() == x.numel())) fail("layer_norm: shapes " + x.describe());
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     const float* pb = b.data_as<const float>();
@@ -173,18 +136,11 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
-            float scale = 1.0f) override {
-    require_f32(x, "rope", "x");
-    if (!(x.rank() == 3)) fail("rope: x must be [tokens, heads, head_dim], got " + x.describe());
+  void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
+               float scale) override {
     // The first 2·half values of each head turn (half = inv_freq's length: all of the head, or Phi-3's partial
     // rotary part); the rest pass.
     const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = static_cast<int64_t>(inv_freq.size());
-    if (!(static_cast<int64_t>(positions.size()) == n))
-      fail("rope: " + std::to_string(positions.size()) + " positions for " + std::to_string(n) + " tokens");
-    if (!(half > 0 && 2 * half <= hd))
-      fail("rope: inv_freq has " + std::to_string(inv_freq.size()) + " entries for heads of " + std::to_string(hd) +
-           " (1..head_dim/2)");
     float* px = x.data_as<float>();
     std::vector<float> cs(static_cast<size_t>(2 * half));
     for (int64_t t = 0; t < n; ++t) {
@@ -206,8 +162,7 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    if (!(gate.numel() == up.numel() && out.numel() == up.numel())) fail("silu_mul: shapes differ");
+  void do_silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
     const float* g = gate.data_as<const float>();
     const float* u = up.data_as<const float>();
     float* o = out.data_as<float>();
@@ -216,14 +171,11 @@ class CpuBackend final : public Backend {
                         [&](int64_t b, int64_t e) { silu_mul(g + b, u + b, o + b, e - b); });
   }
 
-  void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override {
-    elementwise("gelu_mul", gate, up, out, [form](float g, float u) { return gelu_value(g, form) * u; });
+  void do_gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override {
+    elementwise(gate, up, out, [form](float g, float u) { return gelu_value(g, form) * u; });
   }
 
-  void gelu(const Tensor& x, Gelu form, Tensor& out) override {
-    require_f32(x, "gelu", "x");
-    require_f32(out, "gelu", "out");
-    if (!(out.numel() == x.numel())) fail("gelu: shapes " + x.describe() + " and " + out.describe() + " differ");
+  void do_gelu(const Tensor& x, Gelu form, Tensor& out) override {
     const float* px = x.data_as<const float>();
     float* po = out.data_as<float>();
     pool_->parallel_for(x.numel(), kElementsPerChunk, [&](int64_t b, int64_t e) {
@@ -231,9 +183,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
-    if (!(a.numel() == b.numel() && out.numel() == a.numel()))
-      fail("add: shapes " + a.describe() + " and " + b.describe() + " differ");
+  void do_add(const Tensor& a, const Tensor& b, Tensor& out) override {
     const float* pa = a.data_as<const float>();
     const float* pb = b.data_as<const float>();
     float* po = out.data_as<float>();
@@ -242,25 +192,16 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void softmax(Tensor& x) override {
-    require_f32(x, "softmax", "x");
+  void do_softmax(Tensor& x) override {
     const int64_t d = x.dim(-1), m = rows_of(x);
     float* p = x.data_as<float>();
     const auto softmax_row = best_vector_kernels().softmax_row;
     for (int64_t r = 0; r < m; ++r) softmax_row(p + r * d, d);
   }
 
-  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
-                const KvPages& cache) override {
-    if (!(k.rank() == 4 && v.shape() == k.shape())) fail("kv_write: k " + k.describe() + ", v " + v.describe());
+  void do_kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                   const KvPages& cache) override {
     const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3);
-    if (auto problem = kv_pages_problem(cache, k.dim(2), k.dim(3)); !problem.empty())
-      throw std::invalid_argument("kv_write: " + problem);
-    if (!(cache.batch == b))
-      fail("kv_write: k " + k.describe() + " for a cache of " + std::to_string(cache.batch) + " sequences");
-    if (!(static_cast<int64_t>(positions.size()) == b * t)) fail("kv_write: positions do not match tokens");
-    if (auto problem = kv_writes_problem(cache, positions); !problem.empty())
-      throw std::invalid_argument("kv_write: " + problem);
     const size_t bytes = static_cast<size_t>(row) * 4;
     for (int64_t i = 0; i < b; ++i)
       for (int64_t j = 0; j < t; ++j) {
@@ -270,49 +211,22 @@ class CpuBackend final : public Backend {
       }
   }
 
-  void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions, const AttentionSpec& spec,
-                 Tensor& out) override {
-    if (!(q.rank() == 4 && q.dtype() == DType::f32)) fail("attention: q " + q.describe());
-    const int64_t hq = q.dim(2);
-    const int64_t hkv = cache.k.rank() == 4 ? cache.k.dim(2) : 0;
-    if (auto problem = kv_pages_problem(cache, hkv, q.dim(3)); !problem.empty())
-      throw std::invalid_argument("attention: " + problem);
-    if (!(cache.batch == q.dim(0) && hq % hkv == 0))
-      fail("attention: q " + q.describe() + " does not fit a cache of " + std::to_string(cache.batch) +
-           " sequences of " + std::to_string(hkv) + " KV heads");
-    if (!(out.numel() == q.numel())) fail("attention: output " + out.describe() + " does not match q " + q.describe());
-    if (!(static_cast<int64_t>(positions.size()) == q.dim(0) * q.dim(1)))
-      fail("attention: positions do not match tokens");
-    if (!(spec.window >= 0)) fail("attention: a negative window");
-    if (!(std::isfinite(spec.softcap) && spec.softcap >= 0)) fail("attention: a soft cap that is not a number >= 0");
-    if (!(spec.alibi_heads == 0 || spec.alibi_heads == hq)) fail("attention: ALiBi over a head count other than q's");
-    if (auto problem = kv_reads_problem(cache, positions, q.dim(0), q.dim(1), spec); !problem.empty())
-      throw std::invalid_argument("attention: " + problem);
+  void do_attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
+                    const AttentionSpec& spec, Tensor& out) override {
     cpu_attention(*pool_, q, cache, positions, spec, out);
   }
 
-  void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
-    require_f32(x, "gather_rows", "x");
-    require_f32(out, "gather_rows", "out");
-    const int64_t d = x.dim(-1), m = rows_of(x), r = static_cast<int64_t>(rows.size());
-    if (!(out.numel() == r * d)) fail("gather_rows: output " + out.describe() + " for " + std::to_string(r) + " rows");
-    for (int32_t i : rows)
-      if (!(i >= 0 && i < m)) fail("gather_rows: row " + std::to_string(i) + " outside " + x.describe());
+  void do_gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
+    const int64_t d = x.dim(-1), r = static_cast<int64_t>(rows.size());
     const float* px = x.data_as<const float>();
     float* po = out.data_as<float>();
     for (int64_t i = 0; i < r; ++i)
       std::memcpy(po + i * d, px + rows[static_cast<size_t>(i)] * d, static_cast<size_t>(d) * sizeof(float));
   }
 
-  void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
-                        Tensor& out) override {
-    require_f32(x, "scatter_add_rows", "x");
-    require_f32(out, "scatter_add_rows", "out");
-    const int64_t d = out.dim(-1), m = rows_of(out), r = static_cast<int64_t>(rows.size());
-    if (!(x.numel() == r * d && scale.size() == rows.size()))
-      fail("scatter_add_rows: " + x.describe() + " for " + std::to_string(r) + " rows of " + out.describe());
-    for (int32_t i : rows)
-      if (!(i >= 0 && i < m)) fail("scatter_add_rows: row " + std::to_string(i) + " outside " + out.describe());
+  void do_scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+                           Tensor& out) override {
+    const int64_t d = out.dim(-1), r = static_cast<int64_t>(rows.size());
     const float* px = x.data_as<const float>();
     float* po = out.data_as<float>();
     for (int64_t i = 0; i < r; ++i) {
@@ -323,15 +237,10 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override {
-    const int64_t vocab = table.dim(0), d = table.dim(1);
-    if (!(out.numel() == static_cast<int64_t>(ids.size()) * d))
-      fail("embed: output " + out.describe() + " is not [" + std::to_string(ids.size()) + ", " + std::to_string(d) +
-           "]");
+  void do_embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override {
+    const int64_t d = table.dim(1);
     const int64_t row_bytes = storage_bytes(table.dtype(), d);
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (!(ids[i] >= 0 && ids[i] < vocab))
-        fail("embed: token id " + std::to_string(ids[i]) + " outside the vocabulary of " + std::to_string(vocab));
       float* row = out.data_as<float>() + static_cast<int64_t>(i) * d;
       if (is_interleaved(table.dtype()))  // a tied head's matrix, placed for the matrix-vector kernels
         interleaved_row_to_f32(table.dtype(), table.data(), d, ids[i], 0, d, row);
@@ -343,30 +252,16 @@ class CpuBackend final : public Backend {
   }
 
   // --- gradients ----------------------------------------------------------------------------------------------
-  void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override {
-    require_f32(dy, "matmul_backward", "dy");
-    require_f32(dx, "matmul_backward", "dx");
-    if (!(w.rank() == 2 && supports_weight(w.dtype()))) fail("matmul_backward: unsupported weight " + w.describe());
-    const int64_t n = w.dim(0), k = w.dim(1), m = rows_of(dy);
-    if (!(dy.dim(-1) == n)) fail("matmul_backward: dy " + dy.describe() + " does not match weight " + w.describe());
-    if (!(rows_of(dx) == m && dx.dim(-1) == k))
-      fail("matmul_backward: dx " + dx.describe() + " is not [" + std::to_string(m) + ", " + std::to_string(k) + "]");
-    cpu_matmul_backward(*pool_, dy.data_as<const float>(), m, w, dx.data_as<float>());
+  void do_matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override {
+    cpu_matmul_backward(*pool_, dy.data_as<const float>(), rows_of(dy), w, dx.data_as<float>());
   }
 
-  void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
-    require_f32(dy, "matmul_weight_grad", "dy");
-    require_f32(x, "matmul_weight_grad", "x");
-    require_f32(dw, "matmul_weight_grad", "dw");
+  void do_matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
     const int64_t m = rows_of(dy), n = dy.dim(-1), k = x.dim(-1);
-    if (!(rows_of(x) == m && dw.rank() == 2 && dw.dim(0) == n && dw.dim(1) == k))
-      fail("matmul_weight_grad: dy " + dy.describe() + ", x " + x.describe() + " and dw " + dw.describe() +
-           " do not fit");
     cpu_matmul_weight_grad(*pool_, dy.data_as<const float>(), x.data_as<const float>(), m, n, k, dw.data_as<float>());
   }
 
-  void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    require_norm_backward("rms_norm_backward", x, w, dy, dx);
+  void do_rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
     const int64_t d = x.dim(-1), m = rows_of(x);
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
@@ -386,8 +281,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    require_norm_backward("layer_norm_backward", x, w, dy, dx);
+  void do_layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
     const int64_t d = x.dim(-1), m = rows_of(x);
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
@@ -421,48 +315,34 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override {
-    elementwise("gelu_backward", x, d_out, dx, [form](float v, float d) { return gelu_derivative(v, form) * d; });
+  void do_gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override {
+    elementwise(x, d_out, dx, [form](float v, float d) { return gelu_derivative(v, form) * d; });
   }
 
-  void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
-                         Tensor& d_up) override {
+  void do_silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                            Tensor& d_up) override {
     // silu(g) = g·s with s = sigmoid(g); silu'(g) = s · (1 + g · (1 − s)).
-    gated_backward("silu_mul_backward", gate, up, d_out, d_gate, d_up, [](float g) {
+    gated_backward(gate, up, d_out, d_gate, d_up, [](float g) {
       const float s = 1.f / (1.f + std::exp(-g));
       return std::pair{g * s, s * (1.f + g * (1.f - s))};
     });
   }
 
-  void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
-                         Tensor& d_up) override {
-    gated_backward("gelu_mul_backward", gate, up, d_out, d_gate, d_up,
+  void do_gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
+                            Tensor& d_up) override {
+    gated_backward(gate, up, d_out, d_gate, d_up,
                    [form](float g) { return std::pair{gelu_value(g, form), gelu_derivative(g, form)}; });
   }
 
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
-                          const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &d_out, &dq, &dk, &dv}) require_f32(*t, "attention_backward", "tensors");
-    if (!(q.rank() == 4 && k.rank() == 4 && v.shape() == k.shape()))
-      fail("attention_backward: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
-    if (!(k.dim(0) == q.dim(0) && k.dim(1) == q.dim(1) && k.dim(3) == q.dim(3) && q.dim(2) % k.dim(2) == 0))
-      fail("attention_backward: k " + k.describe() + " does not fit q " + q.describe());
-    if (!(d_out.numel() == q.numel() && dq.numel() == q.numel() && dk.numel() == k.numel() && dv.numel() == v.numel()))
-      fail("attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
-    if (!(spec.window >= 0)) fail("attention_backward: a negative window");
-    if (!(std::isfinite(spec.softcap) && spec.softcap >= 0))
-      fail("attention_backward: a soft cap that is not a number >= 0");
-    if (!(spec.alibi_heads == 0 || spec.alibi_heads == q.dim(2)))
-      fail("attention_backward: ALiBi over a head count other than q's");
+  void do_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                             const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override {
     cpu_attention_backward(*pool_, q, k, v, d_out, spec, dq, dk, dv);
   }
 
  private:
   // out[i] = f(a[i], b[i]) over f32 tensors of one size (out may be a or b).
   template <class F>
-  void elementwise(const char* op, const Tensor& a, const Tensor& b, Tensor& out, F f) {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&a, &b, &out}) require_f32(*t, op, "tensors");
-    if (!(b.numel() == a.numel() && out.numel() == a.numel())) fail(std::string(op) + ": shapes differ");
+  void elementwise(const Tensor& a, const Tensor& b, Tensor& out, F f) {
     const float* pa = a.data_as<const float>();
     const float* pb = b.data_as<const float>();
     float* po = out.data_as<float>();
@@ -474,12 +354,9 @@ class CpuBackend final : public Backend {
   // For out = act(gate) · up: d_up = d_out · act(gate), d_gate = d_out · up · act'(gate), with `act` giving
   // (act(g), act'(g)).
   template <class Act>
-  void gated_backward(const char* op, const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
-                      Tensor& d_up, Act act) {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&gate, &up, &d_out, &d_gate, &d_up}) require_f32(*t, op, "tensors");
+  void gated_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate, Tensor& d_up,
+                      Act act) {
     const int64_t n = gate.numel();
-    if (!(up.numel() == n && d_out.numel() == n && d_gate.numel() == n && d_up.numel() == n))
-      fail(std::string(op) + ": shapes differ");
     const float* g = gate.data_as<const float>();
     const float* u = up.data_as<const float>();
     const float* d = d_out.data_as<const float>();

@@ -61,36 +61,17 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument(what);
 }
 
-int64_t rows_of(const Tensor& t) { return t.rank() == 0 ? 1 : t.numel() / t.dim(-1); }
-
-std::string where(const Tensor& t) { return t.describe() + (t.device() == Device::cuda ? "" : " on the host"); }
-
-void require_f32(const Tensor& t, const char* op, const char* arg) {
-  require(t.dtype() == DType::f32 && t.device() == Device::cuda,
-          std::string(op) + ": " + arg + " must be a CUDA f32 tensor, got " + where(t));
+// The product of all dimensions but the last (no division: a last dimension may be 0).
+int64_t rows_of(const Tensor& t) {
+  int64_t rows = 1;
+  for (int i = 0; i + 1 < t.rank(); ++i) rows *= t.dim(i);
+  return rows;
 }
 
-// What a norm's backward requires of x [M, D], its weight [D] and the gradients dy, dx shaped like x.
-void require_norm_backward(const char* op, const Tensor& x, const Tensor& w, const Tensor& dy, const Tensor& dx) {
-  require_f32(x, op, "x");
-  require_f32(w, op, "weight");
-  require_f32(dy, op, "dy");
-  require_f32(dx, op, "dx");
-  require(w.numel() == x.dim(-1) && dy.numel() == x.numel() && dx.numel() == x.numel(),
-          std::string(op) + ": shapes " + x.describe() + ", " + w.describe() + ", " + dy.describe());
-}
-
-// What a gated activation (silu_mul, gelu_mul) and its backward require: CUDA f32 tensors of one size.
-void require_gated(const char* op, std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors) {
-    require_f32(*t, op, "tensors");
-    require(t->numel() == (*tensors.begin())->numel(), std::string(op) + ": shapes differ");
-  }
-}
-
-void require_device(const Tensor& t, const char* op, const char* arg) {
-  require(t.device() == Device::cuda, std::string(op) + ": " + arg + " " + t.describe() +
-                                          " is on the host (upload it to the CUDA backend first)");
+// cuBLAS and the kernels index with 32-bit ints: what this backend cannot do beyond the contract.
+void require_32_bit(const char* op, int64_t m, int64_t n, int64_t k) {
+  require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
+          std::string(op) + ": dimensions beyond 2^31 are not supported");
 }
 
 // Makes `device` current for the scope (CAF actors may run on any thread) and restores the previous one.
@@ -572,7 +553,8 @@ class CudaBackend final : public Backend {
   Tensor alloc(DType dtype, Shape shape) override {
     OpScope scope(*ctx_);
     Tensor t = device_tensor(dtype, shape);
-    if (t.nbytes() && !capture_) check(cudaMemsetAsync(t.data(), 0, static_cast<size_t>(t.nbytes()), ctx_->stream), "cudaMemset");
+    if (t.nbytes() && !capture_)
+      check(cudaMemsetAsync(t.data(), 0, static_cast<size_t>(t.nbytes()), ctx_->stream), "cudaMemset");
     return t;
   }
 
@@ -640,28 +622,28 @@ class CudaBackend final : public Backend {
     return recording;
   }
 
+ protected:
   // --- operations -----------------------------------------------------------------------------------------------
-  void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+  void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
     project(x, w, bias, y, false);
   }
 
-  void matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+  void do_matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
     project(x, w, bias, y, true);
   }
 
   // Decode rows: the projections of one input in one matrix-vector launch where they share a dtype and width.
-  void matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
-                   std::span<Tensor* const> ys) override {
-    require(ws.size() == ys.size() && biases.size() == ws.size(), "matmul_many: as many weights, biases and outputs");
+  void do_matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
+                      std::span<Tensor* const> ys) override {
     const int64_t m = rows_of(x);
     bool one_launch = !ws.empty() && m >= 1 && m <= gpu::kMatvecMaxRows && !cublas_small_m_;
     for (size_t i = 0; one_launch && i < ws.size(); ++i)
       one_launch = ws[i]->dtype() == ws[0]->dtype() && ws[i]->rank() == 2 && ws[i]->dim(1) == ws[0]->dim(1) &&
                    ws[i]->dim(1) > 0;
-    if (!one_launch) return Backend::matmul_many(x, ws, biases, ys);
+    if (!one_launch) return Backend::do_matmul_many(x, ws, biases, ys);
     std::vector<gpu::MatvecOutput> outputs;
     for (size_t i = 0; i < ws.size(); ++i) {
-      check_matmul(x, *ws[i], biases[i], *ys[i]);
+      require_32_bit("matmul_many", m, ws[i]->dim(0), ws[i]->dim(1));
       outputs.push_back({ws[i]->data(), ys[i]->data_as<float>(), ws[i]->dim(0),
                          biases[i] ? biases[i]->data_as<const float>() : nullptr});
     }
@@ -669,37 +651,22 @@ class CudaBackend final : public Backend {
     gpu::matvec_many(ws[0]->dtype(), outputs, x.data_as<const float>(), m, ws[0]->dim(1), sm_count_, ctx_->stream);
   }
 
-  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
-    require_f32(x, "rms_norm", "x");
-    require_f32(w, "rms_norm", "weight");
-    require_f32(y, "rms_norm", "y");
+  void do_rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
     const int64_t d = x.dim(-1), m = rows_of(x);
-    require(w.numel() == d && y.numel() == x.numel(), "rms_norm: shapes " + x.describe() + ", " + w.describe());
     OpScope scope(*ctx_);
     gpu::rms_norm(x.data_as<const float>(), w.data_as<const float>(), eps, y.data_as<float>(), m, d, ctx_->stream);
   }
 
-  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
-    require_f32(x, "layer_norm", "x");
-    require_f32(w, "layer_norm", "weight");
-    require_f32(b, "layer_norm", "bias");
-    require_f32(y, "layer_norm", "y");
+  void do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     const int64_t d = x.dim(-1), m = rows_of(x);
-    require(w.numel() == d && b.numel() == d && y.numel() == x.numel(), "layer_norm: shapes " + x.describe());
     OpScope scope(*ctx_);
     gpu::layer_norm(x.data_as<const float>(), w.data_as<const float>(), b.data_as<const float>(), eps,
                     y.data_as<float>(), m, d, ctx_->stream);
   }
 
-  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
-            float scale = 1.0f) override {
-    require_f32(x, "rope", "x");
-    require(x.rank() == 3, "rope: x must be [tokens, heads, head_dim], got " + x.describe());
+  void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
+               float scale) override {
     const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = static_cast<int64_t>(inv_freq.size());
-    require(static_cast<int64_t>(positions.size()) == n, "rope: " + std::to_string(positions.size()) +
-                                                             " positions for " + std::to_string(n) + " tokens");
-    require(half > 0 && 2 * half <= hd, "rope: inv_freq has " + std::to_string(inv_freq.size()) +
-                                            " entries for heads of " + std::to_string(hd) + " (1..head_dim/2)");
     OpScope scope(*ctx_);
     if (n == 0) return;
     const auto* pos = static_cast<const int32_t*>(put_args(positions.data(), positions.size_bytes()));
@@ -707,56 +674,36 @@ class CudaBackend final : public Backend {
     gpu::rope(x.data_as<float>(), n, heads, hd, half, scale, pos, freq, ctx_->stream);
   }
 
-  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
-    require_gated("silu_mul", {&gate, &up, &out});
+  void do_silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) override {
     OpScope scope(*ctx_);
     gpu::silu_mul(gate.data_as<const float>(), up.data_as<const float>(), out.data_as<float>(), out.numel(),
                   ctx_->stream);
   }
 
-  void gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override {
-    require_gated("gelu_mul", {&gate, &up, &out});
+  void do_gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) override {
     OpScope scope(*ctx_);
     gpu::gelu_mul(gate.data_as<const float>(), up.data_as<const float>(), form, out.data_as<float>(), out.numel(),
                   ctx_->stream);
   }
 
-  void gelu(const Tensor& x, Gelu form, Tensor& out) override {
-    require_f32(x, "gelu", "x");
-    require_f32(out, "gelu", "out");
-    require(out.numel() == x.numel(), "gelu: shapes " + x.describe() + " and " + out.describe() + " differ");
+  void do_gelu(const Tensor& x, Gelu form, Tensor& out) override {
     OpScope scope(*ctx_);
     gpu::gelu(x.data_as<const float>(), form, out.data_as<float>(), x.numel(), ctx_->stream);
   }
 
-  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
-    require_f32(a, "add", "a");
-    require_f32(b, "add", "b");
-    require_f32(out, "add", "out");
-    require(a.numel() == b.numel() && out.numel() == a.numel(),
-            "add: shapes " + a.describe() + " and " + b.describe() + " differ");
+  void do_add(const Tensor& a, const Tensor& b, Tensor& out) override {
     OpScope scope(*ctx_);
     gpu::add(a.data_as<const float>(), b.data_as<const float>(), out.data_as<float>(), a.numel(), ctx_->stream);
   }
 
-  void softmax(Tensor& x) override {
-    require_f32(x, "softmax", "x");
+  void do_softmax(Tensor& x) override {
     OpScope scope(*ctx_);
     gpu::softmax(x.data_as<float>(), rows_of(x), x.rank() == 0 ? 1 : x.dim(-1), ctx_->stream);
   }
 
-  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
-                const KvPages& cache) override {
-    require_f32(k, "kv_write", "k");
-    require_f32(v, "kv_write", "v");
-    require(k.rank() == 4 && v.shape() == k.shape(), "kv_write: k " + k.describe() + ", v " + v.describe());
+  void do_kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                   const KvPages& cache) override {
     const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3);
-    check_pages(cache, k.dim(2), k.dim(3), "kv_write");
-    require(cache.batch == b, "kv_write: k " + k.describe() + " for a cache of " + std::to_string(cache.batch) +
-                                  " sequences");
-    require(static_cast<int64_t>(positions.size()) == b * t, "kv_write: positions do not match tokens");
-    if (auto problem = kv_writes_problem(cache, positions); !problem.empty())
-      throw std::invalid_argument("kv_write: " + problem);
     OpScope scope(*ctx_);
     if (b * t == 0) return;
     limit_positions(positions, cache);
@@ -765,23 +712,10 @@ class CudaBackend final : public Backend {
                   ctx_->stream);
   }
 
-  void rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions,
-                     std::span<const float> inv_freq, const KvPages& cache) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v}) require_f32(*t, "rope_kv_write", "tensors");
-    require(q.rank() == 3 && k.rank() == 3 && v.shape() == k.shape(),
-            "rope_kv_write: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
+  void do_rope_kv_write(Tensor& q, Tensor& k, const Tensor& v, std::span<const int32_t> positions,
+                        std::span<const float> inv_freq, const KvPages& cache) override {
     const int64_t m = q.dim(0), hq = q.dim(1), hd = q.dim(2), hkv = k.dim(1), b = cache.batch;
-    check_pages(cache, hkv, hd, "rope_kv_write");
-    require(k.dim(0) == m && k.dim(2) == hd && b > 0 && m % b == 0,
-            "rope_kv_write: k " + k.describe() + " does not fit q " + q.describe() + " and a cache of " +
-                std::to_string(b) + " sequences");
-    require(static_cast<int64_t>(positions.size()) == m, "rope_kv_write: " + std::to_string(positions.size()) +
-                                                             " positions for " + std::to_string(m) + " tokens");
     const int64_t half = static_cast<int64_t>(inv_freq.size());
-    require(half > 0 && 2 * half <= hd, "rope_kv_write: inv_freq has " + std::to_string(inv_freq.size()) +
-                                            " entries for heads of " + std::to_string(hd) + " (1..head_dim/2)");
-    if (auto problem = kv_writes_problem(cache, positions); !problem.empty())
-      throw std::invalid_argument("rope_kv_write: " + problem);
     OpScope scope(*ctx_);
     if (m == 0 || hd == 0) return;
     limit_positions(positions, cache);
@@ -791,30 +725,13 @@ class CudaBackend final : public Backend {
                        pos, freq, device_pages(cache), ctx_->stream);
   }
 
-  void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions, const AttentionSpec& spec,
-                 Tensor& out) override {
-    require_f32(q, "attention", "q");
-    require_f32(out, "attention", "out");
-    require(q.rank() == 4, "attention: q " + q.describe());
-    const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3);
-    const int64_t hkv = cache.k.rank() == 4 ? cache.k.dim(2) : 0;
-    check_pages(cache, hkv, hd, "attention");
+  void do_attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
+                    const AttentionSpec& spec, Tensor& out) override {
+    const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3), hkv = cache.k.dim(2);
     const int64_t slots = cache.slots();
-    require(cache.batch == b && hq % hkv == 0,
-            "attention: q " + q.describe() + " does not fit a cache of " + std::to_string(cache.batch) +
-                " sequences of " + std::to_string(hkv) + " KV heads");
-    require(out.numel() == q.numel(), "attention: output " + out.describe() + " does not match q " + q.describe());
     require(hd <= gpu::kAttentionMaxHeadDim, "attention: head_dim " + std::to_string(hd) + " above " +
                                                  std::to_string(gpu::kAttentionMaxHeadDim) +
                                                  " is not supported by the CUDA kernel");
-    require(static_cast<int64_t>(positions.size()) == b * t, "attention: " + std::to_string(positions.size()) +
-                                                                 " positions for " + std::to_string(b * t) +
-                                                                 " tokens");
-    require(spec.window >= 0, "attention: a negative window");
-    require(spec.alibi_heads == 0 || spec.alibi_heads == hq, "attention: ALiBi over a head count other than q's");
-    require(std::isfinite(spec.softcap) && spec.softcap >= 0, "attention: a soft cap that is not a number >= 0");
-    if (auto problem = kv_reads_problem(cache, positions, b, t, spec); !problem.empty())
-      throw std::invalid_argument("attention: " + problem);
     OpScope scope(*ctx_);
     if (b * t * hq == 0) return;
     limit_positions(positions, cache);
@@ -831,27 +748,17 @@ class CudaBackend final : public Backend {
                    splits, partials, counters, ctx_->stream);
   }
 
-  void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
-    require_f32(x, "gather_rows", "x");
-    require_f32(out, "gather_rows", "out");
-    const int64_t d = x.dim(-1), m = x.numel() / std::max<int64_t>(d, 1), r = static_cast<int64_t>(rows.size());
-    require(out.numel() == r * d, "gather_rows: output " + out.describe() + " for " + std::to_string(r) + " rows");
-    for (int32_t i : rows) require(i >= 0 && i < m, "gather_rows: row " + std::to_string(i) + " outside " + x.describe());
+  void do_gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
+    const int64_t d = x.dim(-1), r = static_cast<int64_t>(rows.size());
     OpScope scope(*ctx_);
     if (r == 0) return;
     const auto* dev_rows = static_cast<const int32_t*>(put_args(rows.data(), rows.size_bytes()));
     gpu::gather_rows(x.data_as<const float>(), dev_rows, r, d, out.data_as<float>(), ctx_->stream);
   }
 
-  void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
-                        Tensor& out) override {
-    require_f32(x, "scatter_add_rows", "x");
-    require_f32(out, "scatter_add_rows", "out");
-    const int64_t d = out.dim(-1), m = out.numel() / std::max<int64_t>(d, 1), r = static_cast<int64_t>(rows.size());
-    require(x.numel() == r * d && scale.size() == rows.size(),
-            "scatter_add_rows: " + x.describe() + " for " + std::to_string(r) + " rows of " + out.describe());
-    for (int32_t i : rows)
-      require(i >= 0 && i < m, "scatter_add_rows: row " + std::to_string(i) + " outside " + out.describe());
+  void do_scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
+                           Tensor& out) override {
+    const int64_t d = out.dim(-1), r = static_cast<int64_t>(rows.size());
     OpScope scope(*ctx_);
     if (r == 0) return;
     const auto* dev_rows = static_cast<const int32_t*>(put_args(rows.data(), rows.size_bytes()));
@@ -859,17 +766,8 @@ class CudaBackend final : public Backend {
     gpu::scatter_add_rows(x.data_as<const float>(), dev_rows, dev_scale, r, d, out.data_as<float>(), ctx_->stream);
   }
 
-  void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override {
-    require(table.rank() == 2 && supports_weight(table.dtype()), "embed: unsupported table " + table.describe());
-    require_device(table, "embed", "table");
-    require_f32(out, "embed", "out");
-    const int64_t vocab = table.dim(0), d = table.dim(1);
-    require(out.numel() == static_cast<int64_t>(ids.size()) * d, "embed: output " + out.describe() + " is not [" +
-                                                                     std::to_string(ids.size()) + ", " +
-                                                                     std::to_string(d) + "]");
-    for (int32_t id : ids)
-      require(id >= 0 && id < vocab,
-              "embed: token id " + std::to_string(id) + " outside the vocabulary of " + std::to_string(vocab));
+  void do_embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override {
+    const int64_t d = table.dim(1);
     OpScope scope(*ctx_);
     if (ids.empty() || d == 0) return;
     const auto* dev_ids = static_cast<const int32_t*>(put_args(ids.data(), ids.size_bytes()));
@@ -880,17 +778,9 @@ class CudaBackend final : public Backend {
   // --- gradients ------------------------------------------------------------------------------------------------
   // dx = dy · w. Column-major view: dxᵀ (k × m) = W (k × n) · dyᵀ (n × m). f32 throughout: non-f32 weights are
   // converted to f32 one tile of rows at a time (gradients are not rounded to 16 bits).
-  void matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override {
-    require_f32(dy, "matmul_backward", "dy");
-    require_f32(dx, "matmul_backward", "dx");
-    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul_backward: unsupported weight " + w.describe());
-    require_device(w, "matmul_backward", "weight");
+  void do_matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override {
     const int64_t n = w.dim(0), k = w.dim(1), m = rows_of(dy);
-    require(dy.dim(-1) == n, "matmul_backward: dy " + dy.describe() + " does not match weight " + w.describe());
-    require(rows_of(dx) == m && dx.dim(-1) == k, "matmul_backward: dx " + dx.describe() + " is not [" +
-                                                     std::to_string(m) + ", " + std::to_string(k) + "]");
-    require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
-            "matmul_backward: dimensions beyond 2^31 are not supported");
+    require_32_bit("matmul_backward", m, n, k);
     OpScope scope(*ctx_);
     if (m == 0 || k == 0) return;
     float* pdx = dx.data_as<float>();
@@ -922,14 +812,9 @@ class CudaBackend final : public Backend {
   }
 
   // dw += dyᵀ · x. Column-major view: dwᵀ (k × n) += xᵀ (k × m) · dy (m × n).
-  void matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
-    require_f32(dy, "matmul_weight_grad", "dy");
-    require_f32(x, "matmul_weight_grad", "x");
-    require_f32(dw, "matmul_weight_grad", "dw");
+  void do_matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
     const int64_t m = rows_of(dy), n = dy.dim(-1), k = x.dim(-1);
-    require(rows_of(x) == m && dw.rank() == 2 && dw.dim(0) == n && dw.dim(1) == k,
-            "matmul_weight_grad: dy " + dy.describe() + ", x " + x.describe() + " and dw " + dw.describe() +
-                " do not fit");
+    require_32_bit("matmul_weight_grad", m, n, k);
     OpScope scope(*ctx_);
     if (m == 0 || n == 0 || k == 0) return;
     const float alpha = 1.f, one = 1.f;
@@ -940,64 +825,45 @@ class CudaBackend final : public Backend {
                "cublasGemmEx (matmul_weight_grad)");
   }
 
-  void rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    require_norm_backward("rms_norm_backward", x, w, dy, dx);
+  void do_rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
     const int64_t d = x.dim(-1), m = rows_of(x);
     OpScope scope(*ctx_);
     gpu::rms_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
                            dx.data_as<float>(), m, d, ctx_->stream);
   }
 
-  void layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    require_norm_backward("layer_norm_backward", x, w, dy, dx);
+  void do_layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
     const int64_t d = x.dim(-1), m = rows_of(x);
     OpScope scope(*ctx_);
     gpu::layer_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
                              dx.data_as<float>(), m, d, ctx_->stream);
   }
 
-  void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &d_out, &dx}) require_f32(*t, "gelu_backward", "tensors");
-    require(d_out.numel() == x.numel() && dx.numel() == x.numel(), "gelu_backward: shapes differ");
+  void do_gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) override {
     OpScope scope(*ctx_);
     gpu::gelu_backward(x.data_as<const float>(), form, d_out.data_as<const float>(), dx.data_as<float>(), x.numel(),
                        ctx_->stream);
   }
 
-  void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
-                         Tensor& d_up) override {
-    require_gated("silu_mul_backward", {&gate, &up, &d_out, &d_gate, &d_up});
+  void do_silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
+                            Tensor& d_up) override {
     OpScope scope(*ctx_);
     gpu::silu_mul_backward(gate.data_as<const float>(), up.data_as<const float>(), d_out.data_as<const float>(),
                            d_gate.data_as<float>(), d_up.data_as<float>(), gate.numel(), ctx_->stream);
   }
 
-  void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
-                         Tensor& d_up) override {
-    require_gated("gelu_mul_backward", {&gate, &up, &d_out, &d_gate, &d_up});
+  void do_gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
+                            Tensor& d_up) override {
     OpScope scope(*ctx_);
     gpu::gelu_mul_backward(gate.data_as<const float>(), up.data_as<const float>(), form, d_out.data_as<const float>(),
                            d_gate.data_as<float>(), d_up.data_as<float>(), gate.numel(), ctx_->stream);
   }
 
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
-                          const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &k, &v, &d_out, &dq, &dk, &dv}) require_f32(*t, "attention_backward", "tensors");
-    require(q.rank() == 4 && k.rank() == 4 && v.shape() == k.shape(),
-            "attention_backward: q " + q.describe() + ", k " + k.describe() + ", v " + v.describe());
+  void do_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,
+                             const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override {
     const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), hd = q.dim(3), hkv = k.dim(2);
-    require(k.dim(0) == b && k.dim(1) == t && k.dim(3) == hd && hkv > 0 && hq % hkv == 0,
-            "attention_backward: k " + k.describe() + " does not fit q " + q.describe());
-    require(d_out.numel() == q.numel() && dq.numel() == q.numel() && dk.numel() == k.numel() &&
-                dv.numel() == v.numel(),
-            "attention_backward: gradient shapes do not match q " + q.describe() + " and k " + k.describe());
     require(hd <= gpu::kAttentionMaxHeadDim, "attention_backward: head_dim " + std::to_string(hd) + " above " +
                                                  std::to_string(gpu::kAttentionMaxHeadDim) + " is not supported");
-    require(spec.window >= 0, "attention_backward: a negative window");
-    require(spec.alibi_heads == 0 || spec.alibi_heads == hq,
-            "attention_backward: ALiBi over a head count other than q's");
-    require(std::isfinite(spec.softcap) && spec.softcap >= 0,
-            "attention_backward: a soft cap that is not a number >= 0");
     OpScope scope(*ctx_);
     Tensor stats = device_tensor(DType::f32, {2, b * t * hq});
     float* lse = stats.data_as<float>();
@@ -1010,7 +876,8 @@ class CudaBackend final : public Backend {
   Tensor device_tensor(DType dtype, Shape shape) {
     const int64_t bytes = storage_bytes(dtype, shape.numel());
     if (bytes == 0) return Tensor::view(nullptr, dtype, shape, nullptr, Device::cuda);
-    if (capture_) return Tensor::view(capture_->memory->take(static_cast<size_t>(bytes)), dtype, shape, nullptr, Device::cuda);
+    if (capture_)
+      return Tensor::view(capture_->memory->take(static_cast<size_t>(bytes)), dtype, shape, nullptr, Device::cuda);
     void* p = ctx_->allocate(static_cast<size_t>(bytes));
     std::shared_ptr<const StreamContext> ctx = ctx_;
     std::shared_ptr<const void> owner(p, [ctx](const void* q) { ctx->release(const_cast<void*>(q)); });
@@ -1058,8 +925,8 @@ class CudaBackend final : public Backend {
 
   // y = x · wᵀ (+ bias), or y += that with `accumulate`.
   void project(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool accumulate) {
-    check_matmul(x, w, bias, y);
     const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
+    require_32_bit("matmul", m, n, k);
     OpScope scope(*ctx_);
     if (m == 0 || n == 0) return;
     float* py = y.data_as<float>();
@@ -1077,24 +944,6 @@ class CudaBackend final : public Backend {
       gemm(x.data_as<const float>(), w, py, m, n, k, accumulate ? 1.f : 0.f);
     }
     if (pb) gpu::add_bias(py, pb, m, n, ctx_->stream);
-  }
-
-  // What matmul requires of its arguments.
-  void check_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) const {
-    require_f32(x, "matmul", "x");
-    require_f32(y, "matmul", "y");
-    require(w.rank() == 2 && supports_weight(w.dtype()), "matmul: unsupported weight " + w.describe());
-    require_device(w, "matmul", "weight");
-    const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
-    require(x.dim(-1) == k, "matmul: x " + x.describe() + " does not match weight " + w.describe());
-    require(rows_of(y) == m && y.dim(-1) == n, "matmul: output " + y.describe() + " is not [" + std::to_string(m) +
-                                                   ", " + std::to_string(n) + "]");
-    if (bias) {
-      require_f32(*bias, "matmul", "bias");
-      require(bias->numel() == n, "matmul: bias " + bias->describe() + " does not match " + std::to_string(n));
-    }
-    require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
-            "matmul: dimensions beyond 2^31 are not supported");
   }
 
   // A host array on the device: the recording's positions or constants while one is captured, else through the ring.
@@ -1116,10 +965,6 @@ class CudaBackend final : public Backend {
     return p;
   }
   // An operation that indexes a cache of `slots` with the recorded positions bounds what a replay may pass.
-  static void check_pages(const KvPages& cache, int64_t kv_heads, int64_t head_dim, const char* op) {
-    if (auto problem = kv_pages_problem(cache, kv_heads, head_dim); !problem.empty())
-      throw std::invalid_argument(std::string(op) + ": " + problem);
-  }
   // The checked cache with its page table on the device (under an OpScope: the table goes through the argument
   // ring, and into a recording as one of its constants).
   gpu::DevicePages device_pages(const KvPages& cache) {
