@@ -93,7 +93,7 @@ void per_hop(const std::string& model, int steps) {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   auto time_steps = [&](route_mode mode) {
-    auto client = spawn_swarm_client(sys, {peers, mode, std::chrono::seconds(10)}, head);
+    auto client = spawn_swarm_client(sys, {.initial_peers = peers, .mode = mode, .request_timeout = std::chrono::seconds(10)}, head);
     caf::actor session;
     self->request(client, caf::infinite, open_session_request{steps + 8, 1})
         .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { throw std::runtime_error(describe(e)); });
@@ -130,7 +130,7 @@ void per_hop(const std::string& model, int steps) {
 
 // --- 2. 1 MB activations vs a plain TCP echo -----------------------------------------------------------------
 caf::behavior echo_actor(caf::event_based_actor*) {
-  return {[](forward_request& r) { return forward_reply{std::move(r.hidden), 0, {}}; }};
+  return {[](forward_request& r) { return forward_reply{std::move(r.hidden), 0, {}, {}, {}}; }};
 }
 
 int caf_echo_child(int ready_fd) {
@@ -256,7 +256,7 @@ void throughput(int rounds) {
     std::vector<char> buf(1 << 20);
     auto time_caf = [&](caf::scoped_actor& from, const caf::actor& echo, const Tensor& t) {
       const auto t0 = clk::now();
-      from->request(echo, std::chrono::seconds(10), forward_request{t, {}, {}, 0, 0, {}, 0, {}})
+      from->request(echo, std::chrono::seconds(10), forward_request{t, {}, {}, 0, 0, {}, 0, {}, {}})
           .receive([](forward_reply&) {}, [](caf::error& e) { throw std::runtime_error(describe(e)); });
       return std::chrono::duration<double, std::milli>(clk::now() - t0).count();
     };
@@ -328,7 +328,7 @@ caf::behavior stream_echo(caf::stateful_actor<stream_peer_state>* self, stream_l
         if (auto p = stream_in(st.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), r); !p.empty())
           return make_error(errc::bad_request, p);
         auto rp = self->make_response_promise<forward_reply>();
-        stream_out(self, caf::actor_cast<caf::actor>(self->current_sender()), forward_reply{std::move(r.hidden), 0, {}},
+        stream_out(self, caf::actor_cast<caf::actor>(self->current_sender()), forward_reply{std::move(r.hidden), 0, {}, {}, {}},
                    st.limits, st.next_stream, [=](caf::expected<forward_reply> out) mutable {
                      if (out) rp.deliver(std::move(*out));
                      else rp.deliver(std::move(out.error()));
@@ -379,7 +379,7 @@ caf::behavior stream_client(caf::stateful_actor<stream_peer_state>* self, stream
             if (static_cast<int>(times->size()) == rounds) return finish(*times);
             (*once)();
           };
-          stream_out(self, echo, forward_request{t, {}, {}, 0, 0, {}, 0, {}}, st.limits, st.next_stream,
+          stream_out(self, echo, forward_request{t, {}, {}, 0, 0, {}, 0, {}, {}}, st.limits, st.next_stream,
                      [=](caf::expected<forward_request> req) mutable {
                        if (!req) return finish(std::move(req.error()));
                        self->request(echo, std::chrono::seconds(120), std::move(*req))

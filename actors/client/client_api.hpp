@@ -41,18 +41,18 @@ struct swarm_client_options {
   route_mode mode = route_mode::push;
   caf::timespan request_timeout = std::chrono::seconds(30);
   // The swarm to join through the DHT ("{model_prefix}.{block}" keys); empty: ask initial_peers directly.
-  std::string model_prefix;
+  std::string model_prefix{};
   std::array<uint8_t, 20> dht_id{};  // the client's DHT node id (random per client)
   // Where the client keeps what it learned about servers (reputation, bans) across restarts; empty: in memory.
-  std::string data_dir;
-  ban_policy bans;
+  std::string data_dir{};
+  ban_policy bans{};
   // How long a session keeps trying to replace a failed server before it gives up on the step.
   caf::timespan recovery_timeout = std::chrono::seconds(60);
   // Training requests and replies above streams.threshold bytes cross processes in chunks (wire_stream.hpp).
-  stream_limits streams;
+  stream_limits streams{};
   // Spot checks of inference sessions: one step in `every` (and the first on each server not checked yet) is
   // recomputed on another server and compared; a server caught lying is banned (actors/client/spot_check.hpp).
-  spot_check_options spot_checks;
+  spot_check_options spot_checks{};
 };
 
 struct open_session_request {

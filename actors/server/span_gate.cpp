@@ -214,13 +214,6 @@ Tensor block_prompts(const Tensor& prompts, size_t i) {
   return prompts.slice_rows(k, k + 1).reshaped({prompts.dim(1), prompts.dim(2), prompts.dim(3)});
 }
 
-// A private working copy on the backend (blocks transform in place; the caller's tensor must stay intact): what
-// upload makes, or the backend's copy where upload hands back the tensor itself (the CPU backend).
-Tensor working_copy(Backend& backend, const Tensor& host) {
-  Tensor t = backend.upload(host);
-  return t.data() == host.data() ? backend.copy(host) : t;
-}
-
 // Replies with the step's output, or passes it to the next server of a push route. A forwarding server first
 // sends the requester (the client's session) a copy of its output: the next server's input, which the client
 // keeps to rebuild that server's cache elsewhere should it fail.

@@ -48,7 +48,7 @@ struct client_side {
 
   // Greedy generation through the server at `address`; empty when it fails.
   std::vector<int32_t> generate(const std::string& address) {
-    auto client = spawn_swarm_client(sys, {{address}, route_mode::relay, 20s}, head, connector);
+    auto client = spawn_swarm_client(sys, {.initial_peers = {address}, .mode = route_mode::relay, .request_timeout = 20s}, head, connector);
     std::vector<int32_t> tokens;
     caf::actor session;
     self->request(client, 30s, open_session_request{64, 1})
@@ -273,7 +273,7 @@ BOOST_AUTO_TEST_CASE(a_peer_sending_too_slowly_is_dropped) {
   auto [s, greeting] = c.greeted(port_of(server.address()));
   s.write(client_handshake(c.sys, fake_node(30)));
   auto m = direct_message(c.sys, greeting.actor, caf::make_message(forward_request{
-                                                     Tensor::empty(DType::f32, {1, 256, 1024}), {}, {}, 0, 4, {}, 0, {}}));
+                                                     Tensor::empty(DType::f32, {1, 256, 1024}), {}, {}, 0, 4, {}, 0, {}, {}}));
   s.write(m.data(), 8192);  // the header and the start: judged, passed, then trickled
   const auto t0 = std::chrono::steady_clock::now();
   bool closed = false;

@@ -60,7 +60,7 @@ struct process_swarm {
   }
 
   caf::actor session(route_mode mode) {
-    auto client = spawn_swarm_client(sys, {addresses, mode, std::chrono::seconds(20)}, head, connector);
+    auto client = spawn_swarm_client(sys, {.initial_peers = addresses, .mode = mode, .request_timeout = std::chrono::seconds(20)}, head, connector);
     owned.push_back(client);
     caf::actor s;
     self->request(client, caf::infinite, open_session_request{64, 1})
@@ -168,7 +168,7 @@ BOOST_DATA_TEST_CASE(concurrent_sessions_get_the_tokens_each_gets_alone,
 BOOST_AUTO_TEST_CASE(tensors_arrive_zero_copy) {
   process_swarm s({"0:4"});
   auto gate = s.gate(0);
-  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}, {}});
+  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}, {}, {}});
   BOOST_REQUIRE(opened);
   Tensor hidden = s.head->embed(std::vector<int32_t>{5, 6, 7}, 1);
   auto r = s.ask<step_reply>(gate, step_request{opened->session_id, 1, hidden, {0, 1, 2}, {}, {}});
@@ -182,7 +182,7 @@ BOOST_AUTO_TEST_CASE(tensors_arrive_zero_copy) {
 BOOST_AUTO_TEST_CASE(bad_input_over_the_wire_gets_errors_and_other_sessions_go_on) {
   process_swarm s({"0:4"});
   auto gate = s.gate(0);
-  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}, {}});
+  auto opened = s.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}, {}, {}});
   BOOST_REQUIRE(opened);
   const uint64_t sid = opened->session_id;
   auto ids = Golden("llama").ids("input_ids");
@@ -205,7 +205,7 @@ BOOST_AUTO_TEST_CASE(bad_input_over_the_wire_gets_errors_and_other_sessions_go_o
   bad = s.ask<step_reply>(gate, step_request{sid, 2, four_dims, {6}, {}, {}});
   BOOST_TEST(is(bad.error(), errc::bad_request), describe(bad.error()));
   // (positions: as many as batch x tokens, which overflows to 0 too)
-  auto fwd = s.ask<forward_reply>(gate, forward_request{overflowing, {}, {}, 0, 4, {}, 0, {}});
+  auto fwd = s.ask<forward_reply>(gate, forward_request{overflowing, {}, {}, 0, 4, {}, 0, {}, {}});
   BOOST_TEST(is(fwd.error(), errc::bad_request), describe(fwd.error()));
   auto bwd = s.ask<backward_reply>(gate, backward_request{overflowing, overflowing, {}, {}, 0, 4, {}, 0, {}});
   BOOST_TEST(is(bwd.error(), errc::bad_request), describe(bwd.error()));

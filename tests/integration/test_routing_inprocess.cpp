@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(a_gate_moves_to_another_span) {
     return out;
   };
   uint64_t sid = 0;
-  self->request(gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}, {}, {}})
+  self->request(gate, std::chrono::seconds(5), open_session{16, 1, 0, 0, {}, {}, {}, {}})
       .receive([&](const session_opened& o) { sid = o.session_id; }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
   BOOST_TEST(info().sessions == 1);
   // Without a sender of this node (as a peer can send it), the move is not made.
@@ -148,7 +148,7 @@ BOOST_AUTO_TEST_CASE(a_gate_moves_to_another_span) {
       .receive([](const ack&) {}, [](caf::error& e) { BOOST_FAIL(describe(e)); });
   BOOST_TEST(info().state == "online");
   bool opened = false;
-  self->request(gate, std::chrono::seconds(5), open_session{16, 1, 2, 4, {}, {}, {}})
+  self->request(gate, std::chrono::seconds(5), open_session{16, 1, 2, 4, {}, {}, {}, {}})
       .receive([&](const session_opened&) { opened = true; }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
   BOOST_TEST(opened);
   // A loader asked for blocks the model does not have says so.

@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(server_forward_and_backward_equal_the_local_blocks) {
     ptrs.push_back(blocks.back().get());
   }
   const Tensor mine = prompts.slice_rows(1, 3);
-  auto fwd = f.ask<forward_reply>(f.servers[0].gate, forward_request{x, pos, mine, 1, 3, "", 0, {}});
+  auto fwd = f.ask<forward_reply>(f.servers[0].gate, forward_request{x, pos, mine, 1, 3, "", 0, {}, {}});
   BOOST_REQUIRE_MESSAGE(fwd, why(fwd));
   BOOST_TEST(max_abs_diff(fwd->hidden, span_forward(ptrs, x, pos, mine, *backend)) < 1e-6f);
   auto back = f.ask<backward_reply>(f.servers[0].gate, backward_request{x, dy, pos, mine, 1, 3, "", 0, {}});
@@ -180,7 +180,7 @@ BOOST_AUTO_TEST_CASE(bad_training_requests_get_errors_naming_the_problem) {
   expect(back(x, x, Tensor::empty(DType::f32, {3, 2, 4, 64})), errc::bad_request, "prompts for 3 blocks");
   expect(back(x, x, {}, 1, 4), errc::unknown_block, "not all served here");
   expect(back(Tensor::empty(DType::f32, {2, 12, 63}), x, {}), errc::bad_request, "f32[batch, tokens, 64]");
-  auto fwd = f.ask<forward_reply>(gate, forward_request{x, {0, 1}, {}, 0, 0, "", 0, {}});
+  auto fwd = f.ask<forward_reply>(gate, forward_request{x, {0, 1}, {}, 0, 0, "", 0, {}, {}});
   BOOST_TEST(is(fwd.error(), errc::bad_request));
   // The server still serves.
   BOOST_TEST(bool(back(x, x, {})));
@@ -333,7 +333,7 @@ BOOST_AUTO_TEST_CASE(servers_apply_the_adapter_a_request_names) {
   BOOST_TEST(is(bad.error(), errc::bad_request));
   BOOST_TEST(why(bad).find("unknown adapter 'lora-mlp' (this server holds lora-attn)") != std::string::npos, why(bad));
   const Tensor x = Golden("llama", "grads").tensor("block_input");
-  auto fwd = f.ask<forward_reply>(f.servers[2].gate, forward_request{x, positions_of(2, 12), {}, 0, 0, "lora-attn", 0, {}});
+  auto fwd = f.ask<forward_reply>(f.servers[2].gate, forward_request{x, positions_of(2, 12), {}, 0, 0, "lora-attn", 0, {}, {}});
   BOOST_TEST(why(fwd).find("holds none") != std::string::npos, why(fwd));
 
   // Training with the adapter through the swarm follows local training with it.
@@ -417,7 +417,7 @@ BOOST_AUTO_TEST_CASE(broken_and_abandoned_streams_are_refused_and_freed) {
   training_swarm f({{0, 4}}, {}, small_streams());
   auto gate = f.servers[0].gate;
   const Tensor x = Golden("llama", "grads").tensor("block_input");  // [2, 12, 64]
-  const forward_request whole{x, positions_of(2, 12), {}, 0, 0, "", 0, {}};
+  const forward_request whole{x, positions_of(2, 12), {}, 0, 0, "", 0, {}, {}};
   const auto chunks = cut_chunks(pieces(whole), 41, 1000);
   BOOST_REQUIRE(chunks.size() > 3u);
   auto final_of = [](uint64_t id) {

@@ -42,7 +42,7 @@ constexpr double kTolerance = 1e-5;
 // The matrix-vector kernels' dtypes: the weight types and the interleaved ones.
 std::vector<DType> matvec_types() {
   std::vector<DType> all(std::begin(kWeightTypes), std::end(kWeightTypes));
-  all.insert(all.end(), std::begin(kInterleavedTypes), std::end(kInterleavedTypes));
+  for (DType t : kInterleavedTypes) all.push_back(t);
   return all;
 }
 

@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(chunks_through_caf_reassemble_the_message_read_in_place) {
   BOOST_TEST(in.open_streams() == 0u);
   BOOST_TEST(in.buffered_bytes() == 0u);
   // A message that names no stream is left as it is.
-  forward_reply plain{ramp({1, 2, 64}, 1.f), 0, {}};
+  forward_reply plain{ramp({1, 2, 64}, 1.f), 0, {}, {}, {}};
   BOOST_TEST(stream_in(in, f.peer, plain) == "");
   BOOST_TEST(plain.hidden.numel() == 128);
 }
