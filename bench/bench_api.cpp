@@ -48,8 +48,13 @@ Result chat(uint16_t port, const std::string& model, int i, int64_t tokens) {
     stream.connect(resolver.resolve("127.0.0.1", std::to_string(port)));
     nlohmann::json body = {
         {"model", model},
-        {"messages", {{{"role", "user"}, {"content", "Write a story about a robot, number " + std::to_string(i) + "."}}}},
-        {"max_tokens", tokens}, {"temperature", 0.7}, {"seed", i}, {"ignore_eos", true}, {"stream", true},
+        {"messages",
+         {{{"role", "user"}, {"content", "Write a story about a robot, number " + std::to_string(i) + "."}}}},
+        {"max_tokens", tokens},
+        {"temperature", 0.7},
+        {"seed", i},
+        {"ignore_eos", true},
+        {"stream", true},
         {"stream_options", {{"include_usage", true}}}};
     http::request<http::string_body> req{http::verb::post, "/v1/chat/completions", 11};
     req.set(http::field::host, "127.0.0.1");
@@ -173,11 +178,16 @@ int main(int argc, char** argv) {
   int64_t tokens = 64, max_batch_tokens = api::LocalSwarmOptions{}.max_batch_tokens;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
-    if (a == "--model") model = argv[i + 1];
-    else if (a == "--sessions") sessions = std::stoi(argv[i + 1]);
-    else if (a == "--tokens") tokens = std::stoll(argv[i + 1]);
-    else if (a == "--servers") servers = std::stoi(argv[i + 1]);
-    else if (a == "--max_batch_tokens") max_batch_tokens = std::stoll(argv[i + 1]);
+    if (a == "--model")
+      model = argv[i + 1];
+    else if (a == "--sessions")
+      sessions = std::stoi(argv[i + 1]);
+    else if (a == "--tokens")
+      tokens = std::stoll(argv[i + 1]);
+    else if (a == "--servers")
+      servers = std::stoi(argv[i + 1]);
+    else if (a == "--max_batch_tokens")
+      max_batch_tokens = std::stoll(argv[i + 1]);
     else {
       std::cerr << "usage: bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3] "
                    "[--max_batch_tokens 256]\n";
@@ -195,8 +205,9 @@ int main(int argc, char** argv) {
       Stack batched(sys, path, servers, sessions, max_batch_tokens);
       std::printf("model %s, %d servers in this process, %lld new tokens per session (ignore_eos), %u cores\n\n",
                   path.c_str(), servers, static_cast<long long>(tokens), std::thread::hardware_concurrency());
-      std::printf("| sessions | servers | completed | tokens | wall s | first token ms (p50 / p95) | "
-                  "tokens/s per session (p50 / p5) | tokens/s, all sessions |\n|---|---|---|---|---|---|---|---|\n");
+      std::printf(
+          "| sessions | servers | completed | tokens | wall s | first token ms (p50 / p95) | "
+          "tokens/s per session (p50 / p5) | tokens/s, all sessions |\n|---|---|---|---|---|---|---|---|\n");
       const std::string on = "batch " + std::to_string(max_batch_tokens) + " tokens";
       for (int n : {1, 8, 32, 64})
         if (n <= sessions) {

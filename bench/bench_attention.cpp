@@ -68,9 +68,11 @@ int main(int argc, char** argv) {
   const Heads h{std::stoll(arg(argc, argv, "heads", "32")), std::stoll(arg(argc, argv, "kv_heads", "4")),
                 std::stoll(arg(argc, argv, "head_dim", "64"))};
   auto be = make_cpu_backend(threads);
-  std::printf("attention over a paged KV cache, %lld sequences, %lld query heads over %lld KV heads of %lld, "
-              "%d threads, load %s\n", static_cast<long long>(batch), static_cast<long long>(h.query),
-              static_cast<long long>(h.kv), static_cast<long long>(h.dim), threads, load_average().c_str());
+  std::printf(
+      "attention over a paged KV cache, %lld sequences, %lld query heads over %lld KV heads of %lld, "
+      "%d threads, load %s\n",
+      static_cast<long long>(batch), static_cast<long long>(h.query), static_cast<long long>(h.kv),
+      static_cast<long long>(h.dim), threads, load_average().c_str());
   std::printf("%-8s %-8s %12s %12s %12s %8s %9s\n", "context", "step", "contiguous", "pages", "scattered", "pages/c",
               "scatt./c");
   for (const int64_t context : list(arg(argc, argv, "contexts", "512,2048,8192"))) {
@@ -91,7 +93,8 @@ int main(int argc, char** argv) {
       std::vector<double> best(layouts.size(), 1e30);
       for (int r = 0; r < reps; ++r)  // rounds alternated, so that a slow minute of the VM hits all three
         for (size_t i = 0; i < layouts.size(); ++i)
-          best[i] = std::min(best[i], best_time(1, [&] { be->attention(q, layouts[i].pages(), positions, spec, out); }));
+          best[i] =
+              std::min(best[i], best_time(1, [&] { be->attention(q, layouts[i].pages(), positions, spec, out); }));
       std::printf("%-8lld %-8s %10.3f ms %9.3f ms %9.3f ms %8.2f %9.2f\n", static_cast<long long>(context),
                   t == 1 ? "decode" : "chunk", best[0] * 1e3, best[1] * 1e3, best[2] * 1e3, best[1] / best[0],
                   best[2] / best[0]);

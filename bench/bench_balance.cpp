@@ -55,7 +55,8 @@ outcome run(const std::vector<swarm_member_spec>& specs, bool together, double q
 std::vector<double> sorted_strengths(const std::vector<swarm_member_spec>& specs, const std::vector<int64_t>& start) {
   std::vector<double> t(kBlocks, 0.0);
   for (size_t i = 0; i < specs.size(); ++i)
-    for (int64_t b = start[i]; b < start[i] + specs[i].num_blocks; ++b) t[static_cast<size_t>(b)] += specs[i].throughput;
+    for (int64_t b = start[i]; b < start[i] + specs[i].num_blocks; ++b)
+      t[static_cast<size_t>(b)] += specs[i].throughput;
   std::sort(t.begin(), t.end());
   return t;
 }
@@ -151,8 +152,9 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "\n");
   }
-  std::printf("12 servers, 24 blocks, throughputs %.0f..100, %d seeds, %d virtual minutes each (%.0f s of wall time)\n\n",
-              100 / spread, seeds, minutes, bench::wall_s() - t0);
+  std::printf(
+      "12 servers, 24 blocks, throughputs %.0f..100, %d seeds, %d virtual minutes each (%.0f s of wall time)\n\n",
+      100 / spread, seeds, minutes, bench::wall_s() - t0);
   std::printf("| start | min/ideal worst | 25th pct | median | best | runs >= 0.8 | moves per run |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const auto& r : together) r.print();

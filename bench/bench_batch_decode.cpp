@@ -61,7 +61,10 @@ struct Sessions {
     for (size_t l = 0; l < blocks.size(); ++l) {
       segments.clear();
       for (int64_t s = 0; s < b; ++s)
-        segments.push_back({.row = s, .batch = 1, .tokens = 1, .positions = at[static_cast<size_t>(s)],
+        segments.push_back({.row = s,
+                            .batch = 1,
+                            .tokens = 1,
+                            .positions = at[static_cast<size_t>(s)],
                             .cache = &caches[l][static_cast<size_t>(s)]});
       blocks[l]->forward_batch(h, segments);
     }
@@ -166,17 +169,19 @@ int main(int argc, char** argv) {
       }
   (void)sink;
 
-  std::printf("| sessions B | ms per step | tokens/s | vs B = 1 | of the memory bound | of the compute bound |\n"
-              "|---|---|---|---|---|---|\n");
+  std::printf(
+      "| sessions B | ms per step | tokens/s | vs B = 1 | of the memory bound | of the compute bound |\n"
+      "|---|---|---|---|---|---|\n");
   const double base = sizes.empty() ? 1 : static_cast<double>(sizes[0]) / median(step_s[0]);
   for (size_t i = 0; i < sizes.size(); ++i) {
     const double ms = median(step_s[i]) * 1e3;
     const double tps = static_cast<double>(sizes[i]) / median(step_s[i]);
-    std::printf("| %lld | %.1f | %.1f | %.2f× | %.2f | %.2f |\n", static_cast<long long>(sizes[i]), ms, tps,
-                tps / base, median(memory[i]), median(compute[i]));
+    std::printf("| %lld | %.1f | %.1f | %.2f× | %.2f | %.2f |\n", static_cast<long long>(sizes[i]), ms, tps, tps / base,
+                median(memory[i]), median(compute[i]));
   }
-  std::printf("\n(%d rounds of %d steps per size, alternated; medians; read bandwidth %.1f GB/s (%s sweep); "
-              "load average now %s)\n",
-              rounds, steps, median(bandwidth) / 1e9, sweep_name(width), load_average().c_str());
+  std::printf(
+      "\n(%d rounds of %d steps per size, alternated; medians; read bandwidth %.1f GB/s (%s sweep); "
+      "load average now %s)\n",
+      rounds, steps, median(bandwidth) / 1e9, sweep_name(width), load_average().c_str());
   return 0;
 }

@@ -174,9 +174,8 @@ Result decode(Backend& be, Model& model, int64_t start, int64_t tokens, Launch l
   const int32_t first[1] = {static_cast<int32_t>(start)};
   if (launch == Launch::recording_per_layer)
     for (Layer& L : model.layers)
-      recordings.push_back(be.record(s.x, first, [&](Tensor& io, std::span<const int32_t> p) {
-        layer_forward(be, L, model.inv_freq, s, io, p);
-      }));
+      recordings.push_back(be.record(
+          s.x, first, [&](Tensor& io, std::span<const int32_t> p) { layer_forward(be, L, model.inv_freq, s, io, p); }));
   if (launch == Launch::recording_per_step)
     recordings.push_back(be.record(s.x, first, [&](Tensor& io, std::span<const int32_t> p) {
       for (Layer& L : model.layers) layer_forward(be, L, model.inv_freq, s, io, p);
@@ -363,27 +362,27 @@ int run(int64_t tokens) {
   std::unique_ptr<Backend> custom = make_backend("cuda");
   Model model = build(*custom);
   std::printf("bench_cuda_decode: %s, %d SMs, %.0f GiB, peak memory bandwidth %.0f GB/s (%d-bit bus, %d MHz)\n",
-              prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, peak_gbps,
-              prop.memoryBusWidth, clock_khz / 1000);
-  std::printf("model: %s shape, %lld layers, bf16 weights %.2f GB read per token (built in %.1f s)\n",
-              model_shape.name, static_cast<long long>(model_shape.layers), model.weight_bytes / 1e9, seconds_since(t_build));
+              prop.name, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, peak_gbps, prop.memoryBusWidth,
+              clock_khz / 1000);
+  std::printf("model: %s shape, %lld layers, bf16 weights %.2f GB read per token (built in %.1f s)\n", model_shape.name,
+              static_cast<long long>(model_shape.layers), model.weight_bytes / 1e9, seconds_since(t_build));
   if (peak_gbps > 0)
     std::printf("bandwidth bound: %.0f tokens/s (peak bandwidth / weight bytes per token)\n",
                 peak_gbps * 1e9 / static_cast<double>(model.weight_bytes));
 
   const double copy = copy_gbps();
-  std::printf("device-to-device copy: %.0f GB/s (read + written) = %s of peak; decode bound at that rate: %.0f "
-              "tokens/s\n",
-              copy, of_peak(copy, peak_gbps).c_str(), copy * 1e9 / static_cast<double>(model.weight_bytes));
+  std::printf(
+      "device-to-device copy: %.0f GB/s (read + written) = %s of peak; decode bound at that rate: %.0f "
+      "tokens/s\n",
+      copy, of_peak(copy, peak_gbps).c_str(), copy * 1e9 / static_cast<double>(model.weight_bytes));
   auto of_copy = [&](double gbps) { return of_peak(gbps, copy); };
   auto line = [&](const char* what, Result r) {
-    std::printf("  %-50s %8.1f tokens/s  %7.3f ms/token  %7.0f GB/s  %s of peak  %s of copy\n", what,
-                r.tokens_per_s, 1e3 / r.tokens_per_s, r.gbps, of_peak(r.gbps, peak_gbps).c_str(),
-                of_copy(r.gbps).c_str());
+    std::printf("  %-50s %8.1f tokens/s  %7.3f ms/token  %7.0f GB/s  %s of peak  %s of copy\n", what, r.tokens_per_s,
+                1e3 / r.tokens_per_s, r.gbps, of_peak(r.gbps, peak_gbps).c_str(), of_copy(r.gbps).c_str());
   };
   auto kernel_line = [&](const char* what, double gbps) {
-    std::printf("  %-50s %35s %7.0f GB/s  %s of peak  %s of copy\n", what, "", gbps,
-                of_peak(gbps, peak_gbps).c_str(), of_copy(gbps).c_str());
+    std::printf("  %-50s %35s %7.0f GB/s  %s of peak  %s of copy\n", what, "", gbps, of_peak(gbps, peak_gbps).c_str(),
+                of_copy(gbps).c_str());
   };
   const Result dec = decode(*custom, model, 0, tokens);
   line("decode, each operation launched, context 0..", dec);
@@ -422,10 +421,11 @@ int run(int64_t tokens) {
     model_shape = shape;
     const auto t0 = std::chrono::steady_clock::now();
     Model m = build(*custom, dtype);
-    std::printf("  %s shape, %s weights: %.2f GB read per token, bound %.0f tokens/s at the copy's rate (built in "
-                "%.0f s)\n",
-                shape.name, std::string(dtype_name(dtype)).c_str(), m.weight_bytes / 1e9,
-                copy * 1e9 / static_cast<double>(m.weight_bytes), seconds_since(t0));
+    std::printf(
+        "  %s shape, %s weights: %.2f GB read per token, bound %.0f tokens/s at the copy's rate (built in "
+        "%.0f s)\n",
+        shape.name, std::string(dtype_name(dtype)).c_str(), m.weight_bytes / 1e9,
+        copy * 1e9 / static_cast<double>(m.weight_bytes), seconds_since(t0));
     line("  decode, each operation launched", decode(*custom, m, 0, n));
     line("  decode, one CUDA graph per token", decode(*custom, m, 0, n, Launch::recording_per_step));
     custom->synchronize();
@@ -444,17 +444,19 @@ int run(int64_t tokens) {
     const double tps = t == 512 ? pre : prefill_tokens_per_s(*custom, model, t);
     const double ours = matmul_flops(model, t) / (static_cast<double>(t) / tps) / 1e12;
     const double ref = cublas_prefill_tflops(model, t);
-    std::printf("  prefill, %4lld tokens in one pass: %8.0f tokens/s, matrices at %6.1f TFLOP/s; one bf16 cuBLAS "
-                "GEMM per matrix alone %6.1f TFLOP/s: ratio %.2f\n",
-                static_cast<long long>(t), tps, ours, ref, ours / ref);
+    std::printf(
+        "  prefill, %4lld tokens in one pass: %8.0f tokens/s, matrices at %6.1f TFLOP/s; one bf16 cuBLAS "
+        "GEMM per matrix alone %6.1f TFLOP/s: ratio %.2f\n",
+        static_cast<long long>(t), tps, ours, ref, ours / ref);
   }
 
-  std::printf("summary: decode %.1f tokens/s launched op by op (a server's blocks) = %s of the %.0f GB/s copy, %.1f "
-              "with a CUDA graph per layer (%.2fx), %.1f with one per token (LocalModel, %.2fx) = %s of the copy; "
-              "custom/cuBLAS decode speed ratio %.2f; prefill %.0f tokens/s\n",
-              dec.tokens_per_s, of_copy(dec.gbps).c_str(), copy, dec_layer.tokens_per_s,
-              dec_layer.tokens_per_s / dec.tokens_per_s, dec_step.tokens_per_s, dec_step.tokens_per_s / dec.tokens_per_s,
-              of_copy(dec_step.gbps).c_str(), dec.tokens_per_s / dec_blas.tokens_per_s, pre);
+  std::printf(
+      "summary: decode %.1f tokens/s launched op by op (a server's blocks) = %s of the %.0f GB/s copy, %.1f "
+      "with a CUDA graph per layer (%.2fx), %.1f with one per token (LocalModel, %.2fx) = %s of the copy; "
+      "custom/cuBLAS decode speed ratio %.2f; prefill %.0f tokens/s\n",
+      dec.tokens_per_s, of_copy(dec.gbps).c_str(), copy, dec_layer.tokens_per_s,
+      dec_layer.tokens_per_s / dec.tokens_per_s, dec_step.tokens_per_s, dec_step.tokens_per_s / dec.tokens_per_s,
+      of_copy(dec_step.gbps).c_str(), dec.tokens_per_s / dec_blas.tokens_per_s, pre);
   return 0;
 }
 

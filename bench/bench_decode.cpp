@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
     idle_experts = expert * static_cast<double>((c.num_experts - c.experts_per_token) * c.num_layers);
   }
   const double per_token = block_bytes - idle_experts + lm_head + static_cast<double>(c.hidden_size) * 2;
-  const double kv_bytes = static_cast<double>(kv_bytes_per_token(c)) * static_cast<double>(c.num_layers) *
-                          static_cast<double>(context);
+  const double kv_bytes =
+      static_cast<double>(kv_bytes_per_token(c)) * static_cast<double>(c.num_layers) * static_cast<double>(context);
 
   std::printf("bench_decode: %s%s%s, %lld blocks, %d threads, %s, load average %s; loaded in %.1f s\n", dir.c_str(),
               dtype ? " as " : "", dtype ? dtype_arg.c_str() : "", static_cast<long long>(c.num_layers), threads,
@@ -129,15 +129,16 @@ int main(int argc, char** argv) {
   const auto ratio = p10_p50_p90([](const Pair& p) { return p.ratio(); });
   const auto tok_s = p10_p50_p90([](const Pair& p) { return 1.0 / p.step_s; });
   const auto gbs = p10_p50_p90([&](const Pair& p) { return static_cast<double>(sweep_bytes) / p.sweep_s / 1e9; });
-  std::printf("decode : %.2f tokens/s (median of %zu steps, p10..p90 %.2f..%.2f); %.2f GB read per token\n",
-              tok_s[1], pairs.size(), tok_s[0], tok_s[2], per_token / 1e9);
+  std::printf("decode : %.2f tokens/s (median of %zu steps, p10..p90 %.2f..%.2f); %.2f GB read per token\n", tok_s[1],
+              pairs.size(), tok_s[0], tok_s[2], per_token / 1e9);
   if (c.num_experts > 0)
-    std::printf("         (active parameters: %lld of %lld experts per block; all of the blocks' weights are %.2f GB)\n",
-                static_cast<long long>(c.experts_per_token), static_cast<long long>(c.num_experts), block_bytes / 1e9);
+    std::printf(
+        "         (active parameters: %lld of %lld experts per block; all of the blocks' weights are %.2f GB)\n",
+        static_cast<long long>(c.experts_per_token), static_cast<long long>(c.num_experts), block_bytes / 1e9);
   std::printf("         read bandwidth %.1f GB/s (%s sweep after each step, p10..p90 %.1f..%.1f)\n", gbs[1],
               sweep_name(width), gbs[0], gbs[2]);
-  std::printf("         step time / its sweep's time -> ratio %.3f (median; p10..p90 %.3f..%.3f)\n", ratio[1],
-              ratio[0], ratio[2]);
+  std::printf("         step time / its sweep's time -> ratio %.3f (median; p10..p90 %.3f..%.3f)\n", ratio[1], ratio[0],
+              ratio[2]);
   std::printf("memory : peak RSS %.2f GB; weights %.2f GB + KV cache %.3f GB -> ratio %.3f\n", rss / 1e9,
               (block_bytes + 2 * lm_head) / 1e9, kv_bytes / 1e9, rss / (block_bytes + 2 * lm_head + kv_bytes));
 
@@ -168,10 +169,10 @@ int main(int argc, char** argv) {
   const double matmul_params =  // the seven matrices of every block, whatever their dtype
       (2 * d * d + 2 * d * kv + 3 * d * static_cast<double>(c.intermediate_size)) * static_cast<double>(c.num_layers);
   const double matmul_flops = 2.0 * static_cast<double>(prefill) * matmul_params;
-  std::printf("prefill: %d tokens in %.2f s -> %.1f GFLOP/s (matmuls); oneDNN f32 alone, the same matmuls in a "
-              "prefill's order, %.1f GFLOP/s -> ratio %.3f (best of %d rounds each)\n",
-              prefill, t_prefill, matmul_flops / t_prefill / 1e9, matmul_flops / t_lib / 1e9, t_lib / t_prefill,
-              rounds);
+  std::printf(
+      "prefill: %d tokens in %.2f s -> %.1f GFLOP/s (matmuls); oneDNN f32 alone, the same matmuls in a "
+      "prefill's order, %.1f GFLOP/s -> ratio %.3f (best of %d rounds each)\n",
+      prefill, t_prefill, matmul_flops / t_prefill / 1e9, matmul_flops / t_lib / 1e9, t_lib / t_prefill, rounds);
   std::printf("         (against each matmul's best of 3, summed: %.1f GFLOP/s -> ratio %.3f)\n",
               matmul_flops / t_composite / 1e9, t_composite / t_prefill);
   return 0;

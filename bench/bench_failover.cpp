@@ -43,10 +43,10 @@ struct swarm {
     for (size_t i = 0; i < spans.size(); ++i) start(i);
   }
   void start(size_t i) {
-    servers[i] = std::make_unique<ServerProcess>(std::vector<std::string>{
-        "--model", kModel, "--block_indices", spans[i], "--port", ports[i], "--initial_peers", boot.address(),
-        "--data_dir", dir.str() + "/s" + std::to_string(i), "--swarm_id", "bench-failover", "--update_period", "0.5",
-        "--threads", "1"});
+    servers[i] = std::make_unique<ServerProcess>(
+        std::vector<std::string>{"--model", kModel, "--block_indices", spans[i], "--port", ports[i], "--initial_peers",
+                                 boot.address(), "--data_dir", dir.str() + "/s" + std::to_string(i), "--swarm_id",
+                                 "bench-failover", "--update_period", "0.5", "--threads", "1"});
     ports[i] = servers[i]->address().substr(servers[i]->address().rfind(':') + 1);
   }
   size_t slot_of(const std::string& address) const {
@@ -77,7 +77,8 @@ int run(int trials) {
   o.bans.base = 100ms;  // each trial restarts the faulted server; a long ban would only shift the load
   auto client = spawn_swarm_client(sys, o, head);
   // The client ends before the actor system is destroyed, also when a trial throws.
-  std::shared_ptr<void> end_client(nullptr, [&](void*) { caf::anon_send_exit(client, caf::exit_reason::user_shutdown); });
+  std::shared_ptr<void> end_client(nullptr,
+                                   [&](void*) { caf::anon_send_exit(client, caf::exit_reason::user_shutdown); });
   for (size_t seen = 0; seen < s.servers.size();) {  // until every server has announced itself
     self->request(client, 10s, refresh_atom::value)
         .receive([&](std::vector<server_info>& v) { seen = v.size(); }, [&](caf::error&) {});
@@ -123,8 +124,10 @@ int run(int trials) {
           const int n = ++*count;
           if (n == 10) {
             *fault_at = steady::now();
-            if (sig == SIGKILL) p->kill_hard();
-            else p->signal(SIGSTOP);
+            if (sig == SIGKILL)
+              p->kill_hard();
+            else
+              p->signal(SIGSTOP);
           } else if (n == 11) {
             *recovered_at = steady::now();
           }

@@ -42,9 +42,8 @@ namespace {
 // OpenBLAS's sgemm on the calling thread (openblas_set_num_threads(1)), as cpu_gemm's strided path runs it when
 // given: the comparison with the library Corolla used before oneDNN. Only this benchmark links OpenBLAS.
 void openblas_sgemm(int64_t m, int64_t rows, int64_t k, const float* x, const float* w, float* y, int64_t ldy) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
-              static_cast<int>(k), 1.f, x, static_cast<int>(k), w, static_cast<int>(k), 0.f, y,
-              static_cast<int>(ldy));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows), static_cast<int>(k),
+              1.f, x, static_cast<int>(k), w, static_cast<int>(k), 0.f, y, static_cast<int>(ldy));
 }
 
 int thread_count() {
@@ -73,14 +72,16 @@ int main(int argc, char** argv) {
   ThreadPool pool(threads);
   openblas_set_num_threads(1);  // Corolla's pool parallelises around it
 
-  const char* names[] = {"corolla/dnnl", "corolla/blas", "openblas", "onednn", "onednn pk",
-                         "corolla/dnnl", "corolla/blas", "onednn", "onednn pk"};
+  const char* names[] = {"corolla/dnnl", "corolla/blas", "openblas", "onednn",   "onednn pk",
+                         "corolla/dnnl", "corolla/blas", "onednn",   "onednn pk"};
   const char* types[] = {"f32", "f32", "f32", "f32", "f32", "bf16 w", "bf16 w", "bf16 w+x", "bf16 w+x"};
   constexpr int kMethods = 9;
-  std::printf("bench_gemm: M = %lld tokens, %d threads, best of %d alternated rounds, load average %s, OpenBLAS core %s\n",
-              static_cast<long long>(m), threads, reps, load_average().c_str(), openblas_get_corename());
-  std::printf("GFLOP/s (wall clock; last line: GFLOP per CPU-second of the process); ratio = corolla/dnnl f32 / the\n"
-              "fastest f32 library alone\n");
+  std::printf(
+      "bench_gemm: M = %lld tokens, %d threads, best of %d alternated rounds, load average %s, OpenBLAS core %s\n",
+      static_cast<long long>(m), threads, reps, load_average().c_str(), openblas_get_corename());
+  std::printf(
+      "GFLOP/s (wall clock; last line: GFLOP per CPU-second of the process); ratio = corolla/dnnl f32 / the\n"
+      "fastest f32 library alone\n");
   std::printf("%-10s %-11s", "", "");
   for (const char* t : types) std::printf(" %12s", t);
   std::printf("\n%-10s %-11s", "matrix", "N x K");
@@ -171,10 +172,11 @@ int main(int argc, char** argv) {
     const int64_t n = 5632, k = 2048;
     Tensor wf = Tensor::empty(DType::f32, {n, k});
     fill_random(wf.data_as<float>(), n * k, 17);
-    std::printf("\nmatrix-vector path vs GEMM path, %lldx%lld, ms (cpu_matmul switches above %lld rows for f32, %lld "
-                "for bf16, f16 and q8_0, %lld for the packed formats)\n%-6s",
-                static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(kMatvecMaxRowsF32),
-                static_cast<long long>(kMatvecMaxRowsWide), static_cast<long long>(kMatvecMaxRowsPacked), "dtype");
+    std::printf(
+        "\nmatrix-vector path vs GEMM path, %lldx%lld, ms (cpu_matmul switches above %lld rows for f32, %lld "
+        "for bf16, f16 and q8_0, %lld for the packed formats)\n%-6s",
+        static_cast<long long>(n), static_cast<long long>(k), static_cast<long long>(kMatvecMaxRowsF32),
+        static_cast<long long>(kMatvecMaxRowsWide), static_cast<long long>(kMatvecMaxRowsPacked), "dtype");
     const int64_t ms[] = {4, 8, 16, 32, 64};
     for (int64_t mm : ms) std::printf("   m=%-3lld mv / gemm", static_cast<long long>(mm));
     std::printf("\n");

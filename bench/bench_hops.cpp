@@ -81,7 +81,7 @@ void stop(pid_t pid) {
 // --- 1. per-hop overhead -------------------------------------------------------------------------------------
 void per_hop(const std::string& model, int steps) {
   std::vector<std::pair<pid_t, std::string>> servers = {start_server(model, "0:2", 0), start_server(model, "2:3", 1),
-                                                         start_server(model, "3:4", 2)};
+                                                        start_server(model, "3:4", 2)};
   std::vector<std::string> peers;
   for (auto& s : servers) peers.push_back(s.second);
   auto backend = make_cpu_backend(1);
@@ -93,7 +93,8 @@ void per_hop(const std::string& model, int steps) {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   auto time_steps = [&](route_mode mode) {
-    auto client = spawn_swarm_client(sys, {.initial_peers = peers, .mode = mode, .request_timeout = std::chrono::seconds(10)}, head);
+    auto client = spawn_swarm_client(
+        sys, {.initial_peers = peers, .mode = mode, .request_timeout = std::chrono::seconds(10)}, head);
     caf::actor session;
     self->request(client, caf::infinite, open_session_request{steps + 8, 1})
         .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { throw std::runtime_error(describe(e)); });
@@ -242,7 +243,8 @@ void throughput(int rounds) {
         .receive([&](caf::actor a) { gated = a; }, [](caf::error&) {});
     if (!gated) throw std::runtime_error("cannot reach the echo actor through the gateway");
     std::string why;
-    tls_self->request(tls_connector, std::chrono::seconds(10), resolve_atom::value, "127.0.0.1:" + std::to_string(tls_port))
+    tls_self
+        ->request(tls_connector, std::chrono::seconds(10), resolve_atom::value, "127.0.0.1:" + std::to_string(tls_port))
         .receive([&](caf::actor a) { secured = a; }, [&](caf::error& e) { why = describe(e); });
     if (!secured) throw std::runtime_error("cannot reach the echo actor over TLS: " + why);
     const int s = socket(AF_INET, SOCK_STREAM, 0);
@@ -289,16 +291,18 @@ void throughput(int rounds) {
     const double c = median(caf_ms[k]), g = median(gw_ms[k]), e = median(tls_ms[k]), t = median(tcp_ms[k]);
     const double mb = 2.0 * static_cast<double>(sizes[k]) / 1e6;
     const char* size = k == 0 ? "8 KiB" : "1 MiB";
-    std::printf("  %s: through the peer gateway %.3f ms (%.0f MB/s), with TLS %.3f ms (%.0f MB/s), straight to CAF "
-                "%.3f ms (%.0f MB/s), plain TCP %.3f ms (%.0f MB/s)\n",
-                size, g, mb / g * 1e3, e, mb / e * 1e3, c, mb / c * 1e3, t, mb / t * 1e3);
+    std::printf(
+        "  %s: through the peer gateway %.3f ms (%.0f MB/s), with TLS %.3f ms (%.0f MB/s), straight to CAF "
+        "%.3f ms (%.0f MB/s), plain TCP %.3f ms (%.0f MB/s)\n",
+        size, g, mb / g * 1e3, e, mb / e * 1e3, c, mb / c * 1e3, t, mb / t * 1e3);
     std::printf("  %s: gateway / straight time %.2f, gateway / TCP throughput %.2f\n", size, g / c, t / g);
     // The pairwise difference of the rounds (each round timed both in turn) and its median.
     std::vector<double> added;
     for (size_t i = 0; i < tls_ms[k].size(); ++i) added.push_back(tls_ms[k][i] - gw_ms[k][i]);
-    std::printf("  %s: TLS / plain gateway time %.2f, TLS adds %.3f ms per round trip (median of the rounds' "
-                "differences)\n",
-                size, e / g, median(added));
+    std::printf(
+        "  %s: TLS / plain gateway time %.2f, TLS adds %.3f ms per round trip (median of the rounds' "
+        "differences)\n",
+        size, e / g, median(added));
   }
 }
 
@@ -328,10 +332,13 @@ caf::behavior stream_echo(caf::stateful_actor<stream_peer_state>* self, stream_l
         if (auto p = stream_in(st.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), r); !p.empty())
           return make_error(errc::bad_request, p);
         auto rp = self->make_response_promise<forward_reply>();
-        stream_out(self, caf::actor_cast<caf::actor>(self->current_sender()), forward_reply{std::move(r.hidden), 0, {}, {}, {}},
-                   st.limits, st.next_stream, [=](caf::expected<forward_reply> out) mutable {
-                     if (out) rp.deliver(std::move(*out));
-                     else rp.deliver(std::move(out.error()));
+        stream_out(self, caf::actor_cast<caf::actor>(self->current_sender()),
+                   forward_reply{std::move(r.hidden), 0, {}, {}, {}}, st.limits, st.next_stream,
+                   [=](caf::expected<forward_reply> out) mutable {
+                     if (out)
+                       rp.deliver(std::move(*out));
+                     else
+                       rp.deliver(std::move(out.error()));
                    });
         return rp;
       },
@@ -365,8 +372,10 @@ caf::behavior stream_client(caf::stateful_actor<stream_peer_state>* self, stream
         // Ends the run: the loop holds itself, so it lets go of itself first.
         auto finish = [=](caf::expected<std::vector<double>> r) mutable {
           *once = nullptr;
-          if (r) rp.deliver(std::move(*r));
-          else rp.deliver(std::move(r.error()));
+          if (r)
+            rp.deliver(std::move(*r));
+          else
+            rp.deliver(std::move(r.error()));
         };
         *once = [=]() mutable {
           const auto t0 = clk::now();
@@ -395,7 +404,7 @@ caf::behavior stream_client(caf::stateful_actor<stream_peer_state>* self, stream
 }
 
 struct large_result {
-  double ms = 0;       // median round trip; 0 when it failed
+  double ms = 0;         // median round trip; 0 when it failed
   long echo_rss_mb = 0;  // the echo process's peak resident memory
   std::string error;
 };
@@ -445,9 +454,11 @@ void large(int rounds, std::vector<int64_t> sizes_mib) {
     const large_result chunked = large_round_trips(streamed, bytes, rounds);
     auto cell = [&](const large_result& r) {
       char buf[96];
-      if (r.ms == 0) std::snprintf(buf, sizeof buf, "failed: %.24s", r.error.c_str());
-      else std::snprintf(buf, sizeof buf, "%7.1f ms %5.0f MB/s echo %4ld MB", r.ms, 2.0 * bytes / 1e6 / r.ms * 1e3,
-                         r.echo_rss_mb);
+      if (r.ms == 0)
+        std::snprintf(buf, sizeof buf, "failed: %.24s", r.error.c_str());
+      else
+        std::snprintf(buf, sizeof buf, "%7.1f ms %5.0f MB/s echo %4ld MB", r.ms, 2.0 * bytes / 1e6 / r.ms * 1e3,
+                      r.echo_rss_mb);
       return std::string(buf);
     };
     std::printf("  %4lld MiB | %-32s | %-32s | %.2f\n", static_cast<long long>(mib), cell(one).c_str(),

@@ -23,7 +23,6 @@ using namespace corolla::bench;
 
 namespace {
 
-
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   size_t b = 0;
@@ -47,9 +46,11 @@ struct Replicas {
 Replicas replicate(const Tensor& w, size_t min_total) {
   Replicas r;
   r.bytes = w.nbytes();
-  r.copies = static_cast<int>(std::max<size_t>(1, (min_total + static_cast<size_t>(r.bytes) - 1) / static_cast<size_t>(r.bytes)));
+  r.copies = static_cast<int>(
+      std::max<size_t>(1, (min_total + static_cast<size_t>(r.bytes) - 1) / static_cast<size_t>(r.bytes)));
   r.buf = aligned_buffer(static_cast<size_t>(r.bytes) * static_cast<size_t>(r.copies));
-  for (int i = 0; i < r.copies; ++i) std::memcpy(r.buf.get() + static_cast<int64_t>(i) * r.bytes, w.data(), static_cast<size_t>(r.bytes));
+  for (int i = 0; i < r.copies; ++i)
+    std::memcpy(r.buf.get() + static_cast<int64_t>(i) * r.bytes, w.data(), static_cast<size_t>(r.bytes));
   return r;
 }
 
@@ -69,8 +70,15 @@ struct Pass {
   std::vector<float> x, y;
   Pass(ThreadPool& p, const MatvecKernels& kernels, DType type, const Replicas& weights, int64_t rows, int64_t cols,
        int64_t xrows)
-      : pool(p), ks(kernels), t(type), w(weights), n(rows), k(cols), m(xrows),
-        x(static_cast<size_t>(xrows * cols)), y(static_cast<size_t>(xrows * rows)) {
+      : pool(p),
+        ks(kernels),
+        t(type),
+        w(weights),
+        n(rows),
+        k(cols),
+        m(xrows),
+        x(static_cast<size_t>(xrows * cols)),
+        y(static_cast<size_t>(xrows * rows)) {
     fill_random(x.data(), m * k, 99);
   }
   void operator()() {
@@ -143,8 +151,10 @@ int main(int argc, char** argv) {
   const double bw = measure_read_bandwidth(pool, mib << 20, 5);
   std::printf("bench_matvec: %d threads, weights replicated past %zu MiB, best of %d passes, load average %s\n",
               threads, mib, reps, load_average().c_str());
-  std::printf("read bandwidth (best bench_memory sweep, same threads): %.1f GB/s; ratios below are to a sweep of\n"
-              "the same weights alternated with the kernel\n\n", bw);
+  std::printf(
+      "read bandwidth (best bench_memory sweep, same threads): %.1f GB/s; ratios below are to a sweep of\n"
+      "the same weights alternated with the kernel\n\n",
+      bw);
 
   std::printf("%-6s %-10s %-12s", "dtype", "matrix", "shape");
   for (const MatvecKernels* s : sets) std::printf(" %9s GB/s  ratio", s->isa);
@@ -193,7 +203,8 @@ int main(int argc, char** argv) {
       if (sh.n == 2048 && sh.k == 5632) {
         // Small batches on the down projection: time for m rows relative to one row (m separate passes: m).
         Batch b{*t, {}};
-        for (int64_t m = 2; m <= kMatvecMaxRows; ++m) b.ratio[m] = batch_ratio(pool, best, *t, rep, sh.n, sh.k, m, reps);
+        for (int64_t m = 2; m <= kMatvecMaxRows; ++m)
+          b.ratio[m] = batch_ratio(pool, best, *t, rep, sh.n, sh.k, m, reps);
         batches.push_back(b);
       }
     }
@@ -204,8 +215,7 @@ int main(int argc, char** argv) {
   }
 
   std::printf("read bandwidth measured again at the end: %.1f GB/s\n\n", measure_read_bandwidth(pool, mib << 20, 5));
-  std::printf("small-batch decode, %s, down proj 2048x5632: time for m activation rows / time for one row\n",
-              best.isa);
+  std::printf("small-batch decode, %s, down proj 2048x5632: time for m activation rows / time for one row\n", best.isa);
   std::printf("%-6s", "dtype");
   for (int64_t m = 2; m <= kMatvecMaxRows; ++m) std::printf("   m=%lld", static_cast<long long>(m));
   std::printf("   (one pass per row would be m)\n");

@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
     if (std::this_thread::get_id() != caller) worker_pieces += e - b;
     busy_for(work * static_cast<double>(e - b) / 64);
   };
-  std::printf("  job of %.0f us of work (ideal %.0f us), after a gap of caller-only work; load average %s\n", work * 1e6,
-              work / threads * 1e6, load_average().c_str());
+  std::printf("  job of %.0f us of work (ideal %.0f us), after a gap of caller-only work; load average %s\n",
+              work * 1e6, work / threads * 1e6, load_average().c_str());
   std::printf("  %10s %12s %12s %12s %26s\n", "gap (us)", "median (us)", "p90 (us)", "mean (us)",
               "workers' waiting CPU/gap (us)");
   for (double gap : {0.0, 20e-6, 200e-6, 2e-3}) {
@@ -75,8 +75,8 @@ int main(int argc, char** argv) {
     mean /= static_cast<double>(wall.size());
     const double waiting = (worker_cpu - work * static_cast<double>(worker_pieces.load()) / 64) / n;
     std::sort(wall.begin(), wall.end());
-    std::printf("  %10.0f %12.1f %12.1f %12.1f %26.1f\n", gap * 1e6, median(wall) * 1e6, wall[wall.size() * 9 / 10] * 1e6,
-                mean * 1e6, std::max(0.0, waiting) * 1e6);
+    std::printf("  %10.0f %12.1f %12.1f %12.1f %26.1f\n", gap * 1e6, median(wall) * 1e6,
+                wall[wall.size() * 9 / 10] * 1e6, mean * 1e6, std::max(0.0, waiting) * 1e6);
   }
   {
     pool.parallel_for(64, 1, job);

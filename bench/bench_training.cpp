@@ -51,8 +51,9 @@ run_result train(caf::scoped_actor& self, caf::actor trainer, const std::vector<
 int main(int argc, char** argv) {
   const std::string model = bench::arg(argc, argv, "model", "");
   if (model.empty()) {
-    std::fprintf(stderr, "usage: bench_training --model=DIR [--steps=6 --batch=4 --tokens=128 --pre_seq_len=16 "
-                         "--threads=2]\n");
+    std::fprintf(stderr,
+                 "usage: bench_training --model=DIR [--steps=6 --batch=4 --tokens=128 --pre_seq_len=16 "
+                 "--threads=2]\n");
     return 2;
   }
   const int steps = std::stoi(bench::arg(argc, argv, "steps", "6"));
@@ -82,9 +83,9 @@ int main(int argc, char** argv) {
     const int64_t n = c.num_layers;
     for (int i = 0; i < 3; ++i) {
       const std::string span = std::to_string(n * i / 3) + ":" + std::to_string(n * (i + 1) / 3);
-      servers.push_back(std::make_unique<ServerProcess>(std::vector<std::string>{
-          "--model", model, "--block_indices", span, "--port", "0", "--threads", threads, "--data_dir",
-          dir.str() + "/s" + std::to_string(i)}));
+      servers.push_back(std::make_unique<ServerProcess>(
+          std::vector<std::string>{"--model", model, "--block_indices", span, "--port", "0", "--threads", threads,
+                                   "--data_dir", dir.str() + "/s" + std::to_string(i)}));
       addresses.push_back(servers.back()->address());
     }
 
@@ -124,10 +125,11 @@ int main(int argc, char** argv) {
     }
     const int64_t step_tokens = batch * tokens;
     const double tl = local.tokens_per_second(step_tokens), ts = swarm.tokens_per_second(step_tokens);
-    std::printf("summary: %s, %lld blocks, batch %lld x %lld tokens + %lld prompts, %s threads: local %.1f tokens/s, "
-                "3-server swarm %.1f tokens/s (swarm/local %.2f); largest loss difference %.2g\n",
-                c.arch.c_str(), static_cast<long long>(n), static_cast<long long>(batch),
-                static_cast<long long>(tokens), static_cast<long long>(pre), threads.c_str(), tl, ts, ts / tl, worst);
+    std::printf(
+        "summary: %s, %lld blocks, batch %lld x %lld tokens + %lld prompts, %s threads: local %.1f tokens/s, "
+        "3-server swarm %.1f tokens/s (swarm/local %.2f); largest loss difference %.2g\n",
+        c.arch.c_str(), static_cast<long long>(n), static_cast<long long>(batch), static_cast<long long>(tokens),
+        static_cast<long long>(pre), threads.c_str(), tl, ts, ts / tl, worst);
     return worst < 1e-3 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_training: %s\n", e.what());

@@ -57,8 +57,10 @@ struct MatrixShape {
   const char* name;
   int64_t n, k;
 };
-inline constexpr MatrixShape kTinyLlamaShapes[] = {{"q/o proj", 2048, 2048}, {"k/v proj", 256, 2048},
-                                                   {"gate/up", 5632, 2048},  {"down", 2048, 5632},
+inline constexpr MatrixShape kTinyLlamaShapes[] = {{"q/o proj", 2048, 2048},
+                                                   {"k/v proj", 256, 2048},
+                                                   {"gate/up", 5632, 2048},
+                                                   {"down", 2048, 5632},
                                                    {"lm head", 32000, 2048}};
 
 // Uniform values in [-1, 1) from a fast generator (benchmarks need plausible data, not good randomness).

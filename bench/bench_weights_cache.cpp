@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
     std::printf("model %s: %lld blocks, %s\n", model.c_str(), static_cast<long long>(source->config().num_layers),
                 source->config().arch.c_str());
   }
-  std::printf("%-5s %10s %10s %10s %10s %10s %14s %14s\n", "dtype", "uncached", "cold", "+close", "warm",
-              "record MB", "uncached/warm", "cold/warm");
+  std::printf("%-5s %10s %10s %10s %10s %10s %14s %14s\n", "dtype", "uncached", "cold", "+close", "warm", "record MB",
+              "uncached/warm", "cold/warm");
   load_all(model, nullptr, std::nullopt, *backend);  // page the model file in once
   for (std::optional<DType> dtype : dtypes) {
     std::vector<double> uncached, cold, close, warm;
@@ -137,8 +137,8 @@ int main(int argc, char** argv) {
     }
     fs::remove_all(dir);
     const double u = median(uncached), c = median(cold), cl = median(close), w = median(warm);
-    std::printf("%-5s %9.3fs %9.3fs %9.3fs %9.3fs %10.1f %13.1fx %13.1fx\n", serving_dtype_key(dtype).c_str(), u, c,
-                cl, w, static_cast<double>(bytes) / 1e6, u / w, c / w);
+    std::printf("%-5s %9.3fs %9.3fs %9.3fs %9.3fs %10.1f %13.1fx %13.1fx\n", serving_dtype_key(dtype).c_str(), u, c, cl,
+                w, static_cast<double>(bytes) / 1e6, u / w, c / w);
   }
   return 0;
 }

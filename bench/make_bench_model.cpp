@@ -40,8 +40,9 @@ Tensor ones(int64_t n) {
 int main(int argc, char** argv) {
   const std::string out = bench::arg(argc, argv, "out", "");
   if (out.empty()) {
-    std::fprintf(stderr, "usage: make_bench_model --out=DIR [--layers=22] [--dtype=bf16] [--experts=0] "
-                         "[--experts-per-token=2]\n");
+    std::fprintf(stderr,
+                 "usage: make_bench_model --out=DIR [--layers=22] [--dtype=bf16] [--experts=0] "
+                 "[--experts-per-token=2]\n");
     return 2;
   }
   const int64_t layers = std::stoll(bench::arg(argc, argv, "layers", "22"));
@@ -54,10 +55,12 @@ int main(int argc, char** argv) {
   const int64_t vocab = 32000, hidden = 2048, inter = 5632, heads = 32, kv_heads = 4, head_dim = hidden / heads;
   std::filesystem::create_directories(out);
   const std::string arch = experts > 0 ? R"("architectures": ["MixtralForCausalLM"], "model_type": "mixtral",
-  "num_local_experts": )" + std::to_string(experts) + R"(, "num_experts_per_tok": )" + std::to_string(per_token) + ","
+  "num_local_experts": )" + std::to_string(experts) +
+                                             R"(, "num_experts_per_tok": )" + std::to_string(per_token) + ","
                                        : R"("architectures": ["LlamaForCausalLM"], "model_type": "llama",)";
   std::ofstream(out + "/config.json") << "{\n  " << arch << R"( "vocab_size": 32000, "hidden_size": 2048,
-  "intermediate_size": 5632, "num_hidden_layers": )" << layers << R"(, "num_attention_heads": 32,
+  "intermediate_size": 5632, "num_hidden_layers": )"
+                                      << layers << R"(, "num_attention_heads": 32,
   "num_key_value_heads": 4, "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
   "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"
 })";
@@ -69,8 +72,10 @@ int main(int argc, char** argv) {
     auto name = [&](const char* s) { return "model.layers." + std::to_string(l) + "." + s; };
     tensors.emplace_back(name("input_layernorm.weight"), ones(hidden));
     tensors.emplace_back(name("self_attn.q_proj.weight"), random_matrix(hidden, hidden, *dtype, seed++, a_h));
-    tensors.emplace_back(name("self_attn.k_proj.weight"), random_matrix(kv_heads * head_dim, hidden, *dtype, seed++, a_h));
-    tensors.emplace_back(name("self_attn.v_proj.weight"), random_matrix(kv_heads * head_dim, hidden, *dtype, seed++, a_h));
+    tensors.emplace_back(name("self_attn.k_proj.weight"),
+                         random_matrix(kv_heads * head_dim, hidden, *dtype, seed++, a_h));
+    tensors.emplace_back(name("self_attn.v_proj.weight"),
+                         random_matrix(kv_heads * head_dim, hidden, *dtype, seed++, a_h));
     tensors.emplace_back(name("self_attn.o_proj.weight"), random_matrix(hidden, hidden, *dtype, seed++, a_h));
     tensors.emplace_back(name("post_attention_layernorm.weight"), ones(hidden));
     if (experts == 0) {

@@ -113,7 +113,6 @@ inline std::string kv_reads_problem(const KvPages& cache, std::span<const int32_
   return {};
 }
 
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -178,8 +177,7 @@ class Backend {
   // multiplies cos and sin (a RoPE scaling's attention factor where it cannot be folded into the attention's scale:
   // with partial rotary the passed values keep theirs). The rotation is orthogonal, so rope
   // with negated positions is its inverse (up to scale²) and its gradient.
-  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
-            float scale = 1.0f);
+  void rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq, float scale = 1.0f);
   // out = silu(gate) · up, elementwise.
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& out);
   // out = gelu(gate) · up, elementwise (GeGLU: Gemma 2's MLP with the tanh form); out may be gate or up.
@@ -191,8 +189,7 @@ class Backend {
   // Softmax over the last dimension, in place.
   void softmax(Tensor& x);
   // Stores k, v [B, T, Hkv, Dh] into the cache's slots positions[b·T + t] (B = cache.batch).
-  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
-                const KvPages& cache);
+  void kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, const KvPages& cache);
   // rope(q) and rope(k) in place, then kv_write(k, v) at the same positions: q [B·T, Hq, Dh], k, v [B·T, Hkv, Dh].
   // One pass where the backend can (a decode step's three position-dependent operations); by default the three
   // calls.
@@ -201,16 +198,15 @@ class Backend {
   // Causal grouped-query attention. q [B, T, Hq, Dh] attends, per token, to the cache's slots
   // spec.first_slot(p)..p of its sequence, p = positions[b·T + t] (query head h uses KV head h / (Hq / Hkv));
   // out [B, T, Hq·Dh].
-  void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
-                 const AttentionSpec& spec, Tensor& out);
+  void attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions, const AttentionSpec& spec,
+                 Tensor& out);
   // out[i, :] = scale · table[ids[i], :] as f32; table [V, D] of any weight dtype (scale: Gemma's √hidden, else 1).
   void embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out);
   // out[i, :] = x[rows[i], :] for x [M, D] and out [R, D], R = rows.size() (the tokens routed to one expert).
   void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out);
   // out[rows[i], :] += scale[i] · x[i, :] for x [R, D] and out [M, D]; `rows` are distinct (an expert's output added
   // to the tokens routed to it, weighted by the router).
-  void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
-                        Tensor& out);
+  void scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale, Tensor& out);
 
   // --- gradients ----------------------------------------------------------------------------------------------
   // Training keeps block weights frozen: these give gradients with respect to activations, plus the weight
@@ -226,8 +222,7 @@ class Backend {
   // For out = gelu(x): dx = gelu'(x) · d_out (dx may be d_out).
   void gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx);
   // For out = silu(gate) · up: d_gate and d_up from d_out (d_gate may be d_out).
-  void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
-                         Tensor& d_up);
+  void silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate, Tensor& d_up);
   // For out = gelu(gate) · up: the same (d_gate may be d_out).
   void gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
                          Tensor& d_up);
@@ -251,14 +246,13 @@ class Backend {
     do_add(y, t, y);
   }
   // By default one matmul after the other.
-  virtual void do_matmul_many(const Tensor& x, std::span<const Tensor* const> ws,
-                              std::span<const Tensor* const> biases, std::span<Tensor* const> ys) {
+  virtual void do_matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
+                              std::span<Tensor* const> ys) {
     for (size_t i = 0; i < ws.size(); ++i) do_matmul(x, *ws[i], biases[i], *ys[i]);
   }
   virtual void do_rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
   virtual void do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
-  virtual void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
-                       float scale) = 0;
+  virtual void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq, float scale) = 0;
   virtual void do_silu_mul(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
   virtual void do_gelu_mul(const Tensor& gate, const Tensor& up, Gelu form, Tensor& out) = 0;
   virtual void do_gelu(const Tensor& x, Gelu form, Tensor& out) = 0;
@@ -283,8 +277,7 @@ class Backend {
   virtual void do_matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) = 0;
   virtual void do_matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) = 0;
   virtual void do_rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) = 0;
-  virtual void do_layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy,
-                                      Tensor& dx) = 0;
+  virtual void do_layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) = 0;
   virtual void do_gelu_backward(const Tensor& x, Gelu form, const Tensor& d_out, Tensor& dx) = 0;
   virtual void do_silu_mul_backward(const Tensor& gate, const Tensor& up, const Tensor& d_out, Tensor& d_gate,
                                     Tensor& d_up) = 0;
@@ -300,7 +293,6 @@ class Backend {
   void check_matmul(const char* op, const Tensor& x, const Tensor& w, const Tensor* bias, const Tensor& y) const;
   void check_kv(const char* op, const KvPages& cache, int64_t kv_heads, int64_t head_dim) const;
 };
-
 
 // "cpu" or "cuda" / "cuda:N". Throws std::runtime_error naming what is missing (no CUDA build, no GPU).
 std::unique_ptr<Backend> make_backend(std::string_view device, int cpu_threads = 0);

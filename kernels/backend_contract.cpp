@@ -99,8 +99,7 @@ void Backend::matmul_add(const Tensor& x, const Tensor& w, const Tensor* bias, T
 
 void Backend::matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
                           std::span<Tensor* const> ys) {
-  if (!(biases.size() == ws.size() && ys.size() == ws.size()))
-    fail("matmul_many: as many weights, biases and outputs");
+  if (!(biases.size() == ws.size() && ys.size() == ws.size())) fail("matmul_many: as many weights, biases and outputs");
   for (size_t i = 0; i < ws.size(); ++i) check_matmul("matmul_many", x, *ws[i], biases[i], *ys[i]);
   if (!ws.empty()) do_matmul_many(x, ws, biases, ys);
 }
@@ -198,8 +197,8 @@ void Backend::attention(const Tensor& q, const KvPages& cache, std::span<const i
   const int64_t hkv = cache.k.rank() == 4 ? cache.k.dim(2) : 0;
   check_kv("attention", cache, hkv, q.dim(3));
   if (!(cache.batch == b && hkv > 0 && hq % hkv == 0))
-    fail("attention: q " + q.describe() + " does not fit a cache of " + std::to_string(cache.batch) +
-         " sequences of " + std::to_string(hkv) + " KV heads");
+    fail("attention: q " + q.describe() + " does not fit a cache of " + std::to_string(cache.batch) + " sequences of " +
+         std::to_string(hkv) + " KV heads");
   if (!(out.numel() == q.numel())) fail("attention: output " + out.describe() + " does not match q " + q.describe());
   if (!(static_cast<int64_t>(positions.size()) == b * t))
     fail("attention: " + std::to_string(positions.size()) + " positions for " + std::to_string(b * t) + " tokens");
@@ -216,8 +215,7 @@ void Backend::embed(const Tensor& table, std::span<const int32_t> ids, float sca
   require_f32(out, "embed", "out");
   const int64_t vocab = table.dim(0), d = table.dim(1);
   if (!(out.numel() == static_cast<int64_t>(ids.size()) * d))
-    fail("embed: output " + out.describe() + " is not [" + std::to_string(ids.size()) + ", " + std::to_string(d) +
-         "]");
+    fail("embed: output " + out.describe() + " is not [" + std::to_string(ids.size()) + ", " + std::to_string(d) + "]");
   for (int32_t id : ids)
     if (!(id >= 0 && id < vocab))
       fail("embed: token id " + std::to_string(id) + " outside the vocabulary of " + std::to_string(vocab));

@@ -116,8 +116,8 @@ std::string_view dtype_name(DType t) {
 }
 
 std::span<const DType> weight_dtypes() {
-  static constexpr DType kWeights[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
-                                       DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K, DType::q3_K,
+  static constexpr DType kWeights[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,  DType::q4_0,
+                                       DType::q4_1, DType::q5_0, DType::q5_1, DType::q2_K,  DType::q3_K,
                                        DType::q4_K, DType::q5_K, DType::q6_K, DType::iq4_nl};
   return kWeights;
 }
@@ -167,8 +167,16 @@ float f16_to_f32(uint16_t h) {
 
 uint16_t f32_to_f16(float f) {
   // Round to nearest even. Subnormals go through a float addition that lets the FPU do the rounding.
-  auto as_bits = [](float x) { uint32_t b; std::memcpy(&b, &x, 4); return b; };
-  auto as_float = [](uint32_t b) { float x; std::memcpy(&x, &b, 4); return x; };
+  auto as_bits = [](float x) {
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    return b;
+  };
+  auto as_float = [](uint32_t b) {
+    float x;
+    std::memcpy(&x, &b, 4);
+    return x;
+  };
   constexpr uint32_t f32_inf = 255u << 23, f16_overflow = (127u + 16u) << 23;
   constexpr uint32_t denorm_magic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
   uint32_t u = as_bits(f);
@@ -322,7 +330,8 @@ void store_values(Block& b, const int (&q)[kQuantBlock]) {
 // q4_0 / q5_0 (16 or 32 levels): d = the signed value of largest magnitude over -levels/2, q = x / d + levels/2.
 template <class Block>
 void quantize_abs_max(const float* src, void* dst, int64_t n) {
-  constexpr int levels = requires(Block b) { b.qh; } ? 32 : 16;
+  constexpr bool kFifthBit = requires(Block b) { b.qh; };
+  constexpr int levels = kFifthBit ? 32 : 16;
   auto* b = static_cast<Block*>(dst);
   for (int64_t k = 0; k < n / kQuantBlock; ++k) {
     const float* x = src + k * kQuantBlock;
@@ -341,7 +350,8 @@ void quantize_abs_max(const float* src, void* dst, int64_t n) {
 // q4_1 / q5_1: the block's [min, max] in 15 or 31 steps.
 template <class Block>
 void quantize_min_max(const float* src, void* dst, int64_t n) {
-  constexpr int levels = requires(Block b) { b.qh; } ? 32 : 16;
+  constexpr bool kFifthBit = requires(Block b) { b.qh; };
+  constexpr int levels = kFifthBit ? 32 : 16;
   auto* b = static_cast<Block*>(dst);
   for (int64_t k = 0; k < n / kQuantBlock; ++k) {
     const float* x = src + k * kQuantBlock;
@@ -370,9 +380,7 @@ void quantize_blocks(const float* src, void* dst, int64_t n, void (*f)(const flo
 
 void to_f32(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
-    case DType::f32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-      return;
+    case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
     case DType::f16: {
       auto* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
@@ -461,9 +469,7 @@ void to_f32(DType t, const void* src, float* dst, int64_t n) {
 
 void from_f32(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {
-    case DType::f32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-      return;
+    case DType::f32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
     case DType::f16: {
       auto* o = static_cast<uint16_t*>(dst);
       for (int64_t i = 0; i < n; ++i) o[i] = f32_to_f16(src[i]);

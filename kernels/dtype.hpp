@@ -40,9 +40,31 @@ namespace corolla {
 // The *_r16 dtypes are q4_0, q8_0, q4_1, iq4_nl and the K-quants with their rows interleaved by 16, a layout of the
 // CPU kernels (kernels/interleaved_rows.hpp): the same bytes per row on average, never in a file or on the wire.
 enum class DType : uint8_t {
-  f32, f16, bf16, q8_0, q4_0, q4_1, i32, i64, q4_K, q5_K, q6_K, q5_0, q5_1,
-  q4_0_r16, q8_0_r16, q4_K_r16, q5_K_r16, q6_K_r16, q4_1_r16,
-  q2_K, q3_K, iq4_nl, q2_K_r16, q3_K_r16, iq4_nl_r16
+  f32,
+  f16,
+  bf16,
+  q8_0,
+  q4_0,
+  q4_1,
+  i32,
+  i64,
+  q4_K,
+  q5_K,
+  q6_K,
+  q5_0,
+  q5_1,
+  q4_0_r16,
+  q8_0_r16,
+  q4_K_r16,
+  q5_K_r16,
+  q6_K_r16,
+  q4_1_r16,
+  q2_K,
+  q3_K,
+  iq4_nl,
+  q2_K_r16,
+  q3_K_r16,
+  iq4_nl_r16
 };
 inline constexpr size_t kDTypeCount = static_cast<size_t>(DType::iq4_nl_r16) + 1;
 

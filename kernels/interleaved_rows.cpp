@@ -69,13 +69,24 @@ const Layout& layout(DType plain) {
   static const Layout q8_0(record_sources({{0, 2, true}, {2, 32, false, 0x80}}));
   static const Layout q4_1(record_sources({{0, 2, true}, {2, 2, true}, {4, 16, false}}));
   static const Layout q4_K(record_sources({{0, 2, true}, {2, 2, true}, {4, 12, false}, {16, 128, false}}));
-  static const Layout q5_K(record_sources({{0, 2, true}, {2, 2, true}, {4, 12, false}, {16, 32, false}, {48, 128, false}}));
+  static const Layout q5_K(
+      record_sources({{0, 2, true}, {2, 2, true}, {4, 12, false}, {16, 32, false}, {48, 128, false}}));
   // q6_K in the order its kernel reads it: per half h of the values and part p (words 0..3 or 4..7 of each chunk),
   // 16 bytes of qh, then 16 of each of the two ql runs.
-  static const Layout q6_K(record_sources({{208, 2, true},  {192, 16, false}, {128, 16, false}, {0, 16, false},
-                                           {32, 16, false}, {144, 16, false}, {16, 16, false},  {48, 16, false},
-                                           {160, 16, false}, {64, 16, false}, {96, 16, false},  {176, 16, false},
-                                           {80, 16, false}, {112, 16, false}}));
+  static const Layout q6_K(record_sources({{208, 2, true},
+                                           {192, 16, false},
+                                           {128, 16, false},
+                                           {0, 16, false},
+                                           {32, 16, false},
+                                           {144, 16, false},
+                                           {16, 16, false},
+                                           {48, 16, false},
+                                           {160, 16, false},
+                                           {64, 16, false},
+                                           {96, 16, false},
+                                           {176, 16, false},
+                                           {80, 16, false},
+                                           {112, 16, false}}));
   // q2_K: d, dmin, scales, qs; q3_K: d, scales, hmask, qs.
   static const Layout q2_K(record_sources({{80, 2, true}, {82, 2, true}, {0, 16, false}, {16, 64, false}}));
   static const Layout q3_K(record_sources({{108, 2, true}, {96, 12, false}, {0, 32, false}, {32, 64, false}}));

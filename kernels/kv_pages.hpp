@@ -21,10 +21,10 @@
 namespace corolla {
 
 struct KvPages {
-  Tensor k, v;                      // the pools [P, page_tokens, Hkv, Dh], f32
-  std::span<const int32_t> table;   // [batch, pages_per_sequence] page numbers
+  Tensor k, v;                     // the pools [P, page_tokens, Hkv, Dh], f32
+  std::span<const int32_t> table;  // [batch, pages_per_sequence] page numbers
   int64_t batch = 0;
-  bool ring = false;                // positions wrap around the slots: the cache keeps the latest of them
+  bool ring = false;  // positions wrap around the slots: the cache keeps the latest of them
 
   int64_t page_tokens() const { return k.rank() == 4 ? k.dim(1) : 0; }
   int64_t pages_per_sequence() const { return batch > 0 ? static_cast<int64_t>(table.size()) / batch : 0; }

@@ -119,7 +119,7 @@ void quantize_iq4_nl(const float* src, void* dst, int64_t n) {
   auto* b = static_cast<BlockIQ4_NL*>(dst);
   for (int64_t k = 0; k < n / kQuantBlock; ++k) {
     const float* x = src + k * kQuantBlock;
-    auto fit = [&](float d, int (&q)[kQuantBlock]) {
+    auto fit = [&](float d, int(&q)[kQuantBlock]) {
       const float id = d != 0 ? 1.f / d : 0.f;
       float err = 0;
       for (int i = 0; i < kQuantBlock; ++i) {
@@ -142,8 +142,7 @@ void quantize_iq4_nl(const float* src, void* dst, int64_t n) {
       if (fit(refit, refit_q) < err) d = refit, std::copy(refit_q, refit_q + kQuantBlock, q);
     }
     b[k].d = f32_to_f16(d);
-    for (int j = 0; j < kQuantBlock / 2; ++j)
-      b[k].qs[j] = static_cast<uint8_t>(q[j] | q[j + kQuantBlock / 2] << 4);
+    for (int j = 0; j < kQuantBlock / 2; ++j) b[k].qs[j] = static_cast<uint8_t>(q[j] | q[j + kQuantBlock / 2] << 4);
   }
 }
 

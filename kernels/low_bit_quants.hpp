@@ -9,8 +9,8 @@
 
 namespace corolla {
 
-void dequant_q2_K(const BlockQ2_K& b, float* y);     // 256 values
-void dequant_q3_K(const BlockQ3_K& b, float* y);     // 256 values
+void dequant_q2_K(const BlockQ2_K& b, float* y);              // 256 values
+void dequant_q3_K(const BlockQ3_K& b, float* y);              // 256 values
 void dequant_iq4_nl(const void* src, float* dst, int64_t n);  // n a multiple of 32
 
 void quantize_q2_K(const float* x, BlockQ2_K& b);

@@ -2,8 +2,8 @@
 // (sim/cost_backend.hpp) implements Backend and this interface; its operations only account the time the work
 // would take on the modelled device. The caller of a block's forward then lets that time pass: the block actors
 // of a server queue their work on the device (all of them share its backend) and the last block of a step delays
-// its reply until the step's work ends. For the real backends, which spent the time for real, it is zero: one rule for all,
-// and no actor asks whether it is simulated.
+// its reply until the step's work ends. For the real backends, which spent the time for real, it is zero: one rule for
+// all, and no actor asks whether it is simulated.
 #pragma once
 
 #include <algorithm>

@@ -68,8 +68,7 @@ Tensor Tensor::view(void* data, DType dtype, Shape shape, std::shared_ptr<const 
 }
 
 Tensor Tensor::reshaped(Shape shape) const {
-  if (shape.numel() != numel())
-    throw std::invalid_argument("cannot reshape " + describe() + " to " + shape.str());
+  if (shape.numel() != numel()) throw std::invalid_argument("cannot reshape " + describe() + " to " + shape.str());
   Tensor t = *this;
   t.shape_ = shape;
   return t;

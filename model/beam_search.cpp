@@ -68,8 +68,8 @@ BeamSearch::Step BeamSearch::advance(std::span<const float> logits, int64_t voca
     log_softmax(logits.data() + b * vocab, vocab, row);
     for (int64_t v = 0; v < vocab; ++v) row[v] += running_[static_cast<size_t>(b)].score;
   }
-  const int64_t keep = std::min<int64_t>(std::max<int64_t>(2, 1 + static_cast<int64_t>(p_.eos.size())) * beams,
-                                         beams * vocab);
+  const int64_t keep =
+      std::min<int64_t>(std::max<int64_t>(2, 1 + static_cast<int64_t>(p_.eos.size())) * beams, beams * vocab);
   const std::vector<int64_t> top = top_k(scores, keep);
   std::vector<Hypothesis> candidates(static_cast<size_t>(keep));
   std::vector<int32_t> source(static_cast<size_t>(keep));
@@ -89,7 +89,8 @@ BeamSearch::Step BeamSearch::advance(std::span<const float> logits, int64_t voca
   // The next running beams: the best candidates that did not end.
   std::vector<float> alive(static_cast<size_t>(keep));
   for (int64_t k = 0; k < keep; ++k)
-    alive[static_cast<size_t>(k)] = candidates[static_cast<size_t>(k)].score + (ends[static_cast<size_t>(k)] ? kDead : 0.0f);
+    alive[static_cast<size_t>(k)] =
+        candidates[static_cast<size_t>(k)].score + (ends[static_cast<size_t>(k)] ? kDead : 0.0f);
   Step step;
   std::vector<Hypothesis> next(static_cast<size_t>(beams));
   const std::vector<int64_t> chosen = top_k(alive, beams);
@@ -121,15 +122,15 @@ BeamSearch::Step BeamSearch::advance(std::span<const float> logits, int64_t voca
   for (const auto& h : merged) merged_scores.push_back(h.score);
   std::vector<Hypothesis> best(static_cast<size_t>(beams));
   const std::vector<int64_t> order = top_k(merged_scores, beams);
-  for (int64_t b = 0; b < beams; ++b) best[static_cast<size_t>(b)] = merged[static_cast<size_t>(order[static_cast<size_t>(b)])];
+  for (int64_t b = 0; b < beams; ++b)
+    best[static_cast<size_t>(b)] = merged[static_cast<size_t>(order[static_cast<size_t>(b)])];
   finished_ = std::move(best);
   running_ = std::move(next);
   ++generated_;
 
   // Whether the running beams could still beat the worst finished hypothesis (transformers' heuristic).
-  const int64_t hypothetical = p_.early_stopping == EarlyStopping::never && p_.length_penalty > 0.0
-                                   ? p_.max_new_tokens
-                                   : generated_;
+  const int64_t hypothetical =
+      p_.early_stopping == EarlyStopping::never && p_.length_penalty > 0.0 ? p_.max_new_tokens : generated_;
   const float best_possible =
       running_.front().score / std::pow(static_cast<float>(hypothetical), static_cast<float>(p_.length_penalty));
   float worst = finished_.front().score;

@@ -32,7 +32,6 @@ HeadNames head_names(const WeightSource& src) {
 
 }  // namespace
 
-
 ClientHead::ClientHead(const WeightSource& src, Backend& backend, std::optional<DType> dtype)
     : backend_(backend), config_(src.config()) {
   const int64_t v = config_.vocab_size, d = config_.hidden_size;
@@ -74,14 +73,18 @@ Tensor ClientHead::embed(std::span<const int32_t> ids, int64_t batch) const {
 
 void ClientHead::final_norm(const Tensor& x, Tensor& y) const {
   const float eps = static_cast<float>(config_.norm_eps);
-  if (config_.layer_norm) backend_.layer_norm(x, norm_, norm_bias_, eps, y);
-  else backend_.rms_norm(x, norm_, eps, y);
+  if (config_.layer_norm)
+    backend_.layer_norm(x, norm_, norm_bias_, eps, y);
+  else
+    backend_.rms_norm(x, norm_, eps, y);
 }
 
 void ClientHead::final_norm_backward(const Tensor& x, const Tensor& dy, Tensor& dx) const {
   const float eps = static_cast<float>(config_.norm_eps);
-  if (config_.layer_norm) backend_.layer_norm_backward(x, norm_, eps, dy, dx);
-  else backend_.rms_norm_backward(x, norm_, eps, dy, dx);
+  if (config_.layer_norm)
+    backend_.layer_norm_backward(x, norm_, eps, dy, dx);
+  else
+    backend_.rms_norm_backward(x, norm_, eps, dy, dx);
 }
 
 Tensor ClientHead::logits(const Tensor& hidden) const {
@@ -91,8 +94,8 @@ Tensor ClientHead::logits(const Tensor& hidden) const {
                                 std::to_string(d));
   const int64_t rows = hidden.numel() / d;
   // A swarm client's hidden states arrive from the network on the host; its head may sit on a GPU.
-  Tensor x = hidden.device() == backend_.device() ? hidden.reshaped({rows, d})
-                                                  : backend_.upload(hidden.reshaped({rows, d}));
+  Tensor x =
+      hidden.device() == backend_.device() ? hidden.reshaped({rows, d}) : backend_.upload(hidden.reshaped({rows, d}));
   Tensor n = backend_.alloc(DType::f32, {rows, d});
   Tensor out = backend_.alloc(DType::f32, {rows, config_.vocab_size});
   final_norm(x, n);

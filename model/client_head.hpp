@@ -41,7 +41,7 @@ class ClientHead {
   Backend& backend_;
   ModelConfig config_;
   Tensor embeddings_, norm_, norm_bias_, lm_head_;
-  float embedding_scale_ = 1.0f;  // Gemma's √hidden, in f32
+  float embedding_scale_ = 1.0f;                 // Gemma's √hidden, in f32
   Tensor embedding_norm_, embedding_norm_bias_;  // BLOOM's word_embeddings_layernorm
 };
 

@@ -18,8 +18,7 @@ const std::vector<std::string> kArchitectures = {"bloom",   "falcon", "gemma2", 
                                                  "mixtral", "phi3",   "qwen2",  "qwen3"};
 // The general.architecture values of the GGUF files whose tensors the loader maps (llama.cpp writes Mistral and
 // Mixtral as "llama"; its Falcon files hold the parallel layouts only).
-const std::vector<std::string> kGgufArchitectures = {"bloom", "falcon", "gemma2", "llama",
-                                                     "phi3",  "qwen2",  "qwen3"};
+const std::vector<std::string> kGgufArchitectures = {"bloom", "falcon", "gemma2", "llama", "phi3", "qwen2", "qwen3"};
 
 bool supported(const std::string& arch, const std::vector<std::string>& list = kArchitectures) {
   for (const auto& a : list)
@@ -27,7 +26,8 @@ bool supported(const std::string& arch, const std::vector<std::string>& list = k
   return false;
 }
 
-std::string unsupported_architecture(const std::string& arch, const std::vector<std::string>& supported = kArchitectures) {
+std::string unsupported_architecture(const std::string& arch,
+                                     const std::vector<std::string>& supported = kArchitectures) {
   std::string list;
   for (const auto& a : supported) list += (list.empty() ? "" : ", ") + a;
   return "unsupported architecture '" + arch + "' (supported: " + list + ")";
@@ -53,7 +53,7 @@ std::vector<float> ModelConfig::rope_inv_freq(int64_t length) const {
     const float wavelength = std::pow(static_cast<float>(rope_theta), exponent);
     inv[static_cast<size_t>(i)] =
         1.0f / (divisors && static_cast<size_t>(i) < divisors->size() ? (*divisors)[static_cast<size_t>(i)] * wavelength
-                                                                     : wavelength);
+                                                                      : wavelength);
   }
   if (rope_scaling.type == "linear") {
     for (auto& f : inv) f = static_cast<float>(f / rope_scaling.factor);
@@ -83,7 +83,9 @@ std::vector<float> ModelConfig::rope_inv_freq(int64_t length) const {
 namespace {
 
 // YaRN's mscale (its paper's eq. 21) as Hugging Face computes it.
-double yarn_mscale(double scale, double mscale = 1.0) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
+double yarn_mscale(double scale, double mscale = 1.0) {
+  return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
 
 }  // namespace
 
@@ -123,7 +125,8 @@ double ModelConfig::rope_attention_factor() const {
   }
   if (r.type != "yarn") return 1.0;
   if (r.attention_factor > 0) return r.attention_factor;
-  if (r.mscale != 0 && r.mscale_all_dim != 0) return yarn_mscale(r.factor, r.mscale) / yarn_mscale(r.factor, r.mscale_all_dim);
+  if (r.mscale != 0 && r.mscale_all_dim != 0)
+    return yarn_mscale(r.factor, r.mscale) / yarn_mscale(r.factor, r.mscale_all_dim);
   return yarn_mscale(r.factor);
 }
 
@@ -140,8 +143,7 @@ constexpr int64_t kMaxExperts = 1024;
 void ModelConfig::validate(const std::string& source) const {
   auto fail = [&](const std::string& msg) { throw std::runtime_error(source + ": " + msg); };
   auto count = [&](const char* key, int64_t v, int64_t max) {
-    if (v <= 0 || v > max)
-      fail(std::string(key) + " " + std::to_string(v) + " must be in 1.." + std::to_string(max));
+    if (v <= 0 || v > max) fail(std::string(key) + " " + std::to_string(v) + " must be in 1.." + std::to_string(max));
   };
   auto positive_finite = [&](const std::string& key, double v) {
     if (!std::isfinite(v) || v <= 0) fail(key + " " + std::to_string(v) + " must be a finite number above 0");
@@ -184,12 +186,13 @@ void ModelConfig::validate(const std::string& source) const {
                                                    ? std::vector<std::string>{"gelu", "gelu_tanh"}
                                                    : std::vector<std::string>{"silu"};
   if (!supported(hidden_act, activations))
-    fail("hidden_act '" + hidden_act + "' is not supported for " + arch + " (supported: " +
-         (activations.size() == 1 ? activations[0] : activations[0] + ", " + activations[1]) + ")");
-  for (const auto& [key, v] : {std::pair{"query_pre_attn_scalar", query_pre_attn_scalar},
-                                std::pair{"attn_logit_softcapping", attn_softcap},
-                                std::pair{"final_logit_softcapping", final_softcap}})
-    if (!std::isfinite(v) || v < 0) fail(std::string(key) + " " + std::to_string(v) + " must be a finite number above 0");
+    fail("hidden_act '" + hidden_act + "' is not supported for " + arch +
+         " (supported: " + (activations.size() == 1 ? activations[0] : activations[0] + ", " + activations[1]) + ")");
+  for (const auto& [key, v] :
+       {std::pair{"query_pre_attn_scalar", query_pre_attn_scalar}, std::pair{"attn_logit_softcapping", attn_softcap},
+        std::pair{"final_logit_softcapping", final_softcap}})
+    if (!std::isfinite(v) || v < 0)
+      fail(std::string(key) + " " + std::to_string(v) + " must be a finite number above 0");
   if (sliding_window < 0 || sliding_window > kMaxPositions)
     fail("sliding_window " + std::to_string(sliding_window) + " must be in 0.." + std::to_string(kMaxPositions));
   if (sliding_window > 0 && static_cast<int64_t>(window_layers.size()) != num_layers)
@@ -203,8 +206,8 @@ void ModelConfig::validate(const std::string& source) const {
     positive_finite("rope_scaling factor", rope_scaling.factor);
   if (rope_scaling.type == "longrope") {
     count("rope_scaling original_max_position_embeddings", rope_scaling.original_max_position, kMaxPositions);
-    for (const auto& [name, factors] : {std::pair{"short_factor", &rope_scaling.short_factor},
-                                        std::pair{"long_factor", &rope_scaling.long_factor}}) {
+    for (const auto& [name, factors] :
+         {std::pair{"short_factor", &rope_scaling.short_factor}, std::pair{"long_factor", &rope_scaling.long_factor}}) {
       if (static_cast<int64_t>(factors->size()) != rope_dim() / 2)
         fail(std::string("rope_scaling ") + name + " has " + std::to_string(factors->size()) +
              " values; longrope needs one per frequency, rotary dim / 2 = " + std::to_string(rope_dim() / 2));
@@ -230,9 +233,9 @@ void ModelConfig::validate(const std::string& source) const {
     count("rope_scaling original_max_position_embeddings", rope_scaling.original_max_position, kMaxPositions);
     positive_finite("rope_scaling beta_fast", rope_scaling.beta_fast);
     positive_finite("rope_scaling beta_slow", rope_scaling.beta_slow);
-    for (const auto& [name, v] : {std::pair{"attention_factor", rope_scaling.attention_factor},
-                                  std::pair{"mscale", rope_scaling.mscale},
-                                  std::pair{"mscale_all_dim", rope_scaling.mscale_all_dim}})
+    for (const auto& [name, v] :
+         {std::pair{"attention_factor", rope_scaling.attention_factor}, std::pair{"mscale", rope_scaling.mscale},
+          std::pair{"mscale_all_dim", rope_scaling.mscale_all_dim}})
       if (!std::isfinite(v) || v < 0) fail(std::string("rope_scaling ") + name + " must be finite and not negative");
     if (!(rope_theta > 1)) fail("yarn needs rope_theta above 1");
     if (!std::isfinite(rope_attention_factor()) || !(rope_attention_factor() > 0))
@@ -350,9 +353,12 @@ void read_gemma2(const JsonFields& f, const nlohmann::json& j, ModelConfig& c) {
   c.norm_eps = f.number_or("rms_norm_eps", 1e-6);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
   const std::string act = f.string_or("hidden_activation", "gelu_pytorch_tanh");
-  if (act == "gelu_pytorch_tanh" || act == "gelu_new") c.hidden_act = "gelu_tanh";  // the same function
-  else if (act == "gelu") c.hidden_act = "gelu";  // exact, with erf
-  else f.fail("hidden_activation", "is '" + act + "' (supported: gelu_pytorch_tanh, gelu_new, gelu)");
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new")
+    c.hidden_act = "gelu_tanh";  // the same function
+  else if (act == "gelu")
+    c.hidden_act = "gelu";  // exact, with erf
+  else
+    f.fail("hidden_activation", "is '" + act + "' (supported: gelu_pytorch_tanh, gelu_new, gelu)");
   c.norm_plus_one = c.scale_embeddings = c.post_norms = true;
   c.qkv_bias = c.o_bias = f.boolean_or("attention_bias", false);
   if (f.boolean_or("use_bidirectional_attention", false))
@@ -396,8 +402,7 @@ void read_arch_options(const JsonFields& f, const nlohmann::json& j, ModelConfig
       c.num_experts = f.integer("num_local_experts");
       c.experts_per_token = f.integer("num_experts_per_tok");
     }
-    c.window_layers.assign(c.num_layers > 0 && c.num_layers <= kMaxLayers ? c.num_layers : 0,
-                           c.sliding_window > 0);
+    c.window_layers.assign(c.num_layers > 0 && c.num_layers <= kMaxLayers ? c.num_layers : 0, c.sliding_window > 0);
   } else if (c.arch == "qwen2" || c.arch == "qwen3") {
     if (c.arch == "qwen2") {
       c.qkv_bias = true;
@@ -436,8 +441,10 @@ void read_rope(const JsonFields& f, const nlohmann::json& j, ModelConfig& c, con
   }
   // Older configs say rope_scaling; newer ones rope_parameters (which may also carry rope_theta).
   const nlohmann::json* rope = nullptr;
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) rope = &j["rope_scaling"];
-  else if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) rope = &j["rope_parameters"];
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object())
+    rope = &j["rope_scaling"];
+  else if (j.contains("rope_parameters") && j["rope_parameters"].is_object())
+    rope = &j["rope_parameters"];
   if (rope) {
     const JsonFields r(*rope, path);
     if (!f.present("rope_theta")) c.rope_theta = r.number_or("rope_theta", c.rope_theta);
@@ -516,37 +523,46 @@ void read_falcon(const JsonFields& f, const nlohmann::json& j, ModelConfig& c, c
   // num_key_value_heads, written by newer versions, is derived from these three and recomputed on load.
   c.num_kv_heads = new_arch || !multi_query ? kv_heads : 1;
   if (!new_arch && !multi_query && kv_heads != c.num_heads)
-    f.fail("num_kv_heads", "is " + std::to_string(kv_heads) + " with multi_query and new_decoder_architecture false: "
-                           "that layout stores a key and a value for each of the " + std::to_string(c.num_heads) +
-                           " query heads, so only num_kv_heads = num_attention_heads is computed");
+    f.fail("num_kv_heads", "is " + std::to_string(kv_heads) +
+                               " with multi_query and new_decoder_architecture false: "
+                               "that layout stores a key and a value for each of the " +
+                               std::to_string(c.num_heads) +
+                               " query heads, so only num_kv_heads = num_attention_heads is computed");
   const int64_t norms = f.integer_or("num_ln_in_parallel_attn", new_arch ? 2 : 0);  // 0: not given
   if (new_arch) {
     if (!c.parallel_attn)
-      f.fail("parallel_attn", "is false with new_decoder_architecture: that layer always runs attention and MLP in "
-                              "parallel (Hugging Face's Falcon has no sequential form of it)");
+      f.fail("parallel_attn",
+             "is false with new_decoder_architecture: that layer always runs attention and MLP in "
+             "parallel (Hugging Face's Falcon has no sequential form of it)");
     if (norms != 1 && norms != 2)
       f.fail("num_ln_in_parallel_attn", "is " + std::to_string(norms) + " (supported: 1, 2)");
     c.separate_mlp_norm = norms == 2;
   } else if (c.parallel_attn && norms != 0 && norms != 1) {
-    f.fail("num_ln_in_parallel_attn", "is " + std::to_string(norms) + " without new_decoder_architecture: only the "
-                                      "new decoder architecture has separate LayerNorms for attention and MLP");
+    f.fail("num_ln_in_parallel_attn", "is " + std::to_string(norms) +
+                                          " without new_decoder_architecture: only the "
+                                          "new decoder architecture has separate LayerNorms for attention and MLP");
   }
   if (f.boolean_or("alibi", false))
-    f.fail("alibi", "is true (Falcon-RW): ALiBi as Falcon computes it (slopes times positions rounded to bfloat16, "
-                    "scaled by 1/sqrt(head_dim)) is not supported; Falcon models with RoPE are");
+    f.fail("alibi",
+           "is true (Falcon-RW): ALiBi as Falcon computes it (slopes times positions rounded to bfloat16, "
+           "scaled by 1/sqrt(head_dim)) is not supported; Falcon models with RoPE are");
   // The original Falcon code took the residual after the LayerNorm when this was set; Hugging Face's ignores it.
   if (f.boolean_or("apply_residual_connection_post_layernorm", false))
     f.fail("apply_residual_connection_post_layernorm",
            "is true: residual connections taken after the LayerNorms are not supported");
-  c.intermediate_size = f.integer_or("ffn_hidden_size", c.hidden_size > 0 && c.hidden_size <= kMaxHidden ? 4 * c.hidden_size : 0);
+  c.intermediate_size =
+      f.integer_or("ffn_hidden_size", c.hidden_size > 0 && c.hidden_size <= kMaxHidden ? 4 * c.hidden_size : 0);
   c.max_position = f.integer_or("max_position_embeddings", 2048);
   c.norm_eps = f.number_or("layer_norm_epsilon", 1e-5);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
   c.qkv_bias = c.o_bias = c.mlp_bias = f.boolean_or("bias", false);
   const std::string act = f.string_or("activation", "gelu");
-  if (act == "gelu") c.hidden_act = "gelu";  // exact, with erf
-  else if (act == "gelu_new" || act == "gelu_pytorch_tanh") c.hidden_act = "gelu_tanh";  // the same function
-  else f.fail("activation", "is '" + act + "' (supported: gelu, gelu_new, gelu_pytorch_tanh)");
+  if (act == "gelu")
+    c.hidden_act = "gelu";  // exact, with erf
+  else if (act == "gelu_new" || act == "gelu_pytorch_tanh")
+    c.hidden_act = "gelu_tanh";  // the same function
+  else
+    f.fail("activation", "is '" + act + "' (supported: gelu, gelu_new, gelu_pytorch_tanh)");
   c.layer_norm = true;
   c.fused_projections = true;
   read_rope(f, j, c, path);
@@ -590,11 +606,14 @@ ModelConfig ModelConfig::from_hf_json_text(std::string_view text, const std::str
   if (!supported(c.arch)) throw std::runtime_error(path + ": " + unsupported_architecture(c.arch));
   // Weights quantized by a library (GPTQ, AWQ, bitsandbytes, FP8...) are not the plain tensors the blocks read.
   if (f.present("quantization_config"))
-    f.fail("quantization_config", "names a quantized checkpoint, which Corolla does not load: use the original "
-                                  "weights (quantize them with --dtype) or a GGUF file");
+    f.fail("quantization_config",
+           "names a quantized checkpoint, which Corolla does not load: use the original "
+           "weights (quantize them with --dtype) or a GGUF file");
   if (c.arch == "bloom" || c.arch == "falcon") {
-    if (c.arch == "bloom") read_bloom(f, c);
-    else read_falcon(f, j, c, path);
+    if (c.arch == "bloom")
+      read_bloom(f, c);
+    else
+      read_falcon(f, j, c, path);
     read_special_tokens(f, j, c, path);
     c.validate(path);
     return c;
@@ -641,9 +660,9 @@ void read_gguf_rope(const GgufFile& g, ModelConfig& c) {
         g.find_int(key("rope.scaling.original_context_length")).value_or(c.max_position);
     c.rope_scaling.beta_fast = g.find_float(key("rope.scaling.yarn_beta_fast")).value_or(32.0);
     c.rope_scaling.beta_slow = g.find_float(key("rope.scaling.yarn_beta_slow")).value_or(1.0);
-    for (const auto& [name, neutral] : {std::pair{"rope.scaling.yarn_ext_factor", 1.0},
-                                        std::pair{"rope.scaling.yarn_attn_factor", 1.0},
-                                        std::pair{"rope.scaling.yarn_log_multiplier", 0.0}})
+    for (const auto& [name, neutral] :
+         {std::pair{"rope.scaling.yarn_ext_factor", 1.0}, std::pair{"rope.scaling.yarn_attn_factor", 1.0},
+          std::pair{"rope.scaling.yarn_log_multiplier", 0.0}})
       if (auto v = g.find_float(key(name)); v && *v != neutral)
         throw std::runtime_error(g.path() + ": " + key(name) + " " + std::to_string(*v) +
                                  " is not supported (YaRN is supported as Hugging Face computes it: " +
@@ -691,8 +710,9 @@ void read_falcon_gguf(const GgufFile& g, ModelConfig& c) {
     throw std::runtime_error(g.path() + ": falcon.tensor_data_layout '" + layout +
                              "' is not supported (supported: jploski, the layout llama.cpp's converter writes)");
   if (g.find_tensor("blk.0.ffn_norm.weight"))
-    throw std::runtime_error(g.path() + ": a Falcon block with an ffn_norm (attention, then the MLP) is not supported "
-                                        "in a GGUF file; load its Hugging Face directory");
+    throw std::runtime_error(g.path() +
+                             ": a Falcon block with an ffn_norm (attention, then the MLP) is not supported "
+                             "in a GGUF file; load its Hugging Face directory");
   c.hidden_size = g.get_int("falcon.embedding_length");
   c.num_layers = g.get_int("falcon.block_count");
   c.num_heads = g.get_int("falcon.attention.head_count");
@@ -756,7 +776,8 @@ void read_llama_gguf(const GgufFile& g, ModelConfig& c) {
   if (auto rot = g.find_int(key("rope.dimension_count")); rot && *rot != c.head_dim) {
     if (arch != "phi3")
       throw std::runtime_error(g.path() + ": rope.dimension_count " + std::to_string(*rot) + " is not head_dim " +
-                               std::to_string(c.head_dim) + " (RoPE over part of each head is supported for phi3 only)");
+                               std::to_string(c.head_dim) +
+                               " (RoPE over part of each head is supported for phi3 only)");
     c.rotary_dim = *rot;  // validate() checks it against head_dim
   }
   c.norm_eps = g.get_float(key("attention.layer_norm_rms_epsilon"));
@@ -791,8 +812,8 @@ void read_gemma2_gguf(const GgufFile& g, ModelConfig& c) {
   for (int64_t i = 0; c.num_layers <= kMaxLayers && i < c.num_layers; ++i) c.window_layers.push_back(i % 2 == 0);
   c.attn_softcap = g.find_float("gemma2.attn_logit_softcapping").value_or(50.0);
   c.final_softcap = g.find_float("gemma2.final_logit_softcapping").value_or(30.0);
-  c.query_pre_attn_scalar = static_cast<double>(c.num_layers == 46 && c.num_heads > 0 ? c.hidden_size / c.num_heads
-                                                                                        : c.head_dim);
+  c.query_pre_attn_scalar =
+      static_cast<double>(c.num_layers == 46 && c.num_heads > 0 ? c.hidden_size / c.num_heads : c.head_dim);
 }
 
 }  // namespace
@@ -804,10 +825,14 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   auto key = [&](const std::string& k) { return arch + "." + k; };
   if (!supported(arch, kGgufArchitectures))
     throw std::runtime_error(g.path() + ": " + unsupported_architecture(arch, kGgufArchitectures) + " in a GGUF file");
-  if (arch == "falcon") read_falcon_gguf(g, c);
-  else if (arch == "bloom") read_bloom_gguf(g, c);
-  else if (arch == "gemma2") read_gemma2_gguf(g, c);
-  else read_llama_gguf(g, c);
+  if (arch == "falcon")
+    read_falcon_gguf(g, c);
+  else if (arch == "bloom")
+    read_bloom_gguf(g, c);
+  else if (arch == "gemma2")
+    read_gemma2_gguf(g, c);
+  else
+    read_llama_gguf(g, c);
   const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
   if (!embd) throw std::runtime_error(g.path() + ": tensor 'token_embd.weight' is missing");
   c.vocab_size = g.find_int(key("vocab_size")).value_or(embd->shape[0]);
@@ -821,6 +846,5 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& g) {
   c.validate(g.path());
   return c;
 }
-
 
 }  // namespace corolla

@@ -41,8 +41,7 @@ void KvPool::give_back(std::span<const int32_t> pages) {
   std::sort(free_.begin(), free_.end(), std::greater<>());
 }
 
-std::optional<KVCache> KVCache::take(std::shared_ptr<KvPool> pool, int64_t batch, int64_t max_length,
-                                     int64_t window) {
+std::optional<KVCache> KVCache::take(std::shared_ptr<KvPool> pool, int64_t batch, int64_t max_length, int64_t window) {
   if (!pool || batch < 1 || max_length < 1) throw std::invalid_argument("a KV cache of no sequences or no tokens");
   const int64_t slots = kv_slots_for(max_length, window, pool->page_tokens());
   const int64_t per_sequence = kv_pages_for(slots, pool->page_tokens());

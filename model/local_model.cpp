@@ -59,9 +59,8 @@ bool LocalModel::replay_decode(Tensor& hidden, std::span<const int32_t> position
     decode_.shape = hidden.shape();
     decode_.adapter = adapter_.get();
     if (std::all_of(blocks_.begin(), blocks_.end(), [](const auto& b) { return b->recordable(); }))
-      decode_.steps = backend_.record(hidden, positions, [this](Tensor& io, std::span<const int32_t> p) {
-        run_blocks(io, p, Tensor());
-      });
+      decode_.steps = backend_.record(hidden, positions,
+                                      [this](Tensor& io, std::span<const int32_t> p) { run_blocks(io, p, Tensor()); });
   }
   if (!decode_.steps) return false;
   decode_.steps->replay(hidden, positions);
@@ -71,7 +70,8 @@ bool LocalModel::replay_decode(Tensor& hidden, std::span<const int32_t> position
 Tensor LocalModel::forward_hidden(Tensor hidden, std::span<const int32_t> positions, bool last_only,
                                   const Tensor& deep_prompts) {
   if (caches_.empty()) throw std::logic_error("LocalModel::forward before reset()");
-  if (hidden.rank() != 3 || hidden.dim(0) != batch_ || static_cast<int64_t>(positions.size()) != hidden.dim(0) * hidden.dim(1))
+  if (hidden.rank() != 3 || hidden.dim(0) != batch_ ||
+      static_cast<int64_t>(positions.size()) != hidden.dim(0) * hidden.dim(1))
     throw std::invalid_argument("hidden states " + hidden.describe() + " with " + std::to_string(positions.size()) +
                                 " positions do not fit a batch of " + std::to_string(batch_));
   if (auto problem = check_prompts(deep_prompts, hidden, static_cast<int64_t>(blocks_.size())); !problem.empty())
@@ -110,8 +110,8 @@ std::string generation_problem(const GenerationParams& params) {
   if (params.num_beams == 1) return {};
   if (!params.sampling.greedy) return "beam search draws no samples: num_beams > 1 needs greedy sampling";
   if (params.sampling.repetition_penalty != 1.0f) return "beam search with a repetition penalty is not supported";
-  return beam_search_problem({params.num_beams, params.length_penalty, params.early_stopping,
-                              params.max_new_tokens, {}});
+  return beam_search_problem(
+      {params.num_beams, params.length_penalty, params.early_stopping, params.max_new_tokens, {}});
 }
 
 BeamSearchParams beam_search_params(const GenerationParams& params, const ModelConfig& config) {
@@ -182,8 +182,7 @@ std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt
     std::memcpy(hidden.data(), tuned->prompts.data(), static_cast<size_t>(prefix * d) * 4);
     std::memcpy(hidden.data_as<float>() + prefix * d, embeds.data(), static_cast<size_t>(t * d) * 4);
     Tensor deep;
-    if (tuned->deep_prompts.defined())
-      deep = tuned->deep_prompts.reshaped({tuned->deep_prompts.dim(0), 1, prefix, d});
+    if (tuned->deep_prompts.defined()) deep = tuned->deep_prompts.reshaped({tuned->deep_prompts.dim(0), 1, prefix, d});
     logits = model.forward_hidden(be.upload(hidden), positions, true, deep);
   }
   std::vector<int32_t> out;

@@ -74,8 +74,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
   namespace fs = std::filesystem;
   const fs::path root(dir);
   const std::string cfg_path = (root / "adapter_config.json").string();
-  if (!fs::exists(cfg_path))
-    throw std::runtime_error(dir + ": no adapter_config.json (not a PEFT adapter directory?)");
+  if (!fs::exists(cfg_path)) throw std::runtime_error(dir + ": no adapter_config.json (not a PEFT adapter directory?)");
   const std::string text = read_bounded_file(cfg_path, kMaxConfigFileBytes, "an adapter config");
   nlohmann::json cfg;
   try {
@@ -106,11 +105,12 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
     const double alpha = cfg.at("lora_alpha").get<double>();
     if (!std::isfinite(alpha)) throw std::runtime_error(cfg_path + ": lora_alpha must be finite");
     const bool rslora = cfg.value("use_rslora", false);
-    adapter->scale_ = static_cast<float>(alpha / (rslora ? std::sqrt(static_cast<double>(adapter->rank_))
-                                                         : static_cast<double>(adapter->rank_)));
+    adapter->scale_ = static_cast<float>(
+        alpha / (rslora ? std::sqrt(static_cast<double>(adapter->rank_)) : static_cast<double>(adapter->rank_)));
     if (cfg.contains("target_modules") && cfg.at("target_modules").is_string())
-      throw std::runtime_error(cfg_path + ": target_modules as a regular expression is not supported (list the "
-                                          "projections)");
+      throw std::runtime_error(cfg_path +
+                               ": target_modules as a regular expression is not supported (list the "
+                               "projections)");
     for (const auto& t : cfg.value("target_modules", nlohmann::json::array())) {
       Projection p;
       if (!find_projection(t.get<std::string>(), p))
@@ -129,7 +129,8 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
   adapter->blocks_.resize(static_cast<size_t>(last_block - first_block));
   adapter->touched_.assign(adapter->blocks_.size(), false);
   // base_model.model.model.layers.{i}.{self_attn|mlp}.{proj}.lora_{A|B}[.default].weight
-  static const std::regex pattern(R"(^base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])(\.\w+)?\.weight$)");
+  static const std::regex pattern(
+      R"(^base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\.(\w+)\.lora_([AB])(\.\w+)?\.weight$)");
   struct Half {
     Tensor a, b;
   };
@@ -149,8 +150,8 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
   }
   for (auto& [key, h] : found) {
     const auto [block, p] = key;
-    const std::string what = weights.string() + ": block " + std::to_string(block) + " " +
-                             kNames[static_cast<size_t>(p)].name;
+    const std::string what =
+        weights.string() + ": block " + std::to_string(block) + " " + kNames[static_cast<size_t>(p)].name;
     if (!h.a.defined() || !h.b.defined()) throw std::runtime_error(what + " has lora_A or lora_B but not both");
     const auto [out, in] = projection_shape(p, config);
     const int64_t r = h.a.rank() == 2 ? h.a.dim(0) : 0;

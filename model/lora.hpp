@@ -42,8 +42,8 @@ class LoraAdapter {
  public:
   // Reads the adapter in `dir` for blocks [first_block, last_block) of a model with `config` onto `backend`.
   // Throws std::runtime_error naming the file and the problem.
-  static std::shared_ptr<const LoraAdapter> load(const std::string& dir, const ModelConfig& config,
-                                                 int64_t first_block, int64_t last_block, Backend& backend);
+  static std::shared_ptr<const LoraAdapter> load(const std::string& dir, const ModelConfig& config, int64_t first_block,
+                                                 int64_t last_block, Backend& backend);
 
   // What requests call it: the directory's name.
   const std::string& name() const { return name_; }

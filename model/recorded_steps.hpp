@@ -15,8 +15,7 @@ namespace corolla {
 class RecordedSteps {
  public:
   // block.forward(hidden, positions, cache, lora), replayed where it can be.
-  void forward(Block& block, Tensor& hidden, std::span<const int32_t> positions, KVCache* cache,
-               const BlockLora* lora);
+  void forward(Block& block, Tensor& hidden, std::span<const int32_t> positions, KVCache* cache, const BlockLora* lora);
   // Drops the recordings made on `cache` (its session closed or the cache was replaced): they write into it.
   void forget(const KVCache& cache);
   void clear() { entries_.clear(); }

@@ -18,8 +18,7 @@ namespace {
 // simulation.
 int32_t first_argmax(std::span<const float> x) {
   constexpr size_t kLanes = 8;
-  if (x.size() < 2 * kLanes)
-    return static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
+  if (x.size() < 2 * kLanes) return static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
   float lane[kLanes];
   std::copy_n(x.begin(), kLanes, lane);
   size_t i = kLanes;

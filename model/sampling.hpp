@@ -12,10 +12,10 @@
 namespace corolla {
 
 struct SamplingParams {
-  bool greedy = true;            // do_sample = false
-  float temperature = 1.0f;      // > 0
-  int top_k = 0;                 // 0: off
-  float top_p = 1.0f;            // 1: off
+  bool greedy = true;               // do_sample = false
+  float temperature = 1.0f;         // > 0
+  int top_k = 0;                    // 0: off
+  float top_p = 1.0f;               // 1: off
   float repetition_penalty = 1.0f;  // 1: off
   uint64_t seed = 0;
   // Throws std::invalid_argument naming the bad parameter (sampling_params.cpp: readers of requests need it alone).

@@ -133,7 +133,8 @@ void CostBackend::do_layer_norm(const Tensor& x, const Tensor&, const Tensor&, f
 void CostBackend::do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float>, float) {
   account(3.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
   if (!digests_ || !carries(x) || positions.empty()) return;
-  const int64_t n = x.dim(-1), rows = rows_of(x), per_token = std::max<int64_t>(1, rows / static_cast<int64_t>(positions.size()));
+  const int64_t n = x.dim(-1), rows = rows_of(x),
+                per_token = std::max<int64_t>(1, rows / static_cast<int64_t>(positions.size()));
   for (int64_t r = 0; r < rows; ++r) {
     const auto p = positions[std::min(static_cast<size_t>(r / per_token), positions.size() - 1)];
     fill(x, r * n, n, mix(mix(kRope, static_cast<uint64_t>(static_cast<uint32_t>(p))), digest_of(x, r * n, n)));
@@ -177,7 +178,7 @@ void CostBackend::do_kv_write(const Tensor& k, const Tensor& v, std::span<const 
 // Each query attends to slots 0..position: the arithmetic grows with the attended slots, the memory traffic with
 // the longest history of each sequence (a fused kernel reads a sequence's keys and values once for its queries).
 void CostBackend::do_attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
-                            const AttentionSpec& spec, Tensor& out) {
+                               const AttentionSpec& spec, Tensor& out) {
   const int64_t b = q.dim(0), t = q.dim(1), hq = q.dim(2), dh = q.dim(3), hkv = cache.k.dim(2);
   double attended = 0, read_slots = 0;
   for (int64_t i = 0; i < b; ++i) {
@@ -191,8 +192,8 @@ void CostBackend::do_attention(const Tensor& q, const KvPages& cache, std::span<
     if (t > 0) read_slots += static_cast<double>(longest + 1 - spec.first_slot(earliest));
   }
   // A soft cap: a division, a tanh and a product more per score.
-  const double flop = (4.0 * static_cast<double>(dh) + (spec.softcap > 0 ? 12.0 : 0.0)) * attended *
-                      static_cast<double>(hq);
+  const double flop =
+      (4.0 * static_cast<double>(dh) + (spec.softcap > 0 ? 12.0 : 0.0)) * attended * static_cast<double>(hq);
   const double bytes = read_slots * static_cast<double>(hkv * dh) * 8.0 + 8.0 * static_cast<double>(q.numel());
   account(flop, bytes);
   if (!digests_ || !carries(out) || cache.batch <= 0 || cache.page_tokens() <= 0) return;
@@ -222,7 +223,7 @@ void CostBackend::do_gather_rows(const Tensor& x, std::span<const int32_t> rows,
 }
 
 void CostBackend::do_scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,
-                                   Tensor& out) {
+                                      Tensor& out) {
   account(2.0 * static_cast<double>(x.numel()), 12.0 * static_cast<double>(x.numel()));
   if (!digests_ || !carries(out)) return;
   const int64_t n = out.dim(-1), xn = x.dim(-1);
@@ -230,8 +231,8 @@ void CostBackend::do_scatter_add_rows(const Tensor& x, std::span<const int32_t> 
     if (rows[i] < 0 || rows[i] >= rows_of(out)) continue;
     uint32_t s = 0;
     if (i < scale.size()) std::memcpy(&s, &scale[i], sizeof s);
-    const uint64_t h = mix(mix(mix(kScatter, digest_of(out, rows[i] * n, n)),
-                               digest_of(x, static_cast<int64_t>(i) * xn, xn)), s);
+    const uint64_t h =
+        mix(mix(mix(kScatter, digest_of(out, rows[i] * n, n)), digest_of(x, static_cast<int64_t>(i) * xn, xn)), s);
     fill(out, rows[i] * n, n, h);
   }
 }
@@ -266,7 +267,7 @@ void CostBackend::do_gelu_mul_backward(const Tensor& gate, const Tensor&, Gelu, 
   account(16.0 * static_cast<double>(gate.numel()), 5 * f32_bytes(gate));
 }
 void CostBackend::do_attention_backward(const Tensor& q, const Tensor& k, const Tensor&, const Tensor&,
-                                     const AttentionSpec&, Tensor&, Tensor&, Tensor&) {
+                                        const AttentionSpec&, Tensor&, Tensor&, Tensor&) {
   const double b = static_cast<double>(q.dim(0)), t = static_cast<double>(q.dim(1));
   const double hq = static_cast<double>(q.dim(2)), dh = static_cast<double>(q.dim(3));
   account(8.0 * b * t * t / 2 * hq * dh, 4 * (f32_bytes(q) + 2 * f32_bytes(k)));

@@ -64,8 +64,7 @@ class CostBackend final : public Backend, public ModelledTime {
   void do_gelu(const Tensor& x, Gelu form, Tensor& out) override;
   void do_add(const Tensor& a, const Tensor& b, Tensor& out) override;
   void do_softmax(Tensor& x) override;
-  void do_kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
-                   const KvPages& cache) override;
+  void do_kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions, const KvPages& cache) override;
   void do_attention(const Tensor& q, const KvPages& cache, std::span<const int32_t> positions,
                     const AttentionSpec& spec, Tensor& out) override;
   void do_embed(const Tensor& table, std::span<const int32_t> ids, float scale, Tensor& out) override;

@@ -46,14 +46,19 @@ message_weight weigh(const caf::type_erased_tuple& x) {
   if (auto m = as<step_reply>(x)) return {kFraming + static_cast<uint64_t>(m->hidden.nbytes()), traffic_kind::step};
   if (auto m = as<dht_ping_request>(x)) return {kFraming + contact_bytes(m->sender), traffic_kind::dht};
   if (auto m = as<dht_ping_reply>(x)) return {kFraming + contact_bytes(m->responder), traffic_kind::dht};
-  if (auto m = as<dht_find_node_request>(x)) return {kFraming + contact_bytes(m->sender) + m->target.size(), traffic_kind::dht};
-  if (auto m = as<dht_find_node_reply>(x)) return {kFraming + contact_bytes(m->responder) + contacts_bytes(m->contacts), traffic_kind::dht};
-  if (auto m = as<dht_find_value_request>(x)) return {kFraming + contact_bytes(m->sender) + m->key.size(), traffic_kind::dht};
+  if (auto m = as<dht_find_node_request>(x))
+    return {kFraming + contact_bytes(m->sender) + m->target.size(), traffic_kind::dht};
+  if (auto m = as<dht_find_node_reply>(x))
+    return {kFraming + contact_bytes(m->responder) + contacts_bytes(m->contacts), traffic_kind::dht};
+  if (auto m = as<dht_find_value_request>(x))
+    return {kFraming + contact_bytes(m->sender) + m->key.size(), traffic_kind::dht};
   if (auto m = as<dht_find_value_reply>(x))
-    return {kFraming + contact_bytes(m->responder) + items_bytes(m->items) + contacts_bytes(m->contacts), traffic_kind::dht};
+    return {kFraming + contact_bytes(m->responder) + items_bytes(m->items) + contacts_bytes(m->contacts),
+            traffic_kind::dht};
   if (auto m = as<dht_store_request>(x))
     return {kFraming + contact_bytes(m->sender) + m->key.size() + items_bytes(m->items), traffic_kind::dht};
-  if (auto m = as<dht_store_reply>(x)) return {kFraming + contact_bytes(m->responder) + m->stored.size(), traffic_kind::dht};
+  if (auto m = as<dht_store_reply>(x))
+    return {kFraming + contact_bytes(m->responder) + m->stored.size(), traffic_kind::dht};
   if (as<open_session>(x) || as<session_opened>(x) || as<close_session>(x)) return {kFraming, traffic_kind::session};
   if (as<info_request>(x)) return {kFraming, traffic_kind::info};
   if (as<server_info>(x)) return {kFraming + 256, traffic_kind::info};

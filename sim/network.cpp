@@ -51,8 +51,10 @@ double Network::latency_s(node_index from, node_index to) const {
 }
 
 void Network::set_extra_latency(node_index n, double seconds) {
-  if (seconds > 0) extra_latency_s_[n] = seconds;
-  else extra_latency_s_.erase(n);
+  if (seconds > 0)
+    extra_latency_s_[n] = seconds;
+  else
+    extra_latency_s_.erase(n);
 }
 
 double Network::transfer_s(node_index from, node_index to, uint64_t bytes) const {
@@ -103,13 +105,17 @@ traffic_counts Network::traffic() const {
 }
 
 void Network::set_frozen(node_index n, bool frozen) {
-  if (frozen) frozen_.insert(n);
-  else frozen_.erase(n);
+  if (frozen)
+    frozen_.insert(n);
+  else
+    frozen_.erase(n);
 }
 
 void Network::set_partitioned(size_t region, bool cut) {
-  if (cut) cut_regions_.insert(region);
-  else cut_regions_.erase(region);
+  if (cut)
+    cut_regions_.insert(region);
+  else
+    cut_regions_.erase(region);
 }
 
 void Network::add_link(node_index from, node_index to, caf::weak_actor_ptr link) {

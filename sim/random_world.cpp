@@ -55,7 +55,8 @@ network_model draw_network(Dice& d) {
   for (int64_t i = 0; i < regions; ++i) n.regions.push_back({"r" + std::to_string(i)});
   n.local_ms = d.time(0.1, 5);
   for (int64_t a = 0; a < regions; ++a)
-    for (int64_t b = a + 1; b < regions; ++b) n.latencies.push_back({n.regions[a].name, n.regions[b].name, d.time(5, 120)});
+    for (int64_t b = a + 1; b < regions; ++b)
+      n.latencies.push_back({n.regions[a].name, n.regions[b].name, d.time(5, 120)});
   n.bandwidth_mbps = d.pick(std::vector<double>{50, 100, 1000, 10000});
   n.loss = d.chance(0.25) ? d.time(0.001, 0.02) : 0;
   n.connection_timeout_s = d.pick(std::vector<double>{0.5, 1, 2});
@@ -76,7 +77,8 @@ std::vector<server_class> draw_servers(Dice& d, const scenario& sc) {
     c.jitter = d.time(0, 0.3);
     // Mostly spans of a third of the model or more, so that most worlds can serve it (and sessions run to check);
     // some of any size, for the worlds that cannot.
-    c.num_blocks = d.chance(0.85) ? d.between((sc.model.blocks + 2) / 3, sc.model.blocks) : d.between(1, sc.model.blocks);
+    c.num_blocks =
+        d.chance(0.85) ? d.between((sc.model.blocks + 2) / 3, sc.model.blocks) : d.between(1, sc.model.blocks);
     c.cache_tokens = d.pick(std::vector<int64_t>{256, 1024, 4096, 16384});
     c.max_batch_tokens = d.pick(std::vector<int64_t>{0, 16, 64, 256});
     c.bandwidth_mbps = d.chance(0.3) ? d.pick(std::vector<double>{20, 100, 1000}) : 0;
@@ -89,8 +91,9 @@ std::vector<server_class> draw_servers(Dice& d, const scenario& sc) {
   int64_t capacity = 0;
   for (const auto& c : out) capacity += c.count * c.num_blocks;
   if (capacity < sc.model.blocks && d.chance(0.85)) {
-    auto widest = std::max_element(out.begin(), out.end(),
-                                   [](const server_class& a, const server_class& b) { return a.num_blocks < b.num_blocks; });
+    auto widest = std::max_element(out.begin(), out.end(), [](const server_class& a, const server_class& b) {
+      return a.num_blocks < b.num_blocks;
+    });
     widest->count += (sc.model.blocks - capacity + widest->num_blocks - 1) / widest->num_blocks;
   }
   return out;
@@ -108,8 +111,8 @@ client_workload draw_workload(Dice& d, const scenario& sc) {
   w.prompt_tokens_max = d.chance(0.5) ? w.prompt_tokens + d.between(0, 40) : 0;
   w.new_tokens = d.between(1, 40);
   w.new_tokens_max = d.chance(0.5) ? w.new_tokens + d.between(0, 40) : 0;
-  w.max_length = std::max(w.prompt_tokens, w.prompt_tokens_max) + std::max(w.new_tokens, w.new_tokens_max) +
-                 d.between(0, 64);
+  w.max_length =
+      std::max(w.prompt_tokens, w.prompt_tokens_max) + std::max(w.new_tokens, w.new_tokens_max) + d.between(0, 64);
   w.mode = d.chance(0.5) ? "relay" : "push";
   w.request_timeout_s = d.pick(std::vector<double>{5, 10, 30});
   w.recovery_timeout_s = d.pick(std::vector<double>{30, 60, 120});
@@ -134,7 +137,8 @@ churn_model draw_churn(Dice& d, const scenario& sc) {
     if (e.kind == "join") e.server_class = d.pick(sc.servers).name;
     c.events.push_back(e);
   }
-  std::sort(c.events.begin(), c.events.end(), [](const churn_event& a, const churn_event& b) { return a.at_s < b.at_s; });
+  std::sort(c.events.begin(), c.events.end(),
+            [](const churn_event& a, const churn_event& b) { return a.at_s < b.at_s; });
   return c;
 }
 
@@ -157,7 +161,8 @@ scenario random_scenario(uint64_t seed) {
   sc.churn = draw_churn(d, sc);
   // The last arrival, the last fault, then every bound's worth of quiet.
   double last = sc.workload.start_s;
-  if (sc.workload.arrival_rate_per_s > 0) last += 3 * static_cast<double>(sc.workload.sessions) / sc.workload.arrival_rate_per_s;
+  if (sc.workload.arrival_rate_per_s > 0)
+    last += 3 * static_cast<double>(sc.workload.sessions) / sc.workload.arrival_rate_per_s;
   for (const auto& e : sc.churn.events) last = std::max(last, e.at_s + e.duration_s);
   const invariant_bounds b = bounds_for(sc);
   sc.duration_s = std::ceil(last + std::max({b.stall_s * 2, b.cover_s, b.dht_s}) + b.settle_s + 60);

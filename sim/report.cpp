@@ -33,9 +33,12 @@ struct session_figures {
 session_figures figures_of(const sim_results& r) {
   session_figures f;
   for (const auto& s : r.sessions) {
-    if (s.done_s < 0) ++f.unfinished;
-    else if (s.ok) ++f.completed;
-    else ++f.failed;
+    if (s.done_s < 0)
+      ++f.unfinished;
+    else if (s.ok)
+      ++f.completed;
+    else
+      ++f.failed;
     if (s.first_token_s >= 0) f.ttft.push_back(s.first_token_s - s.arrival_s);
     for (size_t i = 1; i < s.token_s.size(); ++i) f.step_latency.push_back(s.token_s[i] - s.token_s[i - 1]);
     if (s.ok) {
@@ -68,8 +71,9 @@ std::vector<double> swarm_tokens_per_s(const sim_results& r) {
 std::vector<double> min_block_servers(const sim_results& r) {
   std::vector<double> out;
   for (const auto& s : r.samples)
-    out.push_back(s.block_servers.empty() ? 0.0
-                                          : static_cast<double>(*std::min_element(s.block_servers.begin(), s.block_servers.end())));
+    out.push_back(s.block_servers.empty()
+                      ? 0.0
+                      : static_cast<double>(*std::min_element(s.block_servers.begin(), s.block_servers.end())));
   return out;
 }
 
@@ -98,11 +102,16 @@ std::string tick_label(double v) {
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else if (c == '"')
+      o += "&quot;";
+    else
+      o += c;
   }
   return o;
 }
@@ -127,8 +136,8 @@ std::string line_chart(const std::string& title, const std::vector<double>& x, c
   auto px = [&](double v) { return l + (v - x0) / (x1 - x0) * (w - l - rgt); };
   auto py = [&](double v) { return h - bot - v / y1 * (h - top - bot); };
   std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h << "' viewBox='0 0 " << w << ' '
-    << h << "'>\n<text x='" << l << "' y='18' font-size='14' font-weight='bold'>" << esc(title) << "</text>\n";
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h << "' viewBox='0 0 " << w << ' ' << h
+    << "'>\n<text x='" << l << "' y='18' font-size='14' font-weight='bold'>" << esc(title) << "</text>\n";
   o << "<line x1='" << l << "' y1='" << h - bot << "' x2='" << w - rgt << "' y2='" << h - bot
     << "' stroke='#333'/><line x1='" << l << "' y1='" << top << "' x2='" << l << "' y2='" << h - bot
     << "' stroke='#333'/>\n";
@@ -142,8 +151,9 @@ std::string line_chart(const std::string& title, const std::vector<double>& x, c
       << "</text>\n";
   }
   o << "<text x='" << (l + w - rgt) / 2 << "' y='" << h - 6 << "' font-size='11' text-anchor='middle'>" << esc(xlabel)
-    << "</text><text x='12' y='" << (top + h - bot) / 2 << "' font-size='11' text-anchor='middle' transform='rotate(-90 12 "
-    << (top + h - bot) / 2 << ")'>" << esc(ylabel) << "</text>\n";
+    << "</text><text x='12' y='" << (top + h - bot) / 2
+    << "' font-size='11' text-anchor='middle' transform='rotate(-90 12 " << (top + h - bot) / 2 << ")'>" << esc(ylabel)
+    << "</text>\n";
   double lx = l + 10;
   for (const auto& s : ys) {
     o << "<polyline fill='none' stroke='" << s.color << "' stroke-width='1.5' points='";
@@ -164,8 +174,8 @@ std::string coverage_map(const sim_results& r) {
   for (const auto& s : r.samples)
     for (auto v : s.block_servers) most = std::max(most, v);
   std::ostringstream o;
-  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h << "' viewBox='0 0 " << w << ' '
-    << h << "'>\n<text x='" << l << "' y='18' font-size='14' font-weight='bold'>Servers per block over time (red: "
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h << "' viewBox='0 0 " << w << ' ' << h
+    << "'>\n<text x='" << l << "' y='18' font-size='14' font-weight='bold'>Servers per block over time (red: "
     << "no server)</text>\n";
   const double cw = (w - l - 20) / static_cast<double>(std::max<size_t>(cols, 1));
   const double ch = (h - top - bot) / static_cast<double>(rows);
@@ -334,7 +344,8 @@ std::string report_html(const sim_results& r) {
   for (const auto& s : r.samples) {
     t.push_back(s.t_s);
     online.push_back(static_cast<double>(s.servers_online));
-    capacity_min.push_back(s.block_capacity.empty() ? 0 : *std::min_element(s.block_capacity.begin(), s.block_capacity.end()));
+    capacity_min.push_back(
+        s.block_capacity.empty() ? 0 : *std::min_element(s.block_capacity.begin(), s.block_capacity.end()));
   }
   std::vector<double> dht_x, dht_y;
   if (auto it = r.traffic.messages_per_minute.find("dht"); it != r.traffic.messages_per_minute.end())
@@ -362,7 +373,8 @@ std::string report_html(const sim_results& r) {
     << " s of virtual time, " << r.blocks << " blocks, " << r.servers.size() << " servers, " << r.sessions.size()
     << " sessions; " << r.log_lines << " events logged.</p>\n";
   o << "<h2>Invariants</h2>";
-  if (r.violations.empty()) o << "<p>Every invariant held.</p>\n";
+  if (r.violations.empty())
+    o << "<p>Every invariant held.</p>\n";
   else {
     o << "<table><tr><th>invariant</th><th>at (s)</th><th>actors</th><th>what</th></tr>";
     for (const auto& v : r.violations)
@@ -386,13 +398,14 @@ std::string report_html(const sim_results& r) {
   row("failover recovery (s)", f.recovery);
   o << "</table>\n";
   o << coverage_map(r);
-  o << line_chart("Servers online and the weakest block", t,
-                  {{"servers online", online, "#1f77b4"}, {"servers on the weakest block", min_block_servers(r), "#d62728"}},
-                  "virtual time (s)", "servers");
+  o << line_chart(
+      "Servers online and the weakest block", t,
+      {{"servers online", online, "#1f77b4"}, {"servers on the weakest block", min_block_servers(r), "#d62728"}},
+      "virtual time (s)", "servers");
   o << line_chart("Capacity of the weakest block (summed inference rates)", t, {{"tokens/s", capacity_min, "#9467bd"}},
                   "virtual time (s)", "tokens/s");
-  o << line_chart("Tokens generated per second by the whole swarm", t,
-                  {{"tokens/s", swarm_tokens_per_s(r), "#ff7f0e"}}, "virtual time (s)", "tokens/s");
+  o << line_chart("Tokens generated per second by the whole swarm", t, {{"tokens/s", swarm_tokens_per_s(r), "#ff7f0e"}},
+                  "virtual time (s)", "tokens/s");
   o << line_chart("Step latency, cumulative", lat_x, {{"latency (s)", lat_y, "#17becf"}}, "percent of steps", "s");
   o << session_bars(r);
   o << line_chart("DHT messages per minute", dht_x, {{"messages", dht_y, "#8c564b"}}, "minute", "messages");

@@ -58,14 +58,14 @@ struct server_class {
   double tflops = 100;
   double memory_bandwidth_gbs = 1000;
   double op_overhead_us = 5;
-  double efficiency = 1;      // the fraction of both peaks its kernels reach (1: the roofline)
-  double jitter = 0;          // relative spread of tflops and bandwidth per server, uniform
-  double memory_gb = 0;       // for weights and cache; with num_blocks 0, it sets how many blocks fit
-  int64_t num_blocks = 0;     // 0: from memory_gb
-  int64_t cache_tokens = 0;   // 0: what memory_gb leaves after the weights
+  double efficiency = 1;           // the fraction of both peaks its kernels reach (1: the roofline)
+  double jitter = 0;               // relative spread of tflops and bandwidth per server, uniform
+  double memory_gb = 0;            // for weights and cache; with num_blocks 0, it sets how many blocks fit
+  int64_t num_blocks = 0;          // 0: from memory_gb
+  int64_t cache_tokens = 0;        // 0: what memory_gb leaves after the weights
   int64_t max_batch_tokens = 256;  // continuous batching's budget (0: each session's step runs alone)
-  double bandwidth_mbps = 0;  // 0: the network's default
-  double start_s = 0;         // servers of the class start spread over [start_s, start_s + start_spread_s)
+  double bandwidth_mbps = 0;       // 0: the network's default
+  double start_s = 0;              // servers of the class start spread over [start_s, start_s + start_spread_s)
   double start_spread_s = 0;
 };
 
@@ -76,25 +76,25 @@ struct client_workload {
   double arrival_rate_per_s = 1;     // Poisson arrivals of sessions (0: all at start_s)
   double start_s = 60;               // when the first session may arrive (servers need time to place themselves)
   int64_t prompt_tokens = 16;
-  int64_t prompt_tokens_max = 0;     // > prompt_tokens: uniform in [prompt_tokens, prompt_tokens_max]
+  int64_t prompt_tokens_max = 0;  // > prompt_tokens: uniform in [prompt_tokens, prompt_tokens_max]
   int64_t new_tokens = 16;
   int64_t new_tokens_max = 0;
   int64_t max_length = 512;
-  std::string mode = "relay";        // relay or push
+  std::string mode = "relay";  // relay or push
   double request_timeout_s = 30;
   double recovery_timeout_s = 120;
-  int64_t spot_check_every = 64;     // clients' spot checks (actors/client/spot_check.hpp); 0: none
+  int64_t spot_check_every = 64;  // clients' spot checks (actors/client/spot_check.hpp); 0: none
 };
 
 struct churn_event {
   double at_s = 0;
-  std::string kind;  // crash, leave, freeze, partition, join, slow, restart
-  int64_t server = -1;           // server index (crash, leave, freeze, slow: -1 a random live one; restart: -1 a
-                                 // random one that crashed or left)
-  std::string region;            // partition: this region is cut off from the others
-  double duration_s = 0;         // freeze, partition, slow
-  std::string server_class;      // join: a server of this class
-  double latency_ms = 0;         // slow: added to the one-way latency of the server's every message
+  std::string kind;          // crash, leave, freeze, partition, join, slow, restart
+  int64_t server = -1;       // server index (crash, leave, freeze, slow: -1 a random live one; restart: -1 a
+                             // random one that crashed or left)
+  std::string region;        // partition: this region is cut off from the others
+  double duration_s = 0;     // freeze, partition, slow
+  std::string server_class;  // join: a server of this class
+  double latency_ms = 0;     // slow: added to the one-way latency of the server's every message
 };
 
 struct churn_model {

@@ -46,8 +46,9 @@ std::string scenario_toml(const scenario& sc) {
   const auto& m = sc.model;
   o << "\n[model]\nblocks = " << m.blocks << "\nhidden_size = " << m.hidden_size
     << "\nintermediate_size = " << m.intermediate_size << "\nheads = " << m.heads << "\nkv_heads = " << m.kv_heads
-    << "\nvocab_size = " << m.vocab_size << "\nexperts = " << m.experts << "\nexperts_per_token = "
-    << m.experts_per_token << "\ndtype = " << quoted(dtype_name(m.dtype)) << "\nswarms = " << m.swarms << "\n";
+    << "\nvocab_size = " << m.vocab_size << "\nexperts = " << m.experts
+    << "\nexperts_per_token = " << m.experts_per_token << "\ndtype = " << quoted(dtype_name(m.dtype))
+    << "\nswarms = " << m.swarms << "\n";
   const auto& n = sc.network;
   std::vector<std::string> regions;
   for (const auto& r : n.regions) regions.push_back(r.name);
@@ -61,22 +62,23 @@ std::string scenario_toml(const scenario& sc) {
     o << "\n[[servers]]\nname = " << quoted(c.name) << "\ncount = " << c.count << "\nregion = " << quoted(c.region)
       << "\ntflops = " << number(c.tflops) << "\nmemory_bandwidth_gbs = " << number(c.memory_bandwidth_gbs)
       << "\nop_overhead_us = " << number(c.op_overhead_us) << "\nefficiency = " << number(c.efficiency)
-      << "\njitter = " << number(c.jitter) << "\nmemory_gb = " << number(c.memory_gb) << "\nnum_blocks = "
-      << c.num_blocks << "\ncache_tokens = " << c.cache_tokens << "\nmax_batch_tokens = " << c.max_batch_tokens
-      << "\nbandwidth_mbps = " << number(c.bandwidth_mbps) << "\nstart_s = " << number(c.start_s)
-      << "\nstart_spread_s = " << number(c.start_spread_s) << "\n";
+      << "\njitter = " << number(c.jitter) << "\nmemory_gb = " << number(c.memory_gb)
+      << "\nnum_blocks = " << c.num_blocks << "\ncache_tokens = " << c.cache_tokens
+      << "\nmax_batch_tokens = " << c.max_batch_tokens << "\nbandwidth_mbps = " << number(c.bandwidth_mbps)
+      << "\nstart_s = " << number(c.start_s) << "\nstart_spread_s = " << number(c.start_spread_s) << "\n";
   const auto& w = sc.workload;
-  o << "\n[workload]\nclients = " << w.clients << "\nregions = " << quoted_list(w.regions) << "\nsessions = "
-    << w.sessions << "\narrival_rate_per_s = " << number(w.arrival_rate_per_s) << "\nstart_s = " << number(w.start_s)
-    << "\nprompt_tokens = " << w.prompt_tokens << "\nprompt_tokens_max = " << w.prompt_tokens_max
-    << "\nnew_tokens = " << w.new_tokens << "\nnew_tokens_max = " << w.new_tokens_max << "\nmax_length = "
-    << w.max_length << "\nmode = " << quoted(w.mode) << "\nrequest_timeout_s = " << number(w.request_timeout_s)
+  o << "\n[workload]\nclients = " << w.clients << "\nregions = " << quoted_list(w.regions)
+    << "\nsessions = " << w.sessions << "\narrival_rate_per_s = " << number(w.arrival_rate_per_s)
+    << "\nstart_s = " << number(w.start_s) << "\nprompt_tokens = " << w.prompt_tokens
+    << "\nprompt_tokens_max = " << w.prompt_tokens_max << "\nnew_tokens = " << w.new_tokens
+    << "\nnew_tokens_max = " << w.new_tokens_max << "\nmax_length = " << w.max_length << "\nmode = " << quoted(w.mode)
+    << "\nrequest_timeout_s = " << number(w.request_timeout_s)
     << "\nrecovery_timeout_s = " << number(w.recovery_timeout_s) << "\nspot_check_every = " << w.spot_check_every
     << "\n";
   const auto& c = sc.churn;
-  o << "\n[churn]\ncrash_fraction = " << number(c.crash_fraction) << "\nleave_fraction = "
-    << number(c.leave_fraction) << "\nfreeze_fraction = " << number(c.freeze_fraction) << "\nfreeze_s = "
-    << number(c.freeze_s) << "\nstart_s = " << number(c.start_s) << "\nwithin_s = " << number(c.within_s) << "\n";
+  o << "\n[churn]\ncrash_fraction = " << number(c.crash_fraction) << "\nleave_fraction = " << number(c.leave_fraction)
+    << "\nfreeze_fraction = " << number(c.freeze_fraction) << "\nfreeze_s = " << number(c.freeze_s)
+    << "\nstart_s = " << number(c.start_s) << "\nwithin_s = " << number(c.within_s) << "\n";
   for (const auto& e : c.events) {
     o << "[[churn.events]]\nat_s = " << number(e.at_s) << "\nkind = " << quoted(e.kind) << "\n";
     if (e.server >= 0) o << "server = " << e.server << "\n";

@@ -132,8 +132,8 @@ void sim_clock::schedule_message(time_point t, caf::strong_actor_ptr receiver, c
 
 void sim_clock::schedule_message(time_point t, caf::group target, caf::strong_actor_ptr sender, caf::message content) {
   const uint32_t slot = add(t, kind::group, nullptr);
-  slots_[slot].group = std::make_unique<group_delivery>(group_delivery{std::move(target), std::move(sender),
-                                                                       std::move(content)});
+  slots_[slot].group =
+      std::make_unique<group_delivery>(group_delivery{std::move(target), std::move(sender), std::move(content)});
 }
 
 void sim_clock::cancel_all() {
@@ -175,23 +175,20 @@ bool sim_clock::fire_next() {
       target->get()->eq_impl(caf::make_message_id(), target, nullptr, caf::timeout_msg{type, id});
       break;
     case kind::request:  // one whose response came needs no message: the actor would only drop it
-      if (response_handlers::awaits(target, mid)) target->get()->eq_impl(mid, target, nullptr, caf::sec::request_timeout);
+      if (response_handlers::awaits(target, mid))
+        target->get()->eq_impl(mid, target, nullptr, caf::sec::request_timeout);
       break;
-    case kind::message:
-      target->enqueue(std::move(content), nullptr);
-      break;
+    case kind::message: target->enqueue(std::move(content), nullptr); break;
     case kind::group:
       group->target->eq_impl(caf::make_message_id(), std::move(group->sender), nullptr, std::move(group->content));
       break;
-    case kind::free:
-      break;
+    case kind::free: break;
   }
   if (queue_.size() > 2 * live_ + 4096) queue_.sweep(live());
   return true;
 }
 
-void sim_clock::drop_answered(const caf::strong_actor_ptr& requester, caf::message_id response_id,
-                              time_point arrives) {
+void sim_clock::drop_answered(const caf::strong_actor_ptr& requester, caf::message_id response_id, time_point arrives) {
   if (!requester) return;
   auto it = requests_.find({requester->id(), response_id.integer_value()});
   if (it == requests_.end()) return;

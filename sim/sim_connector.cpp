@@ -51,8 +51,7 @@ class sim_connector final : public caf::monitorable_actor {
       return;
     }
     if (x->mid.is_request())
-      reply(*x, caf::make_message(make_error(errc::bad_request, "unexpected message " + caf::to_string(content))),
-            ctx);
+      reply(*x, caf::make_message(make_error(errc::bad_request, "unexpected message " + caf::to_string(content))), ctx);
   }
 
  private:
@@ -73,7 +72,7 @@ class sim_connector final : public caf::monitorable_actor {
         done(unreachable("cannot connect to " + address + ": " + (refused ? "connection refused" : "no answer")), c);
       });
     }
-    after(timespan_of(rtt), [=, this](caf::execution_unit* c) {  // the connection's handshake
+    after(timespan_of(rtt), [=, this](caf::execution_unit* c) {                            // the connection's handshake
       if (auto it = links_.find(address); it != links_.end()) return done(it->second, c);  // connected meanwhile
       auto now = net_->lookup(address);
       if (!now || !net_->reachable(node_, now->node))
@@ -83,7 +82,8 @@ class sim_connector final : public caf::monitorable_actor {
       // A link that goes down leaves the table, so that the next resolve connects again.
       auto weak = caf::actor_cast<caf::weak_actor_ptr>(this);
       link->attach_functor([weak, address, addr = link.address()](const caf::error&) {
-        if (auto me = weak.lock()) static_cast<sim_connector*>(caf::actor_cast<caf::abstract_actor*>(me))->forget(address, addr);
+        if (auto me = weak.lock())
+          static_cast<sim_connector*>(caf::actor_cast<caf::abstract_actor*>(me))->forget(address, addr);
       });
       done(link, c);
     });
@@ -141,8 +141,9 @@ class sim_connector final : public caf::monitorable_actor {
     const uint64_t id = next_wait_++;
     waits_[id] = std::move(fn);
     auto& clock = home_system().clock();
-    clock.schedule_message(clock.now() + delay, caf::strong_actor_ptr{ctrl()},
-                           caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, connect_done_atom::value, id));
+    clock.schedule_message(
+        clock.now() + delay, caf::strong_actor_ptr{ctrl()},
+        caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, connect_done_atom::value, id));
   }
 
   Network* net_;

@@ -121,7 +121,8 @@ class sim_link final : public caf::monitorable_actor {
   }
 
   void bounce(caf::mailbox_element_ptr& x) {
-    monitorable_actor::bounce(x, make_error(errc::peer_unavailable, "the connection to " + net_->name(to_) + " is down"));
+    monitorable_actor::bounce(x,
+                              make_error(errc::peer_unavailable, "the connection to " + net_->name(to_) + " is down"));
   }
 
   Network* net_;
@@ -130,7 +131,7 @@ class sim_link final : public caf::monitorable_actor {
   caf::strong_actor_ptr target_;
   caf::strong_actor_ptr target_dht_;  // the DHT node behind a gate: DHT requests go straight to it
   bool down_ = false;
-  bool target_gone_ = false;  // down because its target ended, not because the connection broke
+  bool target_gone_ = false;                     // down because its target ended, not because the connection broke
   caf::actor_clock::time_point last_arrival_{};  // of the last message sent over it
   // Held here: the peer keeps only the sender's address (a monitor, say); a link back lives while this one does,
   // or until it goes down.
@@ -140,11 +141,12 @@ class sim_link final : public caf::monitorable_actor {
 
 }  // namespace
 
-void bring_link_down(caf::actor_system& sys, const caf::strong_actor_ptr& link, caf::timespan delay, caf::error reason) {
+void bring_link_down(caf::actor_system& sys, const caf::strong_actor_ptr& link, caf::timespan delay,
+                     caf::error reason) {
   if (!link) return;
-  sys.clock().schedule_message(sys.clock().now() + delay, link,
-                               caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, link_down_atom::value,
-                                                         std::move(reason)));
+  sys.clock().schedule_message(
+      sys.clock().now() + delay, link,
+      caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, link_down_atom::value, std::move(reason)));
 }
 
 caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, node_index to, caf::actor target,

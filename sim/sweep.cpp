@@ -28,9 +28,12 @@ constexpr size_t kViolationsKept = 8;  // per world: the first ones say what wen
 
 json to_json(const world_outcome& o) {
   json v = json::array();
-  for (const auto& x : o.violations) v.push_back({{"invariant", x.invariant}, {"t_s", x.t_s}, {"actors", x.actors},
-                                                  {"what", x.what}});
-  return {{"violations", v}, {"crash", o.crash}, {"sessions", o.sessions}, {"completed", o.completed},
+  for (const auto& x : o.violations)
+    v.push_back({{"invariant", x.invariant}, {"t_s", x.t_s}, {"actors", x.actors}, {"what", x.what}});
+  return {{"violations", v},
+          {"crash", o.crash},
+          {"sessions", o.sessions},
+          {"completed", o.completed},
           {"wall_s", o.wall_s}};
 }
 
@@ -200,8 +203,8 @@ std::vector<world_outcome> run_sweep(const sweep_options& o) {
       });
 }
 
-scenario shrink(const scenario& failing, uint64_t seed, const std::string& invariant, int max_runs,
-                double wall_limit_s, std::ostream* progress) {
+scenario shrink(const scenario& failing, uint64_t seed, const std::string& invariant, int max_runs, double wall_limit_s,
+                std::ostream* progress) {
   scenario best = failing;
   int runs = 0;
   auto still_fails = [&](const scenario& candidate) {
@@ -258,8 +261,8 @@ scenario shrink(const scenario& failing, uint64_t seed, const std::string& invar
       smaller = true;
       if (progress)
         *progress << "shrink: " << best.server_count() << " servers, " << best.workload.clients << " clients, "
-                  << best.workload.sessions << " sessions, " << best.churn.events.size()
-                  << " faults still break " << invariant << "\n";
+                  << best.workload.sessions << " sessions, " << best.churn.events.size() << " faults still break "
+                  << invariant << "\n";
     }
   }
   best.name = failing.name + "-shrunk";

@@ -47,7 +47,7 @@ std::vector<world_outcome> run_sweep(const sweep_options& o);
 
 // A smaller world that still breaks `invariant` (the failing world itself when nothing smaller does), trying at
 // most `max_runs` candidates.
-scenario shrink(const scenario& failing, uint64_t seed, const std::string& invariant, int max_runs,
-                double wall_limit_s, std::ostream* progress);
+scenario shrink(const scenario& failing, uint64_t seed, const std::string& invariant, int max_runs, double wall_limit_s,
+                std::ostream* progress);
 
 }  // namespace corolla::sim

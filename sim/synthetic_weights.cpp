@@ -7,7 +7,7 @@
 namespace corolla::sim {
 namespace {
 
-const char* const kAttentionTensors[] = {"input_layernorm.weight", "self_attn.q_proj.weight",
+const char* const kAttentionTensors[] = {"input_layernorm.weight",  "self_attn.q_proj.weight",
                                          "self_attn.k_proj.weight", "self_attn.v_proj.weight",
                                          "self_attn.o_proj.weight", "post_attention_layernorm.weight"};
 const char* const kMlpTensors[] = {"mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
@@ -54,13 +54,20 @@ bool SyntheticWeights::lookup(const std::string& name, TensorMeta& out) const {
   const std::string suffix = name.substr(dot + 1);
   if (c.num_experts > 0 && suffix.rfind("mlp.", 0) == 0) return false;  // a mixture of experts has no dense MLP
   if (c.num_experts > 0 && suffix.rfind("block_sparse_moe.", 0) == 0) return lookup_expert(suffix, out);
-  if (suffix == "input_layernorm.weight" || suffix == "post_attention_layernorm.weight") out = {DType::f32, Shape{d}};
-  else if (suffix == "self_attn.q_proj.weight") out = {weight_dtype_, Shape{q, d}};
-  else if (suffix == "self_attn.k_proj.weight" || suffix == "self_attn.v_proj.weight") out = {weight_dtype_, Shape{kv, d}};
-  else if (suffix == "self_attn.o_proj.weight") out = {weight_dtype_, Shape{d, q}};
-  else if (suffix == "mlp.gate_proj.weight" || suffix == "mlp.up_proj.weight") out = {weight_dtype_, Shape{ff, d}};
-  else if (suffix == "mlp.down_proj.weight") out = {weight_dtype_, Shape{d, ff}};
-  else return false;
+  if (suffix == "input_layernorm.weight" || suffix == "post_attention_layernorm.weight")
+    out = {DType::f32, Shape{d}};
+  else if (suffix == "self_attn.q_proj.weight")
+    out = {weight_dtype_, Shape{q, d}};
+  else if (suffix == "self_attn.k_proj.weight" || suffix == "self_attn.v_proj.weight")
+    out = {weight_dtype_, Shape{kv, d}};
+  else if (suffix == "self_attn.o_proj.weight")
+    out = {weight_dtype_, Shape{d, q}};
+  else if (suffix == "mlp.gate_proj.weight" || suffix == "mlp.up_proj.weight")
+    out = {weight_dtype_, Shape{ff, d}};
+  else if (suffix == "mlp.down_proj.weight")
+    out = {weight_dtype_, Shape{d, ff}};
+  else
+    return false;
   return true;
 }
 
@@ -96,9 +103,12 @@ bool SyntheticWeights::lookup_expert(const std::string& suffix, TensorMeta& out)
   const auto expert = parse_block_number(std::string_view(suffix).substr(prefix.size(), dot - prefix.size()));
   if (!expert || *expert >= c.num_experts) return false;
   const std::string weight = suffix.substr(dot + 1);
-  if (weight == "w1.weight" || weight == "w3.weight") out = {weight_dtype_, Shape{ff, d}};
-  else if (weight == "w2.weight") out = {weight_dtype_, Shape{d, ff}};
-  else return false;
+  if (weight == "w1.weight" || weight == "w3.weight")
+    out = {weight_dtype_, Shape{ff, d}};
+  else if (weight == "w2.weight")
+    out = {weight_dtype_, Shape{d, ff}};
+  else
+    return false;
   return true;
 }
 

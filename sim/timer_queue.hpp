@@ -32,7 +32,7 @@ struct timer_entry {
 
 class timer_queue {
  public:
-  static constexpr int kBucketShift = 27;  // 2^27 ns: about 134 ms of virtual time per bucket
+  static constexpr int kBucketShift = 27;    // 2^27 ns: about 134 ms of virtual time per bucket
   static constexpr int64_t kBuckets = 4096;  // about 550 s ahead in the ring
 
   void push(const timer_entry& e) {
@@ -125,7 +125,7 @@ class timer_queue {
 
   std::vector<timer_entry> near_;  // a min-heap (std heap functions with greater)
   std::array<std::vector<timer_entry>, kBuckets> ring_;
-  std::vector<timer_entry> far_;  // a min-heap
+  std::vector<timer_entry> far_;     // a min-heap
   int64_t current_ = INT64_MIN / 2;  // the bucket `near_` reaches to (before the first timer: long ago)
   size_t size_ = 0;
   size_t in_ring_ = 0;

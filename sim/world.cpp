@@ -64,7 +64,6 @@ std::string fmt(double v) {
 
 using retry_open_atom = caf::atom_constant<caf::atom("reopen")>;
 
-
 // How often a workload session tries to open before it gives up (a person retrying), and the pause between.
 constexpr int kOpenAttempts = 6;
 constexpr double kOpenRetryS = 20;
@@ -102,7 +101,7 @@ struct World::impl {
     std::shared_ptr<const SigningKey> identity;
     bool started = false, serving = false, frozen = false, gone = false;
     bool restarted = false;  // gone, and back as a later entry with the same identity
-    double changed_s = 0;  // its last start, placement, move, thaw or healed partition (dht-readable's clock)
+    double changed_s = 0;    // its last start, placement, move, thaw or healed partition (dht-readable's clock)
   };
   std::deque<server> servers;
   struct client {
@@ -126,11 +125,11 @@ struct World::impl {
 
   // Invariants (sim/invariants.hpp).
   invariant_bounds bounds;
-  std::vector<CoverageWatch> coverage;   // per swarm
-  std::vector<double> progress_s;        // per session: its last progress (arrival, open, failed open, token)
-  std::vector<bool> stalled;             // per session: session-progress already reported
+  std::vector<CoverageWatch> coverage;  // per swarm
+  std::vector<double> progress_s;       // per session: its last progress (arrival, open, failed open, token)
+  std::vector<bool> stalled;            // per session: session-progress already reported
   std::vector<std::pair<double, bool>> covered_at;  // per sample: time, every block of every swarm served
-  bool faults = false;                   // the world stages any fault (churn, loss)
+  bool faults = false;                              // the world stages any fault (churn, loss)
   // session-output (check_outputs): each session's prompt and tokens, and the whole model in one process per swarm
   // on a cost backend of its own, computing the same digests.
   std::vector<std::vector<int32_t>> prompts, token_ids;
@@ -208,9 +207,11 @@ struct World::impl {
     s.rec.num_blocks = std::clamp<int64_t>(s.rec.num_blocks, 1, sc.model.blocks);
     const double kv_token = static_cast<double>(kv_bytes_per_token(sc.model.config()));
     const double left = memory - block * static_cast<double>(s.rec.num_blocks);
-    s.cache_tokens = cls.cache_tokens > 0 ? cls.cache_tokens
-                     : memory > 0 ? std::max<int64_t>(static_cast<int64_t>(left / (kv_token * static_cast<double>(s.rec.num_blocks))), 0)
-                                  : 8192;
+    s.cache_tokens =
+        cls.cache_tokens > 0 ? cls.cache_tokens
+        : memory > 0
+            ? std::max<int64_t>(static_cast<int64_t>(left / (kv_token * static_cast<double>(s.rec.num_blocks))), 0)
+            : 8192;
     measure_rates(s);
   }
 
@@ -241,7 +242,8 @@ struct World::impl {
   void plan_servers() {
     for (const auto& cls : sc.servers)
       for (int64_t i = 0; i < cls.count; ++i) {
-        const double spread = cls.count > 1 ? cls.start_spread_s * static_cast<double>(i) / static_cast<double>(cls.count) : 0;
+        const double spread =
+            cls.count > 1 ? cls.start_spread_s * static_cast<double>(i) / static_cast<double>(cls.count) : 0;
         add_server(cls, cls.start_s + spread);
       }
     for (size_t i = 0; i < servers.size(); ++i) at(servers[i].rec.start_s, [this, i] { start_server(i); });
@@ -288,8 +290,8 @@ struct World::impl {
     net.publish(s.rec.address, s.node, s.gate, s.dht);
     caf::send_as(s.gate, s.gate, address_atom::value, s.rec.address);  // from its own node, as a server does
     note("server-start", s.rec.address + " class=" + s.rec.server_class + " region=" + s.rec.region +
-                             " blocks=" + std::to_string(s.rec.num_blocks) + " inference_rps=" + fmt(s.rec.inference_rps) +
-                             " throughput=" + fmt(s.rec.throughput));
+                             " blocks=" + std::to_string(s.rec.num_blocks) +
+                             " inference_rps=" + fmt(s.rec.inference_rps) + " throughput=" + fmt(s.rec.throughput));
     const std::vector<std::string> peers = initial_peers(i);
     if (peers.empty()) return start_parts(i, node, setup);
     caf::actor dht = s.dht;
@@ -457,15 +459,24 @@ struct World::impl {
     for (const auto& e : c.events) {
       at(e.at_s, [this, e] {
         std::optional<size_t> i;
-        if (e.server >= 0 && static_cast<size_t>(e.server) < servers.size()) i = static_cast<size_t>(e.server);
-        else if (e.kind != "partition" && e.kind != "join" && e.kind != "restart") i = pick_live();
-        if (e.kind == "crash" && i) crash(*i);
-        else if (e.kind == "leave" && i) leave(*i);
-        else if (e.kind == "freeze" && i) freeze(*i, e.duration_s);
-        else if (e.kind == "partition") partition(e.region, e.duration_s);
-        else if (e.kind == "join") join(e.server_class);
-        else if (e.kind == "slow" && i) slow(*i, e.duration_s, e.latency_ms);
-        else if (e.kind == "restart") restart(i);
+        if (e.server >= 0 && static_cast<size_t>(e.server) < servers.size())
+          i = static_cast<size_t>(e.server);
+        else if (e.kind != "partition" && e.kind != "join" && e.kind != "restart")
+          i = pick_live();
+        if (e.kind == "crash" && i)
+          crash(*i);
+        else if (e.kind == "leave" && i)
+          leave(*i);
+        else if (e.kind == "freeze" && i)
+          freeze(*i, e.duration_s);
+        else if (e.kind == "partition")
+          partition(e.region, e.duration_s);
+        else if (e.kind == "join")
+          join(e.server_class);
+        else if (e.kind == "slow" && i)
+          slow(*i, e.duration_s, e.latency_ms);
+        else if (e.kind == "restart")
+          restart(i);
       });
     }
   }
@@ -624,8 +635,8 @@ struct World::impl {
             [=, this](caf::error& e) {
               auto& r = res.sessions[k];
               progress_s[k] = now_s();
-              note("session-open-failed", "session=" + std::to_string(k) + " attempt=" +
-                                              std::to_string(r.open_attempts) + " " + describe(e));
+              note("session-open-failed",
+                   "session=" + std::to_string(k) + " attempt=" + std::to_string(r.open_attempts) + " " + describe(e));
               if (r.open_attempts >= kOpenAttempts) return end_session(self, k, {}, describe(e));
               self->delayed_send(self, timespan_of(kOpenRetryS), retry_open_atom::value);
             });
@@ -635,7 +646,8 @@ struct World::impl {
     GenerationParams params;
     params.max_new_tokens = res.sessions[k].new_tokens;
     params.stop_at_eos = false;
-    self->request(session, timespan_of(sc.duration_s * 4), generate_request{prompt, params, caf::actor_cast<caf::actor>(self)})
+    self->request(session, timespan_of(sc.duration_s * 4),
+                  generate_request{prompt, params, caf::actor_cast<caf::actor>(self)})
         .then([=, this](const generate_result&) { end_session(self, k, session, {}); },
               [=, this](caf::error& e) { end_session(self, k, session, describe(e)); });
   }
@@ -707,8 +719,7 @@ struct World::impl {
     if (r.ok && sc.check_outputs) check_output(k);
     // Running out of cache is the swarm's capacity, not a fault: such a session may fail in any world.
     if (!r.ok && !faults && r.error.rfind("out_of_cache", 0) != 0 && covered_throughout(r.arrival_s, r.done_s))
-      violate("session-outcome", who(r),
-              "failed in a world without faults while every block was served: " + r.error);
+      violate("session-outcome", who(r), "failed in a world without faults while every block was served: " + r.error);
   }
 
   // session-output: the tokens the whole model generates from the session's prompt in one process, fault-free.
@@ -718,7 +729,8 @@ struct World::impl {
       reference_backend = make_cost_backend({}, true);
       reference_models.resize(sources.size());
     }
-    if (!reference_models[swarm]) reference_models[swarm] = std::make_unique<LocalModel>(sources[swarm], *reference_backend);
+    if (!reference_models[swarm])
+      reference_models[swarm] = std::make_unique<LocalModel>(sources[swarm], *reference_backend);
     GenerationParams params;
     params.max_new_tokens = res.sessions[k].new_tokens;
     params.stop_at_eos = false;
@@ -733,10 +745,12 @@ struct World::impl {
     while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
     const auto& r = res.sessions[k];
     violate("session-output", who(r),
-            "token " + std::to_string(at) + " of " + std::to_string(want.size()) + " differs from the fault-free "
-            "output (" + (at < got.size() ? std::to_string(got[at]) : std::string("none")) + " instead of " +
-            (at < want.size() ? std::to_string(want[at]) : std::string("none")) + "), after " +
-            std::to_string(r.recovery_s.size()) + " failovers");
+            "token " + std::to_string(at) + " of " + std::to_string(want.size()) +
+                " differs from the fault-free "
+                "output (" +
+                (at < got.size() ? std::to_string(got[at]) : std::string("none")) + " instead of " +
+                (at < want.size() ? std::to_string(want[at]) : std::string("none")) + "), after " +
+                std::to_string(r.recovery_s.size()) + " failovers");
   }
 
   // The checks that ask the servers, near the run's end: cache-released once every session has ended, and
@@ -807,8 +821,8 @@ struct World::impl {
       const std::string span = std::to_string(s.rec.first_block) + ":" + std::to_string(s.rec.last_block);
       if (it == found.end())
         violate("dht-readable", actors,
-                "not listed (listed:" + listed + "), serving " + span + " unchanged for " + fmt(asked_s - s.changed_s) + " s (bound " +
-                    fmt(bounds.dht_s) + " s)");
+                "not listed (listed:" + listed + "), serving " + span + " unchanged for " + fmt(asked_s - s.changed_s) +
+                    " s (bound " + fmt(bounds.dht_s) + " s)");
       else
         violate("dht-readable", actors,
                 "listed with blocks " + std::to_string(it->first_block) + ":" + std::to_string(it->last_block) +

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # What the API's Python tests need beyond tools/setup.sh: Debian's chromium and chromedriver (the chat page test
-# drives them headless) and a virtual environment .venv with the official openai package and Selenium.
+# drives them headless) and a virtual environment .venv with the official openai package and Selenium; and
+# clang-format, which the `format` test runs.
 # tools/test.sh runs it. Failures are not fatal: the tests that need a missing piece report "skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
-packages=(chromium chromium-driver python3-venv)
+packages=(chromium chromium-driver python3-venv clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -13,7 +14,7 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-      "${missing[@]}" >/dev/null; } || echo "setup: could not install ${missing[*]}; the browser test will be skipped" >&2
+      "${missing[@]}" >/dev/null; } || echo "setup: could not install ${missing[*]}; the tests that need them will be skipped" >&2
 fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv || echo "setup: could not create .venv; the Python API tests will be skipped" >&2

@@ -20,11 +20,11 @@ struct balancer_state {
   caf::actor gate, dht, announcer, loader;
   std::mt19937_64 rng;
   bool moving = false;
-  bool joining = true;       // no blocks loaded yet: balance_atom means "(re)choose the span"
-  int64_t reserved = -1;     // while joining: the first block of the span announced (not loaded)
-  int rechoices = 0;         // while joining: re-reads that moved the reservation
-  std::set<std::string> known;                     // the addresses this server's reads have seen
-  caf::actor_clock::time_point swarm_grew{};        // when a read last saw a new one (or this server loaded)
+  bool joining = true;                        // no blocks loaded yet: balance_atom means "(re)choose the span"
+  int64_t reserved = -1;                      // while joining: the first block of the span announced (not loaded)
+  int rechoices = 0;                          // while joining: re-reads that moved the reservation
+  std::set<std::string> known;                // the addresses this server's reads have seen
+  caf::actor_clock::time_point swarm_grew{};  // when a read last saw a new one (or this server loaded)
   static inline const char* name = "balancer";
 };
 
@@ -174,9 +174,9 @@ void choose_span(balancer_actor* self) {
                  st.reserved = first;
                  reserve(self, first, first + n, [=] {
                    if (last_try) return settle_in(self, n);
-                   self->delayed_send(
-                       self, uniform_delay(self, std::min(kRereadPeriods * mean_period_s(self), kMaxRereadS)),
-                       balance_atom::value);
+                   self->delayed_send(self,
+                                      uniform_delay(self, std::min(kRereadPeriods * mean_period_s(self), kMaxRereadS)),
+                                      balance_atom::value);
                  });
                });
   });
@@ -187,8 +187,8 @@ void check(balancer_actor* self) {
   if (self->state.moving) return;
   with_info(self, [=](server_info& me) {
     if (me.state != "online" || me.first_block >= me.last_block) return schedule_check(self);
-    read_swarm(self, self->state.dht, self->state.opt.model_prefix, me.total_blocks,
-               self->state.opt.request_timeout, [=](std::vector<server_info> swarm) {
+    read_swarm(self, self->state.dht, self->state.opt.model_prefix, me.total_blocks, self->state.opt.request_timeout,
+               [=](std::vector<server_info> swarm) {
                  // This server as it is now, whatever the DHT still holds about it.
                  std::erase_if(swarm, [&](const server_info& s) { return s.address == me.address; });
                  observe(self, swarm);

@@ -96,8 +96,8 @@ rebalance_check check_rebalance(const std::vector<server_info>& swarm, const std
   }
   out.quality = out.current_min / out.reachable_min;
   out.move = out.quality < balance_quality - kEps;
-  out.reason = "balance quality " + std::to_string(out.quality) + (out.move ? " < " : " >= ") +
-               std::to_string(balance_quality);
+  out.reason =
+      "balance quality " + std::to_string(out.quality) + (out.move ? " < " : " >= ") + std::to_string(balance_quality);
   return out;
 }
 

@@ -26,11 +26,11 @@ namespace corolla {
 
 struct rebalance_check {
   bool move = false;
-  int64_t new_first = 0;       // the first block of the span this server should take (when move)
-  double current_min = 0;      // the swarm's weakest block throughput now
-  double reachable_min = 0;    // after this move and every other server's best response
-  double quality = 1;          // current_min / reachable_min
-  std::string reason;          // why (not) move, for logs and tests
+  int64_t new_first = 0;     // the first block of the span this server should take (when move)
+  double current_min = 0;    // the swarm's weakest block throughput now
+  double reachable_min = 0;  // after this move and every other server's best response
+  double quality = 1;        // current_min / reachable_min
+  std::string reason;        // why (not) move, for logs and tests
 };
 
 // `swarm`: the servers announced (joining or online; offline ones left out by the caller), including this one

@@ -21,7 +21,7 @@ namespace corolla {
 struct batch_part {
   int64_t begin = 0, end = 0;  // rows [begin, end) of the batch
   std::vector<planned_hop> hops;
-  double done = 0;             // expected seconds until its output is back at the client
+  double done = 0;  // expected seconds until its output is back at the client
 };
 
 struct batch_plan {

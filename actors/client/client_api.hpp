@@ -73,35 +73,35 @@ struct generate_request {
   generate_request(std::vector<int32_t> prompt = {}, GenerationParams params = {}, caf::actor subscriber = {},
                    Tensor prefix = {})
       : prompt(std::move(prompt)), params(params), subscriber(std::move(subscriber)), prefix(std::move(prefix)) {}
-  std::vector<int32_t> prompt;   // appended to what the session already holds
+  std::vector<int32_t> prompt;  // appended to what the session already holds
   GenerationParams params;
-  caf::actor subscriber;         // optional: receives (token_atom, int32_t id) for each new token
+  caf::actor subscriber;  // optional: receives (token_atom, int32_t id) for each new token
   // Optional: tuned prompt embeddings [P, hidden] (prompt tuning, `corolla finetune --mode ptune`) placed before
   // the prompt; only at the start of a session.
   Tensor prefix;
 };
 
 struct generate_result {
-  std::vector<int32_t> tokens;   // the new tokens
-  double seconds = 0;            // wall time of the generation
+  std::vector<int32_t> tokens;  // the new tokens
+  double seconds = 0;           // wall time of the generation
 };
 
 // What a session went through (stats_atom).
 struct session_stats {
-  int64_t steps = 0;                       // steps completed
-  std::vector<double> recovery_seconds;    // per recovered step: from the fault's detection to the step's end
-  std::vector<std::string> failures;       // "HOST:PORT: what went wrong", in order
-  int64_t spot_checks = 0;                 // steps of a server recomputed elsewhere that agreed
-  int64_t wrong_outputs = 0;               // steps a spot check caught wrong (each replaced its server)
+  int64_t steps = 0;                     // steps completed
+  std::vector<double> recovery_seconds;  // per recovered step: from the fault's detection to the step's end
+  std::vector<std::string> failures;     // "HOST:PORT: what went wrong", in order
+  int64_t spot_checks = 0;               // steps of a server recomputed elsewhere that agreed
+  int64_t wrong_outputs = 0;             // steps a spot check caught wrong (each replaced its server)
 };
 
 // What a swarm client knows of a server it has used (reputation_atom).
 struct peer_standing {
-  std::string peer;               // peer_id: the server's key (hex), or its address when its record named none
+  std::string peer;  // peer_id: the server's key (hex), or its address when its record named none
   uint64_t successes = 0, failures = 0;
-  int64_t banned_until_ms = 0;    // Unix milliseconds; in the past: not banned
-  bool banned = false;            // now
-  std::string last_failure;       // what its last failure was, since this client started ("" if none)
+  int64_t banned_until_ms = 0;  // Unix milliseconds; in the past: not banned
+  bool banned = false;          // now
+  std::string last_failure;     // what its last failure was, since this client started ("" if none)
 };
 
 struct step_input {

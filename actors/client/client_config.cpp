@@ -65,8 +65,8 @@ void validate_client(const ClientConfig& c, const std::string& source, const std
     if (auto problem = check_peer_address(peer)) fail("initial_peers", *problem);
   if (auto problem = check_mode(c.mode)) fail("mode", *problem);
   if (c.max_length < 1 || c.max_length > kMaxLength)
-    fail("max_length", "must be an integer in 1.." + std::to_string(kMaxLength) + ", got " +
-                           std::to_string(c.max_length));
+    fail("max_length",
+         "must be an integer in 1.." + std::to_string(kMaxLength) + ", got " + std::to_string(c.max_length));
   if (!std::isfinite(c.request_timeout_s) || c.request_timeout_s <= 0)
     fail("request_timeout_s", "must be a number > 0, got " + toml_double(c.request_timeout_s));
   if (own) own->check();

@@ -56,7 +56,7 @@ struct step_run {
   std::optional<Tensor> output;               // the last hop's output (push: it may come before the copies)
   bool fetching = false;                      // missing copies are being asked for
   bool recovering = false;
-  std::optional<caf::actor_clock::time_point> fault;    // the step's first fault
+  std::optional<caf::actor_clock::time_point> fault;  // the step's first fault
   int faults = 0;
 };
 
@@ -80,13 +80,13 @@ struct session_state {
   };
   uint64_t next_watch = 1;
   std::map<uint64_t, down_watch> watches;
-  int64_t length = 0;            // positions used so far (batch 1 generation)
-  std::vector<int32_t> tokens;   // every id fed so far, for the repetition penalty
+  int64_t length = 0;           // positions used so far (batch 1 generation)
+  std::vector<int32_t> tokens;  // every id fed so far, for the repetition penalty
   bool busy = false;
   session_stats stats;
-  std::mt19937_64 rng;                           // which steps are spot-checked (seeded from the options)
-  inbound_streams inbound;                       // verifiers' large replies arriving in chunks
-  uint64_t next_stream = 1;                      // numbers large verification requests sent in chunks
+  std::mt19937_64 rng;       // which steps are spot-checked (seeded from the options)
+  inbound_streams inbound;   // verifiers' large replies arriving in chunks
+  uint64_t next_stream = 1;  // numbers large verification requests sent in chunks
   static inline const char* name = "inference_session";
 };
 
@@ -104,13 +104,9 @@ double ms_since(session_actor* self, caf::actor_clock::time_point t0) {
 }
 
 // Errors that say the request was wrong are the caller's; everything else is the server's (or the network's).
-bool is_server_failure(const caf::error& e) {
-  return !(is(e, errc::bad_request) || is(e, errc::max_length_exceeded));
-}
+bool is_server_failure(const caf::error& e) { return !(is(e, errc::bad_request) || is(e, errc::max_length_exceeded)); }
 
-std::string blocks_name(const planned_hop& h) {
-  return "blocks " + block_span(h.first, h.last);
-}
+std::string blocks_name(const planned_hop& h) { return "blocks " + block_span(h.first, h.last); }
 
 // Tells the swarm client how a server did, by peer_id (its key, when its record named one).
 void report(session_actor* self, const planned_hop& hop, bool ok, double latency_ms) {
@@ -161,9 +157,10 @@ void open_hop(session_actor* self, std::shared_ptr<session_hop> hop, error_done 
                                        ? o.prompts.slice_rows(hop->plan.first, hop->plan.last)
                                        : Tensor();
             const std::string challenge = make_challenge();
-            self->request(gate, o.request_timeout,
-                          open_session{o.max_length, o.batch, hop->plan.first, hop->plan.last, o.adapter, prompts,
-                                       challenge, {}})
+            self->request(
+                    gate, o.request_timeout,
+                    open_session{
+                        o.max_length, o.batch, hop->plan.first, hop->plan.last, o.adapter, prompts, challenge, {}})
                 .then(
                     [=](const session_opened& r) {
                       // A server routed to by its DHT record must hold the key that signed the record: a record
@@ -171,9 +168,9 @@ void open_hop(session_actor* self, std::shared_ptr<session_hop> hop, error_done 
                       if (!hop->plan.owner.empty() &&
                           (r.owner != hop->plan.owner || !identity_proven(r.owner, challenge, r.proof))) {
                         caf::anon_send(gate, close_session{r.session_id, {}});
-                        return settle(make_error(errc::peer_unavailable,
-                                                 "the server at " + hop->plan.address +
-                                                     " does not hold the key its DHT record names"));
+                        return settle(make_error(
+                            errc::peer_unavailable,
+                            "the server at " + hop->plan.address + " does not hold the key its DHT record names"));
                       }
                       hop->session_id = r.session_id;
                       settle(caf::error{});
@@ -184,8 +181,8 @@ void open_hop(session_actor* self, std::shared_ptr<session_hop> hop, error_done 
 }
 
 // Runs `inputs` through `hop`, one request each, in order; collects the outputs.
-void replay_through(session_actor* self, std::shared_ptr<session_hop> hop, std::vector<history_entry> inputs,
-                    size_t i, std::shared_ptr<std::vector<history_entry>> outputs, error_done done) {
+void replay_through(session_actor* self, std::shared_ptr<session_hop> hop, std::vector<history_entry> inputs, size_t i,
+                    std::shared_ptr<std::vector<history_entry>> outputs, error_done done) {
   if (i == inputs.size()) return done(caf::error{});
   const uint64_t step = self->state.next_step++;
   step_request req{hop->session_id, step, inputs[i].hidden, inputs[i].positions, {}, {}};
@@ -204,20 +201,21 @@ void replay_through(session_actor* self, std::shared_ptr<session_hop> hop, std::
 // inputs it took). On failure, names the replacement that failed.
 using replacement_done = std::function<void(caf::error, planned_hop failed)>;
 
-void build_replacements(session_actor* self, std::shared_ptr<std::vector<std::shared_ptr<session_hop>>> hops,
-                        size_t j, std::vector<history_entry> inputs, replacement_done done) {
+void build_replacements(session_actor* self, std::shared_ptr<std::vector<std::shared_ptr<session_hop>>> hops, size_t j,
+                        std::vector<history_entry> inputs, replacement_done done) {
   if (j == hops->size()) return done(caf::error{}, {});
   auto hop = (*hops)[j];
   open_hop(self, hop, [=](caf::error e) {
     if (e) return done(std::move(e), hop->plan);
     auto outputs = std::make_shared<std::vector<history_entry>>();
     const auto t0 = self->clock().now();
-    replay_through(self, hop, inputs, 0, outputs, settle_once_or_on_down(self, hop->gate, hop->plan.address, [=](caf::error e) {
-      if (e) return done(std::move(e), hop->plan);
-      if (!inputs.empty()) report(self, hop->plan, true, ms_since(self, t0));
-      hop->history = inputs;
-      build_replacements(self, hops, j + 1, std::move(*outputs), done);
-    }));
+    replay_through(self, hop, inputs, 0, outputs,
+                   settle_once_or_on_down(self, hop->gate, hop->plan.address, [=](caf::error e) {
+                     if (e) return done(std::move(e), hop->plan);
+                     if (!inputs.empty()) report(self, hop->plan, true, ms_since(self, t0));
+                     hop->history = inputs;
+                     build_replacements(self, hops, j + 1, std::move(*outputs), done);
+                   }));
   });
 }
 
@@ -284,7 +282,8 @@ void open_route(session_actor* self, error_done done) {
   auto hop = std::make_shared<session_hop>(st.hops[i]);
   open_hop(self, hop, [=](caf::error e) {
     auto& hs = self->state.hops;
-    if (i >= hs.size() || hs[i].plan.address != hop->plan.address) return done(make_error(errc::internal, "route changed while opening"));
+    if (i >= hs.size() || hs[i].plan.address != hop->plan.address)
+      return done(make_error(errc::internal, "route changed while opening"));
     if (!e) {
       hs[i].gate = hop->gate;
       hs[i].session_id = hop->session_id;
@@ -369,8 +368,8 @@ void forward_through(session_actor* self, std::shared_ptr<recomputation> r, size
             const auto positions = input.positions;
             const Shape shape = input.hidden.shape();
             const std::string challenge = make_challenge();
-            forward_request req{std::move(input.hidden), positions, prompts, v.first, v.last, st.opt.adapter,
-                                0,   {},        challenge};
+            forward_request req{std::move(input.hidden), positions, prompts, v.first,  v.last,
+                                st.opt.adapter,          0,         {},      challenge};
             auto reply = [=](caf::expected<forward_reply> out) mutable {
               if (*over) return;
               *over = true;
@@ -440,8 +439,9 @@ void caught(session_actor* self, std::shared_ptr<step_run> run, size_t k, const 
   auto& st = self->state;
   ++st.stats.wrong_outputs;
   run->step = st.next_step++;
-  fail(self, run, k, make_error(errc::wrong_output, "server " + st.hops[k].plan.address + " (" +
-                                                        blocks_name(st.hops[k].plan) + "): " + why));
+  fail(self, run, k,
+       make_error(errc::wrong_output,
+                  "server " + st.hops[k].plan.address + " (" + blocks_name(st.hops[k].plan) + "): " + why));
 }
 
 // Checks hop k of the step: recomputes its history and this step's input elsewhere and compares. When they
@@ -478,13 +478,13 @@ void spot_check(session_actor* self, std::shared_ptr<step_run> run, std::vector<
     for (const auto& v : first->chain) avoid.insert(peer_id(v));
     recompute(self, plan, *input, avoid, [=](caf::expected<recomputation> second) mutable {
       if (stale(self, run, a)) return;
-      if (second && compare_outputs(claimed, last_tokens(second->hidden, tokens),
-                                    tolerance_for(plan, second->chain)).empty()) {
+      if (second &&
+          compare_outputs(claimed, last_tokens(second->hidden, tokens), tolerance_for(plan, second->chain)).empty()) {
         // The first verifier was the liar.
         for (const auto& v : first->chain)
           if (self->state.client)
-            self->send(self->state.client,
-                       failure_report(peer_id(v), make_error(errc::wrong_output, "a spot check it answered "
+            self->send(self->state.client, failure_report(peer_id(v), make_error(errc::wrong_output,
+                                                                                 "a spot check it answered "
                                                                                  "disagreed with two servers")));
         passed_check(self, k);
         return next();
@@ -517,9 +517,10 @@ void fail(session_actor* self, std::shared_ptr<step_run> run, size_t k, caf::err
   const int earlier = run->faults++;
   const caf::timespan delay = earlier == 0 ? caf::timespan{0} : retry_delay(earlier - 1);
   if (self->clock().now() + delay >= deadline)
-    return finish(self, run, make_error(errc::no_route, "no working route for the step within the recovery timeout (" +
-                                                            std::to_string(run->faults) +
-                                                            " server failures); the last: " + describe(e)));
+    return finish(
+        self, run,
+        make_error(errc::no_route, "no working route for the step within the recovery timeout (" +
+                                       std::to_string(run->faults) + " server failures); the last: " + describe(e)));
   run->attempt = ++st.attempts;  // whatever the failed attempt still sends back is ignored
   run->recovering = true;
   auto recover = [=] {
@@ -530,8 +531,10 @@ void fail(session_actor* self, std::shared_ptr<step_run> run, size_t k, caf::err
       attempt(self, run);
     });
   };
-  if (delay == caf::timespan{0}) recover();
-  else after(self, delay, recover);
+  if (delay == caf::timespan{0})
+    recover();
+  else
+    after(self, delay, recover);
 }
 
 bool stale(session_actor* self, const std::shared_ptr<step_run>& run, uint64_t a) {
@@ -574,8 +577,7 @@ void try_complete(session_actor* self, std::shared_ptr<step_run> run);
 void fetch_copy(session_actor* self, std::shared_ptr<step_run> run, size_t j) {
   auto& st = self->state;
   const uint64_t a = run->attempt;
-  step_request req{st.hops[j - 1].session_id, run->step, *run->inputs[j - 1], *run->positions, {}, {},
-                   run->hypo_ids};
+  step_request req{st.hops[j - 1].session_id, run->step, *run->inputs[j - 1], *run->positions, {}, {}, run->hypo_ids};
   self->request(st.hops[j - 1].gate, st.opt.request_timeout, std::move(req))
       .then(
           [=](step_reply& r) {
@@ -619,13 +621,13 @@ void watch_push(session_actor* self, const std::shared_ptr<step_run>& run, uint6
   after(self, self->state.opt.request_timeout, [=] {
     auto run = weak.lock();
     if (!run || stale(self, run, a) || run->output) return;
-    const auto now = static_cast<size_t>(std::count_if(run->inputs.begin(), run->inputs.end(),
-                                                       [](const auto& i) { return i.has_value(); }));
+    const auto now = static_cast<size_t>(
+        std::count_if(run->inputs.begin(), run->inputs.end(), [](const auto& i) { return i.has_value(); }));
     if (now > copies) return watch_push(self, run, a, now);
     const size_t k = suspect(self, *run);
-    fail(self, run, k, make_error(errc::peer_unavailable, "the push chain stalled at " +
-                                                              self->state.hops[k].plan.address +
-                                                              ": no output within the request timeout"));
+    fail(self, run, k,
+         make_error(errc::peer_unavailable, "the push chain stalled at " + self->state.hops[k].plan.address +
+                                                ": no output within the request timeout"));
   });
 }
 
@@ -663,8 +665,10 @@ void attempt(session_actor* self, std::shared_ptr<step_run> run) {
   run->inputs[0] = run->input;
   run->output.reset();
   run->fetching = false;
-  if (st.opt.mode == route_mode::push && st.hops.size() > 1) push(self, run);
-  else relay(self, run, 0, run->input);
+  if (st.opt.mode == route_mode::push && st.hops.size() > 1)
+    push(self, run);
+  else
+    relay(self, run, 0, run->input);
 }
 
 void run_route(session_actor* self, Tensor hidden, std::vector<int32_t> positions, tensor_done done,
@@ -737,8 +741,8 @@ void generate_step(session_actor* self, std::shared_ptr<generation> g, std::vect
 // Draws the next token from the logits of the last step, streams it, and runs the next step or ends.
 void sample_next(session_actor* self, std::shared_ptr<generation> g, const Tensor& logits) {
   auto& st = self->state;
-  const int32_t next = g->sampler->next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())},
-                                        st.tokens);
+  const int32_t next =
+      g->sampler->next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, st.tokens);
   g->out.push_back(next);
   if (g->req.subscriber) self->send(g->req.subscriber, token_atom::value, next);
   const std::vector<int32_t> eos = end_tokens(g->req.params, st.head->config());
@@ -871,8 +875,8 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
     auto run = st.current;
     if (first && run && !run->recovering)
       fail(self, run, *first,
-           make_error(errc::peer_unavailable, "server " + st.hops[*first].plan.address + " went down (" +
-                                                  caf::to_string(m.reason) + ")"));
+           make_error(errc::peer_unavailable,
+                      "server " + st.hops[*first].plan.address + " went down (" + caf::to_string(m.reason) + ")"));
   });
   // If the session dies without close_atom, each server notices (it monitors the session) and frees its part.
   return {
@@ -905,15 +909,18 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
         run_route(
             self, std::move(in.hidden), std::move(in.positions),
             [=](caf::expected<Tensor> out) mutable {
-              if (out) rp.deliver(std::move(*out));
-              else rp.deliver(out.error());
+              if (out)
+                rp.deliver(std::move(*out));
+              else
+                rp.deliver(out.error());
             },
             std::move(in.hypo_ids));
         return rp;
       },
       [=](generate_request& req) -> caf::result<generate_result> {
         auto& st = self->state;
-        if (st.busy || st.current) return make_error(errc::bad_request, "a generation is already running in this session");
+        if (st.busy || st.current)
+          return make_error(errc::bad_request, "a generation is already running in this session");
         if (req.prompt.empty()) return make_error(errc::bad_request, "the prompt is empty");
         const int64_t prefix = req.prefix.defined() ? req.prefix.dim(0) : 0;
         if (req.prefix.defined()) {
@@ -931,12 +938,11 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
         const int64_t need = st.length + prefix + static_cast<int64_t>(req.prompt.size()) +
                              std::max<int64_t>(req.params.max_new_tokens - 1, 0);
         if (need > st.opt.max_length)
-          return make_error(errc::max_length_exceeded,
-                            "the session holds " + std::to_string(st.length) + " tokens; " +
-                                std::to_string(req.prompt.size()) + " more and " +
-                                std::to_string(req.params.max_new_tokens) +
-                                " new ones (all but the last fed) exceed its max_length " +
-                                std::to_string(st.opt.max_length));
+          return make_error(errc::max_length_exceeded, "the session holds " + std::to_string(st.length) + " tokens; " +
+                                                           std::to_string(req.prompt.size()) + " more and " +
+                                                           std::to_string(req.params.max_new_tokens) +
+                                                           " new ones (all but the last fed) exceed its max_length " +
+                                                           std::to_string(st.opt.max_length));
         if (req.params.num_beams != 1) {
           if (auto refusal = beam_search_refusal(st, req)) return refusal;
           auto beams = std::make_shared<beam_generation>();
@@ -982,8 +988,7 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
       },
       [=](route_atom) -> std::vector<std::string> {
         std::vector<std::string> out;
-        for (auto& h : self->state.hops)
-          out.push_back(h.plan.address + " " + block_span(h.plan.first, h.plan.last));
+        for (auto& h : self->state.hops) out.push_back(h.plan.address + " " + block_span(h.plan.first, h.plan.last));
         return out;
       },
       [=](stats_atom) -> session_stats { return self->state.stats; },
@@ -1006,8 +1011,8 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
 caf::actor spawn_inference_session(caf::actor_system& sys, std::shared_ptr<const ClientHead> head,
                                    caf::actor head_batcher, caf::actor connector, caf::actor client,
                                    session_options options, std::vector<planned_hop> route) {
-  return sys.spawn(inference_session, std::move(head), std::move(head_batcher), std::move(connector),
-                   std::move(client), options, std::move(route));
+  return sys.spawn(inference_session, std::move(head), std::move(head_batcher), std::move(connector), std::move(client),
+                   options, std::move(route));
 }
 
 }  // namespace corolla

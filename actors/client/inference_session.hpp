@@ -41,7 +41,7 @@ struct session_options {
 // that fail to open). `client` is the swarm client that plans replacement routes and keeps reputations;
 // `head_batcher` (actors/client/head_batcher.hpp) computes the logits of generation steps.
 caf::actor spawn_inference_session(caf::actor_system& sys, std::shared_ptr<const ClientHead> head,
-                                   caf::actor head_batcher, caf::actor connector, caf::actor client, session_options options,
-                                   std::vector<planned_hop> route);
+                                   caf::actor head_batcher, caf::actor connector, caf::actor client,
+                                   session_options options, std::vector<planned_hop> route);
 
 }  // namespace corolla

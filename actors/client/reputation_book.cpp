@@ -11,8 +11,9 @@ ReputationBook::ReputationBook(ban_policy policy, std::shared_ptr<NodeStore> sto
 
 void ReputationBook::record_success(const std::string& peer, double latency_ms) {
   auto& r = peers_[peer];
-  r.latency_ewma_ms = r.successes == 0 ? latency_ms
-                                       : (1 - policy_.latency_alpha) * r.latency_ewma_ms + policy_.latency_alpha * latency_ms;
+  r.latency_ewma_ms = r.successes == 0
+                          ? latency_ms
+                          : (1 - policy_.latency_alpha) * r.latency_ewma_ms + policy_.latency_alpha * latency_ms;
   ++r.successes;
   r.consecutive_failures = 0;
   dirty_.insert(peer);

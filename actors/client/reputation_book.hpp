@@ -17,10 +17,10 @@
 namespace corolla {
 
 struct ban_policy {
-  std::chrono::milliseconds base{15'000};        // the first ban
-  std::chrono::milliseconds max{30 * 60'000};    // the longest ban
-  double latency_alpha = 0.2;                    // weight of a new latency sample in the EWMA
-  double failure_cost_seconds = 2.0;             // what a failure costs a session (detection, re-route, replay)
+  std::chrono::milliseconds base{15'000};      // the first ban
+  std::chrono::milliseconds max{30 * 60'000};  // the longest ban
+  double latency_alpha = 0.2;                  // weight of a new latency sample in the EWMA
+  double failure_cost_seconds = 2.0;           // what a failure costs a session (detection, re-route, replay)
 };
 
 class ReputationBook {
@@ -47,8 +47,7 @@ class ReputationBook {
   void flush();
 
   static int64_t now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
 

@@ -47,7 +47,8 @@ route_plan fastest_chain(const std::vector<server_info>& servers, int64_t first,
   auto node = [&](size_t i, int64_t b) { return base[i] + static_cast<size_t>(b - lo[i]); };
   auto server_of = [&](size_t u) {  // the server a node other than the client's belongs to
     return static_cast<size_t>(std::upper_bound(base.begin(), base.begin() + static_cast<long>(n) + 1, u) -
-                               base.begin()) - 1;
+                               base.begin()) -
+           1;
   };
   std::vector<std::vector<size_t>> at_block(static_cast<size_t>(last - first));  // servers covering each block
   for (size_t i = 0; i < n; ++i)
@@ -98,8 +99,7 @@ route_plan fastest_chain(const std::vector<server_info>& servers, int64_t first,
         if (j != i) enter(u, j, b, t + net.handover(*usable[i], *usable[j]));
   }
   if (prev[sink] == nodes) {
-    plan.error = find_gap(servers, first, last, excluded)
-                     .value_or("no route over blocks " + block_span(first, last));
+    plan.error = find_gap(servers, first, last, excluded).value_or("no route over blocks " + block_span(first, last));
     return plan;
   }
   plan.seconds = dist[sink];
@@ -128,9 +128,7 @@ route_plan plan_route(const std::vector<server_info>& servers, int64_t first, in
                       const std::map<std::string, double>& client_rtt_ms) {
   chain_costs costs;
   costs.per_block = [](const server_info& s) {
-    const double rps = s.inference_rps > 0 ? s.inference_rps
-                       : s.throughput > 0  ? s.throughput
-                                           : kDefaultInferenceRps;
+    const double rps = s.inference_rps > 0 ? s.inference_rps : s.throughput > 0 ? s.throughput : kDefaultInferenceRps;
     return 1.0 / rps;
   };
   costs.entry = [&](const server_info& s) {

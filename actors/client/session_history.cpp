@@ -43,8 +43,10 @@ std::vector<history_entry> merge_for_replay(const std::vector<history_entry>& st
   std::vector<history_entry> out;
   std::vector<const history_entry*> run;
   auto flush = [&] {
-    if (run.size() == 1) out.push_back(*run.front());
-    else if (!run.empty()) out.push_back(concat(run));
+    if (run.size() == 1)
+      out.push_back(*run.front());
+    else if (!run.empty())
+      out.push_back(concat(run));
     run.clear();
   };
   for (const auto& s : steps) {
@@ -64,7 +66,8 @@ void reorder_sequences(std::vector<history_entry>& steps, const std::vector<int3
       const int64_t from = sources[static_cast<size_t>(i)];
       std::memcpy(out.hidden.data_as<float>() + i * t * d, e.hidden.data_as<const float>() + from * t * d,
                   static_cast<size_t>(t * d) * sizeof(float));
-      std::memcpy(out.positions.data() + i * t, e.positions.data() + from * t, static_cast<size_t>(t) * sizeof(int32_t));
+      std::memcpy(out.positions.data() + i * t, e.positions.data() + from * t,
+                  static_cast<size_t>(t) * sizeof(int32_t));
     }
     e = std::move(out);
   }

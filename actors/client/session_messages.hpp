@@ -30,10 +30,10 @@ struct peer_report {
   std::string peer;  // peer_id (route_planner.hpp): the server's key, or its address when its record named none
   bool ok = true;
   double latency_ms = 0;
-  std::string what;  // the failure, for the log
+  std::string what;      // the failure, for the log
   bool checked = false;  // only: a spot check of the peer passed, its first steps need no check any more
-  int64_t busy_ms = 0;  // > 0: not a failure but too_busy (a quota), with the server's retry hint: the peer is
-                        // avoided that long, its reputation untouched
+  int64_t busy_ms = 0;   // > 0: not a failure but too_busy (a quota), with the server's retry hint: the peer is
+                         // avoided that long, its reputation untouched
 };
 
 // The report of a request to `peer` that failed with `e`.

@@ -17,8 +17,7 @@ std::vector<size_t> hops_to_check(const spot_check_options& o, const std::vector
   return out;
 }
 
-std::optional<history_entry> verification_input(const std::vector<history_entry>& history,
-                                                const history_entry& step) {
+std::optional<history_entry> verification_input(const std::vector<history_entry>& history, const history_entry& step) {
   std::vector<history_entry> all = history;
   all.push_back(step);
   auto merged = merge_for_replay(all);

@@ -30,8 +30,7 @@ std::vector<size_t> hops_to_check(const spot_check_options& o, const std::vector
 
 // The span's history and this step's input as one forward from position 0 of every sequence: what a verifier
 // recomputes. nullopt when they do not join into one (the session went back and rewrote its cache).
-std::optional<history_entry> verification_input(const std::vector<history_entry>& history,
-                                                const history_entry& step);
+std::optional<history_entry> verification_input(const std::vector<history_entry>& history, const history_entry& step);
 
 // The last `tokens` tokens of every sequence of hidden [B, T, D] (the verifier's outputs of this step).
 Tensor last_tokens(const Tensor& hidden, int64_t tokens);

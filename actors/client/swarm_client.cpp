@@ -27,7 +27,7 @@ struct client_state {
   std::shared_ptr<const ClientHead> head;
   caf::actor head_batcher;  // the sessions' LM head, one product for the rows that come together
   caf::actor connector;
-  caf::actor dht;           // client-mode DHT node, when joining through the DHT
+  caf::actor dht;  // client-mode DHT node, when joining through the DHT
   bool bootstrapped = false;
   std::string bootstrap_error;  // why joining the DHT failed last (a refused certificate, say), for no_route
   std::vector<server_info> servers;
@@ -37,7 +37,7 @@ struct client_state {
   // failures: a busy server keeps its reputation.
   std::map<std::string, int64_t> busy_until;
   std::map<std::string, std::string> last_failure;  // per peer, since the client started (reputation_atom)
-  uint64_t sessions_opened = 0;   // numbers the sessions' seeds
+  uint64_t sessions_opened = 0;                     // numbers the sessions' seeds
   std::set<std::string> checked;  // servers a spot check of this client has covered (the others: on first use)
   // Wall-clock milliseconds at actor-clock zero, fixed at start: bans are stored as wall-clock times (they
   // outlive the process) but counted on the actor clock, so that they expire in virtual time in the simulator.
@@ -245,8 +245,7 @@ void open_on_view(client_actor* self, open_session_request req, caf::response_pr
                   std::vector<server_info> infos) {
   auto& st = self->state;
   const int64_t blocks = st.head->config().num_layers;
-  route_plan plan =
-      plan_avoiding(self, with_adapter(infos, req.adapter), 0, blocks, req.max_length * req.batch, {});
+  route_plan plan = plan_avoiding(self, with_adapter(infos, req.adapter), 0, blocks, req.max_length * req.batch, {});
   if (!plan.ok() && attempt + 1 < kOpenAttempts) return open_session(self, req, rp, attempt + 1);
   if (infos.empty()) {
     const std::string why = st.bootstrap_error.empty() ? "" : "; joining the DHT failed: " + st.bootstrap_error;
@@ -260,8 +259,15 @@ void open_on_view(client_actor* self, open_session_request req, caf::response_pr
     rp.deliver(make_error(errc::no_route, plan.error + adapter_note(req.adapter)));
     return;
   }
-  session_options so{st.opt.mode, st.opt.request_timeout,   req.max_length,
-                     req.batch,   st.opt.recovery_timeout, req.adapter, {}, st.opt.spot_checks, st.opt.streams,
+  session_options so{st.opt.mode,
+                     st.opt.request_timeout,
+                     req.max_length,
+                     req.batch,
+                     st.opt.recovery_timeout,
+                     req.adapter,
+                     {},
+                     st.opt.spot_checks,
+                     st.opt.streams,
                      session_seed(st.opt.dht_id, ++st.sessions_opened)};
   session_prompts(st.head->config(), req, so.prompts);  // checked when the request came
   auto session = spawn_inference_session(self->home_system(), st.head, st.head_batcher, st.connector,
@@ -281,8 +287,8 @@ void open_training(client_actor* self, open_training_request req, caf::response_
   refresh(self, [=](std::vector<server_info> infos) mutable {
     auto& st = self->state;
     auto session = open_training_session(self->home_system(), st.connector, caf::actor_cast<caf::actor>(self),
-                                         std::move(infos), unwelcome_peers(self), req,
-                                         st.opt.request_timeout, st.head->config().num_layers, st.opt.streams);
+                                         std::move(infos), unwelcome_peers(self), req, st.opt.request_timeout,
+                                         st.head->config().num_layers, st.opt.streams);
     if (!session && is(session.error(), errc::no_route) && attempt + 1 < kOpenAttempts)
       return open_training(self, req, rp, attempt + 1);
     if (!session) {
@@ -352,8 +358,10 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
         refresh(self, [=](std::vector<server_info> infos) mutable {
           route_plan plan = plan_avoiding(self, with_adapter(std::move(infos), req.adapter), req.first, req.last,
                                           req.min_cache_tokens, req.avoid, req.strict);
-          if (plan.ok()) rp.deliver(std::move(plan.hops));
-          else rp.deliver(make_error(errc::no_route, plan.error + adapter_note(req.adapter)));
+          if (plan.ok())
+            rp.deliver(std::move(plan.hops));
+          else
+            rp.deliver(make_error(errc::no_route, plan.error + adapter_note(req.adapter)));
         });
         return rp;
       },
@@ -370,12 +378,15 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
           self->state.checked.insert(r.peer);
           return;
         }
-        if (r.ok) book.record_success(r.peer, r.latency_ms);
-        else if (r.busy_ms > 0) self->state.busy_until[r.peer] = now_ms(self) + r.busy_ms;
+        if (r.ok)
+          book.record_success(r.peer, r.latency_ms);
+        else if (r.busy_ms > 0)
+          self->state.busy_until[r.peer] = now_ms(self) + r.busy_ms;
         else {
           const auto ban = book.record_failure(r.peer, now_ms(self));
           log::warn(log::Part::client, [&] {
-            return "server banned: " + r.peer + "; for " + std::to_string(ban.count()) + " ms; after " + r.what.substr(0, 300);
+            return "server banned: " + r.peer + "; for " + std::to_string(ban.count()) + " ms; after " +
+                   r.what.substr(0, 300);
           });
           auto& why = self->state.last_failure;
           if (why.size() < 4096 || why.count(r.peer)) why[r.peer] = r.what.substr(0, 500);

@@ -79,7 +79,8 @@ SwarmConfig load_swarm_config_text(std::string_view text, const std::string& tom
     for (const auto& node : swarm.servers)
       if (node.port != 0) swarm.client.initial_peers.push_back(peer_address(node));
     if (swarm.client.initial_peers.empty() && !swarm.servers.empty())
-      throw ConfigError(where(toml_path, client) + "'client.initial_peers' is not set and no server has a fixed "
+      throw ConfigError(where(toml_path, client) +
+                        "'client.initial_peers' is not set and no server has a fixed "
                         "port to join through: set 'initial_peers' in [client], or a 'port' in a [[server]]");
   }
 

@@ -64,10 +64,10 @@ struct train_step {
   TrainingBatch batch;
 };
 struct train_step_result {
-  int64_t step = 0;     // steps taken so far
-  double loss = 0;      // before this step's update
-  int64_t tokens = 0;   // real tokens of the batch
-  double seconds = 0;   // wall time of the step (forward, backward, update)
+  int64_t step = 0;    // steps taken so far
+  double loss = 0;     // before this step's update
+  int64_t tokens = 0;  // real tokens of the batch
+  double seconds = 0;  // wall time of the step (forward, backward, update)
 };
 
 // Every block of `source` in this process, on `backend` (which must outlive the actor). Spawned detached.

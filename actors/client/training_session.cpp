@@ -26,17 +26,17 @@ struct hop_run {
 };
 
 struct part_state {
-  int64_t b0 = 0, b1 = 0;          // the batch rows of this sub-batch
+  int64_t b0 = 0, b1 = 0;  // the batch rows of this sub-batch
   std::vector<int32_t> positions;
-  Tensor prompts;                  // [L, b, P, D], or undefined
+  Tensor prompts;  // [L, b, P, D], or undefined
   std::vector<hop_run> route;
-  Tensor output;                   // forward: the last block's output
-  Tensor grad_prompts;             // backward: [L, b, P, D]
+  Tensor output;        // forward: the last block's output
+  Tensor grad_prompts;  // backward: [L, b, P, D]
 };
 
 struct pass_state {
-  Shape shape;                     // [B, S, D]
-  Shape prompt_shape;              // [L, B, P, D] when prompts were sent
+  Shape shape;         // [B, S, D]
+  Shape prompt_shape;  // [L, B, P, D] when prompts were sent
   bool prompts = false;
   std::vector<part_state> parts;
 };
@@ -73,8 +73,7 @@ std::vector<server_info> usable(const session_state& st) {
   std::vector<server_info> out;
   for (const auto& s : st.servers) {
     if (s.state != "online") continue;
-    if (!st.opt.adapter.empty() &&
-        std::find(s.adapters.begin(), s.adapters.end(), st.opt.adapter) == s.adapters.end())
+    if (!st.opt.adapter.empty() && std::find(s.adapters.begin(), s.adapters.end(), st.opt.adapter) == s.adapters.end())
       continue;
     out.push_back(s);
   }
@@ -125,7 +124,8 @@ void ask_server(session_actor* self, const std::string& address, Request req, st
                 *settled = true;
                 // A garbled reply is the server's (or the network's) failure, not ours.
                 if (!r.wire_error.empty())
-                  return on_error(make_error(errc::peer_unavailable, "garbled reply from " + address + ": " + r.wire_error));
+                  return on_error(
+                      make_error(errc::peer_unavailable, "garbled reply from " + address + ": " + r.wire_error));
                 if (auto problem = stream_in(self->state.inbound, gate.address(), r); !problem.empty())
                   return on_error(make_error(errc::peer_unavailable, "broken reply from " + address + ": " + problem));
                 on_reply(r);
@@ -199,8 +199,15 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
   const part_state& part = p->parts[j];
   const hop_run& hop = part.route[k];
   const std::string challenge = make_challenge();
-  forward_request req{hop.input,       part.positions,  prompt_slice(part, hop.plan),
-                      hop.plan.first, hop.plan.last, self->state.opt.adapter, 0, {}, challenge};
+  forward_request req{hop.input,
+                      part.positions,
+                      prompt_slice(part, hop.plan),
+                      hop.plan.first,
+                      hop.plan.last,
+                      self->state.opt.adapter,
+                      0,
+                      {},
+                      challenge};
   const planned_hop plan = hop.plan;
   ask_server<forward_reply>(
       self, hop.plan.address, std::move(req),
@@ -234,8 +241,15 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
 void backward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor grad, tensor_cont cont) {
   const part_state& part = p->parts[j];
   const hop_run& hop = part.route[k];
-  backward_request req{hop.input,      grad,          part.positions,          prompt_slice(part, hop.plan),
-                       hop.plan.first, hop.plan.last, self->state.opt.adapter, 0, {}};
+  backward_request req{hop.input,
+                       grad,
+                       part.positions,
+                       prompt_slice(part, hop.plan),
+                       hop.plan.first,
+                       hop.plan.last,
+                       self->state.opt.adapter,
+                       0,
+                       {}};
   ask_server<backward_reply>(
       self, hop.plan.address, std::move(req),
       [=](backward_reply& r) {
@@ -249,8 +263,8 @@ void backward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor g
           std::memcpy(dst.data(), r.grad_prompts.data(), static_cast<size_t>(dst.nbytes()));
         }
         if (r.grad_input.shape() != part.route[k].input.shape())
-          return cont(make_error(errc::bad_request, "server " + plan.address + " returned an input gradient " +
-                                                        r.grad_input.describe()));
+          return cont(make_error(errc::bad_request,
+                                 "server " + plan.address + " returned an input gradient " + r.grad_input.describe()));
         if (k == 0) return cont(std::move(r.grad_input));
         backward_hops(self, p, j, k - 1, std::move(r.grad_input), cont);
       },
@@ -370,22 +384,23 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
           std::set<std::string> avoid = st.excluded;
           avoid.insert(st.banned.begin(), st.banned.end());
           spread = spread_batch(usable(st), 0, st.opt.num_blocks, h.dim(0), h.dim(1), max_rows, avoid);
-          if (!spread.ok()) spread = spread_batch(usable(st), 0, st.opt.num_blocks, h.dim(0), h.dim(1), max_rows,
-                                                  st.excluded);
+          if (!spread.ok())
+            spread = spread_batch(usable(st), 0, st.opt.num_blocks, h.dim(0), h.dim(1), max_rows, st.excluded);
         } catch (const std::invalid_argument& e) {
           return make_error(errc::bad_request, e.what());
         }
         if (!spread.ok())
-          return make_error(errc::no_route, spread.error + (st.opt.adapter.empty()
-                                                                ? std::string()
-                                                                : " with adapter '" + st.opt.adapter + "'"));
+          return make_error(
+              errc::no_route,
+              spread.error + (st.opt.adapter.empty() ? std::string() : " with adapter '" + st.opt.adapter + "'"));
         for (const auto& planned : spread.parts) {
           part_state part;
           part.b0 = planned.begin;
           part.b1 = planned.end;
           part.positions.assign(req.positions.begin() + part.b0 * h.dim(1), req.positions.begin() + part.b1 * h.dim(1));
           if (p->prompts)
-            part.prompts = part.b0 == 0 && part.b1 == h.dim(0) ? req.prompts : prompt_rows(req.prompts, part.b0, part.b1);
+            part.prompts =
+                part.b0 == 0 && part.b1 == h.dim(0) ? req.prompts : prompt_rows(req.prompts, part.b0, part.b1);
           for (const auto& hop : planned.hops) part.route.push_back({hop, {}});
           part.route.front().input = h.slice_rows(part.b0, part.b1);
           p->parts.push_back(std::move(part));
@@ -411,7 +426,9 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
               st.passes[pass] = p;
               while (st.passes.size() > kKeptPasses) st.passes.erase(st.passes.begin());
               rp.deliver(blocks_forward_result{
-                  join_parts(*p, [](const part_state& s) -> const Tensor& { return s.output; }, p->shape, 0), pass});
+                  join_parts(
+                      *p, [](const part_state& s) -> const Tensor& { return s.output; }, p->shape, 0),
+                  pass});
             });
         return rp;
       },
@@ -446,8 +463,8 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
               }
               self->state.last_routes = describe_routes(*p);
               blocks_backward_result out;
-              out.grad_input =
-                  join_parts(*p, [](const part_state& s) -> const Tensor& { return s.output; }, p->shape, 0);
+              out.grad_input = join_parts(
+                  *p, [](const part_state& s) -> const Tensor& { return s.output; }, p->shape, 0);
               if (p->prompts)
                 out.grad_prompts = join_parts(
                     *p, [](const part_state& s) -> const Tensor& { return s.grad_prompts; }, p->prompt_shape, 1);
@@ -470,7 +487,8 @@ caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::act
                                                 const open_training_request& req, caf::timespan request_timeout,
                                                 int64_t num_blocks, stream_limits streams) {
   if (req.max_batch_tokens < 1)
-    return make_error(errc::bad_request, "max_batch_tokens must be positive, got " + std::to_string(req.max_batch_tokens));
+    return make_error(errc::bad_request,
+                      "max_batch_tokens must be positive, got " + std::to_string(req.max_batch_tokens));
   training_session_options opt{request_timeout, req.adapter, req.max_batch_tokens, num_blocks, streams};
   session_state probe;
   probe.opt = opt;

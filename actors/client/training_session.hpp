@@ -5,10 +5,10 @@
 // Requests and replies above the streaming threshold cross processes as chunks (actors/protocol/wire_stream.hpp).
 //
 // Batches above max_batch_tokens are split into sub-batches, each on a chain of its own (spread_batch: where it
-// would finish earliest, so in proportion to the servers' forward rates), run concurrently. A server that fails a request (error, timeout, lost connection) is left out for the rest of
-// the session (and reported to the swarm client, which bans it) and its span is re-planned over the others
-// (possibly several servers) by the swarm client; in a backward the new servers first recompute the forward of
-// that span from the kept input, so the step completes.
+// would finish earliest, so in proportion to the servers' forward rates), run concurrently. A server that fails a
+// request (error, timeout, lost connection) is left out for the rest of the session (and reported to the swarm client,
+// which bans it) and its span is re-planned over the others (possibly several servers) by the swarm client; in a
+// backward the new servers first recompute the forward of that span from the kept input, so the step completes.
 #pragma once
 
 #include <caf/actor.hpp>

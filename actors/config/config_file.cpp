@@ -85,16 +85,11 @@ toml::table parse_config_text(std::string_view text, const std::string& path) {
 
 std::string describe_value(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::string:
-      return toml_quote(node.as_string()->get());
-    case toml::node_type::integer:
-      return std::to_string(node.as_integer()->get());
-    case toml::node_type::floating_point:
-      return toml_double(node.as_floating_point()->get());
-    case toml::node_type::boolean:
-      return node.as_boolean()->get() ? "true" : "false";
-    case toml::node_type::table:
-      return "a table";
+    case toml::node_type::string: return toml_quote(node.as_string()->get());
+    case toml::node_type::integer: return std::to_string(node.as_integer()->get());
+    case toml::node_type::floating_point: return toml_double(node.as_floating_point()->get());
+    case toml::node_type::boolean: return node.as_boolean()->get() ? "true" : "false";
+    case toml::node_type::table: return "a table";
     default: {
       std::ostringstream os;
       if (const auto* a = node.as_array()) {
@@ -312,8 +307,7 @@ std::optional<std::string> parse_block_range(const std::string& value, int64_t& 
   if (colon == std::string::npos) return want;
   const auto a = parse_uint(std::string_view(value).substr(0, colon));
   const auto b = parse_uint(std::string_view(value).substr(colon + 1));
-  if (!a || !b || *a > std::numeric_limits<int32_t>::max() || *b > std::numeric_limits<int32_t>::max())
-    return want;
+  if (!a || !b || *a > std::numeric_limits<int32_t>::max() || *b > std::numeric_limits<int32_t>::max()) return want;
   if (*a >= *b) return want + ": FIRST must be below LAST";
   first = *a;
   last = *b;

@@ -19,10 +19,10 @@ namespace corolla {
 class TableReader;
 
 struct SwarmCredentials {
-  bool tls = false;          // encrypt every peer link; implied by a private swarm's credentials
-  std::string authority;     // PEM file: the private swarm's authority certificate (empty: a public swarm)
-  std::string certificate;   // PEM file: this node's certificate, issued by that authority
-  std::string private_key;   // PEM file: its private key
+  bool tls = false;         // encrypt every peer link; implied by a private swarm's credentials
+  std::string authority;    // PEM file: the private swarm's authority certificate (empty: a public swarm)
+  std::string certificate;  // PEM file: this node's certificate, issued by that authority
+  std::string private_key;  // PEM file: its private key
 
   bool private_swarm() const { return !authority.empty(); }
   bool encrypted() const { return tls || private_swarm(); }

@@ -29,7 +29,6 @@ std::string default_model_prefix(const WeightSource& source) {
   return name.empty() ? "model" : name;
 }
 
-
 std::string group_key(const std::string& model_prefix, int64_t group) {
   return model_prefix + "." + std::to_string(group * kBlocksPerKey) + "-" +
          std::to_string((group + 1) * kBlocksPerKey - 1);
@@ -39,7 +38,9 @@ std::string block_key(const std::string& model_prefix, int64_t block) {
   return group_key(model_prefix, block / kBlocksPerKey);
 }
 
-int64_t group_count(int64_t total_blocks) { return (std::max<int64_t>(total_blocks, 0) + kBlocksPerKey - 1) / kBlocksPerKey; }
+int64_t group_count(int64_t total_blocks) {
+  return (std::max<int64_t>(total_blocks, 0) + kBlocksPerKey - 1) / kBlocksPerKey;
+}
 
 std::vector<dht_put> announce_puts(const SigningKey& signer, const std::string& model_prefix, server_info info,
                                    DhtTime expiration) {
@@ -83,7 +84,8 @@ void keep_standing(std::map<std::string, announced_server>& by_address, announce
       return;
     }
   }
-  const bool newer = s.expiration > held.expiration || (s.expiration == held.expiration && held.info.state == "offline");
+  const bool newer =
+      s.expiration > held.expiration || (s.expiration == held.expiration && held.info.state == "offline");
   if (newer) held = std::move(s);
 }
 
@@ -113,9 +115,12 @@ std::vector<announced_server> parse_servers(const std::string& key, const DhtEnt
     if (problem.empty()) {
       decode(std::make_shared<std::vector<char>>(record.payload.begin(), record.payload.end()), info);
       info.owner = to_hex(record.owner);
-      if (!info.wire_error.empty()) problem = info.wire_error;
-      else if (!subkey_name(subkey).empty()) problem = "its subkey names more than its owner";
-      else problem = server_info_problem(info);
+      if (!info.wire_error.empty())
+        problem = info.wire_error;
+      else if (!subkey_name(subkey).empty())
+        problem = "its subkey names more than its owner";
+      else
+        problem = server_info_problem(info);
     }
     if (!problem.empty()) {
       if (problems) problems->push_back("the entry of '" + subkey + "' is not a server's info: " + problem);

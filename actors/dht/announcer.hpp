@@ -53,8 +53,7 @@ inline bool serves_block(const server_info& info, int64_t block) {
 std::vector<dht_put> announce_puts(const SigningKey& signer, const std::string& model_prefix, server_info info,
                                    DhtTime expiration);
 // The models list's entry for one swarm, from one of its servers.
-dht_put models_put(const SigningKey& signer, const std::string& model_prefix, int64_t total_blocks,
-                   DhtTime expiration);
+dht_put models_put(const SigningKey& signer, const std::string& model_prefix, int64_t total_blocks, DhtTime expiration);
 
 struct announced_server {
   server_info info;

@@ -44,7 +44,7 @@ void ping_least_recent(bucket_actor* self) {
         auto& s = self->state;
         s.pinging = false;
         if (r.responder.id == id_bytes(old.id)) {
-          s.bucket.seen(old);  // alive: it stays, the newcomer keeps waiting
+          s.bucket.seen(old);                        // alive: it stays, the newcomer keeps waiting
         } else if (s.bucket.failed(old.id, true)) {  // another node answers at that address now
           publish(self);
         }

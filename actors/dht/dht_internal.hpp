@@ -33,10 +33,10 @@ struct bucket_view {
 };
 // Lookup actor -> node, the reply to lookup_atom.
 struct lookup_result {
-  std::vector<Contact> closest;  // the closest contacts that answered, closest first (at most k)
-  std::vector<Contact> answered; // every contact that answered (the node's buckets learn of them at the end)
-  DhtEntries entries;            // find_value: the merged live entries
-  size_t holders = 0;            // find_value: nodes that answered with entries
+  std::vector<Contact> closest;   // the closest contacts that answered, closest first (at most k)
+  std::vector<Contact> answered;  // every contact that answered (the node's buckets learn of them at the end)
+  DhtEntries entries;             // find_value: the merged live entries
+  size_t holders = 0;             // find_value: nodes that answered with entries
   int hops = 0;
   size_t queries = 0;
 };

@@ -47,7 +47,8 @@ std::vector<dht_item> get_items(capnp::List<wire::DhtItem>::Reader r) {
 }  // namespace
 
 void fill(const dht_ping_request& x, capnp::MessageBuilder& mb) {
-  fill_root<wire::DhtPingRequest>(mb, [&](wire::DhtPingRequest::Builder b, auto) { put_contact(b.initSender(), x.sender); });
+  fill_root<wire::DhtPingRequest>(
+      mb, [&](wire::DhtPingRequest::Builder b, auto) { put_contact(b.initSender(), x.sender); });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, dht_ping_request& x) {
   parse<wire::DhtPingRequest>(std::move(bytes), x.wire_error,
@@ -55,8 +56,8 @@ void decode(std::shared_ptr<std::vector<char>> bytes, dht_ping_request& x) {
 }
 
 void fill(const dht_ping_reply& x, capnp::MessageBuilder& mb) {
-  fill_root<wire::DhtPingReply>(mb,
-                                [&](wire::DhtPingReply::Builder b, auto) { put_contact(b.initResponder(), x.responder); });
+  fill_root<wire::DhtPingReply>(
+      mb, [&](wire::DhtPingReply::Builder b, auto) { put_contact(b.initResponder(), x.responder); });
 }
 void decode(std::shared_ptr<std::vector<char>> bytes, dht_ping_reply& x) {
   parse<wire::DhtPingReply>(std::move(bytes), x.wire_error,

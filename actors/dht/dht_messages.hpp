@@ -21,7 +21,6 @@ inline constexpr size_t kMaxDhtItemsPerStore = 256;
 // beyond this, and outlived within the hour. Servers announce every update_period (at most half of this).
 inline constexpr int64_t kMaxDhtTtlNs = int64_t{3600} * 1000000000;
 
-
 struct dht_contact {
   std::string id;       // 20 bytes
   std::string address;  // empty: a client-mode node

@@ -25,11 +25,11 @@ struct dht_node_state {
   dht_options opt;
   Contact me;  // id and advertised address (empty in client mode)
   caf::actor connector;
-  std::map<int, caf::actor> buckets;              // bucket index -> bucket actor (spawned when first needed)
-  std::map<int, std::vector<Contact>> views;      // bucket index -> its members, as the bucket last reported
+  std::map<int, caf::actor> buckets;          // bucket index -> bucket actor (spawned when first needed)
+  std::map<int, std::vector<Contact>> views;  // bucket index -> its members, as the bucket last reported
   DhtStorage storage;
   std::mt19937_64 rng;
-  std::set<caf::actor> lookups;                   // running
+  std::set<caf::actor> lookups;  // running
   // When each contact was last reported to its bucket: a contact met again within kSeenReportInterval (a member
   // of the bucket: kMemberReportInterval) is not reported again (every RPC meets one, and the bucket's order by
   // last sighting does not need that precision).
@@ -112,8 +112,8 @@ void note_seen(node_actor* self, const Contact& c) {
   const int index = bucket_index(st.me.id, c.id);
   st.last_met[index] = now;
   const auto view = st.views.find(index);
-  const bool member = view != st.views.end() &&
-                      std::any_of(view->second.begin(), view->second.end(), [&](const Contact& m) { return m.id == c.id; });
+  const bool member = view != st.views.end() && std::any_of(view->second.begin(), view->second.end(),
+                                                            [&](const Contact& m) { return m.id == c.id; });
   const bool full = view != st.views.end() && view->second.size() >= st.opt.k;
   auto told = st.reported.find(c.id);
   if (told != st.reported.end() && now - told->second < (member ? kMemberReportInterval : kSeenReportInterval)) return;
@@ -124,8 +124,10 @@ void note_seen(node_actor* self, const Contact& c) {
       last->second = now;
     }
   }
-  if (told != st.reported.end()) told->second = now;
-  else st.reported.emplace(c.id, now);
+  if (told != st.reported.end())
+    told->second = now;
+  else
+    st.reported.emplace(c.id, now);
   auto& bucket = st.buckets[index];
   if (!bucket) {
     bucket_params p{index, st.me, KBucket::Options{st.opt.k, st.opt.max_failures, st.opt.k}, st.opt.rpc_timeout};
@@ -193,7 +195,6 @@ void meet_again(node_actor* self) {
     if (!known) ping_address(self, peer);
   }
 }
-
 
 // The n known contacts closest to target (and `extra` ones), without `exclude`; of two with the same id, the one
 // met first (the routing table before `extra`). Every find_node/find_value a node answers runs this, so it ranks
@@ -273,8 +274,8 @@ constexpr size_t kRefreshWidth = 5;
 // replicas it stores on, not on k: each further node to converge on costs queries, and a reader's lookup still
 // converges on k, which holds those few.
 template <class Then>
-void run_lookup(node_actor* self, const NodeId& target, bool find_value, const std::vector<Contact>& extra,
-                Then then, size_t width = 0) {
+void run_lookup(node_actor* self, const NodeId& target, bool find_value, const std::vector<Contact>& extra, Then then,
+                size_t width = 0) {
   auto& st = self->state;
   lookup_params p{target,
                   find_value,
@@ -304,8 +305,8 @@ void run_lookup(node_actor* self, const NodeId& target, bool find_value, const s
 // then calls done(stored, answered, problem): how many nodes stored every entry, how many answered, and the
 // first error met.
 template <class Done>
-void store_on_nearest(node_actor* self, const NodeId& key, std::vector<Entry> entries, const std::vector<Contact>& found,
-                      Done done) {
+void store_on_nearest(node_actor* self, const NodeId& key, std::vector<Entry> entries,
+                      const std::vector<Contact>& found, Done done) {
   auto& st = self->state;
   std::vector<Contact> targets = found;
   if (!st.opt.client_mode) targets.push_back(st.me);
@@ -341,8 +342,10 @@ void store_on_nearest(node_actor* self, const NodeId& key, std::vector<Entry> en
           ++tally->answered;
           bool all = r.stored.size() == entries.size();
           for (bool s : r.stored) all = all && s;
-          if (all) ++tally->stored;
-          else if (tally->problem.empty()) tally->problem = t.address + " keeps a later-expiring entry";
+          if (all)
+            ++tally->stored;
+          else if (tally->problem.empty())
+            tally->problem = t.address + " keeps a later-expiring entry";
           if (auto c = from_wire(r.responder); c && c->id == t.id) note_seen(self, t);
           finish_one();
         },
@@ -363,14 +366,17 @@ void republish(node_actor* self) {
     if (now - stored_at >= st.opt.republish_period) due[key].emplace_back(subkey, v);
   });
   for (auto& [key, entries] : due) {
-    run_lookup(self, key, false, {}, [=, key = key, entries = std::move(entries)](lookup_result r) {
-      for (size_t first = 0; first < entries.size(); first += kMaxDhtItemsPerStore) {
-        std::vector<Entry> chunk(entries.begin() + static_cast<std::ptrdiff_t>(first),
-                                 entries.begin() + static_cast<std::ptrdiff_t>(
-                                                       std::min(entries.size(), first + kMaxDhtItemsPerStore)));
-        store_on_nearest(self, key, std::move(chunk), r.closest, [](size_t, size_t, const std::string&) {});
-      }
-    }, st.opt.replicas);
+    run_lookup(
+        self, key, false, {},
+        [=, key = key, entries = std::move(entries)](lookup_result r) {
+          for (size_t first = 0; first < entries.size(); first += kMaxDhtItemsPerStore) {
+            std::vector<Entry> chunk(
+                entries.begin() + static_cast<std::ptrdiff_t>(first),
+                entries.begin() + static_cast<std::ptrdiff_t>(std::min(entries.size(), first + kMaxDhtItemsPerStore)));
+            store_on_nearest(self, key, std::move(chunk), r.closest, [](size_t, size_t, const std::string&) {});
+          }
+        },
+        st.opt.replicas);
   }
 }
 
@@ -434,8 +440,8 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         const Contact sender = *from_wire(req.sender);
         note_seen(self, sender);
         auto& s = self->state;
-        return dht_find_node_reply{to_wire(s.me),
-                                   wire_contacts(closest(s, *id_from_bytes(req.target), s.opt.k, {}, &sender.id)), {}};
+        return dht_find_node_reply{
+            to_wire(s.me), wire_contacts(closest(s, *id_from_bytes(req.target), s.opt.k, {}, &sender.id)), {}};
       },
       [=](const dht_find_value_request& req) -> caf::result<dht_find_value_reply> {
         if (auto why = admit(self, req.wire_error, req.sender); !why.empty()) return refuse(why);
@@ -485,23 +491,28 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
           return refuse("the expiration of '" + req.key + "' / '" + req.subkey + "' is not in the future");
         const NodeId key = key_id(req.key);
         std::string problem;
-        const auto expiration = record_expiration(key, req.subkey, req.value, req.expiration, self->clock().now(), &problem);
+        const auto expiration =
+            record_expiration(key, req.subkey, req.value, req.expiration, self->clock().now(), &problem);
         if (!expiration) return refuse("the record of '" + req.key + "' / '" + req.subkey + "' is refused: " + problem);
         auto rp = self->make_response_promise<dht_put_reply>();
         std::vector<Entry> entries{{req.subkey, DhtValue{std::move(req.value), *expiration}}};
         auto deliver = [=, name = req.key](size_t stored, size_t answered, const std::string& problem) mutable {
-          if (stored > 0) rp.deliver(dht_put_reply{stored});
-          else if (answered > 0) rp.deliver(refuse("'" + name + "' was not stored: " + problem));
-          else rp.deliver(make_error(errc::peer_unavailable, "'" + name + "' was not stored: " + problem));
+          if (stored > 0)
+            rp.deliver(dht_put_reply{stored});
+          else if (answered > 0)
+            rp.deliver(refuse("'" + name + "' was not stored: " + problem));
+          else
+            rp.deliver(make_error(errc::peer_unavailable, "'" + name + "' was not stored: " + problem));
         };
         auto& reads = self->state.recent_reads;
         if (auto it = reads.find(key); it != reads.end() && self->clock().now() - it->second.at <= kReadReuse) {
           store_on_nearest(self, key, std::move(entries), it->second.closest, deliver);
           return rp;
         }
-        run_lookup(self, key, false, {}, [=](lookup_result r) mutable {
-          store_on_nearest(self, key, entries, r.closest, deliver);
-        }, self->state.opt.replicas);
+        run_lookup(
+            self, key, false, {},
+            [=](lookup_result r) mutable { store_on_nearest(self, key, entries, r.closest, deliver); },
+            self->state.opt.replicas);
         return rp;
       },
       [=](const dht_get& req) -> caf::result<dht_get_reply> {
@@ -547,7 +558,8 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         auto joined = [=]() mutable {
           if (prog->answered.empty()) {
             std::vector<std::string> why;
-            for (size_t i = 0; i < prog->peers.size(); ++i) why.push_back(prog->peers[i] + " (" + prog->failed[i] + ")");
+            for (size_t i = 0; i < prog->peers.size(); ++i)
+              why.push_back(prog->peers[i] + " (" + prog->failed[i] + ")");
             log::warn(log::Part::dht, [&] { return "join failed: none of the initial peers answered: " + join(why); });
             rp.deliver(make_error(errc::peer_unavailable, "none of the initial peers answered: " + join(why)));
             return;
@@ -566,7 +578,8 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         for (size_t i = 0; i < prog->peers.size(); ++i) {
           const std::string peer = prog->peers[i];
           dht_call<dht_ping_reply>(
-              self, self->state.connector, peer, self->state.opt.rpc_timeout, dht_ping_request{to_wire(self->state.me), {}},
+              self, self->state.connector, peer, self->state.opt.rpc_timeout,
+              dht_ping_request{to_wire(self->state.me), {}},
               [=](const dht_ping_reply& r) mutable {
                 if (auto c = from_wire(r.responder); c && c->id != self->state.me.id) {
                   const Contact contact{c->id, peer};  // the address that worked for us
@@ -595,8 +608,8 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
       },
       [=](const dht_info_request&) -> dht_info {
         auto& s = self->state;
-        dht_info info{s.me.id, s.me.address, s.opt.client_mode, contact_count(s), s.buckets.size(), {},
-                      s.storage.keys(), s.storage.entries()};
+        dht_info info{s.me.id,          s.me.address, s.opt.client_mode, contact_count(s),
+                      s.buckets.size(), {},           s.storage.keys(),  s.storage.entries()};
         for (const auto& [i, v] : s.views) info.table.insert(info.table.end(), v.begin(), v.end());
         return info;
       },
@@ -613,8 +626,10 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
       [=](bucket_view& m) {
         auto& s = self->state;
         note_departures(self, s.views[m.index], m.contacts);
-        if (m.contacts.empty()) s.views.erase(m.index);
-        else s.views[m.index] = std::move(m.contacts);
+        if (m.contacts.empty())
+          s.views.erase(m.index);
+        else
+          s.views[m.index] = std::move(m.contacts);
       },
       [=](sweep_atom) {
         if (!from_own_node(self)) return;
@@ -626,7 +641,8 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
         for (auto& [index, met] : s.last_met)
           if (now - met >= s.opt.refresh_period) {
             met = now;
-            run_lookup(self, random_id_in_bucket(s.me.id, index, s.rng), false, {}, [](lookup_result) {}, kRefreshWidth);
+            run_lookup(
+                self, random_id_in_bucket(s.me.id, index, s.rng), false, {}, [](lookup_result) {}, kRefreshWidth);
           }
         meet_again(self);
         self->delayed_send(self, self->state.opt.purge_period, sweep_atom::value);

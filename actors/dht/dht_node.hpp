@@ -20,13 +20,13 @@
 namespace corolla {
 
 struct dht_options {
-  NodeId id{};             // the node's id: NodeStore::node_key() for a persistent node
-  std::string address;     // where other nodes reach this one (HOST:PORT, or a name registered with the connector)
-  bool client_mode = false;  // send requests only: never added to routing tables, refuses incoming RPCs
-  size_t k = 20;           // bucket size, and the number of contacts a lookup converges on
-  size_t alpha = 3;        // queries in flight per lookup
-  size_t replicas = 5;     // nodes each value is stored on
-  size_t max_failures = 3; // failed RPCs in a row before a contact leaves its bucket
+  NodeId id{};                // the node's id: NodeStore::node_key() for a persistent node
+  std::string address;        // where other nodes reach this one (HOST:PORT, or a name registered with the connector)
+  bool client_mode = false;   // send requests only: never added to routing tables, refuses incoming RPCs
+  size_t k = 20;              // bucket size, and the number of contacts a lookup converges on
+  size_t alpha = 3;           // queries in flight per lookup
+  size_t replicas = 5;        // nodes each value is stored on
+  size_t max_failures = 3;    // failed RPCs in a row before a contact leaves its bucket
   size_t max_subkeys = 1024;  // per key, on each node
   caf::timespan rpc_timeout = std::chrono::seconds(5);
   caf::timespan lookup_timeout = std::chrono::seconds(30);  // a lookup returns what it has by then
@@ -35,7 +35,7 @@ struct dht_options {
   caf::timespan refresh_period = std::chrono::hours(1);
   caf::timespan republish_period = std::chrono::minutes(10);  // entries not stored here again within it are
                                                               // sent again to the key's nearest nodes
-  caf::timespan purge_period = std::chrono::seconds(60);    // expired entries are dropped this often
+  caf::timespan purge_period = std::chrono::seconds(60);      // expired entries are dropped this often
 };
 
 // Spawns a DHT node (server mode needs a non-empty address, possibly set later with address_atom).

@@ -64,8 +64,7 @@ std::vector<Contact> KBucket::contacts() const {
 std::vector<Contact> closest_contacts(std::vector<Contact> contacts, const NodeId& target, size_t n) {
   auto by_distance = [&](const Contact& a, const Contact& b) { return closer(a.id, b.id, target); };
   if (contacts.size() > n) {
-    std::partial_sort(contacts.begin(), contacts.begin() + static_cast<std::ptrdiff_t>(n), contacts.end(),
-                      by_distance);
+    std::partial_sort(contacts.begin(), contacts.begin() + static_cast<std::ptrdiff_t>(n), contacts.end(), by_distance);
     contacts.resize(n);
   } else {
     std::sort(contacts.begin(), contacts.end(), by_distance);

@@ -48,8 +48,10 @@ void merge(const NodeId& key, DhtEntries& into, std::vector<dht_item>& items, Dh
     if (it != into.end() && it->second.value == item.value) continue;  // the same record: its expiry is signed
     const auto expiration = record_expiration(key, item.subkey, item.value, asked, now);
     if (!expiration) continue;
-    if (it == into.end()) into.emplace(std::move(item.subkey), DhtValue{std::move(item.value), *expiration});
-    else if (*expiration > it->second.expiration) it->second = DhtValue{std::move(item.value), *expiration};
+    if (it == into.end())
+      into.emplace(std::move(item.subkey), DhtValue{std::move(item.value), *expiration});
+    else if (*expiration > it->second.expiration)
+      it->second = DhtValue{std::move(item.value), *expiration};
   }
 }
 
@@ -88,8 +90,8 @@ void pump(lookup_actor* self) {
   // records are stored on the nearest, and holders that answered first but lie farther (copies a put left on a
   // set that a hurried read had converged on) would hide records the nearer ones hold. Sweeps of random worlds
   // found readers that missed a live server for good that way.
-  if (st.lookup->finished() || (st.p.find_value && st.result.holders >= st.p.replicas &&
-                                st.lookup->nearest_answered(st.p.replicas))) {
+  if (st.lookup->finished() ||
+      (st.p.find_value && st.result.holders >= st.p.replicas && st.lookup->nearest_answered(st.p.replicas))) {
     finish(self);
     return;
   }

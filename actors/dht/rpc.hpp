@@ -13,13 +13,15 @@
 namespace corolla {
 
 template <class Reply, class Self, class Request, class OnReply, class OnError>
-void dht_call(Self* self, const caf::actor& connector, const std::string& address, caf::timespan timeout,
-              Request req, OnReply on_reply, OnError on_error) {
+void dht_call(Self* self, const caf::actor& connector, const std::string& address, caf::timespan timeout, Request req,
+              OnReply on_reply, OnError on_error) {
   self->request(connector, timeout, relay_atom::value, address, caf::make_message(std::move(req)))
       .then(
           [=](Reply& r) mutable {
-            if (!r.wire_error.empty()) on_error(make_error(errc::bad_request, address + ": " + r.wire_error));
-            else on_reply(r);
+            if (!r.wire_error.empty())
+              on_error(make_error(errc::bad_request, address + ": " + r.wire_error));
+            else
+              on_reply(r);
           },
           [=](caf::error& e) mutable { on_error(std::move(e)); });
 }

@@ -20,10 +20,14 @@ void Sha1::block(const uint8_t* p) {
   uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4];
   for (int i = 0; i < 80; ++i) {
     uint32_t f, k;
-    if (i < 20) f = (b & c) | (~b & d), k = 0x5A827999u;
-    else if (i < 40) f = b ^ c ^ d, k = 0x6ED9EBA1u;
-    else if (i < 60) f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDCu;
-    else f = b ^ c ^ d, k = 0xCA62C1D6u;
+    if (i < 20)
+      f = (b & c) | (~b & d), k = 0x5A827999u;
+    else if (i < 40)
+      f = b ^ c ^ d, k = 0x6ED9EBA1u;
+    else if (i < 60)
+      f = (b & c) | (b & d) | (c & d), k = 0x8F1BBCDCu;
+    else
+      f = b ^ c ^ d, k = 0xCA62C1D6u;
     const uint32_t t = rol(a, 5) + f + e + k + w[i];
     e = d;
     d = c;

@@ -137,8 +137,10 @@ checked_record check_record(const NodeId& key_id, std::string_view subkey, std::
   out.expires_unix_ms = known->expires_unix_ms;
   out.owner = known->owner;
   if (out.problem.empty()) {
-    if (out.expires_unix_ms <= now_unix_ms) out.problem = "it has expired";
-    else if (out.expires_unix_ms - now_unix_ms > kMaxRecordAheadMs) out.problem = "it expires too far ahead";
+    if (out.expires_unix_ms <= now_unix_ms)
+      out.problem = "it has expired";
+    else if (out.expires_unix_ms - now_unix_ms > kMaxRecordAheadMs)
+      out.problem = "it expires too far ahead";
   }
   if (out.problem.empty()) out.payload = value.substr(known->payload_offset, known->payload_size);
   return out;
@@ -188,16 +190,15 @@ signature_verdict check_signed(const NodeId& key_id, std::string_view subkey, st
   signature_verdict& out = parts.verdict;
   if (!out.problem.empty()) return out;
   out.owner = *named;
-  if (!verify_signature(out.owner, signed_bytes(key_id, subkey, parts.payload, out.expires_unix_ms),
-                             parts.signature))
+  if (!verify_signature(out.owner, signed_bytes(key_id, subkey, parts.payload, out.expires_unix_ms), parts.signature))
     out.problem = "its signature does not verify";
   return out;
 }
 
 }  // namespace
 
-std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string_view subkey,
-                        std::string_view payload, int64_t expires_unix_ms) {
+std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string_view subkey, std::string_view payload,
+                        int64_t expires_unix_ms) {
   const auto owner = subkey_owner(subkey);
   if (!owner || *owner != key.public_key())
     throw std::invalid_argument("the subkey '" + std::string(subkey) + "' does not name the signing key");
@@ -217,7 +218,6 @@ std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string
     verified_records::get().add(verified_records::hash_of(key_id, subkey, value), key_id, subkey, value, parts.verdict);
   return value;
 }
-
 
 std::optional<DhtTime> record_expiration(const NodeId& key_id, std::string_view subkey, std::string_view value,
                                          DhtTime requested, DhtTime now, std::string* problem) {

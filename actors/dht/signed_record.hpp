@@ -36,8 +36,8 @@ std::string_view subkey_name(std::string_view subkey);
 
 // The value to store: `payload` signed by `key` for `key_id` and `subkey` (which must name `key`'s public key;
 // std::invalid_argument otherwise), believed until `expires_unix_ms`.
-std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string_view subkey,
-                        std::string_view payload, int64_t expires_unix_ms);
+std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string_view subkey, std::string_view payload,
+                        int64_t expires_unix_ms);
 
 struct checked_record {
   std::string problem;       // empty when the record is valid
@@ -48,8 +48,7 @@ struct checked_record {
 // Checks `value` as the record stored under `key_id` / `subkey` at Unix time `now_unix_ms`: a SignedRecord,
 // signed by the owner the subkey names over this key id and subkey, not expired, expiring at most
 // kMaxRecordAheadMs ahead. The payload is a view into `value`: keep `value` while you use it. Never throws.
-checked_record check_record(const NodeId& key_id, std::string_view subkey, std::string_view value,
-                            int64_t now_unix_ms);
+checked_record check_record(const NodeId& key_id, std::string_view subkey, std::string_view value, int64_t now_unix_ms);
 
 // What a DHT node does with a record arriving at actor-clock time `now` that asks to live until `requested`: the
 // expiration it may hold (`requested`, cut to the signed expiry), or nullopt when the record does not check (the

@@ -64,9 +64,8 @@ size_t DhtStorage::entries() const {
   return n;
 }
 
-void DhtStorage::for_each(DhtTime now,
-                          const std::function<void(const NodeId&, const std::string&, const DhtValue&, DhtTime)>& fn)
-    const {
+void DhtStorage::for_each(
+    DhtTime now, const std::function<void(const NodeId&, const std::string&, const DhtValue&, DhtTime)>& fn) const {
   for (const auto& [key, dict] : data_)
     for (const auto& [subkey, s] : dict)
       if (s.v.expiration > now) fn(key, subkey, s.v, s.stored_at);

@@ -33,9 +33,9 @@ using DhtEntries = std::map<std::string, DhtValue>;  // subkey -> value
 class DhtStorage {
  public:
   struct Options {
-    size_t max_subkeys = 1024;         // per key
-    size_t max_keys = 65536;           // keys held at once
-    size_t max_bytes = size_t{256} << 20;  // subkeys and values held at once
+    size_t max_subkeys = 1024;                                     // per key
+    size_t max_keys = 65536;                                       // keys held at once
+    size_t max_bytes = size_t{256} << 20;                          // subkeys and values held at once
     std::chrono::nanoseconds max_ttl{int64_t{3600} * 1000000000};  // an entry expiring later is refused
   };
   enum class Put { stored, superseded, expired, full, too_late };
@@ -62,9 +62,8 @@ class DhtStorage {
   size_t bytes() const { return bytes_; }
   size_t entries() const;
   // Every live entry with the time it was last stored here (for republishing).
-  void for_each(DhtTime now,
-                const std::function<void(const NodeId& key, const std::string& subkey, const DhtValue& v,
-                                         DhtTime stored_at)>& fn) const;
+  void for_each(DhtTime now, const std::function<void(const NodeId& key, const std::string& subkey, const DhtValue& v,
+                                                      DhtTime stored_at)>& fn) const;
 
  private:
   struct Stored {

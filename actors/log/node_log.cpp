@@ -86,7 +86,8 @@ void configure(std::string_view spec) {
     const std::string_view item = spec.substr(start, comma - start);
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
-      if (!first) throw std::invalid_argument("log level '" + std::string(item) + "': only the first item may be a bare level");
+      if (!first)
+        throw std::invalid_argument("log level '" + std::string(item) + "': only the first item may be a bare level");
       levels.fill(level_of(item, item));
     } else {
       const std::string_view part = item.substr(0, eq);

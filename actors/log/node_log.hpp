@@ -31,11 +31,17 @@ void at(Part part, Level level, Make&& make) {
   if (enabled(part, level)) write(part, level, std::string(make()));
 }
 template <class Make>
-void debug(Part part, Make&& make) { at(part, Level::debug, make); }
+void debug(Part part, Make&& make) {
+  at(part, Level::debug, make);
+}
 template <class Make>
-void info(Part part, Make&& make) { at(part, Level::info, make); }
+void info(Part part, Make&& make) {
+  at(part, Level::info, make);
+}
 template <class Make>
-void warn(Part part, Make&& make) { at(part, Level::warn, make); }
+void warn(Part part, Make&& make) {
+  at(part, Level::warn, make);
+}
 
 // Sets levels from `spec`: "LEVEL" for every part, or comma-separated "PART=LEVEL" items, optionally after a
 // default LEVEL ("warn,session=debug"). Levels: trace, debug, info, warn, error, off. Throws std::invalid_argument

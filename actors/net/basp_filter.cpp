@@ -91,7 +91,7 @@ class reader {
 // The built-in types an error's context may hold, with their encoded sizes (0: a string).
 bool skip_context_value(reader& r, std::string_view type) {
   static constexpr std::pair<std::string_view, size_t> fixed[] = {
-      {"@i8", 1}, {"@u8", 1}, {"@i16", 2}, {"@u16", 2}, {"@i32", 4},
+      {"@i8", 1},  {"@u8", 1},  {"@i16", 2}, {"@u16", 2},  {"@i32", 4},
       {"@u32", 4}, {"@i64", 8}, {"@u64", 8}, {"@atom", 8},
   };
   if (type == "@str") {
@@ -189,11 +189,9 @@ basp_verdict BaspFilter::on_payload(const uint8_t* p, size_t n) {
   const bool whole = n == payload_len_;
   switch (op_) {
     case kServerHandshake:
-    case kClientHandshake:
-      return whole ? judge_handshake(p, n) : close("partial handshake");
+    case kClientHandshake: return whole ? judge_handshake(p, n) : close("partial handshake");
     case kDirectMessage:
-    case kRoutedMessage:
-      return judge_message(p, n, whole);
+    case kRoutedMessage: return judge_message(p, n, whole);
     case kMonitorMessage:
     case kDownMessage: {
       if (!whole) return close("partial control frame");
@@ -201,15 +199,14 @@ basp_verdict BaspFilter::on_payload(const uint8_t* p, size_t n) {
       basp_node_id source{}, dest{};
       if (!r.node(source) || !r.node(dest)) return close("malformed monitor or down message");
       if (op_ == kMonitorMessage && (op_data_ != 0 || !r.done())) return close("malformed monitor message");
-      if (op_ == kDownMessage && (source_actor_ == 0 || dest_actor_ != 0 || op_data_ != 0 || !read_error(r) ||
-                                  !r.done()))
+      if (op_ == kDownMessage &&
+          (source_actor_ == 0 || dest_actor_ != 0 || op_data_ != 0 || !read_error(r) || !r.done()))
         return close("malformed down message");
       // A peer speaks only for its own actors.
       if (source != *peer_ || dest != self_) return close("monitor or down message about another node");
       return pass();
     }
-    default:
-      return close("unknown operation");
+    default: return close("unknown operation");
   }
 }
 

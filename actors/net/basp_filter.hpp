@@ -64,8 +64,7 @@ class BaspFilter {
   // which would otherwise become CAF's route to that node; a real second connection is one CAF's peer closes
   // itself as redundant once it has the handshake, which still goes out).
   BaspFilter(basp_side side, const basp_node_id& self, basp_filter_limits limits,
-             std::function<bool(const basp_node_id&)> known_node,
-             std::function<bool(const basp_node_id&)> claim);
+             std::function<bool(const basp_node_id&)> known_node, std::function<bool(const basp_node_id&)> claim);
 
   basp_header_verdict on_header(const uint8_t* header);
   // `payload` holds `size` bytes: the whole payload, or its first judge_bytes for a large frame.

@@ -15,8 +15,8 @@ namespace corolla {
 namespace {
 
 struct connector_state {
-  std::map<std::string, caf::actor> local;      // registered in-process actors
-  std::map<std::string, caf::actor> remote;     // resolved through the middleman
+  std::map<std::string, caf::actor> local;   // registered in-process actors
+  std::map<std::string, caf::actor> remote;  // resolved through the middleman
   std::map<caf::actor_addr, std::string> addresses;
   // Resolves waiting for a connection under way, by address: one connection serves them all.
   std::map<std::string, std::vector<caf::typed_response_promise<caf::actor>>> pending;
@@ -80,8 +80,9 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
                                                  "TLS, of a private swarm, which needs this node to have its "
                                                  "certificate too; or it refused this node)"
                                                : "";
-                  settle(address, {},
-                         make_error(errc::peer_unavailable, "cannot connect to " + address + ": " + describe(e) + hint));
+                  settle(
+                      address, {},
+                      make_error(errc::peer_unavailable, "cannot connect to " + address + ": " + describe(e) + hint));
                 });
       },
       [=](register_atom, const std::string& address, caf::actor a) {

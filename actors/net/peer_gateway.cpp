@@ -73,18 +73,24 @@ class peer_link {
 
   template <class Buffers, class Handler>
   void read(const Buffers& b, Handler&& h) {
-    if (tls_) asio::async_read(*tls_, b, std::forward<Handler>(h));
-    else asio::async_read(plain_, b, std::forward<Handler>(h));
+    if (tls_)
+      asio::async_read(*tls_, b, std::forward<Handler>(h));
+    else
+      asio::async_read(plain_, b, std::forward<Handler>(h));
   }
   template <class Buffers, class Handler>
   void read_some(const Buffers& b, Handler&& h) {
-    if (tls_) tls_->async_read_some(b, std::forward<Handler>(h));
-    else plain_.async_read_some(b, std::forward<Handler>(h));
+    if (tls_)
+      tls_->async_read_some(b, std::forward<Handler>(h));
+    else
+      plain_.async_read_some(b, std::forward<Handler>(h));
   }
   template <class Buffers, class Handler>
   void write(const Buffers& b, Handler&& h) {
-    if (tls_) asio::async_write(*tls_, b, std::forward<Handler>(h));
-    else asio::async_write(plain_, b, std::forward<Handler>(h));
+    if (tls_)
+      asio::async_write(*tls_, b, std::forward<Handler>(h));
+    else
+      asio::async_write(plain_, b, std::forward<Handler>(h));
   }
   void close() {
     boost::system::error_code ec;
@@ -103,7 +109,8 @@ std::string tls_failure(const boost::system::error_code& ec, bool handshake_done
     return "TLS: the peer's certificate was not issued by this swarm's authority (" + why + ")";
   if (why.find("alert") != std::string::npos)
     return "TLS: the peer refused this node's certificate: a private swarm admits only certificates its "
-           "authority issued (" + why + ")";
+           "authority issued (" +
+           why + ")";
   if (!handshake_done || ec == asio::error::eof || ec == asio::ssl::error::stream_truncated)
     return "TLS: no TLS handshake with the peer: every node of a swarm must use the same TLS setting (" + why + ")";
   return "TLS: " + why;
@@ -138,7 +145,12 @@ struct PeerGateway::impl {
   struct connection;
 
   impl(caf::actor_system& sys, const peer_limits& limits, std::shared_ptr<PeerTls> tls)
-      : sys(sys), limits(limits), tls(std::move(tls)), self(node_bytes(sys.node())), work(asio::make_work_guard(io)), tick(io) {
+      : sys(sys),
+        limits(limits),
+        tls(std::move(tls)),
+        self(node_bytes(sys.node())),
+        work(asio::make_work_guard(io)),
+        tick(io) {
     filter_limits.max_frame_bytes = limits.max_frame_bytes;
     filter_limits.max_handshake_bytes = limits.max_handshake_bytes;
     start_tick();
@@ -218,10 +230,10 @@ struct PeerGateway::impl {
     book.tokens = std::min(burst, book.tokens + limits.new_connections_per_second *
                                                     std::chrono::duration<double>(now - book.refilled).count());
     book.refilled = now;
-    const char* refusal = connections.size() >= limits.max_connections           ? "too many connections"
-                          : book.open >= limits.max_connections_per_address     ? "too many connections from one address"
-                          : book.tokens < 1                                      ? "connecting too often"
-                                                                                 : nullptr;
+    const char* refusal = connections.size() >= limits.max_connections      ? "too many connections"
+                          : book.open >= limits.max_connections_per_address ? "too many connections from one address"
+                          : book.tokens < 1                                 ? "connecting too often"
+                                                                            : nullptr;
     if (refusal) {
       ++counters.refused;
       log.note(std::string("refused ") + address + ": " + refusal);
@@ -265,13 +277,13 @@ struct PeerGateway::impl {
     // From the peer: the frame being read.
     uint8_t header[kBaspHeaderSize];
     std::vector<uint8_t> payload;
-    uint64_t stream_left = 0;    // bytes of a large frame still to move (or discard)
+    uint64_t stream_left = 0;  // bytes of a large frame still to move (or discard)
     bool discarding = false;
-    uint64_t reserved = 0;       // budget held for the large frame CAF is receiving
-    bool in_frame = false;       // between a header's first byte and the frame's last
-    bool reading_peer = false;   // a read from the peer is pending
+    uint64_t reserved = 0;      // budget held for the large frame CAF is receiving
+    bool in_frame = false;      // between a header's first byte and the frame's last
+    bool reading_peer = false;  // a read from the peer is pending
     clock_type::time_point read_started{};
-    double frame_seconds = 0;    // time spent waiting on the peer within this frame
+    double frame_seconds = 0;  // time spent waiting on the peer within this frame
     uint64_t frame_bytes = 0;
     // To the peer.
     std::vector<uint8_t> out = std::vector<uint8_t>(kToPeerBuffer);
@@ -294,7 +306,8 @@ struct PeerGateway::impl {
         side, self, filter_limits, [this](const basp_node_id& n) { return claims.count(n) > 0; },
         [this, raw](const basp_node_id& n) {
           // A second inbound connection that claims a connected node would become CAF's route to it: it is
-          // quarantined (CAF's connection timeout or the handshake deadline closes it). One we opened may (CAF closes it as redundant).
+          // quarantined (CAF's connection timeout or the handshake deadline closes it). One we opened may (CAF closes
+          // it as redundant).
           if (raw->side == basp_side::accepted && claims.count(n) > 0) return false;
           ++claims[n];
           raw->claimed = n;
@@ -500,17 +513,17 @@ struct PeerGateway::impl {
       }
       if (c->in_frame && c->reading_peer) {
         const double waited = c->frame_seconds + std::chrono::duration<double>(now - c->read_started).count();
-        if (waited > grace &&
-            static_cast<double>(c->frame_bytes) < (waited - grace) * static_cast<double>(limits.min_receive_bytes_per_second))
+        if (waited > grace && static_cast<double>(c->frame_bytes) <
+                                  (waited - grace) * static_cast<double>(limits.min_receive_bytes_per_second))
           shut(c, "sending too slowly");
       }
     }
     // Forget addresses with nothing open and a full bucket.
     for (auto it = addresses.begin(); it != addresses.end();) {
-      const bool idle = it->second.open == 0 &&
-                        now - it->second.refilled > std::chrono::duration<double>(
-                                                        std::max(1.0, limits.new_connections_per_second) /
-                                                        std::max(1e-3, limits.new_connections_per_second));
+      const bool idle =
+          it->second.open == 0 &&
+          now - it->second.refilled > std::chrono::duration<double>(std::max(1.0, limits.new_connections_per_second) /
+                                                                    std::max(1e-3, limits.new_connections_per_second));
       it = idle ? addresses.erase(it) : std::next(it);
     }
     counters.open = connections.size();
@@ -586,8 +599,7 @@ void PeerGateway::unpublish(uint16_t port) {
   });
 }
 
-void PeerGateway::connect(const std::string& host, uint16_t port,
-                          std::function<void(int fd, std::string error)> done) {
+void PeerGateway::connect(const std::string& host, uint16_t port, std::function<void(int fd, std::string error)> done) {
   asio::post(impl_->io, [this, host, port, done = std::move(done)]() mutable {
     auto* d = impl_.get();
     if (d->connections.size() >= d->limits.max_connections) return done(-1, "too many peer connections");
@@ -630,19 +642,21 @@ void PeerGateway::connect(const std::string& host, uint16_t port,
     auto secure = [d, socket, link, first, finish]() mutable {
       link->emplace(std::move(*socket));
       (*link)->secure(d->tls->context());
-      (*link)->tls().async_handshake(asio::ssl::stream_base::client, [link, first, finish](const boost::system::error_code& e) mutable {
-        if (e) return finish(tls_failure(e, false));
-        (*link)->read(asio::buffer(first.get(), 1), [finish](const boost::system::error_code& r, size_t) mutable {
-          finish(r ? tls_failure(r, true) : std::string());
-        });
-      });
+      (*link)->tls().async_handshake(
+          asio::ssl::stream_base::client, [link, first, finish](const boost::system::error_code& e) mutable {
+            if (e) return finish(tls_failure(e, false));
+            (*link)->read(asio::buffer(first.get(), 1), [finish](const boost::system::error_code& r, size_t) mutable {
+              finish(r ? tls_failure(r, true) : std::string());
+            });
+          });
     };
     resolver->async_resolve(host, std::to_string(port),
                             [d, finish, secure, resolver, socket, link](const boost::system::error_code& ec,
-                                                                 tcp::resolver::results_type results) mutable {
+                                                                        tcp::resolver::results_type results) mutable {
                               if (ec) return finish("cannot resolve: " + ec.message());
                               asio::async_connect(*socket, results,
-                                                  [d, finish, secure, socket, link](const boost::system::error_code& e, const tcp::endpoint&) mutable {
+                                                  [d, finish, secure, socket, link](const boost::system::error_code& e,
+                                                                                    const tcp::endpoint&) mutable {
                                                     if (e) return finish(e.message());
                                                     if (d->tls) return secure();
                                                     link->emplace(std::move(*socket));
@@ -728,8 +742,7 @@ caf::expected<uint16_t> publish_to_peers(caf::actor_system& sys, const caf::acto
 
 void unpublish_from_peers(caf::actor_system& sys, uint16_t port) {
   PeerGateway::of(sys)->unpublish(port);
-  caf::anon_send(sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP")), caf::close_atom::value,
-                 port);
+  caf::anon_send(sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP")), caf::close_atom::value, port);
 }
 
 std::string listen_error_text(const caf::error& e) {

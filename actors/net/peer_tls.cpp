@@ -93,7 +93,8 @@ void use_identity(ssl::context& ctx, const std::string& cert_pem, const std::str
   ctx.use_private_key(boost::asio::buffer(key_pem), ssl::context::pem, ec);
   if (ec && ec.message().find("mismatch") != std::string::npos)
     throw ConfigError("private_key " + key_name + " does not belong to certificate " + cert_name);
-  if (ec) throw ConfigError("private_key " + key_name + " cannot be used (encrypted keys are not read): " + ec.message());
+  if (ec)
+    throw ConfigError("private_key " + key_name + " cannot be used (encrypted keys are not read): " + ec.message());
   if (SSL_CTX_check_private_key(ctx.native_handle()) != 1) {
     ERR_clear_error();
     throw ConfigError("private_key " + key_name + " does not belong to certificate " + cert_name);
@@ -122,8 +123,8 @@ std::shared_ptr<PeerTls> PeerTls::make(const SwarmCredentials& c) {
     // Both ends present a certificate and check the other's against the authority: membership, not host names.
     ctx.set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
     tls->members_only_ = true;
-    tls->description_ = "private swarm of " + describe_certificate(authority) + "; this node is " +
-                        describe_certificate(cert);
+    tls->description_ =
+        "private swarm of " + describe_certificate(authority) + "; this node is " + describe_certificate(cert);
   } else {
     const PemPair drawn = make_self_signed_certificate("corolla node", 30);
     use_identity(ctx, drawn.certificate, drawn.private_key, "(drawn at start)", "(drawn at start)");

@@ -80,17 +80,17 @@ struct block_batch_msg {
 // backward instead and sends the message back down the chain; each block turns `grad` into the gradient of its
 // input and stores its prompts' share. The block that finishes replies with a block_train_result.
 struct block_train_msg {
-  Tensor hidden;                   // forward: the running hidden states (on the backend)
+  Tensor hidden;  // forward: the running hidden states (on the backend)
   std::vector<int32_t> positions;
-  Tensor prompts;                  // [chain.size(), B, P, D] host, or undefined
-  std::string adapter;             // LoRA adapter ("" = none)
-  std::vector<caf::actor> chain;   // the request's block actors, in order
-  size_t index = 0;                // this block's place in the chain
-  bool backward = false;           // a backward follows the forward
-  bool going_back = false;         // the backward has started
-  Tensor grad;                     // backward: the running gradient (on the backend)
-  std::vector<Tensor> inputs;      // backward: each block's input, kept on the way forward
-  Tensor grad_prompts;             // backward: [chain.size(), B, P, D] host
+  Tensor prompts;                 // [chain.size(), B, P, D] host, or undefined
+  std::string adapter;            // LoRA adapter ("" = none)
+  std::vector<caf::actor> chain;  // the request's block actors, in order
+  size_t index = 0;               // this block's place in the chain
+  bool backward = false;          // a backward follows the forward
+  bool going_back = false;        // the backward has started
+  Tensor grad;                    // backward: the running gradient (on the backend)
+  std::vector<Tensor> inputs;     // backward: each block's input, kept on the way forward
+  Tensor grad_prompts;            // backward: [chain.size(), B, P, D] host
 };
 struct block_train_result {
   Tensor hidden;        // forward: the output

@@ -45,7 +45,8 @@ std::string render_error(uint8_t code, caf::atom_value, const caf::message& cont
   std::string out = errc_name(static_cast<errc>(code));
   if (context.match_elements<std::string>() || context.match_elements<std::string, uint64_t>())
     out += ": " + context.get_as<std::string>(0);
-  else if (!context.empty()) out += ": " + caf::deep_to_string(context);
+  else if (!context.empty())
+    out += ": " + caf::deep_to_string(context);
   return out;
 }
 
@@ -55,6 +56,8 @@ std::string describe(const caf::error& e) {
   return caf::to_string(e);
 }
 
-bool is(const caf::error& e, errc code) { return e && e.category() == kErrorCategory && e.code() == static_cast<uint8_t>(code); }
+bool is(const caf::error& e, errc code) {
+  return e && e.category() == kErrorCategory && e.code() == static_cast<uint8_t>(code);
+}
 
 }  // namespace corolla

@@ -19,15 +19,15 @@ enum class errc : uint8_t {
   max_length_exceeded,  // a step beyond the session's max_length
   unknown_session,
   unknown_block,
-  peer_unavailable,     // a peer did not answer, or its connection was lost
+  peer_unavailable,  // a peer did not answer, or its connection was lost
   timeout,
-  internal,             // a bug or an unexpected failure inside the server
-  no_route,             // no chain of servers covers the blocks asked for
-  unexpected_message,   // the peer does not speak this message's protocol (a DHT-only node asked to serve, a
-                        // peer of another version): a client takes it for a failed server, not its own mistake
-  wrong_output,         // a server's output disagreed with a recomputation elsewhere (a spot check)
-  too_busy,             // the client is at one of its quotas on this server (actors/server/peer_quotas.hpp); the
-                        // error carries when to try again (retry_after), and the client routes elsewhere meanwhile
+  internal,            // a bug or an unexpected failure inside the server
+  no_route,            // no chain of servers covers the blocks asked for
+  unexpected_message,  // the peer does not speak this message's protocol (a DHT-only node asked to serve, a
+                       // peer of another version): a client takes it for a failed server, not its own mistake
+  wrong_output,        // a server's output disagreed with a recomputation elsewhere (a spot check)
+  too_busy,            // the client is at one of its quotas on this server (actors/server/peer_quotas.hpp); the
+                       // error carries when to try again (retry_after), and the client routes elsewhere meanwhile
 };
 
 inline constexpr caf::atom_value kErrorCategory = caf::atom("corolla");

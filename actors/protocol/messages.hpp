@@ -27,9 +27,9 @@ struct server_info {
   std::string version, model, public_name, address, dtype, device;
   int64_t first_block = 0, last_block = 0, total_blocks = 0;
   int64_t cache_tokens_left = 0, hidden_size = 0, sessions = 0;
-  std::string state = "online";  // joining, online, offline
+  std::string state = "online";                       // joining, online, offline
   std::vector<std::pair<std::string, double>> pings;  // next servers' address -> smoothed RTT in ms
-  std::vector<std::string> adapters;                   // LoRA adapters loaded
+  std::vector<std::string> adapters;                  // LoRA adapters loaded
   double throughput = 0;     // tokens/s per hosted block offered to the swarm (what balancing sums)
   double inference_rps = 0;  // measured per block: single-token steps with a KV cache; 0 = unknown
   double forward_rps = 0;    // measured per block: 1024-token batches without a cache; 0 = unknown
@@ -43,19 +43,19 @@ struct open_session {
   int64_t batch = 1;
   int64_t first_block = 0;  // the blocks of the server's span to run, [first, last); 0, 0 = all of them
   int64_t last_block = 0;
-  std::string adapter;      // LoRA adapter applied to every step ("" = none)
+  std::string adapter;  // LoRA adapter applied to every step ("" = none)
   // Deep prompts for these blocks [blocks, batch, prompt_len, hidden] (undefined: none): before each block a token
   // at position p < prompt_len gets prompts[block, sequence, p] added, in every step (so in a replay too).
   Tensor prompts;
-  std::string challenge;    // random bytes the server signs in its reply (at most 64; "" = no proof asked)
+  std::string challenge;  // random bytes the server signs in its reply (at most 64; "" = no proof asked)
   std::string wire_error;
 };
 
 struct session_opened {
   uint64_t session_id = 0;
   int64_t cache_tokens_left = 0;
-  std::string owner;        // the server's public key, hex
-  std::string proof;        // its signature of the challenge (actors/trust/identity_proof.hpp)
+  std::string owner;  // the server's public key, hex
+  std::string proof;  // its signature of the challenge (actors/trust/identity_proof.hpp)
   std::string wire_error;
 };
 
@@ -106,8 +106,8 @@ struct forward_reply {
 };
 
 struct backward_request {
-  Tensor hidden;                   // the input of the first block, as the client sent it to the forward
-  Tensor grad_output;              // gradient of the last block's output
+  Tensor hidden;       // the input of the first block, as the client sent it to the forward
+  Tensor grad_output;  // gradient of the last block's output
   std::vector<int32_t> positions;
   Tensor prompts;
   int64_t first_block = 0, last_block = 0;

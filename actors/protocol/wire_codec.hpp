@@ -66,20 +66,20 @@ void parse(std::shared_ptr<std::vector<char>> bytes, std::string& wire_error, Re
 }  // namespace corolla::wire_codec
 
 // encode(), pieces() and write() for T, from a `void fill(const T&, capnp::MessageBuilder&)` in scope.
-#define COROLLA_WIRE_CODEC(T)                                            \
-  std::vector<char> encode(const T& x) {                                 \
-    capnp::MallocMessageBuilder mb;                                      \
-    fill(x, mb);                                                         \
-    return ::corolla::wire_codec::flatten(mb);                           \
-  }                                                                      \
-  ::corolla::wire_pieces pieces(const T& x) {                            \
-    auto held = std::make_shared<const T>(x); /* shares the tensors */   \
-    auto mb = std::make_shared<capnp::MallocMessageBuilder>();           \
-    fill(*held, *mb);                                                    \
+#define COROLLA_WIRE_CODEC(T)                                             \
+  std::vector<char> encode(const T& x) {                                  \
+    capnp::MallocMessageBuilder mb;                                       \
+    fill(x, mb);                                                          \
+    return ::corolla::wire_codec::flatten(mb);                            \
+  }                                                                       \
+  ::corolla::wire_pieces pieces(const T& x) {                             \
+    auto held = std::make_shared<const T>(x); /* shares the tensors */    \
+    auto mb = std::make_shared<capnp::MallocMessageBuilder>();            \
+    fill(*held, *mb);                                                     \
     return ::corolla::wire_codec::gather(std::move(mb), std::move(held)); \
-  }                                                                      \
-  caf::error write(const T& x, caf::serializer& sink) {    \
-    capnp::MallocMessageBuilder mb;                        \
-    fill(x, mb);                                           \
-    return ::corolla::wire_codec::stream(mb, sink);        \
+  }                                                                       \
+  caf::error write(const T& x, caf::serializer& sink) {                   \
+    capnp::MallocMessageBuilder mb;                                       \
+    fill(x, mb);                                                          \
+    return ::corolla::wire_codec::stream(mb, sink);                       \
   }

@@ -35,21 +35,21 @@ caf::error read_wire_bytes(caf::deserializer& source, std::vector<char>& bytes);
 
 }  // namespace corolla
 
-#define COROLLA_WIRE_MESSAGE(T)                                                  \
-  std::vector<char> encode(const T& x);                                          \
-  ::corolla::wire_pieces pieces(const T& x);                                     \
-  caf::error write(const T& x, caf::serializer& sink);                           \
-  void decode(std::shared_ptr<std::vector<char>> bytes, T& x);                   \
-  template <class Inspector>                                                     \
-  typename Inspector::result_type inspect(Inspector& f, T& x) {                  \
-    if constexpr (std::is_same_v<Inspector, caf::serializer>) {                  \
-      return write(x, f);                                                        \
-    } else if constexpr (Inspector::reads_state) {                               \
-      return f(caf::meta::type_name(#T));                                        \
-    } else {                                                                     \
-      auto bytes = std::make_shared<std::vector<char>>();                        \
-      if (auto err = ::corolla::read_wire_bytes(f, *bytes)) return err;          \
-      decode(std::move(bytes), x);                                               \
-      return caf::error{};                                                       \
-    }                                                                            \
+#define COROLLA_WIRE_MESSAGE(T)                                         \
+  std::vector<char> encode(const T& x);                                 \
+  ::corolla::wire_pieces pieces(const T& x);                            \
+  caf::error write(const T& x, caf::serializer& sink);                  \
+  void decode(std::shared_ptr<std::vector<char>> bytes, T& x);          \
+  template <class Inspector>                                            \
+  typename Inspector::result_type inspect(Inspector& f, T& x) {         \
+    if constexpr (std::is_same_v<Inspector, caf::serializer>) {         \
+      return write(x, f);                                               \
+    } else if constexpr (Inspector::reads_state) {                      \
+      return f(caf::meta::type_name(#T));                               \
+    } else {                                                            \
+      auto bytes = std::make_shared<std::vector<char>>();               \
+      if (auto err = ::corolla::read_wire_bytes(f, *bytes)) return err; \
+      decode(std::move(bytes), x);                                      \
+      return caf::error{};                                              \
+    }                                                                   \
   }

@@ -57,7 +57,8 @@ inbound_streams::iterator inbound_streams::open(const caf::actor_addr& from, uin
 
 std::string inbound_streams::room_for_bytes(const entry& e) const {
   if (buffered_ + e.total > limits_.max_buffered_bytes)
-    return mb(buffered_) + " of the " + mb(limits_.max_buffered_bytes) + " allowed for streams being received are taken";
+    return mb(buffered_) + " of the " + mb(limits_.max_buffered_bytes) +
+           " allowed for streams being received are taken";
   const size_t held = peers_.at(e.peer).bytes;
   if (held + e.total > limits_.max_buffered_bytes_per_peer)
     return "its sender holds " + mb(held) + " of the " + mb(limits_.max_buffered_bytes_per_peer) + " one peer may";
@@ -120,8 +121,8 @@ std::string inbound_streams::add(const caf::actor_addr& from, const wire_chunk& 
   if (!e.problem.empty()) return e.problem;
   const uint64_t have = e.bytes->size();
   if (c.total != e.total)
-    return breaks(e, name + ": a chunk says the message has " + std::to_string(c.total) + " bytes, the stream began with " +
-                         std::to_string(e.total));
+    return breaks(e, name + ": a chunk says the message has " + std::to_string(c.total) +
+                         " bytes, the stream began with " + std::to_string(e.total));
   if (c.offset != have)
     return breaks(e, name + ": a chunk at byte " + std::to_string(c.offset) + " where byte " + std::to_string(have) +
                          " was due (a chunk was lost or reordered)");

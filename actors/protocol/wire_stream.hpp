@@ -55,11 +55,11 @@ struct stream_limits {
   size_t window_bytes = 8 * kStreamChunkBytes;  // sent and not yet acknowledged
   size_t max_message_bytes = size_t{1} << 30;   // the largest message a receiver reassembles
   size_t max_buffered_bytes = size_t{2} << 30;  // all the streams a receiver reassembles at once
-  size_t max_streams = 1024;  // streams a receiver tracks at once, broken ones included (each costs an entry)
-  size_t max_streams_per_peer = 64;                      // of those, the streams of one sending node
+  size_t max_streams = 1024;         // streams a receiver tracks at once, broken ones included (each costs an entry)
+  size_t max_streams_per_peer = 64;  // of those, the streams of one sending node
   size_t max_buffered_bytes_per_peer = size_t{1} << 30;  // of max_buffered_bytes, what one sending node holds
-  caf::timespan timeout = std::chrono::seconds(30);  // a stream without a chunk for this long is dropped
-  bool in_process = false;  // stream to actors of this process too (tests)
+  caf::timespan timeout = std::chrono::seconds(30);      // a stream without a chunk for this long is dropped
+  bool in_process = false;                               // stream to actors of this process too (tests)
 };
 
 using stream_sweep_atom = caf::atom_constant<caf::atom("strmsweep")>;

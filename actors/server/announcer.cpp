@@ -18,7 +18,7 @@ struct announcer_state {
   announcer_options opt;
   caf::actor gate, dht, connector;
   std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // next servers, smoothed
-  DhtTime models_due{};  // when the models list is announced again
+  DhtTime models_due{};                                             // when the models list is announced again
   // One announcement at a time. A DHT node keeps the record that expires last, and an expiration travels as
   // time-to-live, counted from the record's arrival: of two announcements in flight together, a "joining" one sent
   // a few milliseconds before the "online" one but delayed longer on its way could expire later and stand until the
@@ -61,14 +61,14 @@ void measure_pings(announcer_actor* self, int64_t next, std::function<void()> do
             auto& known = self->state.rtts->ms;  // servers no longer next (gone, or this server moved)
             for (auto it = known.begin(); it != known.end();)
               it = std::find(targets.begin(), targets.end(), it->first) == targets.end() ? known.erase(it)
-                                                                                        : std::next(it);
+                                                                                         : std::next(it);
             ping_peers(self, self->state.connector, targets, self->state.rtts, std::chrono::seconds(5), done);
           },
           [=](caf::error&) { done(); });
 }
 
-// Reads the gate's info, stamps the state and pings, stores one record per group of blocks (plus the models list); calls
-// done with the number of records stored. Only through announce().
+// Reads the gate's info, stamps the state and pings, stores one record per group of blocks (plus the models list);
+// calls done with the number of records stored. Only through announce().
 void announce_now(announcer_actor* self, std::function<void(size_t)> done) {
   auto& st = self->state;
   self->request(st.gate, std::chrono::seconds(10), info_request{})

@@ -1,7 +1,7 @@
 // The announcer: keeps a server's ServerInfo in the DHT under "{model_prefix}.{block}" for each hosted block.
-// Every record is signed by the server's identity (actors/dht/signed_record.hpp). It announces at once, then every `period` (entries expire after 2 × period unless refreshed), and at once on a
-// state change. (close_atom) announces "offline" and replies when that is stored, so a graceful shutdown is
-// visible to clients before the server goes.
+// Every record is signed by the server's identity (actors/dht/signed_record.hpp). It announces at once, then every
+// `period` (entries expire after 2 × period unless refreshed), and at once on a state change. (close_atom) announces
+// "offline" and replies when that is stored, so a graceful shutdown is visible to clients before the server goes.
 //
 //   request(announcer, t, state_atom::value, "online") -> ack   announces now; "online" means the gate's own state
 //                                                                (joining while it loads), "offline" overrides it

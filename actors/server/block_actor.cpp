@@ -35,7 +35,7 @@ struct block_state {
   // thousands of blocks) was the simulator's largest single cost per block step.
   std::vector<uint64_t> cache_sessions;
   std::vector<KVCache> caches;
-  RecordedSteps recorded;  // the sessions' decode steps, where the backend records them
+  RecordedSteps recorded;                    // the sessions' decode steps, where the backend records them
   size_t index_of(uint64_t session) const {  // cache_sessions.size() when the session has none
     size_t i = 0;
     while (i < cache_sessions.size() && cache_sessions[i] != session) ++i;
@@ -102,7 +102,8 @@ void run_batch(block_state& st, block_batch_msg& m) {
     if (item.error) continue;
     KVCache* cache = nullptr;
     if (item.session != 0 && !(cache = st.cache_of(item.session))) {
-      item.error = make_error(errc::unknown_session, where + " has no cache for session " + std::to_string(item.session));
+      item.error =
+          make_error(errc::unknown_session, where + " has no cache for session " + std::to_string(item.session));
       continue;
     }
     const BlockLora* lora = nullptr;
@@ -122,8 +123,12 @@ void run_batch(block_state& st, block_batch_msg& m) {
         continue;
       }
     }
-    segments.push_back({.row = item.row, .batch = item.batch, .tokens = item.tokens, .positions = item.positions,
-                        .cache = cache, .lora = lora});
+    segments.push_back({.row = item.row,
+                        .batch = item.batch,
+                        .tokens = item.tokens,
+                        .positions = item.positions,
+                        .cache = cache,
+                        .lora = lora});
     live.push_back(&item);
   }
   if (segments.empty()) return;

@@ -18,8 +18,10 @@ class CacheBudget {
  public:
   // `windows`: each hosted block's attention window (0: the whole history).
   CacheBudget(int64_t tokens_per_block, std::vector<int64_t> windows, int64_t max_position)
-      : pages_per_block_(kv_pool_pages(tokens_per_block)), max_position_(max_position),
-        windows_(std::move(windows)), used_(windows_.size(), 0) {}
+      : pages_per_block_(kv_pool_pages(tokens_per_block)),
+        max_position_(max_position),
+        windows_(std::move(windows)),
+        used_(windows_.size(), 0) {}
 
   // The pages of hosted block i a session of `batch` sequences of up to `max_length` tokens holds.
   int64_t pages_for(size_t i, int64_t batch, int64_t max_length) const {

@@ -9,8 +9,7 @@
 namespace corolla {
 
 std::string check_adapter(const gate_options& opt, const std::string& adapter) {
-  if (adapter.empty() || std::find(opt.adapters.begin(), opt.adapters.end(), adapter) != opt.adapters.end())
-    return {};
+  if (adapter.empty() || std::find(opt.adapters.begin(), opt.adapters.end(), adapter) != opt.adapters.end()) return {};
   std::string held;
   for (const auto& a : opt.adapters) held += (held.empty() ? "" : ", ") + a;
   return "unknown adapter '" + adapter + "' (this server holds " + (held.empty() ? std::string("none") : held) + ")";

@@ -13,7 +13,8 @@
 namespace corolla {
 
 // The block actors of [first_block, last_block) (0, 0: the whole span), after checking that the span serves them
-// that `prompts` fit them and `hidden`, and that the server holds the adapter. Errors are unknown_block or bad_request with a readable message.
+// that `prompts` fit them and `hidden`, and that the server holds the adapter. Errors are unknown_block or bad_request
+// with a readable message.
 caf::expected<std::vector<caf::actor>> training_chain(const gate_options& opt, const std::vector<caf::actor>& blocks,
                                                       int64_t first_block, int64_t last_block, const Tensor& hidden,
                                                       const Tensor& prompts, const std::string& adapter);

@@ -25,8 +25,7 @@ std::optional<double> best_round_trip(caf::scoped_actor& self, const caf::actor&
     const auto t0 = std::chrono::steady_clock::now();
     bool arrived = false;
     self->request(peer, left(), probe)
-        .receive([&](const ack&) { arrived = true; },
-                 [&](caf::error& e) { arrived = is(e, errc::bad_request); });
+        .receive([&](const ack&) { arrived = true; }, [&](caf::error& e) { arrived = is(e, errc::bad_request); });
     if (!arrived) return std::nullopt;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!best || s < *best) best = s;
@@ -44,7 +43,7 @@ network_estimate measure_network(caf::actor_system& sys, const caf::actor& conne
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto left = [&] {
     return std::max<caf::timespan>(std::chrono::milliseconds(1), std::chrono::duration_cast<caf::timespan>(
-                                                                      deadline - std::chrono::steady_clock::now()));
+                                                                     deadline - std::chrono::steady_clock::now()));
   };
   for (const auto& address : peers) {
     if (std::chrono::steady_clock::now() >= deadline) break;

@@ -222,8 +222,11 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
   if (auto problem = check_throughput(c.throughput)) fail("throughput", *problem);
   positive("update_period_s", c.update_period_s);
   // Announcements live twice the period, and DHT nodes refuse records living over an hour (kMaxDhtTtlNs).
-  if (c.update_period_s > 1800) fail("update_period_s", "must be at most 1800 (records live twice the period, "
-                                                        "an hour at most), got " + toml_double(c.update_period_s));
+  if (c.update_period_s > 1800)
+    fail("update_period_s",
+         "must be at most 1800 (records live twice the period, "
+         "an hour at most), got " +
+             toml_double(c.update_period_s));
   if (auto problem = check_adapters(c.adapters)) fail("adapters", *problem);
   if (!std::isfinite(c.balance_quality) || c.balance_quality < 0)
     fail("balance_quality", "must be a number >= 0, got " + toml_double(c.balance_quality));
@@ -277,10 +280,14 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("cache_tokens", std::to_string(c.cache_tokens));
   line("max_sessions", std::to_string(c.max_sessions));
   line("max_batch_tokens", std::to_string(c.max_batch_tokens));
-  if (c.max_sessions_per_peer) line("max_sessions_per_peer", std::to_string(*c.max_sessions_per_peer));
-  else out += "# max_sessions_per_peer: not set (half of max_sessions)\n";
-  if (c.cache_tokens_per_peer) line("cache_tokens_per_peer", std::to_string(*c.cache_tokens_per_peer));
-  else out += "# cache_tokens_per_peer: not set (half of cache_tokens)\n";
+  if (c.max_sessions_per_peer)
+    line("max_sessions_per_peer", std::to_string(*c.max_sessions_per_peer));
+  else
+    out += "# max_sessions_per_peer: not set (half of max_sessions)\n";
+  if (c.cache_tokens_per_peer)
+    line("cache_tokens_per_peer", std::to_string(*c.cache_tokens_per_peer));
+  else
+    out += "# cache_tokens_per_peer: not set (half of cache_tokens)\n";
   line("peer_requests_per_second", toml_double(c.peer_requests_per_second));
   line("step_timeout_s", toml_double(c.step_timeout_s));
   line("session_timeout_s", toml_double(c.session_timeout_s));

@@ -24,19 +24,19 @@ namespace corolla {
 // cache_tokens_per_peer, peer_requests_per_second).
 struct peer_quota_options {
   int64_t sessions = 32;
-  int64_t cache_tokens = 4096;        // per hosted block, like the server's cache_tokens
+  int64_t cache_tokens = 4096;  // per hosted block, like the server's cache_tokens
   double requests_per_second = 1000;
 };
 
 // The same, as a PeerQuotas applies them over a span.
 struct peer_quota {
-  int64_t sessions = 32;                // open inference sessions
-  int64_t cache = INT64_MAX;            // reserved KV cache, in token·blocks (batch · max_length · blocks)
-  double requests_per_second = 1000;    // opens, steps, forwards and backwards (a burst of one second's worth)
+  int64_t sessions = 32;              // open inference sessions
+  int64_t cache = INT64_MAX;          // reserved KV cache, in token·blocks (batch · max_length · blocks)
+  double requests_per_second = 1000;  // opens, steps, forwards and backwards (a burst of one second's worth)
 };
 
 struct quota_refusal {
-  std::string why;                       // "this peer holds 32 of its 32 sessions here"
+  std::string why;                        // "this peer holds 32 of its 32 sessions here"
   std::chrono::milliseconds retry_after;  // when trying again may succeed
 };
 
@@ -96,8 +96,7 @@ class PeerQuotas {
     }
     const auto wait = std::chrono::duration<double>((1 - u.tokens) / rate);
     return quota_refusal{"this client sends more than its quota of " + format_rate(rate) + " requests per second",
-                         std::max(std::chrono::milliseconds(1),
-                                  std::chrono::ceil<std::chrono::milliseconds>(wait))};
+                         std::max(std::chrono::milliseconds(1), std::chrono::ceil<std::chrono::milliseconds>(wait))};
   }
 
   // Forgets peers that hold nothing and whose bucket has refilled: what is left is as before.

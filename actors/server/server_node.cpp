@@ -90,14 +90,13 @@ caf::actor spawn_block_loader(caf::actor_system& sys, server_setup setup, std::s
   auto loader = [setup, source, backend](caf::event_based_actor* self) -> caf::behavior {
     return {
         [=](load_atom, int64_t first, int64_t last) -> caf::result<std::vector<caf::actor>> {
-          if (auto problem = source->config().span_problem(first, last))
-            return make_error(errc::bad_request, *problem);
+          if (auto problem = source->config().span_problem(first, last)) return make_error(errc::bad_request, *problem);
           try {
             const auto from = setup.fetch_span ? setup.fetch_span(first, last) : source;
             return load_block_actors(self->home_system(), setup, *from, backend, first, last);
           } catch (const std::exception& e) {
-            return make_error(errc::internal, "loading blocks " + std::to_string(first) + ":" +
-                                                  std::to_string(last) + ": " + e.what());
+            return make_error(errc::internal,
+                              "loading blocks " + std::to_string(first) + ":" + std::to_string(last) + ": " + e.what());
           }
         },
     };

@@ -19,10 +19,10 @@
 namespace corolla {
 
 struct server_setup {
-  std::string model;               // directory or .gguf (already resolved)
-  int64_t first_block = 0;         // hosted span [first_block, last_block); 0, 0 = chosen later (the balancer)
+  std::string model;        // directory or .gguf (already resolved)
+  int64_t first_block = 0;  // hosted span [first_block, last_block); 0, 0 = chosen later (the balancer)
   int64_t last_block = 0;
-  std::optional<DType> dtype;      // serving dtype; nullopt = as stored
+  std::optional<DType> dtype;  // serving dtype; nullopt = as stored
   std::string device = "cpu";
   int threads = 0;
   std::shared_ptr<Backend> backend;  // optional: the backend to use (made from device and threads otherwise)
@@ -30,8 +30,8 @@ struct server_setup {
   std::string public_name;
   int64_t cache_tokens = 8192;
   int64_t max_sessions = 64;
-  int64_t max_batch_tokens = 256;  // continuous batching's budget (actors/server/step_batcher.hpp); 0: off
-  peer_quota_options per_peer;     // what one remote peer may hold and send (peer_quotas.hpp)
+  int64_t max_batch_tokens = 256;         // continuous batching's budget (actors/server/step_batcher.hpp); 0: off
+  peer_quota_options per_peer;            // what one remote peer may hold and send (peer_quotas.hpp)
   int64_t inject_step_errors_after = -1;  // chaos testing: every step after this many fails (-1: never)
   double inject_wrong_outputs = 0;        // chaos testing: this fraction of step outputs is made wrong
   caf::timespan step_timeout = std::chrono::seconds(30);

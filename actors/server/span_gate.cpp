@@ -25,13 +25,13 @@ using clock_type = caf::actor_clock::clock_type;
 
 struct gate_session {
   uint64_t id = 0;
-  std::string adapter;            // LoRA adapter applied to every step ("" = none)
+  std::string adapter;  // LoRA adapter applied to every step ("" = none)
   caf::actor_addr owner;
-  bool quota_charged = false;     // counted in its owner's quota (a remote peer's session)
+  bool quota_charged = false;  // counted in its owner's quota (a remote peer's session)
   int64_t batch = 1, max_length = 0;
-  size_t first = 0, last = 0;     // indices into the gate's block actors
-  int64_t reserved = 0;           // token·blocks charged to the owner's quota
-  std::vector<int64_t> length;    // tokens cached so far, per sequence
+  size_t first = 0, last = 0;   // indices into the gate's block actors
+  int64_t reserved = 0;         // token·blocks charged to the owner's quota
+  std::vector<int64_t> length;  // tokens cached so far, per sequence
   caf::actor_clock::time_point last_active;
   // The most recent step, kept so that a repeated step id is answered again instead of applied twice.
   uint64_t last_step = 0;
@@ -56,24 +56,22 @@ struct gate_state {
   caf::actor connector;
   caf::actor dht;
   CacheBudget budget{0, {}, 0};
-  std::unique_ptr<StepBatcher> batcher;  // sessions' steps waiting for the blocks, run in batches
+  std::unique_ptr<StepBatcher> batcher;                    // sessions' steps waiting for the blocks, run in batches
   std::optional<caf::actor_clock::time_point> held_timer;  // when the batch_atom sent for held steps comes
   PeerQuotas<caf::node_id> quotas;
   std::map<uint64_t, gate_session> sessions;
-  std::map<caf::actor_addr, int> owners;  // monitored session owners, with their session counts
+  std::map<caf::actor_addr, int> owners;        // monitored session owners, with their session counts
   std::map<std::string, caf::actor> next_hops;  // servers that push routes continue to (monitored)
   std::mt19937_64 rng;
   int64_t steps_served = 0;
-  inbound_streams inbound;       // large requests arriving in chunks
-  uint64_t next_stream = 1;      // numbers the large replies sent in chunks
+  inbound_streams inbound;   // large requests arriving in chunks
+  uint64_t next_stream = 1;  // numbers the large replies sent in chunks
   static inline const char* name = "span_gate";
 };
 
 using gate_actor = caf::stateful_actor<gate_state>;
 
-std::string span_name(const gate_options& o) {
-  return "blocks " + block_span(o.first_block, o.last_block);
-}
+std::string span_name(const gate_options& o) { return "blocks " + block_span(o.first_block, o.last_block); }
 
 caf::error timeout_or(caf::error e, const std::string& what) {
   if (e == caf::sec::request_timeout) return make_error(errc::timeout, what + " timed out");
@@ -83,8 +81,7 @@ caf::error timeout_or(caf::error e, const std::string& what) {
 // Checks hidden [B, T, D] and positions against the server and, for a cached step, the session.
 std::string check_hidden(const gate_options& o, const Tensor& hidden, const std::vector<int32_t>& positions) {
   if (hidden.dtype() != DType::f32 || hidden.rank() != 3 || hidden.dim(2) != o.hidden_size)
-    return "hidden states must be f32[batch, tokens, " + std::to_string(o.hidden_size) + "], got " +
-           hidden.describe();
+    return "hidden states must be f32[batch, tokens, " + std::to_string(o.hidden_size) + "], got " + hidden.describe();
   if (hidden.dim(0) < 1 || hidden.dim(1) < 1) return "hidden states are empty: " + hidden.describe();
   if (static_cast<int64_t>(positions.size()) != hidden.dim(0) * hidden.dim(1))
     return std::to_string(positions.size()) + " positions for " + std::to_string(hidden.dim(0) * hidden.dim(1)) +
@@ -100,7 +97,7 @@ CacheBudget span_budget(const gate_options& o) {
   std::vector<int64_t> windows;
   for (int64_t i = o.first_block; i < o.last_block; ++i)
     windows.push_back(static_cast<size_t>(i) < o.attention_windows.size() ? o.attention_windows[static_cast<size_t>(i)]
-                                                                           : 0);
+                                                                          : 0);
   return CacheBudget(o.cache_tokens, std::move(windows), o.max_position);
 }
 
@@ -173,8 +170,7 @@ void run_batches(gate_actor* self, const step_group& group) {
             },
             [=](caf::error& e) {
               self->state.batcher->finish(
-                  id, timeout_or(std::move(e), "the step through " + span_name(self->state.opt)),
-                  self->clock().now());
+                  id, timeout_or(std::move(e), "the step through " + span_name(self->state.opt)), self->clock().now());
               run_batches(self, group);
             });
   }
@@ -225,8 +221,13 @@ void finish_step(gate_actor* self, caf::response_promise rp, const step_request&
   }
   if (requester) self->send(requester, step_reply{req.session_id, req.step_id, out, {}});
   const route_hop hop = req.next.front();
-  step_request fwd{hop.session_id, req.step_id, std::move(out), req.positions,
-                   std::vector<route_hop>(req.next.begin() + 1, req.next.end()), {}, req.hypo_ids};
+  step_request fwd{hop.session_id,
+                   req.step_id,
+                   std::move(out),
+                   req.positions,
+                   std::vector<route_hop>(req.next.begin() + 1, req.next.end()),
+                   {},
+                   req.hypo_ids};
   if (auto it = self->state.next_hops.find(hop.address); it != self->state.next_hops.end()) {
     rp.delegate(it->second, std::move(fwd));
     return;
@@ -239,8 +240,8 @@ void finish_step(gate_actor* self, caf::response_promise rp, const step_request&
             rp.delegate(next, std::move(fwd));
           },
           [=](caf::error& e) mutable {
-            rp.deliver(make_error(errc::peer_unavailable,
-                                  "next server " + hop.address + " is unreachable: " + describe(e)));
+            rp.deliver(
+                make_error(errc::peer_unavailable, "next server " + hop.address + " is unreachable: " + describe(e)));
           });
 }
 
@@ -248,8 +249,10 @@ void finish_step(gate_actor* self, caf::response_promise rp, const step_request&
 // failed (the requester refused a chunk, or stopped answering).
 template <class Reply>
 void deliver_streamed(caf::typed_response_promise<Reply>& rp, caf::expected<Reply> out) {
-  if (out) rp.deliver(std::move(*out));
-  else rp.deliver(make_error(errc::bad_request, "the reply could not be streamed back: " + describe(out.error())));
+  if (out)
+    rp.deliver(std::move(*out));
+  else
+    rp.deliver(make_error(errc::bad_request, "the reply could not be streamed back: " + describe(out.error())));
 }
 
 // Hands a DHT RPC to the server's DHT node (which replies to the caller), or refuses it.
@@ -397,7 +400,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                                                     " cache tokens left per block; the session needs " +
                                                     std::to_string(req.batch * req.max_length));
         uint64_t id;
-        do id = s.rng(); while (id == 0 || s.sessions.count(id));
+        do id = s.rng();
+        while (id == 0 || s.sessions.count(id));
         gate_session session;
         session.id = id;
         session.adapter = req.adapter;
@@ -473,8 +477,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
           return make_error(errc::internal, "injected fault: this server fails every step after its first " +
                                                 std::to_string(s.opt.inject_step_errors_after));
         if (session.running)
-          return make_error(errc::bad_request, "step " + std::to_string(session.running_step) +
-                                                   " of this session is still running");
+          return make_error(errc::bad_request,
+                            "step " + std::to_string(session.running_step) + " of this session is still running");
         if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
           return make_error(errc::bad_request, msg);
         const int64_t b = req.hidden.dim(0), t = req.hidden.dim(1);
@@ -492,9 +496,9 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         for (int64_t i = 0; i < b; ++i) {
           const int32_t* p = req.positions.data() + i * t;
           if (p[t - 1] >= session.max_length)
-            return make_error(errc::max_length_exceeded,
-                              "position " + std::to_string(p[t - 1]) + " is beyond the session's max_length " +
-                                  std::to_string(session.max_length));
+            return make_error(errc::max_length_exceeded, "position " + std::to_string(p[t - 1]) +
+                                                             " is beyond the session's max_length " +
+                                                             std::to_string(session.max_length));
           if (p[0] > length[static_cast<size_t>(i)])
             return make_error(errc::bad_request, "sequence " + std::to_string(i) + " starts at position " +
                                                      std::to_string(p[0]) + " but holds only " +
@@ -502,8 +506,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
                                                      " tokens (positions must not leave gaps)");
           for (int64_t j = 1; j < t; ++j)
             if (p[j] != p[j - 1] + 1)
-              return make_error(errc::bad_request, "positions of sequence " + std::to_string(i) +
-                                                       " are not consecutive");
+              return make_error(errc::bad_request,
+                                "positions of sequence " + std::to_string(i) + " are not consecutive");
         }
         auto rp = self->make_response_promise<step_reply>();
         session.running = true;
@@ -513,38 +517,40 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         Tensor hidden = req.hidden;
         std::vector<int32_t> positions = req.positions;
         std::vector<int32_t> hypo_ids = req.hypo_ids;
-        s.batcher->push(group, id, session.adapter, std::move(hidden), std::move(positions),
-                   [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
-                     auto it = self->state.sessions.find(id);
-                     if (it == self->state.sessions.end()) {
-                       rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
-                       return;
-                     }
-                     gate_session& sess = it->second;
-                     sess.running = false;
-                     auto repeats = std::exchange(sess.repeats, {});
-                     if (!out) {
-                       rp.deliver(out.error());
-                       for (auto& r : repeats) r.rp.deliver(out.error());
-                       return;
-                     }
-                     const int64_t tt = req.hidden.dim(1);
-                     sess.length = length;  // (reordered by the step's hypothesis ids, if any)
-                     for (size_t i = 0; i < sess.length.size(); ++i)
-                       sess.length[i] = std::max<int64_t>(sess.length[i], req.positions[(i + 1) * tt - 1] + 1);
-                     sess.last_step = req.step_id;
-                     sess.has_output = true;
-                     sess.last_output = std::move(*out);
-                     if (self->state.opt.inject_wrong_outputs > 0 &&
-                         std::bernoulli_distribution(self->state.opt.inject_wrong_outputs)(self->state.rng)) {
-                       sess.last_output = sess.last_output.clone();  // the blocks' buffer may be shared
-                       float* v = sess.last_output.data_as<float>();
-                       for (int64_t i = 0; i < sess.last_output.numel(); ++i) v[i] += 1.0f;
-                     }
-                     ++self->state.steps_served;
-                     finish_step(self, rp, req, sess.last_output, requester);
-                     for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
-                   }, self->clock().now(), std::move(hypo_ids));
+        s.batcher->push(
+            group, id, session.adapter, std::move(hidden), std::move(positions),
+            [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
+              auto it = self->state.sessions.find(id);
+              if (it == self->state.sessions.end()) {
+                rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
+                return;
+              }
+              gate_session& sess = it->second;
+              sess.running = false;
+              auto repeats = std::exchange(sess.repeats, {});
+              if (!out) {
+                rp.deliver(out.error());
+                for (auto& r : repeats) r.rp.deliver(out.error());
+                return;
+              }
+              const int64_t tt = req.hidden.dim(1);
+              sess.length = length;  // (reordered by the step's hypothesis ids, if any)
+              for (size_t i = 0; i < sess.length.size(); ++i)
+                sess.length[i] = std::max<int64_t>(sess.length[i], req.positions[(i + 1) * tt - 1] + 1);
+              sess.last_step = req.step_id;
+              sess.has_output = true;
+              sess.last_output = std::move(*out);
+              if (self->state.opt.inject_wrong_outputs > 0 &&
+                  std::bernoulli_distribution(self->state.opt.inject_wrong_outputs)(self->state.rng)) {
+                sess.last_output = sess.last_output.clone();  // the blocks' buffer may be shared
+                float* v = sess.last_output.data_as<float>();
+                for (int64_t i = 0; i < sess.last_output.numel(); ++i) v[i] += 1.0f;
+              }
+              ++self->state.steps_served;
+              finish_step(self, rp, req, sess.last_output, requester);
+              for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
+            },
+            self->clock().now(), std::move(hypo_ids));
         run_batches(self, group);
         return rp;
       },
@@ -564,8 +570,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (req.challenge.size() > kMaxChallengeBytes)
           return make_error(errc::bad_request, "a challenge of " + std::to_string(req.challenge.size()) +
                                                    " bytes; at most " + std::to_string(kMaxChallengeBytes));
-        auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts,
-                                    req.adapter);
+        auto chain =
+            training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts, req.adapter);
         if (!chain) return std::move(chain.error());
         // Who answers, and the proof of it the client asked for: a record naming this server's address under
         // another key is caught here, as at open_session.
@@ -606,8 +612,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
         if (req.grad_output.dtype() != DType::f32 || req.grad_output.shape() != req.hidden.shape())
           return make_error(errc::bad_request, "the output gradient " + req.grad_output.describe() +
                                                    " does not match the hidden states " + req.hidden.describe());
-        auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts,
-                                    req.adapter);
+        auto chain =
+            training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts, req.adapter);
         if (!chain) return std::move(chain.error());
         auto rp = self->make_response_promise<backward_reply>();
         auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,

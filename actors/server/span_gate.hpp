@@ -21,8 +21,8 @@ struct gate_options {
   std::string version, model_name, public_name, address, dtype, device;
   int64_t first_block = 0, last_block = 0, total_blocks = 0;  // hosted span [first, last); empty until chosen
   int64_t hidden_size = 0;
-  int64_t max_position = 0;      // the model's context length
-  int64_t cache_tokens = 8192;   // KV-cache tokens per hosted block
+  int64_t max_position = 0;                // the model's context length
+  int64_t cache_tokens = 8192;             // KV-cache tokens per hosted block
   std::vector<int64_t> attention_windows;  // per model block, how far its attention sees (0: all; empty: all)
   int64_t max_sessions = 64;
   // Sessions' steps that wait at the same time run through the blocks as one batch of up to this many tokens
@@ -39,12 +39,12 @@ struct gate_options {
   double inject_wrong_outputs = 0;
   caf::timespan step_timeout = std::chrono::seconds(30);
   caf::timespan session_timeout = std::chrono::seconds(300);
-  double throughput = 0;                          // announced for balancing (actors/server/throughput.hpp)
+  double throughput = 0;                                       // announced for balancing (actors/server/throughput.hpp)
   double inference_rps = 0, forward_rps = 0, network_rps = 0;  // measured rates; 0 = unknown
-  uint64_t seed = 1;             // session ids are drawn from an RNG seeded with this
+  uint64_t seed = 1;                                           // session ids are drawn from an RNG seeded with this
   std::shared_ptr<const SigningKey> identity;  // signs open_session challenges (none: sessions open unproven)
-  std::vector<std::string> adapters;  // LoRA adapters the block actors hold, by name
-  stream_limits streams;              // large training requests and replies cross processes in chunks
+  std::vector<std::string> adapters;           // LoRA adapters the block actors hold, by name
+  stream_limits streams;                       // large training requests and replies cross processes in chunks
 };
 
 // (address_atom, "HOST:PORT") tells the gate where it was published (announced in its info).

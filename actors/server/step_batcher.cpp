@@ -59,8 +59,7 @@ void StepBatcher::forget(uint64_t session) {
 }
 
 void StepBatcher::push(const step_group& group, uint64_t session, std::string adapter, Tensor hidden,
-                       std::vector<int32_t> positions, done_fn done, time_point now,
-                       std::vector<int32_t> hypo_ids) {
+                       std::vector<int32_t> positions, done_fn done, time_point now, std::vector<int32_t> hypo_ids) {
   group_state& g = groups_[group];
   if (!g.running && g.queue.empty()) g.hold_until = now + std::min(g.last_duration / 2, kMaxHold);
   auto s = std::make_shared<step>();
@@ -143,8 +142,14 @@ std::optional<StepBatcher::started> StepBatcher::start(const step_group& group, 
     const step& s = *p.s;
     const int64_t b = s.hidden.dim(0), t = s.hidden.dim(1);
     copy_tokens(s.hidden, p.from, p.count, out.msg.hidden.data_as<float>() + p.row * d);
-    batch_item item{.session = s.session, .row = p.row, .batch = b, .tokens = p.count, .positions = {},
-                    .adapter = s.adapter, .error = {}, .hypo_ids = {}};
+    batch_item item{.session = s.session,
+                    .row = p.row,
+                    .batch = b,
+                    .tokens = p.count,
+                    .positions = {},
+                    .adapter = s.adapter,
+                    .error = {},
+                    .hypo_ids = {}};
     if (p.from == 0) item.hypo_ids = s.hypo_ids;  // the reordering comes before the step's first token
     item.positions.reserve(static_cast<size_t>(b * p.count));
     for (int64_t i = 0; i < b; ++i)
@@ -191,10 +196,12 @@ void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result, tim
     if (s.ended) continue;
     const int64_t b = s.hidden.dim(0), t = s.hidden.dim(1), d = s.hidden.dim(2);
     caf::error error;
-    if (!result) error = result.error();
+    if (!result)
+      error = result.error();
     else if (i >= result->items.size() || result->items[i].row != p.row)
       error = make_error(errc::internal, "the blocks answered a batch with other items than it held");
-    else if (result->items[i].error) error = result->items[i].error;
+    else if (result->items[i].error)
+      error = result->items[i].error;
     else if (result->hidden.rank() != 2 || result->hidden.dim(1) != d || result->hidden.dim(0) < p.row + b * p.count)
       error = make_error(errc::internal, "the blocks answered " + result->hidden.describe() + " for a batch");
     if (error) {

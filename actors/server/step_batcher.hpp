@@ -3,12 +3,12 @@
 // them: a decode step costs about as much for 32 sessions as for one while reading weights is the limit.
 //
 // Steps join a group (the blocks they run through: one batch runs one chain of block actors; sessions with
-// different LoRA adapters share it, each block adding each session's adapter to its own rows). A group runs one batch at a time; while it runs, new steps wait, and the next batch takes
-// them under a token budget (`max_batch_tokens` rows): first every waiting step that fits whole, oldest first,
-// then a chunk of the oldest step that did not fit (at least one token of each of its sequences), so a long
-// prompt is prefilled a chunk per batch and never holds up the others' decoding for more than one chunk, and
-// every step moves on in every batch it waits for. A budget of 0 turns batching off: each step runs alone, at
-// once, as it arrives.
+// different LoRA adapters share it, each block adding each session's adapter to its own rows). A group runs one batch
+// at a time; while it runs, new steps wait, and the next batch takes them under a token budget (`max_batch_tokens`
+// rows): first every waiting step that fits whole, oldest first, then a chunk of the oldest step that did not fit (at
+// least one token of each of its sequences), so a long prompt is prefilled a chunk per batch and never holds up the
+// others' decoding for more than one chunk, and every step moves on in every batch it waits for. A budget of 0 turns
+// batching off: each step runs alone, at once, as it arrives.
 //
 // The sessions of a batch (its cohort) send their next steps at slightly different times (each samples its token
 // first, a few hundred microseconds apiece on a busy client), so an idle group that started at the first arrival

@@ -105,8 +105,8 @@ double announced_throughput(double forward_rps, double network_rps, int64_t num_
 }
 
 throughput_info resolve_throughput(const std::string& setting, const WeightSource& source, Backend& backend,
-                                   std::optional<DType> dtype, int64_t num_blocks, double network_rps,
-                                   NodeStore* store, const measure_limits& limits) {
+                                   std::optional<DType> dtype, int64_t num_blocks, double network_rps, NodeStore* store,
+                                   const measure_limits& limits) {
   throughput_info out;
   out.network_rps = network_rps;
   if (setting != "auto" && setting != "eval") {

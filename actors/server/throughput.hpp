@@ -30,16 +30,16 @@ struct compute_rates {
 };
 
 struct throughput_info {
-  double throughput = 0;  // announced; what balancing sums
+  double throughput = 0;                                       // announced; what balancing sums
   double inference_rps = 0, forward_rps = 0, network_rps = 0;  // 0 = unknown
-  std::string source;     // "measured", "cached" or "given": for the server's log
+  std::string source;                                          // "measured", "cached" or "given": for the server's log
 };
 
 struct measure_limits {
-  int inference_steps = 100;   // Petals' counts; fewer when the time limit comes first
+  int inference_steps = 100;  // Petals' counts; fewer when the time limit comes first
   int forward_steps = 10;
-  int forward_tokens = 1024;   // capped by the model's context
-  double seconds_each = 3;     // time limit of each of the two measurements (after one warm-up step)
+  int forward_tokens = 1024;  // capped by the model's context
+  double seconds_each = 3;    // time limit of each of the two measurements (after one warm-up step)
 };
 
 // Loads block 0 of `source` on `backend` in `dtype` (nullopt: as stored) and times it.
@@ -56,7 +56,7 @@ double announced_throughput(double forward_rps, double network_rps, int64_t num_
 // "eval" the rates come from `store` or a measurement (stored when `store` is given). Throws std::runtime_error
 // on a setting that is none of these.
 throughput_info resolve_throughput(const std::string& setting, const WeightSource& source, Backend& backend,
-                                   std::optional<DType> dtype, int64_t num_blocks, double network_rps,
-                                   NodeStore* store, const measure_limits& limits = {});
+                                   std::optional<DType> dtype, int64_t num_blocks, double network_rps, NodeStore* store,
+                                   const measure_limits& limits = {});
 
 }  // namespace corolla

@@ -81,8 +81,7 @@ NodeStore::NodeStore(const std::string& data_dir) : path_((fs::path(data_dir) / 
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   families.emplace_back(rocksdb::kDefaultColumnFamilyName, small_options());
   for (StoreFamily f : kFamilies)
-    families.emplace_back(std::string(family_name(f)),
-                          f == StoreFamily::weights ? weights_options() : small_options());
+    families.emplace_back(std::string(family_name(f)), f == StoreFamily::weights ? weights_options() : small_options());
   // A database written by a later version may hold families this one does not know: RocksDB requires opening
   // them all. (Listing fails when the database does not exist yet; then there is nothing more to open.)
   std::vector<std::string> existing;
@@ -98,8 +97,7 @@ NodeStore::NodeStore(const std::string& data_dir) : path_((fs::path(data_dir) / 
     if (s.IsIOError() && s.ToString().find("lock") != std::string::npos)
       throw NodeStoreInUse("node database " + path_ + ": cannot open: " + s.ToString() +
                            " (is another process, or another NodeStore in this one, using this data directory?)");
-    if (s.IsCorruption())
-      hint = " (the database is damaged; move it aside to start afresh)";
+    if (s.IsCorruption()) hint = " (the database is damaged; move it aside to start afresh)";
     throw std::runtime_error("node database " + path_ + ": cannot open: " + s.ToString() + hint);
   }
   db_.reset(raw);
@@ -161,7 +159,8 @@ NodeStore::IdentitySeed NodeStore::identity_seed() {
   if (get_raw(StoreFamily::identity, kIdentitySeedName, stored)) {
     if (stored.size() != seed.size())
       fail("identity/" + std::string(kIdentitySeedName), "holds " + std::to_string(stored.size()) + " bytes, not " +
-                                    std::to_string(seed.size()) + " (move the database aside to start afresh)");
+                                                             std::to_string(seed.size()) +
+                                                             " (move the database aside to start afresh)");
     std::copy(stored.begin(), stored.end(), seed.begin());
   } else {
     if (RAND_bytes(seed.data(), static_cast<int>(seed.size())) != 1)

@@ -97,8 +97,8 @@ std::string model_digest(const WeightSource& source) {
     const auto size = ec ? 0 : fs::file_size(path, ec);
     const auto mtime = ec ? fs::file_time_type() : fs::last_write_time(path, ec);
     if (ec) throw std::runtime_error(file + ": cannot read its size and modification time: " + ec.message());
-    d += "file " + path.string() + ' ' + std::to_string(size) + ' ' +
-         std::to_string(mtime.time_since_epoch().count()) + '\n';
+    d += "file " + path.string() + ' ' + std::to_string(size) + ' ' + std::to_string(mtime.time_since_epoch().count()) +
+         '\n';
   }
   // 128 bits from two seeds: names, not security.
   return hex64(store::xxhash64(d.data(), d.size(), 0)) +
@@ -115,8 +115,7 @@ std::string serving_dtype_key(std::optional<DType> dtype) {
   return dtype ? std::string(dtype_name(*dtype)) : std::string("auto");
 }
 
-WeightsCache::WeightsCache(NodeStore& store, Warning on_warning)
-    : store_(store), on_warning_(std::move(on_warning)) {}
+WeightsCache::WeightsCache(NodeStore& store, Warning on_warning) : store_(store), on_warning_(std::move(on_warning)) {}
 
 WeightsCache::Lookup WeightsCache::get(const WeightsKey& key) const {
   Lookup out;
@@ -184,8 +183,8 @@ std::string_view outcome_name(LoadReport::Outcome outcome) {
   return "?";
 }
 
-std::unique_ptr<Block> load_block_cached(NodeStore* store, const WeightSource& source, int64_t index,
-                                         Backend& backend, const BlockLoadOptions& options, LoadReport* report) {
+std::unique_ptr<Block> load_block_cached(NodeStore* store, const WeightSource& source, int64_t index, Backend& backend,
+                                         const BlockLoadOptions& options, LoadReport* report) {
   if (!store) return load_block_cached(nullptr, std::string(), source, index, backend, options, report);
   return load_block_cached(store, model_digest(source), source, index, backend, options, report);
 }
@@ -211,8 +210,7 @@ std::unique_ptr<Block> load_block_cached(NodeStore* store, const std::string& di
   r.cache_bytes = found.bytes;
   if (found.status == WeightsCache::Status::hit) {
     try {
-      const TensorMapSource cached(source.config(), std::move(found.tensors),
-                                   store->path() + " weights/" + key.str());
+      const TensorMapSource cached(source.config(), std::move(found.tensors), store->path() + " weights/" + key.str());
       BlockLoadOptions as_stored = options;
       as_stored.dtype = std::nullopt;  // already in the serving dtype
       block = load_block(cached, index, backend, as_stored);
@@ -220,14 +218,14 @@ std::unique_ptr<Block> load_block_cached(NodeStore* store, const std::string& di
     } catch (const std::exception& e) {
       // A record that verifies but does not fit the model (written by faulty code): never serve it.
       found.status = WeightsCache::Status::corrupt;
-      found.problem = "weights cache entry " + key.str() + " in " + store->path() + " rejected (" + e.what() +
-                      "); deleted";
+      found.problem =
+          "weights cache entry " + key.str() + " in " + store->path() + " rejected (" + e.what() + "); deleted";
       cache.erase(key);
     }
   }
   if (!block) {
-    r.outcome = found.status == WeightsCache::Status::corrupt ? LoadReport::Outcome::rebuilt
-                                                              : LoadReport::Outcome::miss;
+    r.outcome =
+        found.status == WeightsCache::Status::corrupt ? LoadReport::Outcome::rebuilt : LoadReport::Outcome::miss;
     r.problem = found.problem;
     block = load_block(source, index, backend, options);
     auto named = block->named_weights();

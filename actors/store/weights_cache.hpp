@@ -99,9 +99,8 @@ std::string_view outcome_name(LoadReport::Outcome outcome);
 // cached tensors (TensorMapSource with the source's config, dtype as stored). On a miss: loaded from `source`, and
 // its named_weights() (downloaded to the host first on a device backend) are stored. Failing to store is not an
 // error: the block is returned and the report says why. Errors of load_block() propagate.
-std::unique_ptr<Block> load_block_cached(NodeStore* store, const WeightSource& source, int64_t index,
-                                         Backend& backend, const BlockLoadOptions& options = {},
-                                         LoadReport* report = nullptr);
+std::unique_ptr<Block> load_block_cached(NodeStore* store, const WeightSource& source, int64_t index, Backend& backend,
+                                         const BlockLoadOptions& options = {}, LoadReport* report = nullptr);
 // The same with model_digest(source) computed once by the caller (when loading many blocks).
 std::unique_ptr<Block> load_block_cached(NodeStore* store, const std::string& digest, const WeightSource& source,
                                          int64_t index, Backend& backend, const BlockLoadOptions& options = {},

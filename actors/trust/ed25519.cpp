@@ -33,8 +33,8 @@ SigningKey SigningKey::from_seed(const KeySeed& seed) {
 
 Signature SigningKey::sign(std::string_view message) const {
   Signature sig{};
-  if (crypto_sign_detached(sig.data(), nullptr, reinterpret_cast<const unsigned char*>(message.data()),
-                           message.size(), secret_.data()) != 0)
+  if (crypto_sign_detached(sig.data(), nullptr, reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+                           secret_.data()) != 0)
     throw std::runtime_error("Ed25519: signing failed");
   return sig;
 }

@@ -37,7 +37,8 @@ using ext_ptr = std::unique_ptr<X509_EXTENSION, freer<X509_EXTENSION_free>>;
 
 void check_request(const std::string& name, int days) {
   // X.509 bounds a common name to 64 characters.
-  if (name.empty() || name.size() > 64) throw std::invalid_argument("a certificate's name must have 1 to 64 characters");
+  if (name.empty() || name.size() > 64)
+    throw std::invalid_argument("a certificate's name must have 1 to 64 characters");
   for (unsigned char c : name)
     if (c < 0x20 || c == 0x7f) throw std::invalid_argument("a certificate's name must not hold control characters");
   if (days < 1 || days > 36500) throw std::invalid_argument("a certificate's validity must be 1 to 36500 days");
@@ -187,8 +188,8 @@ std::string describe_certificate(const std::string& certificate_pem) {
     return e.what();
   }
   if (!cert) return "not a PEM X.509 certificate";
-  std::string text = name_of(X509_get_subject_name(cert.get())) + ", issued by " +
-                     name_of(X509_get_issuer_name(cert.get()));
+  std::string text =
+      name_of(X509_get_subject_name(cert.get())) + ", issued by " + name_of(X509_get_issuer_name(cert.get()));
   std::tm until{};
   if (ASN1_TIME_to_tm(X509_get0_notAfter(cert.get()), &until) == 1) {
     char day[32];

@@ -83,15 +83,16 @@ void validate(const ApiConfig& c, const std::string& source) {
   for (const auto& m : c.models)
     if (!m.name.empty() && !names.insert(m.name).second) fail("model", "names '" + m.name + "' twice");
   // Seconds become clock durations: past a day they mean "never", and far past it they overflow the clock.
-  for (auto [key, seconds] : {std::pair{"request_timeout_s", c.request_timeout_s}, {"state_ttl_s", c.state_ttl_s},
-                              {"header_timeout_s", c.header_timeout_s}, {"body_timeout_s", c.body_timeout_s}})
+  for (auto [key, seconds] : {std::pair{"request_timeout_s", c.request_timeout_s},
+                              {"state_ttl_s", c.state_ttl_s},
+                              {"header_timeout_s", c.header_timeout_s},
+                              {"body_timeout_s", c.body_timeout_s}})
     if (!(seconds <= 86400)) fail(key, "must be at most 86400 (a day), got " + toml_double(seconds));
   if (auto p = check_credentials(c.credentials)) fail(p->key, p->problem);
   if (c.spot_check_every < 0 || c.spot_check_every > (1 << 30))
     fail("spot_check_every", "must be an integer in 0..1073741824, got " + std::to_string(c.spot_check_every));
   if (c.max_connections_per_address > c.max_connections)
-    fail("max_connections_per_address",
-         "must not exceed max_connections (" + std::to_string(c.max_connections) + ")");
+    fail("max_connections_per_address", "must not exceed max_connections (" + std::to_string(c.max_connections) + ")");
   if (c.default_max_tokens > c.max_new_tokens)
     fail("default_max_tokens", "must not exceed max_new_tokens (" + std::to_string(c.max_new_tokens) + ")");
 }

@@ -81,11 +81,12 @@ nlohmann::json missing_ranges(const std::vector<int>& coverage) {
 nlohmann::json server_json(const server_info& s, const peer_standing* standing) {
   nlohmann::json pings = nlohmann::json::object();
   for (const auto& [addr, ms] : s.pings) pings[addr] = ms;
-  nlohmann::json out = {{"address", s.address},       {"public_name", s.public_name}, {"version", s.version},
-                        {"state", s.state},           {"first_block", s.first_block}, {"last_block", s.last_block},
-                        {"throughput", s.throughput}, {"cache_tokens_left", s.cache_tokens_left},
-                        {"sessions", s.sessions},     {"dtype", s.dtype},             {"device", s.device},
-                        {"pings_ms", pings}};
+  nlohmann::json out = {{"address", s.address},         {"public_name", s.public_name},
+                        {"version", s.version},         {"state", s.state},
+                        {"first_block", s.first_block}, {"last_block", s.last_block},
+                        {"throughput", s.throughput},   {"cache_tokens_left", s.cache_tokens_left},
+                        {"sessions", s.sessions},       {"dtype", s.dtype},
+                        {"device", s.device},           {"pings_ms", pings}};
   if (standing)
     out["client_view"] = {{"successes", standing->successes},
                           {"failures", standing->failures},
@@ -160,7 +161,8 @@ void read_models(state_reader* self, std::string dht_error) {
       self->request(self->state.dht, std::chrono::seconds(30), dht_get{group_key(models[i]->swarm_id, g)})
           .then(
               [=, key = group_key(models[i]->swarm_id, g)](const dht_get_reply& r) {
-                for (auto& s : parse_servers(key, r.entries, self->clock().now())) keep_standing(a->servers[i], std::move(s));
+                for (auto& s : parse_servers(key, r.entries, self->clock().now()))
+                  keep_standing(a->servers[i], std::move(s));
                 one_done();
               },
               [=](caf::error& e) {
@@ -187,8 +189,8 @@ caf::behavior state_reader_actor(state_reader* self, std::weak_ptr<Engine> weak_
         auto engine = st.engine.lock();
         if (!engine) return;
         auto cb = std::move(req.cb);
-        const auto ttl = std::chrono::duration_cast<caf::timespan>(
-            std::chrono::duration<double>(engine->config().state_ttl_s));
+        const auto ttl =
+            std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(engine->config().state_ttl_s));
         if (st.have && self->clock().now() - st.read_at <= ttl) return cb(st.cached);
         st.waiting.push_back(std::move(cb));
         if (st.waiting.size() > 1) return;  // a read is under way
@@ -209,12 +211,13 @@ caf::behavior state_reader_actor(state_reader* self, std::weak_ptr<Engine> weak_
 Engine::Engine(caf::actor_system& sys, ApiConfig config, caf::actor connector)
     : sys_(sys), config_(std::move(config)), connector_(std::move(connector)) {
   for (const auto& mc : config_.models) {
-    auto m = std::make_shared<ApiModel>(ApiModel{
-        "", "", "", Tokenizer(nullptr), ChatTemplate{}, nullptr, nullptr, nullptr, 0, 0, 0});
+    auto m = std::make_shared<ApiModel>(
+        ApiModel{"", "", "", Tokenizer(nullptr), ChatTemplate{}, nullptr, nullptr, nullptr, 0, 0, 0});
     try {
       m->path = hub::locate_model(mc.path, hub::ModelNeeds::client_head());
       auto source = open_weights(m->path);
-      m->tokenizer = Tokenizer::load(mc.tokenizer.empty() ? m->path : hub::locate_model(mc.tokenizer, hub::ModelNeeds::tokenizer_only()));
+      m->tokenizer = Tokenizer::load(
+          mc.tokenizer.empty() ? m->path : hub::locate_model(mc.tokenizer, hub::ModelNeeds::tokenizer_only()));
       m->chat = ChatTemplate::for_tokenizer(m->tokenizer);
       m->backend = std::shared_ptr<Backend>(make_cpu_backend(0));
       m->head = std::make_shared<const ClientHead>(*source, *m->backend);
@@ -229,8 +232,8 @@ Engine::Engine(caf::actor_system& sys, ApiConfig config, caf::actor connector)
     swarm_client_options opts;
     opts.initial_peers = config_.initial_peers;
     opts.mode = config_.mode == "relay" ? route_mode::relay : route_mode::push;
-    opts.request_timeout = std::chrono::duration_cast<caf::timespan>(
-        std::chrono::duration<double>(config_.request_timeout_s));
+    opts.request_timeout =
+        std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(config_.request_timeout_s));
     opts.model_prefix = m->swarm_id;
     opts.spot_checks.every = config_.spot_check_every;
     opts.spot_checks.new_servers = config_.spot_check_every > 0;
@@ -257,7 +260,8 @@ std::shared_ptr<ApiModel> Engine::find(const std::string& name, ApiError* error)
     if (m->name == name) return m;
   std::string names;
   for (const auto& m : models_) names += (names.empty() ? "'" : ", '") + m->name + "'";
-  if (error) *error = ApiError{404, "not_found_error", "unknown model '" + name + "'; this API serves " + names, "model"};
+  if (error)
+    *error = ApiError{404, "not_found_error", "unknown model '" + name + "'; this API serves " + names, "model"};
   return nullptr;
 }
 

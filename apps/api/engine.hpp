@@ -37,10 +37,10 @@ struct ApiModel {
   ChatTemplate chat;
   std::shared_ptr<Backend> backend;  // the head's
   std::shared_ptr<const ClientHead> head;
-  caf::actor client;                 // swarm client
-  int64_t context = 0;               // longest session: the model's positions, capped by the API's max_length
+  caf::actor client;    // swarm client
+  int64_t context = 0;  // longest session: the model's positions, capped by the API's max_length
   int64_t num_blocks = 0;
-  int64_t created = 0;               // unix time the API loaded it (OpenAI's "created")
+  int64_t created = 0;  // unix time the API loaded it (OpenAI's "created")
   // EOS as config.json, the tokenizer (and generation_config.json) list it, or the chat format's end of turn.
   bool is_eos(int32_t id) const;
 };

@@ -43,11 +43,11 @@ struct running {
 struct gen_state {
   std::shared_ptr<Engine> engine;  // kept alive while the session runs
   std::shared_ptr<ApiModel> model;
-  caf::actor session;             // the inference session (none until opened, or after it failed)
-  std::string lost;               // why the session is gone, when it is
+  caf::actor session;  // the inference session (none until opened, or after it failed)
+  std::string lost;    // why the session is gone, when it is
   int64_t max_length = 0;
-  int64_t fed = 0;                // positions the session holds
-  std::optional<int32_t> drawn;   // the last token drawn, not yet fed
+  int64_t fed = 0;                         // positions the session holds
+  std::optional<int32_t> drawn;            // the last token drawn, not yet fed
   std::unique_ptr<StreamDecoder> decoder;  // the session's text, across jobs
   bool decoder_skips = true;
   bool busy = false;
@@ -89,9 +89,8 @@ void finish(gen_actor* self, const std::shared_ptr<running>& r, const std::strin
 bool shows_end_token(const GenJob& job, const Tokenizer& tokenizer, int32_t id) {
   if (job.skip_special) return false;
   const std::string text = tokenizer.token_bytes(id);
-  return !text.empty() && std::any_of(job.stops.begin(), job.stops.end(), [&](const StopSequence& s) {
-    return s.text.find(text) != std::string::npos;
-  });
+  return !text.empty() && std::any_of(job.stops.begin(), job.stops.end(),
+                                      [&](const StopSequence& s) { return s.text.find(text) != std::string::npos; });
 }
 
 ApiError length_error(const gen_state& st, size_t more) {
@@ -143,7 +142,8 @@ void step(gen_actor* self, std::shared_ptr<running> r) {
             }
             if (eos) return finish(self, r, "stop");
             if (r->result.completion_tokens >= r->job->max_new_tokens) return finish(self, r, "length");
-            if (r->job->max_total_length > 0 && st.fed + 1 >= r->job->max_total_length) return finish(self, r, "length");
+            if (r->job->max_total_length > 0 && st.fed + 1 >= r->job->max_total_length)
+              return finish(self, r, "length");
             if (r->since_chunk >= r->job->chunk_tokens && r->text->pending_bytes() == 0) {
               if (r->job->on_chunk) r->job->on_chunk(r->chunk, r->since_chunk);
               r->chunk.clear();
@@ -202,10 +202,10 @@ caf::behavior generation_actor(gen_actor* self, std::shared_ptr<Engine> engine, 
         auto r = std::make_shared<running>();
         r->job = std::move(cmd.job);
         r->start = self->clock().now();
-        if (st.busy) return fail(self, r, ApiError{409, "invalid_request_error", "a generation is already running", ""});
+        if (st.busy)
+          return fail(self, r, ApiError{409, "invalid_request_error", "a generation is already running", ""});
         if (!st.session)
-          return fail(self, r,
-                      ApiError{503, "swarm_error", st.lost.empty() ? "the session is not open" : st.lost, ""});
+          return fail(self, r, ApiError{503, "swarm_error", st.lost.empty() ? "the session is not open" : st.lost, ""});
         if (st.drawn) r->next_input.push_back(*st.drawn);
         r->next_input.insert(r->next_input.end(), r->job->input.begin(), r->job->input.end());
         if (r->next_input.empty()) return fail(self, r, bad_request("nothing to continue: give inputs", "inputs"));

@@ -28,27 +28,27 @@ struct StopSequence {
 };
 
 struct GenResult {
-  std::string text;            // what was shown (trimmed at a stop sequence when trimming)
-  int64_t prompt_tokens = 0;   // tokens fed for this job (the whole prompt, or what the session did not hold)
+  std::string text;           // what was shown (trimmed at a stop sequence when trimming)
+  int64_t prompt_tokens = 0;  // tokens fed for this job (the whole prompt, or what the session did not hold)
   int64_t completion_tokens = 0;
-  std::string finish_reason;   // "stop" (end of sequence or a stop sequence), "length", "cancelled"
-  std::string last_text;       // the text after the last on_chunk call (the job's final chunk)
-  int64_t last_tokens = 0;     // tokens drawn after the last on_chunk call
-  double seconds = 0;          // from the job's start to its end
+  std::string finish_reason;  // "stop" (end of sequence or a stop sequence), "length", "cancelled"
+  std::string last_text;      // the text after the last on_chunk call (the job's final chunk)
+  int64_t last_tokens = 0;    // tokens drawn after the last on_chunk call
+  double seconds = 0;         // from the job's start to its end
   double first_token_seconds = 0;
 };
 
 struct GenJob {
-  std::vector<int32_t> input;       // ids to append to the conversation (may be empty to continue)
-  SamplingParams sampling;          // seed: the first step's; each further step uses seed + step
-  int64_t max_new_tokens = 16;      // this job's limit
-  bool length_is_error = false;     // running out of session (max_length) is an error, not finish "length"
-  int64_t max_total_length = 0;     // > 0: also stop ("length") when the session holds this many tokens
-  int64_t chunk_tokens = 1;         // call on_chunk every this many tokens (and at the end)
+  std::vector<int32_t> input;    // ids to append to the conversation (may be empty to continue)
+  SamplingParams sampling;       // seed: the first step's; each further step uses seed + step
+  int64_t max_new_tokens = 16;   // this job's limit
+  bool length_is_error = false;  // running out of session (max_length) is an error, not finish "length"
+  int64_t max_total_length = 0;  // > 0: also stop ("length") when the session holds this many tokens
+  int64_t chunk_tokens = 1;      // call on_chunk every this many tokens (and at the end)
   std::vector<StopSequence> stops;
-  bool trim_stop = true;            // true: text ends before a stop sequence; false: includes it
-  bool skip_special = true;         // leave special tokens' text out
-  bool flush_at_end = true;         // false: a character left incomplete waits for the session's next job
+  bool trim_stop = true;     // true: text ends before a stop sequence; false: includes it
+  bool skip_special = true;  // leave special tokens' text out
+  bool flush_at_end = true;  // false: a character left incomplete waits for the session's next job
   bool stop_at_eos = true;
   std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
 

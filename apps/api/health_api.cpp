@@ -75,8 +75,8 @@ std::string metrics_text(Engine& engine, const json& state) {
   for (const auto& m : state["models"])
     for (const auto& s : m["servers"])
       if (s["state"] == "online")
-        o << "corolla_swarm_throughput{model=\"" << label(m["name"]) << "\",server=\"" << label(s["address"])
-          << "\"} " << s["throughput"] << "\n";
+        o << "corolla_swarm_throughput{model=\"" << label(m["name"]) << "\",server=\"" << label(s["address"]) << "\"} "
+          << s["throughput"] << "\n";
   return o.str();
 }
 

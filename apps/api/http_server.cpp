@@ -175,8 +175,10 @@ class WsConnection : public std::enable_shared_from_this<WsConnection> {
     closed_ = true;
     // The message being written stays until its write completes: Beast still reads it (the connection ending
     // while a reply was on its way freed it under the write, and the write's completion popped an empty queue).
-    if (writing_) queue_.erase(std::next(queue_.begin()), queue_.end());
-    else queue_.clear();
+    if (writing_)
+      queue_.erase(std::next(queue_.begin()), queue_.end());
+    else
+      queue_.clear();
     auto f = std::move(on_close_);
     on_close_ = nullptr;
     on_message_ = nullptr;
@@ -278,10 +280,10 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
       Response res{http::status::payload_too_large, 11};
       res.set(http::field::content_type, "application/json");
       const size_t limit = impl_->limits.max_body_bytes;
-      const std::string shown = limit % (1 << 20) == 0 ? std::to_string(limit >> 20) + " MiB"
-                                                        : std::to_string(limit) + " bytes";
-      res.body() = json_text({{"error", {{"message", "the request body is over " + shown},
-                                        {"type", "invalid_request_error"}}}});
+      const std::string shown =
+          limit % (1 << 20) == 0 ? std::to_string(limit >> 20) + " MiB" : std::to_string(limit) + " bytes";
+      res.body() =
+          json_text({{"error", {{"message", "the request body is over " + shown}, {"type", "invalid_request_error"}}}});
       return write_response(std::move(res));
     }
     if (ec) return close();
@@ -308,11 +310,13 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
         res.set(http::field::access_control_allow_headers, "Content-Type, Authorization");
         return write_response(std::move(res));
       }
-      if (auto it = impl_->routes.find({req.method(), path}); it != impl_->routes.end()) return it->second(req, responder);
+      if (auto it = impl_->routes.find({req.method(), path}); it != impl_->routes.end())
+        return it->second(req, responder);
       if (impl_->paths.count(path)) {
-        return responder.json(405, {{"error", {{"message", "method " + std::string(req.method_string()) +
-                                                               " is not allowed on " + path},
-                                               {"type", "invalid_request_error"}}}});
+        return responder.json(
+            405, {{"error",
+                   {{"message", "method " + std::string(req.method_string()) + " is not allowed on " + path},
+                    {"type", "invalid_request_error"}}}});
       }
       route_ = "(other)";
       if (impl_->fallback) return impl_->fallback(req, responder);
@@ -454,7 +458,6 @@ std::shared_ptr<SseStream> Responder::start_sse(int status) const {
   return std::make_shared<SseStream>(conn_, exchange_);
 }
 
-
 void SseStream::event(const std::string& data) { conn_->sse_chunk(exchange_, "data: " + data + "\n\n", false); }
 void SseStream::end() { conn_->sse_chunk(exchange_, "", true); }
 bool SseStream::gone() const { return conn_->gone(); }
@@ -496,8 +499,8 @@ namespace {
 size_t connection_cap(size_t configured) {
   rlimit files{};
   if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return configured;
-  const size_t allowed = files.rlim_cur > 2 * kReservedDescriptors ? files.rlim_cur - kReservedDescriptors
-                                                                   : files.rlim_cur / 2;
+  const size_t allowed =
+      files.rlim_cur > 2 * kReservedDescriptors ? files.rlim_cur - kReservedDescriptors : files.rlim_cur / 2;
   if (configured <= allowed) return configured;
   std::cerr << "api: max_connections " << configured << " is more than the open-file limit (" << files.rlim_cur
             << ") allows; holding at most " << allowed << " connections (raise it with ulimit -n)\n";
@@ -523,8 +526,9 @@ uint16_t HttpServer::listen(const std::string& host, uint16_t port, int threads)
   tcp::endpoint ep{address, port};
   impl_->acceptor.emplace(impl_->ioc);
   auto fail = [&](const char* what) {
-    throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + " (" + what + "): " +
-                             ec.message() + (ec == net::error::address_in_use ? "; pick another port with --port" : ""));
+    throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + " (" + what +
+                             "): " + ec.message() +
+                             (ec == net::error::address_in_use ? "; pick another port with --port" : ""));
   };
   impl_->acceptor->open(ep.protocol(), ec);
   if (ec) fail("open");
@@ -613,8 +617,10 @@ std::vector<std::pair<std::string, std::string>> parse_form(const std::string& t
     std::string_view item(text.data() + start, end - start);
     if (!item.empty()) {
       const auto eq = item.find('=');
-      if (eq == std::string_view::npos) out.emplace_back(url_decode(item), "");
-      else out.emplace_back(url_decode(item.substr(0, eq)), url_decode(item.substr(eq + 1)));
+      if (eq == std::string_view::npos)
+        out.emplace_back(url_decode(item), "");
+      else
+        out.emplace_back(url_decode(item.substr(0, eq)), url_decode(item.substr(eq + 1)));
     }
     start = end + 1;
   }

@@ -73,12 +73,12 @@ class WebSocketSession {
 
 // What one client may cost the server. Connections over a cap are closed as soon as they are accepted.
 struct HttpLimits {
-  size_t max_connections = 512;              // open at once, HTTP and WebSocket
-  size_t max_connections_per_address = 64;   // open at once from one remote address
+  size_t max_connections = 512;                      // open at once, HTTP and WebSocket
+  size_t max_connections_per_address = 64;           // open at once from one remote address
   std::chrono::milliseconds header_timeout{10'000};  // from the end of the last answer (or the connection) to
                                                      // a request's whole header: idle and slow clients go
   std::chrono::milliseconds body_timeout{30'000};    // to read a request's body after its header
-  size_t max_body_bytes = 1 << 20;           // a request body, and a WebSocket message
+  size_t max_body_bytes = 1 << 20;                   // a request body, and a WebSocket message
 };
 
 using Handler = std::function<void(const Request&, const Responder&)>;

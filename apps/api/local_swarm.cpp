@@ -105,7 +105,8 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     aopt.model_prefix = swarm_id_;
     aopt.period = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(o.announce_period_s));
     auto announcer = spawn_announcer(sys_, aopt, node.gate, sdht, connector_);
-    supervisors_.push_back(spawn_node_supervisor(sys_, {node.gate, sdht, announcer, {}, {}}));  // no balancer, no loader
+    supervisors_.push_back(
+        spawn_node_supervisor(sys_, {node.gate, sdht, announcer, {}, {}}));  // no balancer, no loader
     if (o.progress) o.progress(i, setup.first_block, setup.last_block);
     load_server_blocks(sys_, node, setup, *source);
     self->send(announcer, state_atom::value, "online");
@@ -122,7 +123,8 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
               [&](const dht_get_reply& r) {
                 for (auto& s : parse_servers(group_key(swarm_id_, g), r.entries, self->clock().now()))
                   if (s.info.state == "online")
-                    for (int64_t b = std::max<int64_t>(s.info.first_block, 0); b < std::min(s.info.last_block, total); ++b)
+                    for (int64_t b = std::max<int64_t>(s.info.first_block, 0); b < std::min(s.info.last_block, total);
+                         ++b)
                       covered.insert(b);
               },
               [](caf::error&) {});

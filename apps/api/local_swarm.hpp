@@ -14,14 +14,14 @@
 namespace corolla::api {
 
 struct LocalSwarmOptions {
-  std::string model;          // directory or .gguf (resolved)
-  int servers = 3;            // the blocks are split evenly between them
+  std::string model;  // directory or .gguf (resolved)
+  int servers = 3;    // the blocks are split evenly between them
   std::string host = "127.0.0.1";
-  bool publish = true;        // listen on loopback ports too (else in-process names only)
+  bool publish = true;  // listen on loopback ports too (else in-process names only)
   int64_t cache_tokens = 8192;
-  int max_sessions = 64;      // per server
+  int max_sessions = 64;           // per server
   int64_t max_batch_tokens = 256;  // continuous batching's budget per server (0: each step alone)
-  int threads = 0;            // CPU threads per server (0: all cores)
+  int threads = 0;                 // CPU threads per server (0: all cores)
   double announce_period_s = 10;
   // Called as each server's blocks load: (server, first_block, last_block).
   std::function<void(int, int64_t, int64_t)> progress;

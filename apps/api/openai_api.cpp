@@ -13,9 +13,14 @@ namespace {
 using nlohmann::json;
 
 json model_json(const ApiModel& m) {
-  return {{"id", m.name},           {"object", "model"},         {"created", m.created},
-          {"owned_by", "corolla"},  {"context_length", m.context}, {"num_blocks", m.num_blocks},
-          {"swarm_id", m.swarm_id}, {"chat_format", std::string(to_string(m.chat.format()))}};
+  return {{"id", m.name},
+          {"object", "model"},
+          {"created", m.created},
+          {"owned_by", "corolla"},
+          {"context_length", m.context},
+          {"num_blocks", m.num_blocks},
+          {"swarm_id", m.swarm_id},
+          {"chat_format", std::string(to_string(m.chat.format()))}};
 }
 
 std::string message_text(const json& content, size_t index) {
@@ -49,9 +54,9 @@ std::vector<ChatMessage> read_messages(const json& body) {
         throw bad_request("messages[" + std::to_string(i) + "]." + k + ": tool calls are not supported", "messages");
     if (role == "developer") role = "system";
     if (role != "system" && role != "user" && role != "assistant")
-      throw bad_request("messages[" + std::to_string(i) + "].role '" + role +
-                            "' is not supported (system, user, assistant)",
-                        "messages");
+      throw bad_request(
+          "messages[" + std::to_string(i) + "].role '" + role + "' is not supported (system, user, assistant)",
+          "messages");
     out.push_back({role, message_text(m.contains("content") ? m["content"] : json(), i)});
   }
   return out;
@@ -103,8 +108,8 @@ int64_t choose_max_tokens(const Engine& engine, const json& body, const ApiModel
     return *asked;
   }
   if (prompt_len >= m.context)
-    throw bad_request("the prompt is " + std::to_string(prompt_len) + " tokens; this model's maximum context length is " +
-                          std::to_string(m.context) + " tokens",
+    throw bad_request("the prompt is " + std::to_string(prompt_len) +
+                          " tokens; this model's maximum context length is " + std::to_string(m.context) + " tokens",
                       "messages");
   return std::min(fallback, m.context - prompt_len);
 }
@@ -249,8 +254,8 @@ void chat_completions(Engine& engine, const Request& req, const Responder& res) 
                   {"object", "chat.completion.chunk"},
                   {"created", created},
                   {"model", model},
-                  {"choices", json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr},
-                                            {"finish_reason", finish}}})}};
+                  {"choices",
+                   json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
     };
     auto first = [=] {
       json c = chunk("", nullptr);
@@ -283,7 +288,8 @@ void completions(Engine& engine, const Request& req, const Responder& res) {
     auto it = body.find("prompt");
     if (it == body.end() || it->is_null()) throw bad_request("'prompt' is required", "prompt");
     json prompt = *it;
-    if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) prompt = prompt[0];
+    if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array()))
+      prompt = prompt[0];
     else if (prompt.is_array() && !prompt.empty() && !prompt[0].is_number_integer())
       throw bad_request("only one prompt per request is supported", "prompt");
     if (prompt.is_string()) {
@@ -319,12 +325,12 @@ void completions(Engine& engine, const Request& req, const Responder& res) {
     const int64_t prompt_len = static_cast<int64_t>(p.prompt.size());
     const std::string echo_text = echo ? p.echo_text : "";
     auto chunk = [=](const std::string& text, const json& finish) {
-      return json{{"id", id},
-                  {"object", "text_completion"},
-                  {"created", created},
-                  {"model", model},
-                  {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr},
-                                            {"finish_reason", finish}}})}};
+      return json{
+          {"id", id},
+          {"object", "text_completion"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
     };
     auto first = [=] { return chunk(echo_text, nullptr); };
     auto whole = [=](const GenResult& r) {

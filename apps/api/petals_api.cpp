@@ -56,8 +56,7 @@ std::shared_ptr<GenJob> petals_job(Engine& engine, const ApiModel& m, const Peta
     if (!g.extra_stop_sequences.empty()) {
       const auto ids = m.tokenizer.encode(*g.stop_sequence, {.add_special = false, .parse_special = true});
       if (ids.size() != 1)
-        throw bad_request("extra_stop_sequences require stop_sequence length to be exactly 1 token",
-                          "stop_sequence");
+        throw bad_request("extra_stop_sequences require stop_sequence length to be exactly 1 token", "stop_sequence");
       for (const auto& s : g.extra_stop_sequences) job->stops.push_back({s, ids[0]});
     }
   } else {
@@ -105,8 +104,10 @@ class PetalsSocket : public std::enable_shared_from_this<PetalsSocket> {
   void handle(const std::string& text) {
     try {
       const PetalsMessage m = read_petals_message(text, phase_ == phase::want_open, engine_.config().max_new_tokens);
-      if (const auto* o = std::get_if<PetalsOpen>(&m)) open(*o);
-      else generate(std::get<PetalsGenerate>(m));
+      if (const auto* o = std::get_if<PetalsOpen>(&m))
+        open(*o);
+      else
+        generate(std::get<PetalsGenerate>(m));
     } catch (const ApiError& e) {
       fail(e);
     } catch (const std::exception& e) {

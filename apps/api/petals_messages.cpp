@@ -11,7 +11,8 @@ PetalsGenerate read_petals_generate(const nlohmann::json& req, int64_t max_new_t
   g.max_new_tokens = get_int(req, "max_new_tokens");
   g.max_length = get_int(req, "max_length");
   if (!g.max_new_tokens && !g.max_length) throw bad_request("give max_new_tokens or max_length", "max_new_tokens");
-  if (g.max_new_tokens && *g.max_new_tokens < 1) throw bad_request("'max_new_tokens' must be at least 1", "max_new_tokens");
+  if (g.max_new_tokens && *g.max_new_tokens < 1)
+    throw bad_request("'max_new_tokens' must be at least 1", "max_new_tokens");
   if (g.max_new_tokens && *g.max_new_tokens > max_new_tokens_limit)
     throw bad_request("'max_new_tokens' is " + std::to_string(*g.max_new_tokens) + "; this API generates at most " +
                           std::to_string(max_new_tokens_limit) + " tokens per request",
@@ -36,7 +37,8 @@ PetalsMessage read_petals_message(const std::string& text, bool want_open, int64
     o.model = get_string(req, "model").value_or("");
     const auto max_length = get_int(req, "max_length");
     if (!max_length) throw bad_request("'max_length' is required", "max_length");
-    if (*max_length < 2) throw bad_request("'max_length' must be at least 2, got " + std::to_string(*max_length), "max_length");
+    if (*max_length < 2)
+      throw bad_request("'max_length' must be at least 2, got " + std::to_string(*max_length), "max_length");
     o.max_length = *max_length;
     return o;
   }

@@ -27,8 +27,10 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& w
     word.clear();
   };
   for (char c : text) {
-    if (c == ' ' || c == ',' || c == '\n' || c == '\t' || c == '\r') flush();
-    else word += c;
+    if (c == ' ' || c == ',' || c == '\n' || c == '\t' || c == '\r')
+      flush();
+    else
+      word += c;
   }
   flush();
   return ids;
@@ -47,11 +49,14 @@ SamplingParams SamplingFlags::params() const {
 }
 
 void add_sampling_flags(CLI::App& cmd, SamplingFlags& f) {
-  cmd.add_option("--temperature", f.temperature, "0 = greedy; > 0 samples")->check(CLI::Range(0.0, 100.0))
+  cmd.add_option("--temperature", f.temperature, "0 = greedy; > 0 samples")
+      ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
   cmd.add_option("--top-k", f.top_k, "Sample among the k most likely tokens (0 = all)")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  cmd.add_option("--top-p", f.top_p, "Nucleus sampling mass (1 = off)")->check(CLI::Range(0.0, 1.0))
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--top-p", f.top_p, "Nucleus sampling mass (1 = off)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd.add_option("--repetition-penalty", f.repetition_penalty, "Penalty for repeated tokens (1 = off)")
       ->capture_default_str();

@@ -41,14 +41,16 @@ struct ChatOptions {
 
 // One reply to the conversation's tokens: each new token given to on_token as it is chosen; returns the reply's
 // tokens (without the one that ended it).
-using ReplyFn = std::function<std::vector<int32_t>(const std::vector<int32_t>& ids,
-                                                   const std::function<void(int32_t)>& on_token)>;
+using ReplyFn =
+    std::function<std::vector<int32_t>(const std::vector<int32_t>& ids, const std::function<void(int32_t)>& on_token)>;
 
 // The KV cache holds `cached` (the ids fed so far, at positions 0..n-1); feeding a new prompt reuses the longest
 // common prefix and overwrites the rest.
 class CachedConversation {
  public:
-  CachedConversation(LocalModel& model, int64_t context) : model_(model), context_(context) { model_.reset(1, context); }
+  CachedConversation(LocalModel& model, int64_t context) : model_(model), context_(context) {
+    model_.reset(1, context);
+  }
 
   void reset() { cached_.clear(); }
   int64_t context() const { return context_; }
@@ -223,7 +225,8 @@ Runner add_chat(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "Chat with a model in the terminal");
   cmd->add_option("--model", o->model, "Model directory, .gguf file, or 'demo' (default)");
   cmd->add_option("--system", o->system, "System message");
-  cmd->add_option("--context", o->context, "Tokens of conversation kept (KV cache size)")->check(CLI::Range(16, 1 << 20));
+  cmd->add_option("--context", o->context, "Tokens of conversation kept (KV cache size)")
+      ->check(CLI::Range(16, 1 << 20));
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "Longest reply")->check(CLI::Range(1, 1 << 20));
   add_sampling_flags(*cmd, o->sampling);
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");
@@ -236,8 +239,8 @@ Runner add_chat(CLI::App& app) {
   add_credential_flags(*cmd, o->credentials);
   return [o, cmd] {
     o->credentials = credentials_from_flags(*cmd, o->credentials);
-    const std::string path = hub::locate_model(o->model, o->initial_peers.empty() ? hub::ModelNeeds::everything()
-                                                                                : hub::ModelNeeds::client_head());
+    const std::string path = hub::locate_model(
+        o->model, o->initial_peers.empty() ? hub::ModelNeeds::everything() : hub::ModelNeeds::client_head());
     return o->initial_peers.empty() ? run_local(*o, path) : run_swarm(*o, path);
   };
 }

@@ -113,8 +113,9 @@ Runner add_dht(CLI::App& app) {
       ->transform(multiaddr_as_host_port())
       ->check(host_port, "")
       ->type_name("HOST:PORT");
-  cmd->add_option("--data_dir", f->data_dir, "Directory of the node's database, which keeps its id across restarts "
-                                              "(default: none, a new id each run)")
+  cmd->add_option("--data_dir", f->data_dir,
+                  "Directory of the node's database, which keeps its id across restarts "
+                  "(default: none, a new id each run)")
       ->type_name("DIR");
   cmd->add_option("--max_peer_connections", f->peers.max_connections, "Open peer connections (default 512)")
       ->check(CLI::Range(1, 1000000));

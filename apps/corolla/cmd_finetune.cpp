@@ -89,7 +89,8 @@ caf::actor open_blocks(caf::actor_system& sys, caf::scoped_actor& self, const Fi
                        std::shared_ptr<WeightSource> source, std::shared_ptr<const ClientHead> head,
                        std::vector<caf::actor>& owned) {
   if (o.initial_peers.empty()) {
-    if (!o.adapter.empty()) throw std::invalid_argument("--adapter applies to a swarm's servers (give --initial_peers)");
+    if (!o.adapter.empty())
+      throw std::invalid_argument("--adapter applies to a swarm's servers (give --initial_peers)");
     auto backend = std::shared_ptr<Backend>(make_backend(o.device, o.threads));
     std::cerr << "training with every block in this process on " << backend->name() << "\n";
     owned.push_back(spawn_local_block_runner(sys, source, backend));
@@ -106,8 +107,8 @@ caf::actor open_blocks(caf::actor_system& sys, caf::scoped_actor& self, const Fi
 }
 
 int run(const FinetuneOptions& o) {
-  const std::string path = hub::locate_model(o.model, o.initial_peers.empty() ? hub::ModelNeeds::everything()
-                                                                            : hub::ModelNeeds::client_head());
+  const std::string path = hub::locate_model(
+      o.model, o.initial_peers.empty() ? hub::ModelNeeds::everything() : hub::ModelNeeds::client_head());
   auto source = open_weights(path);
   std::optional<Tokenizer> tokenizer;
   try {

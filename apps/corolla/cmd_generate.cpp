@@ -64,8 +64,10 @@ class TokenPrinter {
     std::lock_guard lock(mutex_);
     last_ = std::chrono::steady_clock::now();
     if (count_ == 0) first_ = last_;
-    if (decoder_) std::cout << decoder_->push(id);
-    else std::cout << (count_ ? " " : "") << id;
+    if (decoder_)
+      std::cout << decoder_->push(id);
+    else
+      std::cout << (count_ ? " " : "") << id;
     ++count_;
     std::cout << std::flush;
   }
@@ -162,8 +164,8 @@ int run_local(const GenerateOptions& o, const std::string& path) {
     if (!dtype) throw std::invalid_argument("--dtype: unknown dtype '" + o.dtype + "'");
   }
   std::optional<Tokenizer> tokenizer;
-  const std::vector<std::string> many = o.prompts_file.empty() ? std::vector<std::string>{}
-                                                               : read_prompts_file(o.prompts_file);
+  const std::vector<std::string> many =
+      o.prompts_file.empty() ? std::vector<std::string>{} : read_prompts_file(o.prompts_file);
   if (!many.empty()) tokenizer = Tokenizer::load(path);
   const auto prompt = many.empty() ? prompt_ids(o, path, tokenizer) : std::vector<int32_t>{};
   const auto params = generation_params(o);
@@ -181,8 +183,9 @@ int run_local(const GenerateOptions& o, const std::string& path) {
   if (!many.empty()) {  // one after another: a single process has no other sessions to batch them with
     for (size_t i = 0; i < many.size(); ++i)
       print_completion(i, *tokenizer,
-                       generate(model, encode_prompt(o, *tokenizer, many[i]), params, [](int32_t) { return true; },
-                                tuned ? &*tuned : nullptr));
+                       generate(
+                           model, encode_prompt(o, *tokenizer, many[i]), params, [](int32_t) { return true; },
+                           tuned ? &*tuned : nullptr));
     return 0;
   }
   TokenPrinter printer(std::move(tokenizer));
@@ -202,8 +205,9 @@ int run_local(const GenerateOptions& o, const std::string& path) {
 
 // Every prompt of --prompts-file through the swarm at once: a session each, their generations started together
 // (the servers batch their steps), the completions printed in the file's order.
-int generate_many(const GenerateOptions& o, caf::scoped_actor& self, const caf::actor& client, const Tokenizer& tokenizer,
-                  const std::vector<std::string>& texts, const std::optional<TunedPrompts>& tuned) {
+int generate_many(const GenerateOptions& o, caf::scoped_actor& self, const caf::actor& client,
+                  const Tokenizer& tokenizer, const std::vector<std::string>& texts,
+                  const std::optional<TunedPrompts>& tuned) {
   const auto params = generation_params(o);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& text : texts) prompts.push_back(encode_prompt(o, tokenizer, text));
@@ -239,8 +243,8 @@ int generate_many(const GenerateOptions& o, caf::scoped_actor& self, const caf::
 
 int run_swarm(const GenerateOptions& o, const std::string& path) {
   std::optional<Tokenizer> tokenizer;
-  const std::vector<std::string> many = o.prompts_file.empty() ? std::vector<std::string>{}
-                                                               : read_prompts_file(o.prompts_file);
+  const std::vector<std::string> many =
+      o.prompts_file.empty() ? std::vector<std::string>{} : read_prompts_file(o.prompts_file);
   if (!many.empty()) tokenizer = Tokenizer::load(path);
   const auto prompt = many.empty() ? prompt_ids(o, path, tokenizer) : std::vector<int32_t>{};
   const auto params = generation_params(o);
@@ -273,8 +277,7 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   auto printer_actor = sys.spawn([printer](caf::event_based_actor*) -> caf::behavior {
     return {[printer](token_atom, int32_t id) { printer->print(id); }};
   });
-  const int64_t max_length =
-      (tuned ? tuned->length() : 0) + static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
+  const int64_t max_length = (tuned ? tuned->length() : 0) + static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
   int rc = 0;
   self->request(client, caf::infinite,
                 open_session_request{max_length, o.num_beams, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
@@ -286,9 +289,11 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
                 .receive(
                     [&](const generate_result& r) {
                       // Tokens stream through the printer actor; wait until it has printed them all.
-                      while (printer->count() < r.tokens.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                      while (printer->count() < r.tokens.size())
+                        std::this_thread::sleep_for(std::chrono::milliseconds(1));
                       printer->finish();
-                      report(prompt.size(), printer->count(), std::chrono::duration<double>(printer->first() - t0).count(),
+                      report(prompt.size(), printer->count(),
+                             std::chrono::duration<double>(printer->first() - t0).count(),
                              std::chrono::duration<double>(printer->last() - t0).count(), o.num_beams);
                     },
                     [&](caf::error& e) {
@@ -332,8 +337,7 @@ Runner add_generate(CLI::App& app) {
                   "Beam search: false (stop when no beam can improve), true (when num_beams hypotheses are done), "
                   "never")
       ->check(CLI::IsMember({"false", "true", "never"}));
-  cmd->add_option("--dtype", o->dtype,
-                  "Serving dtype of weights (local): auto, " + weight_dtype_list());
+  cmd->add_option("--dtype", o->dtype, "Serving dtype of weights (local): auto, " + weight_dtype_list());
   cmd->add_option("--device", o->device,
                   "cpu or cuda[:N]: for the whole model (local), or for the embeddings and LM head (through a swarm)");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)");
@@ -359,8 +363,8 @@ Runner add_generate(CLI::App& app) {
     if (cmd->count("--prompt") && o->prompt.empty()) throw std::invalid_argument("the prompt is empty");
     if (o->prompt_ids.empty() && o->prompt.empty() && o->prompts_file.empty())
       throw std::invalid_argument("give --prompt, --prompt-ids or --prompts-file");
-    const std::string path = hub::locate_model(o->model, o->initial_peers.empty() ? hub::ModelNeeds::everything()
-                                                                                : hub::ModelNeeds::client_head());
+    const std::string path = hub::locate_model(
+        o->model, o->initial_peers.empty() ? hub::ModelNeeds::everything() : hub::ModelNeeds::client_head());
     return o->initial_peers.empty() ? run_local(*o, path) : run_swarm(*o, path);
   };
 }

@@ -111,8 +111,10 @@ Runner add_keys(CLI::App& app) {
       ->required()
       ->type_name("DIR");
   issue_cmd->add_option("--name", o->name, "The node's name: names its files NAME.crt and NAME.key")->required();
-  issue_cmd->add_option("--out", o->out, "Directory to write them to, with a copy of authority.crt (default: "
-                                         "the authority's directory)")
+  issue_cmd
+      ->add_option("--out", o->out,
+                   "Directory to write them to, with a copy of authority.crt (default: "
+                   "the authority's directory)")
       ->type_name("DIR");
   issue_cmd->add_option("--days", o->days, "Validity in days (default 365)")->check(CLI::Range(1, 36500));
   auto* show = cmd->add_subcommand("show", "Describe a certificate: its name, issuer and validity");

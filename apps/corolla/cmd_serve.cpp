@@ -39,9 +39,7 @@ void bootstrap(caf::scoped_actor& self, const caf::actor& dht, const std::vector
   if (failure) throw std::runtime_error("joining the swarm: " + describe(failure));
 }
 
-caf::timespan seconds(double s) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
-}
+caf::timespan seconds(double s) { return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s)); }
 
 // What the balancer reports, seen from the main thread: its first placement (or failure) through a future; a
 // later failure wakes the main thread from its wait for a stop signal.
@@ -74,7 +72,7 @@ int run(const NodeConfig& cfg) {
   // A model fetched by name brings only the blocks served. A server that balances fetches each span when the
   // balancer chooses it (setup.fetch_span below), and block 0 first: the throughput measurement runs a block.
   const bool fetch_spans_later = cfg.num_blocks && !cfg.block_indices && hub::is_hub_name(cfg.model);
-  const auto needs = cfg.block_indices ? hub::ModelNeeds::blocks(cfg.block_indices->first, cfg.block_indices->last)
+  const auto needs = cfg.block_indices   ? hub::ModelNeeds::blocks(cfg.block_indices->first, cfg.block_indices->last)
                      : fetch_spans_later ? hub::ModelNeeds::blocks(0, 1)
                                          : hub::ModelNeeds::blocks(0, -1);
   auto source = open_weights(hub::locate_model(cfg.model, needs));
@@ -146,14 +144,14 @@ int run(const NodeConfig& cfg) {
   }
 
   // What the server offers: compute rates measured (or cached, or given) and the bandwidth to a peer.
-  const network_estimate net = joins ? measure_network(sys, connector, cfg.initial_peers, source->config().hidden_size)
-                                     : network_estimate{};
-  setup.throughput = resolve_throughput(cfg.throughput, *source, *setup.backend, setup.dtype, span_blocks,
-                                        net.network_rps, &store);
+  const network_estimate net =
+      joins ? measure_network(sys, connector, cfg.initial_peers, source->config().hidden_size) : network_estimate{};
+  setup.throughput =
+      resolve_throughput(cfg.throughput, *source, *setup.backend, setup.dtype, span_blocks, net.network_rps, &store);
   const auto& tp = setup.throughput;
   std::cerr << "throughput " << tp.throughput << " tokens/s per block (" << tp.source << "; inference "
-            << tp.inference_rps << ", forward " << tp.forward_rps << " tokens/s per block on "
-            << setup.backend->name() << "; network "
+            << tp.inference_rps << ", forward " << tp.forward_rps << " tokens/s per block on " << setup.backend->name()
+            << "; network "
             << (net.bytes_per_second > 0 ? std::to_string(net.bytes_per_second / 1e6) + " MB/s to " + net.peer
                                          : std::string("not measured"))
             << ")\n";
@@ -216,8 +214,7 @@ int run(const NodeConfig& cfg) {
         .receive([](const ack&) {}, [](caf::error&) {});  // at once, not at the next period
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cerr << "loaded blocks " << first << ":" << last << " in " << load_s << " s on " << node.backend->name()
-            << "\n";
+  std::cerr << "loaded blocks " << first << ":" << last << " in " << load_s << " s on " << node.backend->name() << "\n";
   std::cout << "serving blocks " << first << ":" << last << " of " << prefix << " at " << address << std::endl;
 
   const int sig = wait_for_stop_signal();

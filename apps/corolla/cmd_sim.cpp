@@ -65,8 +65,8 @@ std::filesystem::path shrink_into(const SimFlags& f, const sim::scenario& sc, ui
   const sim::scenario small = sim::shrink(sc, seed, invariant, kShrinkRuns, f.wall_limit_s, &std::cerr);
   std::filesystem::create_directories(f.out);
   const auto file = std::filesystem::path(f.out) / (small.name + ".toml");
-  write_file(file, "# " + invariant + ": replay with corolla sim " + file.string() + " --seed " +
-                       std::to_string(seed) + "\n" + sim::scenario_toml(small));
+  write_file(file, "# " + invariant + ": replay with corolla sim " + file.string() + " --seed " + std::to_string(seed) +
+                       "\n" + sim::scenario_toml(small));
   std::cout << "shrunk world: " << file.string() << " (corolla sim " << file.string() << " --seed " << seed << ")\n";
   return file;
 }
@@ -135,7 +135,8 @@ int run_sweep(const SimFlags& f) {
     for (const auto& name : seen) ++broken[name];
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "sweep: " << outcomes.size() << " worlds, " << outcomes.size() - static_cast<size_t>(failing) << " kept every invariant, " << failing << " did not";
+  std::cout << "sweep: " << outcomes.size() << " worlds, " << outcomes.size() - static_cast<size_t>(failing)
+            << " kept every invariant, " << failing << " did not";
   for (const auto& [name, n] : broken) std::cout << "; " << name << ": " << n;
   std::cout << "\nsweep: " << completed << " of " << sessions << " sessions completed; " << wall
             << " s wall, slowest world " << slowest << " s\n";
@@ -154,15 +155,17 @@ int run_sweep(const SimFlags& f) {
 
 Runner add_sim(CLI::App& app) {
   auto f = std::make_shared<SimFlags>();
-  auto* cmd = app.add_subcommand("sim", "Run swarm scenarios in the deterministic simulator (virtual time), "
-                                        "or sweep random worlds against its invariants");
+  auto* cmd = app.add_subcommand("sim",
+                                 "Run swarm scenarios in the deterministic simulator (virtual time), "
+                                 "or sweep random worlds against its invariants");
   cmd->add_option("scenario", f->scenario, "Scenario file (sim/scenarios/*.toml)")->type_name("FILE");
   cmd->add_flag("--random", f->random, "Run the random world drawn from --seed instead of a file");
   cmd->add_option("--seed", f->seed, "Seed (default: the scenario's); the same seed replays the same run");
   cmd->add_option("--sweep", f->sweep, "Run this many random worlds, a process each, and report the failing seeds")
       ->type_name("N");
   cmd->add_option("--from", f->from, "The sweep's first seed (default 1)")->type_name("SEED");
-  cmd->add_option("--seeds", f->seeds, "Sweep these seeds (with --sweep N, besides those)")->delimiter(',')
+  cmd->add_option("--seeds", f->seeds, "Sweep these seeds (with --sweep N, besides those)")
+      ->delimiter(',')
       ->type_name("S,S,...");
   cmd->add_option("--jobs", f->jobs, "Worlds run at once in a sweep (default: the cores)")->check(CLI::Range(1, 1024));
   cmd->add_flag("--shrink", f->shrink,

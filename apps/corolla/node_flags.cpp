@@ -57,8 +57,9 @@ CLI::Validator multiaddr_as_host_port() {
 void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   const NodeConfig d;
   f.cmd = &cmd;
-  cmd.add_option("--config", f.config, "TOML file with the node's settings (config/node.toml documents them); "
-                                       "flags given here override it")
+  cmd.add_option("--config", f.config,
+                 "TOML file with the node's settings (config/node.toml documents them); "
+                 "flags given here override it")
       ->type_name("FILE");
   cmd.add_option("model,--model", f.model,
                  "Model directory (config.json + safetensors), .gguf file, or 'demo' (also as the first argument)")
@@ -85,8 +86,10 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   cmd.add_option("--swarm_id", f.swarm_id, "The swarm's DHT key prefix (default: derived from the model's name)")
       ->check(checked(check_swarm_id, "ID"));
   cmd.add_option("--dtype,--torch_dtype", f.dtype,
-                 "Serving dtype of weights: auto, " + weight_dtype_list() + " (torch's float16, bfloat16, float32 "
-                 "too)" + dflt(d.dtype))
+                 "Serving dtype of weights: auto, " + weight_dtype_list() +
+                     " (torch's float16, bfloat16, float32 "
+                     "too)" +
+                     dflt(d.dtype))
       ->transform(CLI::Transformer(std::map<std::string, std::string>{
           {"float16", "f16"}, {"half", "f16"}, {"bfloat16", "bf16"}, {"float32", "f32"}, {"float", "f32"}}))
       ->check(checked(check_dtype, "DTYPE"));
@@ -109,7 +112,8 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));
   cmd.add_option("--max_batch_tokens", f.max_batch_tokens,
                  "Tokens of concurrent sessions' steps run through the blocks as one batch (a longer prompt is "
-                 "prefilled in chunks); 0 runs each step alone" + dflt(d.max_batch_tokens))
+                 "prefilled in chunks); 0 runs each step alone" +
+                     dflt(d.max_batch_tokens))
       ->check(CLI::Range(int64_t{0}, kMaxBatchTokens));
   cmd.add_option("--max_sessions_per_peer", f.max_sessions_per_peer,
                  "Sessions one client or server process may hold here (default: half of --max_sessions)")
@@ -139,7 +143,8 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
       ->type_name("DIR");
   cmd.add_option("--balance_quality", f.balance_quality,
                  "With --num_blocks: move to other blocks when the swarm's weakest block is below this fraction of "
-                 "what moving could reach; 0 never moves" + dflt(d.balance_quality))
+                 "what moving could reach; 0 never moves" +
+                     dflt(d.balance_quality))
       ->check(CLI::NonNegativeNumber);
   cmd.add_option("--mean_balance_check_period", f.mean_balance_check_period,
                  "With --num_blocks: mean seconds between balance checks (each waits a random time in 0..2x this)" +
@@ -176,8 +181,9 @@ void add_credential_flags(CLI::App& cmd, SwarmCredentials& f) {
                  "A private swarm's authority certificate (PEM; `corolla keys authority` writes it): only its members "
                  "connect, over mutual TLS")
       ->type_name("FILE");
-  cmd.add_option("--certificate", f.certificate, "This node's certificate, issued by the swarm's authority "
-                                                 "(`corolla keys issue`)")
+  cmd.add_option("--certificate", f.certificate,
+                 "This node's certificate, issued by the swarm's authority "
+                 "(`corolla keys issue`)")
       ->type_name("FILE");
   cmd.add_option("--private_key", f.private_key, "The key of --certificate")->type_name("FILE");
 }
@@ -256,11 +262,13 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
     c.dtype = "q8_0";
   }
   if (given("--max_disk_space"))
-    throw ConfigError("--max_disk_space has no meaning here: Corolla reads model files where they are and keeps only "
-                      "converted weights, in the node's database (--data_dir)");
+    throw ConfigError(
+        "--max_disk_space has no meaning here: Corolla reads model files where they are and keeps only "
+        "converted weights, in the node's database (--data_dir)");
   if (given("--identity_path"))
-    throw ConfigError("--identity_path has no meaning here: a node's identity is kept in its database; the same "
-                      "--data_dir (or --public_name) keeps it across restarts");
+    throw ConfigError(
+        "--identity_path has no meaning here: a node's identity is kept in its database; the same "
+        "--data_dir (or --public_name) keeps it across restarts");
 
   const std::string source = source_of(f.config);
   if (c.model.empty()) throw ConfigError(source + ": no model: pass --model, or set 'model' in the --config file");
@@ -271,8 +279,9 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
 void add_client_flags(CLI::App& cmd, ClientFlags& f) {
   const ClientConfig d;
   f.cmd = &cmd;
-  cmd.add_option("--config", f.config, "TOML file with the client's settings (config/client.toml documents them); "
-                                       "flags given here override it")
+  cmd.add_option("--config", f.config,
+                 "TOML file with the client's settings (config/client.toml documents them); "
+                 "flags given here override it")
       ->type_name("FILE");
   cmd.add_option("--model", f.model, "Model directory (config.json + safetensors), .gguf file, or 'demo'")
       ->type_name("PATH");
@@ -303,8 +312,9 @@ ClientConfig resolve_client_config(const ClientFlags& f) {
   const std::string source = source_of(f.config);
   if (c.model.empty()) throw ConfigError(source + ": no model: pass --model, or set 'model' in the --config file");
   if (c.initial_peers.empty())
-    throw ConfigError(source + ": no initial peers: pass --initial_peers HOST:PORT, or set 'initial_peers' in the "
-                               "--config file");
+    throw ConfigError(source +
+                      ": no initial peers: pass --initial_peers HOST:PORT, or set 'initial_peers' in the "
+                      "--config file");
   validate(c, source);
   return c;
 }

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   swarm_client_options options;
-  options.initial_peers = split(argv[2]);  // any servers or DHT nodes of the swarm
+  options.initial_peers = split(argv[2]);                               // any servers or DHT nodes of the swarm
   options.model_prefix = default_model_prefix(*open_weights(argv[1]));  // the swarm's DHT keys
   std::random_device rd;
   for (auto& byte : options.dht_id) byte = static_cast<uint8_t>(rd());
@@ -89,10 +89,11 @@ int main(int argc, char** argv) {
             self->request(session, caf::infinite, req)
                 .receive(
                     [&](const generate_result& r) {
-                      self->request(out, caf::infinite, done_atom::value, r.tokens.size()).receive([](done_atom) {}, [](caf::error&) {});
+                      self->request(out, caf::infinite, done_atom::value, r.tokens.size())
+                          .receive([](done_atom) {}, [](caf::error&) {});
                       std::cerr << r.tokens.size() << " tokens in " << r.seconds << " s\n";
                     },
-                         [&](caf::error& e) { std::cerr << "generate: " << describe(e) << "\n", rc = 1; });
+                    [&](caf::error& e) { std::cerr << "generate: " << describe(e) << "\n", rc = 1; });
             self->send(session, close_atom::value);
           },
           [&](caf::error& e) { std::cerr << "open session: " << describe(e) << "\n", rc = 1; });

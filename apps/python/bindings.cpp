@@ -68,30 +68,40 @@ PYBIND11_MODULE(_corolla, m) {
   m.doc() = "Corolla's client: models whose blocks run on a swarm";
   py::register_exception<std::invalid_argument>(m, "InvalidArgument", PyExc_ValueError);
 
-  m.def("locate_model", [](const std::string& name) {
-    py::gil_scoped_release unlocked;
-    return hub::locate_model(name, hub::ModelNeeds::tokenizer_only());
-  }, "The local path of a model's config and tokenizer (a Hub name is fetched)");
+  m.def(
+      "locate_model",
+      [](const std::string& name) {
+        py::gil_scoped_release unlocked;
+        return hub::locate_model(name, hub::ModelNeeds::tokenizer_only());
+      },
+      "The local path of a model's config and tokenizer (a Hub name is fetched)");
 
   py::class_<Tokenizer>(m, "Tokenizer")
       .def(py::init([](const std::string& path) { return Tokenizer::load(path); }), py::arg("path"))
-      .def("encode", [](const Tokenizer& t, const std::string& text, bool add_special_tokens) {
-             EncodeOptions o;
-             o.add_special = add_special_tokens;
-             return t.encode(text, o);
-           }, py::arg("text"), py::arg("add_special_tokens") = true)
-      .def("decode", [](const Tokenizer& t, const std::vector<int32_t>& ids, bool skip_special_tokens) {
-             return t.decode(ids, skip_special_tokens);
-           }, py::arg("ids"), py::arg("skip_special_tokens") = false)
+      .def(
+          "encode",
+          [](const Tokenizer& t, const std::string& text, bool add_special_tokens) {
+            EncodeOptions o;
+            o.add_special = add_special_tokens;
+            return t.encode(text, o);
+          },
+          py::arg("text"), py::arg("add_special_tokens") = true)
+      .def(
+          "decode",
+          [](const Tokenizer& t, const std::vector<int32_t>& ids, bool skip_special_tokens) {
+            return t.decode(ids, skip_special_tokens);
+          },
+          py::arg("ids"), py::arg("skip_special_tokens") = false)
       .def_property_readonly("bos_token_id", &Tokenizer::bos_id)
       .def_property_readonly("eos_token_id", &Tokenizer::eos_id);
 
   py::class_<RemoteSession, std::shared_ptr<RemoteSession>>(m, "RemoteSession")
       .def("generate", generate_binding<RemoteSession>())
-      .def("close", [](RemoteSession& s) {
-        py::gil_scoped_release unlocked;
-        s.close();
-      })
+      .def("close",
+           [](RemoteSession& s) {
+             py::gil_scoped_release unlocked;
+             s.close();
+           })
       .def_property_readonly("closed", &RemoteSession::closed)
       .def_property_readonly("max_length", &RemoteSession::max_length)
       .def_property_readonly("position", &RemoteSession::position);
@@ -108,27 +118,34 @@ PYBIND11_MODULE(_corolla, m) {
       .def_property_readonly("vocab_size", [](const RemoteModel& r) { return r.config().vocab_size; })
       .def_property_readonly("hidden_size", [](const RemoteModel& r) { return r.config().hidden_size; })
       .def_property_readonly("num_blocks", [](const RemoteModel& r) { return r.config().num_layers; })
-      .def_property_readonly("eos_token_ids", [](const RemoteModel& r) {
-        return end_tokens(GenerationParams{}, r.config());
-      })
-      .def("open_session", [](RemoteModel& r, int64_t max_length) {
-        py::gil_scoped_release unlocked;
-        return r.open_session(max_length);
-      }, py::arg("max_length"))
+      .def_property_readonly("eos_token_ids",
+                             [](const RemoteModel& r) { return end_tokens(GenerationParams{}, r.config()); })
+      .def(
+          "open_session",
+          [](RemoteModel& r, int64_t max_length) {
+            py::gil_scoped_release unlocked;
+            return r.open_session(max_length);
+          },
+          py::arg("max_length"))
       .def("generate", generate_binding<RemoteModel>())
-      .def("embed", [](const RemoteModel& r, const std::vector<int32_t>& ids, int64_t batch) {
-             if (batch < 1 || ids.size() % static_cast<size_t>(batch) != 0)
-               throw std::invalid_argument("ids must hold batch rows of equal length");
-             for (int32_t id : ids)
-               if (id < 0 || id >= r.config().vocab_size) throw std::invalid_argument("token id outside the vocabulary");
-             return array_of(r.head().embed(ids, batch));
-           }, py::arg("ids"), py::arg("batch") = 1)
-      .def("logits", [](const RemoteModel& r, const FloatArray& hidden) {
+      .def(
+          "embed",
+          [](const RemoteModel& r, const std::vector<int32_t>& ids, int64_t batch) {
+            if (batch < 1 || ids.size() % static_cast<size_t>(batch) != 0)
+              throw std::invalid_argument("ids must hold batch rows of equal length");
+            for (int32_t id : ids)
+              if (id < 0 || id >= r.config().vocab_size) throw std::invalid_argument("token id outside the vocabulary");
+            return array_of(r.head().embed(ids, batch));
+          },
+          py::arg("ids"), py::arg("batch") = 1)
+      .def("logits",
+           [](const RemoteModel& r, const FloatArray& hidden) {
              Tensor h = tensor_of(hidden, "hidden");
              if (h.dim(2) != r.config().hidden_size) throw std::invalid_argument("hidden has the wrong width");
              return array_of(r.head().logits(h));
            })
-      .def("forward", [](RemoteModel& r, const FloatArray& hidden, const std::vector<int32_t>& positions) {
+      .def("forward",
+           [](RemoteModel& r, const FloatArray& hidden, const std::vector<int32_t>& positions) {
              Tensor h = tensor_of(hidden, "hidden");
              uint64_t pass = 0;
              Tensor out;

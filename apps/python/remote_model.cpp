@@ -26,7 +26,8 @@ RemoteModel::RemoteModel(const std::string& name_or_path, const std::vector<std:
                          const std::string& swarm_id, const std::string& mode, double request_timeout_s)
     : timeout_s_(request_timeout_s) {
   if (initial_peers.empty()) throw std::invalid_argument("initial_peers is empty: give HOST:PORT of a swarm's node");
-  if (mode != "push" && mode != "relay") throw std::invalid_argument("mode must be 'push' or 'relay', not '" + mode + "'");
+  if (mode != "push" && mode != "relay")
+    throw std::invalid_argument("mode must be 'push' or 'relay', not '" + mode + "'");
   if (!(request_timeout_s > 0)) throw std::invalid_argument("request_timeout must be positive");
   path_ = hub::locate_model(name_or_path, hub::ModelNeeds::client_head());
   auto source = open_weights(path_);

@@ -13,7 +13,6 @@ extern "C" void omp_set_num_threads(int);
 namespace corolla {
 namespace {
 
-
 struct Dims {
   int64_t b, t, hq, hd, hkv, group;
 };
@@ -50,8 +49,7 @@ void attention_values(const KvPages& cache, int64_t seq, int64_t kvh, int64_t fr
                       int64_t hd, const float* p, float* out, int64_t ldo) {
   const int64_t ldv = cache.v.dim(2) * hd;
   for_each_run(cache, seq, kvh, hd, from, span, [&](int64_t at, int64_t len, const float*, const float* v) {
-    if (dnnl_sgemm('N', 'N', rows, hd, len, 1.f, p + at, span, v, ldv, at == 0 ? 0.f : 1.f, out, ldo) !=
-        dnnl_success)
+    if (dnnl_sgemm('N', 'N', rows, hd, len, 1.f, p + at, span, v, ldv, at == 0 ? 0.f : 1.f, out, ldo) != dnnl_success)
       throw std::runtime_error("attention: oneDNN sgemm failed");
   });
 }
@@ -147,8 +145,10 @@ void cpu_attention(ThreadPool& pool, const Tensor& q, const KvPages& cache, std:
   const Dims d{q.dim(0), q.dim(1), q.dim(2), q.dim(3), cache.k.dim(2), q.dim(2) / cache.k.dim(2)};
   const float* pq = q.data_as<const float>();
   float* po = out.data_as<float>();
-  if (d.t >= kAttentionGemmTokens) attention_by_gemm(pool, d, pq, cache, positions, spec, po);
-  else attention_by_group(pool, d, pq, cache, positions, spec, po);
+  if (d.t >= kAttentionGemmTokens)
+    attention_by_gemm(pool, d, pq, cache, positions, spec, po);
+  else
+    attention_by_group(pool, d, pq, cache, positions, spec, po);
 }
 
 }  // namespace corolla

@@ -16,8 +16,8 @@ extern "C" void omp_set_num_threads(int);
 namespace corolla {
 namespace {
 
-void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b,
+           int64_t ldb, float beta, float* c, int64_t ldc) {
   if (dnnl_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
     throw std::runtime_error("attention_backward: oneDNN sgemm failed");
 }

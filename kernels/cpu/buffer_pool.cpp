@@ -42,8 +42,10 @@ std::shared_ptr<void> BufferPool::acquire(size_t bytes) {
   // The pool outlives its buffers only if someone holds it: the deleter keeps it alive.
   std::weak_ptr<BufferPool> pool = weak_from_this();
   return std::shared_ptr<void>(p, [pool, rounded](void* q) {
-    if (auto owner = pool.lock()) owner->release(q, rounded);
-    else std::free(q);
+    if (auto owner = pool.lock())
+      owner->release(q, rounded);
+    else
+      std::free(q);
   });
 }
 

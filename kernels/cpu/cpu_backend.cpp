@@ -136,8 +136,7 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
-               float scale) override {
+  void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq, float scale) override {
     // The first 2·half values of each head turn (half = inv_freq's length: all of the head, or Phi-3's partial
     // rotary part); the rest pass.
     const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = static_cast<int64_t>(inv_freq.size());
@@ -330,8 +329,9 @@ class CpuBackend final : public Backend {
 
   void do_gelu_mul_backward(const Tensor& gate, const Tensor& up, Gelu form, const Tensor& d_out, Tensor& d_gate,
                             Tensor& d_up) override {
-    gated_backward(gate, up, d_out, d_gate, d_up,
-                   [form](float g) { return std::pair{gelu_value(g, form), gelu_derivative(g, form)}; });
+    gated_backward(gate, up, d_out, d_gate, d_up, [form](float g) {
+      return std::pair{gelu_value(g, form), gelu_derivative(g, form)};
+    });
   }
 
   void do_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& d_out,

@@ -39,8 +39,8 @@ void onednn_sgemm(int64_t m, int64_t rows, int64_t k, const float* x, const floa
   struct PerThread {
     PerThread() { omp_set_num_threads(1); }
     dnnl::stream stream{engine};
-    std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::tuple<dnnl::matmul, memory::desc, memory::desc,
-                                                                      memory::desc>>
+    std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>,
+             std::tuple<dnnl::matmul, memory::desc, memory::desc, memory::desc>>
         prims;
   };
   thread_local PerThread t;
@@ -104,8 +104,12 @@ class PackedSgemm {
   }
 
   PackedSgemm(int64_t m, int64_t rows, int64_t k)
-      : m_(m), rows_(rows), src_({m, k}, dt::f32, tag::ab), wei_({k, rows}, dt::f32, tag::BA16a64b),
-        dst_({m, rows}, dt::f32, tag::ab), pd_(dnnl::matmul::desc(src_, wei_, dst_), engine()) {}
+      : m_(m),
+        rows_(rows),
+        src_({m, k}, dt::f32, tag::ab),
+        wei_({k, rows}, dt::f32, tag::BA16a64b),
+        dst_({m, rows}, dt::f32, tag::ab),
+        pd_(dnnl::matmul::desc(src_, wei_, dst_), engine()) {}
 
   bool fast() const { return std::string_view(pd_.impl_info_str()).find("ref") == std::string_view::npos; }
 

@@ -18,8 +18,8 @@ namespace {
 constexpr int64_t kTileRows = 128;
 
 // C[m, n] (ldc) = alpha · op(A) · op(B) + beta · C, row-major, on the calling thread only.
-void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-           int64_t ldb, float beta, float* c, int64_t ldc) {
+void sgemm(char ta, char tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+           float beta, float* c, int64_t ldc) {
   omp_set_num_threads(1);  // oneDNN computes in this thread only (the pool's other threads block, never spin)
   if (dnnl_sgemm(ta, tb, m, n, k, 1.f, a, lda, b, ldb, beta, c, ldc) != dnnl_success)
     throw std::runtime_error("matmul_backward: oneDNN sgemm failed");
@@ -59,9 +59,8 @@ void cpu_matmul_backward(ThreadPool& pool, const float* dy, int64_t m, const Ten
 
 void cpu_matmul_weight_grad(ThreadPool& pool, const float* dy, const float* x, int64_t m, int64_t n, int64_t k,
                             float* dw) {
-  pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) {
-    sgemm('T', 'N', r1 - r0, k, m, dy + r0, n, x, k, 1.f, dw + r0 * k, k);
-  });
+  pool.parallel_for(
+      n, 16, [&](int64_t r0, int64_t r1) { sgemm('T', 'N', r1 - r0, k, m, dy + r0, n, x, k, 1.f, dw + r0 * k, k); });
 }
 
 }  // namespace corolla

@@ -21,8 +21,9 @@ namespace corolla {
 namespace {
 template <class Fn>
 Fn require_kernel(Fn f, DType t, const char* what) {
-  if (!f) throw std::invalid_argument(std::string("no ") + what + " kernel for weights of dtype " +
-                                      std::string(dtype_name(t)));
+  if (!f)
+    throw std::invalid_argument(std::string("no ") + what + " kernel for weights of dtype " +
+                                std::string(dtype_name(t)));
   return f;
 }
 const DTypeKernels& entry(const MatvecKernels& s, DType t) { return s.by_dtype[static_cast<size_t>(t)]; }
@@ -92,9 +93,7 @@ bool cpu_has_f16c() {
   return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 registers (XCR0).
-bool cpu_runs_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
-}
+bool cpu_runs_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c(); }
 bool cpu_runs_avx512() {
   return cpu_runs_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl");

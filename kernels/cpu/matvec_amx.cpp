@@ -32,10 +32,10 @@
 namespace corolla {
 namespace {
 
-constexpr int64_t kTileRows = 16;   // rows of every tile: weight rows of A, activation rows of B's columns
-constexpr int64_t kTileK = 32;      // bf16 values per tile row of A (64 bytes)
+constexpr int64_t kTileRows = 16;  // rows of every tile: weight rows of A, activation rows of B's columns
+constexpr int64_t kTileK = 32;     // bf16 values per tile row of A (64 bytes)
 constexpr int64_t kTileBytes = 1024;
-constexpr int kParts = 3;           // hi, mid, lo
+constexpr int kParts = 3;                                  // hi, mid, lo
 constexpr int64_t kGroupChunkBytes = kParts * kTileBytes;  // one chunk of one group of 16 rows of x, prepared
 // Weight rows per pass: four A tiles meet the same three B tiles (tiles 0-3 accumulate, 4 holds A, 5-7 hold B).
 constexpr int64_t kPassGroups = 4;
@@ -227,9 +227,8 @@ void amx_bf16_prepared(const void* wv, int64_t k, const char* xp, int64_t m, flo
   const WeightRows w{static_cast<const char*>(wv), k * 2, k};
   const int64_t nc = chunks_of(k), nc_full = k / kTileK, groups = groups_of(m);
   const int64_t full_end = r0 + (r1 - r0) / kTileRows * kTileRows;
-  const int64_t tile_rows = std::max<int64_t>(kPassGroups * kTileRows,
-                                              kL2TileBytes / w.stride / (kPassGroups * kTileRows) * kPassGroups *
-                                                  kTileRows);
+  const int64_t tile_rows = std::max<int64_t>(
+      kPassGroups * kTileRows, kL2TileBytes / w.stride / (kPassGroups * kTileRows) * kPassGroups * kTileRows);
   char* tail = nc_full < nc ? tail_chunks.bytes(kPassGroups * kTileBytes) : nullptr;
   for (int64_t t0 = r0; t0 < full_end; t0 += tile_rows) {
     const int64_t t1 = std::min(full_end, t0 + tile_rows);
@@ -273,8 +272,7 @@ thread_local Scratch prepared_x;  // x prepared by the per-call entry point
 constexpr int64_t kAmxMinRows = 10;
 MatvecRowsFn fma_rows = nullptr;  // the VNNI set's bf16 kernel, set with the AMX set
 
-void amx_bf16_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
-                   int64_t r1) {
+void amx_bf16_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   if (m < kAmxMinRows) return fma_rows(w, k, x, m, y, ldy, r0, r1);
   char* xp = prepared_x.bytes(amx_prepared_size(m, k));
   amx_prepare(x, m, k, xp);
@@ -324,7 +322,8 @@ struct AmxQ8_0 {
 
 template <class Block>
 struct AmxQ4 {
-  static constexpr int kMins = requires(Block b) { b.m; } ? 1 : 0;
+  static constexpr bool kHasMins = requires(Block b) { b.m; };
+  static constexpr int kMins = kHasMins ? 1 : 0;
   static constexpr bool kGrid = std::is_same_v<Block, BlockIQ4_NL>;
   static constexpr bool kUnpacks = true;
   static constexpr int64_t kChunks = 1;
@@ -386,8 +385,8 @@ struct AmxQ45_K {
       __m512i u = h == 0 ? _mm512_and_si512(v, nib) : _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
       if constexpr (kFifth) {  // bit j of qh, moved to bit 4 of each byte
         const __m512i qh = _mm512_loadu_si512(rec + 256 + 64 * t), bit = _mm512_set1_epi8(16);
-        const __m512i hb = j <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - j))
-                                  : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
+        const __m512i hb =
+            j <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
         u = _mm512_ternarylogic_epi32(u, hb, bit, 0xf8);
       }
       _mm512_store_si512(tile + 64 * t, u);
@@ -411,10 +410,30 @@ void amx_group(const char* group, const char* levels, int64_t levels_stride, int
     const char* a = xp + c * kR16ChunkBytes;
     const char* b = levels + c * levels_stride;
     switch (c & 3) {
-      case 0: _tile_loadd(4, a, xs); _tile_loadd(6, b, 64); _tile_zero(0); _tile_dpbsud(0, 4, 6); break;
-      case 1: _tile_loadd(5, a, xs); _tile_loadd(7, b, 64); _tile_zero(1); _tile_dpbsud(1, 5, 7); break;
-      case 2: _tile_loadd(4, a, xs); _tile_loadd(6, b, 64); _tile_zero(2); _tile_dpbsud(2, 4, 6); break;
-      default: _tile_loadd(5, a, xs); _tile_loadd(7, b, 64); _tile_zero(3); _tile_dpbsud(3, 5, 7); break;
+      case 0:
+        _tile_loadd(4, a, xs);
+        _tile_loadd(6, b, 64);
+        _tile_zero(0);
+        _tile_dpbsud(0, 4, 6);
+        break;
+      case 1:
+        _tile_loadd(5, a, xs);
+        _tile_loadd(7, b, 64);
+        _tile_zero(1);
+        _tile_dpbsud(1, 5, 7);
+        break;
+      case 2:
+        _tile_loadd(4, a, xs);
+        _tile_loadd(6, b, 64);
+        _tile_zero(2);
+        _tile_dpbsud(2, 4, 6);
+        break;
+      default:
+        _tile_loadd(5, a, xs);
+        _tile_loadd(7, b, 64);
+        _tile_zero(3);
+        _tile_dpbsud(3, 5, 7);
+        break;
     }
   };
   constexpr int64_t kAhead = 3;
@@ -501,8 +520,7 @@ PrepareFn vnni_prepare = nullptr;
 thread_local Scratch prepared_r16;  // x prepared by the per-call entry point
 
 template <class F>
-void amx_r16_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0,
-                  int64_t r1) {
+void amx_r16_rows(const void* w, int64_t k, const float* x, int64_t m, float* y, int64_t ldy, int64_t r0, int64_t r1) {
   char* xp = prepared_r16.bytes(prepared_bytes(m, k));
   vnni_prepare<F>(x, m, k, xp);
   amx_r16_prepared<F>(w, k, xp, m, y, ldy, r0, r1);

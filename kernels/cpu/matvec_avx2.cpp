@@ -3,8 +3,8 @@
 // products are integer ones (matvec_avx2_int8.cpp).
 //
 // Same shape as the AVX-512 kernels: weights are consumed in chunks of 32 values (32 plain values, or a quantized
-// block for the decoders), decoded in registers into four vectors of 8 f32 and multiplied into f32 accumulators; R weight rows
-// run side by side and up to M = 4 activation rows share each decoded chunk. With 16 registers, R * M <= 8.
+// block for the decoders), decoded in registers into four vectors of 8 f32 and multiplied into f32 accumulators; R
+// weight rows run side by side and up to M = 4 activation rows share each decoded chunk. With 16 registers, R * M <= 8.
 //
 // Everything here has internal linkage and uses no inline function or template from a header shared with the
 // portable code: a copy compiled for AVX2 must never be the one the linker keeps for the whole program.
@@ -109,7 +109,8 @@ struct DecQ8_0 : DecQuant {
     const __m256 d = scale(blk->d);
     for (int i = 0; i < 4; ++i)
       v[i] = _mm256_mul_ps(
-          d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->qs + 8 * i)))));
+          d,
+          _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->qs + 8 * i)))));
   }
 };
 
@@ -199,8 +200,8 @@ struct DecQ45_K : DecQuant {  // chunk c: sub-block c % 8 of super-block c / 8
       n = _mm256_and_si256(_mm256_srl_epi32(n, shift), m4);
       if constexpr (requires { blk->qh; }) {
         const __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk->qh + 8 * i)));
-        const __m256i bit = _mm256_and_si256(_mm256_srl_epi32(h, _mm_cvtsi32_si128(static_cast<int>(j))),
-                                             _mm256_set1_epi32(1));
+        const __m256i bit =
+            _mm256_and_si256(_mm256_srl_epi32(h, _mm_cvtsi32_si128(static_cast<int>(j))), _mm256_set1_epi32(1));
         n = _mm256_or_si256(n, _mm256_slli_epi32(bit, 4));
       }
       v[i] = _mm256_fmsub_ps(_mm256_cvtepi32_ps(n), ds, dm);
@@ -261,8 +262,8 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
 }
 
 template <class D, int R, int M>
-inline void rows_of(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp,
-                    int64_t xs, float* y, int64_t ldy, int64_t r, const char* ahead) {
+inline void rows_of(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
+                    float* y, int64_t ldy, int64_t r, const char* ahead) {
   const int64_t nc = k / kChunk;
   float out[R][M];
   dot_rows<D, R, M>(dec, w + r * stride, stride, nc, xp, xs, ahead, out);
@@ -283,8 +284,8 @@ constexpr int kRowsPerPass = M <= 2 ? 4 : 2;
 // Rows [r0, r1) against M rows of x. For one row of x the prefetch runs ahead up to row `limit` (>= r1: the end
 // of the caller's rows, past a tile's end).
 template <class D, int M>
-void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
-         float* y, int64_t ldy, int64_t r0, int64_t r1, int64_t limit) {
+void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs, float* y,
+         int64_t ldy, int64_t r0, int64_t r1, int64_t limit) {
   constexpr int R = kRowsPerPass<M>;
   int64_t r = r0;
   for (; r + R <= r1; r += R) {

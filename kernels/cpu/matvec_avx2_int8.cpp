@@ -37,7 +37,9 @@ constexpr int64_t kPairBytes = 256;
 
 thread_local Scratch scratch;  // the prepared activations
 
-inline const char* chunk_of(const char* prepared_row, int64_t c) { return prepared_row + c / 2 * kPairBytes + c % 2 * 32; }
+inline const char* chunk_of(const char* prepared_row, int64_t c) {
+  return prepared_row + c / 2 * kPairBytes + c % 2 * 32;
+}
 
 inline int hsum_epi32(__m256i v) {
   __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -71,17 +73,15 @@ inline __m256i quantize_levels(const float* x, float& d) {
   __m256i q[4];
   for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
   // packs work within 128-bit lanes: the permutation puts the four groups of eight back in order.
-  return _mm256_permutevar8x32_epi32(
-      _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
-      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])),
+                                     _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 inline void quantize_chunk(const float* x, char* at, int offset) {
   float d;
   const __m256i packed = quantize_levels(x, d);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), packed);
-  const __m256i sums =
-      _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), packed), _mm256_set1_epi16(1));
+  const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), packed), _mm256_set1_epi16(1));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + 64), _mm256_mullo_epi32(sums, _mm256_set1_epi32(-offset)));
   _mm256_storeu_ps(reinterpret_cast<float*>(at + 128), _mm256_set1_ps(d));
   _mm256_storeu_ps(reinterpret_cast<float*>(at + 192),
@@ -96,7 +96,8 @@ const char* prepare(const float* x, int64_t m, int64_t k, int offset, int64_t& p
   for (int64_t j = 0; j < m; ++j) {
     char* row = out + j * pairs * kPairBytes;
     if (nc % 2) std::memset(row + (pairs - 1) * kPairBytes, 0, kPairBytes);
-    for (int64_t c = 0; c < nc; ++c) quantize_chunk(x + j * k + c * kChunk, const_cast<char*>(chunk_of(row, c)), offset);
+    for (int64_t c = 0; c < nc; ++c)
+      quantize_chunk(x + j * k + c * kChunk, const_cast<char*>(chunk_of(row, c)), offset);
   }
   return out;
 }
@@ -136,11 +137,10 @@ struct DecQ4 : DecQuant {
     if constexpr (kFifth) {
       uint32_t qh;
       std::memcpy(&qh, b->qh, 4);
-      __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
-                                         _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
-                                                            0x0303030303030303));
-      bits = _mm256_cmpeq_epi8(_mm256_or_si256(bits, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
-                               _mm256_set1_epi64x(-1));
+      __m256i bits =
+          _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)),
+                              _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+      bits = _mm256_cmpeq_epi8(_mm256_or_si256(bits, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)), _mm256_set1_epi64x(-1));
       u = _mm256_or_si256(u, _mm256_and_si256(bits, _mm256_set1_epi8(16)));
     }
     ws = _mm256_broadcast_ss(f16 + b->d);
@@ -174,8 +174,7 @@ struct DecQ45_K : DecQuant {
     const Block* b = reinterpret_cast<const Block*>(row) + c / 8;
     const int64_t j = c % 8;
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * (j / 2)));
-    u = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(static_cast<int>(4 * (j % 2)))),
-                         _mm256_set1_epi8(15));
+    u = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(static_cast<int>(4 * (j % 2)))), _mm256_set1_epi8(15));
     if constexpr (requires { b->qh; }) {
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh));
       const __m256i bit =
@@ -250,9 +249,9 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
         if constexpr (D::kSigned) q = _mm256_sign_epi8(q, u);
         const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, q), ones),
                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(a + 64)));
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                                    _mm256_mul_ps(ws, _mm256_load_ps(reinterpret_cast<const float*>(a + 128))),
-                                    acc[i][j]);
+        acc[i][j] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                            _mm256_mul_ps(ws, _mm256_load_ps(reinterpret_cast<const float*>(a + 128))), acc[i][j]);
         if constexpr (D::kMins)
           acc[i][j] = _mm256_fmadd_ps(mn, _mm256_load_ps(reinterpret_cast<const float*>(a + 192)), acc[i][j]);
       }
@@ -292,8 +291,7 @@ void run(const D& dec, const char* w, int64_t stride, int64_t nc, const char* xp
   }
   for (; r < r1; ++r) {
     float one[1][M];
-    dot_rows<D, 1, M>(dec, w + r * stride, stride, nc, xp, xs, M == 1 ? nullptr : w + r * stride + kPrefetchBytes,
-                      one);
+    dot_rows<D, 1, M>(dec, w + r * stride, stride, nc, xp, xs, M == 1 ? nullptr : w + r * stride + kPrefetchBytes, one);
     for (int j = 0; j < M; ++j) y[j * ldy + r] = one[0][j];
   }
 }
@@ -341,7 +339,9 @@ inline __m256i word(const char* a, int w) {  // activation word w (values 4w .. 
 inline __m256i int16_pairs(__m256i s) { return _mm256_madd_epi16(s, _mm256_set1_epi16(1)); }
 inline __m256 chunk_scale(const char* a) { return _mm256_set1_ps(*reinterpret_cast<const float*>(a + 36)); }
 inline __m256 chunk_dsum(const char* a) { return _mm256_set1_ps(*reinterpret_cast<const float*>(a + 40)); }
-inline __m256i chunk_bias(const char* a, int at) { return _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(a + at)); }
+inline __m256i chunk_bias(const char* a, int at) {
+  return _mm256_set1_epi32(*reinterpret_cast<const int32_t*>(a + at));
+}
 inline __m256i load(const char* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256 scales8(const char* p) {  // 8 f16 -> f32
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -403,8 +403,8 @@ struct A16Signed {
         const __m256i q = Levels::word(rec, v, h), mag = _mm256_abs_epi8(q);
 #pragma GCC unroll 4
         for (int j = 0; j < M; ++j)
-          s[j] = _mm256_add_epi32(
-              s[j], int16_pairs(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(word(xp + j * xs, v), q))));
+          s[j] =
+              _mm256_add_epi32(s[j], int16_pairs(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(word(xp + j * xs, v), q))));
       }
       const __m256 ws = scales8(rec + 16 * h);
 #pragma GCC unroll 4
@@ -588,8 +588,8 @@ void a16_chunk_sums(const char* xp, int64_t xs, int c, int start_at, Levels&& le
 #pragma GCC unroll 4
   for (int j = 0; j < M; ++j)
     for (int part = 0; part < 2; ++part)
-      sum[j][part] = start_at ? chunk_bias(xp + j * xs + c * kR16ChunkBytes, start_at + 4 * part)
-                              : _mm256_setzero_si256();
+      sum[j][part] =
+          start_at ? chunk_bias(xp + j * xs + c * kR16ChunkBytes, start_at + 4 * part) : _mm256_setzero_si256();
 #pragma GCC unroll 2
   for (int part = 0; part < 2; ++part) {
     __m256i s16[M];
@@ -614,8 +614,8 @@ struct A16Q3_K {
     const int low_byte = j % 8;
     const __m256i lowv = load(rec + kScales + 64 * (low_byte / 4) + 32 * half);
     const __m256i highv = load(rec + kScales + 128 + 32 * half);
-    const __m256i low = _mm256_and_si256(_mm256_srli_epi32(lowv, 8 * (low_byte % 4) + (j < 8 ? 0 : 4)),
-                                         _mm256_set1_epi32(15));
+    const __m256i low =
+        _mm256_and_si256(_mm256_srli_epi32(lowv, 8 * (low_byte % 4) + (j < 8 ? 0 : 4)), _mm256_set1_epi32(15));
     const __m256i high = _mm256_and_si256(_mm256_srli_epi32(highv, 8 * (j % 4) + 2 * (j / 4)), _mm256_set1_epi32(3));
     const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
     return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
@@ -632,11 +632,14 @@ struct A16Q3_K {
         for (int t = 0; t < 4; ++t) {
           const int bit = 4 * h + t;  // of hmask, moved to bit 2
           __m256i sum[M][2];
-          a16_chunk_sums<M>(xp, xs, 4 * h + t, kHalfBiasAt, [&](int w) {
-            const __m256i hm = load(rec + kHmask + 64 * w + 32 * half);
-            const __m256i hb = bit >= 2 ? _mm256_srli_epi16(hm, bit - 2) : _mm256_slli_epi16(hm, 2 - bit);
-            return _mm256_or_si256(a16_low_bits(rec + kQs, h, t, w, half), _mm256_and_si256(hb, four));
-          }, sum);
+          a16_chunk_sums<M>(
+              xp, xs, 4 * h + t, kHalfBiasAt,
+              [&](int w) {
+                const __m256i hm = load(rec + kHmask + 64 * w + 32 * half);
+                const __m256i hb = bit >= 2 ? _mm256_srli_epi16(hm, bit - 2) : _mm256_slli_epi16(hm, 2 - bit);
+                return _mm256_or_si256(a16_low_bits(rec + kQs, h, t, w, half), _mm256_and_si256(hb, four));
+              },
+              sum);
           const __m256 ws[2] = {scale(rec, d, 8 * h + 2 * t, half), scale(rec, d, 8 * h + 2 * t + 1, half)};
 #pragma GCC unroll 4
           for (int j = 0; j < M; ++j) {
@@ -665,7 +668,8 @@ struct A16Q2_K {
 #pragma GCC unroll 1
         for (int t = 0; t < 4; ++t) {
           __m256i sum[M][2];
-          a16_chunk_sums<M>(xp, xs, 4 * h + t, 0, [&](int w) { return a16_low_bits(rec + kQs, h, t, w, half); }, sum);
+          a16_chunk_sums<M>(
+              xp, xs, 4 * h + t, 0, [&](int w) { return a16_low_bits(rec + kQs, h, t, w, half); }, sum);
           __m256 ws[2], wm[2];
           for (int part = 0; part < 2; ++part) {
             const int sb = 8 * h + 2 * t + part;
@@ -692,18 +696,18 @@ template <class F>
 void mv_prepared_r16(const void* w, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy, int64_t r0,
                      int64_t r1) {
   const int64_t nc = k / kChunk;
-  interleaved_matvec(
-      w, k, xp, m, y, ldy, r0, r1, nc / F::kChunks * F::kRecordBytes,
-      [&]<int M>(const char* group, const char* xq, int64_t xs, float (&out)[M][16]) {
-        __m256 acc[M][2];
-        for (int j = 0; j < M; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
-        for (int64_t c = 0; c < nc; c += F::kChunks)
-          F::template add<M>(group + c / F::kChunks * F::kRecordBytes, xq + c * kR16ChunkBytes, 0, acc, xs);
-        for (int j = 0; j < M; ++j) {
-          _mm256_storeu_ps(out[j], acc[j][0]);
-          _mm256_storeu_ps(out[j] + 8, acc[j][1]);
-        }
-      });
+  interleaved_matvec(w, k, xp, m, y, ldy, r0, r1, nc / F::kChunks * F::kRecordBytes,
+                     [&]<int M>(const char* group, const char* xq, int64_t xs, float(&out)[M][16]) {
+                       __m256 acc[M][2];
+                       for (int j = 0; j < M; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+                       for (int64_t c = 0; c < nc; c += F::kChunks)
+                         F::template add<M>(group + c / F::kChunks * F::kRecordBytes, xq + c * kR16ChunkBytes, 0, acc,
+                                            xs);
+                       for (int j = 0; j < M; ++j) {
+                         _mm256_storeu_ps(out[j], acc[j][0]);
+                         _mm256_storeu_ps(out[j] + 8, acc[j][1]);
+                       }
+                     });
 }
 
 // Format F read with rows interleaved by 16, from activations prepared once per product or per call.

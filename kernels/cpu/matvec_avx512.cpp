@@ -4,9 +4,9 @@
 // ones (matvec_avx2_int8.cpp).
 //
 // Shape of every kernel: weights are consumed in chunks of 32 values (32 plain values, or a quantized block for the
-// decoders), each decoded in registers into two vectors of 16 f32 and multiplied into f32 accumulators. R weight rows run
-// side by side (R streams of loads in flight), and up to M = 4 activation rows share each decoded chunk, so a
-// small batch reads the weights once.
+// decoders), each decoded in registers into two vectors of 16 f32 and multiplied into f32 accumulators. R weight rows
+// run side by side (R streams of loads in flight), and up to M = 4 activation rows share each decoded chunk, so a small
+// batch reads the weights once.
 //
 // Everything here has internal linkage and uses no inline function or template from a header shared with the
 // portable code: a copy compiled for AVX-512 must never be the one the linker keeps for the whole program.
@@ -75,9 +75,7 @@ struct DecBf16 {
     a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
     b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
   }
-  float at(const char* row, int64_t i) const {
-    return bfloat_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
-  }
+  float at(const char* row, int64_t i) const { return bfloat_to_float(reinterpret_cast<const uint16_t*>(row)[i]); }
 };
 
 // Block scales come from the f16 table: a scalar load broadcast from memory uses no vector shuffle port.
@@ -109,7 +107,7 @@ struct DecQ4_0 : DecQuant {
     const __m512 levels = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
     const __m512 table = _mm512_mul_ps(scale(blk->d), levels);
     const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk->qs)));
-    a = _mm512_permutexvar_ps(q, table);                          // values 0..15: low nibbles
+    a = _mm512_permutexvar_ps(q, table);                        // values 0..15: low nibbles
     b = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);  // values 16..31: high nibbles
   }
 };
@@ -255,8 +253,8 @@ inline void dot_rows(const D& dec, const char* w, int64_t stride, int64_t nc, co
 }
 
 template <class D, int R, int M>
-inline void rows_of(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp,
-                    int64_t xs, float* y, int64_t ldy, int64_t r) {
+inline void rows_of(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
+                    float* y, int64_t ldy, int64_t r) {
   const int64_t nc = k / kChunk;
   float out[R][M];
   dot_rows<D, R, M>(dec, w + r * stride, stride, nc, xp, xs, out);
@@ -276,8 +274,8 @@ template <int M>
 constexpr int kRowsPerPass = M == 1 ? 8 : 4;
 
 template <class D, int M>
-void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs,
-         float* y, int64_t ldy, int64_t r0, int64_t r1) {
+void run(const D& dec, const char* w, int64_t stride, int64_t k, const float* x, const float* xp, int64_t xs, float* y,
+         int64_t ldy, int64_t r0, int64_t r1) {
   constexpr int R = kRowsPerPass<M>;
   int64_t r = r0;
   for (; r + R <= r1; r += R) {
@@ -352,7 +350,8 @@ struct DecBf16Natural {
   static constexpr int64_t kChunkBytes = 64;
   void load(const char* row, int64_t c, __m512& a, __m512& b) const {
     const char* p = row + c * kChunkBytes;
-    a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+    a = _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
     b = _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))), 16));
   }

@@ -50,8 +50,8 @@ void mv_bf16(const void* w, int64_t k, const float* x, float* y, int64_t r0, int
 struct ActChunk {
   int8_t q[kQuantBlock];
   float d;
-  int32_t sum;       // of q
-  int32_t half[2];   // of q[0..15] and q[16..31]
+  int32_t sum;      // of q
+  int32_t half[2];  // of q[0..15] and q[16..31]
 };
 
 // Chunk c (32 values) of a weight row as integers w (the stored level minus the format's offset), the scale of
@@ -76,7 +76,8 @@ void decode_q4(const char* row, int64_t c, Chunk& o) {
   constexpr bool kMin = requires { b.m; };
   uint32_t qh = 0;
   if constexpr (requires { b.qh; }) std::memcpy(&qh, b.qh, 4);
-  constexpr int kFifth = requires { b.qh; } ? 16 : 0;  // the fifth bit's weight, and q5_0's offset
+  constexpr bool kHasFifthBit = requires { b.qh; };
+  constexpr int kFifth = kHasFifthBit ? 16 : 0;  // the fifth bit's weight, and q5_0's offset
   for (int i = 0; i < kQuantBlock / 2; ++i) {
     const int lo = (b.qs[i] & 15) | (kFifth && (qh >> i & 1) ? 16 : 0);
     const int hi = (b.qs[i] >> 4) | (kFifth && (qh >> (i + 16) & 1) ? 16 : 0);

@@ -64,8 +64,7 @@ template <void (*Quantize)(const float*, char*, int), int Offset>
 void prepare_r16(const float* x, int64_t m, int64_t k, char* out) {
   const int64_t nc = k / kQuantBlock;
   for (int64_t j = 0; j < m; ++j)
-    for (int64_t c = 0; c < nc; ++c)
-      Quantize(x + j * k + c * kQuantBlock, out + (j * nc + c) * kR16ChunkBytes, Offset);
+    for (int64_t c = 0; c < nc; ++c) Quantize(x + j * k + c * kQuantBlock, out + (j * nc + c) * kR16ChunkBytes, Offset);
 }
 
 // Rows [r0, r1) of the weights against m activation rows: up to kMatvecMaxRows rows of x share each pass, and with
@@ -160,8 +159,8 @@ struct Q6Chunk {
 inline Q6Chunk q6_chunk(const char* row, int64_t c) {
   const BlockQ6_K* blk = reinterpret_cast<const BlockQ6_K*>(row) + c / 8;
   const int64_t h = (c % 8) / 4, t = c % 4;
-  return {blk->ql + 64 * h + 32 * (t & 1), blk->qh + 32 * h, blk->scales + 8 * h + 2 * t, blk->d,
-          static_cast<int>(4 * (t >> 1)), static_cast<int>(2 * t)};
+  return {blk->ql + 64 * h + 32 * (t & 1), blk->qh + 32 * h,       blk->scales + 8 * h + 2 * t, blk->d,
+          static_cast<int>(4 * (t >> 1)),  static_cast<int>(2 * t)};
 }
 
 }  // namespace

@@ -113,11 +113,11 @@ struct DecQ4 : DecQuant {
   static constexpr int64_t kChunkBytes = sizeof(Block);
   void load(const char* row, int64_t p, __m512i& u, __m512& ws, __m512& mn) const {
     const Block* b = reinterpret_cast<const Block*>(row) + 2 * p;
-    const __m512i both = _mm512_mask_broadcast_i32x4(
-        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))), 0xff00,
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)));
-    const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
-                                            0x0004000400040004, 0, 0);
+    const __m512i both =
+        _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[0].qs))),
+                                    0xff00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b[1].qs)));
+    const __m512i shifts =
+        _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
     u = _mm512_and_si512(_mm512_srlv_epi16(both, shifts), _mm512_set1_epi8(15));
     if constexpr (kFifth) {
       uint32_t h0, h1;
@@ -140,15 +140,14 @@ struct DecQ45_K : DecQuant {
   void load(const char* row, int64_t p, __m512i& u, __m512& ws, __m512& mn) const {
     const Block* b = reinterpret_cast<const Block*>(row) + p / 4;
     const int64_t i = p % 4;
-    const __m512i shifts = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004,
-                                            0x0004000400040004, 0, 0, 0, 0);
+    const __m512i shifts =
+        _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0x0004000400040004, 0, 0, 0, 0);
     const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * i)));
     u = _mm512_and_si512(_mm512_srlv_epi16(q, shifts), _mm512_set1_epi8(15));
     if constexpr (requires { b->qh; }) {
       const __m512i h = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh)));
-      const __m512i bit = _mm512_srlv_epi16(
-          h, _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * i)),
-                                _mm256_set1_epi16(static_cast<short>(2 * i + 1)), 1));
+      const __m512i bit = _mm512_srlv_epi16(h, _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * i)),
+                                                                  _mm256_set1_epi16(static_cast<short>(2 * i + 1)), 1));
       u = _mm512_mask_add_epi8(u, _mm512_test_epi8_mask(bit, _mm512_set1_epi8(1)), u, _mm512_set1_epi8(16));
     }
     // The scales and mins of sub-blocks 2i and 2i + 1 as four bytes sc0 sc1 m0 m1, scaled by d and -dmin in one
@@ -159,8 +158,8 @@ struct DecQ45_K : DecQuant {
     std::memcpy(&c, b->scales + 8, 4);
     const uint64_t sc = (a & 0x3f3f3f3fu) | uint64_t{(c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)} << 32;
     const uint64_t mins = (bb & 0x3f3f3f3fu) | uint64_t{((c >> 4) & 0x0f0f0f0fu) | ((bb >> 2) & 0x30303030u)} << 32;
-    const uint32_t four = static_cast<uint32_t>(sc >> (16 * i) & 0xffff) |
-                          static_cast<uint32_t>(mins >> (16 * i) & 0xffff) << 16;
+    const uint32_t four =
+        static_cast<uint32_t>(sc >> (16 * i) & 0xffff) | static_cast<uint32_t>(mins >> (16 * i) & 0xffff) << 16;
     const __m128 f = _mm_mul_ps(_mm_cvtepi32_ps(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(four)))),
                                 _mm_setr_ps(f16[b->d], f16[b->d], -f16[b->dmin], -f16[b->dmin]));
     const __m512 all = _mm512_castps128_ps512(f);
@@ -183,10 +182,10 @@ struct DecQ6_K : DecQuant {
         _mm512_srl_epi16(_mm512_loadu_si512(b->ql + 64 * h), _mm_cvtsi32_si128(static_cast<int>(4 * (t / 2)))),
         _mm512_set1_epi8(15));
     const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * h)));
-    const __m512i hi = _mm512_and_si512(
-        _mm512_srlv_epi16(qh, _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * t)),
-                                                 _mm256_set1_epi16(static_cast<short>(2 * t + 2)), 1)),
-        _mm512_set1_epi8(3));
+    const __m512i hi =
+        _mm512_and_si512(_mm512_srlv_epi16(qh, _mm512_inserti64x4(_mm512_set1_epi16(static_cast<short>(2 * t)),
+                                                                  _mm256_set1_epi16(static_cast<short>(2 * t + 2)), 1)),
+                         _mm512_set1_epi8(3));
     u = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
     int32_t four;
     std::memcpy(&four, b->scales + 8 * h + 2 * t, 4);
@@ -211,7 +210,6 @@ constexpr int64_t pair_bytes() {
   else
     return 2 * D::kChunkBytes;
 }
-
 
 // --- the driver ----------------------------------------------------------------------------------------------------
 
@@ -296,8 +294,7 @@ void run(const D& dec, const char* w, int64_t stride, int64_t k, const char* xp,
   }
   for (; r < r1; ++r) {
     float one[1][M];
-    dot_rows<D, 1, M>(dec, w + r * stride, stride, k, xp, xs, M == 1 ? nullptr : w + r * stride + kPrefetchBytes,
-                      one);
+    dot_rows<D, 1, M>(dec, w + r * stride, stride, k, xp, xs, M == 1 ? nullptr : w + r * stride + kPrefetchBytes, one);
     for (int j = 0; j < M; ++j) y[j * ldy + r] = one[0][j];
   }
 }
@@ -411,7 +408,9 @@ struct R16Q8_0 {
 // record and the M prepared rows of its 8 chunks; the format adds each chunk's products into acc.
 inline __m512 chunk_scale(const char* a) { return _mm512_set1_ps(*reinterpret_cast<const float*>(a + 36)); }
 inline __m512 chunk_dsum(const char* a) { return _mm512_set1_ps(*reinterpret_cast<const float*>(a + 40)); }
-inline __m512i chunk_bias(const char* a, int at) { return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(a + at)); }
+inline __m512i chunk_bias(const char* a, int at) {
+  return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(a + at));
+}
 
 // q4_K_r16: d, dmin (16 f16 each), scales as 3 vectors (lane r: bytes 0-3, 4-7, 8-11 of row r's 12), then qs as
 // 32 vectors: vector 8i + t holds bytes 32i + 4t.. of each row, low nibbles chunk 2i's word t, high chunk 2i + 1's.
@@ -527,8 +526,8 @@ struct R16Q6_K {
               _mm512_ternarylogic_epi32(_mm512_and_si512(l0, nib), _mm512_slli_epi16(hb, 4), top, 0xf8),
               _mm512_ternarylogic_epi32(_mm512_and_si512(l1, nib), _mm512_slli_epi16(hb, 2), top, 0xf8),
               _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l0, 4), nib), hb, top, 0xf8),
-              _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l1, 4), nib), _mm512_srli_epi16(hb, 2),
-                                        top, 0xf8)};
+              _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l1, 4), nib), _mm512_srli_epi16(hb, 2), top,
+                                        0xf8)};
 #pragma GCC unroll 4
           for (int j = 0; j < M; ++j)
 #pragma GCC unroll 4
@@ -540,9 +539,9 @@ struct R16Q6_K {
           const __m512 ws = scale(rec, d, h, t, part);
 #pragma GCC unroll 4
           for (int j = 0; j < M; ++j)
-            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j][t]),
-                                     _mm512_mul_ps(ws, chunk_scale(xp + j * xs + (4 * h + t) * kR16ChunkBytes)),
-                                     acc[j]);
+            acc[j] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j][t]),
+                                _mm512_mul_ps(ws, chunk_scale(xp + j * xs + (4 * h + t) * kR16ChunkBytes)), acc[j]);
         }
       }
     }
@@ -571,8 +570,8 @@ struct R16Q3_K {
     const int low_byte = j % 8;
     const __m512i lowv = _mm512_loadu_si512(rec + kScales + 64 * (low_byte / 4));
     const __m512i highv = _mm512_loadu_si512(rec + kScales + 128);
-    const __m512i low = _mm512_and_si512(_mm512_srli_epi32(lowv, 8 * (low_byte % 4) + (j < 8 ? 0 : 4)),
-                                         _mm512_set1_epi32(15));
+    const __m512i low =
+        _mm512_and_si512(_mm512_srli_epi32(lowv, 8 * (low_byte % 4) + (j < 8 ? 0 : 4)), _mm512_set1_epi32(15));
     const __m512i high = _mm512_and_si512(_mm512_srli_epi32(highv, 8 * (j % 4) + 2 * (j / 4)), _mm512_set1_epi32(3));
     const __m512i sc = _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
     return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc));
@@ -701,7 +700,7 @@ template <class F>
 void mv_prepared_r16(const void* w, int64_t k, const char* xp, int64_t m, float* y, int64_t ldy, int64_t r0,
                      int64_t r1) {
   interleaved_matvec(w, k, xp, m, y, ldy, r0, r1, records<F>(k) * F::kRecordBytes,
-                     [&]<int M>(const char* group, const char* xq, int64_t xs, float (&out)[M][16]) {
+                     [&]<int M>(const char* group, const char* xq, int64_t xs, float(&out)[M][16]) {
                        dot_group<F, M>(group, k / kChunk, xq, xs, out);
                      });
 }
@@ -735,7 +734,7 @@ const MatvecKernels& avx512vnni_matvec_kernels() {
     set_r16<R16Q2_K>(s, DType::q2_K);
     set_r16<R16Q3_K>(s, DType::q3_K);
     set_r16<R16Q4<BlockIQ4_NL>>(s, DType::iq4_nl);
-      return s;
+    return s;
   }();
   return k;
 }

@@ -58,8 +58,8 @@ class ThreadPool {
   uint32_t job_ = 0;
 
   std::atomic<uint64_t> state_{0};
-  std::atomic<uint32_t> wake_{0};      // job id the workers wait on (futex word)
-  std::atomic<uint32_t> done_{0};      // finished chunks of the current job (futex word)
+  std::atomic<uint32_t> wake_{0};  // job id the workers wait on (futex word)
+  std::atomic<uint32_t> done_{0};  // finished chunks of the current job (futex word)
   std::atomic<int> sleeping_workers_{0};
   std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stop_{false};

@@ -26,8 +26,7 @@ template <int E>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_kernel(const float* __restrict__ q, DevicePages cache, const int32_t* __restrict__ positions,
                      AttentionSpec spec, float* __restrict__ out, int64_t tokens, int hq, int hkv, int hd, int splits,
-                     float* __restrict__ partials,
-                     int* __restrict__ counters) {
+                     float* __restrict__ partials, int* __restrict__ counters) {
   wait_for_prior_grid();
   allow_next_grid();
   extern __shared__ float merged[];  // [kAttnWarps, hd]
@@ -185,8 +184,8 @@ void launch(const float* q, const DevicePages& cache, const int32_t* positions, 
   const size_t smem = static_cast<size_t>(kAttnWarps) * head_dim * sizeof(float);
   const int64_t pairs = batch * tokens * hq;
   launch_after(attention_kernel<E>, static_cast<unsigned>(pairs * splits), kAttnThreads, smem, stream, q, cache,
-               positions, spec, out, tokens, static_cast<int>(hq), static_cast<int>(hkv),
-               static_cast<int>(head_dim), splits, partials, counters);
+               positions, spec, out, tokens, static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(head_dim),
+               splits, partials, counters);
 }
 
 }  // namespace

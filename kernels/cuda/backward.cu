@@ -99,9 +99,9 @@ struct AttnDims {
   int64_t b, t;
   int hq, hkv, hd;
   float scale;
-  int64_t window;  // > 0: query t sees keys t - window + 1 .. t
+  int64_t window;       // > 0: query t sees keys t - window + 1 .. t
   int64_t alibi_heads;  // hq with ALiBi, else 0
-  float softcap;  // > 0: scores pass softcap · tanh(score / softcap)
+  float softcap;        // > 0: scores pass softcap · tanh(score / softcap)
   __device__ AttentionSpec spec() const { return AttentionSpec{scale, window, alibi_heads, softcap}; }
   __device__ float slope(int h) const { return spec().alibi_slope(h); }
   // The score the softmax reads for q·k = qk and this slot's ALiBi bias.
@@ -113,7 +113,9 @@ struct AttnDims {
     return 1.f - th * th;
   }
   __host__ __device__ int64_t first_key(int64_t t) const { return window > 0 && t >= window ? t - window + 1 : 0; }
-  __host__ __device__ int64_t last_query(int64_t s) const { return window > 0 && s + window - 1 < t ? s + window - 1 : t - 1; }
+  __host__ __device__ int64_t last_query(int64_t s) const {
+    return window > 0 && s + window - 1 < t ? s + window - 1 : t - 1;
+  }
   __host__ __device__ int64_t qrow() const { return static_cast<int64_t>(hq) * hd; }
   __host__ __device__ int64_t kvrow() const { return static_cast<int64_t>(hkv) * hd; }
 };
@@ -162,9 +164,7 @@ struct LaneVec {
   }
 };
 
-__device__ int64_t warp_row() {
-  return static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-}
+__device__ int64_t warp_row() { return static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; }
 
 // Pass 1: row r = (b·T + t)·Hq + h.
 __global__ void attention_stats_kernel(const float* __restrict__ q, const float* __restrict__ k,
@@ -274,8 +274,8 @@ void rms_norm_backward(const float* x, const float* w, float eps, const float* d
   check_launch("rms_norm_backward");
 }
 
-void layer_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows,
-                         int64_t d, cudaStream_t stream) {
+void layer_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows, int64_t d,
+                         cudaStream_t stream) {
   if (rows == 0 || d == 0) return;
   layer_norm_backward_kernel<<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(x, w, eps, dy, dx, d);
   check_launch("layer_norm_backward");
@@ -291,7 +291,7 @@ void silu_mul_backward(const float* gate, const float* up, const float* d_out, f
                        cudaStream_t stream) {
   if (n == 0) return;
   gated_backward_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(gate, up, d_out, d_gate, d_up, n,
-                                                                                   SiluGrad{});
+                                                                                  SiluGrad{});
   check_launch("silu_mul_backward");
 }
 
@@ -299,7 +299,7 @@ void gelu_mul_backward(const float* gate, const float* up, Gelu form, const floa
                        int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   gated_backward_kernel<<<blocks_for(n, kElemThreads), kElemThreads, 0, stream>>>(gate, up, d_out, d_gate, d_up, n,
-                                                                                   GeluGrad{form});
+                                                                                  GeluGrad{form});
   check_launch("gelu_mul_backward");
 }
 

@@ -36,8 +36,7 @@ __device__ __forceinline__ void allow_next_grid() {
 }
 
 template <class... Params, class... Args>
-void launch_after(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                  Args&&... args) {
+void launch_after(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = programmatic_launch() ? 1 : 0;

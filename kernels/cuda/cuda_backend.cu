@@ -317,8 +317,7 @@ struct Capture {
 class CudaRecording final : public Recording {
  public:
   CudaRecording(std::shared_ptr<StreamContext> ctx, Shape shape, size_t count)
-      : ctx_(std::move(ctx)), memory_(std::make_unique<RecordingMemory>(ctx_->device)), shape_(shape),
-        count_(count) {
+      : ctx_(std::move(ctx)), memory_(std::make_unique<RecordingMemory>(ctx_->device)), shape_(shape), count_(count) {
     bytes_ = static_cast<size_t>(storage_bytes(DType::f32, shape.numel()));
     void* p = nullptr;
     if (bytes_) {
@@ -416,17 +415,17 @@ class CudaRecording final : public Recording {
         throw std::invalid_argument("replay: position " + std::to_string(p) + " outside the cache of " +
                                     std::to_string(high_) + " tokens");
     OpScope scope(*ctx_);
-    if (bytes_ && io.data() != io_target_) {  // point the copies in and out at this tensor
+    if (bytes_ && io.data() != io_target_) {   // point the copies in and out at this tensor
       const bool own = io.data() == io_data_;  // the recording's own buffer: nothing to copy
       check(cudaGraphNodeSetEnabled(exec_, copy_in_, own ? 0 : 1), "cudaGraphNodeSetEnabled");
       check(cudaGraphNodeSetEnabled(exec_, copy_out_, own ? 0 : 1), "cudaGraphNodeSetEnabled");
       if (!own) {
-        check(cudaGraphExecMemcpyNodeSetParams1D(exec_, copy_in_, io_data_, io.data(), bytes_,
-                                                 cudaMemcpyDeviceToDevice),
-              "cudaGraphExecMemcpyNodeSetParams1D");
-        check(cudaGraphExecMemcpyNodeSetParams1D(exec_, copy_out_, io.data(), io_data_, bytes_,
-                                                 cudaMemcpyDeviceToDevice),
-              "cudaGraphExecMemcpyNodeSetParams1D");
+        check(
+            cudaGraphExecMemcpyNodeSetParams1D(exec_, copy_in_, io_data_, io.data(), bytes_, cudaMemcpyDeviceToDevice),
+            "cudaGraphExecMemcpyNodeSetParams1D");
+        check(
+            cudaGraphExecMemcpyNodeSetParams1D(exec_, copy_out_, io.data(), io_data_, bytes_, cudaMemcpyDeviceToDevice),
+            "cudaGraphExecMemcpyNodeSetParams1D");
       }
       io_target_ = io.data();
     }
@@ -563,9 +562,9 @@ class CudaBackend final : public Backend {
     OpScope scope(*ctx_);
     Tensor t = device_tensor(host.dtype(), host.shape());
     if (t.nbytes()) {
-      check(cudaMemcpyAsync(t.data(), host.data(), static_cast<size_t>(t.nbytes()), cudaMemcpyHostToDevice,
-                            ctx_->stream),
-            "cudaMemcpyAsync (upload)");
+      check(
+          cudaMemcpyAsync(t.data(), host.data(), static_cast<size_t>(t.nbytes()), cudaMemcpyHostToDevice, ctx_->stream),
+          "cudaMemcpyAsync (upload)");
       check(cudaStreamSynchronize(ctx_->stream), "cudaStreamSynchronize (upload)");  // the host may free it now
     }
     return t;
@@ -576,9 +575,9 @@ class CudaBackend final : public Backend {
     OpScope scope(*ctx_);
     Tensor host = Tensor::empty(t.dtype(), t.shape());
     if (t.nbytes())
-      check(cudaMemcpyAsync(host.data(), t.data(), static_cast<size_t>(t.nbytes()), cudaMemcpyDeviceToHost,
-                            ctx_->stream),
-            "cudaMemcpyAsync (download)");
+      check(
+          cudaMemcpyAsync(host.data(), t.data(), static_cast<size_t>(t.nbytes()), cudaMemcpyDeviceToHost, ctx_->stream),
+          "cudaMemcpyAsync (download)");
     check(cudaStreamSynchronize(ctx_->stream), "cudaStreamSynchronize (download)");
     return host;
   }
@@ -638,8 +637,8 @@ class CudaBackend final : public Backend {
     const int64_t m = rows_of(x);
     bool one_launch = !ws.empty() && m >= 1 && m <= gpu::kMatvecMaxRows && !cublas_small_m_;
     for (size_t i = 0; one_launch && i < ws.size(); ++i)
-      one_launch = ws[i]->dtype() == ws[0]->dtype() && ws[i]->rank() == 2 && ws[i]->dim(1) == ws[0]->dim(1) &&
-                   ws[i]->dim(1) > 0;
+      one_launch =
+          ws[i]->dtype() == ws[0]->dtype() && ws[i]->rank() == 2 && ws[i]->dim(1) == ws[0]->dim(1) && ws[i]->dim(1) > 0;
     if (!one_launch) return Backend::do_matmul_many(x, ws, biases, ys);
     std::vector<gpu::MatvecOutput> outputs;
     for (size_t i = 0; i < ws.size(); ++i) {
@@ -664,8 +663,7 @@ class CudaBackend final : public Backend {
                     y.data_as<float>(), m, d, ctx_->stream);
   }
 
-  void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq,
-               float scale) override {
+  void do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float> inv_freq, float scale) override {
     const int64_t n = x.dim(0), heads = x.dim(1), hd = x.dim(2), half = static_cast<int64_t>(inv_freq.size());
     OpScope scope(*ctx_);
     if (n == 0) return;
@@ -740,8 +738,8 @@ class CudaBackend final : public Backend {
     float* partials = nullptr;
     int* counters = nullptr;
     if (splits > 1) {
-      partials = static_cast<float*>(
-          scratch(*partials_, static_cast<size_t>(b * t * hq * splits * (hd + 2)) * sizeof(float)));
+      partials =
+          static_cast<float*>(scratch(*partials_, static_cast<size_t>(b * t * hq * splits * (hd + 2)) * sizeof(float)));
       counters = static_cast<int*>(zeroed_scratch(*counters_, static_cast<size_t>(b * t * hq) * sizeof(int)));
     }
     gpu::attention(q.data_as<const float>(), device_pages(cache), pos, spec, out.data_as<float>(), b, t, hq, hkv, hd,
@@ -804,8 +802,8 @@ class CudaBackend final : public Backend {
       const int64_t rows = std::min(tile_rows, n - r0);
       gpu::dequantize_to_f32(w.dtype(), static_cast<const char*>(w.data()) + r0 * row_bytes, rows, k, tile,
                              ctx_->stream);
-      check_blas(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, ik, im, static_cast<int>(rows), &alpha, tile,
-                              CUDA_R_32F, ik, pdy + r0, CUDA_R_32F, in, r0 == 0 ? &zero : &one, pdx, CUDA_R_32F, ik,
+      check_blas(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_N, ik, im, static_cast<int>(rows), &alpha, tile, CUDA_R_32F,
+                              ik, pdy + r0, CUDA_R_32F, in, r0 == 0 ? &zero : &one, pdx, CUDA_R_32F, ik,
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx (matmul_backward tile)");
     }
@@ -818,11 +816,11 @@ class CudaBackend final : public Backend {
     OpScope scope(*ctx_);
     if (m == 0 || n == 0 || k == 0) return;
     const float alpha = 1.f, one = 1.f;
-    check_blas(cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(k), static_cast<int>(n),
-                            static_cast<int>(m), &alpha, x.data(), CUDA_R_32F, static_cast<int>(k), dy.data(),
-                            CUDA_R_32F, static_cast<int>(n), &one, dw.data(), CUDA_R_32F, static_cast<int>(k),
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx (matmul_weight_grad)");
+    check_blas(
+        cublasGemmEx(blas_, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(k), static_cast<int>(n), static_cast<int>(m),
+                     &alpha, x.data(), CUDA_R_32F, static_cast<int>(k), dy.data(), CUDA_R_32F, static_cast<int>(n),
+                     &one, dw.data(), CUDA_R_32F, static_cast<int>(k), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx (matmul_weight_grad)");
   }
 
   void do_rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
@@ -902,11 +900,11 @@ class CudaBackend final : public Backend {
       void* lo = hi + m * k * 2;
       gpu::split_activations(x, m * k, wt, hi, lo, ctx_->stream);
       const float one = 1.f;
-      check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &alpha, w.data(), ct, ik, hi, ct, ik,
-                              &beta, y, CUDA_R_32F, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &alpha, w.data(), ct, ik, hi, ct, ik, &beta,
+                              y, CUDA_R_32F, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx (16-bit, hi)");
-      check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &alpha, w.data(), ct, ik, lo, ct, ik,
-                              &one, y, CUDA_R_32F, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, im, ik, &alpha, w.data(), ct, ik, lo, ct, ik, &one,
+                              y, CUDA_R_32F, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx (16-bit, lo)");
       return;
     }
@@ -916,10 +914,10 @@ class CudaBackend final : public Backend {
     for (int64_t r0 = 0; r0 < n; r0 += tile_rows) {
       const int64_t rows = std::min(tile_rows, n - r0);
       gpu::dequantize_to_f32(wt, static_cast<const char*>(w.data()) + r0 * row_bytes, rows, k, tile, ctx_->stream);
-      check_blas(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), im, ik, &alpha, tile,
-                              CUDA_R_32F, ik, x, CUDA_R_32F, ik, &beta, y + r0, CUDA_R_32F, in, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx (dequantized tile)");
+      check_blas(
+          cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), im, ik, &alpha, tile, CUDA_R_32F, ik, x,
+                       CUDA_R_32F, ik, &beta, y + r0, CUDA_R_32F, in, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx (dequantized tile)");
     }
   }
 

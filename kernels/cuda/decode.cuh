@@ -98,8 +98,10 @@ __host__ __device__ __forceinline__ void load_chunk(const char* row, int g, Chun
     const uint4 u = ldg(reinterpret_cast<const uint4*>(row) + g);
     const uint32_t words[4] = {u.x, u.y, u.z, u.w};
     for (int i = 0; i < 4; ++i) {
-      if constexpr (T == DType::f16) unpack_f16x2(words[i], c.v + 2 * i);
-      else unpack_bf16x2(words[i], c.v + 2 * i);
+      if constexpr (T == DType::f16)
+        unpack_f16x2(words[i], c.v + 2 * i);
+      else
+        unpack_bf16x2(words[i], c.v + 2 * i);
     }
     c.x0 = 8 * g, c.x1 = 8 * g + 4;
   } else if constexpr (T == DType::q8_0) {
@@ -129,8 +131,10 @@ __host__ __device__ __forceinline__ void load_chunk(const char* row, int g, Chun
       c.v[4 + j] = static_cast<float>((bytes[j] >> 4) - offset);
     }
     c.d = f16_bits_to_f32(ldg(&b->d));
-    if constexpr (T == DType::q4_1) c.m = f16_bits_to_f32(ldg(&b->m));
-    else c.m = 0.f;
+    if constexpr (T == DType::q4_1)
+      c.m = f16_bits_to_f32(ldg(&b->m));
+    else
+      c.m = 0.f;
     c.x0 = 32 * (g >> 2) + 4 * (g & 3), c.x1 = c.x0 + 16;
   }
 }

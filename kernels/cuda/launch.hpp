@@ -48,8 +48,8 @@ inline constexpr int64_t kMatvecMaxRows = 4;
 // decode's q/k/v or gate/up projections, whose small matrices alone would leave most SMs idle.
 inline constexpr int kMaxMatvecJobs = 4;
 struct MatvecOutput {
-  const void* w;               // [n, k]
-  float* y;                    // [m, n]
+  const void* w;  // [n, k]
+  float* y;       // [m, n]
   int64_t n;
   const float* bias = nullptr;  // [n], added to each row
   bool accumulate = false;      // y += x · wᵀ (+ bias) instead of y =
@@ -115,8 +115,8 @@ void attention(const float* q, const DevicePages& cache, const int32_t* position
 // --- backward.cu -----------------------------------------------------------------------------------------------
 void rms_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows, int64_t d,
                        cudaStream_t stream);
-void layer_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows,
-                         int64_t d, cudaStream_t stream);
+void layer_norm_backward(const float* x, const float* w, float eps, const float* dy, float* dx, int64_t rows, int64_t d,
+                         cudaStream_t stream);
 // dx may alias d_out.
 void gelu_backward(const float* x, Gelu form, const float* d_out, float* dx, int64_t n, cudaStream_t stream);
 // d_gate may alias d_out.

@@ -142,8 +142,8 @@ __global__ void __launch_bounds__(kMatvecThreads)
 // Scalar path for any k and alignment (one element per lane and step).
 template <DType T, int M>
 __global__ void __launch_bounds__(kMatvecThreads)
-    matvec_scalar_kernel(const __grid_constant__ MatvecJobs jobs, int64_t row_bytes, const float* __restrict__ x,
-                         int k, int rows_per_block) {
+    matvec_scalar_kernel(const __grid_constant__ MatvecJobs jobs, int64_t row_bytes, const float* __restrict__ x, int k,
+                         int rows_per_block) {
   wait_for_prior_grid();
   allow_next_grid();
   const JobBlock jb(jobs);
@@ -211,8 +211,7 @@ void launch_matvec(const MatvecJobs& jobs, unsigned grid, int64_t row_bytes, con
   if (vector)
     launch_after(matvec_kernel<T, M>, grid, kMatvecThreads, 0, stream, jobs, row_bytes, x, ik, rows_per_block);
   else
-    launch_after(matvec_scalar_kernel<T, M>, grid, kMatvecThreads, 0, stream, jobs, row_bytes, x, ik,
-                 rows_per_block);
+    launch_after(matvec_scalar_kernel<T, M>, grid, kMatvecThreads, 0, stream, jobs, row_bytes, x, ik, rows_per_block);
   check_launch("matvec");
 }
 
@@ -258,9 +257,8 @@ void matvec_many(DType wt, std::span<const MatvecOutput> outputs, const float* x
 
 void dequantize_to_f32(DType wt, const void* w, int64_t rows, int64_t k, float* out, cudaStream_t stream) {
   const int64_t count = rows * k;
-  dispatch_weight(wt, [&]<DType T>() {
-    dequantize_kernel<T><<<blocks_for(count, 256), 256, 0, stream>>>(w, count, out);
-  });
+  dispatch_weight(wt,
+                  [&]<DType T>() { dequantize_kernel<T><<<blocks_for(count, 256), 256, 0, stream>>>(w, count, out); });
   check_launch("dequantize_to_f32");
 }
 

@@ -15,8 +15,7 @@ constexpr int kElemThreads = 256;
 constexpr int kWideRowThreads = 1024;
 
 // One block per row; y may be x.
-__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, float* y,
-                                int64_t d) {
+__global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, float eps, float* y, int64_t d) {
   wait_for_prior_grid();
   allow_next_grid();
   __shared__ float scratch[kWarp];
@@ -30,8 +29,8 @@ __global__ void rms_norm_kernel(const float* x, const float* __restrict__ w, flo
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) yr[i] = xr[i] * inv * w[i];
 }
 
-__global__ void layer_norm_kernel(const float* x, const float* __restrict__ w,
-                                  const float* __restrict__ b, float eps, float* y, int64_t d) {
+__global__ void layer_norm_kernel(const float* x, const float* __restrict__ w, const float* __restrict__ b, float eps,
+                                  float* y, int64_t d) {
   wait_for_prior_grid();
   allow_next_grid();
   __shared__ float scratch[kWarp];
@@ -126,8 +125,7 @@ __global__ void softmax_kernel(float* x, int64_t d) {
 
 // One block per token of k / v.
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
-                                const int32_t* __restrict__ positions, DevicePages cache, int64_t tokens,
-                                int64_t row) {
+                                const int32_t* __restrict__ positions, DevicePages cache, int64_t tokens, int64_t row) {
   const int64_t i = blockIdx.x, b = i / tokens;
   const int64_t dst = cache.row(b, positions[i]) * row, src = i * row;
   for (int64_t j = threadIdx.x; j < row; j += blockDim.x) {
@@ -273,8 +271,8 @@ void rope_kv_write(float* q, float* k, const float* v, int64_t batch, int64_t to
                    const DevicePages& cache, cudaStream_t stream) {
   if (batch * tokens == 0 || head_dim == 0) return;
   const size_t smem = static_cast<size_t>(2 * half) * sizeof(float);
-  launch_after(rope_kv_write_kernel, grid_rows(batch * tokens), kWideRowThreads, smem, stream, q, k, v, hq, hkv, head_dim,
-               half, positions, inv_freq, cache, tokens);
+  launch_after(rope_kv_write_kernel, grid_rows(batch * tokens), kWideRowThreads, smem, stream, q, k, v, hq, hkv,
+               head_dim, half, positions, inv_freq, cache, tokens);
   check_launch("rope_kv_write");
 }
 
@@ -296,8 +294,8 @@ void embed(DType t, const void* table, const int32_t* ids, int64_t n, int64_t d,
   if (n == 0 || d == 0) return;
   const int64_t row_bytes = storage_bytes(t, d);
   dispatch_weight(t, [&]<DType T>() {
-    embed_kernel<T><<<grid_rows(n), kRowThreads, 0, stream>>>(static_cast<const char*>(table), row_bytes, ids, d,
-                                                              scale, out);
+    embed_kernel<T>
+        <<<grid_rows(n), kRowThreads, 0, stream>>>(static_cast<const char*>(table), row_bytes, ids, d, scale, out);
   });
   check_launch("embed");
 }

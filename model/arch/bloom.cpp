@@ -85,11 +85,11 @@ class BloomBlock final : public Block {
   std::vector<std::pair<std::string, Tensor>> named_weights() const override {
     auto name = [&](const char* suffix) { return names_.block(index_, suffix); };
     return {{name("input_layernorm.weight"), w_.ln1_w},          {name("input_layernorm.bias"), w_.ln1_b},
-            {name("self_attention.qkv.weight"), w_.wqkv},         {name("self_attention.qkv.bias"), w_.bqkv},
-            {name("self_attention.dense.weight"), w_.wo},         {name("self_attention.dense.bias"), w_.bo},
-            {name("post_attention_layernorm.weight"), w_.ln2_w},  {name("post_attention_layernorm.bias"), w_.ln2_b},
-            {name("mlp.dense_h_to_4h.weight"), w_.w_up},          {name("mlp.dense_h_to_4h.bias"), w_.b_up},
-            {name("mlp.dense_4h_to_h.weight"), w_.w_down},        {name("mlp.dense_4h_to_h.bias"), w_.b_down}};
+            {name("self_attention.qkv.weight"), w_.wqkv},        {name("self_attention.qkv.bias"), w_.bqkv},
+            {name("self_attention.dense.weight"), w_.wo},        {name("self_attention.dense.bias"), w_.bo},
+            {name("post_attention_layernorm.weight"), w_.ln2_w}, {name("post_attention_layernorm.bias"), w_.ln2_b},
+            {name("mlp.dense_h_to_4h.weight"), w_.w_up},         {name("mlp.dense_h_to_4h.bias"), w_.b_up},
+            {name("mlp.dense_4h_to_h.weight"), w_.w_down},       {name("mlp.dense_4h_to_h.bias"), w_.b_down}};
   }
 
   // ALiBi is computed on the device from the slots.
@@ -193,7 +193,8 @@ class BloomBlock final : public Block {
     if (lora)
       for (size_t p = 0; p < kProjections; ++p)
         if (lora->pairs[p].a.defined())
-          throw std::invalid_argument("block " + std::to_string(index_) + ": LoRA adapters on BLOOM blocks are not supported");
+          throw std::invalid_argument("block " + std::to_string(index_) +
+                                      ": LoRA adapters on BLOOM blocks are not supported");
   }
 
   void project_qkv(const Tensor& n, Tensor& q, Tensor& k, Tensor& v) {

@@ -76,8 +76,7 @@ class FalconBlock final : public Block {
     } else {
       const std::vector<int64_t> order = qkv_order(c_.num_heads, c_.num_kv_heads, c_.head_dim);
       w.wqkv = load_matrix(src, name("self_attention.query_key_value.weight"), {rows, d}, opt.dtype, backend, order);
-      if (c_.qkv_bias)
-        w.bqkv = load_vector(src, name("self_attention.query_key_value.bias"), rows, backend, order);
+      if (c_.qkv_bias) w.bqkv = load_vector(src, name("self_attention.query_key_value.bias"), rows, backend, order);
     }
     w.wq = w.wqkv.slice_rows(0, qd);
     w.wk = w.wqkv.slice_rows(qd, qd + kvd);
@@ -109,9 +108,9 @@ class FalconBlock final : public Block {
   std::vector<std::pair<std::string, Tensor>> named_weights() const override {
     auto name = [&](const std::string& suffix) { return names_.block(index_, suffix); };
     std::vector<std::pair<std::string, Tensor>> out = {
-        {name(norm1() + ".weight"), w_.ln1_w},          {name(norm1() + ".bias"), w_.ln1_b},
-        {name("self_attention.qkv.weight"), w_.wqkv},   {name("self_attention.dense.weight"), w_.wo},
-        {name("mlp.dense_h_to_4h.weight"), w_.w_up},    {name("mlp.dense_4h_to_h.weight"), w_.w_down}};
+        {name(norm1() + ".weight"), w_.ln1_w},        {name(norm1() + ".bias"), w_.ln1_b},
+        {name("self_attention.qkv.weight"), w_.wqkv}, {name("self_attention.dense.weight"), w_.wo},
+        {name("mlp.dense_h_to_4h.weight"), w_.w_up},  {name("mlp.dense_4h_to_h.weight"), w_.w_down}};
     if (!norm2().empty()) {
       out.emplace_back(name(norm2() + ".weight"), w_.ln2_w);
       out.emplace_back(name(norm2() + ".bias"), w_.ln2_b);
@@ -258,9 +257,7 @@ class FalconBlock final : public Block {
 
  private:
   // The LayerNorm before attention, and the MLP's own one ("" when the MLP reads the same).
-  std::string norm1() const {
-    return c_.parallel_attn && c_.separate_mlp_norm ? "ln_attn" : "input_layernorm";
-  }
+  std::string norm1() const { return c_.parallel_attn && c_.separate_mlp_norm ? "ln_attn" : "input_layernorm"; }
   std::string norm2() const {
     if (!c_.parallel_attn) return "post_attention_layernorm";
     return c_.separate_mlp_norm ? "ln_mlp" : "";

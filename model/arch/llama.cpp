@@ -46,12 +46,12 @@ class LlamaBlock final : public Block {
         inv_freq_(c_.rope_inv_freq()),
         inv_freq_long_(c_.rope_depends_on_length() ? c_.rope_inv_freq(c_.max_position) : std::vector<float>{}),
         rope_scale_(c_.rope_dim() != c_.head_dim ? static_cast<float>(c_.rope_attention_factor()) : 1.0f),
-        attention_{.scale = static_cast<float>(
-                       (rope_scale_ == 1.0f ? c_.rope_attention_factor() * c_.rope_attention_factor() : 1.0) /
-                       std::sqrt(c_.query_pre_attn_scalar > 0 ? c_.query_pre_attn_scalar
-                                                              : static_cast<double>(c_.head_dim))),
-                   .window = c_.attention_window(index),
-                   .softcap = static_cast<float>(c_.attn_softcap)},
+        attention_{
+            .scale = static_cast<float>(
+                (rope_scale_ == 1.0f ? c_.rope_attention_factor() * c_.rope_attention_factor() : 1.0) /
+                std::sqrt(c_.query_pre_attn_scalar > 0 ? c_.query_pre_attn_scalar : static_cast<double>(c_.head_dim))),
+            .window = c_.attention_window(index),
+            .softcap = static_cast<float>(c_.attn_softcap)},
         gelu_(c_.hidden_act == "silu"        ? std::nullopt
               : c_.hidden_act == "gelu_tanh" ? std::optional{Gelu::tanh}
                                              : std::optional{Gelu::erf}) {
@@ -118,9 +118,26 @@ class LlamaBlock final : public Block {
 
   int64_t weight_bytes() const override {
     int64_t n = 0;
-    for (const Tensor* t : {&w_.attn_norm, &w_.wq, &w_.wk, &w_.wv, &w_.wo, &w_.bq, &w_.bk, &w_.bv, &w_.bo,
-                            &w_.q_norm, &w_.k_norm, &w_.ffn_norm, &w_.w_gate, &w_.w_up, &w_.w_down, &w_.b_gate, &w_.b_up,
-                            &w_.b_down, &w_.post_attn_norm, &w_.post_ffn_norm})
+    for (const Tensor* t : {&w_.attn_norm,
+                            &w_.wq,
+                            &w_.wk,
+                            &w_.wv,
+                            &w_.wo,
+                            &w_.bq,
+                            &w_.bk,
+                            &w_.bv,
+                            &w_.bo,
+                            &w_.q_norm,
+                            &w_.k_norm,
+                            &w_.ffn_norm,
+                            &w_.w_gate,
+                            &w_.w_up,
+                            &w_.w_down,
+                            &w_.b_gate,
+                            &w_.b_up,
+                            &w_.b_down,
+                            &w_.post_attn_norm,
+                            &w_.post_ffn_norm})
       n += t->nbytes();
     return n + (moe_ ? moe_->weight_bytes() : 0);
   }
@@ -128,17 +145,22 @@ class LlamaBlock final : public Block {
   std::vector<std::pair<std::string, Tensor>> named_weights() const override {
     auto name = [&](const char* suffix) { return block_tensor_name(index_, suffix); };
     std::vector<std::pair<std::string, Tensor>> out = {
-        {name("input_layernorm.weight"), w_.attn_norm},         {name("self_attn.q_proj.weight"), w_.wq},
-        {name("self_attn.k_proj.weight"), w_.wk},               {name("self_attn.v_proj.weight"), w_.wv},
-        {name("self_attn.o_proj.weight"), w_.wo},               {name(ffn_norm_name()), w_.ffn_norm},
-        {name("mlp.gate_proj.weight"), w_.w_gate},              {name("mlp.up_proj.weight"), w_.w_up},
+        {name("input_layernorm.weight"), w_.attn_norm}, {name("self_attn.q_proj.weight"), w_.wq},
+        {name("self_attn.k_proj.weight"), w_.wk},       {name("self_attn.v_proj.weight"), w_.wv},
+        {name("self_attn.o_proj.weight"), w_.wo},       {name(ffn_norm_name()), w_.ffn_norm},
+        {name("mlp.gate_proj.weight"), w_.w_gate},      {name("mlp.up_proj.weight"), w_.w_up},
         {name("mlp.down_proj.weight"), w_.w_down}};
-    const std::pair<const char*, const Tensor*> biases[] = {
-        {"self_attn.q_proj.bias", &w_.bq}, {"self_attn.k_proj.bias", &w_.bk}, {"self_attn.v_proj.bias", &w_.bv},
-        {"self_attn.o_proj.bias", &w_.bo}, {"mlp.gate_proj.bias", &w_.b_gate}, {"mlp.up_proj.bias", &w_.b_up},
-        {"mlp.down_proj.bias", &w_.b_down}, {"self_attn.q_norm.weight", &w_.q_norm},
-        {"self_attn.k_norm.weight", &w_.k_norm}, {"post_attention_layernorm.weight", &w_.post_attn_norm},
-        {"post_feedforward_layernorm.weight", &w_.post_ffn_norm}};
+    const std::pair<const char*, const Tensor*> biases[] = {{"self_attn.q_proj.bias", &w_.bq},
+                                                            {"self_attn.k_proj.bias", &w_.bk},
+                                                            {"self_attn.v_proj.bias", &w_.bv},
+                                                            {"self_attn.o_proj.bias", &w_.bo},
+                                                            {"mlp.gate_proj.bias", &w_.b_gate},
+                                                            {"mlp.up_proj.bias", &w_.b_up},
+                                                            {"mlp.down_proj.bias", &w_.b_down},
+                                                            {"self_attn.q_norm.weight", &w_.q_norm},
+                                                            {"self_attn.k_norm.weight", &w_.k_norm},
+                                                            {"post_attention_layernorm.weight", &w_.post_attn_norm},
+                                                            {"post_feedforward_layernorm.weight", &w_.post_ffn_norm}};
     for (const auto& [suffix, t] : biases)
       if (t->defined()) out.emplace_back(name(suffix), *t);
     for (auto& [n, t] : out)  // norms as stored, not plus one
@@ -236,8 +258,10 @@ class LlamaBlock final : public Block {
     } else {
       Tensor d_gate = be.alloc(DType::f32, {m, ff}), d_up = be.alloc(DType::f32, {m, ff});
       project_backward(post_norm_backward(s.mlp_out, w_.post_ffn_norm, dy), Projection::down, lora, d_gate);
-      if (gelu_) be.gelu_mul_backward(s.gate, s.up, *gelu_, d_gate, d_gate, d_up);
-      else be.silu_mul_backward(s.gate, s.up, d_gate, d_gate, d_up);
+      if (gelu_)
+        be.gelu_mul_backward(s.gate, s.up, *gelu_, d_gate, d_gate, d_up);
+      else
+        be.silu_mul_backward(s.gate, s.up, d_gate, d_gate, d_up);
       project_backward(d_gate, Projection::gate, lora, dn);
       project_backward(d_up, Projection::up, lora, tmp);
       be.add(dn, tmp, dn);
@@ -286,8 +310,10 @@ class LlamaBlock final : public Block {
 
   // out = act(gate) · up: SwiGLU, or GeGLU with the config's GELU.
   void activate(const Tensor& gate, const Tensor& up, Tensor& out) {
-    if (gelu_) backend_.gelu_mul(gate, up, *gelu_, out);
-    else backend_.silu_mul(gate, up, out);
+    if (gelu_)
+      backend_.gelu_mul(gate, up, *gelu_, out);
+    else
+      backend_.silu_mul(gate, up, out);
   }
 
   // x += the projection p of `in` (with its adapter's part), through `post_norm` first where the block has one;
@@ -535,7 +561,7 @@ class LlamaBlock final : public Block {
   // scale 1/sqrt(head_dim) or Gemma 2's query_pre_attn_scalar (times the attention factor squared), this layer's
   // window, the soft cap
   AttentionSpec attention_;
-  std::optional<Gelu> gelu_;  // GeGLU's GELU; SwiGLU without
+  std::optional<Gelu> gelu_;                    // GeGLU's GELU; SwiGLU without
   std::map<std::string, Tensor> stored_norms_;  // with norm_plus_one: each norm's weight as stored
   LlamaWeights w_;
   std::optional<SparseMoe> moe_;  // in place of the dense MLP (Mixtral)

@@ -6,16 +6,11 @@
 namespace corolla {
 
 const BlockFactory* find_block_factory(const std::string& arch) {
+  // Mistral's block is Llama's with a sliding window on every layer.
   static const std::map<std::string, BlockFactory> factories = {
-      {"bloom", make_bloom_block},
-      {"falcon", make_falcon_block},
-      {"gemma2", make_gemma2_block},
-      {"llama", make_llama_block},
-      {"mistral", make_llama_block},  // Mistral's block is Llama's with a sliding window on every layer
-      {"qwen2", make_qwen2_block},
-      {"qwen3", make_qwen3_block},
-      {"mixtral", make_mixtral_block},
-      {"phi3", make_phi3_block},
+      {"bloom", make_bloom_block}, {"falcon", make_falcon_block},   {"gemma2", make_gemma2_block},
+      {"llama", make_llama_block}, {"mistral", make_llama_block},   {"qwen2", make_qwen2_block},
+      {"qwen3", make_qwen3_block}, {"mixtral", make_mixtral_block}, {"phi3", make_phi3_block},
   };
   auto it = factories.find(arch);
   return it == factories.end() ? nullptr : &it->second;

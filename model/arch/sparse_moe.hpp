@@ -45,9 +45,9 @@ class SparseMoe {
   // Which rows go to which expert, and with what weight.
   struct Routing {
     int64_t rows = 0;
-    std::vector<float> probs;                    // [rows, E] softmax of the router's logits
-    std::vector<int32_t> chosen;                 // [rows, k] expert ids, largest probability first
-    std::vector<float> weights;                  // [rows, k] renormalized probabilities
+    std::vector<float> probs;                     // [rows, E] softmax of the router's logits
+    std::vector<int32_t> chosen;                  // [rows, k] expert ids, largest probability first
+    std::vector<float> weights;                   // [rows, k] renormalized probabilities
     std::vector<std::vector<int32_t>> by_expert;  // per expert: the rows routed to it
     std::vector<std::vector<float>> weight_of;    // per expert: those rows' weights
     std::vector<std::vector<int32_t>> slot_of;    // per expert: which of the row's k choices it is

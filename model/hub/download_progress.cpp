@@ -12,15 +12,23 @@ std::string size_text(uint64_t bytes) {
   char buf[32];
   if (bytes < 1024) return std::to_string(bytes) + " B";
   const double b = static_cast<double>(bytes);
-  if (bytes < (uint64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
-  else if (bytes < (uint64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1 << 20));
-  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1 << 30));
+  if (bytes < (uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else if (bytes < (uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1 << 20));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1 << 30));
   return buf;
 }
 
 DownloadProgress::DownloadProgress(std::string label, uint64_t total, uint64_t already)
-    : label_(std::move(label)), total_(total), done_(already), start_done_(already), terminal_(isatty(2) != 0),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {
+    : label_(std::move(label)),
+      total_(total),
+      done_(already),
+      start_done_(already),
+      terminal_(isatty(2) != 0),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {
   if (terminal_) {
     draw();
   } else {

@@ -33,7 +33,7 @@ std::string read_bounded(const fs::path& path, uintmax_t limit) {
 // The folder one process opens, assembled from links and the index of the tensors present.
 struct View {
   std::vector<std::pair<std::string, fs::path>> links;  // name in the folder -> file it points to
-  std::map<std::string, std::string> index;            // tensor -> file in the folder (sharded models)
+  std::map<std::string, std::string> index;             // tensor -> file in the folder (sharded models)
   bool sharded = false;
 };
 
@@ -58,13 +58,14 @@ std::string pick_gguf(const std::vector<std::string>& files, const std::string& 
     return out.empty() ? std::string("none") : out;
   };
   if (matches.empty())
-    throw HubError(what + ": no GGUF file of the repository matches '" + wanted + "' (its GGUF files: " + listed(ggufs) +
-                   ")");
+    throw HubError(what + ": no GGUF file of the repository matches '" + wanted +
+                   "' (its GGUF files: " + listed(ggufs) + ")");
   if (matches.size() > 1)
     throw HubError(what + ": several GGUF files match '" + wanted + "' (" + listed(matches) + "); name one");
   const std::string& f = matches.front();
   if (f.find("-of-0") != std::string::npos)
-    throw HubError(what + ": " + f + " is one part of a split GGUF file, which Corolla does not read; merge the parts "
+    throw HubError(what + ": " + f +
+                   " is one part of a split GGUF file, which Corolla does not read; merge the parts "
                    "(llama-gguf-split --merge) and pass the file's path");
   return f;
 }
@@ -89,7 +90,10 @@ void install(const View& view, const fs::path& dir) {
 class Fetch {
  public:
   Fetch(const HubRef& ref, const ModelNeeds& needs)
-      : ref_(ref), needs_(needs), client_(HubClient::from_environment()), cache_(hub_cache_root(), ref.repo),
+      : ref_(ref),
+        needs_(needs),
+        client_(HubClient::from_environment()),
+        cache_(hub_cache_root(), ref.repo),
         own_(fs::path(corolla_cache_dir()) / "hub" / cache_.repo_dir().filename()) {}
 
   // A GGUF repository's one file, whole, where huggingface_hub would put it (snapshots/<commit>/<file>).
@@ -142,7 +146,8 @@ class Fetch {
     view.links.push_back({"config.json", client_.download(cache_, *config)});
     if (needs_.tokenizer)
       for (const char* name : kTokenizerFiles)
-        if (auto f = client_.describe(ref_.repo, commit_, name)) view.links.push_back({name, client_.download(cache_, *f)});
+        if (auto f = client_.describe(ref_.repo, commit_, name))
+          view.links.push_back({name, client_.download(cache_, *f)});
     if (needs_.weights) add_weights(view);
     const fs::path dir = view_dir(commit_);
     install(view, dir);

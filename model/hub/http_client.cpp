@@ -48,13 +48,15 @@ HttpAnswer exchange(Stream& stream, const HttpRequest& r) {
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   parser.header_limit(64 * 1024);
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // a sink bounds what it takes; other bodies are cut at kSmallBodyBytes below
+  parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // a sink bounds what it takes; other bodies are cut at
+                                                                 // kSmallBodyBytes below
   if (head) parser.skip(true);
   tcp_layer.expires_after(timeout_of(r));
   http::read_header(stream, buffer, parser);
   HttpAnswer answer;
   answer.status = static_cast<int>(parser.get().result_int());
-  for (const auto& field : parser.get()) answer.headers[lower(std::string(field.name_string()))] = std::string(field.value());
+  for (const auto& field : parser.get())
+    answer.headers[lower(std::string(field.name_string()))] = std::string(field.value());
   const bool to_sink = r.sink && answer.status >= 200 && answer.status < 300;
   std::vector<char> chunk(1 << 16);
   while (!parser.is_done()) {

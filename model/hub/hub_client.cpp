@@ -20,12 +20,13 @@ constexpr int kMaxRedirects = 5;
 constexpr int kMaxAttempts = 4;  // a download whose connection breaks resumes from where it stopped
 
 bool hex_of_size(std::string_view s, size_t n) {
-  return s.size() == n && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return s.size() == n &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-bool is_redirect(int status) { return status == 301 || status == 302 || status == 303 || status == 307 || status == 308; }
+bool is_redirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
 
 std::optional<uint64_t> parse_size(std::string_view s) {
   uint64_t v = 0;
@@ -137,8 +138,8 @@ void HubClient::refuse(const HttpAnswer& a, const std::string& repo, const std::
   if (a.status == 404 && code == "RevisionNotFound")
     throw HubError("no revision '" + revision + "' in " + repo + " on " + endpoint_.str());
   if (a.status == 404 && code != "EntryNotFound")
-    throw HubError("no model " + repo + " on " + endpoint_.str() + " (HTTP 404" +
-                   (code.empty() ? "" : ", " + code) + "; a private one needs HF_TOKEN)");
+    throw HubError("no model " + repo + " on " + endpoint_.str() + " (HTTP 404" + (code.empty() ? "" : ", " + code) +
+                   "; a private one needs HF_TOKEN)");
   throw HubError(endpoint_.str() + " answered HTTP " + std::to_string(a.status) + " for " + file + " of " + where);
 }
 

@@ -33,7 +33,7 @@ struct RemoteFile {
   std::string commit;  // 40 hexadecimal digits
   std::string etag;    // without quotes; a plain file name
   uint64_t size = 0;
-  Url location;        // where GET finds the bytes
+  Url location;  // where GET finds the bytes
 };
 
 // A repository's files at one commit (the Hub's /api/models/<repo>/revision/<revision>).

@@ -6,8 +6,7 @@ namespace corolla::hub {
 namespace {
 
 bool word_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-         c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
 }
 
 // '/'-separated segments of word characters, none empty or ".", and no ".." anywhere (git refuses it in ref names).
@@ -35,8 +34,8 @@ bool valid_repo_part(std::string_view part) {
 bool valid_revision(std::string_view revision) { return valid_segments(revision, 200); }
 
 bool valid_commit(std::string_view commit) {
-  return commit.size() == 40 &&
-         std::all_of(commit.begin(), commit.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return commit.size() == 40 && std::all_of(commit.begin(), commit.end(),
+                                            [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 bool valid_repo_file(std::string_view file) { return valid_segments(file, 255); }

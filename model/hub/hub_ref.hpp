@@ -1,7 +1,8 @@
 // A model named the way the Hugging Face Hub names it: "org/name" or "org/name@revision" (a branch, a tag or a
 // commit), and for a repository of GGUF files, which one after a colon: "org/name:Q4_K_M" (the file whose name
-// holds the tag) or "org/name@rev:model-q4_k_m.gguf" (the file itself), as llama.cpp's -hf takes them. Names are typed by users and revisions come back from servers; both become parts of URLs and of paths
-// in the cache, so only the characters the Hub itself allows pass, and nothing that could climb out of a folder.
+// holds the tag) or "org/name@rev:model-q4_k_m.gguf" (the file itself), as llama.cpp's -hf takes them. Names are typed
+// by users and revisions come back from servers; both become parts of URLs and of paths in the cache, so only the
+// characters the Hub itself allows pass, and nothing that could climb out of a folder.
 #pragma once
 
 #include <optional>
@@ -11,10 +12,12 @@
 namespace corolla::hub {
 
 struct HubRef {
-  std::string repo;                // "org/name"
+  std::string repo;               // "org/name"
   std::string revision = "main";  // branch, tag or commit; may hold '/' ("refs/pr/1")
   std::string file;               // after ':': a .gguf file of the repository, or a tag its name holds; may be empty
-  std::string str() const { return (revision == "main" ? repo : repo + "@" + revision) + (file.empty() ? "" : ":" + file); }
+  std::string str() const {
+    return (revision == "main" ? repo : repo + "@" + revision) + (file.empty() ? "" : ":" + file);
+  }
 };
 
 // The reference `text` names, or nullopt when it does not have the shape of one (a local path such as "./m",

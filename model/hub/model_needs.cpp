@@ -16,8 +16,9 @@ std::string ModelNeeds::label() const {
   const bool all_blocks = first_block == 0 && last_block < 0;
   const bool no_blocks = last_block >= 0 && last_block <= first_block;
   if (head && all_blocks) return "all";
-  std::string blocks = all_blocks ? "blocks" : "blocks-" + std::to_string(first_block) + "-" +
-                                                  (last_block < 0 ? "end" : std::to_string(last_block));
+  std::string blocks = all_blocks ? "blocks"
+                                  : "blocks-" + std::to_string(first_block) + "-" +
+                                        (last_block < 0 ? "end" : std::to_string(last_block));
   if (no_blocks) return head ? "head" : "none";
   return head ? "head+" + blocks : blocks;
 }

@@ -11,10 +11,10 @@
 namespace corolla::hub {
 
 struct ModelNeeds {
-  bool weights = true;       // false: the config (and tokenizer) only
-  bool tokenizer = true;     // tokenizer.json, tokenizer_config.json, generation_config.json
-  bool head = true;          // tensors outside the blocks
-  int64_t first_block = 0;   // blocks [first_block, last_block); last_block < 0: every block from first_block
+  bool weights = true;      // false: the config (and tokenizer) only
+  bool tokenizer = true;    // tokenizer.json, tokenizer_config.json, generation_config.json
+  bool head = true;         // tensors outside the blocks
+  int64_t first_block = 0;  // blocks [first_block, last_block); last_block < 0: every block from first_block
   int64_t last_block = -1;
 
   static ModelNeeds everything() { return {}; }

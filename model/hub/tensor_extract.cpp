@@ -41,8 +41,8 @@ std::vector<ByteRange> merged_ranges(const std::vector<SafetensorsInfo>& tensors
   return out;
 }
 
-uint64_t extract_tensors(const HubClient& client, const RemoteSafetensors& remote, const std::vector<std::string>& names,
-                         const fs::path& out_path) {
+uint64_t extract_tensors(const HubClient& client, const RemoteSafetensors& remote,
+                         const std::vector<std::string>& names, const fs::path& out_path) {
   std::vector<SafetensorsInfo> chosen;
   for (const std::string& n : names) chosen.push_back(remote.tensors.at(n));
   std::sort(chosen.begin(), chosen.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });

@@ -33,7 +33,7 @@ std::vector<ByteRange> merged_ranges(const std::vector<SafetensorsInfo>& tensors
 
 // Writes the tensors named in `names` (all present in `remote`) to `out` as a safetensors file (written beside it
 // and renamed when whole). Returns the bytes fetched.
-uint64_t extract_tensors(const HubClient& client, const RemoteSafetensors& remote, const std::vector<std::string>& names,
-                         const std::filesystem::path& out);
+uint64_t extract_tensors(const HubClient& client, const RemoteSafetensors& remote,
+                         const std::vector<std::string>& names, const std::filesystem::path& out);
 
 }  // namespace corolla::hub

@@ -60,12 +60,16 @@ std::string chatml_default_system(std::string_view t) {
   bool close_known = false, expression_known = false;
   for (size_t at = t.find(open); at != std::string_view::npos; at = t.find(open, at + 1)) {
     size_t b = at + open.size();
-    if (t.substr(b, 1) == "\n") b += 1;
-    else if (t.substr(b, 2) == "\\n") b += 2;
-    else continue;
+    if (t.substr(b, 1) == "\n")
+      b += 1;
+    else if (t.substr(b, 2) == "\\n")
+      b += 2;
+    else
+      continue;
     if (!close_known || next_close < b) next_close = t.find(close, b), close_known = true;
     if (next_close == std::string_view::npos) break;  // no later opening has a close either
-    if (!expression_known || next_expression < b) next_expression = t.find_first_of(expression, b), expression_known = true;
+    if (!expression_known || next_expression < b)
+      next_expression = t.find_first_of(expression, b), expression_known = true;
     if (next_expression < next_close) continue;  // built from expressions
     return unescape(t.substr(b, next_close - b));
   }
@@ -225,9 +229,7 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
                                  const ChatOptions& options) const {
   std::string out;
   switch (format_) {
-    case ChatFormat::qwen3:
-      render_qwen3(messages, add_generation_prompt, options, out);
-      break;
+    case ChatFormat::qwen3: render_qwen3(messages, add_generation_prompt, options, out); break;
 
     case ChatFormat::gemma:
       if (!messages.empty() && messages[0].role == "system") throw std::invalid_argument("System role not supported");
@@ -242,8 +244,8 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
 
     case ChatFormat::phi3:
       for (const ChatMessage& m : messages) {
-        const bool shown = m.role == "system" ? !(skip_empty_system_ && m.content.empty())
-                                              : m.role == "user" || m.role == "assistant";
+        const bool shown =
+            m.role == "system" ? !(skip_empty_system_ && m.content.empty()) : m.role == "user" || m.role == "assistant";
         if (shown) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
       }
       out += add_generation_prompt ? "<|assistant|>\n" : eos_;
@@ -252,8 +254,10 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
     case ChatFormat::phi3_original:  // the generation prompt is always there: each user turn opens the answer
       if (bos_first_) out += bos_;
       for (const ChatMessage& m : messages) {
-        if (m.role == "user") out += "<|user|>\n" + m.content + "<|end|>\n<|assistant|>\n";
-        else if (m.role == "assistant") out += m.content + "<|end|>\n";
+        if (m.role == "user")
+          out += "<|user|>\n" + m.content + "<|end|>\n<|assistant|>\n";
+        else if (m.role == "assistant")
+          out += m.content + "<|end|>\n";
       }
       break;
 
@@ -278,9 +282,12 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
     case ChatFormat::deepseek:
       out += bos_;
       for (const ChatMessage& m : messages) {
-        if (m.role == "user") out += "User: " + m.content + "\n\n";
-        else if (m.role == "assistant") out += "Assistant: " + m.content + eos_;
-        else if (m.role == "system") out += m.content + "\n\n";
+        if (m.role == "user")
+          out += "User: " + m.content + "\n\n";
+        else if (m.role == "assistant")
+          out += "Assistant: " + m.content + eos_;
+        else if (m.role == "system")
+          out += m.content + "\n\n";
       }
       if (add_generation_prompt) out += "Assistant:";
       break;
@@ -288,9 +295,12 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
     case ChatFormat::falcon:
       for (size_t i = 0; i < messages.size(); ++i) {
         const ChatMessage& m = messages[i];
-        if (m.role == "user") out += "User: \n" + m.content + "\n";
-        else if (m.role == "system") out += "System: " + m.content + "\n";
-        else if (m.role == "assistant") out += "Falcon:\n" + m.content + "\n";
+        if (m.role == "user")
+          out += "User: \n" + m.content + "\n";
+        else if (m.role == "system")
+          out += "System: " + m.content + "\n";
+        else if (m.role == "assistant")
+          out += "Falcon:\n" + m.content + "\n";
         if (add_generation_prompt && i + 1 == messages.size()) out += "Falcon:\n";
       }
       break;
@@ -320,8 +330,10 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
         check_alternation(turns[i], i);
         std::string content = turns[i].content;
         if (i == 0 && has_system) content = "<<SYS>>\n" + messages[0].content + "\n<</SYS>>\n\n" + content;
-        if (turns[i].role == "user") out += bos_ + "[INST] " + py_strip(content) + " [/INST]";
-        else if (turns[i].role == "assistant") out += " " + py_strip(content) + " " + eos_;
+        if (turns[i].role == "user")
+          out += bos_ + "[INST] " + py_strip(content) + " [/INST]";
+        else if (turns[i].role == "assistant")
+          out += " " + py_strip(content) + " " + eos_;
       }
       break;
     }
@@ -330,9 +342,12 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
       out += bos_;
       for (size_t i = 0; i < messages.size(); ++i) {
         check_alternation(messages[i], i);
-        if (messages[i].role == "user") out += "[INST] " + messages[i].content + " [/INST]";
-        else if (messages[i].role == "assistant") out += messages[i].content + eos_;
-        else throw std::invalid_argument("Only user and assistant roles are supported!");
+        if (messages[i].role == "user")
+          out += "[INST] " + messages[i].content + " [/INST]";
+        else if (messages[i].role == "assistant")
+          out += messages[i].content + eos_;
+        else
+          throw std::invalid_argument("Only user and assistant roles are supported!");
       }
       break;
 

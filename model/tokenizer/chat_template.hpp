@@ -46,7 +46,19 @@ struct ChatOptions {
 };
 
 enum class ChatFormat {
-  chatml, qwen3, llama3, llama2, mistral, gemma, phi3, phi3_original, phi4_mini, phi4, deepseek, falcon, plain
+  chatml,
+  qwen3,
+  llama3,
+  llama2,
+  mistral,
+  gemma,
+  phi3,
+  phi3_original,
+  phi4_mini,
+  phi4,
+  deepseek,
+  falcon,
+  plain
 };
 std::string_view to_string(ChatFormat format);
 std::ostream& operator<<(std::ostream& os, ChatFormat format);

@@ -13,7 +13,10 @@ void PreTokenizer::apply(const Rule& rule, std::string_view piece, std::vector<s
   found.clear();
   rule.regex->find_all(piece, found);
   // Cut the piece into alternating (gap, match) intervals, then emit them according to the behaviour.
-  struct Interval { size_t b, e; bool delimiter; };
+  struct Interval {
+    size_t b, e;
+    bool delimiter;
+  };
   thread_local std::vector<Interval> parts;
   parts.clear();
   size_t pos = 0;

@@ -17,8 +17,7 @@ enum class SplitBehavior { isolated, removed, merged_with_previous, merged_with_
 
 // The split rules of the model families Corolla knows, as Hugging Face and llama.cpp define them.
 namespace patterns {
-inline constexpr const char* gpt2 =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+inline constexpr const char* gpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 // Llama-3's rule, with the case-insensitive group spelled out as llama.cpp does.
 inline constexpr const char* llama3 =
     R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -33,8 +32,7 @@ inline constexpr const char* punctuation_runs = R"([\p{P}$+<=>^`|~]+)";
 inline constexpr const char* digit_runs = R"(\p{N}+)";
 // BLOOM's word rule: a run of anything but whitespace, '(', '|', ')' and a few sentence marks, with its leading
 // space (written without the nested class of its tokenizer.json, which means the same set).
-inline constexpr const char* bloom =
-    R"( ?[^(\s|.,!?\x{2026}\x{3002}\x{FF0C}\x{3001}\x{964}\x{6D4}\x{60C})]+)";
+inline constexpr const char* bloom = R"( ?[^(\s|.,!?\x{2026}\x{3002}\x{FF0C}\x{3001}\x{964}\x{6D4}\x{60C})]+)";
 // DeepSeek's rules (their tokenizer.json Splits, in the order the Sequence applies them).
 // DeepSeek-LLM: a run of the cased letters of the alphabetic scripts (Latin, Greek, Cyrillic, Armenian, Georgian,
 // Cherokee, Glagolitic, Coptic, Deseret, ...), with one leading whitespace character.

@@ -82,13 +82,13 @@ Regex::Regex(const std::string& pattern_in, bool literal) : pattern_(pattern_in)
   // (Gemma's Split on " ", a Metaspace that splits) failed to compile with "invalid option bits".
   const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   const std::string pattern = literal ? pattern_in : flatten_nested_classes(pattern_in);
-  auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err,
-                             &err_offset, nullptr);
+  auto* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err, &err_offset, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    throw std::invalid_argument("bad pre-tokenizer regex '" + pattern_in + "' at offset " +
-                                std::to_string(err_offset) + ": " + reinterpret_cast<const char*>(msg));
+    throw std::invalid_argument("bad pre-tokenizer regex '" + pattern_in + "' at offset " + std::to_string(err_offset) +
+                                ": " + reinterpret_cast<const char*>(msg));
   }
   code_ = code;
   jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;

@@ -10,7 +10,8 @@ MergeTable spm_merges_from_scores(const Vocab& vocab) {
   // Rank = position of the token's score in descending order; equal scores share a rank.
   std::vector<float> scores;
   for (size_t id = 0; id < vocab.size(); ++id)
-    if (vocab.kind(static_cast<int32_t>(id)) == TokenKind::normal) scores.push_back(vocab.score(static_cast<int32_t>(id)));
+    if (vocab.kind(static_cast<int32_t>(id)) == TokenKind::normal)
+      scores.push_back(vocab.score(static_cast<int32_t>(id)));
   std::sort(scores.begin(), scores.end(), std::greater<>());
   scores.erase(std::unique(scores.begin(), scores.end()), scores.end());
 
@@ -61,8 +62,10 @@ void spm_split_words(std::string_view s, std::vector<std::string_view>& words) {
 
 void spm_escape_spaces(std::string_view text, std::string& out) {
   for (char c : text) {
-    if (c == ' ') out += kSpmSpace;
-    else out += c;
+    if (c == ' ')
+      out += kSpmSpace;
+    else
+      out += c;
   }
 }
 

@@ -44,8 +44,12 @@ namespace {
 // "<0xXX>" → XX, or -1.
 int byte_piece_value(std::string_view p) {
   if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
-  auto hex = [](char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                                                 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; };
+  auto hex = [](char c) {
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+  };
   const int hi = hex(p[3]), lo = hex(p[4]);
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
@@ -88,8 +92,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, EncodeOptions opti
     std::vector<Fragment> fragments;
     d_->added.split(text, options.parse_special, fragments);
     for (const Fragment& f : fragments) {
-      if (f.token >= 0) out.push_back(f.token);
-      else encode_fragment(f.text, f.text.data() == text.data(), out);
+      if (f.token >= 0)
+        out.push_back(f.token);
+      else
+        encode_fragment(f.text, f.text.data() == text.data(), out);
     }
   }
   if (options.add_special) out.insert(out.end(), d_->suffix.begin(), d_->suffix.end());
@@ -107,17 +113,14 @@ void Tokenizer::encode_fragment(std::string_view text, bool at_start, std::vecto
         case NormalizeStep::prepend:
           if (!buffer.empty()) buffer.insert(0, step.a);
           break;
-        case NormalizeStep::replace:
-          replace_all(buffer, step.a, step.b);
-          break;
-        case NormalizeStep::unicode:
-          buffer = unicode_normalize(buffer, step.form);
-          break;
+        case NormalizeStep::replace: replace_all(buffer, step.a, step.b); break;
+        case NormalizeStep::unicode: buffer = unicode_normalize(buffer, step.form); break;
       }
     }
     if (d.metaspace.enabled) {
       replace_all(buffer, " ", d.metaspace.replacement);
-      const bool prepend = d.metaspace.prepend == Prepend::always || (d.metaspace.prepend == Prepend::first && at_start);
+      const bool prepend =
+          d.metaspace.prepend == Prepend::always || (d.metaspace.prepend == Prepend::first && at_start);
       if (prepend && !starts_with(buffer, d.metaspace.replacement)) buffer.insert(0, d.metaspace.replacement);
     }
     if (d.byte_level_prefix_space && !starts_with(buffer, " ")) buffer.insert(0, " ");
@@ -125,8 +128,10 @@ void Tokenizer::encode_fragment(std::string_view text, bool at_start, std::vecto
   }
   thread_local std::vector<std::string_view> words;
   words.clear();
-  if (d.spm_word_split) spm_split_words(s, words);
-  else d.pre.split(s, words);
+  if (d.spm_word_split)
+    spm_split_words(s, words);
+  else
+    d.pre.split(s, words);
   // encode_word does not touch `words`, so the thread-local list stays valid through the loop.
   if (d.after_byte_level.empty()) {
     for (std::string_view w : words) encode_word(w, out);
@@ -272,8 +277,12 @@ const std::vector<int32_t>& Tokenizer::eos_ids() const { return d_->eos_ids; }
 bool Tokenizer::is_eos(int32_t id) const {
   return std::find(d_->eos_ids.begin(), d_->eos_ids.end(), id) != d_->eos_ids.end();
 }
-bool Tokenizer::adds_bos() const { return d_->bos >= 0 && std::find(d_->prefix.begin(), d_->prefix.end(), d_->bos) != d_->prefix.end(); }
-bool Tokenizer::adds_eos() const { return d_->eos >= 0 && std::find(d_->suffix.begin(), d_->suffix.end(), d_->eos) != d_->suffix.end(); }
+bool Tokenizer::adds_bos() const {
+  return d_->bos >= 0 && std::find(d_->prefix.begin(), d_->prefix.end(), d_->bos) != d_->prefix.end();
+}
+bool Tokenizer::adds_eos() const {
+  return d_->eos >= 0 && std::find(d_->suffix.begin(), d_->suffix.end(), d_->eos) != d_->suffix.end();
+}
 size_t Tokenizer::vocab_size() const { return d_->vocab.size(); }
 std::optional<int32_t> Tokenizer::find_token(std::string_view piece) const { return d_->vocab.find(piece); }
 const std::string& Tokenizer::chat_template() const { return d_->chat_template; }

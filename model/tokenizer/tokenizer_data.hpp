@@ -66,11 +66,11 @@ struct TokenizerData {
   bool spm_word_split = false;  // cut escaped text before "▁" (safe for this vocabulary: words are independent)
 
   // Word → ids.
-  bool byte_level = false;             // the symbols of a word are its bytes in GPT-2's alphabet
-  std::vector<int32_t> byte_symbol;    // byte → id of its alphabet character (byte-level)
+  bool byte_level = false;           // the symbols of a word are its bytes in GPT-2's alphabet
+  std::vector<int32_t> byte_symbol;  // byte → id of its alphabet character (byte-level)
   MergeTable merges;
   BpeOptions bpe;
-  bool ignore_merges = false;          // a word that is a whole token is that token
+  bool ignore_merges = false;  // a word that is a whole token is that token
   WordCache cache;
 
   // Special tokens added around the text by encode(add_special = true).
@@ -80,7 +80,7 @@ struct TokenizerData {
 
   // ids → text.
   DecodeMode decode_mode = DecodeMode::byte_level;
-  bool decode_strip_space = false;  // drop one leading space from the text (SentencePiece's dummy prefix)
+  bool decode_strip_space = false;    // drop one leading space from the text (SentencePiece's dummy prefix)
   bool decode_byte_fallback = false;  // SentencePiece mode: <0xXX> pieces stand for their byte
 
   std::string chat_template;

@@ -18,8 +18,8 @@ namespace {
 // End-of-generation tokens llama.cpp recognises by their text when the metadata does not list them. Like llama.cpp,
 // such a token is a control token whatever type the file gives it (a converter may have written Gemma's
 // <end_of_turn> as user-defined): it ends generation and is matched in text only as special-token text.
-constexpr const char* kEndOfGeneration[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
-                                            "<|eom_id|>", "<EOT>", "<|end_of_text|>"};
+constexpr const char* kEndOfGeneration[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                            "<|endoftext|>", "<|eom_id|>", "<EOT>",   "<|end_of_text|>"};
 
 int32_t optional_id(const GgufFile& g, const std::string& key, const Vocab& vocab) {
   auto v = g.find_int(key);

@@ -84,8 +84,10 @@ void parse_normalizer(const json& n, TokenizerData& d) {
     if (!literal) unsupported("normalizer (Replace with a regex)", n);
     d.normalize.push_back({NormalizeStep::replace, pattern, n.at("content").get<std::string>()});
   } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
-    const NormalForm form = type == "NFC" ? NormalForm::nfc : type == "NFD" ? NormalForm::nfd
-                          : type == "NFKC" ? NormalForm::nfkc : NormalForm::nfkd;
+    const NormalForm form = type == "NFC"    ? NormalForm::nfc
+                            : type == "NFD"  ? NormalForm::nfd
+                            : type == "NFKC" ? NormalForm::nfkc
+                                             : NormalForm::nfkd;
     d.normalize.push_back({NormalizeStep::unicode, "", "", form});
   } else {
     unsupported("normalizer", n);
@@ -122,8 +124,10 @@ void parse_pre_tokenizer(const json& p, TokenizerData& d) {
   } else if (type == "Punctuation") {
     // Each punctuation character is a delimiter; "Contiguous" keeps a run of them together.
     const std::string behavior = p.value("behavior", std::string("Isolated"));
-    if (behavior == "Contiguous") rules.add_split(patterns::punctuation_runs, SplitBehavior::isolated);
-    else rules.add_split(patterns::punctuation, split_behavior(behavior));
+    if (behavior == "Contiguous")
+      rules.add_split(patterns::punctuation_runs, SplitBehavior::isolated);
+    else
+      rules.add_split(patterns::punctuation, split_behavior(behavior));
   } else if (type == "Metaspace") {
     d.metaspace.enabled = true;
     d.metaspace.replacement = p.value("replacement", std::string(kSpmSpace));
@@ -201,7 +205,8 @@ void parse_post_processor(const json& p, TokenizerData& d) {
 
 void parse_model(const json& m, TokenizerData& d) {
   if (m.value("type", std::string("BPE")) != "BPE") unsupported("model", m);
-  if (!m.value("continuing_subword_prefix", json()).is_null() && !m.at("continuing_subword_prefix").get<std::string>().empty())
+  if (!m.value("continuing_subword_prefix", json()).is_null() &&
+      !m.at("continuing_subword_prefix").get<std::string>().empty())
     unsupported("model (BPE with continuing_subword_prefix)", m);
   if (!m.value("end_of_word_suffix", json()).is_null() && !m.at("end_of_word_suffix").get<std::string>().empty())
     unsupported("model (BPE with end_of_word_suffix)", m);
@@ -241,7 +246,8 @@ void parse_tokenizer_json(const json& tj, TokenizerData& d) {
   if (d.bpe.byte_fallback)
     for (size_t i = 0; i < d.vocab.size(); ++i) {
       const std::string& p = d.vocab.piece(static_cast<int32_t>(i));
-      if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>') d.vocab.set_kind(static_cast<int32_t>(i), TokenKind::byte);
+      if (p.size() == 6 && p.compare(0, 3, "<0x") == 0 && p[5] == '>')
+        d.vocab.set_kind(static_cast<int32_t>(i), TokenKind::byte);
     }
   for (const json& a : tj.value("added_tokens", json::array())) {
     AddedToken t;
@@ -318,7 +324,8 @@ Tokenizer Tokenizer::from_hf_json_text(std::string_view text, const std::string&
 Tokenizer Tokenizer::from_hf_dir(const fs::path& dir) {
   const fs::path tj_path = dir / "tokenizer.json";
   if (!fs::exists(tj_path))
-    throw std::runtime_error(tj_path.string() + ": not found (a Hugging Face tokenizer directory needs tokenizer.json)");
+    throw std::runtime_error(tj_path.string() +
+                             ": not found (a Hugging Face tokenizer directory needs tokenizer.json)");
   auto d = data_of_tokenizer_json(read_text(tj_path), tj_path.string());
 
   const fs::path cfg_path = dir / "tokenizer_config.json";
@@ -336,7 +343,8 @@ Tokenizer Tokenizer::from_hf_dir(const fs::path& dir) {
     if (gen.contains("eos_token_id")) {
       const json& e = gen.at("eos_token_id");
       try {
-        if (e.is_number_integer()) d->eos_ids.push_back(token_id_of(e));
+        if (e.is_number_integer())
+          d->eos_ids.push_back(token_id_of(e));
         else if (e.is_array())
           for (const json& id : e) d->eos_ids.push_back(token_id_of(id));
       } catch (const std::exception& err) {

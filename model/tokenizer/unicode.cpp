@@ -17,7 +17,8 @@ Utf8Step utf8_step(std::string_view s) {
   size_t need;
   unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
   char32_t cp;
-  if (b0 >= 0xC2 && b0 <= 0xDF) need = 1, cp = b0 & 0x1F;
+  if (b0 >= 0xC2 && b0 <= 0xDF)
+    need = 1, cp = b0 & 0x1F;
   else if (b0 >= 0xE0 && b0 <= 0xEF) {
     need = 2, cp = b0 & 0x0F;
     if (b0 == 0xE0) lo = 0xA0;
@@ -67,8 +68,10 @@ std::string utf8_lossy(std::string_view bytes) {
   size_t i = 0;
   while (i < bytes.size()) {
     const Utf8Step st = utf8_step(bytes.substr(i));
-    if (st.valid) out.append(bytes.substr(i, st.len));
-    else out += "\xEF\xBF\xBD";
+    if (st.valid)
+      out.append(bytes.substr(i, st.len));
+    else
+      out += "\xEF\xBF\xBD";
     i += st.len;
   }
   return out;
@@ -147,7 +150,8 @@ std::string unicode_normalize(std::string_view text, NormalForm form) {
     case NormalForm::nfkd: n = icu::Normalizer2::getNFKDInstance(status); break;
   }
   if (U_FAILURE(status)) throw std::runtime_error(std::string("ICU normalizer unavailable: ") + u_errorName(status));
-  const icu::UnicodeString in = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
+  const icu::UnicodeString in =
+      icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), static_cast<int32_t>(text.size())));
   if (n->isNormalized(in, status) && U_SUCCESS(status)) return std::string(text);
   status = U_ZERO_ERROR;
   const icu::UnicodeString out = n->normalize(in, status);
@@ -160,10 +164,15 @@ std::string unicode_normalize(std::string_view text, NormalForm form) {
 bool is_python_space(char32_t c) {
   if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
   switch (c) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
-      return true;
-    default:
-      return c >= 0x2000 && c <= 0x200A;
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return c >= 0x2000 && c <= 0x200A;
   }
 }
 

@@ -12,10 +12,10 @@ namespace corolla::tok {
 
 // One step of UTF-8 decoding at the start of `s` (non-empty).
 struct Utf8Step {
-  char32_t cp = 0;        // the code point when valid
-  size_t len = 1;         // bytes consumed: the whole character, or the maximal ill-formed subpart
+  char32_t cp = 0;  // the code point when valid
+  size_t len = 1;   // bytes consumed: the whole character, or the maximal ill-formed subpart
   bool valid = false;
-  bool truncated = false; // ill-formed only because `s` ends inside a character that could still complete
+  bool truncated = false;  // ill-formed only because `s` ends inside a character that could still complete
 };
 Utf8Step utf8_step(std::string_view s);
 
@@ -29,9 +29,7 @@ std::string utf8_lossy(std::string_view bytes);
 size_t utf8_incomplete_tail(std::string_view s);
 
 // Length of the UTF-8 character whose first byte is `lead` in well-formed text (1 to 4).
-inline size_t utf8_len(unsigned char lead) {
-  return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-}
+inline size_t utf8_len(unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4; }
 
 void append_utf8(std::string& out, char32_t cp);
 

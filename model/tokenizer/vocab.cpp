@@ -9,7 +9,8 @@ namespace corolla::tok {
 
 void Vocab::set(int32_t id, std::string piece, TokenKind kind, float score) {
   if (id < 0 || id >= kMaxVocabSize)
-    throw std::invalid_argument("token id " + std::to_string(id) + " is outside 0.." + std::to_string(kMaxVocabSize - 1));
+    throw std::invalid_argument("token id " + std::to_string(id) + " is outside 0.." +
+                                std::to_string(kMaxVocabSize - 1));
   if (static_cast<size_t>(id) >= pieces_.size()) {
     pieces_.resize(id + 1);
     kinds_.resize(id + 1, TokenKind::unused);

@@ -4,8 +4,7 @@
 
 namespace corolla {
 
-LocalBlocks::LocalBlocks(const WeightSource& source, Backend& backend, std::optional<DType> dtype)
-    : backend_(backend) {
+LocalBlocks::LocalBlocks(const WeightSource& source, Backend& backend, std::optional<DType> dtype) : backend_(backend) {
   for (int64_t i = 0; i < source.config().num_layers; ++i) {
     owned_.push_back(load_block(source, i, backend, {dtype}));
     ptrs_.push_back(owned_.back().get());

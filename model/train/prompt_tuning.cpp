@@ -119,8 +119,8 @@ HeadLoss PromptTuning::loss(const TrainingBatch& batch, const Tensor& blocks_out
   Backend& be = head_->backend();
   const int64_t b = batch.batch, t = batch.length, p = options_.pre_seq_len, d = c.hidden_size, s = p + t;
   if (blocks_out.dtype() != DType::f32 || blocks_out.shape() != Shape{b, s, d})
-    throw std::invalid_argument("the blocks' output " + blocks_out.describe() + " is not [" + std::to_string(b) +
-                                ", " + std::to_string(s) + ", " + std::to_string(d) + "]");
+    throw std::invalid_argument("the blocks' output " + blocks_out.describe() + " is not [" + std::to_string(b) + ", " +
+                                std::to_string(s) + ", " + std::to_string(d) + "]");
   // The rows the loss reads, and the class (or next token) each must predict.
   std::vector<int64_t> rows;
   std::vector<int32_t> targets;
@@ -241,8 +241,7 @@ void PromptTuning::set_parameters(const std::map<std::string, Tensor>& values) {
     Param* prm = find(name);
     if (!prm) throw std::invalid_argument("no trainable parameter '" + name + "' in this tuning");
     if (value.shape() != prm->value.shape())
-      throw std::invalid_argument("parameter '" + name + "' is " + prm->value.describe() + ", got " +
-                                  value.describe());
+      throw std::invalid_argument("parameter '" + name + "' is " + prm->value.describe() + ", got " + value.describe());
     const Tensor f = value.to_f32();
     std::memcpy(prm->value.data(), f.data(), static_cast<size_t>(f.nbytes()));
   }
@@ -262,8 +261,8 @@ TunedPrompts load_tuned_prompts(const std::string& path, const ModelConfig& conf
     out.deep_prompts = file->tensor("deep_prompts").to_f32();
     if (out.deep_prompts.shape() != Shape{config.num_layers, out.prompts.dim(0), config.hidden_size})
       throw std::invalid_argument(path + ": deep_prompts " + out.deep_prompts.describe() + " are not [" +
-                                  std::to_string(config.num_layers) + ", " + std::to_string(out.prompts.dim(0)) +
-                                  ", " + std::to_string(config.hidden_size) + "] for this model");
+                                  std::to_string(config.num_layers) + ", " + std::to_string(out.prompts.dim(0)) + ", " +
+                                  std::to_string(config.hidden_size) + "] for this model");
   }
   return out;
 }

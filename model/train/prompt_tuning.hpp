@@ -38,7 +38,7 @@ struct TuningOptions {
   int64_t num_labels = 2;      // classifier only
   bool train_lm_head = false;  // lm only: train an f32 copy of the LM head too
   AdamOptions adam;
-  uint64_t seed = 0;           // initial prompts and classifier weights
+  uint64_t seed = 0;  // initial prompts and classifier weights
 };
 
 // `mode` with `pre_seq_len` prompt tokens and `head`, everything else as default.

@@ -9,8 +9,19 @@ namespace corolla {
 namespace {
 
 enum GgufType : uint32_t {
-  kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7, kString = 8, kArray = 9,
-  kU64 = 10, kI64 = 11, kF64 = 12,
+  kU8 = 0,
+  kI8 = 1,
+  kU16 = 2,
+  kI16 = 3,
+  kU32 = 4,
+  kI32 = 5,
+  kF32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kU64 = 10,
+  kI64 = 11,
+  kF64 = 12,
 };
 
 // ggml_type ids of the tensor types Corolla reads.
@@ -79,9 +90,16 @@ class Cursor {
 
 GgufValue::Kind kind_of(uint32_t t, Cursor& c) {
   switch (t) {
-    case kU8: case kU16: case kU32: case kU64: return GgufValue::Kind::unsigned_integer;
-    case kI8: case kI16: case kI32: case kI64: return GgufValue::Kind::integer;
-    case kF32: case kF64: return GgufValue::Kind::floating;
+    case kU8:
+    case kU16:
+    case kU32:
+    case kU64: return GgufValue::Kind::unsigned_integer;
+    case kI8:
+    case kI16:
+    case kI32:
+    case kI64: return GgufValue::Kind::integer;
+    case kF32:
+    case kF64: return GgufValue::Kind::floating;
     case kBool: return GgufValue::Kind::boolean;
     case kString: return GgufValue::Kind::string;
     case kArray: return GgufValue::Kind::array;
@@ -92,14 +110,38 @@ GgufValue::Kind kind_of(uint32_t t, Cursor& c) {
 // Reads one scalar of type t as (integer, floating, string) into the value's fields.
 void read_scalar(Cursor& c, uint32_t t, GgufValue& v) {
   switch (t) {
-    case kU8: v.u = c.read<uint8_t>("u8"); v.i = static_cast<int64_t>(v.u); break;
-    case kI8: v.i = c.read<int8_t>("i8"); v.u = static_cast<uint64_t>(v.i); break;
-    case kU16: v.u = c.read<uint16_t>("u16"); v.i = static_cast<int64_t>(v.u); break;
-    case kI16: v.i = c.read<int16_t>("i16"); v.u = static_cast<uint64_t>(v.i); break;
-    case kU32: v.u = c.read<uint32_t>("u32"); v.i = static_cast<int64_t>(v.u); break;
-    case kI32: v.i = c.read<int32_t>("i32"); v.u = static_cast<uint64_t>(v.i); break;
-    case kU64: v.u = c.read<uint64_t>("u64"); v.i = static_cast<int64_t>(v.u); break;
-    case kI64: v.i = c.read<int64_t>("i64"); v.u = static_cast<uint64_t>(v.i); break;
+    case kU8:
+      v.u = c.read<uint8_t>("u8");
+      v.i = static_cast<int64_t>(v.u);
+      break;
+    case kI8:
+      v.i = c.read<int8_t>("i8");
+      v.u = static_cast<uint64_t>(v.i);
+      break;
+    case kU16:
+      v.u = c.read<uint16_t>("u16");
+      v.i = static_cast<int64_t>(v.u);
+      break;
+    case kI16:
+      v.i = c.read<int16_t>("i16");
+      v.u = static_cast<uint64_t>(v.i);
+      break;
+    case kU32:
+      v.u = c.read<uint32_t>("u32");
+      v.i = static_cast<int64_t>(v.u);
+      break;
+    case kI32:
+      v.i = c.read<int32_t>("i32");
+      v.u = static_cast<uint64_t>(v.i);
+      break;
+    case kU64:
+      v.u = c.read<uint64_t>("u64");
+      v.i = static_cast<int64_t>(v.u);
+      break;
+    case kI64:
+      v.i = c.read<int64_t>("i64");
+      v.u = static_cast<uint64_t>(v.i);
+      break;
     case kF32: v.f = c.read<float>("f32"); break;
     case kF64: v.f = c.read<double>("f64"); break;
     case kBool: v.b = c.read<uint8_t>("bool") != 0; break;
@@ -111,9 +153,14 @@ void read_scalar(Cursor& c, uint32_t t, GgufValue& v) {
 // The fewest bytes one value of type t takes in the file (a string: its length).
 uint64_t min_value_bytes(uint32_t t) {
   switch (t) {
-    case kU8: case kI8: case kBool: return 1;
-    case kU16: case kI16: return 2;
-    case kU32: case kI32: case kF32: return 4;
+    case kU8:
+    case kI8:
+    case kBool: return 1;
+    case kU16:
+    case kI16: return 2;
+    case kU32:
+    case kI32:
+    case kF32: return 4;
     default: return 8;
   }
 }
@@ -210,8 +257,9 @@ std::shared_ptr<GgufFile> GgufFile::parse(std::shared_ptr<MappedFile> file) {
     }
     const uint32_t type = c.read<uint32_t>("tensor type");
     auto dt = dtype_of_ggml(type);
-    if (!dt) c.fail("tensor '" + info.name + "' has ggml type " + std::to_string(type) +
-                    " (supported: " + weight_dtype_list() + ")");
+    if (!dt)
+      c.fail("tensor '" + info.name + "' has ggml type " + std::to_string(type) +
+             " (supported: " + weight_dtype_list() + ")");
     info.dtype = *dt;
     switch (n_dims) {
       case 1: info.shape = Shape{ne[0]}; break;

@@ -34,7 +34,7 @@ struct GgufValue {
 struct GgufTensorInfo {
   std::string name;
   DType dtype;
-  Shape shape;  // row-major (GGUF's ne reversed): a [K, N] ggml matrix is Shape{N, K}
+  Shape shape;          // row-major (GGUF's ne reversed): a [K, N] ggml matrix is Shape{N, K}
   uint64_t offset = 0;  // from the start of the file
   int64_t nbytes = 0;
 };

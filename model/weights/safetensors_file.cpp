@@ -38,9 +38,8 @@ std::optional<std::vector<int64_t>> non_negative_integers(const nlohmann::json& 
   std::vector<int64_t> out;
   for (const auto& e : v) {
     if (!e.is_number_integer()) return std::nullopt;
-    const bool in_range = e.is_number_unsigned()
-                              ? e.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max())
-                              : e.get<int64_t>() >= 0;
+    const bool in_range = e.is_number_unsigned() ? e.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max())
+                                                 : e.get<int64_t>() >= 0;
     if (!in_range) return std::nullopt;
     out.push_back(e.get<int64_t>());
   }

@@ -229,7 +229,8 @@ class GgufSource final : public WeightSource {
     std::smatch m;
     if (!std::regex_match(g, m, stack)) return std::nullopt;
     const auto block = parse_block_number(m[1].str());
-    if (!block) throw std::runtime_error(gguf_->path() + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
+    if (!block)
+      throw std::runtime_error(gguf_->path() + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
     const std::string p = m[2].str();
     return ExpertStack{*block, p == "gate" ? "w1" : p == "up" ? "w3" : "w2"};
   }
@@ -238,8 +239,8 @@ class GgufSource final : public WeightSource {
       throw std::runtime_error(gguf_->path() + ": tensor '" + info.name + "' is not a stack of " +
                                std::to_string(config_.num_experts) + " experts");
     for (int64_t e = 0; e < info.shape[0]; ++e)
-      hf_to_gguf_[block_tensor_name(s.block, "block_sparse_moe.experts." + std::to_string(e) + "." + s.weight +
-                                                 ".weight")] = {info.name, e};
+      hf_to_gguf_[block_tensor_name(
+          s.block, "block_sparse_moe.experts." + std::to_string(e) + "." + s.weight + ".weight")] = {info.name, e};
   }
 
   // A Gemma 2 norm weight stored as 1 + weight.
@@ -253,20 +254,28 @@ class GgufSource final : public WeightSource {
         {"output.weight", "lm_head.weight"},
     };
     static const std::map<std::string, std::string> per_block = {
-        {"attn_norm.weight", "input_layernorm.weight"},  {"attn_q.weight", "self_attn.q_proj.weight"},
-        {"attn_k.weight", "self_attn.k_proj.weight"},    {"attn_v.weight", "self_attn.v_proj.weight"},
-        {"attn_q.bias", "self_attn.q_proj.bias"},        {"attn_k.bias", "self_attn.k_proj.bias"},
-        {"attn_v.bias", "self_attn.v_proj.bias"},        {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"attn_norm.weight", "input_layernorm.weight"},
+        {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_k.weight", "self_attn.k_proj.weight"},
+        {"attn_v.weight", "self_attn.v_proj.weight"},
+        {"attn_q.bias", "self_attn.q_proj.bias"},
+        {"attn_k.bias", "self_attn.k_proj.bias"},
+        {"attn_v.bias", "self_attn.v_proj.bias"},
+        {"attn_output.weight", "self_attn.o_proj.weight"},
         {"ffn_norm.weight", "post_attention_layernorm.weight"},
-        {"ffn_gate.weight", "mlp.gate_proj.weight"},     {"ffn_up.weight", "mlp.up_proj.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},
+        {"ffn_up.weight", "mlp.up_proj.weight"},
         {"ffn_down.weight", "mlp.down_proj.weight"},
-        {"attn_output.bias", "self_attn.o_proj.bias"},   {"ffn_gate.bias", "mlp.gate_proj.bias"},
-        {"ffn_up.bias", "mlp.up_proj.bias"},             {"ffn_down.bias", "mlp.down_proj.bias"},
-        {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+        {"attn_output.bias", "self_attn.o_proj.bias"},
+        {"ffn_gate.bias", "mlp.gate_proj.bias"},
+        {"ffn_up.bias", "mlp.up_proj.bias"},
+        {"ffn_down.bias", "mlp.down_proj.bias"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
         {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight"},
     };
-    static const std::map<std::string, std::string> phi3_fused = {
-        {"attn_qkv.weight", "self_attn.qkv_proj.weight"}, {"ffn_up.weight", "mlp.gate_up_proj.weight"}};
+    static const std::map<std::string, std::string> phi3_fused = {{"attn_qkv.weight", "self_attn.qkv_proj.weight"},
+                                                                  {"ffn_up.weight", "mlp.gate_up_proj.weight"}};
     // Gemma 2's four norms: ffn_norm is the MLP's input norm, which Hugging Face calls pre_feedforward_layernorm.
     static const std::map<std::string, std::string> gemma2 = {
         {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
@@ -276,7 +285,7 @@ class GgufSource final : public WeightSource {
     if (auto it = globals.find(g); it != globals.end()) return it->second;
     const auto [block, suffix] = block_and_suffix(g);
     if (block < 0) return {};
-    const auto& names = config_.arch == "phi3" && phi3_fused.count(suffix)     ? phi3_fused
+    const auto& names = config_.arch == "phi3" && phi3_fused.count(suffix) ? phi3_fused
                         : config_.arch == "gemma2" && gemma2.count(suffix) ? gemma2
                                                                            : per_block;
     if (auto it = names.find(suffix); it != names.end()) return block_tensor_name(block, it->second);
@@ -296,13 +305,20 @@ class GgufSource final : public WeightSource {
     };
     const std::string attn_norm = config_.separate_mlp_norm ? "ln_attn" : "input_layernorm";
     const std::map<std::string, std::string> per_block = {
-        {"attn_norm.weight", attn_norm + ".weight"},           {"attn_norm.bias", attn_norm + ".bias"},
-        {"attn_norm_2.weight", "ln_mlp.weight"},               {"attn_norm_2.bias", "ln_mlp.bias"},
-        {"ffn_norm.weight", "post_attention_layernorm.weight"}, {"ffn_norm.bias", "post_attention_layernorm.bias"},
-        {"attn_qkv.weight", "self_attention.qkv.weight"},      {"attn_qkv.bias", "self_attention.qkv.bias"},
-        {"attn_output.weight", "self_attention.dense.weight"}, {"attn_output.bias", "self_attention.dense.bias"},
-        {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},         {"ffn_up.bias", "mlp.dense_h_to_4h.bias"},
-        {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},       {"ffn_down.bias", "mlp.dense_4h_to_h.bias"},
+        {"attn_norm.weight", attn_norm + ".weight"},
+        {"attn_norm.bias", attn_norm + ".bias"},
+        {"attn_norm_2.weight", "ln_mlp.weight"},
+        {"attn_norm_2.bias", "ln_mlp.bias"},
+        {"ffn_norm.weight", "post_attention_layernorm.weight"},
+        {"ffn_norm.bias", "post_attention_layernorm.bias"},
+        {"attn_qkv.weight", "self_attention.qkv.weight"},
+        {"attn_qkv.bias", "self_attention.qkv.bias"},
+        {"attn_output.weight", "self_attention.dense.weight"},
+        {"attn_output.bias", "self_attention.dense.bias"},
+        {"ffn_up.weight", "mlp.dense_h_to_4h.weight"},
+        {"ffn_up.bias", "mlp.dense_h_to_4h.bias"},
+        {"ffn_down.weight", "mlp.dense_4h_to_h.weight"},
+        {"ffn_down.bias", "mlp.dense_4h_to_h.bias"},
     };
     if (auto it = globals.find(g); it != globals.end()) return it->second;
     const auto [block, suffix] = block_and_suffix(g);
@@ -317,7 +333,8 @@ class GgufSource final : public WeightSource {
     std::smatch m;
     if (!std::regex_match(g, m, block)) return {-1, ""};
     const auto n = parse_block_number(m[1].str());
-    if (!n) throw std::runtime_error(gguf_->path() + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
+    if (!n)
+      throw std::runtime_error(gguf_->path() + ": tensor '" + g + "' names block " + m[1].str() + ", out of range");
     return {*n, m[2].str()};
   }
 

@@ -120,8 +120,10 @@ Streamed parse_stream(const HttpReply& r, const char* field) {
     if (c["choices"].empty()) continue;
     const json& ch = c["choices"][0];
     std::string piece;
-    if (std::string(field) == "text") piece = ch["text"].get<std::string>();
-    else if (ch["delta"].contains("content")) piece = ch["delta"]["content"].get<std::string>();
+    if (std::string(field) == "text")
+      piece = ch["text"].get<std::string>();
+    else if (ch["delta"].contains("content"))
+      piece = ch["delta"]["content"].get<std::string>();
     if (!piece.empty()) s.content_chunks++;
     s.text += piece;
     if (!ch["finish_reason"].is_null()) s.finish_reason = ch["finish_reason"];
@@ -186,8 +188,7 @@ BOOST_AUTO_TEST_CASE(stop_sequences_end_the_text_before_them_streamed_or_not) {
   // A stop sequence taken from the middle of the greedy text: two ASCII characters after byte 12.
   std::string stop;
   for (size_t i = 12; i + 2 < full.size() && stop.empty(); ++i)
-    if (static_cast<unsigned char>(full[i]) < 0x80 && static_cast<unsigned char>(full[i + 1]) < 0x80 &&
-        full[i] != ' ')
+    if (static_cast<unsigned char>(full[i]) < 0x80 && static_cast<unsigned char>(full[i + 1]) < 0x80 && full[i] != ' ')
       stop = full.substr(i, 2);
   BOOST_REQUIRE(!stop.empty());
   const std::string want = full.substr(0, full.find(stop));
@@ -196,7 +197,10 @@ BOOST_AUTO_TEST_CASE(stop_sequences_end_the_text_before_them_streamed_or_not) {
          std::string::npos)
     ++tokens;
   ++tokens;
-  json body = {{"model", "tiny"}, {"prompt", golden_prompt()}, {"max_tokens", 32}, {"temperature", 0},
+  json body = {{"model", "tiny"},
+               {"prompt", golden_prompt()},
+               {"max_tokens", 32},
+               {"temperature", 0},
                {"stop", {"never-appears", stop}}};
   auto j = completion(body);
   BOOST_TEST(j["choices"][0]["text"] == want);
@@ -217,22 +221,27 @@ BOOST_AUTO_TEST_CASE(chat_completion_renders_the_template_and_counts_usage) {
   BOOST_TEST(j["object"] == "chat.completion");
   BOOST_TEST(j["choices"][0]["message"]["role"] == "assistant");
   // "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
-  const size_t prompt = world().tokenizer
-                            .encode("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
-                                    "<|im_start|>assistant\n",
-                                    {.add_special = false, .parse_special = true})
+  const size_t prompt = world()
+                            .tokenizer
+                            .encode(
+                                "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+                                "<|im_start|>assistant\n",
+                                {.add_special = false, .parse_special = true})
                             .size();
   BOOST_TEST(j["usage"]["prompt_tokens"] == prompt);
   BOOST_TEST(j["usage"]["completion_tokens"].get<int>() <= 8);
   // Template arguments (vLLM's chat_template_kwargs): Qwen3's enable_thinking, which ChatML ignores.
   auto k = post_json(port(), "/v1/chat/completions",
-                     {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 1},
+                     {{"model", "tiny"},
+                      {"messages", messages},
+                      {"max_tokens", 1},
                       {"chat_template_kwargs", {{"enable_thinking", false}}}});
   BOOST_REQUIRE_MESSAGE(k.status == 200, k.body);
   BOOST_TEST(k.json()["usage"]["prompt_tokens"] == prompt);
   // Streamed: a first chunk with the role, then content, then the finish reason and [DONE].
-  auto s = post_json(port(), "/v1/chat/completions",
-                     {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 8}, {"temperature", 0}, {"stream", true}});
+  auto s =
+      post_json(port(), "/v1/chat/completions",
+                {{"model", "tiny"}, {"messages", messages}, {"max_tokens", 8}, {"temperature", 0}, {"stream", true}});
   auto events = s.events();
   BOOST_REQUIRE(events.size() >= 3u);
   BOOST_TEST(json::parse(events[0])["choices"][0]["delta"]["role"] == "assistant");
@@ -241,8 +250,10 @@ BOOST_AUTO_TEST_CASE(chat_completion_renders_the_template_and_counts_usage) {
 }
 
 BOOST_AUTO_TEST_CASE(sampling_settings_take_effect_and_seeds_repeat) {
-  json body = {{"model", "tiny"}, {"prompt", golden_prompt()}, {"max_tokens", 24}, {"temperature", 1.5},
-               {"top_k", 50}, {"top_p", 0.95}, {"seed", 7}};
+  json body = {{"model", "tiny"},  {"prompt", golden_prompt()},
+               {"max_tokens", 24}, {"temperature", 1.5},
+               {"top_k", 50},      {"top_p", 0.95},
+               {"seed", 7}};
   const auto a = completion(body)["choices"][0]["text"];
   BOOST_TEST(completion(body)["choices"][0]["text"] == a);  // same seed, same text
   body["seed"] = 8;
@@ -250,14 +261,18 @@ BOOST_AUTO_TEST_CASE(sampling_settings_take_effect_and_seeds_repeat) {
   body["seed"] = 9;
   const auto c = completion(body)["choices"][0]["text"];
   BOOST_TEST((a != b || a != c));
-  const auto greedy = completion({{"model", "tiny"}, {"prompt", golden_prompt()}, {"max_tokens", 24}, {"temperature", 0}});
+  const auto greedy =
+      completion({{"model", "tiny"}, {"prompt", golden_prompt()}, {"max_tokens", 24}, {"temperature", 0}});
   BOOST_TEST((a != greedy["choices"][0]["text"] || b != greedy["choices"][0]["text"]));
   // top_k = 1 is greedy whatever the temperature.
   body["top_k"] = 1;
   BOOST_TEST(completion(body)["choices"][0]["text"] == greedy["choices"][0]["text"]);
   // A strong repetition penalty changes the greedy text.
-  const auto penalised = completion({{"model", "tiny"}, {"prompt", golden_prompt()}, {"max_tokens", 24},
-                                     {"temperature", 0}, {"repetition_penalty", 5.0}});
+  const auto penalised = completion({{"model", "tiny"},
+                                     {"prompt", golden_prompt()},
+                                     {"max_tokens", 24},
+                                     {"temperature", 0},
+                                     {"repetition_penalty", 5.0}});
   BOOST_TEST(penalised["choices"][0]["text"] != greedy["choices"][0]["text"]);
 }
 
@@ -318,7 +333,7 @@ BOOST_AUTO_TEST_CASE(petals_websocket_streams_until_the_stop_sequence_or_the_ses
   BOOST_TEST(tokens <= 23);
   BOOST_TEST(tokens >= 20);
   BOOST_TEST(replies >= tokens / 2);  // a reply waits while a character is incomplete
-  BOOST_TEST(ws.read().is_null());  // then the socket closes
+  BOOST_TEST(ws.read().is_null());    // then the socket closes
 }
 
 BOOST_AUTO_TEST_CASE(petals_stop_sequence_ends_the_stream) {
@@ -349,8 +364,10 @@ BOOST_AUTO_TEST_CASE(petals_stop_sequence_ends_the_stream) {
 BOOST_AUTO_TEST_CASE(petals_errors_are_ok_false_with_a_traceback) {
   auto first_reply = [](const json& open, const std::string& raw = "") {
     WsClient ws(port(), "/api/v2/generate");
-    if (raw.empty()) ws.send(open);
-    else ws.send_text(raw);
+    if (raw.empty())
+      ws.send(open);
+    else
+      ws.send_text(raw);
     auto r = ws.read();
     BOOST_TEST(ws.read().is_null());  // closed after the error
     return r;
@@ -368,7 +385,10 @@ BOOST_AUTO_TEST_CASE(petals_errors_are_ok_false_with_a_traceback) {
   WsClient ws(port(), "/api/v2/generate");
   ws.send({{"type", "open_inference_session"}, {"model", "tiny"}, {"max_length", 64}});
   BOOST_TEST(ws.read()["ok"] == true);
-  ws.send({{"type", "generate"}, {"inputs", "x"}, {"max_new_tokens", 1}, {"stop_sequence", "two tokens"},
+  ws.send({{"type", "generate"},
+           {"inputs", "x"},
+           {"max_new_tokens", 1},
+           {"stop_sequence", "two tokens"},
            {"extra_stop_sequences", {"\n"}}});
   r = ws.read();
   BOOST_TEST(r["ok"] == false);
@@ -394,11 +414,13 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_4xx_with_a_message_and_the_server_stays_up
   const json msgs = {{{"role", "user"}, {"content", "hi"}}};
   expect(http_request(port(), http::verb::post, "/v1/chat/completions", "{\"model\": "), 400, "malformed JSON");
   expect(http_request(port(), http::verb::post, "/v1/chat/completions", "[1, 2]"), 400, "JSON object");
-  expect(post_json(port(), "/v1/chat/completions", {{"model", "gpt-4"}, {"messages", msgs}}), 404, "unknown model 'gpt-4'");
-  expect(post_json(port(), "/v1/chat/completions", {{"model", "tiny"}, {"messages", msgs}, {"max_tokens", 100000}}), 400,
-         "at most 64 tokens");
-  expect(post_json(port(), "/v1/completions", {{"model", "tiny"}, {"prompt", std::string(300, 'a')}, {"max_tokens", 8}}),
-         400, "maximum context length is 256");
+  expect(post_json(port(), "/v1/chat/completions", {{"model", "gpt-4"}, {"messages", msgs}}), 404,
+         "unknown model 'gpt-4'");
+  expect(post_json(port(), "/v1/chat/completions", {{"model", "tiny"}, {"messages", msgs}, {"max_tokens", 100000}}),
+         400, "at most 64 tokens");
+  expect(
+      post_json(port(), "/v1/completions", {{"model", "tiny"}, {"prompt", std::string(300, 'a')}, {"max_tokens", 8}}),
+      400, "maximum context length is 256");
   expect(post_json(port(), "/v1/chat/completions", {{"model", "tiny"}}), 400, "'messages' is required");
   expect(post_json(port(), "/v1/chat/completions", {{"model", "tiny"}, {"messages", msgs}, {"temperature", "hot"}}),
          400, "'temperature' must be a number");
@@ -407,25 +429,29 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_4xx_with_a_message_and_the_server_stays_up
                    {{"model", "tiny"}, {"messages", {{{"role", "tool"}, {"content", "x"}}}}}),
          400, "role 'tool'");
   const json call = {{{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", "{}"}}}}};
-  expect(post_json(port(), "/v1/chat/completions",
-                   {{"model", "tiny"},
-                    {"messages", {{{"role", "user"}, {"content", "x"}}, {{"role", "assistant"}, {"tool_calls", call}}}}}),
-         400, "messages[1].tool_calls: tool calls are not supported");
+  expect(
+      post_json(port(), "/v1/chat/completions",
+                {{"model", "tiny"},
+                 {"messages", {{{"role", "user"}, {"content", "x"}}, {{"role", "assistant"}, {"tool_calls", call}}}}}),
+      400, "messages[1].tool_calls: tool calls are not supported");
   expect(post_json(port(), "/v1/chat/completions",
                    {{"model", "tiny"}, {"messages", msgs}, {"chat_template_kwargs", {{"tools_on", true}}}}),
          400, "chat_template_kwargs.tools_on is not supported");
   expect(post_json(port(), "/v1/chat/completions",
                    {{"model", "tiny"}, {"messages", msgs}, {"chat_template_kwargs", {{"enable_thinking", "maybe"}}}}),
          400, "enable_thinking");
-  expect(post_json(port(), "/v1/completions", {{"model", "tiny"}, {"prompt", {1, 2, 999}}}), 400, "outside the vocabulary");
+  expect(post_json(port(), "/v1/completions", {{"model", "tiny"}, {"prompt", {1, 2, 999}}}), 400,
+         "outside the vocabulary");
   expect(post_json(port(), "/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"stop", {1}}}), 400, "'stop'");
   expect(get(port(), "/v1/nothing"), 404, "no such endpoint");
   expect(get(port(), "/v1/chat/completions"), 405, "not allowed");
   expect(http_request(port(), http::verb::post, "/v1/completions", std::string(2 << 20, ' ')), 413, "over 1 MiB");
   // Still serving (greedy: a sampled first token is the tiny model's end of text about once in twenty).
   BOOST_TEST(get(port(), "/v1/models").status == 200);
-  BOOST_TEST(completion({{"model", "tiny"}, {"prompt", "ok"}, {"max_tokens", 2}, {"temperature", 0}})["usage"]
-                       ["completion_tokens"] == 2);
+  BOOST_TEST(
+      completion(
+          {{"model", "tiny"}, {"prompt", "ok"}, {"max_tokens", 2}, {"temperature", 0}})["usage"]["completion_tokens"] ==
+      2);
 }
 
 BOOST_AUTO_TEST_CASE(too_many_sessions_are_refused_until_one_closes) {
@@ -474,15 +500,17 @@ BOOST_AUTO_TEST_CASE(health_state_and_metrics_describe_the_swarm) {
     BOOST_TEST(s["cache_tokens_left"].get<int64_t>() > 0);
     BOOST_TEST(s["version"] == "0.1.0");
     BOOST_TEST(s["public_name"].get<std::string>().rfind("local-", 0) == 0u);
-    BOOST_TEST(s["dtype"] == "f32");  // what the blocks are stored in, not "auto"
+    BOOST_TEST(s["dtype"] == "f32");                // what the blocks are stored in, not "auto"
     BOOST_TEST(s["throughput"].get<double>() > 0);  // measured when the swarm starts
   }
   BOOST_TEST(state["api"]["max_sessions"] == 40);
   auto metrics = get(port(), "/metrics");
   BOOST_TEST(metrics.status == 200);
   BOOST_TEST(metrics.content_type.find("text/plain") == 0u);
-  for (const char* line : {"corolla_swarm_blocks_served{model=\"tiny\"} 4", "corolla_swarm_servers{model=\"tiny\",state=\"online\"} 2",
-                           "# TYPE corolla_api_requests_total counter", "corolla_api_requests_total{route=\"/api/v1/state\",code=\"200\"}"})
+  for (const char* line :
+       {"corolla_swarm_blocks_served{model=\"tiny\"} 4", "corolla_swarm_servers{model=\"tiny\",state=\"online\"} 2",
+        "# TYPE corolla_api_requests_total counter",
+        "corolla_api_requests_total{route=\"/api/v1/state\",code=\"200\"}"})
     BOOST_TEST(metrics.body.find(line) != std::string::npos, line);
 }
 
@@ -504,7 +532,10 @@ BOOST_AUTO_TEST_CASE(thirty_two_concurrent_chats_all_complete) {
       auto r = post_json(port(), "/v1/chat/completions",
                          {{"model", "tiny"},
                           {"messages", {{{"role", "user"}, {"content", "chat number " + std::to_string(i)}}}},
-                          {"max_tokens", 12}, {"temperature", 0.8}, {"seed", i}, {"stream", true},
+                          {"max_tokens", 12},
+                          {"temperature", 0.8},
+                          {"seed", i},
+                          {"stream", true},
                           {"stream_options", {{"include_usage", true}}}});
       return std::make_pair(r.status, parse_stream(r, "delta"));
     }));

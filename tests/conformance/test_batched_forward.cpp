@@ -114,8 +114,12 @@ void check_round(Block& block, const std::vector<Step>& steps, std::vector<KVCac
   }
   row = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
-    segments.push_back({.row = row, .batch = steps[i].b, .tokens = steps[i].t(), .positions = positions[i],
-                        .cache = steps[i].cached ? &batch_caches[i] : nullptr, .lora = steps[i].lora});
+    segments.push_back({.row = row,
+                        .batch = steps[i].b,
+                        .tokens = steps[i].t(),
+                        .positions = positions[i],
+                        .cache = steps[i].cached ? &batch_caches[i] : nullptr,
+                        .lora = steps[i].lora});
     row += steps[i].b * steps[i].t();
   }
   Tensor dev = backend().upload(all.clone());
@@ -123,7 +127,8 @@ void check_round(Block& block, const std::vector<Step>& steps, std::vector<KVCac
   const Tensor out = backend().download(dev);
   for (size_t i = 0; i < steps.size(); ++i) {
     const Tensor mine = out.slice_rows(segments[i].row, segments[i].row + segments[i].rows());
-    BOOST_TEST(max_abs_diff(mine, alone[i]) < kTol, what << ": session " << i << " differs by " << max_abs_diff(mine, alone[i]));
+    BOOST_TEST(max_abs_diff(mine, alone[i]) < kTol,
+               what << ": session " << i << " differs by " << max_abs_diff(mine, alone[i]));
   }
   for (size_t i = 0; i < steps.size(); ++i) {
     // (A ring holds only the latest positions: what it holds shows in the next round's outputs.)
@@ -151,12 +156,11 @@ BOOST_DATA_TEST_CASE(a_batch_of_sessions_computes_what_each_computes_alone, bdat
     std::vector<KVCache> batched = pooled_caches(*block, {1, 1, 2, 1}, max_len);
     const std::string where = std::string(name) + " block " + std::to_string(l);
     // Prompts of different lengths, a session of two sequences, and a stateless forward, in one batch.
-    check_round(*block,
-                {{1, range(0, long_prompt)}, {1, range(0, 3)}, {2, range(0, 2)}, {1, range(0, 4), false}}, alone,
-                batched, rng, c.hidden_size, where + ", prompts");
+    check_round(*block, {{1, range(0, long_prompt)}, {1, range(0, 3)}, {2, range(0, 2)}, {1, range(0, 4), false}},
+                alone, batched, rng, c.hidden_size, where + ", prompts");
     // Decode steps beside the next chunk of a prompt.
-    check_round(*block, {{1, range(long_prompt, long_prompt + 1)}, {1, range(3, 9)}, {2, range(2, 3)}}, alone,
-                batched, rng, c.hidden_size, where + ", decode and a chunk");
+    check_round(*block, {{1, range(long_prompt, long_prompt + 1)}, {1, range(3, 9)}, {2, range(2, 3)}}, alone, batched,
+                rng, c.hidden_size, where + ", decode and a chunk");
   }
 }
 

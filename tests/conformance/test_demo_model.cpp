@@ -81,7 +81,7 @@ BOOST_AUTO_TEST_CASE(quantized_weights_follow_transformers_greedy_path) {
     const float top = *std::max_element(row, row + vocab);
     const int32_t ours = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
     BOOST_TEST(top - row[want[step]] <= 1.0f, "step " << step << ": transformers' token " << want[step] << " is "
-                                                       << top - row[want[step]] << " below our top " << ours);
+                                                      << top - row[want[step]] << " below our top " << ours);
     if (gaps[step] >= 1.5) {
       ++decisive;
       BOOST_TEST(ours == want[step], "step " << step << " (transformers' margin " << gaps[step] << ")");

@@ -19,9 +19,11 @@ namespace bdata = boost::unit_test::data;
 namespace {
 
 constexpr float kTol = 1e-4f;
-const char* kModels[] = {"llama", "mistral", "qwen2", "llama3-rope", "qwen2-yarn", "llama-bias", "mistral-window", "qwen2-window",
-                         "qwen3", "mixtral", "phi3", "phi3-longrope", "bloom",
-                         "falcon", "falcon-new", "falcon-sequential", "falcon2", "gemma2", "gemma2-options"};
+const char* kModels[] = {"llama",      "mistral",    "qwen2",          "llama3-rope",
+                         "qwen2-yarn", "llama-bias", "mistral-window", "qwen2-window",
+                         "qwen3",      "mixtral",    "phi3",           "phi3-longrope",
+                         "bloom",      "falcon",     "falcon-new",     "falcon-sequential",
+                         "falcon2",    "gemma2",     "gemma2-options"};
 
 Backend& backend() { return golden_backend(); }
 
@@ -44,7 +46,9 @@ std::vector<int32_t> positions_of(const Tensor& x) {
   return p;
 }
 
-Tensor on_backend(const Tensor& host) { return backend().device() == Device::cpu ? host.clone() : backend().upload(host); }
+Tensor on_backend(const Tensor& host) {
+  return backend().device() == Device::cpu ? host.clone() : backend().upload(host);
+}
 
 Tensor row(const Tensor& t, int64_t i) {
   Tensor r = t.slice_rows(i, i + 1);
@@ -112,7 +116,8 @@ TrainingBatch golden_batch(const Golden& g, bool labelled) {
   const auto ids = g.ids("train_ids");
   std::vector<TrainingExample> ex(2);
   for (size_t i = 0; i < 2; ++i) {
-    ex[i].ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(i * 12), ids.begin() + static_cast<std::ptrdiff_t>((i + 1) * 12));
+    ex[i].ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(i * 12),
+                     ids.begin() + static_cast<std::ptrdiff_t>((i + 1) * 12));
     if (labelled) ex[i].label = static_cast<int32_t>(g.ids("cls_labels")[i]);
   }
   return make_batch(ex, 0);
@@ -136,7 +141,8 @@ BOOST_DATA_TEST_CASE(deep_prompt_tuning_loss_and_gradients_match_autograd, bdata
   tuning.set_parameters({{"prompts", g.tensor("ptune_prompts")}, {"deep_prompts", g.tensor("ptune_deep_prompts")}});
   const TrainingBatch batch = golden_batch(g, false);
   const BlockInputs in = tuning.inputs(batch);
-  const HeadLoss loss = tuning.loss(batch, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, backend()));
+  const HeadLoss loss =
+      tuning.loss(batch, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, backend()));
   BOOST_TEST(std::fabs(loss.loss - g.tensor("ptune_loss").data_as<float>()[0]) < kTol);
   SpanGradients grads = span_backward(blocks.blocks(), in.hidden, loss.grad, in.positions, in.prompts, backend());
   tuning.accumulate(batch, grads.grad_in, grads.grad_prompts);
@@ -154,7 +160,8 @@ BOOST_DATA_TEST_CASE(classifier_loss_and_gradients_match_autograd, bdata::make(k
   const TrainingBatch batch = golden_batch(g, true);
   const BlockInputs in = tuning.inputs(batch);
   BOOST_TEST(!has_prompts(in.prompts));
-  const HeadLoss loss = tuning.loss(batch, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, backend()));
+  const HeadLoss loss =
+      tuning.loss(batch, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, backend()));
   BOOST_TEST(std::fabs(loss.loss - g.tensor("cls_loss").data_as<float>()[0]) < kTol);
   SpanGradients grads = span_backward(blocks.blocks(), in.hidden, loss.grad, in.positions, in.prompts, backend());
   tuning.accumulate(batch, grads.grad_in, grads.grad_prompts);

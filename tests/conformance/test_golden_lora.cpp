@@ -134,8 +134,8 @@ BOOST_AUTO_TEST_CASE(unsupported_or_broken_adapters_are_refused_by_name) {
     BOOST_FAIL("an adapter for another model was accepted");
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
-    BOOST_TEST((what.find("do not fit the projection") != std::string::npos ||
-                what.find("names block") != std::string::npos),
-               what);
+    BOOST_TEST(
+        (what.find("do not fit the projection") != std::string::npos || what.find("names block") != std::string::npos),
+        what);
   }
 }

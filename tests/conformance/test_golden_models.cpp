@@ -72,7 +72,8 @@ BOOST_DATA_TEST_CASE(each_block_and_its_named_weights_match, bdata::make(kModels
     for (Block* b : {block.get(), reloaded.get()}) {
       Tensor h = backend().upload(hs.slice_rows(l, l + 1).reshaped(one).clone());
       b->forward(h, positions, nullptr);
-      BOOST_TEST(max_abs_diff(backend().download(h), want) < kTol, "block " << l << (b == block.get() ? "" : " reloaded"));
+      BOOST_TEST(max_abs_diff(backend().download(h), want) < kTol,
+                 "block " << l << (b == block.get() ? "" : " reloaded"));
     }
   }
 }
@@ -133,29 +134,44 @@ struct GgufCase {
 };
 std::ostream& operator<<(std::ostream& os, const GgufCase& c) { return os << c.model << "/" << c.file; }
 const GgufCase kGguf[] = {
-    {"llama", "model-f32.gguf", "", kTol},        {"llama", "model-f16.gguf", "f16", kTol},
-    {"llama", "model-q8_0.gguf", "q8_0", kTol},   {"llama", "model-q4_0.gguf", "q4_0", kTol},
+    {"llama", "model-f32.gguf", "", kTol},
+    {"llama", "model-f16.gguf", "f16", kTol},
+    {"llama", "model-q8_0.gguf", "q8_0", kTol},
+    {"llama", "model-q4_0.gguf", "q4_0", kTol},
     {"llama", "model-q4_1.gguf", "q4_1", kTol},
     // Q4_K_M and Q5_K_M as llama-quantize writes them for rows of 64 values: no K-quant (rows are not whole
     // super-blocks of 256), Q5_0 / Q5_1 for most weights and Q8_0 for the LM head, attn_v and ffn_down of layers
     // 2 and 3.
-    {"llama", "model-q4_K_M.gguf", "q4_K_M", kTol}, {"llama", "model-q5_K_M.gguf", "q5_K_M", kTol},
+    {"llama", "model-q4_K_M.gguf", "q4_K_M", kTol},
+    {"llama", "model-q5_K_M.gguf", "q5_K_M", kTol},
     {"qwen2", "model-f32.gguf", "", kTol},
-    {"qwen2", "model-q8_0.gguf", "q8_0", kTol},   {"llama-bias", "model-f32.gguf", "", kTol},
-    {"llama-bias", "model-q8_0.gguf", "q8_0", kTol}, {"qwen3", "model-f32.gguf", "", kTol},
-    {"qwen3", "model-q8_0.gguf", "q8_0", kTol},   {"mixtral", "model-f32.gguf", "", kTol},
-    {"mixtral", "model-q8_0.gguf", "q8_0", kTol}, {"falcon", "model-f32.gguf", "", kTol},
-    {"falcon", "model-q8_0.gguf", "q8_0", kTol},  {"falcon-new", "model-f32.gguf", "", kTol},
-    {"falcon-new", "model-q8_0.gguf", "q8_0", kTol},  {"bloom", "model-f32.gguf", "", kTol},
-    {"bloom", "model-q8_0.gguf", "q8_0", kTol},   {"phi3", "model-f32.gguf", "", kTol},
-    {"phi3", "model-q8_0.gguf", "q8_0", kTol},    {"phi3-longrope", "model-f32.gguf", "", kTol},
-    {"qwen2-yarn", "model-f32.gguf", "", kTol},   {"gemma2", "model-f32.gguf", "", kTol},
+    {"qwen2", "model-q8_0.gguf", "q8_0", kTol},
+    {"llama-bias", "model-f32.gguf", "", kTol},
+    {"llama-bias", "model-q8_0.gguf", "q8_0", kTol},
+    {"qwen3", "model-f32.gguf", "", kTol},
+    {"qwen3", "model-q8_0.gguf", "q8_0", kTol},
+    {"mixtral", "model-f32.gguf", "", kTol},
+    {"mixtral", "model-q8_0.gguf", "q8_0", kTol},
+    {"falcon", "model-f32.gguf", "", kTol},
+    {"falcon", "model-q8_0.gguf", "q8_0", kTol},
+    {"falcon-new", "model-f32.gguf", "", kTol},
+    {"falcon-new", "model-q8_0.gguf", "q8_0", kTol},
+    {"bloom", "model-f32.gguf", "", kTol},
+    {"bloom", "model-q8_0.gguf", "q8_0", kTol},
+    {"phi3", "model-f32.gguf", "", kTol},
+    {"phi3", "model-q8_0.gguf", "q8_0", kTol},
+    {"phi3-longrope", "model-f32.gguf", "", kTol},
+    {"qwen2-yarn", "model-f32.gguf", "", kTol},
+    {"gemma2", "model-f32.gguf", "", kTol},
     {"gemma2", "model-q8_0.gguf", "q8_0", kTol},
     // K-quants (256-value super-blocks, so a model with rows of 256): each type alone, and llama-quantize's
     // Q4_K_M mix (Q6_K for the LM head and for attn_v / ffn_down of layer 1).
-    {"llama-kquant", "model-q4_K.gguf", "q4_K", kTol}, {"llama-kquant", "model-q5_K.gguf", "q5_K", kTol},
-    {"llama-kquant", "model-q6_K.gguf", "q6_K", kTol}, {"llama-kquant", "model-q4_K_M.gguf", "q4_K_M", kTol},
-    {"llama-kquant", "model-q2_K.gguf", "q2_K", kTol}, {"llama-kquant", "model-q3_K.gguf", "q3_K", kTol},
+    {"llama-kquant", "model-q4_K.gguf", "q4_K", kTol},
+    {"llama-kquant", "model-q5_K.gguf", "q5_K", kTol},
+    {"llama-kquant", "model-q6_K.gguf", "q6_K", kTol},
+    {"llama-kquant", "model-q4_K_M.gguf", "q4_K_M", kTol},
+    {"llama-kquant", "model-q2_K.gguf", "q2_K", kTol},
+    {"llama-kquant", "model-q3_K.gguf", "q3_K", kTol},
     {"llama-kquant", "model-iq4_nl.gguf", "iq4_nl", kTol},
 };
 
@@ -244,8 +260,10 @@ BOOST_AUTO_TEST_CASE(gguf_and_safetensors_agree_within_dtype_tolerance) {
     }
     return ab / std::sqrt(aa * bb);
   };
-  const std::pair<const char*, double> files[] = {{"model-f32.gguf", 0.999999}, {"model-f16.gguf", 0.99999},
-                                                  {"model-q8_0.gguf", 0.998},   {"model-q4_0.gguf", 0.85},
+  const std::pair<const char*, double> files[] = {{"model-f32.gguf", 0.999999},
+                                                  {"model-f16.gguf", 0.99999},
+                                                  {"model-q8_0.gguf", 0.998},
+                                                  {"model-q4_0.gguf", 0.85},
                                                   {"model-q4_1.gguf", 0.85}};
   for (auto [file, floor] : files) {
     LocalModel model(open_weights(model_dir("llama") + "/" + file), backend());

@@ -78,9 +78,24 @@ using span = std::pair<int64_t, int64_t>;
 
 std::vector<std::string> server_flags(const TempDir& dir, const std::string& boot, const std::string& name,
                                       std::vector<std::string> more) {
-  std::vector<std::string> f{"--model", model_dir("llama"), "--port", "0", "--initial_peers", boot, "--data_dir",
-                             dir.str() + "/" + name, "--swarm_id", "spread", "--threads", "1", "--update_period",
-                             "0.5", "--throughput", "10", "--mean_balance_check_period", "0.5"};
+  std::vector<std::string> f{"--model",
+                             model_dir("llama"),
+                             "--port",
+                             "0",
+                             "--initial_peers",
+                             boot,
+                             "--data_dir",
+                             dir.str() + "/" + name,
+                             "--swarm_id",
+                             "spread",
+                             "--threads",
+                             "1",
+                             "--update_period",
+                             "0.5",
+                             "--throughput",
+                             "10",
+                             "--mean_balance_check_period",
+                             "0.5"};
   f.insert(f.end(), more.begin(), more.end());
   return f;
 }
@@ -105,8 +120,8 @@ BOOST_AUTO_TEST_CASE(servers_started_together_with_num_blocks_spread_out) {
     return s.size() == 3 && s[a->address()] != s[b->address()] && s[whole.address()] == span{0, 4};
   };
   auto spans = r.wait_for(settled);
-  BOOST_TEST_REQUIRE(settled(spans), "a: " << spans[a->address()].first << ":" << spans[a->address()].second
-                                           << ", b: " << spans[b->address()].first << ":" << spans[b->address()].second);
+  BOOST_TEST_REQUIRE(settled(spans), "a: " << spans[a->address()].first << ":" << spans[a->address()].second << ", b: "
+                                           << spans[b->address()].first << ":" << spans[b->address()].second);
   BOOST_TEST(r.generate() == Golden("llama").ids("greedy_ids"), boost::test_tools::per_element());
 }
 

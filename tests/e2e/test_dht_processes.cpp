@@ -122,7 +122,8 @@ BOOST_AUTO_TEST_CASE(values_stored_through_one_node_are_read_through_another) {
     BOOST_REQUIRE(r->items.size() == 1u);
     BOOST_TEST(r->items[0].subkey == signer.subkey("a"));
     BOOST_TEST(test::RecordSigner::payloads("greeting", {{r->items[0].subkey, {r->items[0].value, s.now() + 1min}}},
-                                            s.now())["a"].value == "hello");
+                                            s.now())["a"]
+                   .value == "hello");
     BOOST_TEST(r->contacts.size() == 3u);  // the other server nodes; clients are in nobody's table
     // The same RPC relayed through the connector: one request, answered by the peer itself.
     const dht_find_value_request probe{dht_contact{id_bytes(key_id("probe")), ""}, id_bytes(key_id("greeting")), {}};
@@ -211,8 +212,11 @@ BOOST_AUTO_TEST_CASE(bootstrap_fails_clearly_when_no_peer_answers) {
       .receive([&](const dht_bootstrap_reply&) {}, [&](caf::error& e) { err = e; });
   // Each peer with why it did not answer (here: nothing listens on its port).
   BOOST_TEST(describe(err).rfind("peer_unavailable: none of the initial peers answered: 127.0.0.1:1 (peer_unavailable: "
-                                 "cannot connect to 127.0.0.1:1: ", 0) == 0u, describe(err));
-  BOOST_TEST(describe(err).find("), 127.0.0.1:2 (peer_unavailable: cannot connect to 127.0.0.1:2: ") != std::string::npos);
+                                 "cannot connect to 127.0.0.1:1: ",
+                                 0) == 0u,
+             describe(err));
+  BOOST_TEST(describe(err).find("), 127.0.0.1:2 (peer_unavailable: cannot connect to 127.0.0.1:2: ") !=
+             std::string::npos);
   self->send_exit(node, caf::exit_reason::user_shutdown);
   self->send_exit(connector, caf::exit_reason::user_shutdown);
 }

@@ -132,9 +132,11 @@ struct failover_swarm {
   // Starts (or restarts, on the same port and with the same database: the same identity) server i.
   void start(size_t i) {
     auto& s = slots[i];
-    std::vector<std::string> args{"--model", model_dir(model), "--block_indices", s.span, "--port", s.port,
-                                  "--initial_peers", boot.address(), "--data_dir", dir.str() + "/s" + std::to_string(i),
-                                  "--swarm_id", swarm_id, "--update_period", "0.5", "--threads", "1"};
+    std::vector<std::string> args{
+        "--model",    model_dir(model),  "--block_indices", s.span,       "--port",
+        s.port,       "--initial_peers", boot.address(),    "--data_dir", dir.str() + "/s" + std::to_string(i),
+        "--swarm_id", swarm_id,          "--update_period", "0.5",        "--threads",
+        "1"};
     if (std::find(s.extra.begin(), s.extra.end(), "--cache_tokens") == s.extra.end())
       args.insert(args.end(), {"--cache_tokens", "8192"});
     args.insert(args.end(), s.extra.begin(), s.extra.end());
@@ -158,10 +160,11 @@ struct failover_swarm {
   std::vector<std::string> route(const caf::actor& session) {
     std::vector<std::string> out;
     self->request(session, 10s, route_atom::value)
-        .receive([&](std::vector<std::string>& hops) {
-                   for (auto& h : hops) out.push_back(h.substr(0, h.find(' ')));
-                 },
-                 [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+        .receive(
+            [&](std::vector<std::string>& hops) {
+              for (auto& h : hops) out.push_back(h.substr(0, h.find(' ')));
+            },
+            [&](caf::error& e) { BOOST_FAIL(describe(e)); });
     return out;
   }
   session_stats stats(const caf::actor& session) {
@@ -177,9 +180,8 @@ struct failover_swarm {
 std::vector<int32_t> generate_with(failover_swarm& s, const caf::actor& session, const std::vector<int32_t>& prompt,
                                    std::function<void(int)> on_token) {
   auto count = std::make_shared<std::atomic<int>>(0);
-  auto watcher = s.sys.spawn([=](caf::event_based_actor*) -> caf::behavior {
-    return {[=](token_atom, int32_t) { on_token(++*count); }};
-  });
+  auto watcher = s.sys.spawn(
+      [=](caf::event_based_actor*) -> caf::behavior { return {[=](token_atom, int32_t) { on_token(++*count); }}; });
   generate_request req;
   req.prompt = prompt;
   req.params.max_new_tokens = kNewTokens;
@@ -408,8 +410,9 @@ BOOST_AUTO_TEST_CASE(chaos_every_session_completes_with_its_fault_free_output) {
       BOOST_ERROR("session " << i << ": " << errors[static_cast<size_t>(i)] << "; its server failures:" << failures);
     }
     BOOST_TEST(g.size() >= static_cast<size_t>(kMinRounds * kPerRound));
-    BOOST_TEST(std::vector<int32_t>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), w.size()))) == g,
-               boost::test_tools::per_element());
+    BOOST_TEST(
+        std::vector<int32_t>(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), w.size()))) == g,
+        boost::test_tools::per_element());
     recoveries += s.stats(sessions[static_cast<size_t>(i)]).recovery_seconds.size();
   }
   BOOST_TEST_MESSAGE("recoveries: " << recoveries);
@@ -602,16 +605,16 @@ BOOST_AUTO_TEST_CASE(a_greedy_client_gets_its_quota_and_another_client_is_still_
   BOOST_TEST(s.route(first.session) != s.route(second.session));
   auto third = open();
   BOOST_REQUIRE(!third.session);
-  BOOST_TEST(describe(third.error).find("too_busy: this client holds 1 sessions here, its quota is 1") !=
-                 std::string::npos,
-             describe(third.error));
+  BOOST_TEST(
+      describe(third.error).find("too_busy: this client holds 1 sessions here, its quota is 1") != std::string::npos,
+      describe(third.error));
 
   std::string prompt_ids, want;
   for (int32_t id : prompt()) prompt_ids += (prompt_ids.empty() ? "" : ",") + std::to_string(id);
   for (int32_t id : fault_free(prompt(), 16)) want += (want.empty() ? "" : " ") + std::to_string(id);
-  ChildProcess other(corolla_cli(), {"generate", "--model", model_dir("llama"), "--prompt-ids", prompt_ids,
-                                     "--max-new-tokens", "16", "--ignore-eos", "--threads", "1", "--initial_peers",
-                                     s.boot.address(), "--swarm_id", s.swarm_id});
+  ChildProcess other(corolla_cli(),
+                     {"generate", "--model", model_dir("llama"), "--prompt-ids", prompt_ids, "--max-new-tokens", "16",
+                      "--ignore-eos", "--threads", "1", "--initial_peers", s.boot.address(), "--swarm_id", s.swarm_id});
   std::string line;
   try {
     line = other.read_line(120s);
@@ -659,7 +662,8 @@ BOOST_AUTO_TEST_CASE(a_server_that_lies_is_caught_by_spot_checks_and_the_output_
     if (caught) {
       BOOST_TEST(st.wrong_outputs == 1);
       bool named = false;
-      for (const auto& f : st.failures) named = named || (f.rfind(liar, 0) == 0 && f.find("wrong_output") != std::string::npos);
+      for (const auto& f : st.failures)
+        named = named || (f.rfind(liar, 0) == 0 && f.find("wrong_output") != std::string::npos);
       BOOST_TEST(named, "no failure names the liar " << liar);
       BOOST_TEST(s.route(session)[0] != liar);
     }
@@ -674,8 +678,7 @@ BOOST_AUTO_TEST_CASE(a_server_that_lies_is_caught_by_spot_checks_and_the_output_
       .receive(
           [&](std::vector<peer_standing>& v) {
             for (const auto& p : v)
-              if (p.peer == liar_key)
-                banned = p.banned && p.last_failure.find("wrong_output") != std::string::npos;
+              if (p.peer == liar_key) banned = p.banned && p.last_failure.find("wrong_output") != std::string::npos;
           },
           [&](caf::error& e) { BOOST_FAIL(describe(e)); });
   BOOST_TEST(banned);

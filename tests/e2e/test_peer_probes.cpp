@@ -27,7 +27,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-
 uint16_t port_of(const std::string& address) {
   std::string host;
   uint16_t port = 0;
@@ -48,7 +47,8 @@ struct client_side {
 
   // Greedy generation through the server at `address`; empty when it fails.
   std::vector<int32_t> generate(const std::string& address) {
-    auto client = spawn_swarm_client(sys, {.initial_peers = {address}, .mode = route_mode::relay, .request_timeout = 20s}, head, connector);
+    auto client = spawn_swarm_client(
+        sys, {.initial_peers = {address}, .mode = route_mode::relay, .request_timeout = 20s}, head, connector);
     std::vector<int32_t> tokens;
     caf::actor session;
     self->request(client, 30s, open_session_request{64, 1})
@@ -85,8 +85,9 @@ std::vector<int32_t> expected_tokens() {
 }
 
 std::vector<std::string> server_flags(const TempDir& dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> f{"--model", model_dir("llama"), "--block_indices", "0:4", "--port", "0",
-                             "--threads", "1", "--data_dir", dir.str() + "/node", "--cache_tokens", "1024"};
+  std::vector<std::string> f{
+      "--model",    model_dir("llama"),  "--block_indices", "0:4", "--port", "0", "--threads", "1",
+      "--data_dir", dir.str() + "/node", "--cache_tokens",  "1024"};
   f.insert(f.end(), extra.begin(), extra.end());
   return f;
 }
@@ -181,8 +182,7 @@ bytes hostile_frame(client_side& c, std::mt19937_64& rng, uint64_t actor) {
     return b;
   };
   switch (rng() % 6) {
-    case 0:
-      return random_bytes(1 + rng() % 4096);
+    case 0: return random_bytes(1 + rng() % 4096);
     case 1: {
       const auto op = static_cast<basp::message_type>(rng() % 8);
       return frame(c.sys, op, random_bytes(rng() % 2048), rng() % 4, rng() % 4, rng() % 2 ? actor : rng(),
@@ -200,8 +200,7 @@ bytes hostile_frame(client_side& c, std::mt19937_64& rng, uint64_t actor) {
     case 4:
       return frame(c.sys, basp::message_type::direct_message, random_bytes(64), 0, 0, actor, 0,
                    static_cast<int64_t>(rng() % 0xffffffffu));
-    default:
-      return direct_message(c.sys, actor, caf::make_message(std::string(rng() % 64, 'q')));
+    default: return direct_message(c.sys, actor, caf::make_message(std::string(rng() % 64, 'q')));
   }
 }
 
@@ -215,7 +214,8 @@ void flood(client_side& c, uint16_t port, pid_t pid) {
     ++connections;
     RawSocket s(port);
     auto header = s.read_exactly(32, 5s);
-    BOOST_REQUIRE_MESSAGE(header.size() == 32, "the node stopped greeting new connections after " << frames << " frames");
+    BOOST_REQUIRE_MESSAGE(header.size() == 32,
+                          "the node stopped greeting new connections after " << frames << " frames");
     const uint32_t len = (uint32_t(uint8_t(header[4])) << 24) | (uint32_t(uint8_t(header[5])) << 16) |
                          (uint32_t(uint8_t(header[6])) << 8) | uint32_t(uint8_t(header[7]));
     auto greeting = read_server_handshake(c.sys, header, s.read_exactly(len, 5s));
@@ -272,8 +272,9 @@ BOOST_AUTO_TEST_CASE(a_peer_sending_too_slowly_is_dropped) {
   client_side c;
   auto [s, greeting] = c.greeted(port_of(server.address()));
   s.write(client_handshake(c.sys, fake_node(30)));
-  auto m = direct_message(c.sys, greeting.actor, caf::make_message(forward_request{
-                                                     Tensor::empty(DType::f32, {1, 256, 1024}), {}, {}, 0, 4, {}, 0, {}, {}}));
+  auto m = direct_message(
+      c.sys, greeting.actor,
+      caf::make_message(forward_request{Tensor::empty(DType::f32, {1, 256, 1024}), {}, {}, 0, 4, {}, 0, {}, {}}));
   s.write(m.data(), 8192);  // the header and the start: judged, passed, then trickled
   const auto t0 = std::chrono::steady_clock::now();
   bool closed = false;

@@ -89,8 +89,8 @@ std::pair<int, std::string> run_to_end(std::vector<std::string> args, std::chron
 
 // The credentials flags of member `name` of the swarm whose files are in `dir`.
 std::vector<std::string> member(const std::string& dir, const std::string& name) {
-  return {"--swarm_authority", dir + "/authority.crt", "--certificate", dir + "/" + name + ".crt", "--private_key",
-          dir + "/" + name + ".key"};
+  return {"--swarm_authority",       dir + "/authority.crt", "--certificate",
+          dir + "/" + name + ".crt", "--private_key",        dir + "/" + name + ".key"};
 }
 
 std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -113,11 +113,16 @@ struct swarm {
     proxy = std::make_unique<RecordingProxy>(port);
     const char* spans[] = {"0:2", "2:4"};
     for (int i = 0; i < 2; ++i) {
-      std::vector<std::string> args{"--model", model_dir("llama"), "--block_indices", spans[i],
-                                    "--initial_peers", boot->address(), "--swarm_id", id,
-                                    "--data_dir", dir.str() + "/" + name + "-s" + std::to_string(i),
-                                    "--threads", "1", "--update_period", "0.5", "--cache_tokens", "1024"};
-      if (i == 0) args = args + std::vector<std::string>{"--port", std::to_string(port), "--announce_address", proxy->address()};
+      std::vector<std::string> args{"--model",         model_dir("llama"),
+                                    "--block_indices", spans[i],
+                                    "--initial_peers", boot->address(),
+                                    "--swarm_id",      id,
+                                    "--data_dir",      dir.str() + "/" + name + "-s" + std::to_string(i),
+                                    "--threads",       "1",
+                                    "--update_period", "0.5",
+                                    "--cache_tokens",  "1024"};
+      if (i == 0)
+        args = args + std::vector<std::string>{"--port", std::to_string(port), "--announce_address", proxy->address()};
       servers.push_back(std::make_unique<ServerProcess>(args + creds(i == 0 ? "s0" : "s1")));
     }
   }
@@ -154,11 +159,11 @@ std::string tls_without_certificate(uint16_t port) {
   return reason;
 }
 
-uint16_t port_of(const std::string& address) { return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))); }
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
+uint16_t port_of(const std::string& address) {
+  return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
 }
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 struct certificates {
   TempDir dir;
@@ -241,11 +246,12 @@ BOOST_AUTO_TEST_CASE(a_private_swarm_serves_its_members_over_tls_and_refuses_out
   BOOST_TEST(mout.find("is not a certificate authority's certificate") != std::string::npos, mout);
 
   // A server of another swarm cannot join: its bootstrap is refused, so it never appears to members.
-  auto [src, sout] = run_to_end(std::vector<std::string>{"serve", "--model", model_dir("llama"), "--block_indices",
-                                                         "0:4", "--initial_peers", s.boot->address(), "--swarm_id", s.id,
-                                                         "--data_dir", certs.dir.str() + "/intruder", "--threads", "1"} +
-                                    member(certs.other, "intruder"),
-                                60s);
+  auto [src, sout] =
+      run_to_end(std::vector<std::string>{"serve", "--model", model_dir("llama"), "--block_indices", "0:4",
+                                          "--initial_peers", s.boot->address(), "--swarm_id", s.id, "--data_dir",
+                                          certs.dir.str() + "/intruder", "--threads", "1"} +
+                     member(certs.other, "intruder"),
+                 60s);
   BOOST_TEST(src != 0, sout);
   BOOST_TEST(sout.find("not issued by this swarm's authority") != std::string::npos, sout);
 

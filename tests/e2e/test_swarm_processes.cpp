@@ -41,8 +41,8 @@ struct process_swarm {
   explicit process_swarm(const std::vector<std::string>& spans, const std::string& model = "llama") {
     for (size_t i = 0; i < spans.size(); ++i) {
       servers.push_back(std::make_unique<ServerProcess>(std::vector<std::string>{
-          "--model", model_dir(model), "--block_indices", spans[i], "--port", "0", "--threads", "1",
-          "--data_dir", dir.str() + "/node" + std::to_string(i), "--cache_tokens", "2048"}));
+          "--model", model_dir(model), "--block_indices", spans[i], "--port", "0", "--threads", "1", "--data_dir",
+          dir.str() + "/node" + std::to_string(i), "--cache_tokens", "2048"}));
       addresses.push_back(servers.back()->address());
     }
     head = std::make_shared<ClientHead>(*open_weights(model_dir(model)), *backend);
@@ -60,7 +60,8 @@ struct process_swarm {
   }
 
   caf::actor session(route_mode mode) {
-    auto client = spawn_swarm_client(sys, {.initial_peers = addresses, .mode = mode, .request_timeout = std::chrono::seconds(20)}, head, connector);
+    auto client = spawn_swarm_client(
+        sys, {.initial_peers = addresses, .mode = mode, .request_timeout = std::chrono::seconds(20)}, head, connector);
     owned.push_back(client);
     caf::actor s;
     self->request(client, caf::infinite, open_session_request{64, 1})
@@ -133,8 +134,7 @@ BOOST_DATA_TEST_CASE(every_architecture_splits_over_two_servers,
 // Continuous batching: eight sessions generating at once through two server processes, whose steps the servers
 // run through their blocks together (prompts of different lengths, so prefill and decode steps share batches),
 // produce exactly the tokens each produces alone; pushed and relayed.
-BOOST_DATA_TEST_CASE(concurrent_sessions_get_the_tokens_each_gets_alone,
-                     bdata::make({"push", "relay"}), mode_name) {
+BOOST_DATA_TEST_CASE(concurrent_sessions_get_the_tokens_each_gets_alone, bdata::make({"push", "relay"}), mode_name) {
   const route_mode mode = std::string(mode_name) == "push" ? route_mode::push : route_mode::relay;
   process_swarm s({"0:2", "2:4"});
   const auto ids = Golden("llama").ids("input_ids");
@@ -159,9 +159,7 @@ BOOST_DATA_TEST_CASE(concurrent_sessions_get_the_tokens_each_gets_alone,
     pending.push_back(s.self->request(sessions[i], std::chrono::seconds(60), requests[i]));
   for (size_t i = 0; i < pending.size(); ++i)
     pending[i].receive(
-        [&](const generate_result& r) {
-          BOOST_TEST(r.tokens == alone[i], boost::test_tools::per_element());
-        },
+        [&](const generate_result& r) { BOOST_TEST(r.tokens == alone[i], boost::test_tools::per_element()); },
         [&](caf::error& e) { BOOST_ERROR("session " << i << ": " << describe(e)); });
 }
 
@@ -246,8 +244,10 @@ BOOST_AUTO_TEST_CASE(bad_input_over_the_wire_gets_errors_and_other_sessions_go_o
 
 BOOST_AUTO_TEST_CASE(the_example_client_streams_the_golden_tokens) {
   TempDir dir;
-  ServerProcess a({"--model", model_dir("llama"), "--block_indices", "0:2", "--port", "0", "--data_dir", dir.str() + "/a"});
-  ServerProcess b({"--model", model_dir("llama"), "--block_indices", "2:4", "--port", "0", "--data_dir", dir.str() + "/b"});
+  ServerProcess a(
+      {"--model", model_dir("llama"), "--block_indices", "0:2", "--port", "0", "--data_dir", dir.str() + "/a"});
+  ServerProcess b(
+      {"--model", model_dir("llama"), "--block_indices", "2:4", "--port", "0", "--data_dir", dir.str() + "/b"});
   auto ids = Golden("llama").ids("input_ids");
   std::string prompt;
   for (auto id : ids) prompt += (prompt.empty() ? "" : ",") + std::to_string(id);
@@ -338,12 +338,10 @@ BOOST_AUTO_TEST_CASE(num_blocks_picks_the_uncovered_span) {
   DhtProcess boot({"--port", "0", "--data_dir", dir.str() + "/boot"});
   ServerProcess a({"--model", model_dir("llama"), "--block_indices", "0:2", "--port", "0", "--initial_peers",
                    boot.address(), "--data_dir", dir.str() + "/a", "--throughput", "10"});
-  ServerProcess b({"--model", model_dir("llama"), "--num_blocks", "2", "--port", "0", "--initial_peers",
-                   boot.address(), "--data_dir", dir.str() + "/b", "--throughput", "10",
-                   "--mean_balance_check_period", "1"});
-  ServerProcess c({"--model", model_dir("llama"), "--num_blocks", "3", "--port", "0", "--initial_peers",
-                   boot.address(), "--data_dir", dir.str() + "/c", "--throughput", "10",
-                   "--mean_balance_check_period", "1"});
+  ServerProcess b({"--model", model_dir("llama"), "--num_blocks", "2", "--port", "0", "--initial_peers", boot.address(),
+                   "--data_dir", dir.str() + "/b", "--throughput", "10", "--mean_balance_check_period", "1"});
+  ServerProcess c({"--model", model_dir("llama"), "--num_blocks", "3", "--port", "0", "--initial_peers", boot.address(),
+                   "--data_dir", dir.str() + "/c", "--throughput", "10", "--mean_balance_check_period", "1"});
   BOOST_TEST(b.line().rfind("serving blocks 2:4 ", 0) == 0u, b.line());
   // Blocks 0..3 are each covered once now: the first window of 3 wins the tie.
   BOOST_TEST(c.line().rfind("serving blocks 0:3 ", 0) == 0u, c.line());

@@ -52,8 +52,8 @@ TrainingBatch phrase_batch() {
 
 std::unique_ptr<ServerProcess> server(const TempDir& dir, const std::string& span, const std::string& name) {
   return std::make_unique<ServerProcess>(std::vector<std::string>{"--model", model_dir("llama"), "--block_indices",
-                                                                   span, "--port", "0", "--threads", "1",
-                                                                   "--data_dir", dir.str() + "/" + name});
+                                                                  span, "--port", "0", "--threads", "1", "--data_dir",
+                                                                  dir.str() + "/" + name});
 }
 
 // Every line a process prints until it exits.
@@ -134,10 +134,27 @@ BOOST_AUTO_TEST_CASE(finetune_through_two_servers_learns_the_phrase_and_generate
   auto a = server(dir, "0:2", "a");
   auto b = server(dir, "2:4", "b");
   const std::string data = write_task(dir), prompts = dir.str() + "/prompts.safetensors";
-  ChildProcess finetune(std::string(COROLLA_BIN_DIR) + "/corolla",
-                        {"finetune", "--model", model_dir("llama"), "--initial_peers", a->address() + "," + b->address(),
-                         "--data", data, "--mode", "ptune", "--pre_seq_len", "8", "--steps", "50", "--lr", "0.1",
-                         "--batch_size", "4", "--threads", "1", "--out", prompts});
+  ChildProcess finetune(std::string(COROLLA_BIN_DIR) + "/corolla", {"finetune",
+                                                                    "--model",
+                                                                    model_dir("llama"),
+                                                                    "--initial_peers",
+                                                                    a->address() + "," + b->address(),
+                                                                    "--data",
+                                                                    data,
+                                                                    "--mode",
+                                                                    "ptune",
+                                                                    "--pre_seq_len",
+                                                                    "8",
+                                                                    "--steps",
+                                                                    "50",
+                                                                    "--lr",
+                                                                    "0.1",
+                                                                    "--batch_size",
+                                                                    "4",
+                                                                    "--threads",
+                                                                    "1",
+                                                                    "--out",
+                                                                    prompts});
   std::vector<double> losses;
   for (const auto& line : all_lines(finetune)) {
     std::istringstream in(line);
@@ -154,8 +171,8 @@ BOOST_AUTO_TEST_CASE(finetune_through_two_servers_learns_the_phrase_and_generate
   // through the swarm.
   const std::vector<int32_t> want(kPhrase.begin() + 1, kPhrase.end());
   for (bool swarm : {false, true}) {
-    std::vector<std::string> args = {"generate", "--model",  model_dir("llama"), "--prompt-ids", "17",
-                                     "--max-new-tokens", "9", "--ignore-eos", "--prompts", prompts};
+    std::vector<std::string> args = {"generate",         "--model", model_dir("llama"), "--prompt-ids", "17",
+                                     "--max-new-tokens", "9",       "--ignore-eos",     "--prompts",    prompts};
     if (swarm) args.insert(args.end(), {"--initial_peers", a->address() + "," + b->address()});
     ChildProcess generate(std::string(COROLLA_BIN_DIR) + "/corolla", args);
     const std::string line = generate.read_line();
@@ -253,8 +270,8 @@ BOOST_AUTO_TEST_CASE(generate_with_an_adapter_through_server_processes) {
   for (int64_t i = 0; i < golden->tensor("greedy_ids").numel(); ++i)
     want += (i ? " " : "") + std::to_string(golden->tensor("greedy_ids").data_as<const int64_t>()[i]);
   auto generate = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"generate", "--model", model_dir("llama"), "--prompt-ids", prompt,
-                                     "--max-new-tokens", "16", "--ignore-eos", "--threads", "1"};
+    std::vector<std::string> args = {"generate",         "--model", model_dir("llama"), "--prompt-ids", prompt,
+                                     "--max-new-tokens", "16",      "--ignore-eos",     "--threads",    "1"};
     args.insert(args.end(), extra.begin(), extra.end());
     ChildProcess p(std::string(COROLLA_BIN_DIR) + "/corolla", args);
     auto lines = all_lines(p);
@@ -318,8 +335,9 @@ BOOST_AUTO_TEST_CASE(generate_with_deep_prompts_through_server_processes_equals_
   const std::string file = dir.str() + "/deep.safetensors";
   write_safetensors(file, {{"prompts", prompts}, {"deep_prompts", deep}});
   auto generate = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"generate", "--model", model_dir("llama"), "--prompt-ids", "17,42,99",
-                                     "--max-new-tokens", "12", "--ignore-eos", "--threads", "1", "--prompts", file};
+    std::vector<std::string> args = {"generate",         "--model", model_dir("llama"), "--prompt-ids", "17,42,99",
+                                     "--max-new-tokens", "12",      "--ignore-eos",     "--threads",    "1",
+                                     "--prompts",        file};
     args.insert(args.end(), extra.begin(), extra.end());
     ChildProcess p(std::string(COROLLA_BIN_DIR) + "/corolla", args);
     auto lines = all_lines(p);

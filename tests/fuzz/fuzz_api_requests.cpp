@@ -32,16 +32,26 @@ void read(uint8_t how, const std::string& text) {
       g.sampling.validate();
       break;
     }
-    case 2:
-      petals_sampling(body).validate();
-      break;
+    case 2: petals_sampling(body).validate(); break;
     default:
       for (const auto& [key, value] : body.items()) {
         (void)value;
-        try { get_int(body, key); } catch (const ApiError&) {}
-        try { get_number(body, key); } catch (const ApiError&) {}
-        try { get_bool(body, key); } catch (const ApiError&) {}
-        try { get_string(body, key); } catch (const ApiError&) {}
+        try {
+          get_int(body, key);
+        } catch (const ApiError&) {
+        }
+        try {
+          get_number(body, key);
+        } catch (const ApiError&) {
+        }
+        try {
+          get_bool(body, key);
+        } catch (const ApiError&) {
+        }
+        try {
+          get_string(body, key);
+        } catch (const ApiError&) {
+        }
       }
   }
 }

@@ -24,7 +24,6 @@ basp_node_id node(uint8_t pid_low, uint8_t host) {
   return id;
 }
 
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -33,10 +32,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::set<basp_node_id> connected;
   if (mode & 2) connected.insert(node(2, 0x22));
   basp_filter_limits limits;
-  BaspFilter f(
-      (mode & 1) ? basp_side::connected : basp_side::accepted, node(1, 0x11), limits,
-      [&](const basp_node_id& n) { return connected.count(n) > 0; },
-      [&](const basp_node_id& n) { return connected.insert(n).second; });
+  BaspFilter f((mode & 1) ? basp_side::connected : basp_side::accepted, node(1, 0x11), limits,
+               [&](const basp_node_id& n) { return connected.count(n) > 0; },
+               [&](const basp_node_id& n) { return connected.insert(n).second; });
   const uint8_t* p = data + 1;
   size_t n = size - 1;
   while (n >= kBaspHeaderSize) {

@@ -28,9 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (void)to_toml(c);
         break;
       }
-      default:
-        (void)to_toml(load_swarm_config_text(text, "swarm.toml"));
-        break;
+      default: (void)to_toml(load_swarm_config_text(text, "swarm.toml")); break;
     }
   } catch (const ConfigError&) {
   }

@@ -65,7 +65,8 @@ DhtEntries built_entry(input in, bool forge) {
   i.inference_rps = in.real();
   static const char* states[] = {"online", "joining", "offline", "ruling"};
   i.state = states[in.take(1) % 4];
-  for (uint64_t k = 0, pings = in.take(1) % 4; k < pings; ++k) i.pings.emplace_back("x:" + std::to_string(k), in.real());
+  for (uint64_t k = 0, pings = in.take(1) % 4; k < pings; ++k)
+    i.pings.emplace_back("x:" + std::to_string(k), in.real());
   const auto encoded = encode(i);
   std::string bytes(encoded.begin(), encoded.end());
   const std::string subkey = owned_subkey(stranger().public_key());

@@ -15,7 +15,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-
 using input = fuzz::input;
 
 NodeId key_of(uint64_t k) {

@@ -11,7 +11,8 @@ using namespace corolla;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    auto g = GgufFile::parse(MappedFile::from_bytes("fuzz.gguf", std::string(reinterpret_cast<const char*>(data), size)));
+    auto g =
+        GgufFile::parse(MappedFile::from_bytes("fuzz.gguf", std::string(reinterpret_cast<const char*>(data), size)));
     fuzz::exercise(Tokenizer::from_gguf(*g));
   } catch (const std::bad_alloc&) {
     __builtin_trap();

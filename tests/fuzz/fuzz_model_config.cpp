@@ -39,12 +39,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   require(std::isfinite(c.norm_eps) && c.norm_eps > 0 && std::isfinite(c.rope_theta) && c.rope_theta > 0);
   for (float f : c.rope_inv_freq()) require(std::isfinite(f));
   // What the block computes was either read or refused: its family's activation, a window for each layer or none.
-  if (c.arch == "bloom") require(c.hidden_act == "gelu_tanh");
-  else if (c.arch == "falcon" || c.arch == "gemma2") require(c.hidden_act == "gelu" || c.hidden_act == "gelu_tanh");
-  else require(c.hidden_act == "silu");
+  if (c.arch == "bloom")
+    require(c.hidden_act == "gelu_tanh");
+  else if (c.arch == "falcon" || c.arch == "gemma2")
+    require(c.hidden_act == "gelu" || c.hidden_act == "gelu_tanh");
+  else
+    require(c.hidden_act == "silu");
   // Gemma 2's scale and soft caps are numbers the kernels can use (0: none).
   for (double v : {c.query_pre_attn_scalar, c.attn_softcap, c.final_softcap}) require(std::isfinite(v) && v >= 0);
-  require(c.sliding_window >= 0 && (c.sliding_window == 0 || static_cast<int64_t>(c.window_layers.size()) == c.num_layers));
+  require(c.sliding_window >= 0 &&
+          (c.sliding_window == 0 || static_cast<int64_t>(c.window_layers.size()) == c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) require(c.attention_window(i) >= 0);
   return 0;
 }

@@ -10,7 +10,8 @@ using namespace corolla;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    const sim::scenario s = sim::read_scenario_text(std::string_view(reinterpret_cast<const char*>(data), size), "s.toml");
+    const sim::scenario s =
+        sim::read_scenario_text(std::string_view(reinterpret_cast<const char*>(data), size), "s.toml");
     s.model.config().validate("s.toml");
     (void)s.model.block_bytes();
   } catch (const ConfigError&) {

@@ -67,9 +67,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case 7: run<forward_reply>(data, size, [](const forward_reply& m) { touch(m.hidden); }); break;
     case 8:
-      run<backward_request>(data, size, [](const backward_request& m) {
-        touch(m.hidden), touch(m.grad_output), touch(m.prompts);
-      });
+      run<backward_request>(data, size,
+                            [](const backward_request& m) { touch(m.hidden), touch(m.grad_output), touch(m.prompts); });
       break;
     case 9:
       run<backward_reply>(data, size, [](const backward_reply& m) { touch(m.grad_input), touch(m.grad_prompts); });

@@ -17,7 +17,6 @@ using corolla::fuzz::require;
 
 namespace {
 
-
 using input = fuzz::input;
 
 }  // namespace

@@ -14,7 +14,8 @@
 namespace corolla::fuzz {
 
 inline void exercise(const Tokenizer& t) {
-  for (std::string_view text : {"Hello world", " the  cat\n\n<s></s><|im_end|>", "\xc3\xa9t\xc3\xa9 \xe2\x96\x81 \xf0\x9f\x98\x80", ""}) {
+  for (std::string_view text :
+       {"Hello world", " the  cat\n\n<s></s><|im_end|>", "\xc3\xa9t\xc3\xa9 \xe2\x96\x81 \xf0\x9f\x98\x80", ""}) {
     const std::vector<int32_t> ids = t.encode(text);
     for (int32_t id : ids)
       if (id < 0 || static_cast<size_t>(id) >= t.vocab_size()) __builtin_trap();

@@ -55,9 +55,9 @@ void expect_close(const Tensor& got_device, const Tensor& want, double tol, cons
     if (std::isnan(err)) err = INFINITY;
     if (err > max_err) max_err = err, worst = i;
   }
-  BOOST_TEST(max_err <= tol * std::max(max_ref, 1e-30),
-             what << ": max error " << max_err << " at " << worst << " (got " << g[worst] << ", want " << w[worst]
-                  << ", max |ref| " << max_ref << ", tolerance " << tol << " relative)");
+  BOOST_TEST(max_err <= tol * std::max(max_ref, 1e-30), what << ": max error " << max_err << " at " << worst << " (got "
+                                                             << g[worst] << ", want " << w[worst] << ", max |ref| "
+                                                             << max_ref << ", tolerance " << tol << " relative)");
 }
 
 std::string dt(DType t) { return std::string(dtype_name(t)); }
@@ -71,8 +71,7 @@ constexpr double kMatmulTolerance = 1e-4;
 // kernels round the activations to 8 bits for them (kernels/cpu/matvec.hpp) and the CUDA kernels keep f32.
 Tensor reference_weights(const Tensor& w) { return is_quantized(w.dtype()) ? w.to_f32() : w; }
 
-void check_matmul(Backend& backend, DType wt, int64_t m, int64_t n, int64_t k, bool bias, uint32_t seed,
-                  double tol) {
+void check_matmul(Backend& backend, DType wt, int64_t m, int64_t n, int64_t k, bool bias, uint32_t seed, double tol) {
   const Tensor x = random_tensor({m, k}, seed);
   const Tensor w = random_tensor({n, k}, seed + 1, 1.f / std::sqrt(static_cast<float>(k))).cast(wt);
   const Tensor b = random_tensor({n}, seed + 2);
@@ -102,8 +101,7 @@ BOOST_AUTO_TEST_CASE(reports_a_cuda_device) {
 
 BOOST_AUTO_TEST_CASE(upload_download_round_trips_every_dtype) {
   std::mt19937 rng(1);
-  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::i32,
-                  DType::i64}) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16, DType::q8_0, DType::q4_0, DType::q4_1, DType::i32, DType::i64}) {
     Tensor h = Tensor::empty(t, {3, 64});
     auto* bytes = static_cast<uint8_t*>(h.data());
     for (int64_t i = 0; i < h.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng());
@@ -135,8 +133,8 @@ BOOST_AUTO_TEST_CASE(matmul_at_model_shapes) {
   // TinyLlama's projections: every rows-per-block split of the matrix-vector kernel.
   for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 2048}, {2048, 2048}, {5632, 2048}, {2048, 5632}})
     for (DType wt : {DType::bf16, DType::q4_0})
-      for (int64_t m : {1, 4, 64}) check_matmul(gpu(), wt, m, n, k, false, static_cast<uint32_t>(n + k + m),
-                                                kMatmulTolerance);
+      for (int64_t m : {1, 4, 64})
+        check_matmul(gpu(), wt, m, n, k, false, static_cast<uint32_t>(n + k + m), kMatmulTolerance);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_with_odd_k_or_misaligned_x_takes_the_scalar_path) {
@@ -175,7 +173,8 @@ BOOST_AUTO_TEST_CASE(matmul_many_matches_cpu_in_one_launch_and_falls_back_otherw
   for (int64_t m : {1, 3, 6}) {
     for (DType wt : {DType::bf16, DType::q8_0}) {
       const Tensor x = random_tensor({m, 256}, 400);
-      const Tensor wa = random_tensor({96, 256}, 401, 0.06f).cast(wt), wb = random_tensor({32, 256}, 402, 0.06f).cast(wt);
+      const Tensor wa = random_tensor({96, 256}, 401, 0.06f).cast(wt),
+                   wb = random_tensor({32, 256}, 402, 0.06f).cast(wt);
       const Tensor wc = random_tensor({200, 256}, 403, 0.06f).cast(wt), bias = random_tensor({32}, 404);
       Tensor ya = Tensor::empty(DType::f32, {m, 96}), yb = Tensor::empty(DType::f32, {m, 32});
       Tensor yc = Tensor::empty(DType::f32, {m, 200});
@@ -391,11 +390,11 @@ void check_attention(int64_t b, int64_t t, int64_t hq, int64_t hkv, int64_t hd, 
 
 BOOST_AUTO_TEST_CASE(attention_with_gqa_and_several_positions) {
   check_attention(2, 3, 8, 2, 64, 40, {5, 6, 7, 10, 11, 12}, 60);
-  check_attention(1, 4, 4, 4, 64, 16, {0, 1, 2, 3}, 61);    // multi-head, first slots
-  check_attention(1, 2, 6, 3, 80, 64, {62, 63}, 62);        // head_dim not a multiple of 32, last slot
-  check_attention(1, 1, 4, 1, 256, 100, {37}, 63);          // largest head_dim
+  check_attention(1, 4, 4, 4, 64, 16, {0, 1, 2, 3}, 61);  // multi-head, first slots
+  check_attention(1, 2, 6, 3, 80, 64, {62, 63}, 62);      // head_dim not a multiple of 32, last slot
+  check_attention(1, 1, 4, 1, 256, 100, {37}, 63);        // largest head_dim
   check_attention(1, 1, 2, 1, 32, 9, {8}, 64);
-  check_attention(1, 3, 32, 4, 64, 64, {0, 1, 2}, 65);      // TinyLlama's heads
+  check_attention(1, 3, 32, 4, 64, 64, {0, 1, 2}, 65);  // TinyLlama's heads
 }
 
 BOOST_AUTO_TEST_CASE(attention_over_a_long_cache) {
@@ -415,8 +414,8 @@ BOOST_AUTO_TEST_CASE(attention_over_pages_of_a_pool) {
   check_attention(2, 3, 8, 2, 64, 200, {5, 6, 7, 130, 131, 132}, 90, 0, 0, 64);
   check_attention(1, 1, 32, 4, 64, 4096, {3000}, 91, 0, 0, 64);
   check_attention(1, 2, 8, 2, 64, 5000, {4000, 4999}, 92, 1000, 0, 64);
-  check_attention(2, 12, 8, 4, 128, 100, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 80, 81, 82, 83, 84, 85, 86, 87, 88,
-                                          89, 90, 91}, 93, 0, 0, 16);
+  check_attention(2, 12, 8, 4, 128, 100,
+                  {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 90, 91}, 93, 0, 0, 16);
 }
 
 BOOST_AUTO_TEST_CASE(attention_with_a_soft_cap) {  // Gemma 2's attn_logit_softcapping, small enough to bite
@@ -488,31 +487,31 @@ BOOST_AUTO_TEST_CASE(attention_gradients_match_cpu) {
     int64_t b, t, hq, hkv, hd;
   };
   for (const Case c : {Case{2, 37, 8, 2, 64}, Case{1, 5, 4, 4, 80}, Case{1, 130, 4, 1, 128}, Case{1, 3, 2, 1, 256}})
-  for (const int64_t window : {0, 16})
-  for (const float softcap : {0.f, 1.f}) {
-    const Tensor q = random_tensor({c.b, c.t, c.hq, c.hd}, 101), k = random_tensor({c.b, c.t, c.hkv, c.hd}, 102);
-    const Tensor v = random_tensor({c.b, c.t, c.hkv, c.hd}, 103), d = random_tensor({c.b, c.t, c.hq * c.hd}, 104);
-    const float scale = 1.f / std::sqrt(static_cast<float>(c.hd));
-    Tensor dq = Tensor::empty(DType::f32, q.shape()), dk = Tensor::empty(DType::f32, k.shape());
-    Tensor dv = Tensor::empty(DType::f32, v.shape());
-    const AttentionSpec spec{.scale = scale, .window = window, .softcap = softcap};
-    cpu().attention_backward(q, k, v, d, spec, dq, dk, dv);
-    Tensor gq = gpu().alloc(DType::f32, q.shape()), gk = gpu().alloc(DType::f32, k.shape());
-    Tensor gv = gpu().alloc(DType::f32, v.shape());
-    gpu().attention_backward(up(q), up(k), up(v), up(d), spec, gq, gk, gv);
-    const std::string what = "t=" + std::to_string(c.t) + " hd=" + std::to_string(c.hd) +
-                             " window=" + std::to_string(window) + " softcap=" + std::to_string(softcap);
-    expect_close(gq, dq, 1e-4, "attention_backward dq " + what);
-    expect_close(gk, dk, 1e-4, "attention_backward dk " + what);
-    expect_close(gv, dv, 1e-4, "attention_backward dv " + what);
-  }
+    for (const int64_t window : {0, 16})
+      for (const float softcap : {0.f, 1.f}) {
+        const Tensor q = random_tensor({c.b, c.t, c.hq, c.hd}, 101), k = random_tensor({c.b, c.t, c.hkv, c.hd}, 102);
+        const Tensor v = random_tensor({c.b, c.t, c.hkv, c.hd}, 103), d = random_tensor({c.b, c.t, c.hq * c.hd}, 104);
+        const float scale = 1.f / std::sqrt(static_cast<float>(c.hd));
+        Tensor dq = Tensor::empty(DType::f32, q.shape()), dk = Tensor::empty(DType::f32, k.shape());
+        Tensor dv = Tensor::empty(DType::f32, v.shape());
+        const AttentionSpec spec{.scale = scale, .window = window, .softcap = softcap};
+        cpu().attention_backward(q, k, v, d, spec, dq, dk, dv);
+        Tensor gq = gpu().alloc(DType::f32, q.shape()), gk = gpu().alloc(DType::f32, k.shape());
+        Tensor gv = gpu().alloc(DType::f32, v.shape());
+        gpu().attention_backward(up(q), up(k), up(v), up(d), spec, gq, gk, gv);
+        const std::string what = "t=" + std::to_string(c.t) + " hd=" + std::to_string(c.hd) +
+                                 " window=" + std::to_string(window) + " softcap=" + std::to_string(softcap);
+        expect_close(gq, dq, 1e-4, "attention_backward dq " + what);
+        expect_close(gk, dk, 1e-4, "attention_backward dk " + what);
+        expect_close(gv, dv, 1e-4, "attention_backward dv " + what);
+      }
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments_throw_invalid_argument) {
   const Tensor w_host = random_tensor({8, 32}, 80);
   Tensor x = up(random_tensor({1, 32}, 81));
   Tensor y = gpu().alloc(DType::f32, {1, 8});
-  BOOST_CHECK_THROW(gpu().matmul(x, w_host, nullptr, y), std::invalid_argument);       // weight on the host
+  BOOST_CHECK_THROW(gpu().matmul(x, w_host, nullptr, y), std::invalid_argument);  // weight on the host
   BOOST_CHECK_THROW(gpu().matmul(x, up(random_tensor({8, 16}, 82)), nullptr, y), std::invalid_argument);
   Tensor q = gpu().alloc(DType::f32, {1, 1, 2, 16});
   Tensor kc = gpu().alloc(DType::f32, {1, 4, 1, 16});
@@ -577,9 +576,8 @@ BOOST_AUTO_TEST_CASE(a_recording_replays_decode_steps_at_new_positions_as_the_op
   StepOps eager(300), recorded(300);
   const Tensor first = random_tensor({1, 1, 64}, 310);
   const std::vector<int32_t> p0 = {0};
-  std::unique_ptr<Recording> rec = gpu().record(up(first), p0, [&](Tensor& io, std::span<const int32_t> p) {
-    recorded.run(io, p);
-  });
+  std::unique_ptr<Recording> rec =
+      gpu().record(up(first), p0, [&](Tensor& io, std::span<const int32_t> p) { recorded.run(io, p); });
   BOOST_REQUIRE(rec);
   for (int32_t pos = 0; pos < 20; ++pos) {
     const Tensor input = random_tensor({1, 1, 64}, 320 + pos);

@@ -43,9 +43,9 @@ BOOST_AUTO_TEST_CASE(twelve_servers_started_together_spread_out_before_loading) 
   const size_t moves_at_20 = w.moves();
   w.advance(10min);
   const double final_min = w.min_block();
-  std::cout << "12 servers together: min block " << initial << " -> " << final_min << " of ideal " << w.ideal()
-            << " (" << final_min / w.ideal() << ") after " << rechoices << " re-choices while joining and "
-            << w.moves() << " moves; blocks: " << strengths(w) << "\n";
+  std::cout << "12 servers together: min block " << initial << " -> " << final_min << " of ideal " << w.ideal() << " ("
+            << final_min / w.ideal() << ") after " << rechoices << " re-choices while joining and " << w.moves()
+            << " moves; blocks: " << strengths(w) << "\n";
   BOOST_TEST(final_min >= initial, strengths(w));
   BOOST_TEST(w.moves() == moves_at_20, "still moving after 20 minutes");  // settled
   BOOST_TEST(final_min / w.ideal() >= 0.8, strengths(w));
@@ -56,8 +56,8 @@ BOOST_AUTO_TEST_CASE(rebalancing_raises_the_weakest_block_of_servers_started_one
   // Arrivals where each server's first choice, good at the time, leaves the swarm uneven once the fast ones
   // arrive late (one of bench_balance's swarms). The same arrivals twice: with balancing off (balance_quality 0:
   // the initial choice only) and on.
-  const std::vector<swarm_member_spec> arrivals{{13, 12}, {58, 11}, {4, 9},  {7, 8},  {50, 9},  {19, 12},
-                                                {66, 7},  {11, 4},  {7, 8},  {13, 12}, {7, 6}, {59, 8}};
+  const std::vector<swarm_member_spec> arrivals{{13, 12}, {58, 11}, {4, 9}, {7, 8},   {50, 9}, {19, 12},
+                                                {66, 7},  {11, 4},  {7, 8}, {13, 12}, {7, 6},  {59, 8}};
   auto run = [&](double quality, size_t& moves, size_t& settling_moves) {
     BalanceSwarm w(24);
     swarm_options o;

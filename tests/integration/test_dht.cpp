@@ -360,10 +360,12 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_errors_and_the_node_keeps_serving) {
   dht_put over = record_of_size(kMaxDhtValueBytes);
   over.value += std::string(8, 'x');  // capnp pads to words: the record's own bytes plus a word
   expect_bad(s.ask<dht_put_reply>(node, over), "65544 bytes");
-  expect_bad(s.ask<dht_store_reply>(
-                 node, dht_store_request{sender, id_bytes(key_id("big")),
-                                         {{"s", std::string(kMaxDhtValueBytes + 1, 'x'), 3600'000'000'000}}, {}}),
-             "the limit is 65536");
+  expect_bad(
+      s.ask<dht_store_reply>(
+          node,
+          dht_store_request{
+              sender, id_bytes(key_id("big")), {{"s", std::string(kMaxDhtValueBytes + 1, 'x'), 3600'000'000'000}}, {}}),
+      "the limit is 65536");
   // Exactly 64 KiB is fine.
   const dht_put exact = record_of_size(kMaxDhtValueBytes);
   BOOST_TEST(exact.value.size() == kMaxDhtValueBytes);
@@ -376,13 +378,15 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_errors_and_the_node_keeps_serving) {
   expect_bad(s.ask<dht_ping_reply>(node, dht_ping_request{dht_contact{std::string(19, 'x'), "x"}, {}}),
              "the sender's id has 19 bytes");
   // Too many items in one store.
-  expect_bad(s.ask<dht_store_reply>(node, dht_store_request{sender, id_bytes(key_id("many")),
-                                                            std::vector<dht_item>(300, {"s", "v", 1'000'000'000}), {}}),
+  expect_bad(s.ask<dht_store_reply>(
+                 node,
+                 dht_store_request{
+                     sender, id_bytes(key_id("many")), std::vector<dht_item>(300, {"s", "v", 1'000'000'000}), {}}),
              "300 items");
   // A record that would outlive the hour is refused, not shortened.
   const int64_t ten_years_ns = int64_t{10} * 365 * 24 * 3600 * 1000000000;
-  auto late = s.ask<dht_store_reply>(node, dht_store_request{sender, id_bytes(key_id("late")),
-                                                             {{"s", "offline", ten_years_ns}}, {}});
+  auto late = s.ask<dht_store_reply>(
+      node, dht_store_request{sender, id_bytes(key_id("late")), {{"s", "offline", ten_years_ns}}, {}});
   BOOST_REQUIRE(late);
   BOOST_TEST(late->stored == std::vector<bool>{false}, boost::test_tools::per_element());
   // A malformed message, as it arrives from the wire.
@@ -437,9 +441,10 @@ BOOST_AUTO_TEST_CASE(bootstrap_names_the_peers_that_did_not_answer) {
   const size_t lone = s.add_node();
   auto r = s.ask<dht_bootstrap_reply>(s.nodes[lone], dht_bootstrap{{"dht-missing-1", "dht-missing-2"}});
   BOOST_REQUIRE(!r);
-  BOOST_TEST(why(r) == "peer_unavailable: none of the initial peers answered: "
-                      "dht-missing-1 (bad_request: 'dht-missing-1' is not a HOST:PORT address), "
-                      "dht-missing-2 (bad_request: 'dht-missing-2' is not a HOST:PORT address)");
+  BOOST_TEST(why(r) ==
+             "peer_unavailable: none of the initial peers answered: "
+             "dht-missing-1 (bad_request: 'dht-missing-1' is not a HOST:PORT address), "
+             "dht-missing-2 (bad_request: 'dht-missing-2' is not a HOST:PORT address)");
   // One answering peer is enough.
   auto ok = s.ask<dht_bootstrap_reply>(s.nodes[lone], dht_bootstrap{{"dht-missing-1", s.names[0]}});
   BOOST_REQUIRE_MESSAGE(ok, why(ok));
@@ -454,7 +459,6 @@ BOOST_AUTO_TEST_CASE(bootstrap_names_the_peers_that_did_not_answer) {
   BOOST_TEST(alone.get(only, "k")->entries["s"].value == "v");
 }
 
-
 // Records are signed by the owner their subkey names. Unsigned values, records under another owner's subkey,
 // tampered payloads and expired or far-future records are refused, by the API and by the store RPC; a record is
 // kept no longer than its signature says, whatever time-to-live the sender asks for.
@@ -464,7 +468,8 @@ BOOST_AUTO_TEST_CASE(only_records_signed_by_their_subkeys_owner_are_stored) {
   auto node = s.nodes[2];
   const dht_contact sender{id_bytes(s.random_id()), "dht-somewhere"};
   auto store = [&](const std::string& key, const std::string& subkey, const std::string& value, int64_t ttl_ns) {
-    auto r = s.ask<dht_store_reply>(node, dht_store_request{sender, id_bytes(key_id(key)), {{subkey, value, ttl_ns}}, {}});
+    auto r =
+        s.ask<dht_store_reply>(node, dht_store_request{sender, id_bytes(key_id(key)), {{subkey, value, ttl_ns}}, {}});
     BOOST_REQUIRE(r);
     return r->stored.size() == 1 && r->stored[0];
   };
@@ -476,8 +481,9 @@ BOOST_AUTO_TEST_CASE(only_records_signed_by_their_subkeys_owner_are_stored) {
   // Mallory signs a record under Alice's subkey: the signature is by another key than the subkey names.
   const dht_put by_mallory = s.signer.put("k", "mallory", "alice is offline", s.now() + 10min);
   BOOST_TEST(!store("k", s.signer.subkey("alice"), by_mallory.value, hour));
-  BOOST_TEST(failed_with(s.ask<dht_put_reply>(node, dht_put{"k", s.signer.subkey("alice"), by_mallory.value, s.now() + 1h}),
-                         errc::bad_request));
+  BOOST_TEST(
+      failed_with(s.ask<dht_put_reply>(node, dht_put{"k", s.signer.subkey("alice"), by_mallory.value, s.now() + 1h}),
+                  errc::bad_request));
   // Alice's own record, replayed under another key, or with one byte changed.
   const dht_put by_alice = s.signer.put("k", "alice", "alice is online", s.now() + 10min);
   BOOST_TEST(!store("other-key", by_alice.subkey, by_alice.value, hour));

@@ -138,11 +138,13 @@ BOOST_AUTO_TEST_CASE(a_gate_moves_to_another_span) {
   // Load blocks 2..3 and install them.
   server_setup setup;
   setup.model = model_dir("llama");
-  auto loader = spawn_block_loader(w.sys, setup, open_weights(setup.model), std::shared_ptr<Backend>(make_cpu_backend(1)));
+  auto loader =
+      spawn_block_loader(w.sys, setup, open_weights(setup.model), std::shared_ptr<Backend>(make_cpu_backend(1)));
   w.owned.push_back(loader);
   std::vector<caf::actor> blocks;
   self->request(loader, std::chrono::seconds(30), load_atom::value, int64_t{2}, int64_t{4})
-      .receive([&](std::vector<caf::actor>& b) { blocks = std::move(b); }, [](caf::error& e) { BOOST_FAIL(describe(e)); });
+      .receive([&](std::vector<caf::actor>& b) { blocks = std::move(b); },
+               [](caf::error& e) { BOOST_FAIL(describe(e)); });
   BOOST_TEST(blocks.size() == 2u);
   self->request(gate, std::chrono::seconds(5), blocks_atom::value, blocks)
       .receive([](const ack&) {}, [](caf::error& e) { BOOST_FAIL(describe(e)); });

@@ -55,7 +55,8 @@ struct swarm_fixture {
   }
 
   caf::actor client(route_mode mode) {
-    clients.push_back(spawn_swarm_client(sys, {.initial_peers = addresses, .mode = mode, .request_timeout = std::chrono::seconds(10)}, head, connector));
+    clients.push_back(spawn_swarm_client(
+        sys, {.initial_peers = addresses, .mode = mode, .request_timeout = std::chrono::seconds(10)}, head, connector));
     return clients.back();
   }
 
@@ -354,7 +355,8 @@ BOOST_AUTO_TEST_CASE(forward_without_cache_matches_the_local_uncached_forward) {
   std::vector<int32_t> pos(12);
   std::iota(pos.begin(), pos.end(), 0);
   pos.insert(pos.end(), pos.begin(), pos.end());
-  auto r = f.ask<forward_reply>(f.servers[0].gate, forward_request{f.head->embed(ids, 2), pos, {}, 0, 0, {}, 0, {}, {}});
+  auto r =
+      f.ask<forward_reply>(f.servers[0].gate, forward_request{f.head->embed(ids, 2), pos, {}, 0, 0, {}, 0, {}, {}});
   BOOST_REQUIRE(r);
   BOOST_TEST(max_abs_diff(f.head->logits(r->hidden), g.tensor("batch_logits")) < 1e-4f);
 }
@@ -382,7 +384,8 @@ BOOST_AUTO_TEST_CASE(cache_is_freed_on_timeout_and_when_the_client_dies) {
   while (cache_left() != 128 && std::chrono::steady_clock::now() - opened < std::chrono::seconds(5))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   BOOST_TEST(cache_left() == 128);
-  BOOST_TEST((std::chrono::steady_clock::now() - opened >= std::chrono::milliseconds(250)));  // not long before the timeout
+  BOOST_TEST(
+      (std::chrono::steady_clock::now() - opened >= std::chrono::milliseconds(250)));  // not long before the timeout
   caf::error err;
   self->request(node.gate, std::chrono::seconds(5), close_session{sid, {}})
       .receive([](const ack&) {}, [&](caf::error& e) { err = e; });

@@ -125,7 +125,8 @@ TrainingBatch example_batch() {
   for (size_t i = 0; i < 4; ++i) {
     TrainingExample e;
     const size_t from = (i % 2) * 12, len = 12 - 2 * i;
-    e.ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(from), ids.begin() + static_cast<std::ptrdiff_t>(from + len));
+    e.ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(from),
+                 ids.begin() + static_cast<std::ptrdiff_t>(from + len));
     ex.push_back(e);
   }
   return make_batch(ex, 0);
@@ -268,17 +269,20 @@ BOOST_AUTO_TEST_CASE(bad_training_input_on_the_client_gets_clear_errors) {
   auto session = f.session();
   // Prompts of the wrong length for the hidden states.
   const Tensor h = Tensor::empty(DType::f32, {1, 3, 64});
-  auto r = f.ask<blocks_forward_result>(session, blocks_forward{h, positions_of(1, 3), Tensor::empty(DType::f32, {4, 1, 5, 64})});
+  auto r = f.ask<blocks_forward_result>(
+      session, blocks_forward{h, positions_of(1, 3), Tensor::empty(DType::f32, {4, 1, 5, 64})});
   BOOST_TEST(is(r.error(), errc::bad_request));
   BOOST_TEST(describe(r.error()).find("longer than the 3 tokens") != std::string::npos, describe(r.error()));
   auto b = f.ask<blocks_backward_result>(session, blocks_backward{42, h});
   BOOST_TEST(describe(b.error()).find("no forward pass 42") != std::string::npos, describe(b.error()));
   // A classifier batch without labels, through the trainer.
-  auto trainer = f.keep(spawn_trainer(f.sys, f.head, session, tuning_options(TuningMode::ptune, 16, TrainingHead::classifier)));
+  auto trainer =
+      f.keep(spawn_trainer(f.sys, f.head, session, tuning_options(TuningMode::ptune, 16, TrainingHead::classifier)));
   auto t = f.ask<train_step_result>(trainer, train_step{example_batch()});
   BOOST_TEST(describe(t.error()).find("needs a label for every example") != std::string::npos, describe(t.error()));
   // A route that cannot exist.
-  auto client = f.keep(spawn_swarm_client(f.sys, client_options(f.addresses, route_mode::relay, std::chrono::seconds(5)), f.head, f.connector));
+  auto client = f.keep(spawn_swarm_client(
+      f.sys, client_options(f.addresses, route_mode::relay, std::chrono::seconds(5)), f.head, f.connector));
   auto s = f.ask<caf::actor>(client, open_training_request{"no-such-adapter", 4096});
   BOOST_TEST(is(s.error(), errc::no_route), describe(s.error()));
   BOOST_TEST(describe(s.error()).find("no-such-adapter") != std::string::npos, describe(s.error()));
@@ -333,7 +337,8 @@ BOOST_AUTO_TEST_CASE(servers_apply_the_adapter_a_request_names) {
   BOOST_TEST(is(bad.error(), errc::bad_request));
   BOOST_TEST(why(bad).find("unknown adapter 'lora-mlp' (this server holds lora-attn)") != std::string::npos, why(bad));
   const Tensor x = Golden("llama", "grads").tensor("block_input");
-  auto fwd = f.ask<forward_reply>(f.servers[2].gate, forward_request{x, positions_of(2, 12), {}, 0, 0, "lora-attn", 0, {}, {}});
+  auto fwd = f.ask<forward_reply>(f.servers[2].gate,
+                                  forward_request{x, positions_of(2, 12), {}, 0, 0, "lora-attn", 0, {}, {}});
   BOOST_TEST(why(fwd).find("holds none") != std::string::npos, why(fwd));
 
   // Training with the adapter through the swarm follows local training with it.
@@ -351,7 +356,8 @@ BOOST_AUTO_TEST_CASE(servers_apply_the_adapter_a_request_names) {
     const BlockInputs in = local.inputs(batch);
     const HeadLoss loss =
         local.loss(batch, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, *backend, adapter.get()));
-    SpanGradients g = span_backward(blocks.blocks(), in.hidden, loss.grad, in.positions, in.prompts, *backend, adapter.get());
+    SpanGradients g =
+        span_backward(blocks.blocks(), in.hidden, loss.grad, in.positions, in.prompts, *backend, adapter.get());
     local.accumulate(batch, g.grad_in, g.grad_prompts);
     local.apply();
     BOOST_TEST(std::fabs(r->loss - loss.loss) < 1e-5, "step " << step << ": " << r->loss << " vs " << loss.loss);
@@ -381,7 +387,8 @@ BOOST_AUTO_TEST_CASE(large_requests_and_replies_stream_in_chunks_with_the_same_r
     auto session = f.session({"", 1 << 20});
     auto fwd = f.ask<blocks_forward_result>(session, blocks_forward{in.hidden, in.positions, in.prompts});
     BOOST_REQUIRE_MESSAGE(fwd, why(fwd));
-    auto back = f.ask<blocks_backward_result>(session, blocks_backward{fwd->pass, tuning.loss(batch, fwd->hidden).grad});
+    auto back =
+        f.ask<blocks_backward_result>(session, blocks_backward{fwd->pass, tuning.loss(batch, fwd->hidden).grad});
     BOOST_REQUIRE_MESSAGE(back, why(back));
     return std::make_pair(fwd->hidden, *back);
   };
@@ -391,8 +398,8 @@ BOOST_AUTO_TEST_CASE(large_requests_and_replies_stream_in_chunks_with_the_same_r
   BOOST_TEST(max_abs_diff(streamed.second.grad_input, plain.second.grad_input) == 0.f);
   BOOST_TEST(max_abs_diff(streamed.second.grad_prompts, plain.second.grad_prompts) == 0.f);
   LocalBlocks blocks(*source, *backend);
-  BOOST_TEST(max_abs_diff(streamed.first, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, *backend)) <
-             1e-5f);
+  BOOST_TEST(max_abs_diff(streamed.first,
+                          span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, *backend)) < 1e-5f);
 
   // The requests did stream: servers that accept no message above 8 KiB refuse them, by name.
   stream_limits strict = small_streams();
@@ -503,7 +510,8 @@ BOOST_AUTO_TEST_CASE(generation_with_deep_prompts_equals_the_local_model_and_sur
 
   // Six tokens, the server of blocks 2..3 dies, six more: the replacement replays the history (the tuned prompts'
   // positions among it) with the same deep prompts, and the tokens go on as the local model's.
-  auto session = f.ask<caf::actor>(f.client(route_mode::push), open_session_request{max_length, 1, "", tuned.deep_prompts});
+  auto session =
+      f.ask<caf::actor>(f.client(route_mode::push), open_session_request{max_length, 1, "", tuned.deep_prompts});
   BOOST_REQUIRE_MESSAGE(session, why(session));
   f.keep(*session);
   auto first = f.ask<generate_result>(*session, generate_request{prompt, greedy(6), {}, tuned.prompts});

@@ -130,7 +130,7 @@ BOOST_AUTO_TEST_CASE(cost_backend_prices_a_mixture_of_experts_by_its_active_expe
   const double moe_s = decode_seconds(moe, device, moe_bytes), dense_s = decode_seconds(dense, device, dense_bytes);
   BOOST_TEST(static_cast<double>(moe_bytes) == moe.block_bytes(), boost::test_tools::tolerance(1e-6));
   BOOST_TEST(moe_bytes > 3 * dense_bytes);  // all eight experts are held
-  BOOST_TEST(moe_s / dense_s > 0.98);      // but a token reads two of them
+  BOOST_TEST(moe_s / dense_s > 0.98);       // but a token reads two of them
   BOOST_TEST(moe_s / dense_s < 1.05);
   BOOST_TEST(moe_s < 0.4 * static_cast<double>(moe_bytes) / device.bytes_per_second);
 }
@@ -323,7 +323,8 @@ tflops = 50
 memory_bandwidth_gbs = 50
 num_blocks = 8
 cache_tokens = 8192
-max_batch_tokens = )" + std::to_string(max_batch_tokens) + R"(
+max_batch_tokens = )" + std::to_string(max_batch_tokens) +
+                                                     R"(
 [workload]
 clients = 4
 sessions = 16

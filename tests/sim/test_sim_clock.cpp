@@ -21,9 +21,8 @@ struct clock_config : caf::actor_system_config {
   clock_config() {
     set("scheduler.policy", caf::atom("testing"));
     set("logger.file-verbosity", caf::atom("quiet"));
-    module_factories.push_back([](caf::actor_system& sys) -> caf::actor_system::module* {
-      return new sim_coordinator(sys);
-    });
+    module_factories.push_back(
+        [](caf::actor_system& sys) -> caf::actor_system::module* { return new sim_coordinator(sys); });
   }
 };
 
@@ -52,9 +51,8 @@ struct fixture {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(timers_fire_by_due_time_and_ties_in_the_order_they_were_set, fixture) {
-  auto recorder = sys.spawn([this](caf::event_based_actor*) -> caf::behavior {
-    return {[this](const std::string& s) { note(s); }};
-  });
+  auto recorder = sys.spawn(
+      [this](caf::event_based_actor*) -> caf::behavior { return {[this](const std::string& s) { note(s); }}; });
   caf::delayed_anon_send(recorder, 3s, std::string("c"));
   caf::delayed_anon_send(recorder, 1s, std::string("a1"));
   caf::delayed_anon_send(recorder, 2s, std::string("b"));
@@ -136,9 +134,8 @@ BOOST_FIXTURE_TEST_CASE(an_actor_that_ends_takes_its_timeouts_with_it, fixture) 
       self->request(silent, 10s, ask_atom::value).then([](const std::string&) {}, [this](caf::error&) { note("t"); });
     return {caf::after(7s) >> [this] { note("idle"); }};
   });
-  auto other = sys.spawn([this](caf::event_based_actor*) -> caf::behavior {
-    return {caf::after(9s) >> [this] { note("other"); }};
-  });
+  auto other = sys.spawn(
+      [this](caf::event_based_actor*) -> caf::behavior { return {caf::after(9s) >> [this] { note("other"); }}; });
   sched.run();
   BOOST_TEST(clock.pending() == 5u);  // three request timeouts, two receive timeouts
   caf::anon_send_exit(waiting, caf::exit_reason::kill);

@@ -49,8 +49,8 @@ BOOST_AUTO_TEST_CASE(coverage_watch_reports_a_gap_once_it_outlasts_the_bound) {
   BOOST_TEST(!w.observe(10, true, false));   // a gap opens
   BOOST_TEST(!w.observe(110, true, false));  // 100 s: within the bound
   BOOST_TEST(!!w.observe(111, true, false));
-  BOOST_TEST(!w.observe(150, true, false));  // reported once
-  BOOST_TEST(!w.observe(160, true, true));   // closed
+  BOOST_TEST(!w.observe(150, true, false));   // reported once
+  BOOST_TEST(!w.observe(160, true, true));    // closed
   BOOST_TEST(!w.observe(170, false, false));  // no spare capacity: no gap counts
   BOOST_TEST(!w.observe(400, false, false));
   BOOST_TEST(!w.observe(401, true, false));  // a new gap starts here
@@ -109,8 +109,7 @@ sessions = 0
   probe.run();
   // Crash whichever servers ended up on the last blocks.
   for (const auto& s : probe.results().servers)
-    if (s.first_block == 2)
-      sc.churn.events.push_back({100, "crash", std::stoll(s.address.substr(4)), "", 0, ""});
+    if (s.first_block == 2) sc.churn.events.push_back({100, "crash", std::stoll(s.address.substr(4)), "", 0, ""});
   BOOST_TEST_REQUIRE(sc.churn.events.size() == 4u);
   World w(sc, 1);
   w.run();
@@ -188,8 +187,8 @@ BOOST_AUTO_TEST_CASE(worlds_that_found_bugs_keep_every_invariant) {
     World w(sc, sc.seed);
     w.run();
     for (const auto& v : w.results().violations)
-      BOOST_TEST(false, f.path().filename().string() << ": " << v.invariant << " at " << v.t_s << " s, " << v.actors
-                                                     << ": " << v.what);
+      BOOST_TEST(false, f.path().filename().string()
+                            << ": " << v.invariant << " at " << v.t_s << " s, " << v.actors << ": " << v.what);
     ++worlds;
   }
   BOOST_TEST(worlds >= 3u);
@@ -216,7 +215,7 @@ BOOST_AUTO_TEST_CASE(digests_make_a_model_output_depend_on_its_whole_input) {
   BOOST_TEST(ta.size() == 12u);
   BOOST_TEST((ta != tb));
   BOOST_TEST(std::set<int32_t>(ta.begin(), ta.end()).size() > 6u);  // not one token over and over
-  BOOST_TEST((generate(model, a, params) == ta));                    // deterministic
+  BOOST_TEST((generate(model, a, params) == ta));                   // deterministic
   // The prompt fed token by token (as a replay merged differently would) gives the same logits as all at once.
   auto last_logits = [&](const std::vector<int32_t>& ids, bool one_by_one) {
     model.reset(1, 64);

@@ -74,8 +74,8 @@ class BalanceSwarm : public DeterministicSystem {
     std::shared_ptr<const SigningKey> identity;
     std::vector<balancer_event> events;
     size_t moves() const {
-      return static_cast<size_t>(std::count_if(events.begin(), events.end(),
-                                               [](const balancer_event& e) { return e.kind == balancer_event::moved; }));
+      return static_cast<size_t>(std::count_if(
+          events.begin(), events.end(), [](const balancer_event& e) { return e.kind == balancer_event::moved; }));
     }
     bool placed() const {
       return std::any_of(events.begin(), events.end(),
@@ -105,9 +105,8 @@ class BalanceSwarm : public DeterministicSystem {
       start_parts(*m, o);
       if (!together) run_until([&] { return m->placed() || failed(*m); });
     }
-    run_until([&] {
-      return std::all_of(fresh.begin(), fresh.end(), [&](member* m) { return m->placed() || failed(*m); });
-    });
+    run_until(
+        [&] { return std::all_of(fresh.begin(), fresh.end(), [&](member* m) { return m->placed() || failed(*m); }); });
   }
 
   // Runs the world (moving time) until pred() holds, at most `limit` of virtual time.

@@ -35,10 +35,10 @@ bytes serialized(caf::actor_system& sys, Ts&&... xs) {
 
 // A header followed by its payload; payload_len is the payload's size unless `announced` says otherwise.
 inline bytes frame(caf::actor_system& sys, basp::message_type op, const bytes& payload, uint64_t op_data = 0,
-                   uint64_t source_actor = 0, uint64_t dest_actor = 0, uint8_t flags = 0,
-                   int64_t announced = -1) {
-  basp::header hdr{op, flags, static_cast<uint32_t>(announced >= 0 ? announced : static_cast<int64_t>(payload.size())),
-                   op_data, source_actor, dest_actor};
+                   uint64_t source_actor = 0, uint64_t dest_actor = 0, uint8_t flags = 0, int64_t announced = -1) {
+  basp::header hdr{
+      op,      flags,        static_cast<uint32_t>(announced >= 0 ? announced : static_cast<int64_t>(payload.size())),
+      op_data, source_actor, dest_actor};
   bytes out = serialized(sys, hdr);
   out.insert(out.end(), payload.begin(), payload.end());
   return out;
@@ -51,8 +51,7 @@ inline bytes client_handshake(caf::actor_system& sys, const caf::node_id& me, ui
 inline bytes server_handshake(caf::actor_system& sys, const caf::node_id& me, uint64_t actor) {
   std::vector<std::string> app_ids{"generic-caf-app"};
   std::set<std::string> sigs;
-  return frame(sys, basp::message_type::server_handshake, serialized(sys, me, app_ids, actor, sigs),
-               basp::version);
+  return frame(sys, basp::message_type::server_handshake, serialized(sys, me, app_ids, actor, sigs), basp::version);
 }
 
 // A direct message to actor `dest` carrying `msg` (any message: the peer protocol's or not).

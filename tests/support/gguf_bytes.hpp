@@ -10,7 +10,14 @@
 namespace corolla::test {
 
 // GGUF metadata value types (the ones these tests write).
-enum GgufValueType : uint32_t { gguf_u32 = 4, gguf_i32 = 5, gguf_f32 = 6, gguf_string = 8, gguf_array = 9, gguf_u64 = 10 };
+enum GgufValueType : uint32_t {
+  gguf_u32 = 4,
+  gguf_i32 = 5,
+  gguf_f32 = 6,
+  gguf_string = 8,
+  gguf_array = 9,
+  gguf_u64 = 10
+};
 
 template <class T>
 void append_le(std::string& out, T v) {

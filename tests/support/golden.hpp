@@ -15,10 +15,10 @@ namespace corolla::test {
 
 // The golden models of tools/make_golden.py, one per architecture and config option they check.
 inline const char* const kGoldenModels[] = {
-    "llama",         "mistral",        "qwen2",          "llama3-rope", "qwen2-yarn",        "llama-sharded",
-    "llama-bf16",    "llama-bias",     "mistral-window", "qwen2-window", "qwen3",            "mixtral",
-    "phi3",          "phi3-longrope",  "bloom",          "falcon",      "falcon-new",        "falcon-sequential",
-    "falcon2",       "gemma2",         "gemma2-options", "llama-kquant"};
+    "llama",      "mistral",       "qwen2",          "llama3-rope",  "qwen2-yarn", "llama-sharded",
+    "llama-bf16", "llama-bias",    "mistral-window", "qwen2-window", "qwen3",      "mixtral",
+    "phi3",       "phi3-longrope", "bloom",          "falcon",       "falcon-new", "falcon-sequential",
+    "falcon2",    "gemma2",        "gemma2-options", "llama-kquant"};
 
 // The backend the golden suites compute on: COROLLA_TEST_DEVICE=cuda runs them on the CUDA backend
 // (tools/gpu_check.sh does), the CPU otherwise.

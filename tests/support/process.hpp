@@ -34,8 +34,10 @@ class ChildProcess {
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       dup2(out[1], STDOUT_FILENO);
-      if (with_stderr) dup2(out[1], STDERR_FILENO);
-      else if (err_fd_ >= 0) dup2(err_fd_, STDERR_FILENO);
+      if (with_stderr)
+        dup2(out[1], STDERR_FILENO);
+      else if (err_fd_ >= 0)
+        dup2(err_fd_, STDERR_FILENO);
       std::vector<char*> argv;
       argv.push_back(const_cast<char*>(program.c_str()));
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -64,7 +66,8 @@ class ChildProcess {
         buffer_.erase(0, nl + 1);
         return line;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0)
         throw std::runtime_error("timed out waiting for output of pid " + std::to_string(pid_) + "; its stderr:\n" +
                                  error_output());
@@ -168,8 +171,7 @@ inline std::string corolla_cli() {
 // `corolla serve` with the given flags; waits for its "serving blocks A:B of M at HOST:PORT" line.
 class ServerProcess {
  public:
-  explicit ServerProcess(std::vector<std::string> flags)
-      : process_(corolla_cli(), with_serve(std::move(flags))) {
+  explicit ServerProcess(std::vector<std::string> flags) : process_(corolla_cli(), with_serve(std::move(flags))) {
     const std::string line = process_.read_line();
     const auto at = line.rfind(" at ");
     if (line.rfind("serving blocks", 0) != 0 || at == std::string::npos)
@@ -195,8 +197,7 @@ class ServerProcess {
 // `corolla dht` with the given flags; waits for its "dht node at HOST:PORT" line.
 class DhtProcess {
  public:
-  explicit DhtProcess(std::vector<std::string> flags)
-      : process_(corolla_cli(), with_dht(std::move(flags))) {
+  explicit DhtProcess(std::vector<std::string> flags) : process_(corolla_cli(), with_dht(std::move(flags))) {
     const std::string line = process_.read_line();
     const std::string prefix = "dht node at ";
     if (line.rfind(prefix, 0) != 0) throw std::runtime_error("unexpected DHT node output: " + line);

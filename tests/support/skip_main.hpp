@@ -7,12 +7,12 @@
 #include <iostream>
 #include <string>
 
-#define COROLLA_TEST_MAIN(why_skip)                                          \
-  int main(int argc, char* argv[]) {                                         \
-    const std::string reason = why_skip();                                   \
-    if (!reason.empty()) {                                                   \
-      std::cout << "SKIPPED: " << reason << std::endl;                       \
-      return 77;                                                             \
-    }                                                                        \
-    return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);    \
+#define COROLLA_TEST_MAIN(why_skip)                                       \
+  int main(int argc, char* argv[]) {                                      \
+    const std::string reason = why_skip();                                \
+    if (!reason.empty()) {                                                \
+      std::cout << "SKIPPED: " << reason << std::endl;                    \
+      return 77;                                                          \
+    }                                                                     \
+    return boost::unit_test::unit_test_main(&init_unit_test, argc, argv); \
   }

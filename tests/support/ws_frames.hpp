@@ -33,7 +33,8 @@ inline std::vector<char> ws_frame(ws_opcode op, const std::string& payload, bool
   }
   const char key[4] = {0x12, 0x34, 0x56, 0x78};
   if (masked) out.insert(out.end(), key, key + 4);
-  for (size_t i = 0; i < payload.size(); ++i) out.push_back(masked ? static_cast<char>(payload[i] ^ key[i % 4]) : payload[i]);
+  for (size_t i = 0; i < payload.size(); ++i)
+    out.push_back(masked ? static_cast<char>(payload[i] ^ key[i % 4]) : payload[i]);
   return out;
 }
 
@@ -56,7 +57,8 @@ inline RawSocket ws_connect(uint16_t port, const std::string& target) {
 
 // The payload of the server's next text or binary frame (control frames are skipped), or nullopt when the
 // server closes or says nothing within `timeout`.
-inline std::optional<std::string> ws_read_message(RawSocket& s, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+inline std::optional<std::string> ws_read_message(RawSocket& s,
+                                                  std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   for (;;) {
     auto head = s.read_exactly(2, timeout);
     if (head.size() < 2) return std::nullopt;

@@ -32,8 +32,7 @@ struct fixture {
 
   BaspFilter make(basp_side side) {
     return BaspFilter(
-        side, id_of(sys, self), basp_filter_limits{},
-        [this](const basp_node_id& n) { return connected.count(n) > 0; },
+        side, id_of(sys, self), basp_filter_limits{}, [this](const basp_node_id& n) { return connected.count(n) > 0; },
         [this](const basp_node_id& n) { return connected.insert(n).second; });
   }
 
@@ -132,7 +131,7 @@ BOOST_AUTO_TEST_CASE(routed_messages_only_for_this_node_from_known_nodes) {
   connected.insert(id_of(sys, other));
   BOOST_TEST(judge(f, routed_message(sys, other, self, 5, msg)) == passes);
   BOOST_TEST(judge(f, routed_message(sys, peer, other, 5, msg)) == dropped);  // for another node
-  BOOST_TEST(judge(f, routed_message(sys, self, self, 5, msg)) == closes);  // claims to be this node
+  BOOST_TEST(judge(f, routed_message(sys, self, self, 5, msg)) == closes);    // claims to be this node
 }
 
 BOOST_AUTO_TEST_CASE(monitor_and_down_only_about_the_peers_own_actors) {
@@ -141,7 +140,8 @@ BOOST_AUTO_TEST_CASE(monitor_and_down_only_about_the_peers_own_actors) {
   BOOST_TEST(judge(f, down_message(sys, other, self, 9)) == closes);
   auto g = greeted_again();
   BOOST_TEST(judge(g, frame(sys, basp::message_type::monitor_message, serialized(sys, peer, self), 0, 0, 4)) == passes);
-  BOOST_TEST(judge(g, frame(sys, basp::message_type::monitor_message, serialized(sys, other, self), 0, 0, 4)) == closes);
+  BOOST_TEST(judge(g, frame(sys, basp::message_type::monitor_message, serialized(sys, other, self), 0, 0, 4)) ==
+             closes);
 }
 
 BOOST_AUTO_TEST_CASE(sizes_are_capped_and_large_frames_judged_on_their_start) {

@@ -33,15 +33,22 @@ std::string text_or_empty(const json& j) { return j.is_string() ? j.get<std::str
 
 BOOST_AUTO_TEST_CASE(formats_are_recognised_from_the_templates) {
   const json g = golden();
-  const std::map<std::string, ChatFormat> expected = {
-      {"smollm2", ChatFormat::chatml},     {"qwen2", ChatFormat::chatml},
-      {"llama3", ChatFormat::llama3},      {"llama2", ChatFormat::llama2},
-      {"mistral", ChatFormat::mistral},    {"gemma2", ChatFormat::gemma},
-      {"phi3", ChatFormat::phi3},          {"phi3.5", ChatFormat::phi3},
-      {"phi3-original", ChatFormat::phi3_original}, {"phi3-medium", ChatFormat::phi3_original},
-      {"phi4-mini", ChatFormat::phi4_mini}, {"phi4", ChatFormat::phi4},
-      {"phi4-original", ChatFormat::phi4}, {"qwen3", ChatFormat::qwen3},
-      {"deepseek-llm", ChatFormat::deepseek}, {"falcon2", ChatFormat::falcon}};
+  const std::map<std::string, ChatFormat> expected = {{"smollm2", ChatFormat::chatml},
+                                                      {"qwen2", ChatFormat::chatml},
+                                                      {"llama3", ChatFormat::llama3},
+                                                      {"llama2", ChatFormat::llama2},
+                                                      {"mistral", ChatFormat::mistral},
+                                                      {"gemma2", ChatFormat::gemma},
+                                                      {"phi3", ChatFormat::phi3},
+                                                      {"phi3.5", ChatFormat::phi3},
+                                                      {"phi3-original", ChatFormat::phi3_original},
+                                                      {"phi3-medium", ChatFormat::phi3_original},
+                                                      {"phi4-mini", ChatFormat::phi4_mini},
+                                                      {"phi4", ChatFormat::phi4},
+                                                      {"phi4-original", ChatFormat::phi4},
+                                                      {"qwen3", ChatFormat::qwen3},
+                                                      {"deepseek-llm", ChatFormat::deepseek},
+                                                      {"falcon2", ChatFormat::falcon}};
   BOOST_TEST(g.at("templates").size() == expected.size());
   for (const auto& [name, spec] : g.at("templates").items()) {
     const auto t = ChatTemplate::detect(spec.at("template").get<std::string>(), "", "");

@@ -135,8 +135,10 @@ BOOST_AUTO_TEST_CASE(gated_activation_backward_matches_finite_differences) {
         return y;
       };
       auto backward = [&](const Tensor& d, Tensor& dg, Tensor& du) {
-        if (gelu) cpu().gelu_mul_backward(g, u, Gelu::tanh, d, dg, du);
-        else cpu().silu_mul_backward(g, u, d, dg, du);
+        if (gelu)
+          cpu().gelu_mul_backward(g, u, Gelu::tanh, d, dg, du);
+        else
+          cpu().silu_mul_backward(g, u, d, dg, du);
       };
       Tensor dg = cpu().alloc(DType::f32, {n}), du = cpu().alloc(DType::f32, {n});
       backward(dy, dg, du);
@@ -148,8 +150,10 @@ BOOST_AUTO_TEST_CASE(gated_activation_backward_matches_finite_differences) {
       BOOST_TEST(max_diff(inplace, as_double(dg)) == 0.0);
       // The forward is the same function.
       Tensor y = cpu().alloc(DType::f32, {n});
-      if (gelu) cpu().gelu_mul(g, u, Gelu::tanh, y);
-      else cpu().silu_mul(g, u, y);
+      if (gelu)
+        cpu().gelu_mul(g, u, Gelu::tanh, y);
+      else
+        cpu().silu_mul(g, u, y);
       for (int64_t i = 0; i < n; ++i)
         BOOST_TEST(std::fabs(y.data_as<float>()[i] - act(g.data_as<float>()[i]) * u.data_as<float>()[i]) < 1e-5);
     }
@@ -161,46 +165,46 @@ BOOST_AUTO_TEST_CASE(gated_activation_backward_matches_finite_differences) {
 // a soft cap of 1.5 (Gemma 2's attn_logit_softcapping) bends most of these scores.
 BOOST_AUTO_TEST_CASE(attention_backward_matches_finite_differences) {
   for (const int64_t window : {0, 4})
-  for (const float softcap : {0.f, 1.5f}) {
-  BOOST_TEST_CONTEXT("window " << window << ", cap " << softcap) {
-  const int64_t b = 2, t = 9, hq = 4, hkv = 2, hd = 8, group = hq / hkv;
-  const float scale = 0.35f;
-  const AttentionSpec spec{.scale = scale, .window = window, .softcap = softcap};
-  const Tensor q = random_tensor({b, t, hq, hd}, 13), k = random_tensor({b, t, hkv, hd}, 14);
-  const Tensor v = random_tensor({b, t, hkv, hd}, 15), dout = random_tensor({b, t, hq * hd}, 16);
-  // out[b, t, h, :] = Σ_{s ≤ t} softmax_s(scale · q·k_s) v_s, in double.
-  auto attn = [&](const std::vector<double>& qv, const std::vector<double>& kv, const std::vector<double>& vv) {
-    std::vector<double> out(static_cast<size_t>(b * t * hq * hd));
-    for (int64_t bi = 0; bi < b; ++bi)
-      for (int64_t ti = 0; ti < t; ++ti)
-        for (int64_t h = 0; h < hq; ++h) {
-          const int64_t g = h / group;
-          const int64_t first = spec.first_slot(ti);
-          std::vector<double> p(static_cast<size_t>(ti + 1), 0.0);
-          double mx = -1e300, sum = 0;
-          for (int64_t s = first; s <= ti; ++s) {
-            double dotp = 0;
-            for (int64_t i = 0; i < hd; ++i)
-              dotp += qv[((bi * t + ti) * hq + h) * hd + i] * kv[((bi * t + s) * hkv + g) * hd + i];
-            p[s] = softcap > 0 ? softcap * std::tanh(dotp * scale / softcap) : dotp * scale;
-            mx = std::max(mx, p[s]);
-          }
-          for (int64_t s = first; s <= ti; ++s) sum += (p[s] = std::exp(p[s] - mx));
-          for (int64_t s = first; s <= ti; ++s)
-            for (int64_t i = 0; i < hd; ++i)
-              out[((bi * t + ti) * hq + h) * hd + i] += p[s] / sum * vv[((bi * t + s) * hkv + g) * hd + i];
-        }
-    return out;
-  };
-  const auto qd = as_double(q), kd = as_double(k), vd = as_double(v), dd = as_double(dout);
-  Tensor dq = cpu().alloc(DType::f32, q.shape()), dk = cpu().alloc(DType::f32, k.shape());
-  Tensor dv = cpu().alloc(DType::f32, v.shape());
-  cpu().attention_backward(q, k, v, dout, spec, dq, dk, dv);
-  BOOST_TEST(max_diff(dq, numeric_grad([&](const auto& x) { return attn(x, kd, vd); }, qd, dd)) < 1e-4);
-  BOOST_TEST(max_diff(dk, numeric_grad([&](const auto& x) { return attn(qd, x, vd); }, kd, dd)) < 1e-4);
-  BOOST_TEST(max_diff(dv, numeric_grad([&](const auto& x) { return attn(qd, kd, x); }, vd, dd)) < 1e-4);
-  }
-  }
+    for (const float softcap : {0.f, 1.5f}) {
+      BOOST_TEST_CONTEXT("window " << window << ", cap " << softcap) {
+        const int64_t b = 2, t = 9, hq = 4, hkv = 2, hd = 8, group = hq / hkv;
+        const float scale = 0.35f;
+        const AttentionSpec spec{.scale = scale, .window = window, .softcap = softcap};
+        const Tensor q = random_tensor({b, t, hq, hd}, 13), k = random_tensor({b, t, hkv, hd}, 14);
+        const Tensor v = random_tensor({b, t, hkv, hd}, 15), dout = random_tensor({b, t, hq * hd}, 16);
+        // out[b, t, h, :] = Σ_{s ≤ t} softmax_s(scale · q·k_s) v_s, in double.
+        auto attn = [&](const std::vector<double>& qv, const std::vector<double>& kv, const std::vector<double>& vv) {
+          std::vector<double> out(static_cast<size_t>(b * t * hq * hd));
+          for (int64_t bi = 0; bi < b; ++bi)
+            for (int64_t ti = 0; ti < t; ++ti)
+              for (int64_t h = 0; h < hq; ++h) {
+                const int64_t g = h / group;
+                const int64_t first = spec.first_slot(ti);
+                std::vector<double> p(static_cast<size_t>(ti + 1), 0.0);
+                double mx = -1e300, sum = 0;
+                for (int64_t s = first; s <= ti; ++s) {
+                  double dotp = 0;
+                  for (int64_t i = 0; i < hd; ++i)
+                    dotp += qv[((bi * t + ti) * hq + h) * hd + i] * kv[((bi * t + s) * hkv + g) * hd + i];
+                  p[s] = softcap > 0 ? softcap * std::tanh(dotp * scale / softcap) : dotp * scale;
+                  mx = std::max(mx, p[s]);
+                }
+                for (int64_t s = first; s <= ti; ++s) sum += (p[s] = std::exp(p[s] - mx));
+                for (int64_t s = first; s <= ti; ++s)
+                  for (int64_t i = 0; i < hd; ++i)
+                    out[((bi * t + ti) * hq + h) * hd + i] += p[s] / sum * vv[((bi * t + s) * hkv + g) * hd + i];
+              }
+          return out;
+        };
+        const auto qd = as_double(q), kd = as_double(k), vd = as_double(v), dd = as_double(dout);
+        Tensor dq = cpu().alloc(DType::f32, q.shape()), dk = cpu().alloc(DType::f32, k.shape());
+        Tensor dv = cpu().alloc(DType::f32, v.shape());
+        cpu().attention_backward(q, k, v, dout, spec, dq, dk, dv);
+        BOOST_TEST(max_diff(dq, numeric_grad([&](const auto& x) { return attn(x, kd, vd); }, qd, dd)) < 1e-4);
+        BOOST_TEST(max_diff(dk, numeric_grad([&](const auto& x) { return attn(qd, x, vd); }, kd, dd)) < 1e-4);
+        BOOST_TEST(max_diff(dv, numeric_grad([&](const auto& x) { return attn(qd, kd, x); }, vd, dd)) < 1e-4);
+      }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(shape_mismatches_are_errors) {

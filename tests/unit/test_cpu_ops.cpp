@@ -48,13 +48,13 @@ double worst_error_vs_naive(const Tensor& q, const Tensor& kc, const Tensor& vc,
         double mx = -1e30, z = 0;
         for (int64_t j = first; j <= last; ++j) {
           double d = 0;
-          for (int64_t i = 0; i < hd; ++i)
-            d += at(q, ((bi * t + ti) * hq + h) * hd + i) * kv_k[(j * hkv + g) * hd + i];
+          for (int64_t i = 0; i < hd; ++i) d += at(q, ((bi * t + ti) * hq + h) * hd + i) * kv_k[(j * hkv + g) * hd + i];
           const double x = spec.softcap > 0 ? spec.softcap * std::tanh(d * scale / spec.softcap) : d * scale;
           s[static_cast<size_t>(j)] = x;
           mx = std::max(mx, x);
         }
-        for (int64_t j = first; j <= last; ++j) z += (s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - mx));
+        for (int64_t j = first; j <= last; ++j)
+          z += (s[static_cast<size_t>(j)] = std::exp(s[static_cast<size_t>(j)] - mx));
         for (int64_t i = 0; i < hd; ++i) {
           double want = 0;
           for (int64_t j = first; j <= last; ++j) want += s[static_cast<size_t>(j)] / z * kv_v[(j * hkv + g) * hd + i];
@@ -150,7 +150,8 @@ BOOST_AUTO_TEST_CASE(grouped_query_attention_matches_naive) {
         for (auto& e : s) z += (e = std::exp(e - mx));
         for (int64_t i = 0; i < hd; ++i) {
           double want = 0;
-          for (int64_t j = 0; j <= ti; ++j) want += s[static_cast<size_t>(j)] / z * at(v, ((bi * t + j) * hkv + g) * hd + i);
+          for (int64_t j = 0; j <= ti; ++j)
+            want += s[static_cast<size_t>(j)] / z * at(v, ((bi * t + j) * hkv + g) * hd + i);
           BOOST_TEST(std::fabs(at(out, (bi * t + ti) * hq * hd + h * hd + i) - want) < 1e-5);
         }
       }
@@ -208,7 +209,8 @@ BOOST_AUTO_TEST_CASE(attention_over_scattered_pages_equals_a_contiguous_cache) {
   // Histories of 75 and 40 tokens written into both.
   Tensor k = random_tensor({b, 75, hkv, hd}, 50), v = random_tensor({b, 75, hkv, hd}, 51);
   std::vector<int32_t> pos(2 * 75);
-  for (int64_t i = 0; i < 75; ++i) pos[static_cast<size_t>(i)] = pos[static_cast<size_t>(75 + i)] = static_cast<int32_t>(i);
+  for (int64_t i = 0; i < 75; ++i)
+    pos[static_cast<size_t>(i)] = pos[static_cast<size_t>(75 + i)] = static_cast<int32_t>(i);
   cpu().kv_write(k, v, pos, paged);
   cpu().kv_write(k, v, pos, contiguous.pages());
   for (int64_t i = 0; i < hkv * hd; ++i)  // sequence 1's slot 37 is row 37 % 16 of its page 37 / 16 (pool page 5)
@@ -352,8 +354,8 @@ BOOST_AUTO_TEST_CASE(matmul_many_prepares_x_once_for_interleaved_weights) {
       const int64_t n = ws[i].dim(0);
       many[i] = cpu().alloc(DType::f32, {m, n});
       alone[i] = cpu().alloc(DType::f32, {m, n});
-      kernels.rows_for_dtype(ws[i].dtype())(ws[i].data(), k, xs.data_as<const float>(), m,
-                                           alone[i].data_as<float>(), n, 0, n);
+      kernels.rows_for_dtype(ws[i].dtype())(ws[i].data(), k, xs.data_as<const float>(), m, alone[i].data_as<float>(), n,
+                                            0, n);
     }
     const std::array<Tensor*, 3> ys{&many[0], &many[1], &many[2]};
     cpu().matmul_many(xs, wp, biases, ys);

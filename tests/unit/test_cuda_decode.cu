@@ -54,8 +54,8 @@ void check_dtype() {
       ++seen[static_cast<size_t>(idx)];
       const float v = is_quantized_v<T> ? c.d * c.v[j] + c.m : c.v[j];
       BOOST_REQUIRE_MESSAGE(close(v, r.want[static_cast<size_t>(idx)]),
-                            dtype_name(T) << " chunk " << g << " lane value " << j << " (element " << idx
-                                          << "): " << v << " vs " << r.want[static_cast<size_t>(idx)]);
+                            dtype_name(T) << " chunk " << g << " lane value " << j << " (element " << idx << "): " << v
+                                          << " vs " << r.want[static_cast<size_t>(idx)]);
     }
   }
   for (int i = 0; i < kK; ++i) BOOST_REQUIRE_MESSAGE(seen[static_cast<size_t>(i)] == 1, "element " << i);

@@ -44,8 +44,7 @@ BOOST_AUTO_TEST_CASE(sha1_known_answers) {
   BOOST_TEST(to_hex(sha1("abc")) == "a9993e364706816aba3e25717850c26c9cd0d89d");
   BOOST_TEST(to_hex(sha1("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq")) ==
              "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
-  BOOST_TEST(to_hex(sha1("The quick brown fox jumps over the lazy dog")) ==
-             "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12");
+  BOOST_TEST(to_hex(sha1("The quick brown fox jumps over the lazy dog")) == "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12");
   BOOST_TEST(to_hex(sha1(std::string(1000000, 'a'))) == "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
   BOOST_TEST(to_hex(sha1("llama.12")) == "dcdda916516aeb0931599c56ecc334daf0ec075b");
   std::string all_bytes;
@@ -55,9 +54,9 @@ BOOST_AUTO_TEST_CASE(sha1_known_answers) {
 
 BOOST_AUTO_TEST_CASE(sha1_padding_boundaries) {
   const std::map<size_t, std::string> want = {
-      {55, "c1c8bbdc22796e28c0e15163d20899b65621d65a"},  {56, "c2db330f6083854c99d4b5bfb6e8f29f201be699"},
-      {63, "03f09f5b158a7a8cdad920bddc29b81c18a551f5"},  {64, "0098ba824b5c16427bd7a1122a5a442a25ec644d"},
-      {65, "11655326c708d70319be2610e8a57d9a5b959d3b"},  {119, "ee971065aaa017e0632a8ca6c77bb3bf8b1dfc56"},
+      {55, "c1c8bbdc22796e28c0e15163d20899b65621d65a"}, {56, "c2db330f6083854c99d4b5bfb6e8f29f201be699"},
+      {63, "03f09f5b158a7a8cdad920bddc29b81c18a551f5"}, {64, "0098ba824b5c16427bd7a1122a5a442a25ec644d"},
+      {65, "11655326c708d70319be2610e8a57d9a5b959d3b"}, {119, "ee971065aaa017e0632a8ca6c77bb3bf8b1dfc56"},
       {120, "f34c1488385346a55709ba056ddd08280dd4c6d6"}};
   for (const auto& [n, hex] : want) BOOST_TEST(to_hex(sha1(std::string(n, 'a'))) == hex, "length " << n);
 }
@@ -275,7 +274,8 @@ BOOST_AUTO_TEST_CASE(storage_limits_subkeys_per_key) {
   std::set<std::string> seen;
   s.for_each(t0 + 25s, [&](const NodeId& k, const std::string& subkey, const DhtValue&, DhtTime stored_at) {
     BOOST_TEST((k == key));
-    seen.insert(subkey + "@" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(stored_at - t0).count()));
+    seen.insert(subkey + "@" +
+                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(stored_at - t0).count()));
   });
   BOOST_TEST((seen == std::set<std::string>{"c@25"}));
 }
@@ -312,8 +312,10 @@ struct SyntheticNetwork {
       BOOST_REQUIRE(!flight.empty());
       Contact c = flight.front();
       flight.erase(flight.begin());
-      if (dead.count(c.id)) l.failed(c.id);
-      else l.answered(c.id, closest_contacts(knows[c.id], target, o.k));
+      if (dead.count(c.id))
+        l.failed(c.id);
+      else
+        l.answered(c.id, closest_contacts(knows[c.id], target, o.k));
     }
     BOOST_REQUIRE(l.finished());
     return l;
@@ -364,7 +366,7 @@ BOOST_AUTO_TEST_CASE(lookup_ignores_self_and_unknown_replies) {
   const Contact self = contact(1);
   Lookup l(NodeId{}, {20, 3}, self.id, {self, contact(2), contact(3)});
   auto asked = l.next();
-  BOOST_REQUIRE(asked.size() == 2u);  // not self
+  BOOST_REQUIRE(asked.size() == 2u);        // not self
   l.answered(contact(9).id, {contact(4)});  // never asked: ignored
   l.answered(asked[0].id, {self, contact(4)});
   auto more = l.next();

@@ -162,8 +162,8 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   const std::string under_name = owned_subkey(alice.public_key(), "extra");
   DhtEntries entries{{alices_subkey, {wide_records[1].value, exp}},
                      {bobs_subkey, {bobs.value, exp + 1s}},
-                     {"1.2.3.4:5", {"not a record at all", exp}},                          // names no owner
-                     {to_hex(SigningKey::generate().public_key()), {bobs.value, exp}},      // Bob's record elsewhere
+                     {"1.2.3.4:5", {"not a record at all", exp}},                       // names no owner
+                     {to_hex(SigningKey::generate().public_key()), {bobs.value, exp}},  // Bob's record elsewhere
                      {under_name, {sign_record(alice, key_id(key), under_name, "x", unix_ms_at(exp)), exp}}};
   std::vector<std::string> problems;
   auto servers = parse_servers(key, entries, now, &problems);
@@ -273,7 +273,9 @@ BOOST_AUTO_TEST_CASE(hostile_server_infos_are_left_out) {
       [](server_info& i) { i.first_block = 4; },
       [](server_info& i) { i.throughput = std::nan(""); },
       [](server_info& i) { i.inference_rps = -1; },
-      [](server_info& i) { i.pings = {{"x:1", std::numeric_limits<double>::infinity()}}; },
+      [](server_info& i) {
+        i.pings = {{"x:1", std::numeric_limits<double>::infinity()}};
+      },
       [](server_info& i) { i.state = "ruling"; },
       [](server_info& i) { i.cache_tokens_left = -1; },
   };

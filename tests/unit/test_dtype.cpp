@@ -23,7 +23,7 @@ BOOST_AUTO_TEST_CASE(f16_round_trips_every_finite_half) {
 }
 
 BOOST_AUTO_TEST_CASE(f16_rounds_to_nearest_even) {
-  BOOST_TEST(f16_to_f32(f32_to_f16(1.0f + 1.0f / 2048)) == 1.0f);            // tie, even is 1.0
+  BOOST_TEST(f16_to_f32(f32_to_f16(1.0f + 1.0f / 2048)) == 1.0f);                // tie, even is 1.0
   BOOST_TEST(f16_to_f32(f32_to_f16(1.0f + 3.0f / 2048)) == 1.0f + 2.0f / 1024);  // tie, rounds up to even
   BOOST_TEST(f16_to_f32(f32_to_f16(70000.f)) == INFINITY);
   BOOST_TEST(f16_to_f32(f32_to_f16(1e-8f)) == 0.f);
@@ -87,8 +87,8 @@ std::vector<char> read_bytes(const std::string& path) {
 // Random block bytes and gguf-py's gguf.quants.dequantize of them (tools/kquants.py writes both): to_f32 and every
 // kernel set's dequantization give the same f32 values, bit for bit.
 BOOST_AUTO_TEST_CASE(dequantization_matches_gguf_py) {
-  for (DType t : {DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K, DType::q2_K, DType::q3_K,
-                  DType::iq4_nl}) {
+  for (DType t :
+       {DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K, DType::q6_K, DType::q2_K, DType::q3_K, DType::iq4_nl}) {
     const std::string base = std::string(COROLLA_TEST_DATA) + "/dequant/" + std::string(dtype_name(t));
     const std::vector<char> blocks = read_bytes(base + ".blocks"), values = read_bytes(base + ".f32");
     BOOST_REQUIRE(blocks.size() % static_cast<size_t>(block_bytes(t)) == 0);

@@ -52,7 +52,7 @@ BOOST_AUTO_TEST_CASE(latency_is_smoothed_and_unreliable_peers_cost_more) {
   book.record_failure("flaky", 0);
   book.record_failure("flaky", 0);
   BOOST_TEST(book.penalty_seconds("flaky") > book.penalty_seconds("fast"));
-  BOOST_TEST(book.penalty_seconds("fast") > 0.0);   // a small prior, never zero
+  BOOST_TEST(book.penalty_seconds("fast") > 0.0);                                 // a small prior, never zero
   BOOST_TEST(book.penalty_seconds("never-seen") > book.penalty_seconds("fast"));  // little evidence either way
   BOOST_TEST(book.penalties().count("flaky") == 1u);
 }

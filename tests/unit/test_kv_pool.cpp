@@ -47,7 +47,7 @@ BOOST_AUTO_TEST_CASE(a_pool_hands_out_its_lowest_pages_and_takes_them_back) {
     BOOST_TEST(pool->free_pages() == 6);
     const KvPages p = a->pages();
     BOOST_TEST((std::vector<int32_t>(p.table.begin(), p.table.end()) == std::vector<int32_t>{0, 1, 2, 3}));
-    BOOST_TEST(p.run(0, 0, 8) == 8);  // pages 0 and 1: one run
+    BOOST_TEST(p.run(0, 0, 8) == 8);      // pages 0 and 1: one run
     auto b = KVCache::take(pool, 1, 30);  // 8 pages: more than are free
     BOOST_TEST(!b);
     BOOST_TEST(pool->free_pages() == 6);
@@ -97,7 +97,8 @@ BOOST_AUTO_TEST_CASE(reordered_sequences_share_pages_until_they_write) {
   for (int64_t s = 4; s < 6; ++s) BOOST_TEST(key_at(c, 1, s) == 200 + s);  // the copy holds what was there
   Tensor k = Tensor::empty(DType::f32, {3, 1, kHeads, kDim});
   for (int64_t b = 0; b < 3; ++b)
-    for (int64_t i = 0; i < kHeads * kDim; ++i) k.data_as<float>()[b * kHeads * kDim + i] = static_cast<float>(1000 + b);
+    for (int64_t i = 0; i < kHeads * kDim; ++i)
+      k.data_as<float>()[b * kHeads * kDim + i] = static_cast<float>(1000 + b);
   cpu().kv_write(k, k, next, c.pages());
   BOOST_TEST(key_at(c, 0, 6) == 1000);
   BOOST_TEST(key_at(c, 1, 6) == 1001);

@@ -30,13 +30,13 @@ using corolla::test::activations_as_quantized;
 
 namespace {
 
-constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0, DType::q4_0,
-                                  DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_K, DType::q5_K,
+constexpr DType kWeightTypes[] = {DType::f32,  DType::f16,  DType::bf16, DType::q8_0,  DType::q4_0,
+                                  DType::q4_1, DType::q5_0, DType::q5_1, DType::q4_K,  DType::q5_K,
                                   DType::q6_K, DType::q2_K, DType::q3_K, DType::iq4_nl};
 // Weights placed with their rows interleaved by 16 (kernels/interleaved_rows.hpp); every kernel set computes them.
-constexpr DType kInterleavedTypes[] = {DType::q4_0_r16, DType::q8_0_r16, DType::q4_1_r16, DType::q4_K_r16,
-                                       DType::q5_K_r16,  DType::q6_K_r16, DType::q2_K_r16, DType::q3_K_r16,
-                                       DType::iq4_nl_r16};
+constexpr DType kInterleavedTypes[] = {DType::q4_0_r16, DType::q8_0_r16, DType::q4_1_r16,
+                                       DType::q4_K_r16, DType::q5_K_r16, DType::q6_K_r16,
+                                       DType::q2_K_r16, DType::q3_K_r16, DType::iq4_nl_r16};
 constexpr double kTolerance = 1e-5;
 
 // The matrix-vector kernels' dtypes: the weight types and the interleaved ones.
@@ -100,8 +100,8 @@ void reference(const std::vector<float>& w, int64_t k, const float* x, int64_t r
 }
 
 std::string label(const MatvecKernels& ks, DType t, int64_t n, int64_t k, int64_t m) {
-  return std::string(ks.isa) + " " + std::string(dtype_name(t)) + " [" + std::to_string(n) + "x" +
-         std::to_string(k) + "] m=" + std::to_string(m);
+  return std::string(ks.isa) + " " + std::string(dtype_name(t)) + " [" + std::to_string(n) + "x" + std::to_string(k) +
+         "] m=" + std::to_string(m);
 }
 
 // Runs one kernel set on rows [r0, r1) of an [n, k] matrix for m activation rows and checks every output: against
@@ -131,8 +131,8 @@ void check_kernels(const MatvecKernels& ks, DType t, int64_t n, int64_t k, int64
     for (int64_t r = 0; r < ldy; ++r) {
       const float got = y[static_cast<size_t>(i * ldy + r)];
       if (r < r0 || r >= r1) {
-        BOOST_REQUIRE_MESSAGE(got == sentinel, what << ": row " << r << " outside [" << r0 << ", " << r1
-                                                    << ") was written");
+        BOOST_REQUIRE_MESSAGE(got == sentinel,
+                              what << ": row " << r << " outside [" << r0 << ", " << r1 << ") was written");
         continue;
       }
       double ref, scale;
@@ -505,10 +505,10 @@ BOOST_AUTO_TEST_CASE(extreme_levels_do_not_overflow_integer_sums) {
       for (const MatvecKernels* ks : available_matvec_kernels()) {
         ks->for_dtype(t)(w.data(), k, x.data(), got.data(), 0, n);
         for (int64_t r = 0; r < n; ++r)
-          BOOST_TEST(std::fabs(got[static_cast<size_t>(r)] - want[static_cast<size_t>(r)]) <=
-                         kTolerance * std::fabs(want[static_cast<size_t>(r)]),
-                     ks->isa << " " << dtype_name(t) << " x=" << sign << " row " << r << ": " << got[r] << " vs "
-                             << want[r]);
+          BOOST_TEST(
+              std::fabs(got[static_cast<size_t>(r)] - want[static_cast<size_t>(r)]) <=
+                  kTolerance * std::fabs(want[static_cast<size_t>(r)]),
+              ks->isa << " " << dtype_name(t) << " x=" << sign << " row " << r << ": " << got[r] << " vs " << want[r]);
       }
     }
   }

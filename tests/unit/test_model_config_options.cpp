@@ -145,7 +145,8 @@ BOOST_AUTO_TEST_CASE(longrope_reads_both_factor_sets_and_phi3_names_it_su_or_yar
     BOOST_TEST(c.rope_inv_freq(64).front() == plain.rope_inv_freq().front());  // short factor 1
     BOOST_TEST(c.rope_inv_freq(64).back() == 1.0f / (2.0f * (1.0f / plain.rope_inv_freq().back())),
                boost::test_tools::tolerance(1e-6f));
-    BOOST_TEST(c.rope_inv_freq(65).front() == plain.rope_inv_freq().front() / 4.0f, boost::test_tools::tolerance(1e-6f));
+    BOOST_TEST(c.rope_inv_freq(65).front() == plain.rope_inv_freq().front() / 4.0f,
+               boost::test_tools::tolerance(1e-6f));
     // sqrt(1 + ln(1024 / 64) / ln(64)) from the contexts' ratio; a given factor or attention_factor wins.
     BOOST_TEST(c.rope_attention_factor() == std::sqrt(1 + std::log(16.0) / std::log(64.0)),
                boost::test_tools::tolerance(1e-12));
@@ -222,16 +223,17 @@ BOOST_AUTO_TEST_CASE(qwen2_slides_the_layers_its_config_marks) {
 
 BOOST_AUTO_TEST_CASE(the_architecture_is_checked_before_its_keys) {
   // GPT-2's config (its real key set): no hidden_size or intermediate_size, but that is not what is wrong.
-  const nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"n_embd", 64}, {"n_head", 4}, {"n_layer", 2},
-                               {"vocab_size", 256}, {"activation_function", "gelu_new"}};
-  expect_error([&] { read(gpt2); }, {"unsupported architecture 'gpt2'", "bloom", "falcon", "llama", "mistral", "qwen2"});
+  const nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"n_embd", 64},      {"n_head", 4},
+                               {"n_layer", 2},         {"vocab_size", 256}, {"activation_function", "gelu_new"}};
+  expect_error([&] { read(gpt2); },
+               {"unsupported architecture 'gpt2'", "bloom", "falcon", "llama", "mistral", "qwen2"});
 }
 
 // BLOOM's keys are its own (n_layer, n_head, layer_norm_epsilon; n_embed in older files), with no intermediate
 // size, RoPE or hidden_act: LayerNorm, ALiBi and the tanh GELU come with the architecture.
 BOOST_AUTO_TEST_CASE(bloom_reads_its_own_keys_and_refuses_post_layernorm_residuals) {
-  nlohmann::json bloom = {{"model_type", "bloom"}, {"n_embed", 64}, {"n_head", 4}, {"n_layer", 2},
-                          {"vocab_size", 256}, {"layer_norm_epsilon", 2e-5}};
+  nlohmann::json bloom = {{"model_type", "bloom"}, {"n_embed", 64},     {"n_head", 4},
+                          {"n_layer", 2},          {"vocab_size", 256}, {"layer_norm_epsilon", 2e-5}};
   const ModelConfig c = read(bloom);
   BOOST_TEST(c.hidden_size == 64);
   BOOST_TEST(c.intermediate_size == 256);
@@ -272,8 +274,11 @@ BOOST_AUTO_TEST_CASE(the_golden_models_with_each_option_read_as_written) {
 // Falcon's keys are its own (ffn_hidden_size, layer_norm_epsilon, bias, activation, num_kv_heads), and three of them
 // choose the layout: Falcon-7B's (multi-query, parallel, one LayerNorm) by default.
 BOOST_AUTO_TEST_CASE(falcon_reads_its_own_keys_and_layouts) {
-  nlohmann::json j = {{"model_type", "falcon"}, {"hidden_size", 64}, {"num_attention_heads", 4},
-                      {"num_hidden_layers", 2}, {"vocab_size", 256}};
+  nlohmann::json j = {{"model_type", "falcon"},
+                      {"hidden_size", 64},
+                      {"num_attention_heads", 4},
+                      {"num_hidden_layers", 2},
+                      {"vocab_size", 256}};
   ModelConfig c = read(j);
   BOOST_TEST(c.num_kv_heads == 1);  // multi_query
   BOOST_TEST(c.head_dim == 16);
@@ -356,8 +361,9 @@ BOOST_AUTO_TEST_CASE(falcon_reads_its_own_keys_and_layouts) {
 // 50 and 30, a 4096-token window on the even layers), hidden_activation (not hidden_act), null for no cap, and
 // layer_types where given.
 BOOST_AUTO_TEST_CASE(gemma2_reads_its_own_keys_and_defaults) {
-  nlohmann::json j = {{"model_type", "gemma2"}, {"hidden_size", 64},   {"num_attention_heads", 4},
-                      {"num_hidden_layers", 4}, {"vocab_size", 256},   {"intermediate_size", 128},
+  nlohmann::json j = {{"model_type", "gemma2"},   {"hidden_size", 64},
+                      {"num_attention_heads", 4}, {"num_hidden_layers", 4},
+                      {"vocab_size", 256},        {"intermediate_size", 128},
                       {"num_key_value_heads", 2}, {"hidden_act", "gelu_pytorch_tanh"}};
   ModelConfig c = read(j);
   BOOST_TEST(c.head_dim == 256);
@@ -396,8 +402,7 @@ BOOST_AUTO_TEST_CASE(gemma2_reads_its_own_keys_and_defaults) {
   j.erase("layer_types");
   expect_error([&] { read(j); }, {"sliding_window", "null", "sliding_attention"});
   j["sliding_window"] = 4096;
-  for (const auto& [key, value, words] :
-       std::vector<std::tuple<const char*, nlohmann::json, std::vector<std::string>>>{
+  for (const auto& [key, value, words] : std::vector<std::tuple<const char*, nlohmann::json, std::vector<std::string>>>{
            {"hidden_activation", "relu", {"hidden_activation", "relu", "gelu_pytorch_tanh"}},
            {"attn_logit_softcapping", -1.0, {"attn_logit_softcapping", "above 0", "null"}},
            {"final_logit_softcapping", 0.0, {"final_logit_softcapping", "above 0"}},
@@ -414,7 +419,8 @@ BOOST_AUTO_TEST_CASE(gemma2_reads_its_own_keys_and_defaults) {
       read(bad);
     } catch (const std::exception& e) {
       refused = true;
-      for (const auto& w : words) BOOST_TEST(std::string(e.what()).find(w) != std::string::npos, e.what() << " / " << w);
+      for (const auto& w : words)
+        BOOST_TEST(std::string(e.what()).find(w) != std::string::npos, e.what() << " / " << w);
     }
     BOOST_TEST(refused, key << " " << value.dump() << " was not refused");
   }
@@ -441,8 +447,9 @@ BOOST_AUTO_TEST_CASE(gemma2_gguf_reads_as_llama_cpp_reads_it) {
   BOOST_TEST(c.hidden_act == "gelu_tanh");
   // Its norms hold 1 + weight; the source gives Hugging Face's weight (within f32's rounding of the 1 added).
   const auto hf = open_weights(model_dir("gemma2"));
-  for (const char* name : {"model.layers.1.pre_feedforward_layernorm.weight", "model.layers.2.post_feedforward_layernorm.weight",
-                           "model.layers.0.post_attention_layernorm.weight", "model.norm.weight"}) {
+  for (const char* name :
+       {"model.layers.1.pre_feedforward_layernorm.weight", "model.layers.2.post_feedforward_layernorm.weight",
+        "model.layers.0.post_attention_layernorm.weight", "model.norm.weight"}) {
     const Tensor a = source->get(name), b = hf->get(name);
     BOOST_REQUIRE(a.numel() == b.numel());
     float worst = 0;

@@ -62,9 +62,10 @@ void expect_gguf_refused(const std::string& key, T value, std::initializer_list<
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_committed_models_are_valid) {
-  for (const char* m : {"llama", "llama-bf16", "llama-sharded", "llama3-rope", "qwen2-yarn", "mistral", "qwen2", "llama-bias",
-                        "mistral-window", "qwen2-window", "qwen3", "mixtral", "phi3", "phi3-longrope", "bloom", "falcon", "falcon-new",
-                        "falcon-sequential", "falcon2", "gemma2", "gemma2-options", "llama-kquant"})
+  for (const char* m : {"llama",   "llama-bf16",    "llama-sharded",  "llama3-rope",  "qwen2-yarn", "mistral",
+                        "qwen2",   "llama-bias",    "mistral-window", "qwen2-window", "qwen3",      "mixtral",
+                        "phi3",    "phi3-longrope", "bloom",          "falcon",       "falcon-new", "falcon-sequential",
+                        "falcon2", "gemma2",        "gemma2-options", "llama-kquant"})
     BOOST_CHECK_NO_THROW(open_weights(model_dir(m)));
   for (const char* m : {"gemma2/model-f32.gguf", "gemma2/model-q8_0.gguf"})
     BOOST_CHECK_NO_THROW(open_weights(model_dir(m)));
@@ -95,32 +96,55 @@ BOOST_AUTO_TEST_CASE(non_finite_and_non_positive_numbers_are_refused) {
   std::string inf_theta = tiny_config().dump();
   inf_theta.replace(inf_theta.find("\"rope_theta\":10000.0"), 20, "\"rope_theta\":1e999");
   expect_config_refused(inf_theta, {"config.json", "1e999"});
-  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0}}; },
-                      {"rope_scaling", "factor"});
-  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", -2.0}}; },
-                      {"rope_scaling", "factor"});
+  expect_edit_refused(
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0}};
+      },
+      {"rope_scaling", "factor"});
+  expect_edit_refused(
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", -2.0}};
+      },
+      {"rope_scaling", "factor"});
   // llama3 scaling divides by high_freq_factor - low_freq_factor.
   expect_edit_refused(
       [](auto& j) {
-        j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0},
-                             {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+        j["rope_scaling"] = {{"rope_type", "llama3"},
+                             {"factor", 8.0},
+                             {"low_freq_factor", 4.0},
+                             {"high_freq_factor", 4.0},
+                             {"original_max_position_embeddings", 8192}};
       },
       {"rope_scaling", "high_freq_factor"});
   expect_edit_refused(
       [](auto& j) {
-        j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                             {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 0}};
+        j["rope_scaling"] = {{"rope_type", "llama3"},
+                             {"factor", 8.0},
+                             {"low_freq_factor", 1.0},
+                             {"high_freq_factor", 4.0},
+                             {"original_max_position_embeddings", 0}};
       },
       {"rope_scaling", "original_max_position_embeddings"});
-  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 0}}; },
-                      {"rope_scaling", "beta_fast"});
   expect_edit_refused(
-      [](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", -1.0}}; },
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 0}};
+      },
+      {"rope_scaling", "beta_fast"});
+  expect_edit_refused(
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", -1.0}};
+      },
       {"rope_scaling", "attention_factor"});
-  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}}; },
-                      {"short_factor", "missing"});
-  expect_edit_refused([](auto& j) { j["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 4.0}}; },
-                      {"rope_scaling", "ntk-by-parts", "supported"});
+  expect_edit_refused(
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
+      },
+      {"short_factor", "missing"});
+  expect_edit_refused(
+      [](auto& j) {
+        j["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 4.0}};
+      },
+      {"rope_scaling", "ntk-by-parts", "supported"});
 }
 
 // Before: a GGUF file's rope scaling other than linear (llama.cpp writes "yarn" for Qwen2.5 and DeepSeek models)
@@ -140,9 +164,9 @@ BOOST_AUTO_TEST_CASE(gguf_rope_scaling_is_read_or_refused_by_name) {
   BOOST_TEST(c.rope_scaling.type == "yarn");
   BOOST_TEST(c.rope_scaling.factor == 4.0);
   BOOST_TEST(c.rope_scaling.original_max_position == 64);
-  for (const auto& [key, value] : {std::pair{"qwen2.rope.scaling.yarn_ext_factor", 0.5f},
-                                   std::pair{"qwen2.rope.scaling.yarn_attn_factor", 0.8f},
-                                   std::pair{"qwen2.rope.scaling.yarn_log_multiplier", 0.1f}}) {
+  for (const auto& [key, value] :
+       {std::pair{"qwen2.rope.scaling.yarn_ext_factor", 0.5f}, std::pair{"qwen2.rope.scaling.yarn_attn_factor", 0.8f},
+        std::pair{"qwen2.rope.scaling.yarn_log_multiplier", 0.1f}}) {
     write_file(file, with_gguf_f32_added(yarn, key, value));
     expect_error([&] { open_weights(file); }, {"m.gguf", key, "not supported"});
   }
@@ -156,21 +180,34 @@ BOOST_AUTO_TEST_CASE(gguf_rope_scaling_is_read_or_refused_by_name) {
 BOOST_AUTO_TEST_CASE(sizes_are_bounded_so_derived_sizes_fit) {
   const int64_t huge = int64_t{1} << 40;
   expect_edit_refused([&](auto& j) { j["vocab_size"] = huge; }, {"vocab_size"});
-  expect_edit_refused([&](auto& j) { j["hidden_size"] = huge; j["num_attention_heads"] = 4; }, {"hidden_size"});
+  expect_edit_refused(
+      [&](auto& j) {
+        j["hidden_size"] = huge;
+        j["num_attention_heads"] = 4;
+      },
+      {"hidden_size"});
   expect_edit_refused([&](auto& j) { j["intermediate_size"] = huge; }, {"intermediate_size"});
   expect_edit_refused([&](auto& j) { j["num_hidden_layers"] = huge; }, {"num_hidden_layers"});
   expect_edit_refused([&](auto& j) { j["max_position_embeddings"] = huge; }, {"max_position_embeddings"});
   expect_edit_refused([&](auto& j) { j["max_position_embeddings"] = 0; }, {"max_position_embeddings"});
   expect_edit_refused([&](auto& j) { j["head_dim"] = huge; }, {"head_dim"});
-  expect_edit_refused([&](auto& j) { j["num_attention_heads"] = 4096; j["num_key_value_heads"] = 4096; },
-                      {"hidden_size"});
+  expect_edit_refused(
+      [&](auto& j) {
+        j["num_attention_heads"] = 4096;
+        j["num_key_value_heads"] = 4096;
+      },
+      {"hidden_size"});
   expect_gguf_refused("embedding_length", uint32_t{0xFFFFFFF0u}, {"m.gguf", "hidden_size"});
 }
 
 // Before: hidden_size 64 with 3 heads was accepted (head_dim given explicitly), so were heads 4 with kv heads 3.
 BOOST_AUTO_TEST_CASE(heads_must_divide_evenly) {
-  expect_edit_refused([](auto& j) { j["num_attention_heads"] = 3; j["num_key_value_heads"] = 3; },
-                      {"hidden_size", "num_attention_heads"});
+  expect_edit_refused(
+      [](auto& j) {
+        j["num_attention_heads"] = 3;
+        j["num_key_value_heads"] = 3;
+      },
+      {"hidden_size", "num_attention_heads"});
   expect_edit_refused([](auto& j) { j["num_key_value_heads"] = 3; }, {"num_key_value_heads"});
 }
 

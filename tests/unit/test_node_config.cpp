@@ -186,8 +186,7 @@ BOOST_FIXTURE_TEST_CASE(a_value_of_the_wrong_type_is_an_error, Files) {
              path + ":1: 'initial_peers' must be an array of strings, got \"a:1\"");
   BOOST_TEST(node_error(*this, "step_timeout_s = \"30\"\n") ==
              path + ":1: 'step_timeout_s' must be a number > 0, got \"30\"");
-  BOOST_TEST(node_error(*this, "cache_tokens = 1.5\n") ==
-             path + ":1: 'cache_tokens' must be an integer >= 1, got 1.5");
+  BOOST_TEST(node_error(*this, "cache_tokens = 1.5\n") == path + ":1: 'cache_tokens' must be an integer >= 1, got 1.5");
   BOOST_TEST(node_error(*this, "num_blocks = [1, 2]\n") ==
              path + ":1: 'num_blocks' must be an integer in 1..2147483647, got [ 1, 2 ]");
   BOOST_TEST(node_error(*this, "host = {}\n") == path + ":1: 'host' must be a string, got a table");
@@ -227,11 +226,13 @@ BOOST_FIXTURE_TEST_CASE(out_of_range_values_are_errors, Files) {
 BOOST_FIXTURE_TEST_CASE(block_indices_must_be_first_below_last, Files) {
   const std::string path = (dir / "node.toml").string();
   BOOST_TEST(node_error(*this, "block_indices = \"20:10\"\n") ==
-             path + ":1: 'block_indices' must be \"FIRST:LAST\" with 0 <= FIRST < LAST (e.g. \"10:20\"), got "
-                    "\"20:10\": FIRST must be below LAST");
+             path +
+                 ":1: 'block_indices' must be \"FIRST:LAST\" with 0 <= FIRST < LAST (e.g. \"10:20\"), got "
+                 "\"20:10\": FIRST must be below LAST");
   BOOST_TEST(node_error(*this, "block_indices = \"a:b\"\n") ==
-             path + ":1: 'block_indices' must be \"FIRST:LAST\" with 0 <= FIRST < LAST (e.g. \"10:20\"), got "
-                    "\"a:b\"");
+             path +
+                 ":1: 'block_indices' must be \"FIRST:LAST\" with 0 <= FIRST < LAST (e.g. \"10:20\"), got "
+                 "\"a:b\"");
   for (const char* bad : {"10", "10:10", "-1:3", "1:", ":3", "1:2:3", " 1:2", "1:99999999999"})
     check_contains(node_error(*this, std::string("block_indices = \"") + bad + "\"\n"),
                    {path + ":1: 'block_indices' must be \"FIRST:LAST\""});
@@ -266,10 +267,11 @@ BOOST_FIXTURE_TEST_CASE(initial_peers_must_be_host_and_port, Files) {
   const std::string path = (dir / "node.toml").string();
   // The line is the bad element's own.
   BOOST_TEST(node_error(*this, "initial_peers = [\n  \"10.0.0.1:31331\",\n  \"localhost\",\n]\n") ==
-             path + ":3: 'initial_peers' must hold \"HOST:PORT\" addresses (e.g. \"127.0.0.1:31331\"), got "
-                    "\"localhost\": no port");
-  for (const char* bad : {"", ":31331", "host:", "host:0", "host:65536", "host:x1", "::1:31331", "[::1]31331",
-                          "[::1", "/ip4/1.2.3.4/tcp/31337/p2p/QmXyz", "a b:1"})
+             path +
+                 ":3: 'initial_peers' must hold \"HOST:PORT\" addresses (e.g. \"127.0.0.1:31331\"), got "
+                 "\"localhost\": no port");
+  for (const char* bad : {"", ":31331", "host:", "host:0", "host:65536", "host:x1", "::1:31331", "[::1]31331", "[::1",
+                          "/ip4/1.2.3.4/tcp/31337/p2p/QmXyz", "a b:1"})
     check_contains(node_error(*this, std::string("initial_peers = [\"") + bad + "\"]\n"),
                    {path + ":1: 'initial_peers' must hold \"HOST:PORT\" addresses"});
   check_contains(node_error(*this, "initial_peers = [\"a:1\", 2]\n"), {"'initial_peers' must be an array of strings"});
@@ -342,8 +344,9 @@ BOOST_FIXTURE_TEST_CASE(a_printed_node_configuration_reads_back_the_same, Files)
 }
 
 BOOST_FIXTURE_TEST_CASE(a_private_swarms_credentials_go_together, Files) {
-  const NodeConfig c = load_node_config(write("node.toml", "model = \"demo\"\nswarm_authority = \"s/authority.crt\"\n"
-                                                          "certificate = \"s/a.crt\"\nprivate_key = \"s/a.key\"\n"));
+  const NodeConfig c = load_node_config(write("node.toml",
+                                              "model = \"demo\"\nswarm_authority = \"s/authority.crt\"\n"
+                                              "certificate = \"s/a.crt\"\nprivate_key = \"s/a.key\"\n"));
   BOOST_TEST(c.credentials.private_swarm());
   BOOST_TEST(c.credentials.encrypted());
   BOOST_TEST(c.credentials.certificate == "s/a.crt");
@@ -633,13 +636,13 @@ BOOST_AUTO_TEST_CASE(petals_flags_mean_the_same_here) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_flags_are_parse_errors) {
-  for (const char* args : {"--model demo --dtype f8", "--model demo --initial_peers localhost",
-                           "--model demo --block_indices 20:10", "--model demo --block_indices a:b",
-                           "--model demo --port 70000", "--model demo --num_blocks 0", "--model demo --device gpu",
-                           "--model demo --throughput fast", "--model demo --step_timeout 0",
-                           "--model demo --balance_quality -0.5", "--model demo --mean_balance_check_period 0",
-                           "--model demo --num_blocks 3 --block_indices 0:3",
-                           "--model demo --new_swarm --initial_peers a:1", "--model demo --num_block 3"}) {
+  for (const char* args :
+       {"--model demo --dtype f8", "--model demo --initial_peers localhost", "--model demo --block_indices 20:10",
+        "--model demo --block_indices a:b", "--model demo --port 70000", "--model demo --num_blocks 0",
+        "--model demo --device gpu", "--model demo --throughput fast", "--model demo --step_timeout 0",
+        "--model demo --balance_quality -0.5", "--model demo --mean_balance_check_period 0",
+        "--model demo --num_blocks 3 --block_indices 0:3", "--model demo --new_swarm --initial_peers a:1",
+        "--model demo --num_block 3"}) {
     NodeCli cli;
     BOOST_CHECK_THROW(cli.app.parse(args, false), CLI::ParseError);
   }

@@ -64,10 +64,10 @@ BOOST_AUTO_TEST_CASE(xxhash64_known_answers) {
   BOOST_TEST(xxh("Nobody inspects the spammish repetition", 0) == 0xFBCEA83C8A378BF1ull);
   std::string pattern(1000, '\0');
   for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<char>((i * 31 + 7) & 0xff);
-  const std::pair<size_t, uint64_t> by_length[] = {{1, 0xA96C7F0CE858BBB7ull},  {4, 0xC60D15B1E3FF8F04ull},
-                                                   {7, 0xAFBEFC3D6C6F9A8Eull},  {8, 0x3DA5C7AA269683E0ull},
-                                                   {31, 0x4A74F3A1A39AD4A1ull}, {32, 0x8D57D6A4671CC43Dull},
-                                                   {33, 0x62C9FD21ED857664ull}, {64, 0x7BBABBC45729D17Eull},
+  const std::pair<size_t, uint64_t> by_length[] = {{1, 0xA96C7F0CE858BBB7ull},   {4, 0xC60D15B1E3FF8F04ull},
+                                                   {7, 0xAFBEFC3D6C6F9A8Eull},   {8, 0x3DA5C7AA269683E0ull},
+                                                   {31, 0x4A74F3A1A39AD4A1ull},  {32, 0x8D57D6A4671CC43Dull},
+                                                   {33, 0x62C9FD21ED857664ull},  {64, 0x7BBABBC45729D17Eull},
                                                    {100, 0xEFA0AD2D3E70C151ull}, {1000, 0x99594F4828043D35ull}};
   for (auto [n, want] : by_length) BOOST_TEST(xxhash64(pattern.data(), n, 0) == want, "length " << n);
   BOOST_TEST(xxhash64(pattern.data(), 1000, 0x9E3779B97F4A7C15ull) == 0xDA717F741F399F3Full);
@@ -134,12 +134,12 @@ BOOST_AUTO_TEST_CASE(throughput_and_reputation_round_trip) {
 BOOST_AUTO_TEST_CASE(reputation_layout_is_fixed_little_endian) {
   const std::string bytes = encode_reputation({0x0102, 7, 1.0, -2, 3});
   BOOST_REQUIRE(bytes.size() == kReputationRecordSize);
-  const unsigned char want[37] = {2,                                           // layout version
-                                  0x02, 0x01, 0, 0, 0, 0, 0, 0,                // successes
-                                  7, 0, 0, 0, 0, 0, 0, 0,                      // failures
-                                  0, 0, 0, 0, 0, 0, 0xf0, 0x3f,                // 1.0
+  const unsigned char want[37] = {2,                                               // layout version
+                                  0x02, 0x01, 0,    0,    0,    0,    0,    0,     // successes
+                                  7,    0,    0,    0,    0,    0,    0,    0,     // failures
+                                  0,    0,    0,    0,    0,    0,    0xf0, 0x3f,  // 1.0
                                   0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,  // -2
-                                  3, 0, 0, 0};                                 // consecutive failures
+                                  3,    0,    0,    0};                            // consecutive failures
   BOOST_TEST(std::memcmp(bytes.data(), want, sizeof want) == 0);
   BOOST_TEST(!decode_reputation(bytes.substr(1)).has_value());
   std::string other_version = bytes;
@@ -262,8 +262,7 @@ BOOST_AUTO_TEST_CASE(record_round_trip_and_alignment) {
   };
   BOOST_CHECK_THROW(decode_weights_record(damaged([](std::string& s) { s[200] ^= 0x10; })), WeightsRecordError);
   expect_error([&] { decode_weights_record(damaged([](std::string& s) { s[s.size() / 2] ^= 1; })); }, {"checksum"});
-  expect_error([&] { decode_weights_record(damaged([](std::string& s) { s.resize(s.size() - 64); })); },
-               {"truncated"});
+  expect_error([&] { decode_weights_record(damaged([](std::string& s) { s.resize(s.size() - 64); })); }, {"truncated"});
   expect_error([&] { decode_weights_record(damaged([](std::string& s) { s[4] = 9; })); }, {"format version 9"});
   expect_error([&] { decode_weights_record(damaged([](std::string& s) { s.resize(10); })); }, {"truncated"});
   expect_error([&] { decode_weights_record(damaged([](std::string& s) { s[0] = 'X'; })); }, {"magic"});

@@ -46,7 +46,7 @@ BOOST_AUTO_TEST_CASE(requests_beyond_the_rate_wait_for_the_bucket_to_refill) {
   auto refused = q.admit_request(1, t0);
   BOOST_REQUIRE(refused);
   BOOST_TEST(refused->retry_after == 100ms);
-  BOOST_TEST(!q.admit_request(2, t0));     // another peer has its own bucket
+  BOOST_TEST(!q.admit_request(2, t0));  // another peer has its own bucket
   BOOST_TEST(bool(q.admit_request(1, t0 + 50ms)));
   BOOST_TEST(!q.admit_request(1, t0 + 100ms));  // one token back after 1/10 s
   BOOST_TEST(bool(q.admit_request(1, t0 + 100ms)));

@@ -177,8 +177,8 @@ BOOST_AUTO_TEST_CASE(a_large_vocabulary_is_drawn_from_the_sorted_nucleus) {
     const int n = 3000;
     std::map<int32_t, int> counts;
     for (int i = 0; i < n; ++i) counts[s.next(row, {})]++;
-    const std::string what = "top_k " + std::to_string(c.top_k) + " top_p " + std::to_string(c.top_p) + " nucleus " +
-                             std::to_string(keep);
+    const std::string what =
+        "top_k " + std::to_string(c.top_k) + " top_p " + std::to_string(c.top_p) + " nucleus " + std::to_string(keep);
     for (auto [id, count] : counts) BOOST_TEST(want.count(id) == 1u, what << ": drew " << id << " outside it");
     for (size_t i = 0; i < std::min<size_t>(keep, 5); ++i)
       BOOST_TEST(std::fabs(counts[order[i]] / double(n) - want[order[i]]) < 0.035, what << ": rank " << i);

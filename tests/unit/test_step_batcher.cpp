@@ -71,7 +71,8 @@ BOOST_AUTO_TEST_CASE(steps_that_wait_while_a_batch_runs_go_together_in_the_next)
   auto first = batcher.start(kGroup, kNow);  // alone: nothing else waits, so it starts at once
   BOOST_REQUIRE(first);
   BOOST_TEST(first->msg.items.size() == 1u);
-  for (int s = 2; s <= 4; ++s) batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), kNow);
+  for (int s = 2; s <= 4; ++s)
+    batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), kNow);
   BOOST_TEST(!batcher.start(kGroup, kNow));  // one batch of a group at a time
   BOOST_TEST(batcher.waiting() == 3u);
   batcher.finish(first->id, run(std::move(first->msg)), kNow);
@@ -114,7 +115,7 @@ BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_in_chunks_between_the_others_dec
   Outcomes o;
   batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1, 30), o.to(1), kNow);
   auto running = batcher.start(kGroup, kNow);
-  batcher.push(kGroup, 2, "", hidden(1, 20, 2), positions(1, 20), o.to(2), kNow);  // a prompt of 20 tokens
+  batcher.push(kGroup, 2, "", hidden(1, 20, 2), positions(1, 20), o.to(2), kNow);    // a prompt of 20 tokens
   batcher.push(kGroup, 3, "", hidden(1, 1, 3), positions(1, 1, 40), o.to(3), kNow);  // a decode step after it
   batcher.finish(running->id, run(std::move(running->msg)), kNow);
   // The decode step whole, then as much of the prompt as the budget leaves.
@@ -235,7 +236,8 @@ BOOST_AUTO_TEST_CASE(an_idle_group_holds_a_step_until_the_rest_of_its_cohort_com
   Outcomes o;
   const StepBatcher::time_point t0{std::chrono::seconds(1)};
   auto one_round = [&](std::vector<int> seeds, StepBatcher::time_point at) {
-    for (int s : seeds) batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), at);
+    for (int s : seeds)
+      batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), at);
   };
   one_round({1, 2, 3}, t0);
   auto b = batcher.start(kGroup, t0);  // sessions never batched before wait for nobody

@@ -61,7 +61,7 @@ BOOST_AUTO_TEST_CASE(held_back_text_is_released_when_it_is_not_a_stop_sequence) 
   auto r = feed(s, ids("a STO b ST"));
   BOOST_TEST(!r.stopped);
   BOOST_TEST(r.shown == "a STO b ST");  // the trailing "ST" comes out at the end
-  BOOST_TEST(r.pieces[4] == "");          // "a ST" then 'O' releases "STO"
+  BOOST_TEST(r.pieces[4] == "");        // "a ST" then 'O' releases "STO"
 }
 
 BOOST_AUTO_TEST_CASE(the_earliest_of_several_stop_sequences_wins) {

@@ -66,8 +66,7 @@ BOOST_AUTO_TEST_CASE(serialises_concurrent_callers) {
   std::vector<std::thread> callers;
   for (int c = 0; c < 3; ++c)
     callers.emplace_back([&] {
-      for (int i = 0; i < 2000; ++i)
-        pool.parallel_for(10, 1, [&](int64_t b, int64_t e) { total += e - b; });
+      for (int i = 0; i < 2000; ++i) pool.parallel_for(10, 1, [&](int64_t b, int64_t e) { total += e - b; });
     });
   for (auto& t : callers) t.join();
   BOOST_TEST(total.load() == 3 * 2000 * 10);

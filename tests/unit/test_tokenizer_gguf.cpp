@@ -48,7 +48,8 @@ BOOST_DATA_TEST_CASE(encodes_like_llama_cpp_and_hugging_face, bdata::make(kVocab
     BOOST_REQUIRE(text == h.at("text").get<std::string>());
     const auto plain = tok.encode(text, {.add_special = false, .parse_special = true});
     const auto with_special = tok.encode(text, {.add_special = true, .parse_special = true});
-    BOOST_TEST(plain == ids_of(c.at("ids")), name << " '" << gguf.at("pre").get<std::string>() << "': '" << text << "'");
+    BOOST_TEST(plain == ids_of(c.at("ids")),
+               name << " '" << gguf.at("pre").get<std::string>() << "': '" << text << "'");
     BOOST_TEST(with_special == ids_of(c.at("ids_with_special")), name << " (with special tokens): '" << text << "'");
     if (c.at("same_as_hugging_face").get<bool>()) {
       BOOST_TEST(plain == ids_of(h.at("ids")), name << ": '" << text << "'");
@@ -90,7 +91,8 @@ BOOST_AUTO_TEST_CASE(the_names_follow_llama_cpp) {
       tok::PreTokenizer::for_gguf_name(refused);
       BOOST_ERROR("'" << refused << "' was accepted");
     } catch (const std::invalid_argument& e) {
-      BOOST_TEST(std::string(e.what()).find("unknown pre-tokenizer '" + std::string(refused) + "'") != std::string::npos);
+      BOOST_TEST(std::string(e.what()).find("unknown pre-tokenizer '" + std::string(refused) + "'") !=
+                 std::string::npos);
     }
   }
 }
@@ -99,8 +101,9 @@ BOOST_AUTO_TEST_CASE(the_names_follow_llama_cpp) {
 // which a converter may write as a user-defined token. As llama.cpp, Corolla then makes it a control token: it ends
 // generation, the chat template finds it, and it is read from text only as special-token text.
 BOOST_AUTO_TEST_CASE(gemma_shaped_sentencepiece_vocabulary) {
-  const std::vector<std::string> tokens = {"<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>",
-                                           "\xE2\x96\x81", "H", "i", "Hi", "\xE2\x96\x81Hi"};
+  const std::vector<std::string> tokens = {"<pad>",         "<eos>",        "<bos>", "<unk>", "<start_of_turn>",
+                                           "<end_of_turn>", "\xE2\x96\x81", "H",     "i",     "Hi",
+                                           "\xE2\x96\x81Hi"};
   const std::vector<int32_t> types = {3, 3, 3, 2, 4, 4, 1, 1, 1, 1, 1};
   std::string type_bytes;
   for (int32_t t : types) test::append_le<int32_t>(type_bytes, t);
@@ -138,8 +141,8 @@ BOOST_AUTO_TEST_CASE(gemma_shaped_sentencepiece_vocabulary) {
 // tokenizer.json says of its added tokens), keyed on general.name containing "phi-3" or "phi3" since nothing in
 // the vocabulary itself tells; <unk>, <s> and <|endoftext|> keep theirs. Any other name keeps the whitespace.
 BOOST_AUTO_TEST_CASE(a_phi3_vocabulary_strips_the_whitespace_after_special_tokens) {
-  const std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "<|user|>", "<|end|>", "<|endoftext|>",
-                                           "\xE2\x96\x81", "H", "i", "Hi", "\xE2\x96\x81Hi", "<0x0A>"};
+  const std::vector<std::string> tokens = {"<unk>",        "<s>", "</s>", "<|user|>", "<|end|>",        "<|endoftext|>",
+                                           "\xE2\x96\x81", "H",   "i",    "Hi",       "\xE2\x96\x81Hi", "<0x0A>"};
   const std::vector<int32_t> types = {2, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 6};
   std::string type_bytes;
   for (int32_t t : types) test::append_le<int32_t>(type_bytes, t);

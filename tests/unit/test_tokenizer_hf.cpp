@@ -16,9 +16,9 @@ using test::ids_of;
 
 namespace {
 
-const char* kTokenizers[] = {"bpe-smollm",      "bpe-llama3",         "bpe-qwen2",       "bpe-bloom",
-                             "bpe-falcon",      "bpe-deepseek-llm",   "bpe-deepseek-coder", "bpe-deepseek-v3",
-                             "spm-legacy",      "spm-metaspace",      "spm-gemma"};
+const char* kTokenizers[] = {"bpe-smollm", "bpe-llama3",       "bpe-qwen2",          "bpe-bloom",
+                             "bpe-falcon", "bpe-deepseek-llm", "bpe-deepseek-coder", "bpe-deepseek-v3",
+                             "spm-legacy", "spm-metaspace",    "spm-gemma"};
 
 std::string dir_of(const std::string& name) { return test::tokenizer_dir(name); }
 json golden(const std::string& name) { return test::tokenizer_golden(name); }
@@ -59,7 +59,8 @@ BOOST_DATA_TEST_CASE(decodes_like_hugging_face, bdata::make(kTokenizers), name) 
   for (const json& c : g.at("decode_cases")) {
     const auto ids = ids_of(c.at("ids"));
     BOOST_TEST(tok.decode(ids) == c.at("text").get<std::string>(), name << " ids " << c.at("ids").dump());
-    BOOST_TEST(tok.decode(ids, true) == c.at("text_skip_special").get<std::string>(), name << " ids " << c.at("ids").dump());
+    BOOST_TEST(tok.decode(ids, true) == c.at("text_skip_special").get<std::string>(),
+               name << " ids " << c.at("ids").dump());
   }
 }
 

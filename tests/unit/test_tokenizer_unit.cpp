@@ -41,7 +41,9 @@ std::string error_of(auto&& f) {
 // A scratch directory removed at the end of the test.
 struct TempDir {
   fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("corolla-tok-" + std::to_string(::getpid()))) { fs::create_directories(path); }
+  TempDir() : path(fs::temp_directory_path() / ("corolla-tok-" + std::to_string(::getpid()))) {
+    fs::create_directories(path);
+  }
   ~TempDir() { fs::remove_all(path); }
   void write(const std::string& name, const std::string& text) const { std::ofstream(path / name) << text; }
 };
@@ -52,8 +54,8 @@ const std::string kFffd = "\xEF\xBF\xBD";
 
 BOOST_AUTO_TEST_CASE(invalid_utf8_is_refused_with_its_offset) {
   const Tokenizer tok = Tokenizer::from_hf_dir(data_dir("bpe-smollm"));
-  const std::string bad[] = {std::string("abc\xFF"), "abc\xC3", "abc\xC0\xAF", "abc\xED\xA0\x80", "abc\xF4\x90\x80\x80",
-                             "abc\x80"};
+  const std::string bad[] = {std::string("abc\xFF"), "abc\xC3", "abc\xC0\xAF", "abc\xED\xA0\x80",
+                             "abc\xF4\x90\x80\x80",  "abc\x80"};
   for (const std::string& s : bad) {
     const std::string msg = error_of([&] { tok.encode(s); });
     BOOST_TEST(msg.find("byte offset 3") != std::string::npos, msg);
@@ -68,7 +70,8 @@ BOOST_AUTO_TEST_CASE(lossy_decoding_replaces_maximal_subparts) {
   BOOST_TEST(tok::utf8_lossy("\xF0\x9F\x8C") == kFffd);
   BOOST_TEST(tok::utf8_lossy("\xFF\xFE") == kFffd + kFffd);
   BOOST_TEST(tok::utf8_lossy("\xED\xA0\x80") == kFffd + kFffd + kFffd);
-  BOOST_TEST(tok::utf8_lossy("\xE4\xBD" "A") == kFffd + "A");
+  BOOST_TEST(tok::utf8_lossy("\xE4\xBD"
+                             "A") == kFffd + "A");
   BOOST_TEST(tok::utf8_lossy("\xC3\xA9") == "\xC3\xA9");
 }
 
@@ -79,7 +82,7 @@ BOOST_AUTO_TEST_CASE(incomplete_tails_are_found) {
   BOOST_TEST(tok::utf8_incomplete_tail("ab\xE4\xBD\xA0") == 0u);
   BOOST_TEST(tok::utf8_incomplete_tail("\xF0\x9F\x8C") == 3u);
   BOOST_TEST(tok::utf8_incomplete_tail("\xF0\x9F\x8C\x8A") == 0u);
-  BOOST_TEST(tok::utf8_incomplete_tail("a\xFF") == 0u);   // ill-formed, nothing to wait for
+  BOOST_TEST(tok::utf8_incomplete_tail("a\xFF") == 0u);      // ill-formed, nothing to wait for
   BOOST_TEST(tok::utf8_incomplete_tail("a\xED\xA0") == 0u);  // a surrogate never completes
 }
 
@@ -184,7 +187,10 @@ BOOST_AUTO_TEST_CASE(concurrent_encoding_agrees) {
   const auto expected = tok.encode(text);
   std::vector<std::vector<int32_t>> results(4);
   std::vector<std::thread> threads;
-  for (auto& r : results) threads.emplace_back([&] { for (int k = 0; k < 20; ++k) r = tok.encode(text); });
+  for (auto& r : results)
+    threads.emplace_back([&] {
+      for (int k = 0; k < 20; ++k) r = tok.encode(text);
+    });
   for (auto& t : threads) t.join();
   for (const auto& r : results) BOOST_TEST(r == expected);
 }

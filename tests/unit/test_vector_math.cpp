@@ -41,7 +41,7 @@ BOOST_AUTO_TEST_CASE(softmax_rows_match_double_precision) {
     for (int64_t n : {1, 7, 8, 15, 16, 17, 100, 513}) {
       std::vector<float> p = uniform(n, -30.f, 30.f, seed++);
       if (n > 2) p[1] = -std::numeric_limits<float>::infinity();  // a masked score gets no weight
-      if (n > 3) p[2] = -200.f;                                    // far below the largest: weight 0 in f32
+      if (n > 3) p[2] = -200.f;                                   // far below the largest: weight 0 in f32
       const std::vector<float> in = p;
       ks->softmax_row(p.data(), n);
       double mx = -INFINITY, z = 0;
@@ -54,8 +54,10 @@ BOOST_AUTO_TEST_CASE(softmax_rows_match_double_precision) {
         const double want = std::exp(double(in[static_cast<size_t>(i)]) - mx) / z;
         const float got = p[static_cast<size_t>(i)];
         total += got;
-        if (want > 1e-30) worst = std::max(worst, std::fabs(got - want) / want);
-        else BOOST_TEST(got < 1e-37f, ks->isa << " n=" << n << " at " << i);
+        if (want > 1e-30)
+          worst = std::max(worst, std::fabs(got - want) / want);
+        else
+          BOOST_TEST(got < 1e-37f, ks->isa << " n=" << n << " at " << i);
       }
       BOOST_TEST(worst < 1e-5, ks->isa << " n=" << n << " relative error " << worst);
       BOOST_TEST(std::fabs(total - 1) < 1e-5, ks->isa << " n=" << n);

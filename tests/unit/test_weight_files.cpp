@@ -261,7 +261,9 @@ BOOST_AUTO_TEST_CASE(safetensors_headers_are_checked_against_the_data) {
   write_header(R"({"t":{"dtype":"F32","shape":[4],"data_offsets":[0,1.6e1]}})", 16);
   expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'t'", "data_offsets"});
   // Before: accepted.
-  write_header(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", 16);
+  write_header(
+      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+      16);
   expect_error([&] { SafetensorsFile::open(file); }, {"m.safetensors", "'a'", "'b'", "overlap"});
   // The type's size times the shape must be the bytes given (already refused).
   write_header(R"({"t":{"dtype":"F16","shape":[4],"data_offsets":[0,16]}})", 16);
@@ -279,8 +281,8 @@ BOOST_AUTO_TEST_CASE(index_files_name_shards_inside_the_model_directory) {
   const std::string shard = "model-00001-of-00003.safetensors";
   fs::copy_file(model / shard, d.path / "outside.safetensors");
   const nlohmann::json index = nlohmann::json::parse(read_file(model / "model.safetensors.index.json"));
-  for (const std::string& escape : std::vector<std::string>{"../outside.safetensors", (d.path / "outside.safetensors").string(), "",
-                                   "sub/../" + shard, "config.json"}) {
+  for (const std::string& escape : std::vector<std::string>{
+           "../outside.safetensors", (d.path / "outside.safetensors").string(), "", "sub/../" + shard, "config.json"}) {
     nlohmann::json edited = index;
     for (auto& file : edited["weight_map"])
       if (file.is_string() && file.get<std::string>() == shard) file = escape;
@@ -344,12 +346,17 @@ BOOST_AUTO_TEST_CASE(lora_configs_are_checked) {
     write_file(dir / "adapter_config.json", cfg.dump());
     return dir.string();
   };
-  expect_error([&] { LoraAdapter::load(with_config([](auto& c) { c["lora_alpha"] = nullptr; }),
-                                       source->config(), 0, 4, cpu()); },
-               {"adapter_config.json", "lora_alpha"});
-  expect_error([&] { LoraAdapter::load(with_config([](auto& c) { c["r"] = c["r"].template get<int>() + 1; }),
-                                       source->config(), 0, 4, cpu()); },
-               {"adapter_model.safetensors", "rank"});
+  expect_error(
+      [&] {
+        LoraAdapter::load(with_config([](auto& c) { c["lora_alpha"] = nullptr; }), source->config(), 0, 4, cpu());
+      },
+      {"adapter_config.json", "lora_alpha"});
+  expect_error(
+      [&] {
+        LoraAdapter::load(with_config([](auto& c) { c["r"] = c["r"].template get<int>() + 1; }), source->config(), 0, 4,
+                          cpu());
+      },
+      {"adapter_model.safetensors", "rank"});
 }
 
 BOOST_AUTO_TEST_CASE(embedding_rejects_ids_outside_the_vocabulary) {

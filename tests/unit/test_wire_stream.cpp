@@ -26,8 +26,8 @@ Tensor ramp(Shape shape, float scale) {
 backward_request big_request() {
   std::vector<int32_t> positions(4 * 96);
   for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i % 96);
-  return backward_request{ramp({4, 96, 64}, 0.5f), ramp({4, 96, 64}, -0.25f), positions, ramp({2, 4, 8, 64}, 2.f),
-                          1, 3, "lora-mlp", 0, {}};
+  return backward_request{
+      ramp({4, 96, 64}, 0.5f), ramp({4, 96, 64}, -0.25f), positions, ramp({2, 4, 8, 64}, 2.f), 1, 3, "lora-mlp", 0, {}};
 }
 
 std::vector<char> joined(const wire_pieces& p) {
@@ -250,7 +250,8 @@ BOOST_AUTO_TEST_CASE(streams_above_the_limits_are_refused_before_anything_is_hel
   contains(in.add(f.peer, huge, f.t0), "announces 2 MiB, above the largest message accepted (1 MiB)");
   BOOST_TEST(in.buffered_bytes() == 0u);
   // Two streams of 1 MiB fit the 2 MiB budget; a third does not until one is done.
-  for (uint64_t id : {2, 3}) BOOST_TEST(in.add(f.peer, wire_chunk{id, 0, 1u << 20, nullptr, 0, nullptr, {}}, f.t0) == "");
+  for (uint64_t id : {2, 3})
+    BOOST_TEST(in.add(f.peer, wire_chunk{id, 0, 1u << 20, nullptr, 0, nullptr, {}}, f.t0) == "");
   BOOST_TEST(in.buffered_bytes() == size_t{2} << 20);
   contains(in.add(f.peer, wire_chunk{4, 0, 1u << 20, nullptr, 0, nullptr, {}}, f.t0),
            "does not fit: 2 MiB of the 2 MiB allowed");
@@ -278,9 +279,10 @@ BOOST_AUTO_TEST_CASE(an_abandoned_stream_is_dropped_after_the_timeout) {
   got.stream = 2;
   contains(stream_in(in, f.peer, got), "stream 2 was abandoned: no chunk for 1.00 s");
   // Another stream abandoned and never finished is forgotten altogether a few timeouts later.
-  BOOST_TEST(in.add(f.peer, wire_chunk{chunks[0].stream + 1, 0, chunks[0].total, chunks[0].data, chunks[0].size,
-                                       chunks[0].keep, {}},
-                    f.t0) == "");
+  BOOST_TEST(
+      in.add(f.peer,
+             wire_chunk{chunks[0].stream + 1, 0, chunks[0].total, chunks[0].data, chunks[0].size, chunks[0].keep, {}},
+             f.t0) == "");
   in.expire(f.t0 + 1100ms);
   BOOST_TEST(in.buffered_bytes() == 0u);
   in.expire(f.t0 + 4000ms);
