@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "actors/net/connector.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "apps/api/api_server.hpp"
 #include "apps/api/local_swarm.hpp"
 #include "model/model_path.hpp"

@@ -36,7 +36,7 @@
 #include "actors/net/peer_tls.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "actors/protocol/wire_stream.hpp"
 #include "actors/trust/swarm_certificates.hpp"
 

@@ -15,7 +15,7 @@
 
 #include "actors/client/client_api.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "bench/bench_util.hpp"
 #include "support/process.hpp"
 #include "support/temp_dir.hpp"

@@ -23,7 +23,7 @@
 #include "actors/dht/read_swarm.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "actors/server/cache_budget.hpp"
 #include "actors/server/node_supervisor.hpp"
 #include "actors/server/server_node.hpp"

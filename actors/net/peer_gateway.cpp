@@ -24,7 +24,6 @@
 
 #include "actors/net/basp_filter.hpp"
 #include "actors/net/peer_tls.hpp"
-#include "actors/protocol/system_config.hpp"
 
 namespace corolla {
 
@@ -689,8 +688,9 @@ struct peer_gateway_registry {
     if (it != gateways.end()) return it->second;
     if (!enabled.count(&sys))
       throw std::logic_error("this actor system has no peer gateway (enable_peer_gateway on its config)");
-    const auto* cc = dynamic_cast<const corolla_config*>(&sys.config());
-    std::shared_ptr<PeerGateway> g(new PeerGateway(sys, cc ? cc->peers : peer_limits{}, cc ? cc->tls : nullptr));
+    const auto* settings = dynamic_cast<const peer_gateway_settings*>(&sys.config());
+    std::shared_ptr<PeerGateway> g(
+        new PeerGateway(sys, settings ? settings->peers : peer_limits{}, settings ? settings->tls : nullptr));
     gateways.emplace(&sys, g);
     return g;
   }

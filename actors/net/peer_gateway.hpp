@@ -63,8 +63,16 @@ class PeerGateway {
   friend struct peer_gateway_registry;
 };
 
+// What a system's gateway grants peers and how it secures links: an actor_system_config that also derives from
+// this (corolla_config, actors/system/system_config.hpp) gives its gateway these, set before the system starts;
+// any other config gives the defaults (no TLS).
+struct peer_gateway_settings {
+  peer_limits peers;
+  // TLS on every peer link (peer_tls.hpp: PeerTls::make from the node's credentials); null: plain TCP.
+  std::shared_ptr<PeerTls> tls;
+};
+
 // Installs the thread hook that gives `cfg`'s actor systems a gateway (stopped with the system's multiplexer).
-// Limits and TLS come from corolla_config::peers and ::tls when `cfg` is one, else the defaults (no TLS).
 void enable_peer_gateway(caf::actor_system_config& cfg);
 
 // The gateway's publish and unpublish, in the middleman's words.

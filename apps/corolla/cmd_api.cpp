@@ -5,7 +5,7 @@
 
 #include "actors/net/connector.hpp"
 #include "actors/net/peer_tls.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "apps/api/api_server.hpp"
 #include "apps/corolla/commands.hpp"
 #include "apps/corolla/node_flags.hpp"

@@ -11,7 +11,7 @@
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "actors/store/node_store.hpp"
 #include "actors/trust/node_identity.hpp"
 #include "apps/corolla/commands.hpp"

@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "actors/net/connector.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "apps/api/api_server.hpp"
 #include "apps/api/generation.hpp"
 #include "actors/server/node_config.hpp"

@@ -15,7 +15,7 @@
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "actors/server/network_probe.hpp"
 #include "actors/server/node_supervisor.hpp"
 #include "actors/server/server_node.hpp"

@@ -14,7 +14,7 @@
 #include "actors/client/client_api.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 
 using namespace corolla;
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "actors/client/client_api.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "model/local_model.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 

@@ -14,7 +14,7 @@
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "support/process.hpp"
 #include "support/record_signer.hpp"
 #include "support/temp_dir.hpp"

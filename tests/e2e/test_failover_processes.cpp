@@ -19,7 +19,7 @@
 #include "actors/net/connector.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "kernels/backend.hpp"
 #include "support/golden.hpp"
 #include "support/process.hpp"

@@ -14,7 +14,7 @@
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "support/basp_frames.hpp"
 #include "support/golden.hpp"
 #include "support/process.hpp"

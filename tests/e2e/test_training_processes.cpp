@@ -16,7 +16,7 @@
 #include "actors/client/client_api.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "model/train/local_training.hpp"
 #include "model/train/span_training.hpp"
 #include "model/weights/safetensors_file.hpp"

@@ -8,7 +8,7 @@
 #include "actors/client/client_api.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "actors/server/server_node.hpp"
 #include "support/golden.hpp"
 

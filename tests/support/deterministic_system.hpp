@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "actors/protocol/errors.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 
 namespace corolla::test {
 

@@ -8,7 +8,7 @@
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/protocol/messages.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "support/basp_frames.hpp"
 
 using namespace corolla;

@@ -17,7 +17,7 @@
 #include "actors/dht/signed_record.hpp"
 #include "actors/dht/storage.hpp"
 #include "actors/protocol/unix_clock.hpp"
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 
 using namespace corolla;
 using namespace std::chrono_literals;

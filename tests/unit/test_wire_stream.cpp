@@ -9,7 +9,7 @@
 #include <caf/io/middleman.hpp>
 #include <cstring>
 
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 #include "actors/protocol/wire_stream.hpp"
 
 using namespace corolla;

@@ -1,6 +1,10 @@
-#include "actors/protocol/system_config.hpp"
+#include "actors/system/system_config.hpp"
 
 #include <caf/io/middleman.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
 
 #include "actors/dht/dht_messages.hpp"
 #include "actors/net/peer_gateway.hpp"
@@ -36,6 +40,17 @@ void add_corolla_types(caf::actor_system_config& cfg) {
   enable_peer_gateway(cfg);
 }
 
+size_t scheduler_threads() {
+  const size_t machine = std::max<size_t>(2, std::thread::hardware_concurrency());
+  const char* env = std::getenv("COROLLA_SCHEDULER_THREADS");
+  if (!env || !*env) return machine;
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (*end == '\0' && n >= 1 && n <= 1024) return static_cast<size_t>(n);
+  std::fprintf(stderr, "COROLLA_SCHEDULER_THREADS='%s' is not a number of threads 1..1024: using %zu\n", env, machine);
+  return machine;
+}
+
 corolla_config::corolla_config() {
   load<caf::io::middleman>();
   add_corolla_types(*this);
@@ -46,8 +61,9 @@ corolla_config::corolla_config() {
   // own and connect to whatever address a peer names. A pushed step's reply reaches its client anyway: the
   // client connects to every server of its route itself.
   set("middleman.enable-automatic-connections", false);
-  // Several servers and a client share two cores in local swarms.
-  set("scheduler.max-threads", 2);
+  // As many as the machine runs at once: a local swarm's servers and client share them, a server on a large
+  // machine gets them all.
+  set("scheduler.max-threads", scheduler_threads());
   // A shared queue with blocking workers: work stealing polls, then sleeps between steals, which cost
   // milliseconds per step once several processes share two cores (bench_hops: 0.7 -> 0.15 ms per hop).
   set("scheduler.policy", caf::atom("sharing"));
