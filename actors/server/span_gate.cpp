@@ -263,6 +263,365 @@ caf::result<Reply> to_dht(gate_actor* self, Request& req) {
   return caf::delegated<Reply>{};
 }
 
+// What a client asks a server first: its span, model, load and identity (the DHT record says the same).
+server_info describe_server(gate_actor* self) {
+  const auto& s = self->state;
+  server_info i;
+  i.version = s.opt.version;
+  i.model = s.opt.model_name;
+  i.public_name = s.opt.public_name;
+  i.address = s.opt.address;
+  i.dtype = s.opt.dtype;
+  i.device = s.opt.device;
+  i.first_block = s.opt.first_block;
+  i.last_block = s.opt.last_block;
+  i.total_blocks = s.opt.total_blocks;
+  i.cache_tokens_left = s.budget.tokens_left_per_block();
+  i.hidden_size = s.opt.hidden_size;
+  i.sessions = static_cast<int64_t>(s.sessions.size());
+  i.throughput = s.opt.throughput;
+  i.inference_rps = s.opt.inference_rps;
+  i.forward_rps = s.opt.forward_rps;
+  i.network_rps = s.opt.network_rps;
+  i.state = s.blocks.empty() ? "joining" : "online";
+  i.adapters = s.opt.adapters;
+  if (s.opt.identity) i.owner = to_hex(s.opt.identity->public_key());
+  return i;
+}
+
+// Installs the span's block actors once the node has loaded them (the gate answers "joining" until then).
+caf::result<ack> install_blocks(gate_actor* self, const std::vector<caf::actor>& blocks) {
+  auto& s = self->state;
+  if (!s.blocks.empty() || blocks.empty() ||
+      static_cast<int64_t>(blocks.size()) != s.opt.last_block - s.opt.first_block)
+    return make_error(errc::bad_request, "the gate's blocks are already installed or do not match its span");
+  s.blocks = blocks;
+  for (auto& b : s.blocks) self->link_to(b);
+  return ack{};
+}
+
+// Starts the held steps whose hold has ended (schedule_held_batches).
+void start_held_batches(gate_actor* self) {
+  self->state.held_timer.reset();
+  for (const step_group& group : self->state.batcher->due(self->clock().now())) run_batches(self, group);
+  schedule_held_batches(self);
+}
+
+// Moves the server to other blocks (the balancer's decision): every session ends and the old block actors stop.
+caf::result<ack> move_to_span(gate_actor* self, int64_t first, int64_t last) {
+  auto& s = self->state;
+  if (first < 0 || last > s.opt.total_blocks || first >= last)
+    return make_error(errc::bad_request, "blocks " + std::to_string(first) + ":" + std::to_string(last) +
+                                             " are not a span of the model's " + std::to_string(s.opt.total_blocks) +
+                                             " blocks");
+  s.batcher->fail_all(make_error(errc::unknown_session, "the server moved to other blocks"));
+  std::vector<uint64_t> ids;
+  for (const auto& [id, session] : s.sessions) ids.push_back(id);
+  for (uint64_t id : ids) release_session(self, id);
+  for (auto& b : s.blocks) {  // unlinked first: their exit must not take the gate down
+    self->unlink_from(b);
+    self->send_exit(b, caf::exit_reason::user_shutdown);
+  }
+  s.blocks.clear();
+  s.opt.first_block = first;
+  s.opt.last_block = last;
+  s.budget = span_budget(s.opt);
+  s.quotas = PeerQuotas<caf::node_id>(quota_of(s.opt));
+  return ack{};
+}
+
+// Opens a session on blocks of the span: checks it, charges its cache and its owner's quota, opens it in every
+// block.
+caf::result<session_opened> open_on_blocks(gate_actor* self, const open_session& req) {
+  auto& s = self->state;
+  if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+  if (s.blocks.empty()) return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
+  if (req.max_length < 1 || req.max_length > s.opt.max_position)
+    return make_error(errc::bad_request, "max_length " + std::to_string(req.max_length) + " is outside 1.." +
+                                             std::to_string(s.opt.max_position));
+  if (req.batch < 1 || req.batch > 64)
+    return make_error(errc::bad_request, "batch " + std::to_string(req.batch) + " is outside 1..64");
+  int64_t first = req.first_block, last = req.last_block;
+  if (first == 0 && last == 0) first = s.opt.first_block, last = s.opt.last_block;
+  if (first < s.opt.first_block || last > s.opt.last_block || first >= last)
+    return make_error(errc::unknown_block,
+                      "blocks " + block_span(first, last) + " are not all served here (" + span_name(s.opt) + ")");
+  if (auto problem = check_adapter(s.opt, req.adapter); !problem.empty()) return make_error(errc::bad_request, problem);
+  if (auto problem = check_session_prompts(s.opt, req.prompts, last - first, req.batch, req.max_length);
+      !problem.empty())
+    return make_error(errc::bad_request, problem);
+  if (req.challenge.size() > kMaxChallengeBytes)
+    return make_error(errc::bad_request, "a challenge of " + std::to_string(req.challenge.size()) + " bytes; at most " +
+                                             std::to_string(kMaxChallengeBytes));
+  const caf::node_id peer = sender_node(self);
+  if (auto busy = charge_request(self, peer)) return busy;
+  const int64_t need = req.batch * req.max_length * (last - first);
+  const bool remote = peer != self->node();
+  if (remote)
+    if (auto refusal = s.quotas.admit_session(peer, need)) return make_busy_error(refusal->why, refusal->retry_after);
+  if (static_cast<int64_t>(s.sessions.size()) >= s.opt.max_sessions)
+    return make_error(errc::out_of_cache,
+                      "the server already holds its maximum of " + std::to_string(s.opt.max_sessions) + " sessions");
+  const size_t first_index = static_cast<size_t>(first - s.opt.first_block),
+               last_index = static_cast<size_t>(last - s.opt.first_block);
+  if (!s.budget.try_reserve(first_index, last_index, req.batch, req.max_length))
+    return make_error(errc::out_of_cache, "the server has " + std::to_string(s.budget.tokens_left_per_block()) +
+                                              " cache tokens left per block; the session needs " +
+                                              std::to_string(req.batch * req.max_length));
+  uint64_t id;
+  do id = s.rng();
+  while (id == 0 || s.sessions.count(id));
+  gate_session session;
+  session.id = id;
+  session.adapter = req.adapter;
+  session.owner = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  session.batch = req.batch;
+  session.max_length = req.max_length;
+  session.first = first_index;
+  session.last = last_index;
+  session.reserved = need;
+  session.length.assign(static_cast<size_t>(req.batch), 0);
+  session.last_active = self->clock().now();
+  session.quota_charged = remote;
+  if (remote) s.quotas.opened(peer, need);
+  if (session.owner && s.owners[session.owner]++ == 0) self->monitor(session.owner);
+  s.sessions[id] = session;
+  auto rp = self->make_response_promise<session_opened>();
+  session_opened opened{id, 0, {}, {}, {}};
+  if (s.opt.identity) {
+    opened.owner = to_hex(s.opt.identity->public_key());
+    if (!req.challenge.empty()) opened.proof = prove_identity(*s.opt.identity, req.challenge);
+  }
+  auto pending = std::make_shared<size_t>(session.last - session.first);
+  auto failed = std::make_shared<bool>(false);
+  for (size_t i = session.first; i < session.last; ++i)
+    self->request(s.blocks[i], s.opt.step_timeout,
+                  block_open_msg{id, req.batch, req.max_length, block_prompts(req.prompts, i - session.first)})
+        .then(
+            [=]() mutable {
+              if (--*pending == 0 && !*failed) {
+                log::info(log::Part::server, [&] {
+                  return "session opened: " + std::to_string(id) + "; blocks " +
+                         block_span(session.first, session.last) + "; max_length " + std::to_string(req.max_length) +
+                         "; batch " + std::to_string(req.batch) +
+                         (remote ? "; from " + caf::to_string(peer) : std::string("; local"));
+                });
+                opened.cache_tokens_left = self->state.budget.tokens_left_per_block();
+                rp.deliver(opened);
+              }
+            },
+            [=](caf::error& e) mutable {
+              if (*failed) return;
+              *failed = true;
+              release_session(self, id);
+              rp.deliver(std::move(e));
+            });
+  return rp;
+}
+
+// One inference step of a session: a repeat is answered again; a new step joins the batcher and runs through the
+// blocks with the other sessions' steps that are ready at the same time.
+caf::result<step_reply> run_step(gate_actor* self, step_request& req) {
+  auto& s = self->state;
+  if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+  auto it = s.sessions.find(req.session_id);
+  if (it == s.sessions.end())
+    return make_error(errc::unknown_session, "no session " + std::to_string(req.session_id) + " on " +
+                                                 span_name(s.opt) + " (closed, timed out, or never opened)");
+  gate_session& session = it->second;
+  session.last_active = self->clock().now();
+  const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+  // A response promise takes over the reply: create it only once no error is returned directly.
+  if (session.has_output && req.step_id == session.last_step) {  // a retry: answer again, do not re-apply
+    auto rp = self->make_response_promise<step_reply>();
+    finish_step(self, rp, req, session.last_output, requester);
+    return rp;
+  }
+  if (session.running && req.step_id == session.running_step) {
+    auto rp = self->make_response_promise<step_reply>();
+    session.repeats.push_back({rp, std::move(req), requester});
+    return rp;
+  }
+  // Charged to the session's owner, not the sender: in a push route the previous server sends the step.
+  if (session.quota_charged)
+    if (auto busy = charge_request(self, session.owner.node())) return busy;
+  if (s.opt.inject_step_errors_after >= 0 && s.steps_served >= s.opt.inject_step_errors_after)
+    return make_error(errc::internal, "injected fault: this server fails every step after its first " +
+                                          std::to_string(s.opt.inject_step_errors_after));
+  if (session.running)
+    return make_error(errc::bad_request,
+                      "step " + std::to_string(session.running_step) + " of this session is still running");
+  if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
+    return make_error(errc::bad_request, msg);
+  const int64_t b = req.hidden.dim(0), t = req.hidden.dim(1);
+  if (b != session.batch)
+    return make_error(errc::bad_request,
+                      "batch of " + std::to_string(b) + " in a session opened for " + std::to_string(session.batch));
+  // Beam search: the sequences continue the hypotheses named, with their lengths.
+  std::vector<int64_t> length = session.length;
+  if (!req.hypo_ids.empty()) {
+    if (auto problem = hypothesis_ids_problem(req.hypo_ids, b); !problem.empty())
+      return make_error(errc::bad_request, problem);
+    for (size_t i = 0; i < req.hypo_ids.size(); ++i) length[i] = session.length[static_cast<size_t>(req.hypo_ids[i])];
+  }
+  for (int64_t i = 0; i < b; ++i) {
+    const int32_t* p = req.positions.data() + i * t;
+    if (p[t - 1] >= session.max_length)
+      return make_error(errc::max_length_exceeded, "position " + std::to_string(p[t - 1]) +
+                                                       " is beyond the session's max_length " +
+                                                       std::to_string(session.max_length));
+    if (p[0] > length[static_cast<size_t>(i)])
+      return make_error(errc::bad_request, "sequence " + std::to_string(i) + " starts at position " +
+                                               std::to_string(p[0]) + " but holds only " +
+                                               std::to_string(length[static_cast<size_t>(i)]) +
+                                               " tokens (positions must not leave gaps)");
+    for (int64_t j = 1; j < t; ++j)
+      if (p[j] != p[j - 1] + 1)
+        return make_error(errc::bad_request, "positions of sequence " + std::to_string(i) + " are not consecutive");
+  }
+  auto rp = self->make_response_promise<step_reply>();
+  session.running = true;
+  session.running_step = req.step_id;
+  const uint64_t id = session.id;
+  const step_group group{session.first, session.last};
+  Tensor hidden = req.hidden;
+  std::vector<int32_t> positions = req.positions;
+  std::vector<int32_t> hypo_ids = req.hypo_ids;
+  s.batcher->push(
+      group, id, session.adapter, std::move(hidden), std::move(positions),
+      [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
+        auto it = self->state.sessions.find(id);
+        if (it == self->state.sessions.end()) {
+          rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
+          return;
+        }
+        gate_session& sess = it->second;
+        sess.running = false;
+        auto repeats = std::exchange(sess.repeats, {});
+        if (!out) {
+          rp.deliver(out.error());
+          for (auto& r : repeats) r.rp.deliver(out.error());
+          return;
+        }
+        const int64_t tt = req.hidden.dim(1);
+        sess.length = length;  // (reordered by the step's hypothesis ids, if any)
+        for (size_t i = 0; i < sess.length.size(); ++i)
+          sess.length[i] = std::max<int64_t>(sess.length[i], req.positions[(i + 1) * tt - 1] + 1);
+        sess.last_step = req.step_id;
+        sess.has_output = true;
+        sess.last_output = std::move(*out);
+        if (self->state.opt.inject_wrong_outputs > 0 &&
+            std::bernoulli_distribution(self->state.opt.inject_wrong_outputs)(self->state.rng)) {
+          sess.last_output = sess.last_output.clone();  // the blocks' buffer may be shared
+          float* v = sess.last_output.data_as<float>();
+          for (int64_t i = 0; i < sess.last_output.numel(); ++i) v[i] += 1.0f;
+        }
+        ++self->state.steps_served;
+        finish_step(self, rp, req, sess.last_output, requester);
+        for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
+      },
+      self->clock().now(), std::move(hypo_ids));
+  run_batches(self, group);
+  return rp;
+}
+
+// Training's forward (stateless, Petals' rpc_forward): block actors chained by block_train_msg.
+caf::result<forward_reply> run_forward(gate_actor* self, forward_request& req) {
+  auto& s = self->state;
+  if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+  const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+  if (auto busy = charge_request(self, sender_node(self))) return busy;
+  if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
+      !problem.empty())
+    return make_error(errc::bad_request, problem);
+  if (s.blocks.empty()) return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
+  if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
+    return make_error(errc::bad_request, msg);
+  if (req.challenge.size() > kMaxChallengeBytes)
+    return make_error(errc::bad_request, "a challenge of " + std::to_string(req.challenge.size()) + " bytes; at most " +
+                                             std::to_string(kMaxChallengeBytes));
+  auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts, req.adapter);
+  if (!chain) return std::move(chain.error());
+  // Who answers, and the proof of it the client asked for: a record naming this server's address under
+  // another key is caught here, as at open_session.
+  forward_reply signed_reply;
+  if (s.opt.identity) {
+    signed_reply.owner = to_hex(s.opt.identity->public_key());
+    if (!req.challenge.empty()) signed_reply.proof = prove_identity(*s.opt.identity, req.challenge);
+  }
+  auto rp = self->make_response_promise<forward_reply>();
+  auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
+                              std::move(req.adapter));
+  caf::actor first = msg.chain.front();
+  self->request(first, s.opt.step_timeout, std::move(msg))
+      .then(
+          [=](block_train_result& r) mutable {
+            auto& s = self->state;
+            signed_reply.hidden = std::move(r.hidden);
+            stream_out(self, requester, std::move(signed_reply), s.opt.streams, s.next_stream,
+                       [=](caf::expected<forward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(timeout_or(std::move(e), "the forward through " + span_name(self->state.opt)));
+          });
+  return rp;
+}
+
+// Training's backward (Petals' rpc_backward): the gradient back through the same chain.
+caf::result<backward_reply> run_backward(gate_actor* self, backward_request& req) {
+  auto& s = self->state;
+  if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+  const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+  if (auto busy = charge_request(self, sender_node(self))) return busy;
+  if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
+      !problem.empty())
+    return make_error(errc::bad_request, problem);
+  if (s.blocks.empty()) return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
+  if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
+    return make_error(errc::bad_request, msg);
+  if (req.grad_output.dtype() != DType::f32 || req.grad_output.shape() != req.hidden.shape())
+    return make_error(errc::bad_request, "the output gradient " + req.grad_output.describe() +
+                                             " does not match the hidden states " + req.hidden.describe());
+  auto chain = training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts, req.adapter);
+  if (!chain) return std::move(chain.error());
+  auto rp = self->make_response_promise<backward_reply>();
+  auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
+                              std::move(req.adapter), &req.grad_output);
+  caf::actor first = msg.chain.front();
+  self->request(first, s.opt.step_timeout, std::move(msg))
+      .then(
+          [=](block_train_result& r) mutable {
+            auto& s = self->state;
+            stream_out(self, requester, backward_reply{std::move(r.grad), std::move(r.grad_prompts), 0, {}},
+                       s.opt.streams, s.next_stream,
+                       [=](caf::expected<backward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
+          },
+          [=](caf::error& e) mutable {
+            rp.deliver(timeout_or(std::move(e), "the backward through " + span_name(self->state.opt)));
+          });
+  return rp;
+}
+
+caf::result<ack> close_one_session(gate_actor* self, const close_session& req) {
+  if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+  if (!self->state.sessions.count(req.session_id))
+    return make_error(errc::unknown_session, "no session " + std::to_string(req.session_id));
+  release_session(self, req.session_id);
+  return ack{};
+}
+
+// Ends the sessions idle past the session timeout and forgets the quotas' old requests; again after `period`.
+void sweep_idle_sessions(gate_actor* self, caf::timespan period) {
+  auto& s = self->state;
+  const auto now = self->clock().now();
+  std::vector<uint64_t> idle;
+  for (auto& [id, sess] : s.sessions)
+    if (!sess.running && now - sess.last_active > s.opt.session_timeout) idle.push_back(id);
+  for (uint64_t id : idle) release_session(self, id);
+  s.quotas.sweep(now);
+  self->delayed_send(self, period, sweep_atom::value);
+}
+
 caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::actor> blocks,
                         std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht) {
   auto& st = self->state;
@@ -294,373 +653,45 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
   self->delayed_send(self, sweep_period, sweep_atom::value);
 
   return {
-      [=](const info_request&) -> server_info {
-        const auto& s = self->state;
-        server_info i;
-        i.version = s.opt.version;
-        i.model = s.opt.model_name;
-        i.public_name = s.opt.public_name;
-        i.address = s.opt.address;
-        i.dtype = s.opt.dtype;
-        i.device = s.opt.device;
-        i.first_block = s.opt.first_block;
-        i.last_block = s.opt.last_block;
-        i.total_blocks = s.opt.total_blocks;
-        i.cache_tokens_left = s.budget.tokens_left_per_block();
-        i.hidden_size = s.opt.hidden_size;
-        i.sessions = static_cast<int64_t>(s.sessions.size());
-        i.throughput = s.opt.throughput;
-        i.inference_rps = s.opt.inference_rps;
-        i.forward_rps = s.opt.forward_rps;
-        i.network_rps = s.opt.network_rps;
-        i.state = s.blocks.empty() ? "joining" : "online";
-        i.adapters = s.opt.adapters;
-        if (s.opt.identity) i.owner = to_hex(s.opt.identity->public_key());
-        return i;
-      },
-      [=](blocks_atom, const std::vector<caf::actor>& blocks) -> caf::result<ack> {
-        if (!from_own_node(self)) return make_error(errc::bad_request, "not accepted from another node");
-        auto& s = self->state;
-        if (!s.blocks.empty() || blocks.empty() ||
-            static_cast<int64_t>(blocks.size()) != s.opt.last_block - s.opt.first_block)
-          return make_error(errc::bad_request, "the gate's blocks are already installed or do not match its span");
-        s.blocks = blocks;
-        for (auto& b : s.blocks) self->link_to(b);
-        return ack{};
-      },
-      [=](batch_atom) {  // held steps whose hold has ended (schedule_held_batches)
-        if (!from_own_node(self)) return;
-        self->state.held_timer.reset();
-        for (const step_group& group : self->state.batcher->due(self->clock().now())) run_batches(self, group);
-        schedule_held_batches(self);
-      },
-      [=](span_atom, int64_t first, int64_t last) -> caf::result<ack> {
-        if (!from_own_node(self)) return make_error(errc::bad_request, "not accepted from another node");
-        auto& s = self->state;
-        if (first < 0 || last > s.opt.total_blocks || first >= last)
-          return make_error(errc::bad_request, "blocks " + std::to_string(first) + ":" + std::to_string(last) +
-                                                   " are not a span of the model's " +
-                                                   std::to_string(s.opt.total_blocks) + " blocks");
-        s.batcher->fail_all(make_error(errc::unknown_session, "the server moved to other blocks"));
-        std::vector<uint64_t> ids;
-        for (const auto& [id, session] : s.sessions) ids.push_back(id);
-        for (uint64_t id : ids) release_session(self, id);
-        for (auto& b : s.blocks) {  // unlinked first: their exit must not take the gate down
-          self->unlink_from(b);
-          self->send_exit(b, caf::exit_reason::user_shutdown);
-        }
-        s.blocks.clear();
-        s.opt.first_block = first;
-        s.opt.last_block = last;
-        s.budget = span_budget(s.opt);
-        s.quotas = PeerQuotas<caf::node_id>(quota_of(s.opt));
-        return ack{};
-      },
+      // The session protocol (any peer).
+      [=](const info_request&) { return describe_server(self); },
       [=](const bandwidth_probe& p) -> caf::result<ack> {
         if (!p.wire_error.empty()) return make_error(errc::bad_request, p.wire_error);
         return ack{};
       },
-      [=](const open_session& req) -> caf::result<session_opened> {
-        auto& s = self->state;
-        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
-        if (s.blocks.empty())
-          return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
-        if (req.max_length < 1 || req.max_length > s.opt.max_position)
-          return make_error(errc::bad_request, "max_length " + std::to_string(req.max_length) + " is outside 1.." +
-                                                   std::to_string(s.opt.max_position));
-        if (req.batch < 1 || req.batch > 64)
-          return make_error(errc::bad_request, "batch " + std::to_string(req.batch) + " is outside 1..64");
-        int64_t first = req.first_block, last = req.last_block;
-        if (first == 0 && last == 0) first = s.opt.first_block, last = s.opt.last_block;
-        if (first < s.opt.first_block || last > s.opt.last_block || first >= last)
-          return make_error(errc::unknown_block, "blocks " + block_span(first, last) + " are not all served here (" +
-                                                     span_name(s.opt) + ")");
-        if (auto problem = check_adapter(s.opt, req.adapter); !problem.empty())
-          return make_error(errc::bad_request, problem);
-        if (auto problem = check_session_prompts(s.opt, req.prompts, last - first, req.batch, req.max_length);
-            !problem.empty())
-          return make_error(errc::bad_request, problem);
-        if (req.challenge.size() > kMaxChallengeBytes)
-          return make_error(errc::bad_request, "a challenge of " + std::to_string(req.challenge.size()) +
-                                                   " bytes; at most " + std::to_string(kMaxChallengeBytes));
-        const caf::node_id peer = sender_node(self);
-        if (auto busy = charge_request(self, peer)) return busy;
-        const int64_t need = req.batch * req.max_length * (last - first);
-        const bool remote = peer != self->node();
-        if (remote)
-          if (auto refusal = s.quotas.admit_session(peer, need))
-            return make_busy_error(refusal->why, refusal->retry_after);
-        if (static_cast<int64_t>(s.sessions.size()) >= s.opt.max_sessions)
-          return make_error(errc::out_of_cache, "the server already holds its maximum of " +
-                                                    std::to_string(s.opt.max_sessions) + " sessions");
-        const size_t first_index = static_cast<size_t>(first - s.opt.first_block),
-                     last_index = static_cast<size_t>(last - s.opt.first_block);
-        if (!s.budget.try_reserve(first_index, last_index, req.batch, req.max_length))
-          return make_error(errc::out_of_cache, "the server has " + std::to_string(s.budget.tokens_left_per_block()) +
-                                                    " cache tokens left per block; the session needs " +
-                                                    std::to_string(req.batch * req.max_length));
-        uint64_t id;
-        do id = s.rng();
-        while (id == 0 || s.sessions.count(id));
-        gate_session session;
-        session.id = id;
-        session.adapter = req.adapter;
-        session.owner = caf::actor_cast<caf::actor_addr>(self->current_sender());
-        session.batch = req.batch;
-        session.max_length = req.max_length;
-        session.first = first_index;
-        session.last = last_index;
-        session.reserved = need;
-        session.length.assign(static_cast<size_t>(req.batch), 0);
-        session.last_active = self->clock().now();
-        session.quota_charged = remote;
-        if (remote) s.quotas.opened(peer, need);
-        if (session.owner && s.owners[session.owner]++ == 0) self->monitor(session.owner);
-        s.sessions[id] = session;
-        auto rp = self->make_response_promise<session_opened>();
-        session_opened opened{id, 0, {}, {}, {}};
-        if (s.opt.identity) {
-          opened.owner = to_hex(s.opt.identity->public_key());
-          if (!req.challenge.empty()) opened.proof = prove_identity(*s.opt.identity, req.challenge);
-        }
-        auto pending = std::make_shared<size_t>(session.last - session.first);
-        auto failed = std::make_shared<bool>(false);
-        for (size_t i = session.first; i < session.last; ++i)
-          self->request(s.blocks[i], s.opt.step_timeout,
-                        block_open_msg{id, req.batch, req.max_length, block_prompts(req.prompts, i - session.first)})
-              .then(
-                  [=]() mutable {
-                    if (--*pending == 0 && !*failed) {
-                      log::info(log::Part::server, [&] {
-                        return "session opened: " + std::to_string(id) + "; blocks " +
-                               block_span(session.first, session.last) + "; max_length " +
-                               std::to_string(req.max_length) + "; batch " + std::to_string(req.batch) +
-                               (remote ? "; from " + caf::to_string(peer) : std::string("; local"));
-                      });
-                      opened.cache_tokens_left = self->state.budget.tokens_left_per_block();
-                      rp.deliver(opened);
-                    }
-                  },
-                  [=](caf::error& e) mutable {
-                    if (*failed) return;
-                    *failed = true;
-                    release_session(self, id);
-                    rp.deliver(std::move(e));
-                  });
-        return rp;
-      },
-      [=](step_request& req) -> caf::result<step_reply> {
-        auto& s = self->state;
-        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
-        auto it = s.sessions.find(req.session_id);
-        if (it == s.sessions.end())
-          return make_error(errc::unknown_session, "no session " + std::to_string(req.session_id) + " on " +
-                                                       span_name(s.opt) + " (closed, timed out, or never opened)");
-        gate_session& session = it->second;
-        session.last_active = self->clock().now();
-        const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
-        // A response promise takes over the reply: create it only once no error is returned directly.
-        if (session.has_output && req.step_id == session.last_step) {  // a retry: answer again, do not re-apply
-          auto rp = self->make_response_promise<step_reply>();
-          finish_step(self, rp, req, session.last_output, requester);
-          return rp;
-        }
-        if (session.running && req.step_id == session.running_step) {
-          auto rp = self->make_response_promise<step_reply>();
-          session.repeats.push_back({rp, std::move(req), requester});
-          return rp;
-        }
-        // Charged to the session's owner, not the sender: in a push route the previous server sends the step.
-        if (session.quota_charged)
-          if (auto busy = charge_request(self, session.owner.node())) return busy;
-        if (s.opt.inject_step_errors_after >= 0 && s.steps_served >= s.opt.inject_step_errors_after)
-          return make_error(errc::internal, "injected fault: this server fails every step after its first " +
-                                                std::to_string(s.opt.inject_step_errors_after));
-        if (session.running)
-          return make_error(errc::bad_request,
-                            "step " + std::to_string(session.running_step) + " of this session is still running");
-        if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
-          return make_error(errc::bad_request, msg);
-        const int64_t b = req.hidden.dim(0), t = req.hidden.dim(1);
-        if (b != session.batch)
-          return make_error(errc::bad_request, "batch of " + std::to_string(b) + " in a session opened for " +
-                                                   std::to_string(session.batch));
-        // Beam search: the sequences continue the hypotheses named, with their lengths.
-        std::vector<int64_t> length = session.length;
-        if (!req.hypo_ids.empty()) {
-          if (auto problem = hypothesis_ids_problem(req.hypo_ids, b); !problem.empty())
-            return make_error(errc::bad_request, problem);
-          for (size_t i = 0; i < req.hypo_ids.size(); ++i)
-            length[i] = session.length[static_cast<size_t>(req.hypo_ids[i])];
-        }
-        for (int64_t i = 0; i < b; ++i) {
-          const int32_t* p = req.positions.data() + i * t;
-          if (p[t - 1] >= session.max_length)
-            return make_error(errc::max_length_exceeded, "position " + std::to_string(p[t - 1]) +
-                                                             " is beyond the session's max_length " +
-                                                             std::to_string(session.max_length));
-          if (p[0] > length[static_cast<size_t>(i)])
-            return make_error(errc::bad_request, "sequence " + std::to_string(i) + " starts at position " +
-                                                     std::to_string(p[0]) + " but holds only " +
-                                                     std::to_string(length[static_cast<size_t>(i)]) +
-                                                     " tokens (positions must not leave gaps)");
-          for (int64_t j = 1; j < t; ++j)
-            if (p[j] != p[j - 1] + 1)
-              return make_error(errc::bad_request,
-                                "positions of sequence " + std::to_string(i) + " are not consecutive");
-        }
-        auto rp = self->make_response_promise<step_reply>();
-        session.running = true;
-        session.running_step = req.step_id;
-        const uint64_t id = session.id;
-        const step_group group{session.first, session.last};
-        Tensor hidden = req.hidden;
-        std::vector<int32_t> positions = req.positions;
-        std::vector<int32_t> hypo_ids = req.hypo_ids;
-        s.batcher->push(
-            group, id, session.adapter, std::move(hidden), std::move(positions),
-            [=, req = std::move(req)](caf::expected<Tensor> out) mutable {
-              auto it = self->state.sessions.find(id);
-              if (it == self->state.sessions.end()) {
-                rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
-                return;
-              }
-              gate_session& sess = it->second;
-              sess.running = false;
-              auto repeats = std::exchange(sess.repeats, {});
-              if (!out) {
-                rp.deliver(out.error());
-                for (auto& r : repeats) r.rp.deliver(out.error());
-                return;
-              }
-              const int64_t tt = req.hidden.dim(1);
-              sess.length = length;  // (reordered by the step's hypothesis ids, if any)
-              for (size_t i = 0; i < sess.length.size(); ++i)
-                sess.length[i] = std::max<int64_t>(sess.length[i], req.positions[(i + 1) * tt - 1] + 1);
-              sess.last_step = req.step_id;
-              sess.has_output = true;
-              sess.last_output = std::move(*out);
-              if (self->state.opt.inject_wrong_outputs > 0 &&
-                  std::bernoulli_distribution(self->state.opt.inject_wrong_outputs)(self->state.rng)) {
-                sess.last_output = sess.last_output.clone();  // the blocks' buffer may be shared
-                float* v = sess.last_output.data_as<float>();
-                for (int64_t i = 0; i < sess.last_output.numel(); ++i) v[i] += 1.0f;
-              }
-              ++self->state.steps_served;
-              finish_step(self, rp, req, sess.last_output, requester);
-              for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
-            },
-            self->clock().now(), std::move(hypo_ids));
-        run_batches(self, group);
-        return rp;
-      },
-      // Training (stateless, Petals' rpc_forward / rpc_backward): block actors chained by block_train_msg.
-      [=](forward_request& req) -> caf::result<forward_reply> {
-        auto& s = self->state;
-        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
-        const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
-        if (auto busy = charge_request(self, sender_node(self))) return busy;
-        if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
-            !problem.empty())
-          return make_error(errc::bad_request, problem);
-        if (s.blocks.empty())
-          return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
-        if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
-          return make_error(errc::bad_request, msg);
-        if (req.challenge.size() > kMaxChallengeBytes)
-          return make_error(errc::bad_request, "a challenge of " + std::to_string(req.challenge.size()) +
-                                                   " bytes; at most " + std::to_string(kMaxChallengeBytes));
-        auto chain =
-            training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts, req.adapter);
-        if (!chain) return std::move(chain.error());
-        // Who answers, and the proof of it the client asked for: a record naming this server's address under
-        // another key is caught here, as at open_session.
-        forward_reply signed_reply;
-        if (s.opt.identity) {
-          signed_reply.owner = to_hex(s.opt.identity->public_key());
-          if (!req.challenge.empty()) signed_reply.proof = prove_identity(*s.opt.identity, req.challenge);
-        }
-        auto rp = self->make_response_promise<forward_reply>();
-        auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
-                                    std::move(req.adapter));
-        caf::actor first = msg.chain.front();
-        self->request(first, s.opt.step_timeout, std::move(msg))
-            .then(
-                [=](block_train_result& r) mutable {
-                  auto& s = self->state;
-                  signed_reply.hidden = std::move(r.hidden);
-                  stream_out(self, requester, std::move(signed_reply), s.opt.streams, s.next_stream,
-                             [=](caf::expected<forward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
-                },
-                [=](caf::error& e) mutable {
-                  rp.deliver(timeout_or(std::move(e), "the forward through " + span_name(self->state.opt)));
-                });
-        return rp;
-      },
-      [=](backward_request& req) -> caf::result<backward_reply> {
-        auto& s = self->state;
-        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
-        const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
-        if (auto busy = charge_request(self, sender_node(self))) return busy;
-        if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
-            !problem.empty())
-          return make_error(errc::bad_request, problem);
-        if (s.blocks.empty())
-          return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
-        if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
-          return make_error(errc::bad_request, msg);
-        if (req.grad_output.dtype() != DType::f32 || req.grad_output.shape() != req.hidden.shape())
-          return make_error(errc::bad_request, "the output gradient " + req.grad_output.describe() +
-                                                   " does not match the hidden states " + req.hidden.describe());
-        auto chain =
-            training_chain(s.opt, s.blocks, req.first_block, req.last_block, req.hidden, req.prompts, req.adapter);
-        if (!chain) return std::move(chain.error());
-        auto rp = self->make_response_promise<backward_reply>();
-        auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
-                                    std::move(req.adapter), &req.grad_output);
-        caf::actor first = msg.chain.front();
-        self->request(first, s.opt.step_timeout, std::move(msg))
-            .then(
-                [=](block_train_result& r) mutable {
-                  auto& s = self->state;
-                  stream_out(self, requester, backward_reply{std::move(r.grad), std::move(r.grad_prompts), 0, {}},
-                             s.opt.streams, s.next_stream,
-                             [=](caf::expected<backward_reply> out) mutable { deliver_streamed(rp, std::move(out)); });
-                },
-                [=](caf::error& e) mutable {
-                  rp.deliver(timeout_or(std::move(e), "the backward through " + span_name(self->state.opt)));
-                });
-        return rp;
-      },
-      [=](const close_session& req) -> caf::result<ack> {
-        if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
-        if (!self->state.sessions.count(req.session_id))
-          return make_error(errc::unknown_session, "no session " + std::to_string(req.session_id));
-        release_session(self, req.session_id);
-        return ack{};
-      },
-      // Chunks of large training requests (actors/protocol/wire_stream.hpp); the request naming them follows.
+      [=](const open_session& req) { return open_on_blocks(self, req); },
+      [=](step_request& req) { return run_step(self, req); },
+      [=](const close_session& req) { return close_one_session(self, req); },
+      // Training (any peer). Large requests arrive in chunks (actors/protocol/wire_stream.hpp) before the request
+      // naming them.
       [=](const wire_chunk& chunk) { return receive_chunk(self, self->state.inbound, chunk); },
-      [=](stream_sweep_atom) {
-        if (from_own_node(self)) sweep_streams(self, self->state.inbound);
-      },
-      [=](address_atom, const std::string& address) {
-        if (from_own_node(self)) self->state.opt.address = address;
-      },
+      [=](forward_request& req) { return run_forward(self, req); },
+      [=](backward_request& req) { return run_backward(self, req); },
+      // DHT RPCs on the server's port, answered by its DHT node.
       [=](dht_ping_request& r) { return to_dht<dht_ping_reply>(self, r); },
       [=](dht_find_node_request& r) { return to_dht<dht_find_node_reply>(self, r); },
       [=](dht_find_value_request& r) { return to_dht<dht_find_value_reply>(self, r); },
       [=](dht_store_request& r) { return to_dht<dht_store_reply>(self, r); },
+      // Control (this node's own actors only).
+      [=](blocks_atom, const std::vector<caf::actor>& blocks) -> caf::result<ack> {
+        if (!from_own_node(self)) return make_error(errc::bad_request, "not accepted from another node");
+        return install_blocks(self, blocks);
+      },
+      [=](span_atom, int64_t first, int64_t last) -> caf::result<ack> {
+        if (!from_own_node(self)) return make_error(errc::bad_request, "not accepted from another node");
+        return move_to_span(self, first, last);
+      },
+      [=](address_atom, const std::string& address) {
+        if (from_own_node(self)) self->state.opt.address = address;
+      },
+      [=](batch_atom) {
+        if (from_own_node(self)) start_held_batches(self);
+      },
       [=](sweep_atom) {
-        if (!from_own_node(self)) return;
-        auto& s = self->state;
-        const auto now = self->clock().now();
-        std::vector<uint64_t> idle;
-        for (auto& [id, sess] : s.sessions)
-          if (!sess.running && now - sess.last_active > s.opt.session_timeout) idle.push_back(id);
-        for (uint64_t id : idle) release_session(self, id);
-        s.quotas.sweep(now);
-        self->delayed_send(self, sweep_period, sweep_atom::value);
+        if (from_own_node(self)) sweep_idle_sessions(self, sweep_period);
+      },
+      [=](stream_sweep_atom) {
+        if (from_own_node(self)) sweep_streams(self, self->state.inbound);
       },
   };
 }
