@@ -525,11 +525,13 @@ caf::result<step_reply> run_step(gate_actor* self, step_request& req) {
   return rp;
 }
 
-// Training's forward (stateless, Petals' rpc_forward): block actors chained by block_train_msg.
-caf::result<forward_reply> run_forward(gate_actor* self, forward_request& req) {
+// What a forward and a backward request must pass before their chain runs: a request that decoded, within its
+// sender's rate, whole (its streamed parts arrived: wire_stream.hpp), to a server whose blocks are loaded, with
+// hidden states and positions this server takes.
+template <class Request>
+caf::error admit_training(gate_actor* self, Request& req) {
   auto& s = self->state;
   if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
-  const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
   if (auto busy = charge_request(self, sender_node(self))) return busy;
   if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
       !problem.empty())
@@ -537,6 +539,14 @@ caf::result<forward_reply> run_forward(gate_actor* self, forward_request& req) {
   if (s.blocks.empty()) return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
   if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
     return make_error(errc::bad_request, msg);
+  return {};
+}
+
+// Training's forward (stateless, Petals' rpc_forward): block actors chained by block_train_msg.
+caf::result<forward_reply> run_forward(gate_actor* self, forward_request& req) {
+  auto& s = self->state;
+  if (auto refusal = admit_training(self, req)) return refusal;
+  const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
   if (req.challenge.size() > kMaxChallengeBytes)
     return make_error(errc::bad_request, "a challenge of " + std::to_string(req.challenge.size()) + " bytes; at most " +
                                              std::to_string(kMaxChallengeBytes));
@@ -570,15 +580,8 @@ caf::result<forward_reply> run_forward(gate_actor* self, forward_request& req) {
 // Training's backward (Petals' rpc_backward): the gradient back through the same chain.
 caf::result<backward_reply> run_backward(gate_actor* self, backward_request& req) {
   auto& s = self->state;
-  if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+  if (auto refusal = admit_training(self, req)) return refusal;
   const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
-  if (auto busy = charge_request(self, sender_node(self))) return busy;
-  if (auto problem = stream_in(s.inbound, caf::actor_cast<caf::actor_addr>(self->current_sender()), req);
-      !problem.empty())
-    return make_error(errc::bad_request, problem);
-  if (s.blocks.empty()) return make_error(errc::peer_unavailable, "the server is still loading its blocks (joining)");
-  if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
-    return make_error(errc::bad_request, msg);
   if (req.grad_output.dtype() != DType::f32 || req.grad_output.shape() != req.hidden.shape())
     return make_error(errc::bad_request, "the output gradient " + req.grad_output.describe() +
                                              " does not match the hidden states " + req.hidden.describe());
