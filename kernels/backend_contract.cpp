@@ -13,13 +13,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw std::invalid_argument(what); }
 
-// The product of all dimensions but the last (1 for a scalar), without dividing by a last dimension of 0.
-int64_t rows_of(const Tensor& t) {
-  int64_t rows = 1;
-  for (int i = 0; i + 1 < t.rank(); ++i) rows *= t.dim(i);
-  return rows;
-}
-
 int64_t last_dim(const Tensor& t) { return t.rank() == 0 ? 1 : t.dim(-1); }
 
 const char* device_name(Device d) { return d == Device::cuda ? "CUDA" : "host"; }
@@ -64,10 +57,10 @@ void Backend::check_matmul(const char* op, const Tensor& x, const Tensor& w, con
   if (w.device() != device())
     fail(std::string(op) + ": weight " + w.describe() + " is on the " + device_name(w.device()) +
          " (upload it to this backend first)");
-  const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
+  const int64_t k = w.dim(1), n = w.dim(0), m = x.rows();
   if (!(x.rank() >= 1 && x.dim(-1) == k))
     fail(std::string(op) + ": x " + x.describe() + " does not match weight " + w.describe());
-  if (!(y.rank() >= 1 && rows_of(y) == m && y.dim(-1) == n))
+  if (!(y.rank() >= 1 && y.rows() == m && y.dim(-1) == n))
     fail(std::string(op) + ": output " + y.describe() + " is not [" + std::to_string(m) + ", " + std::to_string(n) +
          "]");
   if (bias) {
@@ -225,7 +218,7 @@ void Backend::embed(const Tensor& table, std::span<const int32_t> ids, float sca
 void Backend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) {
   require_f32(x, "gather_rows", "x");
   require_f32(out, "gather_rows", "out");
-  const int64_t m = rows_of(x), r = static_cast<int64_t>(rows.size());
+  const int64_t m = x.rows(), r = static_cast<int64_t>(rows.size());
   if (!(out.numel() == r * last_dim(x)))
     fail("gather_rows: output " + out.describe() + " for " + std::to_string(r) + " rows");
   for (int32_t i : rows)
@@ -237,7 +230,7 @@ void Backend::scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, s
                                Tensor& out) {
   require_f32(x, "scatter_add_rows", "x");
   require_f32(out, "scatter_add_rows", "out");
-  const int64_t m = rows_of(out), r = static_cast<int64_t>(rows.size());
+  const int64_t m = out.rows(), r = static_cast<int64_t>(rows.size());
   if (!(x.numel() == r * last_dim(out) && scale.size() == rows.size()))
     fail("scatter_add_rows: " + x.describe() + " for " + std::to_string(r) + " rows of " + out.describe());
   for (int32_t i : rows)
@@ -254,10 +247,10 @@ void Backend::matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) {
   if (w.device() != device())
     fail("matmul_backward: weight " + w.describe() + " is on the " + device_name(w.device()) +
          " (upload it to this backend first)");
-  const int64_t n = w.dim(0), k = w.dim(1), m = rows_of(dy);
+  const int64_t n = w.dim(0), k = w.dim(1), m = dy.rows();
   if (!(dy.rank() >= 1 && dy.dim(-1) == n))
     fail("matmul_backward: dy " + dy.describe() + " does not match weight " + w.describe());
-  if (!(dx.rank() >= 1 && rows_of(dx) == m && dx.dim(-1) == k))
+  if (!(dx.rank() >= 1 && dx.rows() == m && dx.dim(-1) == k))
     fail("matmul_backward: dx " + dx.describe() + " is not [" + std::to_string(m) + ", " + std::to_string(k) + "]");
   do_matmul_backward(dy, w, dx);
 }
@@ -265,8 +258,8 @@ void Backend::matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) {
 void Backend::matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) {
   for (const auto& [t, arg] : {std::pair{&dy, "dy"}, {&x, "x"}, {&dw, "dw"}})
     require_f32(*t, "matmul_weight_grad", arg);
-  const int64_t m = rows_of(dy), n = last_dim(dy), k = last_dim(x);
-  if (!(rows_of(x) == m && dw.rank() == 2 && dw.dim(0) == n && dw.dim(1) == k))
+  const int64_t m = dy.rows(), n = last_dim(dy), k = last_dim(x);
+  if (!(x.rows() == m && dw.rank() == 2 && dw.dim(0) == n && dw.dim(1) == k))
     fail("matmul_weight_grad: dy " + dy.describe() + ", x " + x.describe() + " and dw " + dw.describe() +
          " do not fit");
   do_matmul_weight_grad(dy, x, dw);

@@ -60,6 +60,13 @@ class Tensor {
   int rank() const { return shape_.rank(); }
   int64_t dim(int i) const { return shape_[i]; }
   int64_t numel() const { return shape_.numel(); }
+  // The product of all dimensions but the last (1 for a scalar): the "rows" of the backends' operations, counted
+  // without dividing by a last dimension that may be 0.
+  int64_t rows() const {
+    int64_t r = 1;
+    for (int i = 0; i + 1 < rank(); ++i) r *= dim(i);
+    return r;
+  }
   int64_t nbytes() const { return storage_bytes(dtype_, numel()); }
   bool defined() const { return data_ != nullptr || numel() == 0; }
   const std::shared_ptr<const void>& owner() const { return owner_; }

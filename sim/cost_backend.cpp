@@ -10,7 +10,6 @@
 namespace corolla::sim {
 namespace {
 
-int64_t rows_of(const Tensor& t) { return t.numel() / std::max<int64_t>(t.dim(-1), 1); }
 double f32_bytes(const Tensor& t) { return 4.0 * static_cast<double>(t.numel()); }
 
 // --- digests ---------------------------------------------------------------------------------------------------
@@ -67,13 +66,13 @@ enum Tag : uint64_t { kMatmul = 1, kNorm, kRope, kGate, kGelu, kAdd, kSoftmax, k
 // Each row (the last dimension) of out from the same row of the inputs.
 void rowwise(Tag tag, uint64_t salt, std::initializer_list<const Tensor*> inputs, Tensor& out) {
   if (!carries(out)) return;
-  const int64_t n = out.dim(-1), rows = rows_of(out);
+  const int64_t n = out.dim(-1), rows = out.rows();
   std::vector<uint64_t> h(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     uint64_t x = mix(tag, salt);
     for (const Tensor* in : inputs) {
       const int64_t w = in->dim(-1);
-      x = mix(x, r < rows_of(*in) ? digest_of(*in, r * w, w) : 0);
+      x = mix(x, r < in->rows() ? digest_of(*in, r * w, w) : 0);
     }
     h[static_cast<size_t>(r)] = x;
   }
@@ -118,7 +117,7 @@ void CostBackend::account_matmul(int64_t m, int64_t n, int64_t k, DType weight_d
 // A weight is known by its shape only: the same matrix of another server (another virtual tensor) must give the
 // same digest.
 void CostBackend::do_matmul(const Tensor& x, const Tensor& w, const Tensor*, Tensor& y) {
-  account_matmul(rows_of(x), w.dim(0), w.dim(1), w.dtype());
+  account_matmul(x.rows(), w.dim(0), w.dim(1), w.dtype());
   if (digests_) rowwise(kMatmul, mix(static_cast<uint64_t>(w.dim(0)), static_cast<uint64_t>(w.dim(1))), {&x}, y);
 }
 void CostBackend::do_rms_norm(const Tensor& x, const Tensor&, float, Tensor& y) {
@@ -133,7 +132,7 @@ void CostBackend::do_layer_norm(const Tensor& x, const Tensor&, const Tensor&, f
 void CostBackend::do_rope(Tensor& x, std::span<const int32_t> positions, std::span<const float>, float) {
   account(3.0 * static_cast<double>(x.numel()), 2 * f32_bytes(x));
   if (!digests_ || !carries(x) || positions.empty()) return;
-  const int64_t n = x.dim(-1), rows = rows_of(x),
+  const int64_t n = x.dim(-1), rows = x.rows(),
                 per_token = std::max<int64_t>(1, rows / static_cast<int64_t>(positions.size()));
   for (int64_t r = 0; r < rows; ++r) {
     const auto p = positions[std::min(static_cast<size_t>(r / per_token), positions.size() - 1)];
@@ -216,8 +215,8 @@ void CostBackend::do_gather_rows(const Tensor& x, std::span<const int32_t> rows,
   account(0, 8.0 * static_cast<double>(out.numel()));
   if (!digests_ || !carries(out) || !carries(x)) return;
   const int64_t n = out.dim(-1);
-  for (size_t i = 0; i < rows.size() && static_cast<int64_t>(i) < rows_of(out); ++i)
-    if (rows[i] >= 0 && rows[i] < rows_of(x))
+  for (size_t i = 0; i < rows.size() && static_cast<int64_t>(i) < out.rows(); ++i)
+    if (rows[i] >= 0 && rows[i] < x.rows())
       std::memcpy(out.data_as<float>() + static_cast<int64_t>(i) * n, x.data_as<const float>() + rows[i] * n,
                   static_cast<size_t>(n) * sizeof(float));
 }
@@ -227,8 +226,8 @@ void CostBackend::do_scatter_add_rows(const Tensor& x, std::span<const int32_t> 
   account(2.0 * static_cast<double>(x.numel()), 12.0 * static_cast<double>(x.numel()));
   if (!digests_ || !carries(out)) return;
   const int64_t n = out.dim(-1), xn = x.dim(-1);
-  for (size_t i = 0; i < rows.size() && static_cast<int64_t>(i) < rows_of(x); ++i) {
-    if (rows[i] < 0 || rows[i] >= rows_of(out)) continue;
+  for (size_t i = 0; i < rows.size() && static_cast<int64_t>(i) < x.rows(); ++i) {
+    if (rows[i] < 0 || rows[i] >= out.rows()) continue;
     uint32_t s = 0;
     if (i < scale.size()) std::memcpy(&s, &scale[i], sizeof s);
     const uint64_t h =
@@ -246,10 +245,10 @@ void CostBackend::do_embed(const Tensor& table, std::span<const int32_t> ids, fl
     fill(out, static_cast<int64_t>(i) * n, n, mix(kEmbed, static_cast<uint64_t>(static_cast<uint32_t>(ids[i]))));
 }
 void CostBackend::do_matmul_backward(const Tensor& dy, const Tensor& w, Tensor&) {
-  account_matmul(rows_of(dy), w.dim(1), w.dim(0), w.dtype());
+  account_matmul(dy.rows(), w.dim(1), w.dim(0), w.dtype());
 }
 void CostBackend::do_matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor&) {
-  account_matmul(dy.dim(-1), x.dim(-1), rows_of(dy), DType::f32);
+  account_matmul(dy.dim(-1), x.dim(-1), dy.rows(), DType::f32);
 }
 void CostBackend::do_rms_norm_backward(const Tensor& x, const Tensor&, float, const Tensor&, Tensor&) {
   account(8.0 * static_cast<double>(x.numel()), 3 * f32_bytes(x));

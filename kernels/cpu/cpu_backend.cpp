@@ -27,20 +27,13 @@
 namespace corolla {
 namespace {
 
-// The product of all dimensions but the last (no division: a last dimension may be 0).
-int64_t rows_of(const Tensor& t) {
-  int64_t rows = 1;
-  for (int i = 0; i + 1 < t.rank(); ++i) rows *= t.dim(i);
-  return rows;
-}
-
 bool weight_dtype_supported(DType t) {
   return t == DType::f32 || t == DType::f16 || t == DType::bf16 || is_quantized(t);
 }
 
 // y[m, n] += bias[n] per row.
 void add_bias(const Tensor& bias, Tensor& y) {
-  const int64_t n = y.dim(-1), m = rows_of(y);
+  const int64_t n = y.dim(-1), m = y.rows();
   const float* b = bias.data_as<const float>();
   float* py = y.data_as<float>();
   for (int64_t i = 0; i < m; ++i)
@@ -90,7 +83,7 @@ class CpuBackend final : public Backend {
 
  protected:
   void do_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
-    cpu_matmul(*pool_, x.data_as<const float>(), rows_of(x), w.dim(1), w, y.data_as<float>());
+    cpu_matmul(*pool_, x.data_as<const float>(), x.rows(), w.dim(1), w, y.data_as<float>());
     if (bias) add_bias(*bias, y);
   }
 
@@ -98,13 +91,13 @@ class CpuBackend final : public Backend {
                       std::span<Tensor* const> ys) override {
     std::vector<float*> outs;
     for (Tensor* y : ys) outs.push_back(y->data_as<float>());
-    cpu_matmul_many(*pool_, x.data_as<const float>(), rows_of(x), x.dim(-1), ws, outs);
+    cpu_matmul_many(*pool_, x.data_as<const float>(), x.rows(), x.dim(-1), ws, outs);
     for (size_t i = 0; i < ws.size(); ++i)
       if (biases[i]) add_bias(*biases[i], *ys[i]);
   }
 
   void do_rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
-    const int64_t d = x.dim(-1), m = rows_of(x);
+    const int64_t d = x.dim(-1), m = x.rows();
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     float* py = y.data_as<float>();
@@ -119,7 +112,7 @@ class CpuBackend final : public Backend {
   }
 
   void do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
-    const int64_t d = x.dim(-1), m = rows_of(x);
+    const int64_t d = x.dim(-1), m = x.rows();
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     const float* pb = b.data_as<const float>();
@@ -192,7 +185,7 @@ class CpuBackend final : public Backend {
   }
 
   void do_softmax(Tensor& x) override {
-    const int64_t d = x.dim(-1), m = rows_of(x);
+    const int64_t d = x.dim(-1), m = x.rows();
     float* p = x.data_as<float>();
     const auto softmax_row = best_vector_kernels().softmax_row;
     for (int64_t r = 0; r < m; ++r) softmax_row(p + r * d, d);
@@ -252,16 +245,16 @@ class CpuBackend final : public Backend {
 
   // --- gradients ----------------------------------------------------------------------------------------------
   void do_matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override {
-    cpu_matmul_backward(*pool_, dy.data_as<const float>(), rows_of(dy), w, dx.data_as<float>());
+    cpu_matmul_backward(*pool_, dy.data_as<const float>(), dy.rows(), w, dx.data_as<float>());
   }
 
   void do_matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
-    const int64_t m = rows_of(dy), n = dy.dim(-1), k = x.dim(-1);
+    const int64_t m = dy.rows(), n = dy.dim(-1), k = x.dim(-1);
     cpu_matmul_weight_grad(*pool_, dy.data_as<const float>(), x.data_as<const float>(), m, n, k, dw.data_as<float>());
   }
 
   void do_rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    const int64_t d = x.dim(-1), m = rows_of(x);
+    const int64_t d = x.dim(-1), m = x.rows();
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     const float* pdy = dy.data_as<const float>();
@@ -281,7 +274,7 @@ class CpuBackend final : public Backend {
   }
 
   void do_layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    const int64_t d = x.dim(-1), m = rows_of(x);
+    const int64_t d = x.dim(-1), m = x.rows();
     const float* px = x.data_as<const float>();
     const float* pw = w.data_as<const float>();
     const float* pdy = dy.data_as<const float>();

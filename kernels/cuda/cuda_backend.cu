@@ -61,13 +61,6 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument(what);
 }
 
-// The product of all dimensions but the last (no division: a last dimension may be 0).
-int64_t rows_of(const Tensor& t) {
-  int64_t rows = 1;
-  for (int i = 0; i + 1 < t.rank(); ++i) rows *= t.dim(i);
-  return rows;
-}
-
 // cuBLAS and the kernels index with 32-bit ints: what this backend cannot do beyond the contract.
 void require_32_bit(const char* op, int64_t m, int64_t n, int64_t k) {
   require(m < (int64_t{1} << 31) && n < (int64_t{1} << 31) && k < (int64_t{1} << 31),
@@ -634,7 +627,7 @@ class CudaBackend final : public Backend {
   // Decode rows: the projections of one input in one matrix-vector launch where they share a dtype and width.
   void do_matmul_many(const Tensor& x, std::span<const Tensor* const> ws, std::span<const Tensor* const> biases,
                       std::span<Tensor* const> ys) override {
-    const int64_t m = rows_of(x);
+    const int64_t m = x.rows();
     bool one_launch = !ws.empty() && m >= 1 && m <= gpu::kMatvecMaxRows && !cublas_small_m_;
     for (size_t i = 0; one_launch && i < ws.size(); ++i)
       one_launch =
@@ -651,13 +644,13 @@ class CudaBackend final : public Backend {
   }
 
   void do_rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
-    const int64_t d = x.dim(-1), m = rows_of(x);
+    const int64_t d = x.dim(-1), m = x.rows();
     OpScope scope(*ctx_);
     gpu::rms_norm(x.data_as<const float>(), w.data_as<const float>(), eps, y.data_as<float>(), m, d, ctx_->stream);
   }
 
   void do_layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
-    const int64_t d = x.dim(-1), m = rows_of(x);
+    const int64_t d = x.dim(-1), m = x.rows();
     OpScope scope(*ctx_);
     gpu::layer_norm(x.data_as<const float>(), w.data_as<const float>(), b.data_as<const float>(), eps,
                     y.data_as<float>(), m, d, ctx_->stream);
@@ -696,7 +689,7 @@ class CudaBackend final : public Backend {
 
   void do_softmax(Tensor& x) override {
     OpScope scope(*ctx_);
-    gpu::softmax(x.data_as<float>(), rows_of(x), x.rank() == 0 ? 1 : x.dim(-1), ctx_->stream);
+    gpu::softmax(x.data_as<float>(), x.rows(), x.rank() == 0 ? 1 : x.dim(-1), ctx_->stream);
   }
 
   void do_kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
@@ -777,7 +770,7 @@ class CudaBackend final : public Backend {
   // dx = dy · w. Column-major view: dxᵀ (k × m) = W (k × n) · dyᵀ (n × m). f32 throughout: non-f32 weights are
   // converted to f32 one tile of rows at a time (gradients are not rounded to 16 bits).
   void do_matmul_backward(const Tensor& dy, const Tensor& w, Tensor& dx) override {
-    const int64_t n = w.dim(0), k = w.dim(1), m = rows_of(dy);
+    const int64_t n = w.dim(0), k = w.dim(1), m = dy.rows();
     require_32_bit("matmul_backward", m, n, k);
     OpScope scope(*ctx_);
     if (m == 0 || k == 0) return;
@@ -811,7 +804,7 @@ class CudaBackend final : public Backend {
 
   // dw += dyᵀ · x. Column-major view: dwᵀ (k × n) += xᵀ (k × m) · dy (m × n).
   void do_matmul_weight_grad(const Tensor& dy, const Tensor& x, Tensor& dw) override {
-    const int64_t m = rows_of(dy), n = dy.dim(-1), k = x.dim(-1);
+    const int64_t m = dy.rows(), n = dy.dim(-1), k = x.dim(-1);
     require_32_bit("matmul_weight_grad", m, n, k);
     OpScope scope(*ctx_);
     if (m == 0 || n == 0 || k == 0) return;
@@ -824,14 +817,14 @@ class CudaBackend final : public Backend {
   }
 
   void do_rms_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    const int64_t d = x.dim(-1), m = rows_of(x);
+    const int64_t d = x.dim(-1), m = x.rows();
     OpScope scope(*ctx_);
     gpu::rms_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
                            dx.data_as<float>(), m, d, ctx_->stream);
   }
 
   void do_layer_norm_backward(const Tensor& x, const Tensor& w, float eps, const Tensor& dy, Tensor& dx) override {
-    const int64_t d = x.dim(-1), m = rows_of(x);
+    const int64_t d = x.dim(-1), m = x.rows();
     OpScope scope(*ctx_);
     gpu::layer_norm_backward(x.data_as<const float>(), w.data_as<const float>(), eps, dy.data_as<const float>(),
                              dx.data_as<float>(), m, d, ctx_->stream);
@@ -923,7 +916,7 @@ class CudaBackend final : public Backend {
 
   // y = x · wᵀ (+ bias), or y += that with `accumulate`.
   void project(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, bool accumulate) {
-    const int64_t k = w.dim(1), n = w.dim(0), m = rows_of(x);
+    const int64_t k = w.dim(1), n = w.dim(0), m = x.rows();
     require_32_bit("matmul", m, n, k);
     OpScope scope(*ctx_);
     if (m == 0 || n == 0) return;

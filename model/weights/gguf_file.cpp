@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "model/weights/tensor_extent.hpp"
 
@@ -107,41 +108,29 @@ GgufValue::Kind kind_of(uint32_t t, Cursor& c) {
   }
 }
 
+// An integer of type T into both integer fields: signed types through i (u takes its bits), unsigned through u.
+template <class T>
+void read_integer(Cursor& c, const char* name, GgufValue& v) {
+  if constexpr (std::is_signed_v<T>) {
+    v.i = c.read<T>(name);
+    v.u = static_cast<uint64_t>(v.i);
+  } else {
+    v.u = c.read<T>(name);
+    v.i = static_cast<int64_t>(v.u);
+  }
+}
+
 // Reads one scalar of type t as (integer, floating, string) into the value's fields.
 void read_scalar(Cursor& c, uint32_t t, GgufValue& v) {
   switch (t) {
-    case kU8:
-      v.u = c.read<uint8_t>("u8");
-      v.i = static_cast<int64_t>(v.u);
-      break;
-    case kI8:
-      v.i = c.read<int8_t>("i8");
-      v.u = static_cast<uint64_t>(v.i);
-      break;
-    case kU16:
-      v.u = c.read<uint16_t>("u16");
-      v.i = static_cast<int64_t>(v.u);
-      break;
-    case kI16:
-      v.i = c.read<int16_t>("i16");
-      v.u = static_cast<uint64_t>(v.i);
-      break;
-    case kU32:
-      v.u = c.read<uint32_t>("u32");
-      v.i = static_cast<int64_t>(v.u);
-      break;
-    case kI32:
-      v.i = c.read<int32_t>("i32");
-      v.u = static_cast<uint64_t>(v.i);
-      break;
-    case kU64:
-      v.u = c.read<uint64_t>("u64");
-      v.i = static_cast<int64_t>(v.u);
-      break;
-    case kI64:
-      v.i = c.read<int64_t>("i64");
-      v.u = static_cast<uint64_t>(v.i);
-      break;
+    case kU8: read_integer<uint8_t>(c, "u8", v); break;
+    case kI8: read_integer<int8_t>(c, "i8", v); break;
+    case kU16: read_integer<uint16_t>(c, "u16", v); break;
+    case kI16: read_integer<int16_t>(c, "i16", v); break;
+    case kU32: read_integer<uint32_t>(c, "u32", v); break;
+    case kI32: read_integer<int32_t>(c, "i32", v); break;
+    case kU64: read_integer<uint64_t>(c, "u64", v); break;
+    case kI64: read_integer<int64_t>(c, "i64", v); break;
     case kF32: v.f = c.read<float>("f32"); break;
     case kF64: v.f = c.read<double>("f64"); break;
     case kBool: v.b = c.read<uint8_t>("bool") != 0; break;
