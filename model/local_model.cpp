@@ -101,29 +101,11 @@ Tensor LocalModel::forward_uncached(std::span<const int32_t> ids, int64_t batch,
   return head_.logits(hidden);
 }
 
-std::vector<int32_t> end_tokens(const GenerationParams& params, const ModelConfig& config) {
-  if (!params.stop_at_eos) return {};
-  return params.eos_token_ids.empty() ? config.eos_token_ids : params.eos_token_ids;
-}
-
-std::string generation_problem(const GenerationParams& params) {
-  if (params.num_beams == 1) return {};
-  if (!params.sampling.greedy) return "beam search draws no samples: num_beams > 1 needs greedy sampling";
-  if (params.sampling.repetition_penalty != 1.0f) return "beam search with a repetition penalty is not supported";
-  return beam_search_problem(
-      {params.num_beams, params.length_penalty, params.early_stopping, params.max_new_tokens, {}});
-}
-
-BeamSearchParams beam_search_params(const GenerationParams& params, const ModelConfig& config) {
-  return {params.num_beams, params.length_penalty, params.early_stopping, params.max_new_tokens,
-          end_tokens(params, config)};
-}
-
 namespace {
 
 // Beam search over `prompt` in num_beams sequences of the model's caches.
 std::vector<int32_t> generate_beams(LocalModel& model, std::span<const int32_t> prompt, const GenerationParams& params,
-                                    const std::function<bool(int32_t)>& on_token) {
+                                    const TokenCallback& on_token) {
   const int64_t beams = params.num_beams, t = static_cast<int64_t>(prompt.size());
   model.reset(beams, t + params.max_new_tokens);
   BeamSearch search(beam_search_params(params, model.config()));
@@ -147,7 +129,7 @@ std::vector<int32_t> generate_beams(LocalModel& model, std::span<const int32_t> 
 }  // namespace
 
 std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt, const GenerationParams& params,
-                              const std::function<bool(int32_t)>& on_token, const TunedPrompts* tuned) {
+                              const TokenCallback& on_token, const TunedPrompts* tuned) {
   if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
   if (auto problem = generation_problem(params); !problem.empty()) throw std::invalid_argument(problem);
   if (params.num_beams > 1) {
@@ -166,8 +148,7 @@ std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt
                                 std::to_string(params.max_new_tokens) + " new tokens exceeds the context of " +
                                 std::to_string(model.config().max_position));
   model.reset(1, total);
-  Sampler sampler(params.sampling);
-  std::vector<int32_t> history(prompt.begin(), prompt.end());
+  TokenGeneration generation(params, end_tokens(params, model.config()), {prompt.begin(), prompt.end()}, on_token);
   std::vector<int32_t> positions(static_cast<size_t>(prefix) + prompt.size());
   std::iota(positions.begin(), positions.end(), 0);
   Tensor logits;
@@ -185,19 +166,11 @@ std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt
     if (tuned->deep_prompts.defined()) deep = tuned->deep_prompts.reshaped({tuned->deep_prompts.dim(0), 1, prefix, d});
     logits = model.forward_hidden(be.upload(hidden), positions, true, deep);
   }
-  std::vector<int32_t> out;
-  const std::vector<int32_t> eos = end_tokens(params, model.config());
-  for (int64_t i = 0; i < params.max_new_tokens; ++i) {
-    const int32_t next = sampler.next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, history);
-    out.push_back(next);
-    history.push_back(next);
-    if (on_token && !on_token(next)) break;
-    if (std::find(eos.begin(), eos.end(), next) != eos.end()) break;
-    if (i + 1 == params.max_new_tokens) break;
-    const int32_t pos = static_cast<int32_t>(prefix + static_cast<int64_t>(history.size()) - 1);
-    logits = model.forward({&next, 1}, {&pos, 1}, true);
-  }
-  return out;
+  int32_t pos = static_cast<int32_t>(positions.size());
+  return run_generation(generation, std::move(logits), [&](int32_t next) {
+    const int32_t at = pos++;
+    return model.forward({&next, 1}, {&at, 1}, true);
+  });
 }
 
 }  // namespace corolla

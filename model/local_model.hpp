@@ -8,9 +8,8 @@
 #include <vector>
 
 #include "model/block.hpp"
-#include "model/beam_search.hpp"
 #include "model/client_head.hpp"
-#include "model/sampling.hpp"
+#include "model/generation.hpp"
 
 namespace corolla {
 
@@ -69,30 +68,11 @@ class LocalModel {
   int64_t cached_length_ = 0;
 };
 
-struct GenerationParams {
-  int64_t max_new_tokens = 32;
-  SamplingParams sampling;
-  bool stop_at_eos = true;
-  // Beam search (model/beam_search.hpp) with more than one beam: the sampling must be greedy, and the result is
-  // the best hypothesis, as transformers' generate(num_beams=...) returns it.
-  int64_t num_beams = 1;
-  double length_penalty = 1.0;
-  EarlyStopping early_stopping = EarlyStopping::heuristic;
-  std::vector<int32_t> eos_token_ids;  // the tokens that end a generation (empty: the model's)
-};
-
-// The tokens that end a generation with `params` of a model with `config`: none unless stop_at_eos.
-std::vector<int32_t> end_tokens(const GenerationParams& params, const ModelConfig& config);
-
-// "" when `params` can run (beam search only with greedy sampling), else why not.
-std::string generation_problem(const GenerationParams& params);
-// The beam search `params` ask for, on a model with `config` (its end tokens).
-BeamSearchParams beam_search_params(const GenerationParams& params, const ModelConfig& config);
-
-// Generates after `prompt` (one sequence). on_token is called with each new id as soon as it is chosen and may
-// return false to stop (with beam search, with the best hypothesis's ids once the search ends). Returns the new ids.
+// Generates after `prompt` (one sequence) by a TokenGeneration (model/generation.hpp), or a beam search. on_token is
+// called with each new id as soon as it is chosen and may return false to stop (with beam search, with the best
+// hypothesis's ids once the search ends). Returns the new ids.
 // With `tuned` (prompt tuning), its prompts come first (and its deep prompts enter every block with them).
 std::vector<int32_t> generate(LocalModel& model, std::span<const int32_t> prompt, const GenerationParams& params,
-                              const std::function<bool(int32_t)>& on_token = {}, const TunedPrompts* tuned = nullptr);
+                              const TokenCallback& on_token = {}, const TunedPrompts* tuned = nullptr);
 
 }  // namespace corolla

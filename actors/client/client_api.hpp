@@ -79,11 +79,15 @@ struct generate_request {
   // Optional: tuned prompt embeddings [P, hidden] (prompt tuning, `corolla finetune --mode ptune`) placed before
   // the prompt; only at the start of a session.
   Tensor prefix;
+  // Optional, for a caller in this process: called on the session's thread with each new token (after the
+  // subscriber's message); returning false ends the generation with that token (stop sequences, cancellation).
+  TokenCallback on_token;
 };
 
 struct generate_result {
-  std::vector<int32_t> tokens;  // the new tokens
-  double seconds = 0;           // wall time of the generation
+  std::vector<int32_t> tokens;                // the new tokens (the session holds all but the last)
+  double seconds = 0;                         // wall time of the generation
+  GenerationEnd end = GenerationEnd::length;  // why it ended
 };
 
 // What a session went through (stats_atom).

@@ -687,9 +687,7 @@ void run_route(session_actor* self, Tensor hidden, std::vector<int32_t> position
 
 struct generation {
   caf::typed_response_promise<generate_result> rp;
-  generate_request req;
-  std::unique_ptr<Sampler> sampler;
-  std::vector<int32_t> out;
+  std::unique_ptr<TokenGeneration> tokens;
   caf::actor_clock::time_point start;
 };
 
@@ -704,8 +702,19 @@ Tensor embed_after(const ClientHead& head, const std::vector<int32_t>& ids, cons
   return out;
 }
 
-void sample_next(session_actor* self, std::shared_ptr<generation> g, const Tensor& logits);
+void end_generation(session_actor* self, const std::shared_ptr<generation>& g, caf::expected<generate_result> r) {
+  self->state.busy = false;
+  if (!r) {
+    g->rp.deliver(r.error());
+    return;
+  }
+  r->seconds = std::chrono::duration<double>(self->clock().now() - g->start).count();
+  g->rp.deliver(std::move(*r));
+}
 
+// One step of the generation loop (model/generation.hpp's run_generation, a continuation per step): feeds `ids`
+// through the route, asks the head for the logits of the last one, and lets the generation choose the next token;
+// goes on with it or ends (the ending token is not fed: the session holds every token but it).
 void generate_step(session_actor* self, std::shared_ptr<generation> g, std::vector<int32_t> ids,
                    Tensor prefix = Tensor()) {
   auto& st = self->state;
@@ -713,48 +722,26 @@ void generate_step(session_actor* self, std::shared_ptr<generation> g, std::vect
   try {
     hidden = embed_after(*st.head, ids, prefix);
   } catch (const std::exception& e) {
-    st.busy = false;
-    g->rp.deliver(make_error(errc::bad_request, e.what()));
-    return;
+    return end_generation(self, g, make_error(errc::bad_request, e.what()));
   }
   std::vector<int32_t> positions(static_cast<size_t>(hidden.dim(1)));
   std::iota(positions.begin(), positions.end(), static_cast<int32_t>(st.length));
   run_route(self, hidden, positions, [=](caf::expected<Tensor> out) {
     auto& st = self->state;
-    if (!out) {
-      st.busy = false;
-      g->rp.deliver(out.error());
-      return;
-    }
+    if (!out) return end_generation(self, g, out.error());
     st.length += static_cast<int64_t>(positions.size());
     st.tokens.insert(st.tokens.end(), ids.begin(), ids.end());
     const int64_t t = out->dim(1), d = out->dim(2);
     self->request(st.head_batcher, caf::infinite, head_rows{out->reshaped({t, d}).slice_rows(t - 1, t)})
-        .then([=](const Tensor& logits) { sample_next(self, g, logits); },
-              [=](caf::error& e) {
-                self->state.busy = false;
-                g->rp.deliver(std::move(e));
-              });
+        .then(
+            [=](const Tensor& logits) {
+              TokenGeneration& tokens = *g->tokens;
+              if (tokens.advance({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}))
+                return generate_step(self, g, {tokens.last()});
+              end_generation(self, g, generate_result{tokens.tokens(), 0, tokens.end()});
+            },
+            [=](caf::error& e) { end_generation(self, g, std::move(e)); });
   });
-}
-
-// Draws the next token from the logits of the last step, streams it, and runs the next step or ends.
-void sample_next(session_actor* self, std::shared_ptr<generation> g, const Tensor& logits) {
-  auto& st = self->state;
-  const int32_t next =
-      g->sampler->next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, st.tokens);
-  g->out.push_back(next);
-  if (g->req.subscriber) self->send(g->req.subscriber, token_atom::value, next);
-  const std::vector<int32_t> eos = end_tokens(g->req.params, st.head->config());
-  const bool at_eos = std::find(eos.begin(), eos.end(), next) != eos.end();
-  if (at_eos || static_cast<int64_t>(g->out.size()) >= g->req.params.max_new_tokens) {
-    // The last token is not fed back: the session holds every token but it, as after any generation.
-    st.busy = false;
-    const double secs = std::chrono::duration<double>(self->clock().now() - g->start).count();
-    g->rp.deliver(generate_result{g->out, secs});
-    return;
-  }
-  generate_step(self, g, {next});
 }
 
 // Beam search (model/beam_search.hpp): the session's num_beams sequences are the beams. The prompt goes to all
@@ -806,10 +793,19 @@ void beam_step(session_actor* self, std::shared_ptr<beam_generation> g, const st
                   if (next.done) {
                     self->state.busy = false;
                     const std::vector<int32_t>& best = g->search->best();
-                    if (g->req.subscriber)
-                      for (int32_t id : best) self->send(g->req.subscriber, token_atom::value, id);
+                    GenerationEnd end = GenerationEnd::length;
+                    const auto eos = end_tokens(g->req.params, self->state.head->config());
+                    if (!best.empty() && std::find(eos.begin(), eos.end(), best.back()) != eos.end())
+                      end = GenerationEnd::end_token;
+                    for (int32_t id : best) {
+                      if (g->req.subscriber) self->send(g->req.subscriber, token_atom::value, id);
+                      if (g->req.on_token && !g->req.on_token(id)) {
+                        end = GenerationEnd::stopped;
+                        break;
+                      }
+                    }
                     const double secs = std::chrono::duration<double>(self->clock().now() - g->start).count();
-                    g->rp.deliver(generate_result{best, secs});
+                    g->rp.deliver(generate_result{best, secs, end});
                     return;
                   }
                   const auto at = static_cast<int32_t>(g->prompt_length + g->search->generated() - 1);
@@ -953,16 +949,24 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
           return beams->rp;
         }
         auto g = std::make_shared<generation>();
+        std::vector<int32_t> history = st.tokens;
+        history.insert(history.end(), req.prompt.begin(), req.prompt.end());
+        TokenCallback on_token = req.on_token;
+        if (req.subscriber)
+          on_token = [self, subscriber = req.subscriber, then = std::move(on_token)](int32_t id) {
+            self->send(subscriber, token_atom::value, id);
+            return !then || then(id);
+          };
         try {
-          g->sampler = std::make_unique<Sampler>(req.params.sampling);
+          g->tokens = std::make_unique<TokenGeneration>(req.params, end_tokens(req.params, st.head->config()),
+                                                        std::move(history), std::move(on_token));
         } catch (const std::exception& e) {
           return make_error(errc::bad_request, e.what());
         }
         g->rp = self->make_response_promise<generate_result>();
         g->start = self->clock().now();
-        std::vector<int32_t> prompt = req.prompt;
-        Tensor prefix_embeddings = req.prefix;
-        g->req = std::move(req);
+        std::vector<int32_t> prompt = std::move(req.prompt);
+        Tensor prefix_embeddings = std::move(req.prefix);
         st.busy = true;
         generate_step(self, g, std::move(prompt), std::move(prefix_embeddings));
         return g->rp;

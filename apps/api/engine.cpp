@@ -23,12 +23,6 @@ ApiError swarm_error(const caf::error& e) {
   return out;
 }
 
-bool ApiModel::is_eos(int32_t id) const {
-  const auto& eos = head->config().eos_token_ids;
-  return std::find(eos.begin(), eos.end(), id) != eos.end() || tokenizer.is_eos(id) ||
-         (id >= 0 && id == chat.end_of_turn_id());
-}
-
 namespace {
 
 std::array<uint8_t, 20> random_id() {
@@ -212,7 +206,7 @@ Engine::Engine(caf::actor_system& sys, ApiConfig config, caf::actor connector)
     : sys_(sys), config_(std::move(config)), connector_(std::move(connector)) {
   for (const auto& mc : config_.models) {
     auto m = std::make_shared<ApiModel>(
-        ApiModel{"", "", "", Tokenizer(nullptr), ChatTemplate{}, nullptr, nullptr, nullptr, 0, 0, 0});
+        ApiModel{"", "", "", Tokenizer(nullptr), ChatTemplate{}, nullptr, nullptr, nullptr, 0, 0, 0, {}});
     try {
       m->path = hub::locate_model(mc.path, hub::ModelNeeds::client_head());
       auto source = open_weights(m->path);
@@ -229,6 +223,9 @@ Engine::Engine(caf::actor_system& sys, ApiConfig config, caf::actor connector)
     m->context = std::min<int64_t>(config_.max_length, m->head->config().max_position);
     m->num_blocks = m->head->config().num_layers;
     m->created = static_cast<int64_t>(std::time(nullptr));
+    m->end_ids = m->head->config().eos_token_ids;
+    for (int32_t id : m->tokenizer.eos_ids()) m->end_ids.push_back(id);
+    if (m->chat.end_of_turn_id() >= 0) m->end_ids.push_back(m->chat.end_of_turn_id());
     swarm_client_options opts;
     opts.initial_peers = config_.initial_peers;
     opts.mode = config_.mode == "relay" ? route_mode::relay : route_mode::push;

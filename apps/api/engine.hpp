@@ -41,8 +41,9 @@ struct ApiModel {
   int64_t context = 0;  // longest session: the model's positions, capped by the API's max_length
   int64_t num_blocks = 0;
   int64_t created = 0;  // unix time the API loaded it (OpenAI's "created")
-  // EOS as config.json, the tokenizer (and generation_config.json) list it, or the chat format's end of turn.
-  bool is_eos(int32_t id) const;
+  // The tokens that end a generation: EOS as config.json, the tokenizer (and generation_config.json) list it, and
+  // the chat format's end of turn.
+  std::vector<int32_t> end_ids;
 };
 
 struct Counters {

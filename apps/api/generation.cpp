@@ -1,6 +1,9 @@
 #include "apps/api/generation.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
+#include <optional>
 
 #include <caf/all.hpp>
 
@@ -28,16 +31,23 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(corolla::api::run_cmd)
 namespace corolla::api {
 namespace {
 
-// One job in progress.
+using steady = std::chrono::steady_clock;
+
+double seconds_since(steady::time_point t) { return std::chrono::duration<double>(steady::now() - t).count(); }
+
+// One job in progress. While it runs, the session calls take_token on its own thread with each token; this actor
+// touches nothing of it meanwhile (it is busy), and the job holds what the callback reads.
 struct running {
   std::shared_ptr<GenJob> job;
+  std::shared_ptr<const ApiModel> model;
+  std::shared_ptr<StreamDecoder> decoder;  // the session's text across jobs, which `text` reads
   std::unique_ptr<TextStream> text;
   GenResult result;
-  std::vector<int32_t> next_input;  // what the next step feeds
-  int64_t steps = 0;
+  int64_t limit = 0;                 // tokens the session was asked for
+  std::optional<size_t> stopped_at;  // the stop sequence that ended the job
   int64_t since_chunk = 0;
   std::string chunk;
-  caf::actor_clock::time_point start;
+  steady::time_point start;
 };
 
 struct gen_state {
@@ -48,17 +58,13 @@ struct gen_state {
   int64_t max_length = 0;
   int64_t fed = 0;                         // positions the session holds
   std::optional<int32_t> drawn;            // the last token drawn, not yet fed
-  std::unique_ptr<StreamDecoder> decoder;  // the session's text, across jobs
+  std::shared_ptr<StreamDecoder> decoder;  // the session's text, across jobs
   bool decoder_skips = true;
   bool busy = false;
   static inline const char* name = "api_generation";
 };
 
 using gen_actor = caf::stateful_actor<gen_state>;
-
-double seconds_since(gen_actor* self, caf::actor_clock::time_point t) {
-  return std::chrono::duration<double>(self->clock().now() - t).count();
-}
 
 void fail(gen_actor* self, const std::shared_ptr<running>& r, const ApiError& e) {
   self->state.busy = false;
@@ -74,7 +80,7 @@ void finish(gen_actor* self, const std::shared_ptr<running>& r, const std::strin
   r->result.last_tokens = r->since_chunk;
   r->result.text = r->text->shown();
   r->result.finish_reason = reason;
-  r->result.seconds = seconds_since(self, r->start);
+  r->result.seconds = seconds_since(r->start);
   auto& c = st.engine->counters();
   c.generations++;
   c.prompt_tokens += r->result.prompt_tokens;
@@ -93,65 +99,77 @@ bool shows_end_token(const GenJob& job, const Tokenizer& tokenizer, int32_t id) 
                                       [&](const StopSequence& s) { return s.text.find(text) != std::string::npos; });
 }
 
+// The generation's token callback (on the session's thread): the token's text, stop sequences, chunks, and
+// cancellation. Returns whether the generation goes on.
+bool take_token(running& r, int32_t id) {
+  const GenJob& job = *r.job;
+  if (r.result.completion_tokens == 0) r.result.first_token_seconds = seconds_since(r.start);
+  r.result.completion_tokens++;
+  r.since_chunk++;
+  const auto& ends = r.model->end_ids;
+  const bool end = job.stop_at_eos && std::find(ends.begin(), ends.end(), id) != ends.end();
+  TextStream::Update u;
+  if (!end || shows_end_token(job, r.model->tokenizer, id)) u = r.text->push(id);
+  r.chunk += u.text;
+  if (u.stopped) {
+    r.stopped_at = *u.stopped;
+    return false;
+  }
+  if (job.cancelled->load()) return false;
+  const bool last = end || r.result.completion_tokens >= r.limit;  // the job's end sends what is left
+  if (!last && r.since_chunk >= job.chunk_tokens && r.text->pending_bytes() == 0) {
+    if (job.on_chunk) job.on_chunk(r.chunk, r.since_chunk);
+    r.chunk.clear();
+    r.since_chunk = 0;
+  }
+  return true;
+}
+
 ApiError length_error(const gen_state& st, size_t more) {
   return bad_request("Maximum length exceeded: the session holds " + std::to_string(st.fed) + " tokens and " +
                      std::to_string(more) + " more do not fit its max_length of " + std::to_string(st.max_length) +
                      "; open a session with a larger max_length");
 }
 
-void step(gen_actor* self, std::shared_ptr<running> r) {
+// Runs the job as one generation of the session (model/generation.hpp), feeding `ids` first. As Petals counts, a
+// session of max_length holds max_length fed tokens, and the token drawn after the last of them is still
+// returned (it would be fed next): so the session can draw one token more than it has room for.
+void generate(gen_actor* self, std::shared_ptr<running> r, std::vector<int32_t> ids) {
   auto& st = self->state;
   const GenJob& job = *r->job;
-  if (job.cancelled->load()) return finish(self, r, "cancelled");
-  const std::vector<int32_t> ids = r->next_input;
-  // As Petals counts: a session of max_length holds max_length fed tokens, and the token drawn after the last of
-  // them is still returned (it would be fed next).
-  const int64_t after = st.fed + static_cast<int64_t>(ids.size());
-  if (after > st.max_length) {
-    if (job.length_is_error || r->steps == 0) return fail(self, r, length_error(st, ids.size()));
-    return finish(self, r, "length");
-  }
+  const int64_t fed_after_input = st.fed + static_cast<int64_t>(ids.size());
+  if (fed_after_input > st.max_length) return fail(self, r, length_error(st, ids.size()));
+  const int64_t session_room = st.max_length - fed_after_input + 1;
+  // max_total_length: the job ends once the session would hold that many tokens with the one drawn.
+  const int64_t total_room = job.max_total_length > 0 ? std::max<int64_t>(1, job.max_total_length - fed_after_input)
+                                                      : std::numeric_limits<int64_t>::max();
+  r->limit = std::min({job.max_new_tokens, session_room, total_room});
+  const bool out_of_session = r->limit == session_room && r->limit < job.max_new_tokens && r->limit < total_room;
   generate_request req;
   req.prompt = ids;
-  req.params.max_new_tokens = 1;
-  req.params.stop_at_eos = false;
+  req.params.max_new_tokens = r->limit;
   req.params.sampling = job.sampling;
-  req.params.sampling.seed = job.sampling.seed + static_cast<uint64_t>(r->steps);
-  const auto timeout = std::chrono::duration_cast<caf::timespan>(
-      std::chrono::duration<double>(st.engine->config().request_timeout_s * 4));
-  self->request(st.session, timeout, std::move(req))
+  req.params.stop_at_eos = job.stop_at_eos;
+  req.params.eos_token_ids = st.model->end_ids;
+  req.on_token = [r](int32_t id) { return take_token(*r, id); };
+  self->request(st.session, caf::infinite, std::move(req))
       .then(
           [=](const generate_result& res) {
             auto& st = self->state;
-            st.fed += static_cast<int64_t>(ids.size());
             if (res.tokens.empty()) return fail(self, r, ApiError{502, "swarm_error", "the session drew no token", ""});
-            const int32_t id = res.tokens.front();
-            st.drawn = id;
-            if (r->steps == 0) r->result.first_token_seconds = seconds_since(self, r->start);
-            r->steps++;
-            r->result.completion_tokens++;
-            r->since_chunk++;
-            const bool eos = r->job->stop_at_eos && st.model->is_eos(id);
-            TextStream::Update u;
-            if (!eos || shows_end_token(*r->job, st.model->tokenizer, id)) u = r->text->push(id);
-            r->chunk += u.text;
-            if (u.stopped) {
-              const int32_t replace = r->job->stops[*u.stopped].replace_with;
-              if (replace >= 0) st.drawn = replace;
-              return finish(self, r, "stop");
+            st.fed = fed_after_input + static_cast<int64_t>(res.tokens.size()) - 1;
+            st.drawn = res.tokens.back();
+            switch (res.end) {
+              case GenerationEnd::stopped:
+                if (!r->stopped_at) return finish(self, r, "cancelled");
+                if (const int32_t replace = r->job->stops[*r->stopped_at].replace_with; replace >= 0)
+                  st.drawn = replace;
+                return finish(self, r, "stop");
+              case GenerationEnd::end_token: return finish(self, r, "stop");
+              default:
+                if (out_of_session && r->job->length_is_error) return fail(self, r, length_error(st, 1));
+                return finish(self, r, "length");
             }
-            if (eos) return finish(self, r, "stop");
-            if (r->result.completion_tokens >= r->job->max_new_tokens) return finish(self, r, "length");
-            if (r->job->max_total_length > 0 && st.fed + 1 >= r->job->max_total_length)
-              return finish(self, r, "length");
-            if (r->since_chunk >= r->job->chunk_tokens && r->text->pending_bytes() == 0) {
-              if (r->job->on_chunk) r->job->on_chunk(r->chunk, r->since_chunk);
-              r->chunk.clear();
-              r->since_chunk = 0;
-            }
-            r->next_input = {id};
-            st.drawn.reset();
-            step(self, r);
           },
           [=](caf::error& e) {
             auto& st = self->state;
@@ -201,25 +219,28 @@ caf::behavior generation_actor(gen_actor* self, std::shared_ptr<Engine> engine, 
         auto& st = self->state;
         auto r = std::make_shared<running>();
         r->job = std::move(cmd.job);
-        r->start = self->clock().now();
+        r->model = st.model;
+        r->start = steady::now();
         if (st.busy)
           return fail(self, r, ApiError{409, "invalid_request_error", "a generation is already running", ""});
         if (!st.session)
           return fail(self, r, ApiError{503, "swarm_error", st.lost.empty() ? "the session is not open" : st.lost, ""});
-        if (st.drawn) r->next_input.push_back(*st.drawn);
-        r->next_input.insert(r->next_input.end(), r->job->input.begin(), r->job->input.end());
-        if (r->next_input.empty()) return fail(self, r, bad_request("nothing to continue: give inputs", "inputs"));
+        std::vector<int32_t> ids;
+        if (st.drawn) ids.push_back(*st.drawn);
+        ids.insert(ids.end(), r->job->input.begin(), r->job->input.end());
+        if (ids.empty()) return fail(self, r, bad_request("nothing to continue: give inputs", "inputs"));
         r->result.prompt_tokens = static_cast<int64_t>(r->job->input.size());
         std::vector<std::string> stops;
         for (const auto& s : r->job->stops) stops.push_back(s.text);
         if (!st.decoder || st.decoder_skips != r->job->skip_special) {
-          st.decoder = std::make_unique<StreamDecoder>(st.model->tokenizer, r->job->skip_special);
+          st.decoder = std::make_shared<StreamDecoder>(st.model->tokenizer, r->job->skip_special);
           st.decoder_skips = r->job->skip_special;
         }
-        r->text = std::make_unique<TextStream>(*st.decoder, stops, r->job->trim_stop);
+        r->decoder = st.decoder;
+        r->text = std::make_unique<TextStream>(*r->decoder, stops, r->job->trim_stop);
         if (r->job->max_new_tokens < 1) return fail(self, r, bad_request("max_new_tokens must be at least 1"));
         st.busy = true;
-        step(self, r);
+        generate(self, r, std::move(ids));
       },
       [=](close_atom) {
         if (self->state.session) self->send(self->state.session, close_atom::value);

@@ -1,10 +1,8 @@
 // One conversation with the swarm, for the HTTP side: an actor that holds an inference session (opened through
-// the model's swarm client), feeds it prompts, samples one token per step and streams the text out, stopping at
-// the end of sequence, a stop sequence, the token limit or when the client goes away.
-//
-// Tokens are drawn one step at a time (a generate_request of one new token each), so the API can stop after any
-// token without changes to the session actor; the session still holds the conversation, so a later job
-// continues it (the Petals WebSocket protocol). The last token drawn is fed at the start of the next job.
+// the model's swarm client) and runs each job as one generation of the session (model/generation.hpp: sampling,
+// end tokens and the length limit live there), its token callback turning tokens into text, matching stop
+// sequences and noticing a client that went away. The session holds the conversation, so a later job continues it
+// (the Petals WebSocket protocol); the last token drawn is fed at the start of the next job.
 //
 // Callbacks run on an actor thread: the HTTP side posts them to its own executor.
 #pragma once
@@ -39,8 +37,8 @@ struct GenResult {
 };
 
 struct GenJob {
-  std::vector<int32_t> input;    // ids to append to the conversation (may be empty to continue)
-  SamplingParams sampling;       // seed: the first step's; each further step uses seed + step
+  std::vector<int32_t> input;  // ids to append to the conversation (may be empty to continue)
+  SamplingParams sampling;
   int64_t max_new_tokens = 16;   // this job's limit
   bool length_is_error = false;  // running out of session (max_length) is an error, not finish "length"
   int64_t max_total_length = 0;  // > 0: also stop ("length") when the session holds this many tokens

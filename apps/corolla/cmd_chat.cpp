@@ -138,26 +138,36 @@ int chat_loop(const ChatOptions& o, const std::string& where, const Tokenizer& t
   return 0;
 }
 
+// The generation of one reply: ends at the model's ends of text and the template's end of turn.
+GenerationParams reply_params(const ChatOptions& o, const Tokenizer& tokenizer, const ChatTemplate& chat) {
+  GenerationParams params;
+  params.max_new_tokens = o.max_new_tokens;
+  params.sampling = o.sampling.params();
+  params.eos_token_ids = reply_end_tokens(tokenizer, chat);
+  return params;
+}
+
+// The reply's tokens without the one that ended it.
+std::vector<int32_t> without_end(std::vector<int32_t> reply, GenerationEnd end) {
+  if (end == GenerationEnd::end_token) reply.pop_back();
+  return reply;
+}
+
 int run_local(const ChatOptions& o, const std::string& path) {
   Tokenizer tokenizer = Tokenizer::load(path);
   const ChatTemplate chat = ChatTemplate::for_tokenizer(tokenizer);
   auto backend = make_cpu_backend(o.threads);
   LocalModel model(open_weights(path), *backend);
   CachedConversation conversation(model, std::min<int64_t>(o.context, model.config().max_position));
-  Sampler sampler(o.sampling.params());
-  const std::vector<int32_t> ends = reply_end_tokens(tokenizer, chat);
+  const GenerationParams params = reply_params(o, tokenizer, chat);
   const ReplyFn reply_to = [&](const std::vector<int32_t>& ids, const std::function<void(int32_t)>& on_token) {
     Tensor logits = conversation.feed(ids);
-    std::vector<int32_t> reply;
-    for (int64_t i = 0; i < o.max_new_tokens; ++i) {
-      const int32_t next =
-          sampler.next({logits.data_as<const float>(), static_cast<size_t>(logits.numel())}, conversation.cached());
-      if (ends_reply(ends, next)) break;
-      reply.push_back(next);
-      on_token(next);
-      logits = conversation.feed_one(next);
-    }
-    return reply;
+    TokenGeneration reply(params, params.eos_token_ids, conversation.cached(), [&](int32_t id) {
+      if (!ends_reply(params.eos_token_ids, id)) on_token(id);
+      return true;
+    });
+    run_generation(reply, std::move(logits), [&](int32_t id) { return conversation.feed_one(id); });
+    return without_end(reply.tokens(), reply.end());
   };
   return chat_loop(o, path, tokenizer, chat, reply_to, [&] { conversation.reset(); });
 }
@@ -177,41 +187,32 @@ int run_swarm(const ChatOptions& o, const std::string& path) {
   caf::scoped_actor self{sys};
   auto client = spawn_swarm_client(sys, cli_client_options(o.initial_peers, o.swarm_id, *source), head);
 
-  GenerationParams params;
-  params.max_new_tokens = o.max_new_tokens;
-  params.sampling = o.sampling.params();
-  params.eos_token_ids = reply_end_tokens(tokenizer, chat);
+  const GenerationParams params = reply_params(o, tokenizer, chat);
   const ReplyFn reply_to = [&](const std::vector<int32_t>& ids, const std::function<void(int32_t)>& on_token) {
     const int64_t max_length = static_cast<int64_t>(ids.size()) + o.max_new_tokens;
     if (max_length > context)
       throw std::invalid_argument("the conversation (" + std::to_string(ids.size()) + " tokens and a reply of up to " +
                                   std::to_string(o.max_new_tokens) + ") no longer fits the context of " +
                                   std::to_string(context) + " tokens: /reset to start over");
-    // Tokens stream through an actor of their own; the reply's last token (an end token, not shown) is dropped.
-    auto printer = sys.spawn([on_token, &params](caf::event_based_actor*) -> caf::behavior {
-      return {[on_token, &params](token_atom, int32_t id) {
-                if (!ends_reply(params.eos_token_ids, id)) on_token(id);
-              },
-              [](caf::get_atom) { return true; }};
-    });
-    std::vector<int32_t> reply;
+    // Tokens are shown from the session's thread as they are chosen; its reply comes after the last of them.
+    generate_request req{ids, params};
+    req.on_token = [&](int32_t id) {
+      if (!ends_reply(params.eos_token_ids, id)) on_token(id);
+      return true;
+    };
+    generate_result reply;
     std::string failure;
     self->request(client, caf::infinite, open_session_request{max_length})
         .receive(
             [&](caf::actor session) {
-              self->request(session, caf::infinite, generate_request{ids, params, printer})
-                  .receive([&](const generate_result& r) { reply = r.tokens; },
+              self->request(session, caf::infinite, std::move(req))
+                  .receive([&](generate_result& r) { reply = std::move(r); },
                            [&](caf::error& e) { failure = describe(e); });
               self->send(session, close_atom::value);
             },
             [&](caf::error& e) { failure = describe(e); });
-    // The session sent every token to the printer before its reply came here, so the tokens are in the printer's
-    // mailbox ahead of this request: once it answers, it has shown them all.
-    self->request(printer, caf::infinite, caf::get_atom::value).receive([](bool) {}, [](caf::error&) {});
-    self->send_exit(printer, caf::exit_reason::user_shutdown);
     if (!failure.empty()) throw std::runtime_error(failure);
-    while (!reply.empty() && ends_reply(params.eos_token_ids, reply.back())) reply.pop_back();
-    return reply;
+    return without_end(std::move(reply.tokens), reply.end);
   };
   const int rc = chat_loop(o, path + " through the swarm", tokenizer, chat, reply_to, [] {});
   self->send_exit(client, caf::exit_reason::user_shutdown);

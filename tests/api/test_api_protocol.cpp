@@ -12,7 +12,9 @@
 #include "actors/system/system_config.hpp"
 #include "apps/api/api_server.hpp"
 #include "apps/api/local_swarm.hpp"
+#include "model/local_model.hpp"
 #include "model/tokenizer/tokenizer.hpp"
+#include "model/weights/weight_source.hpp"
 #include "support/golden.hpp"
 #include "support/http_client.hpp"
 
@@ -247,6 +249,25 @@ BOOST_AUTO_TEST_CASE(chat_completion_renders_the_template_and_counts_usage) {
   BOOST_TEST(json::parse(events[0])["choices"][0]["delta"]["role"] == "assistant");
   BOOST_TEST(events.back() == "[DONE]");
   BOOST_TEST(read_stream(s, "delta").text == j["choices"][0]["message"]["content"].get<std::string>());
+}
+
+// A job is one generation of the session (model/generation.hpp): a seeded completion draws the tokens that the
+// same generation draws in one process.
+BOOST_AUTO_TEST_CASE(a_seeded_completion_draws_what_generate_draws) {
+  GenerationParams params;
+  params.max_new_tokens = 24;
+  params.stop_at_eos = false;
+  params.sampling = {.greedy = false, .temperature = 1.5f, .top_k = 50, .top_p = 0.95f, .seed = 11};
+  auto backend = make_cpu_backend();
+  LocalModel local(open_weights(model_dir("llama")), *backend);
+  const auto ids = generate(local, golden_prompt(), params);
+  const json body = {{"model", "tiny"},  {"prompt", golden_prompt()},
+                     {"max_tokens", 24}, {"temperature", 1.5},
+                     {"top_k", 50},      {"top_p", 0.95},
+                     {"seed", 11},       {"ignore_eos", true}};
+  const json answer = completion(body);
+  BOOST_TEST(answer["usage"]["completion_tokens"] == 24);
+  BOOST_TEST(answer["choices"][0]["text"].get<std::string>() == world().tokenizer.decode(ids, true));
 }
 
 BOOST_AUTO_TEST_CASE(sampling_settings_take_effect_and_seeds_repeat) {
