@@ -1,5 +1,5 @@
 // One generation's rules, in one place for every engine that generates: a model in this process (`generate`,
-// `corolla chat`), a swarm session (actors/client/inference_session.cpp) and, through the session, the HTTP API.
+// `corolla chat`), a swarm session (actors/client/session_generation.cpp) and, through the session, the HTTP API.
 // An engine feeds tokens and hands the logits after the last one to a TokenGeneration; it chooses the next token
 // (the sampler), gives it to the caller's callback (streaming, stop sequences, cancellation) and says whether the
 // generation goes on: it ends at an end token, at max_new_tokens, or when the callback says so. The token that
