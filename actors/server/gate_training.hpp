@@ -1,5 +1,6 @@
-// The span gate's side of training requests (forward_request, backward_request): which block actors a request
-// runs, checked against the server's span, and the chained message that runs them.
+// The span gate's side of training requests (forward_request, backward_request; the handlers are in
+// gate_training.cpp, declared in gate_state.hpp): which block actors a request runs, checked against the server's
+// span, and the chained message that runs them.
 #pragma once
 
 #include <caf/actor.hpp>

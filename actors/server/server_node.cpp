@@ -39,8 +39,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.max_sessions = setup.max_sessions;
   o.max_batch_tokens = setup.max_batch_tokens;
   o.per_peer = setup.per_peer;
-  o.inject_step_errors_after = setup.inject_step_errors_after;
-  o.inject_wrong_outputs = setup.inject_wrong_outputs;
+  o.faults = {setup.inject_step_errors_after, setup.inject_wrong_outputs};
   o.step_timeout = setup.step_timeout;
   o.session_timeout = setup.session_timeout;
   o.seed = setup.seed;

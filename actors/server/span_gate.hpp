@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/protocol/wire_stream.hpp"
+#include "actors/server/fault_injection.hpp"
 #include "actors/server/peer_quotas.hpp"
 #include "actors/trust/ed25519.hpp"
 #include "kernels/backend.hpp"
@@ -31,12 +32,7 @@ struct gate_options {
   // What one remote peer (a client or server process) may hold and send (actors/server/peer_quotas.hpp); a
   // node's own actors are not limited.
   peer_quota_options per_peer;
-  // Chaos testing: once this many steps have been served, every further step is answered with an `internal`
-  // error (-1: never). Lets tests and drills exercise the clients' failover against a misbehaving server.
-  int64_t inject_step_errors_after = -1;
-  // Chaos testing: the fraction of steps whose output is made wrong (every value shifted by 1) before it is sent:
-  // a lying server, for the clients' spot checks to catch (0: never).
-  double inject_wrong_outputs = 0;
+  fault_options faults;  // chaos testing: a server that fails or lies on purpose (fault_injection.hpp)
   caf::timespan step_timeout = std::chrono::seconds(30);
   caf::timespan session_timeout = std::chrono::seconds(300);
   double throughput = 0;                                       // announced for balancing (actors/server/throughput.hpp)
