@@ -102,12 +102,12 @@ int run(int trials) {
   int wrong = 0;
   for (auto& k : kinds)
     for (int t = 0; t < trials; ++t) {
-      caf::actor session;
+      inference_session_actor session;
       std::string open_error;
       for (int attempt = 0; attempt < 20 && !session; ++attempt) {  // the DHT view may lag behind a restart
         if (attempt > 0) std::this_thread::sleep_for(250ms);
         self->request(client, 60s, open_session_request{64, 1})
-            .receive([&](caf::actor a) { session = a; }, [&](caf::error& e) { open_error = describe(e); });
+            .receive([&](inference_session_actor a) { session = a; }, [&](caf::error& e) { open_error = describe(e); });
       }
       if (!session) throw std::runtime_error("open: " + open_error);
       std::vector<std::string> route;

@@ -95,9 +95,10 @@ void per_hop(const std::string& model, int steps) {
   auto time_steps = [&](route_mode mode) {
     auto client = spawn_swarm_client(
         sys, {.initial_peers = peers, .mode = mode, .request_timeout = std::chrono::seconds(10)}, head);
-    caf::actor session;
+    inference_session_actor session;
     self->request(client, caf::infinite, open_session_request{steps + 8, 1})
-        .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { throw std::runtime_error(describe(e)); });
+        .receive([&](inference_session_actor s) { session = s; },
+                 [&](caf::error& e) { throw std::runtime_error(describe(e)); });
     std::vector<double> ms;
     for (int i = 0; i < steps; ++i) {
       Tensor h = head->embed(std::vector<int32_t>{static_cast<int32_t>(3 + i % 200)}, 1);

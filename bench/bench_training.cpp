@@ -34,7 +34,7 @@ struct run_result {
   }
 };
 
-run_result train(caf::scoped_actor& self, caf::actor trainer, const std::vector<TrainingBatch>& batches) {
+run_result train(caf::scoped_actor& self, trainer_actor trainer, const std::vector<TrainingBatch>& batches) {
   run_result r;
   for (const auto& batch : batches) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -102,19 +102,23 @@ int main(int argc, char** argv) {
     o.initial_peers = addresses;
     o.mode = route_mode::relay;
     o.request_timeout = std::chrono::minutes(10);
-    owned.push_back(spawn_swarm_client(sys, o, head));
-    caf::actor session;
-    self->request(owned.back(), caf::infinite, open_training_request{"", batch * (tokens + pre)})
-        .receive([&](caf::actor s) { session = s; },
+    auto client = spawn_swarm_client(sys, o, head);
+    owned.push_back(caf::actor_cast<caf::actor>(client));
+    training_session_actor session;
+    self->request(client, caf::infinite, open_training_request{"", batch * (tokens + pre)})
+        .receive([&](training_session_actor s) { session = s; },
                  [&](caf::error& e) { throw std::runtime_error("open: " + describe(e)); });
-    owned.push_back(session);
-    owned.push_back(spawn_trainer(sys, head, session, opt));
-    const run_result swarm = train(self, owned.back(), batches);
+    owned.push_back(caf::actor_cast<caf::actor>(session));
+    auto swarm_trainer = spawn_trainer(sys, head, session, opt);
+    owned.push_back(caf::actor_cast<caf::actor>(swarm_trainer));
+    const run_result swarm = train(self, swarm_trainer, batches);
     for (auto& s : servers) s->process().stop();  // the local run gets the cores to itself
 
-    owned.push_back(spawn_local_block_runner(sys, source, client_backend));
-    owned.push_back(spawn_trainer(sys, head, owned.back(), opt));
-    const run_result local = train(self, owned.back(), batches);
+    auto local_blocks = spawn_local_block_runner(sys, source, client_backend);
+    owned.push_back(caf::actor_cast<caf::actor>(local_blocks));
+    auto local_trainer = spawn_trainer(sys, head, local_blocks, opt);
+    owned.push_back(caf::actor_cast<caf::actor>(local_trainer));
+    const run_result local = train(self, local_trainer, batches);
 
     double worst = 0;
     for (int s = 0; s < steps; ++s) {

@@ -107,7 +107,8 @@ struct World::impl {
   struct client {
     node_index node = 0;
     size_t swarm = 0;
-    caf::actor connector, swarm_client;
+    caf::actor connector;
+    swarm_client_actor swarm_client;
   };
   std::vector<client> clients;
   std::vector<caf::actor> drivers;
@@ -173,9 +174,10 @@ struct World::impl {
     for (auto& s : servers)
       for (auto* a : {&s.supervisor, &s.gate, &s.dht, &s.connector})
         if (*a) caf::anon_send_exit(*a, caf::exit_reason::kill);
-    for (auto& c : clients)
-      for (auto* a : {&c.swarm_client, &c.connector})
-        if (*a) caf::anon_send_exit(*a, caf::exit_reason::kill);
+    for (auto& c : clients) {
+      if (c.swarm_client) caf::anon_send_exit(c.swarm_client, caf::exit_reason::kill);
+      if (c.connector) caf::anon_send_exit(c.connector, caf::exit_reason::kill);
+    }
     for (auto& d : drivers) caf::anon_send_exit(d, caf::exit_reason::kill);
     sched.run();
     sys.await_actors_before_shutdown(false);
@@ -623,10 +625,10 @@ struct World::impl {
     auto& r = res.sessions[k];
     ++r.open_attempts;
     const auto& w = sc.workload;
-    caf::actor swarm = clients[r.client].swarm_client;
+    swarm_client_actor swarm = clients[r.client].swarm_client;
     self->request(swarm, timespan_of(w.request_timeout_s * 20), open_session_request{w.max_length})
         .then(
-            [=, this](caf::actor session) {
+            [=, this](inference_session_actor session) {
               res.sessions[k].opened_s = now_s();
               progress_s[k] = now_s();
               note("session-open", "session=" + std::to_string(k));
@@ -642,7 +644,7 @@ struct World::impl {
             });
   }
 
-  void generate(caf::event_based_actor* self, size_t k, caf::actor session, std::vector<int32_t> prompt) {
+  void generate(caf::event_based_actor* self, size_t k, inference_session_actor session, std::vector<int32_t> prompt) {
     GenerationParams params;
     params.max_new_tokens = res.sessions[k].new_tokens;
     params.stop_at_eos = false;
@@ -652,7 +654,7 @@ struct World::impl {
               [=, this](caf::error& e) { end_session(self, k, session, describe(e)); });
   }
 
-  void end_session(caf::event_based_actor* self, size_t k, caf::actor session, std::string error) {
+  void end_session(caf::event_based_actor* self, size_t k, inference_session_actor session, std::string error) {
     auto finish = [=, this](session_stats stats) {
       auto& r = res.sessions[k];
       r.done_s = now_s();

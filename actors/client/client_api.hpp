@@ -1,13 +1,14 @@
-// The CAF actor API that users script against (see docs/client-api.md):
+// The CAF actor API that users script against (see docs/client-api.md), as typed actors (swarm_client_actor,
+// inference_session_actor below; training_api.hpp for training): the compiler checks every request and reply.
 //
-//   auto client = spawn_swarm_client(sys, options, head);
-//   self->request(client, timeout, open_session_request{512}).receive([&](caf::actor session) { ... });
+//   swarm_client_actor client = spawn_swarm_client(sys, options, head);
+//   self->request(client, timeout, open_session_request{512}).receive([&](inference_session_actor session) { ... });
 //   self->request(session, timeout, generate_request{prompt, params, printer}).receive(
 //       [&](const generate_result& r) { ... });   // printer receives (token_atom, id) as tokens are chosen
 //   self->request(session, timeout, step_input{hidden, positions}) -> Tensor   // raw hidden states in/out
 //   self->request(session, timeout, stats_atom::value) -> session_stats   // failures and recoveries so far
 //   self->send(session, close_atom::value);
-//   self->request(client, timeout, open_training_request{}) -> caf::actor   // training: see training_api.hpp
+//   self->request(client, timeout, open_training_request{}) -> training_session_actor   // see training_api.hpp
 //
 // A session survives the failure of its servers (a crash, a freeze, error replies): it bans the server, finds
 // replacements for that server's blocks in the swarm, replays the blocks' history to them and goes on with the
@@ -17,6 +18,7 @@
 #include <caf/actor.hpp>
 #include <array>
 #include <caf/actor_system.hpp>
+#include <caf/typed_actor.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -117,9 +119,24 @@ struct step_input {
   std::vector<int32_t> hypo_ids = {};
 };
 
+// An inference session, as its users see it (the swarm client's answer to open_session_request).
+using inference_session_actor =
+    caf::typed_actor<caf::replies_to<generate_request>::with<generate_result>,
+                     caf::replies_to<step_input>::with<Tensor>,         // raw hidden states through the route
+                     caf::replies_to<stats_atom>::with<session_stats>,  // failures and recoveries so far
+                     caf::replies_to<route_atom>::with<std::vector<std::string>>,  // "HOST:PORT first:last" per hop
+                     caf::reacts_to<close_atom>>;
+
+// The swarm client, as its users see it.
+using swarm_client_actor =
+    caf::typed_actor<caf::replies_to<open_session_request>::with<inference_session_actor>,
+                     caf::replies_to<open_training_request>::with<training_session_actor>,
+                     caf::replies_to<refresh_atom>::with<std::vector<server_info>>,  // the swarm's servers now
+                     caf::replies_to<reputation_atom>::with<std::vector<peer_standing>>>;
+
 // The client: its own copy of the head (embeddings, final norm, LM head) and a view of the swarm.
-caf::actor spawn_swarm_client(caf::actor_system& sys, swarm_client_options options,
-                              std::shared_ptr<const ClientHead> head, caf::actor connector = {});
+swarm_client_actor spawn_swarm_client(caf::actor_system& sys, swarm_client_options options,
+                                      std::shared_ptr<const ClientHead> head, caf::actor connector = {});
 
 }  // namespace corolla
 

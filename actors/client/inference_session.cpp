@@ -12,9 +12,10 @@ namespace corolla {
 namespace session {
 namespace {
 
-caf::behavior inference_session(session_actor* self, std::shared_ptr<const ClientHead> head, caf::actor head_batcher,
-                                caf::actor connector, caf::actor client, session_options opt,
-                                std::vector<planned_hop> route) {
+inference_session_internal::behavior_type inference_session(session_actor* self, std::shared_ptr<const ClientHead> head,
+                                                            caf::actor head_batcher, caf::actor connector,
+                                                            swarm_client_internal client, session_options opt,
+                                                            std::vector<planned_hop> route) {
   auto& st = self->state;
   st.head = std::move(head);
   st.head_batcher = std::move(head_batcher);
@@ -126,9 +127,10 @@ caf::behavior inference_session(session_actor* self, std::shared_ptr<const Clien
 }  // namespace
 }  // namespace session
 
-caf::actor spawn_inference_session(caf::actor_system& sys, std::shared_ptr<const ClientHead> head,
-                                   caf::actor head_batcher, caf::actor connector, caf::actor client,
-                                   session_options options, std::vector<planned_hop> route) {
+inference_session_internal spawn_inference_session(caf::actor_system& sys, std::shared_ptr<const ClientHead> head,
+                                                   caf::actor head_batcher, caf::actor connector,
+                                                   swarm_client_internal client, session_options options,
+                                                   std::vector<planned_hop> route) {
   return sys.spawn(session::inference_session, std::move(head), std::move(head_batcher), std::move(connector),
                    std::move(client), options, std::move(route));
 }

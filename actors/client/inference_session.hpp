@@ -17,10 +17,21 @@
 
 #include "actors/client/client_api.hpp"
 #include "actors/client/route_planner.hpp"
+#include "actors/client/session_messages.hpp"
 #include "actors/client/spot_check.hpp"
 #include "actors/protocol/wire_stream.hpp"
 
 namespace corolla {
+
+using retry_atom = caf::atom_constant<caf::atom("retry")>;
+
+// The session's whole interface: what its users send (inference_session_actor), what its swarm client sends
+// (open_atom, once), what servers send (push mode's output copies; verifiers' large replies in chunks), and its
+// own timers.
+using inference_session_internal =
+    inference_session_actor::extend<caf::replies_to<open_atom>::with<ack>, caf::reacts_to<step_reply>,
+                                    caf::reacts_to<retry_atom, uint64_t>, caf::replies_to<wire_chunk>::with<ack>,
+                                    caf::reacts_to<stream_sweep_atom>>;
 
 struct session_options {
   route_mode mode = route_mode::push;
@@ -37,11 +48,12 @@ struct session_options {
   uint64_t seed = 0;               // of the draw of steps to check (the simulator replays it)
 };
 
-// The session answers (open_atom) with an ack once every server of `route` has opened its part (replacing those
+// The session answers open_atom with an ack once every server of `route` has opened its part (replacing those
 // that fail to open). `client` is the swarm client that plans replacement routes and keeps reputations;
 // `head_batcher` (actors/client/head_batcher.hpp) computes the logits of generation steps.
-caf::actor spawn_inference_session(caf::actor_system& sys, std::shared_ptr<const ClientHead> head,
-                                   caf::actor head_batcher, caf::actor connector, caf::actor client,
-                                   session_options options, std::vector<planned_hop> route);
+inference_session_internal spawn_inference_session(caf::actor_system& sys, std::shared_ptr<const ClientHead> head,
+                                                   caf::actor head_batcher, caf::actor connector,
+                                                   swarm_client_internal client, session_options options,
+                                                   std::vector<planned_hop> route);
 
 }  // namespace corolla

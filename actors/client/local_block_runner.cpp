@@ -22,8 +22,9 @@ struct local_runner_state {
   static inline const char* name = "local_block_runner";
 };
 
-caf::behavior local_block_runner(caf::stateful_actor<local_runner_state>* self, std::shared_ptr<WeightSource> source,
-                                 std::shared_ptr<Backend> backend) {
+block_runner_actor::behavior_type local_block_runner(block_runner_actor::stateful_pointer<local_runner_state> self,
+                                                     std::shared_ptr<WeightSource> source,
+                                                     std::shared_ptr<Backend> backend) {
   self->state.backend = std::move(backend);
   self->state.blocks = std::make_unique<LocalBlocks>(*source, *self->state.backend);
   return {
@@ -63,8 +64,8 @@ caf::behavior local_block_runner(caf::stateful_actor<local_runner_state>* self, 
 
 }  // namespace
 
-caf::actor spawn_local_block_runner(caf::actor_system& sys, std::shared_ptr<WeightSource> source,
-                                    std::shared_ptr<Backend> backend) {
+block_runner_actor spawn_local_block_runner(caf::actor_system& sys, std::shared_ptr<WeightSource> source,
+                                            std::shared_ptr<Backend> backend) {
   return sys.spawn<caf::detached>(local_block_runner, std::move(source), std::move(backend));
 }
 

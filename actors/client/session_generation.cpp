@@ -124,7 +124,7 @@ void beam_step(session_actor* self, std::shared_ptr<beam_generation> g, const st
                     if (!best.empty() && std::find(eos.begin(), eos.end(), best.back()) != eos.end())
                       end = GenerationEnd::end_token;
                     for (int32_t id : best) {
-                      if (g->req.subscriber) self->send(g->req.subscriber, token_atom::value, id);
+                      if (g->req.subscriber) caf::anon_send(g->req.subscriber, token_atom::value, id);
                       if (g->req.on_token && !g->req.on_token(id)) {
                         end = GenerationEnd::stopped;
                         break;
@@ -210,7 +210,7 @@ caf::result<generate_result> start_generation(session_actor* self, generate_requ
   TokenCallback on_token = req.on_token;
   if (req.subscriber)
     on_token = [self, subscriber = req.subscriber, then = std::move(on_token)](int32_t id) {
-      self->send(subscriber, token_atom::value, id);
+      caf::anon_send(subscriber, token_atom::value, id);
       return !then || then(id);
     };
   try {

@@ -1,4 +1,5 @@
-// What an inference session asks of its swarm client while it recovers from a failure (in-process messages).
+// What an inference or training session asks of its swarm client while it recovers from a failure (in-process
+// messages).
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/client/client_api.hpp"
 #include "actors/client/route_planner.hpp"
 #include "actors/protocol/errors.hpp"
 
@@ -42,6 +44,12 @@ inline peer_report failure_report(std::string peer, const caf::error& e) {
   if (auto wait = retry_after(e)) r.busy_ms = std::max<int64_t>(1, wait->count());
   return r;
 }
+
+// The swarm client as its sessions (inference and training) see it: its users' interface, and what sessions ask
+// of it while they recover.
+using swarm_client_internal =
+    swarm_client_actor::extend<caf::replies_to<replan_request>::with<std::vector<planned_hop>>,
+                               caf::reacts_to<peer_report>>;
 
 }  // namespace corolla
 

@@ -30,8 +30,6 @@ namespace corolla::session {
 using tensor_done = std::function<void(caf::expected<Tensor>)>;
 using error_done = std::function<void(caf::error)>;
 
-using retry_atom = caf::atom_constant<caf::atom("retry")>;
-
 struct session_hop {
   planned_hop plan;
   caf::actor gate;
@@ -60,7 +58,7 @@ struct session_state {
   std::shared_ptr<const ClientHead> head;
   caf::actor head_batcher;  // the logits of generation steps (actors/client/head_batcher.hpp)
   caf::actor connector;
-  caf::actor client;
+  swarm_client_internal client;
   session_options opt;
   std::vector<session_hop> hops;
   uint64_t next_step = 1;
@@ -86,7 +84,7 @@ struct session_state {
   static inline const char* name = "inference_session";
 };
 
-using session_actor = caf::stateful_actor<session_state>;
+using session_actor = inference_session_internal::stateful_base<session_state>;
 
 // --- small helpers (session_state.cpp) ---------------------------------------------------------------------------
 

@@ -68,7 +68,9 @@ std::shared_ptr<NodeStore> open_reputation_store(const std::string& dir) {
   }
 }
 
-using client_actor = caf::stateful_actor<client_state>;
+// The client's whole interface: its users' and its sessions' (swarm_client_internal), and its own timer.
+using swarm_client_impl = swarm_client_internal::extend<caf::reacts_to<sweep_atom>>;
+using client_actor = swarm_client_impl::stateful_base<client_state>;
 
 int64_t clock_ms(client_actor* self) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now().time_since_epoch()).count();
@@ -133,12 +135,12 @@ uint64_t session_seed(const std::array<uint8_t, 20>& dht_id, uint64_t n) {
 }
 
 // Remembers a session so that it ends with the client.
-void track_session(client_actor* self, const caf::actor& session) {
+void track_session(client_actor* self, const caf::actor_addr& session) {
   auto& live = *self->state.sessions;
   live.erase(std::remove_if(live.begin(), live.end(),
                             [](const caf::actor_addr& a) { return !caf::actor_cast<caf::actor>(a); }),
              live.end());
-  live.push_back(session.address());
+  live.push_back(session);
 }
 
 // Asks every initial peer for its info; peers that do not answer are left out.
@@ -225,12 +227,13 @@ std::string session_prompts(const ModelConfig& c, const open_session_request& re
 // met a dead node, a record between expiry and republishing).
 constexpr int kOpenAttempts = 3;
 
-void open_on_view(client_actor* self, open_session_request req, caf::response_promise rp, int attempt,
-                  std::vector<server_info> infos);
+void open_on_view(client_actor* self, open_session_request req, caf::typed_response_promise<inference_session_actor> rp,
+                  int attempt, std::vector<server_info> infos);
 
 // Plans a route over the whole model from a fresh view of the swarm (the round trips to its servers measured
 // first: routes take the least expected latency) and opens a session on it.
-void open_session(client_actor* self, open_session_request req, caf::response_promise rp, int attempt) {
+void open_session(client_actor* self, open_session_request req, caf::typed_response_promise<inference_session_actor> rp,
+                  int attempt) {
   refresh(self, [=](std::vector<server_info> infos) mutable {
     auto& st = self->state;
     std::vector<std::string> addresses;
@@ -241,8 +244,8 @@ void open_session(client_actor* self, open_session_request req, caf::response_pr
   });
 }
 
-void open_on_view(client_actor* self, open_session_request req, caf::response_promise rp, int attempt,
-                  std::vector<server_info> infos) {
+void open_on_view(client_actor* self, open_session_request req, caf::typed_response_promise<inference_session_actor> rp,
+                  int attempt, std::vector<server_info> infos) {
   auto& st = self->state;
   const int64_t blocks = st.head->config().num_layers;
   route_plan plan = plan_avoiding(self, with_adapter(infos, req.adapter), 0, blocks, req.max_length * req.batch, {});
@@ -271,10 +274,10 @@ void open_on_view(client_actor* self, open_session_request req, caf::response_pr
                      session_seed(st.opt.dht_id, ++st.sessions_opened)};
   session_prompts(st.head->config(), req, so.prompts);  // checked when the request came
   auto session = spawn_inference_session(self->home_system(), st.head, st.head_batcher, st.connector,
-                                         caf::actor_cast<caf::actor>(self), so, plan.hops);
-  track_session(self, session);
+                                         caf::actor_cast<swarm_client_internal>(self), so, plan.hops);
+  track_session(self, session.address());
   self->request(session, st.opt.request_timeout * 4, open_atom::value)
-      .then([=](const ack&) mutable { rp.deliver(session); },
+      .then([=](const ack&) mutable { rp.deliver(inference_session_actor{session}); },
             [=](caf::error& e) mutable {
               self->send_exit(session, caf::exit_reason::user_shutdown);
               rp.deliver(std::move(e));
@@ -283,25 +286,26 @@ void open_on_view(client_actor* self, open_session_request req, caf::response_pr
 
 // Opens a training session over a fresh view of the swarm, reading it again when the first view has no route
 // (as open_session does).
-void open_training(client_actor* self, open_training_request req, caf::response_promise rp, int attempt) {
+void open_training(client_actor* self, open_training_request req,
+                   caf::typed_response_promise<training_session_actor> rp, int attempt) {
   refresh(self, [=](std::vector<server_info> infos) mutable {
     auto& st = self->state;
-    auto session = open_training_session(self->home_system(), st.connector, caf::actor_cast<caf::actor>(self),
-                                         std::move(infos), unwelcome_peers(self), req, st.opt.request_timeout,
-                                         st.head->config().num_layers, st.opt.streams);
+    auto session = open_training_session(
+        self->home_system(), st.connector, caf::actor_cast<swarm_client_internal>(self), std::move(infos),
+        unwelcome_peers(self), req, st.opt.request_timeout, st.head->config().num_layers, st.opt.streams);
     if (!session && is(session.error(), errc::no_route) && attempt + 1 < kOpenAttempts)
       return open_training(self, req, rp, attempt + 1);
     if (!session) {
       rp.deliver(session.error());
       return;
     }
-    track_session(self, *session);
+    track_session(self, session->address());
     rp.deliver(*session);
   });
 }
 
-caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::shared_ptr<const ClientHead> head,
-                           caf::actor connector) {
+swarm_client_impl::behavior_type swarm_client(client_actor* self, swarm_client_options opt,
+                                              std::shared_ptr<const ClientHead> head, caf::actor connector) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.head = std::move(head);
@@ -335,11 +339,11 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
         refresh(self, [=](std::vector<server_info> infos) mutable { rp.deliver(std::move(infos)); });
         return rp;
       },
-      [=](const open_session_request& req) -> caf::result<caf::actor> {
+      [=](const open_session_request& req) -> caf::result<inference_session_actor> {
         Tensor prompts;
         if (auto problem = session_prompts(self->state.head->config(), req, prompts); !problem.empty())
           return make_error(errc::bad_request, problem);
-        auto rp = self->make_response_promise<caf::actor>();
+        auto rp = self->make_response_promise<inference_session_actor>();
         open_session(self, req, rp, 0);
         return rp;
       },
@@ -367,8 +371,8 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
       },
       // Training: a session over the swarm's blocks (actors/client/training_session.hpp). It asks this client
       // for replacement routes (replan_request) and reports how each server did (peer_report).
-      [=](const open_training_request& req) -> caf::result<caf::actor> {
-        auto rp = self->make_response_promise<caf::actor>();
+      [=](const open_training_request& req) -> caf::result<training_session_actor> {
+        auto rp = self->make_response_promise<training_session_actor>();
         open_training(self, req, rp, 0);
         return rp;
       },
@@ -412,8 +416,8 @@ caf::behavior swarm_client(client_actor* self, swarm_client_options opt, std::sh
 
 }  // namespace
 
-caf::actor spawn_swarm_client(caf::actor_system& sys, swarm_client_options options,
-                              std::shared_ptr<const ClientHead> head, caf::actor connector) {
+swarm_client_actor spawn_swarm_client(caf::actor_system& sys, swarm_client_options options,
+                                      std::shared_ptr<const ClientHead> head, caf::actor connector) {
   return sys.spawn(swarm_client, std::move(options), std::move(head), std::move(connector));
 }
 

@@ -9,13 +9,13 @@ namespace {
 
 struct trainer_state {
   std::unique_ptr<PromptTuning> tuning;
-  caf::actor blocks;
+  block_runner_actor blocks;
   caf::timespan timeout;
   bool busy = false;
   static inline const char* name = "trainer";
 };
 
-using trainer_actor = caf::stateful_actor<trainer_state>;
+using trainer_self = trainer_actor::stateful_pointer<trainer_state>;
 
 // Runs `fn`, turning exceptions into errors (bad input is bad_request).
 template <class F>
@@ -30,8 +30,8 @@ caf::error guarded(F&& fn) {
   return caf::error{};
 }
 
-caf::behavior trainer(trainer_actor* self, std::shared_ptr<const ClientHead> head, caf::actor blocks,
-                      TuningOptions options, caf::timespan timeout) {
+trainer_actor::behavior_type trainer(trainer_self self, std::shared_ptr<const ClientHead> head,
+                                     block_runner_actor blocks, TuningOptions options, caf::timespan timeout) {
   self->state.tuning = std::make_unique<PromptTuning>(std::move(head), options);
   self->state.blocks = std::move(blocks);
   self->state.timeout = timeout;
@@ -87,8 +87,8 @@ caf::behavior trainer(trainer_actor* self, std::shared_ptr<const ClientHead> hea
 
 }  // namespace
 
-caf::actor spawn_trainer(caf::actor_system& sys, std::shared_ptr<const ClientHead> head, caf::actor blocks,
-                         TuningOptions options, caf::timespan step_timeout) {
+trainer_actor spawn_trainer(caf::actor_system& sys, std::shared_ptr<const ClientHead> head, block_runner_actor blocks,
+                            TuningOptions options, caf::timespan step_timeout) {
   return sys.spawn<caf::detached>(trainer, std::move(head), std::move(blocks), options, step_timeout);
 }
 

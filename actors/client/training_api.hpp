@@ -1,9 +1,9 @@
 // The CAF actor API for training small parameters on the client while the blocks stay frozen, locally or on the
 // swarm (see docs/client-api.md, "Training"):
 //
-//   caf::actor blocks = <reply to open_training_request sent to a swarm client>;    // the swarm's blocks
-//   caf::actor blocks = spawn_local_block_runner(sys, source, backend);              // or every block in-process
-//   caf::actor trainer = spawn_trainer(sys, head, blocks, tuning_options);
+//   block_runner_actor blocks = <reply to open_training_request sent to a swarm client>;  // the swarm's blocks
+//   block_runner_actor blocks = spawn_local_block_runner(sys, source, backend);  // or every block in-process
+//   trainer_actor trainer = spawn_trainer(sys, head, blocks, tuning_options);
 //   self->request(trainer, t, train_step{batch}) -> train_step_result{step, loss, tokens, seconds}
 //   self->request(trainer, t, save_atom::value, "prompts.safetensors") -> ack
 //   self->request(trainer, t, params_atom::value) -> trained_parameters
@@ -16,6 +16,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/typed_actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <memory>
 #include <string>
@@ -70,14 +71,28 @@ struct train_step_result {
   double seconds = 0;  // wall time of the step (forward, backward, update)
 };
 
+// A block runner: the stateless forward and backward of every block of the model (a training session over the
+// swarm, or every block in this process).
+using block_runner_actor = caf::typed_actor<caf::replies_to<blocks_forward>::with<blocks_forward_result>,
+                                            caf::replies_to<blocks_backward>::with<blocks_backward_result>>;
+
+// A training session over the swarm (the swarm client's answer to open_training_request): a block runner that
+// also tells the routes its last requests took ("HOST:PORT first:last" per hop).
+using training_session_actor = block_runner_actor::extend<caf::replies_to<route_atom>::with<std::vector<std::string>>>;
+
+// The training loop.
+using trainer_actor = caf::typed_actor<caf::replies_to<train_step>::with<train_step_result>,
+                                       caf::replies_to<save_atom, std::string>::with<ack>,
+                                       caf::replies_to<params_atom>::with<trained_parameters>>;
+
 // Every block of `source` in this process, on `backend` (which must outlive the actor). Spawned detached.
-caf::actor spawn_local_block_runner(caf::actor_system& sys, std::shared_ptr<WeightSource> source,
-                                    std::shared_ptr<Backend> backend);
+block_runner_actor spawn_local_block_runner(caf::actor_system& sys, std::shared_ptr<WeightSource> source,
+                                            std::shared_ptr<Backend> backend);
 
 // The training loop's actor: owns the trainable parameters (PromptTuning) and runs steps through `blocks`.
 // Spawned detached (the loss over a large vocabulary is computed in it).
-caf::actor spawn_trainer(caf::actor_system& sys, std::shared_ptr<const ClientHead> head, caf::actor blocks,
-                         TuningOptions options, caf::timespan step_timeout = std::chrono::minutes(10));
+trainer_actor spawn_trainer(caf::actor_system& sys, std::shared_ptr<const ClientHead> head, block_runner_actor blocks,
+                            TuningOptions options, caf::timespan step_timeout = std::chrono::minutes(10));
 
 }  // namespace corolla
 

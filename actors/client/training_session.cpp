@@ -50,7 +50,8 @@ struct pending_call {
 
 struct session_state {
   training_session_options opt;
-  caf::actor connector, client;
+  caf::actor connector;
+  swarm_client_internal client;
   std::vector<server_info> servers;
   std::set<std::string> excluded;  // servers that failed a request of this session
   std::set<std::string> banned;    // servers the swarm client had banned when the session opened
@@ -65,7 +66,7 @@ struct session_state {
   static inline const char* name = "training_session";
 };
 
-using session_actor = caf::stateful_actor<session_state>;
+using session_actor = training_session_internal::stateful_base<session_state>;
 using tensor_cont = std::function<void(caf::expected<Tensor>)>;
 
 // The servers a route may use: online, serving the adapter asked for.
@@ -335,9 +336,10 @@ void for_each_part(pass_ptr p, std::function<void(size_t, std::function<void(caf
     });
 }
 
-caf::behavior training_session(session_actor* self, caf::actor connector, caf::actor client,
-                               std::vector<server_info> servers, std::set<std::string> banned,
-                               training_session_options opt) {
+training_session_internal::behavior_type training_session(session_actor* self, caf::actor connector,
+                                                          swarm_client_internal client,
+                                                          std::vector<server_info> servers,
+                                                          std::set<std::string> banned, training_session_options opt) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.connector = std::move(connector);
@@ -473,7 +475,7 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
         return rp;
       },
       // The servers of the latest forward's or backward's routes, one line per sub-batch.
-      [=](route_atom) { return self->state.last_routes; },
+      [=](route_atom) -> std::vector<std::string> { return self->state.last_routes; },
       // Chunks of large replies (actors/protocol/wire_stream.hpp); the reply naming them follows.
       [=](const wire_chunk& chunk) { return receive_chunk(self, self->state.inbound, chunk); },
       [=](stream_sweep_atom) { sweep_streams(self, self->state.inbound); },
@@ -482,10 +484,10 @@ caf::behavior training_session(session_actor* self, caf::actor connector, caf::a
 
 }  // namespace
 
-caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
-                                                std::vector<server_info> servers, std::set<std::string> banned,
-                                                const open_training_request& req, caf::timespan request_timeout,
-                                                int64_t num_blocks, stream_limits streams) {
+caf::expected<training_session_actor> open_training_session(
+    caf::actor_system& sys, caf::actor connector, swarm_client_internal client, std::vector<server_info> servers,
+    std::set<std::string> banned, const open_training_request& req, caf::timespan request_timeout, int64_t num_blocks,
+    stream_limits streams) {
   if (req.max_batch_tokens < 1)
     return make_error(errc::bad_request,
                       "max_batch_tokens must be positive, got " + std::to_string(req.max_batch_tokens));
@@ -499,9 +501,9 @@ caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::act
                                 std::move(opt));
 }
 
-caf::actor spawn_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
-                                  std::vector<server_info> servers, std::set<std::string> banned,
-                                  training_session_options options) {
+training_session_internal spawn_training_session(caf::actor_system& sys, caf::actor connector,
+                                                 swarm_client_internal client, std::vector<server_info> servers,
+                                                 std::set<std::string> banned, training_session_options options) {
   return sys.spawn(training_session, std::move(connector), std::move(client), std::move(servers), std::move(banned),
                    std::move(options));
 }

@@ -18,10 +18,15 @@
 #include <vector>
 
 #include "actors/client/route_planner.hpp"
+#include "actors/client/session_messages.hpp"
 #include "actors/client/training_api.hpp"
 #include "actors/protocol/wire_stream.hpp"
 
 namespace corolla {
+
+// The session's whole interface: training_session_actor, and the chunks of large replies from servers.
+using training_session_internal =
+    training_session_actor::extend<caf::replies_to<wire_chunk>::with<ack>, caf::reacts_to<stream_sweep_atom>>;
 
 struct training_session_options {
   caf::timespan request_timeout = std::chrono::seconds(30);
@@ -34,17 +39,17 @@ struct training_session_options {
 // The swarm client's answer to open_training_request: a session over `servers` (those holding the adapter asked
 // for), once a route covers every block; no_route otherwise. Routes avoid `banned` servers while others cover
 // the blocks.
-caf::expected<caf::actor> open_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
-                                                std::vector<server_info> servers, std::set<std::string> banned,
-                                                const open_training_request& req, caf::timespan request_timeout,
-                                                int64_t num_blocks, stream_limits streams = {});
+caf::expected<training_session_actor> open_training_session(
+    caf::actor_system& sys, caf::actor connector, swarm_client_internal client, std::vector<server_info> servers,
+    std::set<std::string> banned, const open_training_request& req, caf::timespan request_timeout, int64_t num_blocks,
+    stream_limits streams = {});
 
 // `servers`: the swarm as the client sees it now. `client` (optional): the swarm client, asked for replacement
 // routes (replan_request) and told of servers that fail (peer_report, which bans them; training requests take far
 // longer than inference steps, so their latencies are not reported); without one the session re-plans over
 // `servers` itself.
-caf::actor spawn_training_session(caf::actor_system& sys, caf::actor connector, caf::actor client,
-                                  std::vector<server_info> servers, std::set<std::string> banned,
-                                  training_session_options options);
+training_session_internal spawn_training_session(caf::actor_system& sys, caf::actor connector,
+                                                 swarm_client_internal client, std::vector<server_info> servers,
+                                                 std::set<std::string> banned, training_session_options options);
 
 }  // namespace corolla

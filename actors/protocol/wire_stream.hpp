@@ -195,7 +195,7 @@ template <class Self>
 caf::result<ack> receive_chunk(Self* self, inbound_streams& in, const wire_chunk& chunk) {
   auto problem = in.add(caf::actor_cast<caf::actor_addr>(self->current_sender()), chunk, self->clock().now());
   if (in.open_streams() > 0 && in.arm_sweep())
-    self->delayed_send(caf::actor_cast<caf::actor>(self), in.limits().timeout / 2, stream_sweep_atom::value);
+    self->delayed_send(self, in.limits().timeout / 2, stream_sweep_atom::value);
   if (!problem.empty()) return make_error(errc::bad_request, std::move(problem));
   return ack{};
 }
@@ -206,7 +206,7 @@ void sweep_streams(Self* self, inbound_streams& in) {
   in.swept();
   in.expire(self->clock().now());
   if (in.open_streams() > 0 && in.arm_sweep())
-    self->delayed_send(caf::actor_cast<caf::actor>(self), in.limits().timeout / 2, stream_sweep_atom::value);
+    self->delayed_send(self, in.limits().timeout / 2, stream_sweep_atom::value);
 }
 
 }  // namespace corolla

@@ -206,7 +206,7 @@ Engine::Engine(caf::actor_system& sys, ApiConfig config, caf::actor connector)
     : sys_(sys), config_(std::move(config)), connector_(std::move(connector)) {
   for (const auto& mc : config_.models) {
     auto m = std::make_shared<ApiModel>(
-        ApiModel{"", "", "", Tokenizer(nullptr), ChatTemplate{}, nullptr, nullptr, nullptr, 0, 0, 0, {}});
+        ApiModel{"", "", "", Tokenizer(nullptr), ChatTemplate{}, nullptr, nullptr, swarm_client_actor{}, 0, 0, 0, {}});
     try {
       m->path = hub::locate_model(mc.path, hub::ModelNeeds::client_head());
       auto source = open_weights(m->path);

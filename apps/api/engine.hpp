@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/client/client_api.hpp"
 #include "apps/api/api_config.hpp"
 #include "apps/api/api_error.hpp"
 #include "kernels/backend.hpp"
@@ -37,7 +38,7 @@ struct ApiModel {
   ChatTemplate chat;
   std::shared_ptr<Backend> backend;  // the head's
   std::shared_ptr<const ClientHead> head;
-  caf::actor client;    // swarm client
+  swarm_client_actor client;
   int64_t context = 0;  // longest session: the model's positions, capped by the API's max_length
   int64_t num_blocks = 0;
   int64_t created = 0;  // unix time the API loaded it (OpenAI's "created")

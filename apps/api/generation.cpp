@@ -53,8 +53,8 @@ struct running {
 struct gen_state {
   std::shared_ptr<Engine> engine;  // kept alive while the session runs
   std::shared_ptr<ApiModel> model;
-  caf::actor session;  // the inference session (none until opened, or after it failed)
-  std::string lost;    // why the session is gone, when it is
+  inference_session_actor session;  // none until opened, or after it failed
+  std::string lost;                 // why the session is gone, when it is
   int64_t max_length = 0;
   int64_t fed = 0;                         // positions the session holds
   std::optional<int32_t> drawn;            // the last token drawn, not yet fed
@@ -198,7 +198,7 @@ caf::behavior generation_actor(gen_actor* self, std::shared_ptr<Engine> engine, 
         auto engine = st.engine;
         self->request(st.model->client, timeout, open_session_request{max_length, 1})
             .then(
-                [=](caf::actor session) {
+                [=](inference_session_actor session) {
                   auto& st = self->state;
                   st.busy = false;
                   st.session = session;

@@ -204,7 +204,7 @@ int run_swarm(const ChatOptions& o, const std::string& path) {
     std::string failure;
     self->request(client, caf::infinite, open_session_request{max_length})
         .receive(
-            [&](caf::actor session) {
+            [&](inference_session_actor session) {
               self->request(session, caf::infinite, std::move(req))
                   .receive([&](generate_result& r) { reply = std::move(r); },
                            [&](caf::error& e) { failure = describe(e); });

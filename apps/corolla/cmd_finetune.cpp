@@ -85,24 +85,26 @@ TuningOptions tuning_options(const FinetuneOptions& o) {
 }
 
 // The swarm's training session, or every block in this process.
-caf::actor open_blocks(caf::actor_system& sys, caf::scoped_actor& self, const FinetuneOptions& o,
-                       std::shared_ptr<WeightSource> source, std::shared_ptr<const ClientHead> head,
-                       std::vector<caf::actor>& owned) {
+block_runner_actor open_blocks(caf::actor_system& sys, caf::scoped_actor& self, const FinetuneOptions& o,
+                               std::shared_ptr<WeightSource> source, std::shared_ptr<const ClientHead> head,
+                               std::vector<caf::actor>& owned) {
   if (o.initial_peers.empty()) {
     if (!o.adapter.empty())
       throw std::invalid_argument("--adapter applies to a swarm's servers (give --initial_peers)");
     auto backend = std::shared_ptr<Backend>(make_backend(o.device, o.threads));
     std::cerr << "training with every block in this process on " << backend->name() << "\n";
-    owned.push_back(spawn_local_block_runner(sys, source, backend));
-    return owned.back();
+    auto blocks = spawn_local_block_runner(sys, source, backend);
+    owned.push_back(caf::actor_cast<caf::actor>(blocks));
+    return blocks;
   }
-  owned.push_back(spawn_swarm_client(sys, cli_client_options(o.initial_peers, o.swarm_id, *source), std::move(head)));
-  caf::actor session;
+  auto client = spawn_swarm_client(sys, cli_client_options(o.initial_peers, o.swarm_id, *source), std::move(head));
+  owned.push_back(caf::actor_cast<caf::actor>(client));
+  training_session_actor session;
   caf::error failure;
-  self->request(owned.back(), caf::infinite, open_training_request{o.adapter, o.max_batch_tokens})
-      .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { failure = std::move(e); });
+  self->request(client, caf::infinite, open_training_request{o.adapter, o.max_batch_tokens})
+      .receive([&](training_session_actor s) { session = s; }, [&](caf::error& e) { failure = std::move(e); });
   if (failure) throw std::runtime_error("opening a training session: " + describe(failure));
-  owned.push_back(session);
+  owned.push_back(caf::actor_cast<caf::actor>(session));
   return session;
 }
 
@@ -131,9 +133,9 @@ int run(const FinetuneOptions& o) {
   std::vector<caf::actor> owned;
   int rc = 0;
   try {
-    caf::actor blocks = open_blocks(sys, self, o, source, head, owned);
-    owned.push_back(spawn_trainer(sys, head, blocks, tuning));
-    caf::actor trainer = owned.back();
+    block_runner_actor blocks = open_blocks(sys, self, o, source, head, owned);
+    trainer_actor trainer = spawn_trainer(sys, head, blocks, tuning);
+    owned.push_back(caf::actor_cast<caf::actor>(trainer));
     BatchStream batches(std::move(examples), o.batch_size, o.seed);
     for (int64_t step = 0; step < o.steps && rc == 0; ++step) {
       self->request(trainer, caf::infinite, train_step{batches.next()})

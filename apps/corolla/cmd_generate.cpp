@@ -205,19 +205,19 @@ int run_local(const GenerateOptions& o, const std::string& path) {
 
 // Every prompt of --prompts-file through the swarm at once: a session each, their generations started together
 // (the servers batch their steps), the completions printed in the file's order.
-int generate_many(const GenerateOptions& o, caf::scoped_actor& self, const caf::actor& client,
+int generate_many(const GenerateOptions& o, caf::scoped_actor& self, const swarm_client_actor& client,
                   const Tokenizer& tokenizer, const std::vector<std::string>& texts,
                   const std::optional<TunedPrompts>& tuned) {
   const auto params = generation_params(o);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& text : texts) prompts.push_back(encode_prompt(o, tokenizer, text));
-  std::vector<caf::actor> sessions;
+  std::vector<inference_session_actor> sessions;
   int rc = 0;
   for (const auto& prompt : prompts) {
     const int64_t max_length = (tuned ? tuned->length() : 0) + static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
     self->request(client, caf::infinite,
                   open_session_request{max_length, o.num_beams, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
-        .receive([&](caf::actor session) { sessions.push_back(session); },
+        .receive([&](inference_session_actor session) { sessions.push_back(session); },
                  [&](caf::error& e) {
                    std::cerr << "error: opening session " << sessions.size() << ": " << describe(e) << "\n";
                    rc = 1;
@@ -282,7 +282,7 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
   self->request(client, caf::infinite,
                 open_session_request{max_length, o.num_beams, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
       .receive(
-          [&](caf::actor session) {
+          [&](inference_session_actor session) {
             generate_request req{prompt, params, printer_actor, tuned ? tuned->prompts : Tensor()};
             const auto t0 = std::chrono::steady_clock::now();
             self->request(session, caf::infinite, std::move(req))

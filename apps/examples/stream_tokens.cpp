@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   self->request(client, caf::infinite, open_session_request{256, 1})
       .receive(
-          [&](caf::actor session) {
+          [&](inference_session_actor session) {
             generate_request req{prompt, {}, out};
             req.params.max_new_tokens = argc > 4 ? std::stoi(argv[4]) : 16;
             req.params.stop_at_eos = false;

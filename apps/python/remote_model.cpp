@@ -11,8 +11,8 @@
 
 namespace corolla::python {
 
-template <class Reply, class... Ts>
-Reply RemoteModel::ask(const caf::actor& to, Ts&&... xs) {
+template <class Reply, class Handle, class... Ts>
+Reply RemoteModel::ask(const Handle& to, Ts&&... xs) {
   caf::scoped_actor self{*sys_};
   std::optional<Reply> reply;
   caf::error failure;
@@ -55,7 +55,7 @@ RemoteModel::~RemoteModel() {
 
 std::shared_ptr<RemoteSession> RemoteModel::open_session(int64_t max_length) {
   if (max_length < 1) throw std::invalid_argument("max_length must be at least 1");
-  auto session = ask<caf::actor>(client_, open_session_request{max_length, 1});
+  auto session = ask<inference_session_actor>(client_, open_session_request{max_length, 1});
   return std::make_shared<RemoteSession>(shared_from_this(), session, max_length);
 }
 
@@ -81,11 +81,11 @@ std::vector<int32_t> RemoteSession::generate(const std::vector<int32_t>& ids, co
 void RemoteSession::close() {
   if (!session_) return;
   caf::anon_send(session_, close_atom::value);
-  session_ = nullptr;
+  session_ = inference_session_actor{};
 }
 
 Tensor RemoteModel::forward(const Tensor& hidden, const std::vector<int32_t>& positions, uint64_t& pass) {
-  if (!blocks_) blocks_ = ask<caf::actor>(client_, open_training_request{});
+  if (!blocks_) blocks_ = ask<training_session_actor>(client_, open_training_request{});
   auto r = ask<blocks_forward_result>(blocks_, blocks_forward{hidden, positions, Tensor{}});
   pass = r.pass;
   return r.hidden;

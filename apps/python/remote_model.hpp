@@ -20,7 +20,7 @@ class RemoteModel;
 // An inference session: a conversation whose KV caches stay on the servers between calls, up to max_length tokens.
 class RemoteSession {
  public:
-  RemoteSession(std::shared_ptr<RemoteModel> model, caf::actor session, int64_t max_length)
+  RemoteSession(std::shared_ptr<RemoteModel> model, inference_session_actor session, int64_t max_length)
       : model_(std::move(model)), session_(std::move(session)), max_length_(max_length) {}
   ~RemoteSession() { close(); }
   // Generates after `ids` (the new input, which may be empty to continue); returns the new ids. As in Petals, the
@@ -34,7 +34,7 @@ class RemoteSession {
 
  private:
   std::shared_ptr<RemoteModel> model_;
-  caf::actor session_;
+  inference_session_actor session_;
   int64_t max_length_;
   int64_t position_ = 0;
   std::optional<int32_t> unfed_;  // the last id generated, not yet sent through the blocks
@@ -65,16 +65,16 @@ class RemoteModel : public std::enable_shared_from_this<RemoteModel> {
 
  private:
   friend class RemoteSession;
-  template <class Reply, class... Ts>
-  Reply ask(const caf::actor& to, Ts&&... xs);
+  template <class Reply, class Handle, class... Ts>
+  Reply ask(const Handle& to, Ts&&... xs);
 
   std::string path_;
   std::unique_ptr<Backend> backend_;
   std::shared_ptr<const ClientHead> head_;
   corolla_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
-  caf::actor client_;
-  caf::actor blocks_;  // the training session, opened at the first forward
+  swarm_client_actor client_;
+  training_session_actor blocks_;  // the training session, opened at the first forward
   double timeout_s_;
 };
 

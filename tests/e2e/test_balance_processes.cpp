@@ -28,7 +28,7 @@ struct swarm_reader {
   caf::scoped_actor self{sys};
   std::shared_ptr<const ClientHead> head =
       std::make_shared<const ClientHead>(*open_weights(model_dir("llama")), *backend);
-  caf::actor client;
+  swarm_client_actor client;
 
   swarm_reader(const std::string& boot, const std::string& prefix) {
     swarm_client_options options;
@@ -59,9 +59,10 @@ struct swarm_reader {
   }
 
   std::vector<int32_t> generate() {
-    caf::actor session;
+    inference_session_actor session;
     self->request(client, caf::infinite, open_session_request{64, 1})
-        .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+        .receive([&](inference_session_actor s) { session = s; },
+                 [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
     generate_request req;
     req.prompt = Golden("llama").ids("input_ids");
     req.params.max_new_tokens = 32;

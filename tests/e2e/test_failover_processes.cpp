@@ -40,8 +40,9 @@ std::string next_swarm_id() {
 }
 
 // Ends an actor when the fixture is destroyed, also when its constructor did not complete.
+template <class Handle>
 struct exit_on_destroy {
-  caf::actor actor;
+  Handle actor;
   ~exit_on_destroy() {
     if (actor) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
   }
@@ -77,8 +78,8 @@ struct failover_swarm {
   std::string swarm_id = next_swarm_id();
   std::string model;  // the golden model the servers serve
   swarm_client_options options;
-  exit_on_destroy client_guard;
-  caf::actor client;
+  exit_on_destroy<swarm_client_actor> client_guard;
+  swarm_client_actor client;
 
   // Servers over `spans` (each "A:B"), with extra flags per server where given.
   explicit failover_swarm(std::vector<std::string> spans, std::map<size_t, std::vector<std::string>> extra = {},
@@ -150,14 +151,15 @@ struct failover_swarm {
     return 0;
   }
 
-  caf::actor open(int64_t max_length = 128) {
-    caf::actor s;
+  inference_session_actor open(int64_t max_length = 128) {
+    inference_session_actor s;
     self->request(client, 60s, open_session_request{max_length, 1})
-        .receive([&](caf::actor a) { s = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+        .receive([&](inference_session_actor a) { s = a; },
+                 [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
     return s;
   }
   // The servers of the session's chain, in order ("HOST:PORT").
-  std::vector<std::string> route(const caf::actor& session) {
+  std::vector<std::string> route(const inference_session_actor& session) {
     std::vector<std::string> out;
     self->request(session, 10s, route_atom::value)
         .receive(
@@ -167,7 +169,7 @@ struct failover_swarm {
             [&](caf::error& e) { BOOST_FAIL(describe(e)); });
     return out;
   }
-  session_stats stats(const caf::actor& session) {
+  session_stats stats(const inference_session_actor& session) {
     session_stats out;
     self->request(session, 10s, stats_atom::value)
         .receive([&](session_stats& s) { out = s; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
@@ -177,8 +179,8 @@ struct failover_swarm {
 
 // Generates kNewTokens greedily in `session`; `on_token(k)` runs on the token watcher's thread when the k-th new
 // token arrives, while the session is already sending the next step: faults land mid-generation.
-std::vector<int32_t> generate_with(failover_swarm& s, const caf::actor& session, const std::vector<int32_t>& prompt,
-                                   std::function<void(int)> on_token) {
+std::vector<int32_t> generate_with(failover_swarm& s, const inference_session_actor& session,
+                                   const std::vector<int32_t>& prompt, std::function<void(int)> on_token) {
   auto count = std::make_shared<std::atomic<int>>(0);
   auto watcher = s.sys.spawn(
       [=](caf::event_based_actor*) -> caf::behavior { return {[=](token_atom, int32_t) { on_token(++*count); }}; });
@@ -345,7 +347,7 @@ BOOST_AUTO_TEST_CASE(chaos_every_session_completes_with_its_fault_free_output) {
     prompts.push_back(p);
     want.push_back(fault_free(p, kMaxRounds * kPerRound));
   }
-  std::vector<caf::actor> sessions;
+  std::vector<inference_session_actor> sessions;
   for (int i = 0; i < kSessions; ++i) sessions.push_back(s.open(kMaxRounds * kPerRound + 16));
   const std::string first_victim = s.route(sessions[0])[0];
 
@@ -587,15 +589,15 @@ BOOST_AUTO_TEST_CASE(a_greedy_client_gets_its_quota_and_another_client_is_still_
   o.recovery_timeout = 3s;  // the third session gives up soon
   o.data_dir.clear();
   o.dht_id[0] = 42;
-  exit_on_destroy greedy{spawn_swarm_client(s.sys, o, s.head)};
+  exit_on_destroy<swarm_client_actor> greedy{spawn_swarm_client(s.sys, o, s.head)};
   struct opened {
-    caf::actor session;
+    inference_session_actor session;
     caf::error error;
   };
   auto open = [&] {
     opened out;
     s.self->request(greedy.actor, 60s, open_session_request{128, 1})
-        .receive([&](caf::actor a) { out.session = a; }, [&](caf::error& e) { out.error = std::move(e); });
+        .receive([&](inference_session_actor a) { out.session = a; }, [&](caf::error& e) { out.error = std::move(e); });
     return out;
   };
   auto first = open();
@@ -646,13 +648,14 @@ BOOST_AUTO_TEST_CASE(a_server_that_lies_is_caught_by_spot_checks_and_the_output_
   o.spot_checks.every = 1;
   o.data_dir = s.dir.str() + "/checking-client";
   o.dht_id[0] = 43;
-  exit_on_destroy checking{spawn_swarm_client(s.sys, o, s.head)};
+  exit_on_destroy<swarm_client_actor> checking{spawn_swarm_client(s.sys, o, s.head)};
   int64_t steps_until_caught = 0, checks = 0;
   bool caught = false;
   for (int i = 0; i < 10 && !caught; ++i) {
-    caf::actor session;
+    inference_session_actor session;
     s.self->request(checking.actor, 60s, open_session_request{128, 1})
-        .receive([&](caf::actor a) { session = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+        .receive([&](inference_session_actor a) { session = a; },
+                 [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
     BOOST_TEST(generate_with(s, session, prompt(), [](int) {}) == fault_free(prompt()),
                boost::test_tools::per_element());
     const auto st = s.stats(session);
@@ -683,9 +686,10 @@ BOOST_AUTO_TEST_CASE(a_server_that_lies_is_caught_by_spot_checks_and_the_output_
           [&](caf::error& e) { BOOST_FAIL(describe(e)); });
   BOOST_TEST(banned);
   // Banned: the next session goes around it.
-  caf::actor again;
+  inference_session_actor again;
   s.self->request(checking.actor, 60s, open_session_request{128, 1})
-      .receive([&](caf::actor a) { again = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+      .receive([&](inference_session_actor a) { again = a; },
+               [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
   BOOST_TEST(s.route(again)[0] != liar);
   s.self->send(again, close_atom::value);
 }
@@ -705,16 +709,16 @@ BOOST_AUTO_TEST_CASE(a_training_forward_through_a_record_naming_someone_elses_ad
   std::vector<int32_t> positions;
   for (int64_t b = 0; b < hidden.dim(0); ++b)
     for (int32_t t = 0; t < static_cast<int32_t>(hidden.dim(1)); ++t) positions.push_back(t);
-  auto forward = [&](const caf::actor& blocks) {
+  auto forward = [&](const block_runner_actor& blocks) {
     Tensor out;
     s.self->request(blocks, 60s, blocks_forward{hidden, positions, Tensor()})
         .receive([&](blocks_forward_result& r) { out = r.hidden; },
                  [&](caf::error& e) { BOOST_FAIL("forward: " << describe(e)); });
     return out;
   };
-  caf::actor swarm_blocks;
+  training_session_actor swarm_blocks;
   s.self->request(s.client, 60s, open_training_request{})
-      .receive([&](caf::actor a) { swarm_blocks = a; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+      .receive([&](training_session_actor a) { swarm_blocks = a; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
   auto local_backend = std::shared_ptr<Backend>(make_cpu_backend(1));
   auto local_blocks = spawn_local_block_runner(s.sys, open_weights(model_dir("llama")), local_backend);
   const Tensor got = forward(swarm_blocks), want = forward(local_blocks);

@@ -50,9 +50,10 @@ struct client_side {
     auto client = spawn_swarm_client(
         sys, {.initial_peers = {address}, .mode = route_mode::relay, .request_timeout = 20s}, head, connector);
     std::vector<int32_t> tokens;
-    caf::actor session;
+    inference_session_actor session;
     self->request(client, 30s, open_session_request{64, 1})
-        .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_TEST_MESSAGE(describe(e)); });
+        .receive([&](inference_session_actor s) { session = s; },
+                 [&](caf::error& e) { BOOST_TEST_MESSAGE(describe(e)); });
     if (session) {
       generate_request req;
       req.prompt = Golden("llama").ids("input_ids");

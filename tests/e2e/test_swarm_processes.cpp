@@ -59,19 +59,20 @@ struct process_swarm {
     return out;
   }
 
-  caf::actor session(route_mode mode) {
+  inference_session_actor session(route_mode mode) {
     auto client = spawn_swarm_client(
         sys, {.initial_peers = addresses, .mode = mode, .request_timeout = std::chrono::seconds(20)}, head, connector);
-    owned.push_back(client);
-    caf::actor s;
+    owned.push_back(caf::actor_cast<caf::actor>(client));
+    inference_session_actor s;
     self->request(client, caf::infinite, open_session_request{64, 1})
-        .receive([&](caf::actor a) { s = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
-    owned.push_back(s);
+        .receive([&](inference_session_actor a) { s = a; },
+                 [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+    owned.push_back(caf::actor_cast<caf::actor>(s));
     return s;
   }
 
-  template <class Reply, class Request>
-  caf::expected<Reply> ask(const caf::actor& dest, Request req) {
+  template <class Reply, class Handle, class Request>
+  caf::expected<Reply> ask(const Handle& dest, Request req) {
     caf::expected<Reply> out = caf::error{};
     self->request(dest, std::chrono::seconds(20), std::move(req))
         .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
@@ -152,7 +153,7 @@ BOOST_DATA_TEST_CASE(concurrent_sessions_get_the_tokens_each_gets_alone, bdata::
     BOOST_REQUIRE_MESSAGE(r, (r ? "" : describe(r.error())));
     alone.push_back(r->tokens);
   }
-  std::vector<caf::actor> sessions;
+  std::vector<inference_session_actor> sessions;
   for (size_t i = 0; i < requests.size(); ++i) sessions.push_back(s.session(mode));
   std::vector<decltype(s.self->request(sessions[0], caf::infinite, requests[0]))> pending;
   for (size_t i = 0; i < requests.size(); ++i)
@@ -307,9 +308,10 @@ BOOST_AUTO_TEST_CASE(a_client_given_only_the_bootstrap_address_finds_the_servers
     BOOST_TEST((s.pings[0].second > 0 && s.pings[0].second < 1000));
   }
 
-  caf::actor session;
+  inference_session_actor session;
   self->request(client, caf::infinite, open_session_request{64, 1})
-      .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+      .receive([&](inference_session_actor s) { session = s; },
+               [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
   generate_request req;
   req.prompt = Golden("llama").ids("input_ids");
   req.params.max_new_tokens = 32;

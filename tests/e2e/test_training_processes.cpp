@@ -90,26 +90,29 @@ struct training_client {
   std::shared_ptr<WeightSource> source = open_weights(model_dir("llama"));
   std::shared_ptr<ClientHead> head = std::make_shared<ClientHead>(*source, *backend);
   std::vector<caf::actor> owned;
-  caf::actor session;
+  training_session_actor session;
 
   explicit training_client(std::vector<std::string> addresses, open_training_request req = {},
                            stream_limits streams = {}) {
     auto o = client_options(addresses, route_mode::relay, std::chrono::seconds(20));
     o.streams = streams;
-    owned.push_back(spawn_swarm_client(sys, o, head));
-    self->request(owned.back(), caf::infinite, req)
-        .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
-    owned.push_back(session);
+    auto client = spawn_swarm_client(sys, o, head);
+    owned.push_back(caf::actor_cast<caf::actor>(client));
+    self->request(client, caf::infinite, req)
+        .receive([&](training_session_actor s) { session = s; },
+                 [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+    owned.push_back(caf::actor_cast<caf::actor>(session));
   }
   ~training_client() {
     for (auto& a : owned) self->send_exit(a, caf::exit_reason::user_shutdown);
   }
-  caf::actor trainer(const TuningOptions& opt) {
-    owned.push_back(spawn_trainer(sys, head, session, opt));
-    return owned.back();
+  trainer_actor trainer(const TuningOptions& opt) {
+    auto t = spawn_trainer(sys, head, session, opt);
+    owned.push_back(caf::actor_cast<caf::actor>(t));
+    return t;
   }
-  template <class Reply, class Request>
-  caf::expected<Reply> ask(const caf::actor& dest, Request req) {
+  template <class Reply, class Handle, class Request>
+  caf::expected<Reply> ask(const Handle& dest, Request req) {
     caf::expected<Reply> out = caf::error{};
     self->request(dest, std::chrono::seconds(60), std::move(req))
         .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });

@@ -63,9 +63,9 @@ struct routing_swarm {
     o.initial_peers = addresses;
     o.request_timeout = std::chrono::seconds(10);
     auto client = spawn_swarm_client(sys, o, head, connector);
-    owned.push_back(client);
+    owned.push_back(caf::actor_cast<caf::actor>(client));
     self->request(client, std::chrono::seconds(30), open_session_request{max_length, 1})
-        .receive([&](caf::actor s) { owned.push_back(s); },
+        .receive([&](inference_session_actor s) { owned.push_back(caf::actor_cast<caf::actor>(s)); },
                  [&](caf::error& e) { BOOST_FAIL("open failed: " << describe(e)); });
     std::vector<int64_t> sessions;
     for (auto& g : gates)

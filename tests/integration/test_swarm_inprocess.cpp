@@ -28,7 +28,7 @@ struct swarm_fixture {
   std::vector<server_node> servers;
   std::shared_ptr<ClientHead> head;
   std::vector<std::string> addresses;
-  std::vector<caf::actor> clients;
+  std::vector<swarm_client_actor> clients;
 
   explicit swarm_fixture(std::vector<std::pair<int64_t, int64_t>> spans, const std::string& model = "llama",
                          int64_t cache_tokens = 1024) {
@@ -54,22 +54,22 @@ struct swarm_fixture {
     for (auto& c : clients) self->send_exit(c, caf::exit_reason::user_shutdown);
   }
 
-  caf::actor client(route_mode mode) {
+  swarm_client_actor client(route_mode mode) {
     clients.push_back(spawn_swarm_client(
         sys, {.initial_peers = addresses, .mode = mode, .request_timeout = std::chrono::seconds(10)}, head, connector));
     return clients.back();
   }
 
-  caf::actor open(caf::actor client, int64_t max_length = 64) {
-    caf::actor session;
+  inference_session_actor open(swarm_client_actor client, int64_t max_length = 64) {
+    inference_session_actor session;
     self->request(client, caf::infinite, open_session_request{max_length, 1})
-        .receive([&](caf::actor s) { session = s; },
+        .receive([&](inference_session_actor s) { session = s; },
                  [&](caf::error& e) { BOOST_FAIL("open failed: " << describe(e)); });
     return session;
   }
 
-  template <class Reply, class Request>
-  caf::expected<Reply> ask(const caf::actor& dest, Request req) {
+  template <class Reply, class Handle, class Request>
+  caf::expected<Reply> ask(const Handle& dest, Request req) {
     caf::expected<Reply> out = caf::error{};
     self->request(dest, std::chrono::seconds(10), std::move(req))
         .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
@@ -112,8 +112,8 @@ std::vector<int32_t> generate_through(swarm_fixture& f, route_mode mode, int64_t
 }
 
 // A generation in `session` (which it closes): its tokens.
-std::vector<int32_t> generate_in(swarm_fixture& f, const caf::actor& session, const std::vector<int32_t>& prompt,
-                                 const GenerationParams& params) {
+std::vector<int32_t> generate_in(swarm_fixture& f, const inference_session_actor& session,
+                                 const std::vector<int32_t>& prompt, const GenerationParams& params) {
   generate_request req;
   req.prompt = prompt;
   req.params = params;
@@ -265,9 +265,10 @@ BOOST_AUTO_TEST_CASE(a_sliding_window_model_keeps_only_its_window) {
 // writes into).
 BOOST_AUTO_TEST_CASE(hypothesis_ids_reorder_the_sequences_on_every_server) {
   swarm_fixture f({{0, 2}, {2, 4}});
-  caf::actor session;
+  inference_session_actor session;
   f.self->request(f.client(route_mode::push), caf::infinite, open_session_request{64, 2})
-      .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+      .receive([&](inference_session_actor s) { session = s; },
+               [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
   const auto ids = Golden("llama").ids("input_ids");
   BOOST_REQUIRE(ids.size() >= 12u);
   auto part = [&](size_t from, size_t n) { return std::vector<int32_t>(ids.begin() + from, ids.begin() + from + n); };
@@ -316,9 +317,10 @@ BOOST_AUTO_TEST_CASE(a_beam_search_through_the_swarm_matches_the_local_one) {
       params.eos_token_ids = eos;
       params.stop_at_eos = !eos.empty();
       const std::vector<int32_t> want = generate(local, prompt, params);
-      caf::actor session;
+      inference_session_actor session;
       f.self->request(f.client(mode), caf::infinite, open_session_request{64, 4})
-          .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+          .receive([&](inference_session_actor s) { session = s; },
+                   [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
       BOOST_TEST(generate_in(f, session, prompt, params) == want, boost::test_tools::per_element());
     }
   generate_request req;

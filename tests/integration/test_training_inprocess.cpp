@@ -77,28 +77,29 @@ struct training_swarm {
     self->send_exit(connector, caf::exit_reason::user_shutdown);
   }
 
-  caf::actor keep(caf::actor a) {
-    owned.push_back(a);
+  template <class Handle>
+  Handle keep(Handle a) {
+    owned.push_back(caf::actor_cast<caf::actor>(a));
     return a;
   }
 
-  caf::actor client(route_mode mode = route_mode::relay) {
+  swarm_client_actor client(route_mode mode = route_mode::relay) {
     auto o = client_options(addresses, mode, std::chrono::seconds(10));
     o.streams = streams;
     return keep(spawn_swarm_client(sys, o, head, connector));
   }
 
   // A training session over the swarm (the client's block runner).
-  caf::actor session(open_training_request req = {}) {
+  training_session_actor session(open_training_request req = {}) {
     auto client = this->client();
-    caf::actor s;
+    training_session_actor s;
     self->request(client, caf::infinite, req)
-        .receive([&](caf::actor a) { s = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+        .receive([&](training_session_actor a) { s = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
     return keep(s);
   }
 
-  template <class Reply, class Request>
-  caf::expected<Reply> ask(const caf::actor& dest, Request req) {
+  template <class Reply, class Handle, class Request>
+  caf::expected<Reply> ask(const Handle& dest, Request req) {
     caf::expected<Reply> out = caf::error{};
     self->request(dest, std::chrono::seconds(30), std::move(req))
         .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
@@ -283,7 +284,7 @@ BOOST_AUTO_TEST_CASE(bad_training_input_on_the_client_gets_clear_errors) {
   // A route that cannot exist.
   auto client = f.keep(spawn_swarm_client(
       f.sys, client_options(f.addresses, route_mode::relay, std::chrono::seconds(5)), f.head, f.connector));
-  auto s = f.ask<caf::actor>(client, open_training_request{"no-such-adapter", 4096});
+  auto s = f.ask<training_session_actor>(client, open_training_request{"no-such-adapter", 4096});
   BOOST_TEST(is(s.error(), errc::no_route), describe(s.error()));
   BOOST_TEST(describe(s.error()).find("no-such-adapter") != std::string::npos, describe(s.error()));
 }
@@ -308,9 +309,10 @@ BOOST_AUTO_TEST_CASE(servers_apply_the_adapter_a_request_names) {
 
   // Generation with the adapter through the swarm: PEFT's greedy tokens, through the servers that hold it.
   for (auto mode : {route_mode::relay, route_mode::push}) {
-    caf::actor session;
+    inference_session_actor session;
     f.self->request(f.client(mode), caf::infinite, open_session_request{64, 1, "lora-attn"})
-        .receive([&](caf::actor s) { session = s; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
+        .receive([&](inference_session_actor s) { session = s; },
+                 [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
     f.keep(session);
     auto golden = SafetensorsFile::open(adapter_dir("lora-attn") + "/golden.safetensors");
     auto to_ids = [](const Tensor& t) {
@@ -328,7 +330,7 @@ BOOST_AUTO_TEST_CASE(servers_apply_the_adapter_a_request_names) {
     for (const auto& hop : *route) BOOST_TEST(hop.find(f.addresses[2]) == std::string::npos, hop);
   }
   // lora-mlp covers blocks 0..1 only: no route.
-  auto none = f.ask<caf::actor>(f.client(), open_session_request{64, 1, "lora-mlp"});
+  auto none = f.ask<inference_session_actor>(f.client(), open_session_request{64, 1, "lora-mlp"});
   BOOST_TEST(is(none.error(), errc::no_route), why(none));
   BOOST_TEST(why(none).find("lora-mlp") != std::string::npos, why(none));
 
@@ -499,7 +501,8 @@ BOOST_AUTO_TEST_CASE(generation_with_deep_prompts_equals_the_local_model_and_sur
   const int64_t max_length = 3 + 4 + 12;
   for (auto mode : {route_mode::relay, route_mode::push}) {
     BOOST_TEST_CONTEXT((mode == route_mode::push ? "push" : "relay")) {
-      auto session = f.ask<caf::actor>(f.client(mode), open_session_request{max_length, 1, "", tuned.deep_prompts});
+      auto session =
+          f.ask<inference_session_actor>(f.client(mode), open_session_request{max_length, 1, "", tuned.deep_prompts});
       BOOST_REQUIRE_MESSAGE(session, why(session));
       f.keep(*session);
       auto r = f.ask<generate_result>(*session, generate_request{prompt, greedy(12), {}, tuned.prompts});
@@ -510,8 +513,8 @@ BOOST_AUTO_TEST_CASE(generation_with_deep_prompts_equals_the_local_model_and_sur
 
   // Six tokens, the server of blocks 2..3 dies, six more: the replacement replays the history (the tuned prompts'
   // positions among it) with the same deep prompts, and the tokens go on as the local model's.
-  auto session =
-      f.ask<caf::actor>(f.client(route_mode::push), open_session_request{max_length, 1, "", tuned.deep_prompts});
+  auto session = f.ask<inference_session_actor>(f.client(route_mode::push),
+                                                open_session_request{max_length, 1, "", tuned.deep_prompts});
   BOOST_REQUIRE_MESSAGE(session, why(session));
   f.keep(*session);
   auto first = f.ask<generate_result>(*session, generate_request{prompt, greedy(6), {}, tuned.prompts});
@@ -534,9 +537,9 @@ BOOST_AUTO_TEST_CASE(deep_prompts_of_the_wrong_shape_are_refused) {
   training_swarm f({{0, 2}, {2, 4}});
   auto client = f.client();
   auto open = [&](Tensor prompts, int64_t batch = 1) {
-    return f.ask<caf::actor>(client, open_session_request{16, batch, "", prompts});
+    return f.ask<inference_session_actor>(client, open_session_request{16, batch, "", prompts});
   };
-  auto expect = [&](const caf::expected<caf::actor>& r, const std::string& words) {
+  auto expect = [&](const caf::expected<inference_session_actor>& r, const std::string& words) {
     BOOST_REQUIRE(!r);
     BOOST_TEST(is(r.error(), errc::bad_request), why(r));
     BOOST_TEST(why(r).find(words) != std::string::npos, why(r));
