@@ -9,10 +9,10 @@
 // a DHT lookup per announcement and per read: a server of 12 blocks announces 1 or 2 records instead of 12, and
 // reading an 80-block swarm takes 3 lookups instead of 80. A reader of one block reads its group's key and keeps
 // the servers whose span holds the block. Why 32: a key's replies grow with the servers touching its group
-// (about servers x (32 + span) / blocks), but a lookup costs ~10 RPCs whatever it returns; in a 1,000-server
-// simulation of 10 models of 120 blocks, 8 -> 16 -> 32 blocks per key cut a join phase's events 4.68 -> 3.34 ->
-// 2.57 M and its DHT bytes 843 -> 628 -> 534 MB. A key holds at most max_subkeys (1024) servers: about 2,800
-// servers of 12 blocks on one 120-block model, far beyond any public swarm.
+// (about servers x (32 + span) / blocks), but a lookup costs ~10 RPCs whatever it returns, so fewer, larger keys
+// cost a joining swarm fewer events and fewer bytes (8, 16 and 32 blocks per key compared: docs/PERFORMANCE.md,
+// "Simulator"). A key holds at most max_subkeys (1024) servers: about 2,800 servers of 12 blocks on one 120-block
+// model, far beyond any public swarm.
 #pragma once
 
 #include <map>

@@ -39,8 +39,8 @@ using announce_due_atom = caf::atom_constant<caf::atom("annodue")>;
 using announcer_actor = caf::stateful_actor<announcer_state>;
 
 // As many of the next block's servers as Petals' servers ping per announcement (max_pinged = 5): the clients'
-// routes need a few measured next hops per server, not all of them; at 8, pings were a seventh of a 10,000-server
-// simulation's messages.
+// routes need a few measured next hops per server, not all of them, and pings are a large share of a swarm's
+// messages (docs/PERFORMANCE.md, "Simulator").
 constexpr size_t kMaxPinged = 5;
 // The models list (one entry per swarm, the same from every server of it) changes only when a swarm appears or
 // goes: each server refreshes it every kModelsEvery periods, not every period, for it lands on the same few nodes.

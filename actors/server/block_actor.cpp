@@ -31,8 +31,8 @@ struct block_state {
     return true;
   }
   // The sessions' KV caches: ids in one small array scanned in order, caches beside it. A block holds a few
-  // sessions at a time, and a step's lookup in a hash map (bucket, then node: two cache misses in a swarm of
-  // thousands of blocks) was the simulator's largest single cost per block step.
+  // sessions at a time, and a step's lookup in a hash map costs two cache misses (bucket, then node) in a swarm of
+  // thousands of blocks, more than scanning a few ids (docs/PERFORMANCE.md, "Simulator").
   std::vector<uint64_t> cache_sessions;
   std::vector<KVCache> caches;
   RecordedSteps recorded;                    // the sessions' decode steps, where the backend records them

@@ -65,7 +65,8 @@ corolla_config::corolla_config() {
   // machine gets them all.
   set("scheduler.max-threads", scheduler_threads());
   // A shared queue with blocking workers: work stealing polls, then sleeps between steals, which cost
-  // milliseconds per step once several processes share two cores (bench_hops: 0.7 -> 0.15 ms per hop).
+  // milliseconds per step once several processes share two cores (docs/PERFORMANCE.md, "Swarm: per-hop overhead
+  // and wire throughput").
   set("scheduler.policy", caf::atom("sharing"));
 }
 

@@ -69,10 +69,11 @@ void add_alibi(float* row, int64_t span, float slope, int64_t first) {
 // Few queries (decode): per token and KV head, the query heads that share it (contiguous in q and out) as one
 // block of rows, scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place. The keys and
 // values are read once per group rather than once per query head (Hq / Hkv = 8 times for TinyLlama), and the
-// products run as GEMMs rather than one dot product at a time: at 1500 cached tokens that took a TinyLlama-shaped
-// decode step's attention from 50 to 13.5 ms on 2 threads (docs/PERFORMANCE.md). When there are fewer groups
-// than two per thread, each group's heads are split into as many pieces as give every thread two (each piece
-// reads the group's keys and values again; pieces never outnumber the group's heads, so none is empty).
+// products run as GEMMs rather than one dot product at a time (at 1500 cached tokens, 13.5 against 50.4 ms of a
+// TinyLlama-shaped decode step on 2 threads: docs/PERFORMANCE.md, "Attention over a paged KV cache"). When there
+// are fewer groups than two per thread, each group's heads are split into as many pieces as give every thread two
+// (each piece reads the group's keys and values again; pieces never outnumber the group's heads, so none is
+// empty).
 void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const KvPages& cache,
                         std::span<const int32_t> positions, const AttentionSpec& spec, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;

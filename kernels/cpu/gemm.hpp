@@ -26,13 +26,11 @@ void cpu_matmul(ThreadPool& pool, const float* x, int64_t m, int64_t k, const Te
 // 16-bit weights (bf16, f16), which the matrix-vector kernels widen cheaply; and for the quantized formats with a
 // min or a sub-block scale per chunk (q4_1, q5_1, the K-quants), whose integer kernels pay an f32 term per chunk and
 // row that the GEMM path (weights dequantized once per tile) does not. q8_0, q4_0 and q5_0 take the integer
-// kernels at any number of rows: a 512-token prefill of TinyLlama's shape ran 10 % faster that way for q8_0 and
-// q4_0 and as fast for q5_0, while q4_1, q4_K, q5_K and q6_K ran 7-29 % slower (bench_decode --prefill=512,
-// docs/PERFORMANCE.md); there a row's product does not depend on how many rows its batch has. bench_gemm measured
-// f32's paths crossing near 32-64 rows; bench_batch_decode (whole decode steps of 32 to 64 sessions, TinyLlama's
-// shape, 2-core AVX-512 machine) found the matrix-vector path 14-25 % faster at 48-64 rows for bf16 and f16. Where
-// the kernel set multiplies bf16 on AMX tiles (matvec_amx.cpp) bf16 takes the matrix-vector path at any number of
-// rows: a 512-token prefill of TinyLlama's shape ran 1.6x oneDNN's f32 matmuls that way, the GEMM path 0.87x.
+// kernels at any number of rows, where they prefill as fast as the GEMM path or faster (q4_1 and the K-quants
+// placed as rows prefill slower that way); there a row's product does not depend on how many rows its batch has.
+// Where the kernel set multiplies bf16 on AMX tiles (matvec_amx.cpp) bf16 takes the matrix-vector path at any
+// number of rows, which prefills faster than the GEMM path. The limits come from bench_gemm, bench_batch_decode
+// and bench_decode --prefill=512 (docs/PERFORMANCE.md, "CPU kernels").
 inline constexpr int64_t kMatvecMaxRowsF32 = 16;
 inline constexpr int64_t kMatvecMaxRowsWide = 64;
 inline constexpr int64_t kMatvecMaxRowsPacked = 32;

@@ -23,17 +23,13 @@ namespace {
 constexpr int64_t kChunk = 32;
 // Software prefetch. One row of x (decode): while a pass reads chunk c of its R rows, it prefetches chunk c of
 // the rows kPrefetchGroups passes ahead. Several rows of x: 256 bytes ahead in each row, and the first 256 bytes
-// of the next pass's rows before a pass (on a 2-core AMD EPYC (Zen 3) VM 256 did better than 512, 1024, 128 and
-// none). For one row of x, prefetching along the rows left two cases slow: rows of 4 KiB that start inside a page,
-// as a real model file's do (a safetensors tensor starts wherever the JSON header ends: 2512 bytes into a page
-// for the bench model), where the hardware prefetchers, which stop at page boundaries, start over in the middle
-// of every row; and q8_0. Same VM, same process, a layer's four jobs and the head alternated with read sweeps
-// (30 rounds, two runs): rows 2512 bytes into a page 0.80 / 0.77 of the sweep before, 0.85 / 0.84 two passes
-// ahead (one pass 0.83 / 0.80, three 0.83 / 0.82, four 0.82 / 0.82); page-aligned rows 0.92 / 0.86 (the former
-// scheme as re-written for the comparison) against 0.96 / 0.91. bench_matvec (page-aligned, a layer and the head,
-// two alternations): q8_0 0.46 / 0.47 -> 0.66 / 0.63 of the sweep, bf16 0.90 / 0.87 -> 0.90 / 0.90, q4_0 0.37 /
-// 0.37 -> 0.33 / 0.37. Several rows of x keep the row-wise prefetch: their kernels are bound by the core more
-// than by memory, and this VM was too noisy to show a difference there either way.
+// of the next pass's rows before a pass (256 measured better than 512, 1024, 128 and none on an AVX2-only AMD
+// EPYC). For one row of x, prefetching along the rows is slow where rows of 4 KiB start inside a page, as a real
+// model file's do (a safetensors tensor starts wherever the JSON header ends): the hardware prefetchers, which
+// stop at page boundaries, start over in the middle of every row. Two passes ahead measured best there (one,
+// three and four passes did less) and no slower on page-aligned rows. Several rows of x keep the row-wise
+// prefetch: their kernels are bound by the core more than by memory, and no difference showed there either way.
+// Figures: docs/PERFORMANCE.md, "Engine end to end".
 constexpr int64_t kPrefetchGroups = 2;
 constexpr int64_t kPrefetchBytes = 256;
 

@@ -23,9 +23,8 @@ namespace corolla {
 namespace {
 
 constexpr int64_t kChunk = 32;
-// Software prefetch distance in each weight row. Measured on a 2-core AVX-512 VM (bench_matvec, 2 threads): 512
-// bytes ahead lifted bf16 from 0.90 to 1.0 of the read bandwidth and q8_0 / q4 by 20-30%; 256, 1024 and 2048
-// (into L2) did less.
+// Software prefetch distance in each weight row: 512 bytes ahead reads bf16 at the read bandwidth, where 256,
+// 1024 and 2048 (into L2) did less (bench_matvec on a 2-core AVX-512 Xeon: docs/PERFORMANCE.md, "CPU kernels").
 constexpr int64_t kPrefetchBytes = 512;
 
 // Weight bytes per tile when several groups of x rows run over the same weights (well inside a core's L2).

@@ -3,16 +3,11 @@
 // - Rows that are whole 4 KiB pages but do not start on a page. A safetensors tensor starts wherever the file's
 //   JSON header ends, so every row (a bf16 row of 2048 values, an f32 row of 1024) then crosses a page boundary
 //   at the same place inside it, and the hardware prefetchers, which stop at page boundaries, start over in the
-//   middle of every row of every pass. Measured on a 2-core AMD EPYC (Zen 3) VM, the matrix-vector jobs of a
-//   TinyLlama-shaped layer and its head alternated with read sweeps, same process: rows 2512 bytes into a page
-//   (where the bench model's tensors start) 0.865 / 0.863 of the sweep, page-aligned rows 0.932 / 0.921 (two runs
-//   of 30 rounds).
+//   middle of every row of every pass (measured: docs/PERFORMANCE.md, "Engine end to end").
 // - Any matrix of 2 MiB or more that is not on a huge-page boundary: copied into memory advised for huge pages.
 //   Whether a file's pages are mapped huge depends on the page cache's history (the bench model's down
-//   projections were mapped in 4 KiB pages), and reading through 4 KiB pages costs a TLB miss per page. Same VM:
-//   the 22 down projections read at 0.888 / 0.890 / 0.918 of a sweep from the mapping, 0.924 / 0.970 / 0.972 from
-//   huge pages; a whole decode step, two copies of the model alternated step by step in one process, 0.802 /
-//   0.821 -> 0.815 / 0.831 of the sweep (284 steps each).
+//   projections were mapped in 4 KiB pages), and reading through 4 KiB pages costs a TLB miss per page (about
+//   1 % of a decode step of the bench model: docs/PERFORMANCE.md, "Engine end to end").
 // And one case is rearranged: quantized matrices of whole groups of 16 rows (q4_0, q4_1, q8_0, iq4_nl, the
 // K-quants) are interleaved by 16 rows (kernels/interleaved_rows.hpp) when the kernel set reads that layout faster
 // (MatvecKernels::reads_interleaved).

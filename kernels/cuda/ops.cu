@@ -11,7 +11,7 @@ namespace {
 constexpr int kRowThreads = 256;
 constexpr int kElemThreads = 256;
 // Norms and the rotary/KV-write kernel: a decode step has one row, so its latency is one block's: more threads,
-// fewer dependent loads each (measured with 256: 8 us per RMSNorm of 2048, 6 us per rope_kv_write on an H200).
+// fewer dependent loads each (256 threads measured slower on an H200: docs/PERFORMANCE.md, "CUDA backend").
 constexpr int kWideRowThreads = 1024;
 
 // One block per row; y may be x.
