@@ -286,7 +286,7 @@ struct World::impl {
     setup.dht = s.dht;
     setup.identity = s.identity;
     server_node node = start_server_node(sys, setup, s.connector, sources[s.swarm], false);
-    s.gate = node.gate;
+    s.gate = caf::actor_cast<caf::actor>(node.gate);
     s.started = true;
     s.changed_s = now_s();
     net.publish(s.rec.address, s.node, s.gate, s.dht);

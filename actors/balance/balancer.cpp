@@ -17,7 +17,8 @@ namespace {
 
 struct balancer_state {
   balancer_options opt;
-  caf::actor gate, dht, announcer, loader;
+  balanced_gate gate;
+  caf::actor dht, announcer, loader;
   std::mt19937_64 rng;
   bool moving = false;
   bool joining = true;                        // no blocks loaded yet: balance_atom means "(re)choose the span"
@@ -215,7 +216,7 @@ void check(balancer_actor* self) {
   });
 }
 
-caf::behavior balancer(balancer_actor* self, balancer_options opt, caf::actor gate, caf::actor dht,
+caf::behavior balancer(balancer_actor* self, balancer_options opt, balanced_gate gate, caf::actor dht,
                        caf::actor announcer, caf::actor loader) {
   auto& st = self->state;
   st.opt = std::move(opt);
@@ -233,7 +234,7 @@ caf::behavior balancer(balancer_actor* self, balancer_options opt, caf::actor ga
 
 }  // namespace
 
-caf::actor spawn_balancer(caf::actor_system& sys, balancer_options options, caf::actor gate, caf::actor dht,
+caf::actor spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, caf::actor dht,
                           caf::actor announcer, caf::actor loader) {
   if (options.num_blocks < 1)
     throw std::invalid_argument("the balancer needs num_blocks >= 1, got " + std::to_string(options.num_blocks));

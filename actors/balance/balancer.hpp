@@ -29,6 +29,7 @@
 #include <string>
 
 #include "actors/balance/rebalance.hpp"
+#include "actors/protocol/gate_interface.hpp"
 
 namespace corolla {
 
@@ -54,7 +55,11 @@ struct balancer_options {
 
 // `gate`: the server's span gate (its address and total_blocks are read from its info; spawned with an empty
 // span); `dht`: the server's DHT node; `announcer`: its announcer; `loader`: spawn_block_loader.
-caf::actor spawn_balancer(caf::actor_system& sys, balancer_options options, caf::actor gate, caf::actor dht,
+// What the balancer asks of the server's gate: its info, and the node's control (a move to other blocks, the
+// blocks once loaded).
+using balanced_gate = span_gate_control::extend<caf::replies_to<info_request>::with<server_info>>;
+
+caf::actor spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, caf::actor dht,
                           caf::actor announcer, caf::actor loader);
 
 }  // namespace corolla

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <caf/typed_actor.hpp>
+
 #include "actors/protocol/wire_message.hpp"
 
 namespace corolla {
@@ -86,5 +88,11 @@ COROLLA_WIRE_MESSAGE(dht_find_value_request)
 COROLLA_WIRE_MESSAGE(dht_find_value_reply)
 COROLLA_WIRE_MESSAGE(dht_store_request)
 COROLLA_WIRE_MESSAGE(dht_store_reply)
+
+// The RPCs a DHT node answers for other nodes (a server's gate answers them too, handing them to its DHT node).
+using dht_rpc_actor = caf::typed_actor<caf::replies_to<dht_ping_request>::with<dht_ping_reply>,
+                                       caf::replies_to<dht_find_node_request>::with<dht_find_node_reply>,
+                                       caf::replies_to<dht_find_value_request>::with<dht_find_value_reply>,
+                                       caf::replies_to<dht_store_request>::with<dht_store_reply>>;
 
 }  // namespace corolla

@@ -42,7 +42,7 @@ void release_session(gate_actor* self, uint64_t id) {
   log::info(log::Part::server, [&] { return "session closed: " + std::to_string(id); });
   for (auto& r : it->second.repeats)
     r.rp.deliver(make_error(errc::unknown_session, "the session closed during the step"));
-  for (size_t i = it->second.first; i < it->second.last; ++i) self->send(st.blocks[i], block_close_msg{id});
+  for (size_t i = it->second.first; i < it->second.last; ++i) caf::anon_send(st.blocks[i], block_close_msg{id});
   st.budget.release(it->second.first, it->second.last, it->second.batch, it->second.max_length);
   if (it->second.quota_charged) st.quotas.closed(it->second.owner.node(), it->second.reserved);
   if (auto o = st.owners.find(it->second.owner); o != st.owners.end() && --o->second <= 0) {

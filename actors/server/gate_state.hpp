@@ -71,9 +71,12 @@ struct gate_state {
   static inline const char* name = "span_gate";
 };
 
-using gate_actor = caf::stateful_actor<gate_state>;
-
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
+
+// The gate's whole interface: its node's (span_gate_node) and its own timers.
+using span_gate_impl =
+    span_gate_node::extend<caf::reacts_to<batch_atom>, caf::reacts_to<sweep_atom>, caf::reacts_to<stream_sweep_atom>>;
+using gate_actor = span_gate_impl::stateful_base<gate_state>;
 
 // --- shared (gate_state.cpp) -------------------------------------------------------------------------------------
 

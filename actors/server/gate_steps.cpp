@@ -10,6 +10,10 @@
 namespace corolla::gate {
 namespace {
 
+// The requester of a push route's step (a client's inference session) as a forwarding server sees it: it takes the
+// copy of this server's output.
+using step_copy_receiver = caf::typed_actor<caf::reacts_to<step_reply>>;
+
 void schedule_held_batches(gate_actor* self);
 
 // Starts the batches of `group` that may start: each runs through block actors [first, last) of the span (they
@@ -63,7 +67,8 @@ void finish_step(gate_actor* self, caf::response_promise rp, const step_request&
     rp.deliver(step_reply{req.session_id, req.step_id, std::move(out), {}});
     return;
   }
-  if (requester) self->send(requester, step_reply{req.session_id, req.step_id, out, {}});
+  if (requester)
+    self->send(caf::actor_cast<step_copy_receiver>(requester), step_reply{req.session_id, req.step_id, out, {}});
   const route_hop hop = req.next.front();
   step_request fwd{hop.session_id,
                    req.step_id,

@@ -15,7 +15,8 @@ struct supervisor_state {
 
 caf::behavior node_supervisor(caf::stateful_actor<supervisor_state>* self, server_parts parts) {
   self->state.parts = parts;
-  for (const auto& a : {parts.gate, parts.dht, parts.announcer, parts.balancer, parts.loader})
+  if (parts.gate) self->link_to(parts.gate);
+  for (const auto& a : {parts.dht, parts.announcer, parts.balancer, parts.loader})
     if (a) self->link_to(a);
   return {
       [=](const info_request& req) {

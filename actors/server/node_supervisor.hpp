@@ -17,7 +17,8 @@
 namespace corolla {
 
 struct server_parts {
-  caf::actor gate, dht, announcer;
+  span_gate_node gate;
+  caf::actor dht, announcer;
   caf::actor balancer, loader;  // optional
 };
 

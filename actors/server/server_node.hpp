@@ -59,7 +59,7 @@ struct server_setup {
 };
 
 struct server_node {
-  caf::actor gate;
+  span_gate_node gate;
   std::vector<caf::actor> blocks;
   gate_options options;
   std::shared_ptr<Backend> backend;

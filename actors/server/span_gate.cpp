@@ -82,8 +82,8 @@ caf::result<ack> move_to_span(gate_actor* self, int64_t first, int64_t last) {
   return ack{};
 }
 
-caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::actor> blocks,
-                        std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht) {
+span_gate_impl::behavior_type span_gate(gate_actor* self, gate_options opt, std::vector<caf::actor> blocks,
+                                        std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.blocks = std::move(blocks);
@@ -115,7 +115,7 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
 
   return {
       // The session protocol (any peer).
-      [=](const info_request&) { return describe_server(self); },
+      [=](const info_request&) -> server_info { return describe_server(self); },
       [=](const bandwidth_probe& p) -> caf::result<ack> {
         if (!p.wire_error.empty()) return make_error(errc::bad_request, p.wire_error);
         return ack{};
@@ -160,8 +160,8 @@ caf::behavior span_gate(gate_actor* self, gate_options opt, std::vector<caf::act
 }  // namespace
 }  // namespace gate
 
-caf::actor spawn_span_gate(caf::actor_system& sys, gate_options options, std::vector<caf::actor> blocks,
-                           std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht) {
+span_gate_node spawn_span_gate(caf::actor_system& sys, gate_options options, std::vector<caf::actor> blocks,
+                               std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht) {
   return sys.spawn(gate::span_gate, std::move(options), std::move(blocks), std::move(backend), std::move(connector),
                    std::move(dht));
 }

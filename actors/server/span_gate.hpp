@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <caf/typed_actor.hpp>
+
+#include "actors/dht/dht_messages.hpp"
+#include "actors/protocol/gate_interface.hpp"
 #include "actors/protocol/wire_stream.hpp"
 #include "actors/server/fault_injection.hpp"
 #include "actors/server/peer_quotas.hpp"
@@ -43,6 +47,13 @@ struct gate_options {
   stream_limits streams;                       // large training requests and replies cross processes in chunks
 };
 
+// What any peer may send a server's gate (the peer protocol): the session protocol and training
+// (actors/protocol/gate_interface.hpp), and DHT RPCs, which the gate hands to the server's DHT node.
+using span_gate_actor = gate_session_protocol::extend_with<dht_rpc_actor>;
+
+// The gate as its node holds it: the peer protocol and the node's control (span_gate_control).
+using span_gate_node = span_gate_actor::extend_with<span_gate_control>;
+
 // (address_atom, "HOST:PORT") tells the gate where it was published (announced in its info).
 // (span_atom, first, last) -> ack moves the gate to another span: its sessions end (their next step gets
 // unknown_session), its block actors stop, and it is "joining" until (blocks_atom, actors) installs the new ones.
@@ -50,7 +61,7 @@ struct gate_options {
 // `blocks` are the block actors of the span in order; `connector` resolves addresses of further servers.
 // `dht` (optional) is the server's DHT node: the gate is the server's one published actor, so it hands DHT RPCs
 // (ping, find_node, find_value, store) to it.
-caf::actor spawn_span_gate(caf::actor_system& sys, gate_options options, std::vector<caf::actor> blocks,
-                           std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht = {});
+span_gate_node spawn_span_gate(caf::actor_system& sys, gate_options options, std::vector<caf::actor> blocks,
+                               std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht = {});
 
 }  // namespace corolla

@@ -94,9 +94,9 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     bootstrap(sdht, dht_address_);
     server_node node = start_server_node(sys_, setup, connector_, source, false);
     uint16_t port = 0;
-    const std::string address = place(node.gate, "server-" + std::to_string(i), &port);
+    const std::string address = place(caf::actor_cast<caf::actor>(node.gate), "server-" + std::to_string(i), &port);
     ports_.push_back(port);
-    gates_.push_back(node.gate);
+    gates_.push_back(caf::actor_cast<caf::actor>(node.gate));
     self->send(node.gate, address_atom::value, address);
     self->send(sdht, address_atom::value, address);
     bootstrap(sdht, dht_address_);  // again, now as a full node the others add to their tables

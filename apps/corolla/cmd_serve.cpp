@@ -159,7 +159,7 @@ int run(const NodeConfig& cfg) {
   // The gate first: published and announced as "joining" while the blocks load.
   server_node node = start_server_node(sys, setup, connector, source, false);
 
-  auto port = publish_to_peers(sys, node.gate, cfg.host, cfg.port);
+  auto port = publish_to_peers(sys, caf::actor_cast<caf::actor>(node.gate), cfg.host, cfg.port);
   if (!port) {
     self->send_exit(node.gate, caf::exit_reason::user_shutdown);
     throw std::runtime_error(listen_error_text(port.error()));

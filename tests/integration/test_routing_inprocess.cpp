@@ -44,7 +44,7 @@ struct routing_swarm {
       setup.cache_tokens = specs[i].cache_tokens;
       setup.throughput.inference_rps = specs[i].inference_rps;
       setup.seed = 10 + i;
-      gates.push_back(start_server_node(sys, setup, connector, source).gate);
+      gates.push_back(caf::actor_cast<caf::actor>(start_server_node(sys, setup, connector, source).gate));
       addresses.push_back("inproc:route-" + std::to_string(i));
       self->send(connector, register_atom::value, addresses.back(), gates.back());
       self->send(gates.back(), address_atom::value, addresses.back());

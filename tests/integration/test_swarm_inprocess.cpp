@@ -42,7 +42,7 @@ struct swarm_fixture {
       setup.seed = 100 + i;
       servers.push_back(start_server_node(sys, setup, connector, source));
       addresses.push_back("inproc:server-" + std::to_string(i));
-      self->send(connector, register_atom::value, addresses.back(), servers.back().gate);
+      self->send(connector, register_atom::value, addresses.back(), caf::actor_cast<caf::actor>(servers.back().gate));
       self->send(servers.back().gate, address_atom::value, addresses.back());
     }
     head = std::make_shared<ClientHead>(*source, *client_backend);
@@ -83,7 +83,7 @@ struct bare_system {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   caf::actor connector = spawn_connector(sys);
-  caf::actor gate;  // stopped with the fixture once a test sets it
+  span_gate_node gate;  // stopped with the fixture once a test sets it
   ~bare_system() {
     if (gate) self->send_exit(gate, caf::exit_reason::user_shutdown);
     self->send_exit(connector, caf::exit_reason::user_shutdown);
@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_errors_and_the_server_keeps_serving) {
   r = step(sid, 3, good, {5});
   BOOST_TEST(is(r.error(), errc::bad_request));
   // A message of the wrong type: not this protocol, which a client takes for a failed server.
-  auto w = f.ask<ack>(gate, std::string("hello"));
+  auto w = f.ask<ack>(caf::actor_cast<caf::actor>(gate), std::string("hello"));  // as a peer could
   BOOST_TEST(is(w.error(), errc::unexpected_message));
   // Too much cache asked.
   auto big = f.ask<session_opened>(gate, open_session{1000, 1, 0, 0, {}, {}, {}, {}});  // beyond the context
@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(a_step_repeated_while_it_runs_is_answered_when_it_ends) {
 // 128 positions wraps twice) gets exactly what a local run with whole caches gets.
 BOOST_AUTO_TEST_CASE(a_sliding_window_model_keeps_only_its_window) {
   swarm_fixture f({{0, 2}, {2, 4}}, "mistral-window", 256);
-  const caf::actor gate = f.servers[0].gate;
+  const auto gate = f.servers[0].gate;
   std::vector<uint64_t> held;
   for (int i = 0; i < 2; ++i) {
     auto opened = f.ask<session_opened>(gate, open_session{400, 1, 0, 0, {}, {}, {}, {}});

@@ -67,7 +67,7 @@ struct training_swarm {
       setup.seed = 200 + i;
       servers.push_back(start_server_node(sys, setup, connector, source));
       addresses.push_back("inproc:trainer-server-" + std::to_string(i));
-      self->send(connector, register_atom::value, addresses.back(), servers.back().gate);
+      self->send(connector, register_atom::value, addresses.back(), caf::actor_cast<caf::actor>(servers.back().gate));
       self->send(servers.back().gate, address_atom::value, addresses.back());
     }
   }

@@ -177,7 +177,7 @@ class BalanceSwarm : public DeterministicSystem {
     server_setup setup = setup_of(m, o);
     setup.dht = m.dht;
     setup.identity = m.identity;
-    m.gate = start_server_node(sys, setup, connector, source, false).gate;
+    m.gate = caf::actor_cast<caf::actor>(start_server_node(sys, setup, connector, source, false).gate);
     caf::anon_send(connector, register_atom::value, m.address, m.gate);
     caf::send_as(m.gate, m.gate, address_atom::value, m.address);  // from its own node, as a server does
     run();
@@ -212,7 +212,7 @@ class BalanceSwarm : public DeterministicSystem {
     b.seed = o.seed * 104729 + m.index;
     b.on_event = [events = &m.events](const balancer_event& e) { events->push_back(e); };
     server_node node;
-    node.gate = m.gate;
+    node.gate = caf::actor_cast<span_gate_node>(m.gate);
     node.backend = backend;
     auto parts = start_server_parts(sys, node, setup_of(m, o), source, m.dht, connector, a, b);
     m.supervisor = own(parts.supervisor);
