@@ -139,6 +139,22 @@ std::vector<std::string> read_prompts_file(const std::string& path) {
   return prompts;
 }
 
+// What to generate after: one prompt (ids, or text through the tokenizer), or every line of --prompts-file.
+struct Prompts {
+  std::optional<Tokenizer> tokenizer;  // when the prompts are text (to print text back)
+  std::vector<std::string> many;       // --prompts-file's lines; empty: one prompt
+  std::vector<int32_t> prompt;         // the one prompt's ids
+};
+Prompts read_prompts(const GenerateOptions& o, const std::string& path) {
+  Prompts p;
+  if (!o.prompts_file.empty()) p.many = read_prompts_file(o.prompts_file);
+  if (!p.many.empty())
+    p.tokenizer = Tokenizer::load(path);
+  else
+    p.prompt = prompt_ids(o, path, p.tokenizer);
+  return p;
+}
+
 // One completion of a prompts file as a JSON line (special tokens such as the end of the turn left out).
 void print_completion(size_t index, const Tokenizer& tokenizer, const std::vector<int32_t>& tokens) {
   const nlohmann::json line = {{"index", index}, {"text", tokenizer.decode(tokens, true)}, {"tokens", tokens.size()}};
@@ -163,11 +179,7 @@ int run_local(const GenerateOptions& o, const std::string& path) {
     dtype = parse_dtype(o.dtype);
     if (!dtype) throw std::invalid_argument("--dtype: unknown dtype '" + o.dtype + "'");
   }
-  std::optional<Tokenizer> tokenizer;
-  const std::vector<std::string> many =
-      o.prompts_file.empty() ? std::vector<std::string>{} : read_prompts_file(o.prompts_file);
-  if (!many.empty()) tokenizer = Tokenizer::load(path);
-  const auto prompt = many.empty() ? prompt_ids(o, path, tokenizer) : std::vector<int32_t>{};
+  auto [tokenizer, many, prompt] = read_prompts(o, path);
   const auto params = generation_params(o);
   auto backend = make_backend(o.device, o.threads);
   const auto t_load = std::chrono::steady_clock::now();
@@ -242,11 +254,7 @@ int generate_many(const GenerateOptions& o, caf::scoped_actor& self, const swarm
 }
 
 int run_swarm(const GenerateOptions& o, const std::string& path) {
-  std::optional<Tokenizer> tokenizer;
-  const std::vector<std::string> many =
-      o.prompts_file.empty() ? std::vector<std::string>{} : read_prompts_file(o.prompts_file);
-  if (!many.empty()) tokenizer = Tokenizer::load(path);
-  const auto prompt = many.empty() ? prompt_ids(o, path, tokenizer) : std::vector<int32_t>{};
+  auto [tokenizer, many, prompt] = read_prompts(o, path);
   const auto params = generation_params(o);
   auto source = open_weights(path);
   // The client's share of the model (embeddings, final norm, LM head) on --device: per token the LM head reads
@@ -273,28 +281,27 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
     self->send_exit(client, caf::exit_reason::user_shutdown);
     return rc;
   }
-  auto printer = std::make_shared<TokenPrinter>(std::move(tokenizer));
-  auto printer_actor = sys.spawn([printer](caf::event_based_actor*) -> caf::behavior {
-    return {[printer](token_atom, int32_t id) { printer->print(id); }};
-  });
+  TokenPrinter printer(std::move(tokenizer));
   const int64_t max_length = (tuned ? tuned->length() : 0) + static_cast<int64_t>(prompt.size()) + o.max_new_tokens;
   int rc = 0;
   self->request(client, caf::infinite,
                 open_session_request{max_length, o.num_beams, o.adapter, tuned ? tuned->deep_prompts : Tensor()})
       .receive(
           [&](inference_session_actor session) {
-            generate_request req{prompt, params, printer_actor, tuned ? tuned->prompts : Tensor()};
+            generate_request req{prompt, params, {}, tuned ? tuned->prompts : Tensor()};
+            // Printed from the session's thread as each token is chosen; the reply comes after the last.
+            req.on_token = [&](int32_t id) {
+              printer.print(id);
+              return true;
+            };
             const auto t0 = std::chrono::steady_clock::now();
             self->request(session, caf::infinite, std::move(req))
                 .receive(
-                    [&](const generate_result& r) {
-                      // Tokens stream through the printer actor; wait until it has printed them all.
-                      while (printer->count() < r.tokens.size())
-                        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                      printer->finish();
-                      report(prompt.size(), printer->count(),
-                             std::chrono::duration<double>(printer->first() - t0).count(),
-                             std::chrono::duration<double>(printer->last() - t0).count(), o.num_beams);
+                    [&](const generate_result&) {
+                      printer.finish();
+                      report(prompt.size(), printer.count(),
+                             std::chrono::duration<double>(printer.first() - t0).count(),
+                             std::chrono::duration<double>(printer.last() - t0).count(), o.num_beams);
                     },
                     [&](caf::error& e) {
                       std::cerr << "error: " << describe(e) << "\n";
@@ -306,7 +313,6 @@ int run_swarm(const GenerateOptions& o, const std::string& path) {
             std::cerr << "error: " << describe(e) << "\n";
             rc = 1;
           });
-  self->send_exit(printer_actor, caf::exit_reason::user_shutdown);
   self->send_exit(client, caf::exit_reason::user_shutdown);
   return rc;
 }
