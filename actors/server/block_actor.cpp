@@ -76,7 +76,9 @@ struct block_state {
 };
 
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
-using block_self = caf::stateful_actor<block_state>;
+// The block's whole interface: block_actor_handle, and its own timer for replies held until modelled work ends.
+using block_actor_impl = block_actor_handle::extend<caf::reacts_to<resume_atom, uint64_t>>;
+using block_self = block_actor_impl::stateful_base<block_state>;
 
 static_assert(std::is_same_v<caf::actor_clock::time_point, ModelledTime::time_point>,
               "modelled device time is actor clock time");
@@ -155,8 +157,9 @@ void run_batch(block_state& st, block_batch_msg& m) {
   }
 }
 
-caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::shared_ptr<Backend> backend,
-                          int64_t cache_pages, std::shared_ptr<const adapter_set> adapters) {
+block_actor_impl::behavior_type block_actor(block_self* self, std::shared_ptr<Block> block,
+                                            std::shared_ptr<Backend> backend, int64_t cache_pages,
+                                            std::shared_ptr<const adapter_set> adapters) {
   self->state.backend = std::move(backend);
   self->state.block = std::move(block);
   self->state.adapters = std::move(adapters);
@@ -207,7 +210,7 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::s
         }
         if (m.then.empty() && delay.count() <= 0) return std::move(m);
         if (!m.then.empty()) {
-          caf::actor next = m.then.front();
+          block_actor_handle next = m.then.front();
           m.then.erase(m.then.begin());
           self->delegate(next, std::move(m));
           return caf::delegated<block_batch_msg>{};
@@ -233,8 +236,9 @@ caf::behavior block_actor(block_self* self, std::shared_ptr<Block> block, std::s
 
 }  // namespace
 
-caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block, std::shared_ptr<Backend> backend,
-                             int64_t cache_tokens, bool detached, std::shared_ptr<const adapter_set> adapters) {
+block_actor_handle spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block,
+                                     std::shared_ptr<Backend> backend, int64_t cache_tokens, bool detached,
+                                     std::shared_ptr<const adapter_set> adapters) {
   const int64_t pages = kv_pool_pages(cache_tokens);
   if (!detached) return sys.spawn(block_actor, std::move(block), std::move(backend), pages, std::move(adapters));
   return sys.spawn<caf::detached>(block_actor, std::move(block), std::move(backend), pages, std::move(adapters));

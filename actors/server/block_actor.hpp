@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "actors/server/block_messages.hpp"
 #include "model/block.hpp"
 #include "model/lora.hpp"
 
@@ -24,8 +25,8 @@ using adapter_set = std::map<std::string, std::shared_ptr<const LoraAdapter>>;
 // (rounded up to whole pages: the server's budget counts the same pages, CacheBudget). `detached` false: on the
 // scheduler (the deterministic simulator); true in servers. `adapters` (optional): what requests may name; the block
 // applies its share of the one named.
-caf::actor spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block, std::shared_ptr<Backend> backend,
-                             int64_t cache_tokens, bool detached = true,
-                             std::shared_ptr<const adapter_set> adapters = nullptr);
+block_actor_handle spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block,
+                                     std::shared_ptr<Backend> backend, int64_t cache_tokens, bool detached = true,
+                                     std::shared_ptr<const adapter_set> adapters = nullptr);
 
 }  // namespace corolla

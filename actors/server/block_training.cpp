@@ -41,7 +41,7 @@ caf::result<block_train_result> block_train_step(caf::local_actor* self, Block& 
   } catch (const std::exception& e) {
     return make_error(errc::internal, "block " + std::to_string(block.index()) + ": " + e.what());
   }
-  caf::actor next = m.chain[m.index];
+  block_actor_handle next = m.chain[m.index];
   self->delegate(next, std::move(m));
   return caf::delegated<block_train_result>{};
 }

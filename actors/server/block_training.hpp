@@ -1,11 +1,11 @@
-// One block actor's share of a training request (block_train_msg, actors/protocol/atoms.hpp): the stateless
+// One block actor's share of a training request (block_train_msg, actors/server/block_messages.hpp): the stateless
 // forward on the way up the chain, the backward on the way down.
 #pragma once
 
 #include <caf/local_actor.hpp>
 #include <caf/result.hpp>
 
-#include "actors/protocol/atoms.hpp"
+#include "actors/server/block_messages.hpp"
 #include "model/block.hpp"
 
 namespace corolla {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/server/block_messages.hpp"
 #include "actors/protocol/messages.hpp"
 #include "actors/server/cache_budget.hpp"
 #include "actors/server/fault_injection.hpp"
@@ -53,7 +54,7 @@ struct gate_session {
 
 struct gate_state {
   gate_options opt;
-  std::vector<caf::actor> blocks;
+  std::vector<block_actor_handle> blocks;
   std::shared_ptr<Backend> backend;
   caf::actor connector;
   caf::actor dht;

@@ -18,9 +18,11 @@ std::string check_adapter(const gate_options& opt, const std::string& adapter) {
   return "unknown adapter '" + adapter + "' (this server holds " + (held.empty() ? std::string("none") : held) + ")";
 }
 
-caf::expected<std::vector<caf::actor>> training_chain(const gate_options& opt, const std::vector<caf::actor>& blocks,
-                                                      int64_t first_block, int64_t last_block, const Tensor& hidden,
-                                                      const Tensor& prompts, const std::string& adapter) {
+caf::expected<std::vector<block_actor_handle>> training_chain(const gate_options& opt,
+                                                              const std::vector<block_actor_handle>& blocks,
+                                                              int64_t first_block, int64_t last_block,
+                                                              const Tensor& hidden, const Tensor& prompts,
+                                                              const std::string& adapter) {
   if (auto problem = check_adapter(opt, adapter); !problem.empty()) return make_error(errc::bad_request, problem);
   int64_t first = first_block, last = last_block;
   if (first == 0 && last == 0) first = opt.first_block, last = opt.last_block;
@@ -29,10 +31,11 @@ caf::expected<std::vector<caf::actor>> training_chain(const gate_options& opt, c
                                                block_span(opt.first_block, opt.last_block) + ")");
   if (auto problem = check_prompts(prompts, hidden, last - first); !problem.empty())
     return make_error(errc::bad_request, problem);
-  return std::vector<caf::actor>(blocks.begin() + (first - opt.first_block), blocks.begin() + (last - opt.first_block));
+  return std::vector<block_actor_handle>(blocks.begin() + (first - opt.first_block),
+                                         blocks.begin() + (last - opt.first_block));
 }
 
-block_train_msg training_message(Backend& backend, std::vector<caf::actor> chain, const Tensor& hidden,
+block_train_msg training_message(Backend& backend, std::vector<block_actor_handle> chain, const Tensor& hidden,
                                  std::vector<int32_t> positions, const Tensor& prompts, std::string adapter,
                                  const Tensor* grad) {
   block_train_msg m;
@@ -100,7 +103,7 @@ caf::result<forward_reply> run_forward(gate_actor* self, forward_request& req) {
   auto rp = self->make_response_promise<forward_reply>();
   auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
                               std::move(req.adapter));
-  caf::actor first = msg.chain.front();
+  block_actor_handle first = msg.chain.front();
   self->request(first, s.opt.step_timeout, std::move(msg))
       .then(
           [=](block_train_result& r) mutable {
@@ -127,7 +130,7 @@ caf::result<backward_reply> run_backward(gate_actor* self, backward_request& req
   auto rp = self->make_response_promise<backward_reply>();
   auto msg = training_message(*s.backend, std::move(*chain), req.hidden, std::move(req.positions), req.prompts,
                               std::move(req.adapter), &req.grad_output);
-  caf::actor first = msg.chain.front();
+  block_actor_handle first = msg.chain.front();
   self->request(first, s.opt.step_timeout, std::move(msg))
       .then(
           [=](block_train_result& r) mutable {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/protocol/atoms.hpp"
+#include "actors/server/block_messages.hpp"
 #include "actors/server/span_gate.hpp"
 
 namespace corolla {
@@ -16,16 +17,18 @@ namespace corolla {
 // The block actors of [first_block, last_block) (0, 0: the whole span), after checking that the span serves them
 // that `prompts` fit them and `hidden`, and that the server holds the adapter. Errors are unknown_block or bad_request
 // with a readable message.
-caf::expected<std::vector<caf::actor>> training_chain(const gate_options& opt, const std::vector<caf::actor>& blocks,
-                                                      int64_t first_block, int64_t last_block, const Tensor& hidden,
-                                                      const Tensor& prompts, const std::string& adapter);
+caf::expected<std::vector<block_actor_handle>> training_chain(const gate_options& opt,
+                                                              const std::vector<block_actor_handle>& blocks,
+                                                              int64_t first_block, int64_t last_block,
+                                                              const Tensor& hidden, const Tensor& prompts,
+                                                              const std::string& adapter);
 
 // "" when the server holds the adapter a request names (or none is named), else a message saying which it has.
 std::string check_adapter(const gate_options& opt, const std::string& adapter);
 
 // The message that runs `chain` forward (and back, with `grad` set) over working copies of the request's tensors
 // on `backend`.
-block_train_msg training_message(Backend& backend, std::vector<caf::actor> chain, const Tensor& hidden,
+block_train_msg training_message(Backend& backend, std::vector<block_actor_handle> chain, const Tensor& hidden,
                                  std::vector<int32_t> positions, const Tensor& prompts, std::string adapter,
                                  const Tensor* grad = nullptr);
 

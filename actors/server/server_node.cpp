@@ -50,7 +50,7 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
   o.inference_rps = setup.throughput.inference_rps;
   o.forward_rps = setup.throughput.forward_rps;
   o.network_rps = setup.throughput.network_rps;
-  node.gate = spawn_span_gate(sys, o, {}, node.backend, std::move(connector), setup.dht);
+  node.gate = spawn_span_gate(sys, o, node.backend, std::move(connector), setup.dht);
   if (load_now) load_server_blocks(sys, node, setup, *source);
   return node;
 }
@@ -74,7 +74,8 @@ std::vector<caf::actor> load_block_actors(caf::actor_system& sys, const server_s
     for (int64_t i = first; i < last; ++i) {
       std::shared_ptr<Block> block = store ? load_block_cached(store, digest, source, i, *backend, {setup.dtype})
                                            : load_block(source, i, *backend, {setup.dtype});
-      out.push_back(spawn_block_actor(sys, std::move(block), backend, setup.cache_tokens, setup.detached, adapters));
+      out.push_back(caf::actor_cast<caf::actor>(
+          spawn_block_actor(sys, std::move(block), backend, setup.cache_tokens, setup.detached, adapters)));
       if (setup.progress) setup.progress(i, i - first + 1, last - first);
     }
   } catch (...) {

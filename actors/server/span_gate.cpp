@@ -49,13 +49,14 @@ server_info describe_server(gate_actor* self) {
 }
 
 // Installs the span's block actors once the node has loaded them (the gate answers "joining" until then).
+// The node sends them untyped (span_gate_control names no server types); they are block actors.
 caf::result<ack> install_blocks(gate_actor* self, const std::vector<caf::actor>& blocks) {
   auto& s = self->state;
   if (!s.blocks.empty() || blocks.empty() ||
       static_cast<int64_t>(blocks.size()) != s.opt.last_block - s.opt.first_block)
     return make_error(errc::bad_request, "the gate's blocks are already installed or do not match its span");
-  s.blocks = blocks;
-  for (auto& b : s.blocks) self->link_to(b);
+  for (const auto& b : blocks) s.blocks.push_back(caf::actor_cast<block_actor_handle>(b));
+  for (auto& b : s.blocks) self->link_to(b);  // a block actor that dies takes the gate down, and vice versa
   return ack{};
 }
 
@@ -82,11 +83,10 @@ caf::result<ack> move_to_span(gate_actor* self, int64_t first, int64_t last) {
   return ack{};
 }
 
-span_gate_impl::behavior_type span_gate(gate_actor* self, gate_options opt, std::vector<caf::actor> blocks,
-                                        std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht) {
+span_gate_impl::behavior_type span_gate(gate_actor* self, gate_options opt, std::shared_ptr<Backend> backend,
+                                        caf::actor connector, caf::actor dht) {
   auto& st = self->state;
   st.opt = std::move(opt);
-  st.blocks = std::move(blocks);
   st.backend = std::move(backend);
   st.connector = std::move(connector);
   st.dht = std::move(dht);
@@ -96,7 +96,6 @@ span_gate_impl::behavior_type span_gate(gate_actor* self, gate_options opt, std:
   if (st.opt.faults.any()) st.faults = std::make_unique<FaultInjector>(st.opt.faults, st.opt.seed ^ 0x5eedfa17);
   st.inbound = inbound_streams(st.opt.streams);
   st.batcher = std::make_unique<StepBatcher>(st.opt.max_batch_tokens);
-  for (auto& b : st.blocks) self->link_to(b);  // a block actor that dies takes the gate down, and vice versa
 
   self->set_down_handler([=](caf::down_msg& m) {
     auto& hops = self->state.next_hops;
@@ -160,10 +159,9 @@ span_gate_impl::behavior_type span_gate(gate_actor* self, gate_options opt, std:
 }  // namespace
 }  // namespace gate
 
-span_gate_node spawn_span_gate(caf::actor_system& sys, gate_options options, std::vector<caf::actor> blocks,
-                               std::shared_ptr<Backend> backend, caf::actor connector, caf::actor dht) {
-  return sys.spawn(gate::span_gate, std::move(options), std::move(blocks), std::move(backend), std::move(connector),
-                   std::move(dht));
+span_gate_node spawn_span_gate(caf::actor_system& sys, gate_options options, std::shared_ptr<Backend> backend,
+                               caf::actor connector, caf::actor dht) {
+  return sys.spawn(gate::span_gate, std::move(options), std::move(backend), std::move(connector), std::move(dht));
 }
 
 }  // namespace corolla

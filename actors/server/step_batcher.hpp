@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "actors/protocol/atoms.hpp"
+#include "actors/server/block_messages.hpp"
 #include "kernels/tensor.hpp"
 
 namespace corolla {

@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 
+#include "actors/server/block_messages.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/server/step_batcher.hpp"
 
