@@ -18,7 +18,8 @@ namespace {
 struct balancer_state {
   balancer_options opt;
   balanced_gate gate;
-  caf::actor dht, announcer, loader;
+  caf::actor dht, loader;
+  announcer_handle announcer;
   std::mt19937_64 rng;
   bool moving = false;
   bool joining = true;                        // no blocks loaded yet: balance_atom means "(re)choose the span"
@@ -29,7 +30,7 @@ struct balancer_state {
   static inline const char* name = "balancer";
 };
 
-using balancer_actor = caf::stateful_actor<balancer_state>;
+using balancer_actor = balancer_handle::stateful_base<balancer_state>;
 
 // The joining phase and the settling window, in units of the mean check period (120 s by default; the bench and
 // tests use shorter ones). Chosen with an offline model of the rule (docs/PERFORMANCE.md, "Balancing"). What
@@ -216,8 +217,8 @@ void check(balancer_actor* self) {
   });
 }
 
-caf::behavior balancer(balancer_actor* self, balancer_options opt, balanced_gate gate, caf::actor dht,
-                       caf::actor announcer, caf::actor loader) {
+balancer_handle::behavior_type balancer(balancer_actor* self, balancer_options opt, balanced_gate gate, caf::actor dht,
+                                        announcer_handle announcer, caf::actor loader) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.gate = std::move(gate);
@@ -234,8 +235,8 @@ caf::behavior balancer(balancer_actor* self, balancer_options opt, balanced_gate
 
 }  // namespace
 
-caf::actor spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, caf::actor dht,
-                          caf::actor announcer, caf::actor loader) {
+balancer_handle spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, caf::actor dht,
+                               announcer_handle announcer, caf::actor loader) {
   if (options.num_blocks < 1)
     throw std::invalid_argument("the balancer needs num_blocks >= 1, got " + std::to_string(options.num_blocks));
   if (!(options.balance_quality >= 0))

@@ -59,7 +59,10 @@ struct balancer_options {
 // blocks once loaded).
 using balanced_gate = span_gate_control::extend<caf::replies_to<info_request>::with<server_info>>;
 
-caf::actor spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, caf::actor dht,
-                          caf::actor announcer, caf::actor loader);
+// The balancer's interface: a check of the swarm's balance now (its own timer sends it at random times).
+using balancer_handle = caf::typed_actor<caf::reacts_to<balance_atom>>;
+
+balancer_handle spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, caf::actor dht,
+                               announcer_handle announcer, caf::actor loader);
 
 }  // namespace corolla

@@ -1,6 +1,7 @@
 // A server's gate as typed actor interfaces (actors/server/span_gate.hpp implements them): what any peer may send
 // it, and what only the server's own actors send it. Its DHT RPCs are the DHT's interface (dht_rpc_actor,
-// actors/dht/dht_messages.hpp).
+// actors/dht/dht_messages.hpp). And the server's announcer (actors/server/announcer.hpp), which its balancer and
+// its supervisor drive.
 #pragma once
 
 #include <caf/typed_actor.hpp>
@@ -28,5 +29,10 @@ using gate_session_protocol = server_info_source::extend<
 using span_gate_control = caf::typed_actor<caf::replies_to<blocks_atom, std::vector<caf::actor>>::with<ack>,
                                            caf::replies_to<span_atom, int64_t, int64_t>::with<ack>,
                                            caf::reacts_to<address_atom, std::string>>;
+
+// A server's announcer: a state announced now ("online": the gate's own state, joining while it loads; "offline"
+// overrides it), and the offline announcement before it stops.
+using announcer_handle =
+    caf::typed_actor<caf::replies_to<state_atom, std::string>::with<ack>, caf::replies_to<close_atom>::with<ack>>;
 
 }  // namespace corolla

@@ -37,7 +37,10 @@ struct announcer_state {
 
 using announce_due_atom = caf::atom_constant<caf::atom("annodue")>;
 
-using announcer_actor = caf::stateful_actor<announcer_state>;
+// The announcer's whole interface: announcer_handle and its own timers.
+using announcer_impl =
+    announcer_handle::extend<caf::reacts_to<refresh_atom>, caf::reacts_to<announce_due_atom, uint64_t>>;
+using announcer_actor = announcer_impl::stateful_base<announcer_state>;
 
 // As many of the next block's servers as Petals' servers ping per announcement (max_pinged = 5): the clients'
 // routes need a few measured next hops per server, not all of them, and pings are a large share of a swarm's
@@ -140,8 +143,8 @@ void announce(announcer_actor* self, std::function<void(size_t)> done) {
   });
 }
 
-caf::behavior announcer(announcer_actor* self, announcer_options opt, server_info_source gate, caf::actor dht,
-                        caf::actor connector) {
+announcer_impl::behavior_type announcer(announcer_actor* self, announcer_options opt, server_info_source gate,
+                                        caf::actor dht, caf::actor connector) {
   self->state.opt = std::move(opt);
   self->state.gate = std::move(gate);
   self->state.dht = std::move(dht);
@@ -186,8 +189,8 @@ caf::behavior announcer(announcer_actor* self, announcer_options opt, server_inf
 
 }  // namespace
 
-caf::actor spawn_announcer(caf::actor_system& sys, announcer_options options, server_info_source gate, caf::actor dht,
-                           caf::actor connector) {
+announcer_handle spawn_announcer(caf::actor_system& sys, announcer_options options, server_info_source gate,
+                                 caf::actor dht, caf::actor connector) {
   if (!options.identity) throw std::invalid_argument("an announcer signs its records: it needs the server's identity");
   return sys.spawn(announcer, std::move(options), std::move(gate), std::move(dht), std::move(connector));
 }

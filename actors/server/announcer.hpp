@@ -12,10 +12,11 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
-#include "actors/protocol/gate_interface.hpp"
+#include <caf/typed_actor.hpp>
 #include <memory>
 #include <string>
 
+#include "actors/protocol/gate_interface.hpp"
 #include "actors/trust/ed25519.hpp"
 
 namespace corolla {
@@ -29,7 +30,7 @@ struct announcer_options {
 
 // Before each announcement it pings (an info request) the servers announced for the block after its span and
 // announces their smoothed round-trip times, which clients use to route.
-caf::actor spawn_announcer(caf::actor_system& sys, announcer_options options, server_info_source gate, caf::actor dht,
-                           caf::actor connector);
+announcer_handle spawn_announcer(caf::actor_system& sys, announcer_options options, server_info_source gate,
+                                 caf::actor dht, caf::actor connector);
 
 }  // namespace corolla

@@ -16,7 +16,9 @@ struct supervisor_state {
 caf::behavior node_supervisor(caf::stateful_actor<supervisor_state>* self, server_parts parts) {
   self->state.parts = parts;
   if (parts.gate) self->link_to(parts.gate);
-  for (const auto& a : {parts.dht, parts.announcer, parts.balancer, parts.loader})
+  if (parts.announcer) self->link_to(parts.announcer);
+  if (parts.balancer) self->link_to(parts.balancer);
+  for (const auto& a : {parts.dht, parts.loader})
     if (a) self->link_to(a);
   return {
       [=](const info_request& req) {
@@ -28,7 +30,7 @@ caf::behavior node_supervisor(caf::stateful_actor<supervisor_state>* self, serve
         if (auto& b = self->state.parts.balancer) {  // unlinked: its exit must not stop the rest before "offline"
           self->unlink_from(b);
           self->send_exit(b, caf::exit_reason::user_shutdown);
-          b = nullptr;
+          b = balancer_handle{};
         }
         auto stop = [=]() mutable {
           rp.deliver(ack{});

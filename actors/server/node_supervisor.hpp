@@ -18,8 +18,10 @@ namespace corolla {
 
 struct server_parts {
   span_gate_node gate;
-  caf::actor dht, announcer;
-  caf::actor balancer, loader;  // optional
+  caf::actor dht;
+  announcer_handle announcer;
+  balancer_handle balancer;  // optional
+  caf::actor loader;         // optional
 };
 
 caf::actor spawn_node_supervisor(caf::actor_system& sys, server_parts parts);
