@@ -38,6 +38,10 @@ const char* to_string(GenerationEnd end) {
 
 namespace {
 
+bool is_end(const std::vector<int32_t>& end_ids, int32_t id) {
+  return std::find(end_ids.begin(), end_ids.end(), id) != end_ids.end();
+}
+
 const GenerationParams& checked(const GenerationParams& params) {
   if (auto problem = generation_problem(params); !problem.empty()) throw std::invalid_argument(problem);
   if (params.num_beams != 1) throw std::invalid_argument("a beam search is not a token-by-token generation");
@@ -61,11 +65,19 @@ bool TokenGeneration::advance(std::span<const float> logits) {
   history_.push_back(next);
   if (on_token_ && !on_token_(next))
     end_ = GenerationEnd::stopped;
-  else if (std::find(end_ids_.begin(), end_ids_.end(), next) != end_ids_.end())
+  else if (is_end(end_ids_, next))
     end_ = GenerationEnd::end_token;
   else if (static_cast<int64_t>(tokens_.size()) >= max_new_tokens_)
     end_ = GenerationEnd::length;
   return end_ == GenerationEnd::running;
+}
+
+GenerationEnd hand_over(const std::vector<int32_t>& tokens, const std::vector<int32_t>& end_ids,
+                        const TokenCallback& on_token) {
+  if (on_token)
+    for (int32_t id : tokens)
+      if (!on_token(id)) return GenerationEnd::stopped;
+  return !tokens.empty() && is_end(end_ids, tokens.back()) ? GenerationEnd::end_token : GenerationEnd::length;
 }
 
 const std::vector<int32_t>& run_generation(TokenGeneration& generation, Tensor logits,

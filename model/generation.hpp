@@ -81,6 +81,12 @@ class TokenGeneration {
   GenerationEnd end_ = GenerationEnd::running;
 };
 
+// Hands the tokens of a search that chose them all at once (a beam search's best hypothesis) to the callback until
+// it says stop; returns why that generation ended, in TokenGeneration's order (the callback's stop, an end token,
+// the length).
+GenerationEnd hand_over(const std::vector<int32_t>& tokens, const std::vector<int32_t>& end_ids,
+                        const TokenCallback& on_token);
+
 // Runs `generation` from the logits after the prompt (f32 on the host, one row), feeding each token it goes on
 // with through `feed` (which returns the logits after it), until it ends; returns its new tokens. The loop of the
 // engines in this process (a session's is the same loop, one continuation per step).

@@ -119,11 +119,8 @@ std::vector<int32_t> generate_beams(LocalModel& model, std::span<const int32_t> 
     const std::vector<int32_t> at(static_cast<size_t>(beams), static_cast<int32_t>(t + search.generated() - 1));
     logits = model.head().backend().download(model.forward(step.tokens, at, true));
   }
-  const std::vector<int32_t>& best = search.best();
-  if (on_token)
-    for (int32_t id : best)
-      if (!on_token(id)) break;
-  return best;
+  hand_over(search.best(), end_tokens(params, model.config()), on_token);
+  return search.best();
 }
 
 }  // namespace

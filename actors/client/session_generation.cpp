@@ -119,17 +119,8 @@ void beam_step(session_actor* self, std::shared_ptr<beam_generation> g, const st
                   if (next.done) {
                     self->state.busy = false;
                     const std::vector<int32_t>& best = g->search->best();
-                    GenerationEnd end = GenerationEnd::length;
-                    const auto eos = end_tokens(g->req.params, self->state.head->config());
-                    if (!best.empty() && std::find(eos.begin(), eos.end(), best.back()) != eos.end())
-                      end = GenerationEnd::end_token;
-                    for (int32_t id : best) {
-                      if (g->req.subscriber) caf::anon_send(g->req.subscriber, token_atom::value, id);
-                      if (g->req.on_token && !g->req.on_token(id)) {
-                        end = GenerationEnd::stopped;
-                        break;
-                      }
-                    }
+                    const GenerationEnd end =
+                        hand_over(best, end_tokens(g->req.params, self->state.head->config()), g->req.on_token);
                     const double secs = std::chrono::duration<double>(self->clock().now() - g->start).count();
                     g->rp.deliver(generate_result{best, secs, end});
                     return;
@@ -168,6 +159,15 @@ void start_beam_search(session_actor* self, std::shared_ptr<beam_generation> g) 
   beam_step(self, g, first.ids, std::move(first.positions), {});
 }
 
+// The request's token callback, after the subscriber's message: where every token of the generation goes.
+TokenCallback streamed(const generate_request& req) {
+  if (!req.subscriber) return req.on_token;
+  return [subscriber = req.subscriber, then = req.on_token](int32_t id) {
+    caf::anon_send(subscriber, token_atom::value, id);
+    return !then || then(id);
+  };
+}
+
 }  // namespace
 
 caf::result<generate_result> start_generation(session_actor* self, generate_request& req) {
@@ -195,6 +195,7 @@ caf::result<generate_result> start_generation(session_actor* self, generate_requ
                                                      std::to_string(req.params.max_new_tokens) +
                                                      " new ones (all but the last fed) exceed its max_length " +
                                                      std::to_string(st.opt.max_length));
+  req.on_token = streamed(req);
   if (req.params.num_beams != 1) {
     if (auto refusal = beam_search_refusal(st, req)) return refusal;
     auto beams = std::make_shared<beam_generation>();
@@ -207,15 +208,9 @@ caf::result<generate_result> start_generation(session_actor* self, generate_requ
   auto g = std::make_shared<generation>();
   std::vector<int32_t> history = st.tokens;
   history.insert(history.end(), req.prompt.begin(), req.prompt.end());
-  TokenCallback on_token = req.on_token;
-  if (req.subscriber)
-    on_token = [self, subscriber = req.subscriber, then = std::move(on_token)](int32_t id) {
-      caf::anon_send(subscriber, token_atom::value, id);
-      return !then || then(id);
-    };
   try {
     g->tokens = std::make_unique<TokenGeneration>(req.params, end_tokens(req.params, st.head->config()),
-                                                  std::move(history), std::move(on_token));
+                                                  std::move(history), req.on_token);
   } catch (const std::exception& e) {
     return make_error(errc::bad_request, e.what());
   }

@@ -1,12 +1,10 @@
-// Atoms and the in-process message types of the runtime. Types here never cross processes (those are in
-// messages.hpp, with Cap'n Proto encodings); CAF is told they are local-only.
+// Atoms of the runtime, and CAF told that a Tensor never crosses processes as itself (messages that do are in
+// messages.hpp, with Cap'n Proto encodings).
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/actor.hpp>
-#include <caf/actor_clock.hpp>
 #include <caf/atom.hpp>
-#include <caf/error.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>

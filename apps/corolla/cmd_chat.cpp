@@ -147,6 +147,14 @@ GenerationParams reply_params(const ChatOptions& o, const Tokenizer& tokenizer, 
   return params;
 }
 
+// Shows each token of a reply but the one that ends it (`ends`: the reply's end tokens).
+TokenCallback show_reply(const std::vector<int32_t>& ends, const std::function<void(int32_t)>& on_token) {
+  return [&ends, &on_token](int32_t id) {
+    if (!ends_reply(ends, id)) on_token(id);
+    return true;
+  };
+}
+
 // The reply's tokens without the one that ended it.
 std::vector<int32_t> without_end(std::vector<int32_t> reply, GenerationEnd end) {
   if (end == GenerationEnd::end_token) reply.pop_back();
@@ -160,12 +168,10 @@ int run_local(const ChatOptions& o, const std::string& path) {
   LocalModel model(open_weights(path), *backend);
   CachedConversation conversation(model, std::min<int64_t>(o.context, model.config().max_position));
   const GenerationParams params = reply_params(o, tokenizer, chat);
+  const std::vector<int32_t> ends = end_tokens(params, model.config());
   const ReplyFn reply_to = [&](const std::vector<int32_t>& ids, const std::function<void(int32_t)>& on_token) {
     Tensor logits = conversation.feed(ids);
-    TokenGeneration reply(params, params.eos_token_ids, conversation.cached(), [&](int32_t id) {
-      if (!ends_reply(params.eos_token_ids, id)) on_token(id);
-      return true;
-    });
+    TokenGeneration reply(params, ends, conversation.cached(), show_reply(ends, on_token));
     run_generation(reply, std::move(logits), [&](int32_t id) { return conversation.feed_one(id); });
     return without_end(reply.tokens(), reply.end());
   };
@@ -188,6 +194,7 @@ int run_swarm(const ChatOptions& o, const std::string& path) {
   auto client = spawn_swarm_client(sys, cli_client_options(o.initial_peers, o.swarm_id, *source), head);
 
   const GenerationParams params = reply_params(o, tokenizer, chat);
+  const std::vector<int32_t> ends = end_tokens(params, head->config());
   const ReplyFn reply_to = [&](const std::vector<int32_t>& ids, const std::function<void(int32_t)>& on_token) {
     const int64_t max_length = static_cast<int64_t>(ids.size()) + o.max_new_tokens;
     if (max_length > context)
@@ -196,10 +203,7 @@ int run_swarm(const ChatOptions& o, const std::string& path) {
                                   std::to_string(context) + " tokens: /reset to start over");
     // Tokens are shown from the session's thread as they are chosen; its reply comes after the last of them.
     generate_request req{ids, params};
-    req.on_token = [&](int32_t id) {
-      if (!ends_reply(params.eos_token_ids, id)) on_token(id);
-      return true;
-    };
+    req.on_token = show_reply(ends, on_token);
     generate_result reply;
     std::string failure;
     self->request(client, caf::infinite, open_session_request{max_length})

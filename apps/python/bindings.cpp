@@ -29,7 +29,7 @@ GenerationParams params_of(int64_t max_new_tokens, bool do_sample, float tempera
   p.sampling.repetition_penalty = repetition_penalty;
   p.sampling.seed = seed;
   p.stop_at_eos = stop_at_eos;
-  if (max_new_tokens < 1) throw std::invalid_argument("max_new_tokens must be at least 1");
+  if (auto problem = generation_problem(p); !problem.empty()) throw std::invalid_argument(problem);
   p.sampling.validate();
   return p;
 }

@@ -102,3 +102,20 @@ BOOST_AUTO_TEST_CASE(refuses_what_cannot_run) {
   BOOST_TEST(!one.advance({l.data_as<const float>(), kVocab}));
   BOOST_CHECK_THROW(one.advance({l.data_as<const float>(), kVocab}), std::logic_error);
 }
+
+// A search that chose its tokens at once hands them over in the same order of ends as a token-by-token one.
+BOOST_AUTO_TEST_CASE(handing_over_finished_tokens_ends_as_a_generation_does) {
+  std::vector<int32_t> seen;
+  auto until = [&](int32_t stop) {
+    return [&, stop](int32_t id) {
+      seen.push_back(id);
+      return id != stop;
+    };
+  };
+  BOOST_TEST(to_string(hand_over({4, 5, 6}, {6}, until(-1))) == std::string("end_token"));
+  BOOST_TEST(seen == std::vector<int32_t>({4, 5, 6}), boost::test_tools::per_element());
+  seen.clear();
+  BOOST_TEST(to_string(hand_over({4, 5, 6}, {6}, until(5))) == std::string("stopped"));
+  BOOST_TEST(seen == std::vector<int32_t>({4, 5}), boost::test_tools::per_element());
+  BOOST_TEST(to_string(hand_over({4, 5, 6}, {9}, {})) == std::string("length"));
+}
