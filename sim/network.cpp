@@ -30,7 +30,7 @@ node_index Network::add_node(std::string name, const std::string& region, double
   return nodes_.size() - 1;
 }
 
-void Network::publish(const std::string& address, node_index node, caf::actor actor, caf::actor dht) {
+void Network::publish(const std::string& address, node_index node, caf::actor actor, dht_rpc_actor dht) {
   published_[address] = {node, std::move(actor), std::move(dht)};
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/dht/dht_messages.hpp"
 #include "sim/message_size.hpp"
 #include "sim/scenario.hpp"
 
@@ -48,11 +49,11 @@ class Network {
 
   // Addresses: an actor reachable by the other nodes (a server's gate), and the node it lives on. `dht`: the DHT
   // node the gate hands DHT RPCs to, when it has one (see sim_link.hpp).
-  void publish(const std::string& address, node_index node, caf::actor actor, caf::actor dht = {});
+  void publish(const std::string& address, node_index node, caf::actor actor, dht_rpc_actor dht = {});
   struct endpoint {
     node_index node;
     caf::actor actor;
-    caf::actor dht;
+    dht_rpc_actor dht;
   };
   std::optional<endpoint> lookup(const std::string& address) const;
 

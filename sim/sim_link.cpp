@@ -150,7 +150,7 @@ void bring_link_down(caf::actor_system& sys, const caf::strong_actor_ptr& link, 
 }
 
 caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, node_index to, caf::actor target,
-                      caf::actor target_dht) {
+                      dht_rpc_actor target_dht) {
   caf::actor_config cfg;
   auto* clock = dynamic_cast<sim_clock*>(&sys.clock());
   auto ptr = caf::make_actor<sim_link, caf::strong_actor_ptr>(sys.next_actor_id(), sys.node(), &sys, cfg, &net, clock,

@@ -26,7 +26,7 @@ namespace corolla::sim {
 // A link from node `from` to `target` on node `to` (`target_dht`: the DHT node behind it, or none). It registers
 // itself with the network.
 caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, node_index to, caf::actor target,
-                      caf::actor target_dht = {});
+                      dht_rpc_actor target_dht = {});
 
 // Brings a link down after `delay` (with `reason` for its monitors); nothing when it is down already.
 void bring_link_down(caf::actor_system& sys, const caf::strong_actor_ptr& link, caf::timespan delay, caf::error reason);

@@ -97,7 +97,8 @@ struct World::impl {
     std::shared_ptr<CostBackend> backend;
     int64_t cache_tokens = 0;
     size_t swarm = 0;
-    caf::actor connector, dht, gate, supervisor;
+    caf::actor connector, gate, supervisor;
+    dht_node_actor dht;
     std::shared_ptr<const SigningKey> identity;
     bool started = false, serving = false, frozen = false, gone = false;
     bool restarted = false;  // gone, and back as a later entry with the same identity
@@ -171,9 +172,12 @@ struct World::impl {
 
   ~impl() {
     shutting_down = true;
-    for (auto& s : servers)
-      for (auto* a : {&s.supervisor, &s.gate, &s.dht, &s.connector})
+    for (auto& s : servers) {
+      for (auto* a : {&s.supervisor, &s.gate})
         if (*a) caf::anon_send_exit(*a, caf::exit_reason::kill);
+      if (s.dht) caf::anon_send_exit(s.dht, caf::exit_reason::kill);
+      if (s.connector) caf::anon_send_exit(s.connector, caf::exit_reason::kill);
+    }
     for (auto& c : clients) {
       if (c.swarm_client) caf::anon_send_exit(c.swarm_client, caf::exit_reason::kill);
       if (c.connector) caf::anon_send_exit(c.connector, caf::exit_reason::kill);
@@ -296,7 +300,7 @@ struct World::impl {
                              " inference_rps=" + fmt(s.rec.inference_rps) + " throughput=" + fmt(s.rec.throughput));
     const std::vector<std::string> peers = initial_peers(i);
     if (peers.empty()) return start_parts(i, node, setup);
-    caf::actor dht = s.dht;
+    dht_node_actor dht = s.dht;
     drivers.push_back(sys.spawn([this, i, node, setup, peers, dht](caf::event_based_actor* self) {
       self->request(dht, std::chrono::seconds(60), dht_bootstrap{peers})
           .then([=, this](const dht_bootstrap_reply&) { start_parts(i, node, setup); },
@@ -390,8 +394,9 @@ struct World::impl {
     s.rec.end_s = now_s();
     net.crash(s.node);
     note("server-crash", s.rec.address);
-    for (auto* a : {&s.supervisor, &s.gate, &s.dht})
+    for (auto* a : {&s.supervisor, &s.gate})
       if (*a) caf::anon_send_exit(*a, caf::exit_reason::kill);
+    if (s.dht) caf::anon_send_exit(s.dht, caf::exit_reason::kill);
   }
 
   void leave(size_t i) {

@@ -18,7 +18,8 @@ namespace {
 struct balancer_state {
   balancer_options opt;
   balanced_gate gate;
-  caf::actor dht, loader;
+  dht_node_actor dht;
+  caf::actor loader;
   announcer_handle announcer;
   std::mt19937_64 rng;
   bool moving = false;
@@ -217,8 +218,8 @@ void check(balancer_actor* self) {
   });
 }
 
-balancer_handle::behavior_type balancer(balancer_actor* self, balancer_options opt, balanced_gate gate, caf::actor dht,
-                                        announcer_handle announcer, caf::actor loader) {
+balancer_handle::behavior_type balancer(balancer_actor* self, balancer_options opt, balanced_gate gate,
+                                        dht_node_actor dht, announcer_handle announcer, caf::actor loader) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.gate = std::move(gate);
@@ -235,7 +236,7 @@ balancer_handle::behavior_type balancer(balancer_actor* self, balancer_options o
 
 }  // namespace
 
-balancer_handle spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, caf::actor dht,
+balancer_handle spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, dht_node_actor dht,
                                announcer_handle announcer, caf::actor loader) {
   if (options.num_blocks < 1)
     throw std::invalid_argument("the balancer needs num_blocks >= 1, got " + std::to_string(options.num_blocks));

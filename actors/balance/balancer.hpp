@@ -29,6 +29,7 @@
 #include <string>
 
 #include "actors/balance/rebalance.hpp"
+#include "actors/dht/dht_api.hpp"
 #include "actors/protocol/gate_interface.hpp"
 
 namespace corolla {
@@ -62,7 +63,7 @@ using balanced_gate = span_gate_control::extend<caf::replies_to<info_request>::w
 // The balancer's interface: a check of the swarm's balance now (its own timer sends it at random times).
 using balancer_handle = caf::typed_actor<caf::reacts_to<balance_atom>>;
 
-balancer_handle spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, caf::actor dht,
+balancer_handle spawn_balancer(caf::actor_system& sys, balancer_options options, balanced_gate gate, dht_node_actor dht,
                                announcer_handle announcer, caf::actor loader);
 
 }  // namespace corolla

@@ -27,7 +27,7 @@ struct client_state {
   std::shared_ptr<const ClientHead> head;
   caf::actor head_batcher;  // the sessions' LM head, one product for the rows that come together
   caf::actor connector;
-  caf::actor dht;  // client-mode DHT node, when joining through the DHT
+  dht_node_actor dht;  // client-mode DHT node, when joining through the DHT
   bool bootstrapped = false;
   std::string bootstrap_error;  // why joining the DHT failed last (a refused certificate, say), for no_route
   std::vector<server_info> servers;

@@ -10,14 +10,15 @@ namespace {
 
 struct bucket_state {
   bucket_params p;
-  caf::actor node, connector;
+  dht_node_parts node;
+  caf::actor connector;
   KBucket bucket;
   caf::actor_clock::time_point last_ping{};
   bool pinging = false;
   static inline const char* name = "dht_bucket";
 };
 
-using bucket_actor = caf::stateful_actor<bucket_state>;
+using bucket_actor = dht_bucket_actor::stateful_base<bucket_state>;
 
 void publish(bucket_actor* self) {
   self->send(self->state.node, bucket_view{self->state.p.index, self->state.bucket.contacts()});
@@ -55,7 +56,7 @@ void ping_least_recent(bucket_actor* self) {
       });
 }
 
-caf::behavior bucket(bucket_actor* self, bucket_params p, caf::actor node, caf::actor connector) {
+dht_bucket_actor::behavior_type bucket(bucket_actor* self, bucket_params p, dht_node_parts node, caf::actor connector) {
   auto& st = self->state;
   st.p = std::move(p);
   st.node = std::move(node);
@@ -79,8 +80,9 @@ caf::behavior bucket(bucket_actor* self, bucket_params p, caf::actor node, caf::
 
 }  // namespace
 
-caf::actor spawn_bucket(caf::event_based_actor* node, bucket_params params, caf::actor connector) {
-  return node->spawn<caf::linked>(bucket, std::move(params), caf::actor_cast<caf::actor>(node), std::move(connector));
+dht_bucket_actor spawn_bucket(caf::local_actor* owner, dht_node_parts node, bucket_params params,
+                              caf::actor connector) {
+  return owner->spawn<caf::linked>(bucket, std::move(params), std::move(node), std::move(connector));
 }
 
 }  // namespace corolla

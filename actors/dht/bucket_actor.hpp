@@ -3,14 +3,15 @@
 // the ping fails), and tells the node its members whenever they change (bucket_view). Refreshing an idle bucket
 // is the node's (it meets every contact, the bucket hears only of the ones it reports).
 //
-//   node -> bucket: contact_seen, contact_failed, (address_atom, "HOST:PORT")
-//   bucket -> node: bucket_view
+//   node -> bucket: contact_seen, contact_failed, (address_atom, "HOST:PORT")   (dht_bucket_actor)
+//   bucket -> node: bucket_view                                                (dht_node_parts)
 #pragma once
 
 #include <caf/actor.hpp>
-#include <caf/event_based_actor.hpp>
+#include <caf/local_actor.hpp>
 #include <caf/timespan.hpp>
 
+#include "actors/dht/dht_internal.hpp"
 #include "actors/dht/kbucket.hpp"
 
 namespace corolla {
@@ -22,7 +23,7 @@ struct bucket_params {
   caf::timespan rpc_timeout{};
 };
 
-// Spawned by `node`, linked to it.
-caf::actor spawn_bucket(caf::event_based_actor* node, bucket_params params, caf::actor connector);
+// Spawned by the DHT node `owner` (linked to it), reporting to `node` (the same actor, typed).
+dht_bucket_actor spawn_bucket(caf::local_actor* owner, dht_node_parts node, bucket_params params, caf::actor connector);
 
 }  // namespace corolla

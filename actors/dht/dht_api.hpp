@@ -8,12 +8,16 @@
 //   request(node, t, dht_info_request{})                       -> dht_info
 //   send(node, address_atom::value, "HOST:PORT")               (where the node was published)
 //
+// `dht_node_actor` is that interface as a type (with the RPCs other nodes send it, dht_rpc_actor): every holder of
+// a DHT node holds it typed, and a server's gate, which only relays RPCs, holds just dht_rpc_actor.
+//
 // Expirations are absolute times of this process's actor clock (self->clock().now() + ttl). These types never
 // cross processes; nodes talk to each other with the wire messages of dht_messages.hpp. docs/dht.md has the
 // details.
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/typed_actor.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +26,7 @@
 #include "actors/dht/kbucket.hpp"
 #include "actors/dht/node_id.hpp"
 #include "actors/dht/storage.hpp"
+#include "actors/protocol/atoms.hpp"
 
 namespace corolla {
 
@@ -81,6 +86,13 @@ struct dht_info {
   std::vector<Contact> table;        // its members, as the buckets last reported them
   size_t keys = 0, entries = 0;      // local storage (live or not yet purged)
 };
+
+// The node's own process talks to it through this; other nodes' RPCs arrive as dht_rpc_actor's messages.
+using dht_node_actor =
+    dht_rpc_actor::extend<caf::replies_to<dht_put>::with<dht_put_reply>, caf::replies_to<dht_get>::with<dht_get_reply>,
+                          caf::replies_to<dht_bootstrap>::with<dht_bootstrap_reply>,
+                          caf::replies_to<dht_find_nodes>::with<dht_find_nodes_reply>,
+                          caf::replies_to<dht_info_request>::with<dht_info>, caf::reacts_to<address_atom, std::string>>;
 
 }  // namespace corolla
 

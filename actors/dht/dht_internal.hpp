@@ -3,6 +3,7 @@
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
+#include <caf/typed_actor.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "actors/dht/dht_messages.hpp"
 #include "actors/dht/kbucket.hpp"
 #include "actors/dht/storage.hpp"
+#include "actors/protocol/atoms.hpp"
 
 namespace corolla {
 
@@ -40,6 +42,18 @@ struct lookup_result {
   int hops = 0;
   size_t queries = 0;
 };
+
+// A bucket actor (bucket_actor.hpp), as its node sees it.
+using dht_bucket_actor = caf::typed_actor<caf::reacts_to<contact_seen>, caf::reacts_to<contact_failed>,
+                                          caf::reacts_to<address_atom, std::string>>;
+
+// A lookup actor (lookup_actor.hpp): asked once for its result; deadline_atom is its own timer.
+using dht_lookup_actor =
+    caf::typed_actor<caf::replies_to<lookup_atom>::with<lookup_result>, caf::reacts_to<deadline_atom>>;
+
+// The DHT node as its buckets and lookups see it: they report contacts met and lost, and buckets their members.
+using dht_node_parts =
+    caf::typed_actor<caf::reacts_to<contact_seen>, caf::reacts_to<contact_failed>, caf::reacts_to<bucket_view>>;
 
 inline dht_contact to_wire(const Contact& c) { return {id_bytes(c.id), c.address}; }
 

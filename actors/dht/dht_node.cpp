@@ -21,15 +21,20 @@ namespace {
 
 static_assert(std::is_same_v<caf::actor_clock::time_point, DhtTime>, "DHT times are actor clock times");
 
+// The node's whole interface: its API and the RPCs of other nodes, what its buckets and lookups report, and its
+// timers (obeyed only from its own node).
+using dht_node_internal =
+    dht_node_actor::extend_with<dht_node_parts>::extend<caf::reacts_to<sweep_atom>, caf::reacts_to<republish_atom>>;
+
 struct dht_node_state {
   dht_options opt;
   Contact me;  // id and advertised address (empty in client mode)
   caf::actor connector;
-  std::map<int, caf::actor> buckets;          // bucket index -> bucket actor (spawned when first needed)
+  std::map<int, dht_bucket_actor> buckets;    // bucket index -> bucket actor (spawned when first needed)
   std::map<int, std::vector<Contact>> views;  // bucket index -> its members, as the bucket last reported
   DhtStorage storage;
   std::mt19937_64 rng;
-  std::set<caf::actor> lookups;  // running
+  std::set<dht_lookup_actor> lookups;  // running
   // When each contact was last reported to its bucket: a contact met again within kSeenReportInterval (a member
   // of the bucket: kMemberReportInterval) is not reported again (every RPC meets one, and the bucket's order by
   // last sighting does not need that precision).
@@ -81,7 +86,7 @@ constexpr size_t kLostKept = 64;
 // readers, stopping at 5 holders too, meet these nodes.
 constexpr caf::timespan kReadReuse = std::chrono::seconds(10);
 
-using node_actor = caf::stateful_actor<dht_node_state>;
+using node_actor = dht_node_internal::stateful_base<dht_node_state>;
 
 // An entry to store, with its absolute expiration.
 using Entry = std::pair<std::string, DhtValue>;
@@ -131,7 +136,7 @@ void note_seen(node_actor* self, const Contact& c) {
   auto& bucket = st.buckets[index];
   if (!bucket) {
     bucket_params p{index, st.me, KBucket::Options{st.opt.k, st.opt.max_failures, st.opt.k}, st.opt.rpc_timeout};
-    bucket = spawn_bucket(self, std::move(p), st.connector);
+    bucket = spawn_bucket(self, dht_node_parts{self}, std::move(p), st.connector);
   }
   self->send(bucket, contact_seen{c});
 }
@@ -285,7 +290,7 @@ void run_lookup(node_actor* self, const NodeId& target, bool find_value, const s
                   st.opt.rpc_timeout,
                   st.opt.lookup_timeout,
                   copies(closest(st, target, st.opt.k, extra))};
-  auto lookup = spawn_lookup(self, std::move(p), st.connector);
+  auto lookup = spawn_lookup(self, dht_node_parts{self}, std::move(p), st.connector);
   st.lookups.insert(lookup);
   // The lookup answers by its deadline; the margin covers the RPCs still in flight then.
   self->request(lookup, st.opt.lookup_timeout + 2 * st.opt.rpc_timeout, lookup_atom::value)
@@ -409,7 +414,7 @@ std::string check_entry(const std::string& subkey, size_t value_bytes) {
   return {};
 }
 
-caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) {
+dht_node_internal::behavior_type dht_node(node_actor* self, dht_options opt, caf::actor connector) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.me = Contact{st.opt.id, st.opt.client_mode ? std::string() : st.opt.address};
@@ -657,7 +662,7 @@ caf::behavior dht_node(node_actor* self, dht_options opt, caf::actor connector) 
 
 }  // namespace
 
-caf::actor spawn_dht_node(caf::actor_system& sys, dht_options options, caf::actor connector) {
+dht_node_actor spawn_dht_node(caf::actor_system& sys, dht_options options, caf::actor connector) {
   if (options.k == 0 || options.alpha == 0 || options.replicas == 0 || options.max_failures == 0)
     throw std::invalid_argument("DHT options: k, alpha, replicas and max_failures must be at least 1");
   return sys.spawn(dht_node, std::move(options), std::move(connector));

@@ -39,6 +39,6 @@ struct dht_options {
 };
 
 // Spawns a DHT node (server mode needs a non-empty address, possibly set later with address_atom).
-caf::actor spawn_dht_node(caf::actor_system& sys, dht_options options, caf::actor connector);
+dht_node_actor spawn_dht_node(caf::actor_system& sys, dht_options options, caf::actor connector);
 
 }  // namespace corolla

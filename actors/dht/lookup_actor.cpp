@@ -12,7 +12,8 @@ namespace {
 
 struct lookup_state {
   lookup_params p;
-  caf::actor node, connector;
+  dht_node_parts node;
+  caf::actor connector;
   std::optional<Lookup> lookup;
   lookup_result result;
   std::vector<caf::typed_response_promise<lookup_result>> waiting;
@@ -20,7 +21,7 @@ struct lookup_state {
   static inline const char* name = "dht_lookup";
 };
 
-using lookup_actor = caf::stateful_actor<lookup_state>;
+using lookup_actor = dht_lookup_actor::stateful_base<lookup_state>;
 
 void finish(lookup_actor* self) {
   auto& st = self->state;
@@ -127,7 +128,7 @@ void pump(lookup_actor* self) {
   }
 }
 
-caf::behavior lookup(lookup_actor* self, lookup_params p, caf::actor node, caf::actor connector) {
+dht_lookup_actor::behavior_type lookup(lookup_actor* self, lookup_params p, dht_node_parts node, caf::actor connector) {
   auto& st = self->state;
   st.p = std::move(p);
   st.node = std::move(node);
@@ -151,8 +152,9 @@ caf::behavior lookup(lookup_actor* self, lookup_params p, caf::actor node, caf::
 
 }  // namespace
 
-caf::actor spawn_lookup(caf::event_based_actor* node, lookup_params params, caf::actor connector) {
-  return node->spawn<caf::linked>(lookup, std::move(params), caf::actor_cast<caf::actor>(node), std::move(connector));
+dht_lookup_actor spawn_lookup(caf::local_actor* owner, dht_node_parts node, lookup_params params,
+                              caf::actor connector) {
+  return owner->spawn<caf::linked>(lookup, std::move(params), std::move(node), std::move(connector));
 }
 
 }  // namespace corolla

@@ -6,10 +6,11 @@
 #pragma once
 
 #include <caf/actor.hpp>
-#include <caf/event_based_actor.hpp>
+#include <caf/local_actor.hpp>
 #include <caf/timespan.hpp>
 #include <vector>
 
+#include "actors/dht/dht_internal.hpp"
 #include "actors/dht/lookup.hpp"
 
 namespace corolla {
@@ -25,7 +26,8 @@ struct lookup_params {
   std::vector<Contact> initial;
 };
 
-// Spawned by `node`, linked to it; request(lookup, t, lookup_atom::value) -> lookup_result.
-caf::actor spawn_lookup(caf::event_based_actor* node, lookup_params params, caf::actor connector);
+// Spawned by the DHT node `owner` (linked to it), reporting to `node` (the same actor, typed);
+// request(lookup, t, lookup_atom::value) -> lookup_result.
+dht_lookup_actor spawn_lookup(caf::local_actor* owner, dht_node_parts node, lookup_params params, caf::actor connector);
 
 }  // namespace corolla

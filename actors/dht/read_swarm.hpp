@@ -6,7 +6,6 @@
 // Servers whose standing entry is "offline" are left out.
 #pragma once
 
-#include <caf/actor.hpp>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,7 +35,7 @@ class SwarmReading {
 // Asks `dht` from `self` (any event-based actor, typed or not); calls done with the servers found, in address
 // order. Keys that fail to read are skipped (a DHT that answers nothing gives an empty swarm).
 template <class Self>
-void read_swarm(Self* self, const caf::actor& dht, const std::string& model_prefix, int64_t total_blocks,
+void read_swarm(Self* self, const dht_node_actor& dht, const std::string& model_prefix, int64_t total_blocks,
                 caf::timespan timeout, std::function<void(std::vector<server_info>)> done) {
   const int64_t keys = group_count(total_blocks);
   if (keys == 0) return done({});

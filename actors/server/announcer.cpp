@@ -17,7 +17,8 @@ namespace {
 struct announcer_state {
   announcer_options opt;
   server_info_source gate;  // the server's gate: what is announced is what it tells
-  caf::actor dht, connector;
+  dht_node_actor dht;
+  caf::actor connector;
   std::shared_ptr<rtt_table> rtts = std::make_shared<rtt_table>();  // next servers, smoothed
   DhtTime models_due{};                                             // when the models list is announced again
   // One announcement at a time. A DHT node keeps the record that expires last, and an expiration travels as
@@ -144,7 +145,7 @@ void announce(announcer_actor* self, std::function<void(size_t)> done) {
 }
 
 announcer_impl::behavior_type announcer(announcer_actor* self, announcer_options opt, server_info_source gate,
-                                        caf::actor dht, caf::actor connector) {
+                                        dht_node_actor dht, caf::actor connector) {
   self->state.opt = std::move(opt);
   self->state.gate = std::move(gate);
   self->state.dht = std::move(dht);
@@ -190,7 +191,7 @@ announcer_impl::behavior_type announcer(announcer_actor* self, announcer_options
 }  // namespace
 
 announcer_handle spawn_announcer(caf::actor_system& sys, announcer_options options, server_info_source gate,
-                                 caf::actor dht, caf::actor connector) {
+                                 dht_node_actor dht, caf::actor connector) {
   if (!options.identity) throw std::invalid_argument("an announcer signs its records: it needs the server's identity");
   return sys.spawn(announcer, std::move(options), std::move(gate), std::move(dht), std::move(connector));
 }

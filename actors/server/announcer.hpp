@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/dht/dht_api.hpp"
 #include "actors/protocol/gate_interface.hpp"
 #include "actors/trust/ed25519.hpp"
 
@@ -31,6 +32,6 @@ struct announcer_options {
 // Before each announcement it pings (an info request) the servers announced for the block after its span and
 // announces their smoothed round-trip times, which clients use to route.
 announcer_handle spawn_announcer(caf::actor_system& sys, announcer_options options, server_info_source gate,
-                                 caf::actor dht, caf::actor connector);
+                                 dht_node_actor dht, caf::actor connector);
 
 }  // namespace corolla

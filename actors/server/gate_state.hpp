@@ -57,7 +57,7 @@ struct gate_state {
   std::vector<block_actor_handle> blocks;
   std::shared_ptr<Backend> backend;
   caf::actor connector;
-  caf::actor dht;
+  dht_rpc_actor dht;
   CacheBudget budget{0, {}, 0};
   std::unique_ptr<StepBatcher> batcher;                    // sessions' steps waiting for the blocks, run in batches
   std::optional<caf::actor_clock::time_point> held_timer;  // when the batch_atom sent for held steps comes

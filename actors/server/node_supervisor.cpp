@@ -18,8 +18,8 @@ caf::behavior node_supervisor(caf::stateful_actor<supervisor_state>* self, serve
   if (parts.gate) self->link_to(parts.gate);
   if (parts.announcer) self->link_to(parts.announcer);
   if (parts.balancer) self->link_to(parts.balancer);
-  for (const auto& a : {parts.dht, parts.loader})
-    if (a) self->link_to(a);
+  if (parts.dht) self->link_to(parts.dht);
+  if (parts.loader) self->link_to(parts.loader);
   return {
       [=](const info_request& req) {
         self->delegate(self->state.parts.gate, req);
@@ -54,7 +54,7 @@ caf::actor spawn_node_supervisor(caf::actor_system& sys, server_parts parts) {
 }
 
 supervised_server start_server_parts(caf::actor_system& sys, const server_node& node, const server_setup& setup,
-                                     std::shared_ptr<WeightSource> source, caf::actor dht, caf::actor connector,
+                                     std::shared_ptr<WeightSource> source, dht_node_actor dht, caf::actor connector,
                                      announcer_options announce, std::optional<balancer_options> balance) {
   supervised_server out;
   out.parts.gate = node.gate;

@@ -18,7 +18,7 @@ namespace corolla {
 
 struct server_parts {
   span_gate_node gate;
-  caf::actor dht;
+  dht_node_actor dht;
   announcer_handle announcer;
   balancer_handle balancer;  // optional
   caf::actor loader;         // optional
@@ -35,7 +35,7 @@ struct supervised_server {
   caf::actor supervisor;
 };
 supervised_server start_server_parts(caf::actor_system& sys, const server_node& node, const server_setup& setup,
-                                     std::shared_ptr<WeightSource> source, caf::actor dht, caf::actor connector,
+                                     std::shared_ptr<WeightSource> source, dht_node_actor dht, caf::actor connector,
                                      announcer_options announce, std::optional<balancer_options> balance);
 
 }  // namespace corolla

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/dht/dht_api.hpp"
 #include "actors/server/span_gate.hpp"
 #include "actors/server/throughput.hpp"
 #include "actors/store/node_store.hpp"
@@ -41,7 +42,7 @@ struct server_setup {
   // the key its DHT records name (the announcer signs them with the same key).
   std::shared_ptr<const SigningKey> identity;
   // Optional: the server's DHT node, to which the gate hands DHT RPCs.
-  caf::actor dht;
+  dht_node_actor dht;
   // Optional: converted block weights are cached here when the serving dtype differs from the stored one.
   NodeStore* store = nullptr;
   // LoRA adapter directories (PEFT format) to load for the span; requests name them by directory name.

@@ -84,7 +84,7 @@ caf::result<ack> move_to_span(gate_actor* self, int64_t first, int64_t last) {
 }
 
 span_gate_impl::behavior_type span_gate(gate_actor* self, gate_options opt, std::shared_ptr<Backend> backend,
-                                        caf::actor connector, caf::actor dht) {
+                                        caf::actor connector, dht_rpc_actor dht) {
   auto& st = self->state;
   st.opt = std::move(opt);
   st.backend = std::move(backend);
@@ -160,7 +160,7 @@ span_gate_impl::behavior_type span_gate(gate_actor* self, gate_options opt, std:
 }  // namespace gate
 
 span_gate_node spawn_span_gate(caf::actor_system& sys, gate_options options, std::shared_ptr<Backend> backend,
-                               caf::actor connector, caf::actor dht) {
+                               caf::actor connector, dht_rpc_actor dht) {
   return sys.spawn(gate::span_gate, std::move(options), std::move(backend), std::move(connector), std::move(dht));
 }
 

@@ -62,6 +62,6 @@ using span_gate_node = span_gate_actor::extend_with<span_gate_control>;
 // `dht` (optional) is the server's DHT node: the gate is the server's one published actor, so it hands DHT RPCs
 // (ping, find_node, find_value, store) to it.
 span_gate_node spawn_span_gate(caf::actor_system& sys, gate_options options, std::shared_ptr<Backend> backend,
-                               caf::actor connector, caf::actor dht = {});
+                               caf::actor connector, dht_rpc_actor dht = {});
 
 }  // namespace corolla

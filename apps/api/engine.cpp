@@ -44,7 +44,7 @@ namespace {
 
 struct state_reader_state {
   std::weak_ptr<Engine> engine;
-  caf::actor dht;
+  dht_node_actor dht;
   bool bootstrapped = false;
   nlohmann::json cached;
   caf::actor_clock::time_point read_at{};
@@ -174,7 +174,7 @@ void read_models(state_reader* self, std::string dht_error) {
               [=](caf::error&) { one_done(); });  // the state shows no client view then
 }
 
-caf::behavior state_reader_actor(state_reader* self, std::weak_ptr<Engine> weak_engine, caf::actor dht) {
+caf::behavior state_reader_actor(state_reader* self, std::weak_ptr<Engine> weak_engine, dht_node_actor dht) {
   self->state.engine = weak_engine;
   self->state.dht = dht;
   return {

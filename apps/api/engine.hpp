@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actors/client/client_api.hpp"
+#include "actors/dht/dht_api.hpp"
 #include "apps/api/api_config.hpp"
 #include "apps/api/api_error.hpp"
 #include "kernels/backend.hpp"
@@ -88,7 +89,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   caf::actor_system& sys_;
   ApiConfig config_;
   caf::actor connector_;
-  caf::actor dht_;  // client-mode DHT node for reading server announcements
+  dht_node_actor dht_;  // client-mode DHT node for reading server announcements
   std::mutex reader_mutex_;
   caf::actor state_reader_;  // spawned on first use
   std::vector<std::shared_ptr<ApiModel>> models_;

@@ -57,7 +57,7 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     self->send(connector_, register_atom::value, address, a);
     return address;
   };
-  auto bootstrap = [&](const caf::actor& dht, const std::string& peer) {
+  auto bootstrap = [&](const dht_node_actor& dht, const std::string& peer) {
     caf::error failure;
     self->request(dht, std::chrono::seconds(60), dht_bootstrap{{peer}})
         .receive([](const dht_bootstrap_reply&) {}, [&](caf::error& e) { failure = std::move(e); });
@@ -67,7 +67,7 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
   dht_options dopt;
   dopt.id = random_node_id();
   dht_ = spawn_dht_node(sys_, dopt, connector_);
-  dht_address_ = place(dht_, "dht", &dht_port_);
+  dht_address_ = place(caf::actor_cast<caf::actor>(dht_), "dht", &dht_port_);
   self->send(dht_, address_atom::value, dht_address_);
 
   for (int i = 0; i < o.servers; ++i) {

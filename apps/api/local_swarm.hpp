@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/dht/dht_api.hpp"
+
 namespace corolla::api {
 
 struct LocalSwarmOptions {
@@ -44,7 +46,7 @@ class LocalSwarm {
  private:
   caf::actor_system& sys_;
   caf::actor connector_;
-  caf::actor dht_;
+  dht_node_actor dht_;
   std::string dht_address_, swarm_id_;
   std::vector<std::string> addresses_;
   std::vector<caf::actor> supervisors_;

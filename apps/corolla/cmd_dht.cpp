@@ -59,7 +59,7 @@ int run(const DhtFlags& f) {
     self->send_exit(connector, caf::exit_reason::user_shutdown);
   };
 
-  auto port = publish_to_peers(sys, node, f.host, static_cast<uint16_t>(f.port));
+  auto port = publish_to_peers(sys, caf::actor_cast<caf::actor>(node), f.host, static_cast<uint16_t>(f.port));
   if (!port) {
     stop();
     throw std::runtime_error(listen_error_text(port.error()));

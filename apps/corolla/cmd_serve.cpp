@@ -32,7 +32,7 @@
 namespace corolla::cli {
 namespace {
 
-void bootstrap(caf::scoped_actor& self, const caf::actor& dht, const std::vector<std::string>& peers) {
+void bootstrap(caf::scoped_actor& self, const dht_node_actor& dht, const std::vector<std::string>& peers) {
   caf::error failure;
   self->request(dht, std::chrono::seconds(60), dht_bootstrap{peers})
       .receive([](const dht_bootstrap_reply&) {}, [&](caf::error& e) { failure = std::move(e); });

@@ -37,7 +37,7 @@ struct dht_swarm {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   caf::actor connector = spawn_connector(sys);
-  std::vector<caf::actor> clients;
+  std::vector<dht_node_actor> clients;
   uint8_t next_client = 1;
 
   // A bootstrap node, then `joining` nodes given its address (the first of them keeps its id in a data dir).
@@ -57,7 +57,7 @@ struct dht_swarm {
   }
 
   // A client-mode node in this process that knows only `peer`.
-  caf::expected<caf::actor> client(const std::string& peer) {
+  caf::expected<dht_node_actor> client(const std::string& peer) {
     dht_options o;
     o.id = key_id("test client " + std::to_string(next_client++));
     o.client_mode = true;
@@ -68,10 +68,10 @@ struct dht_swarm {
     return clients.back();
   }
 
-  template <class Reply, class Request>
-  caf::expected<Reply> ask(const caf::actor& dest, Request req) {
+  template <class Reply, class Request, class Handle>
+  caf::expected<Reply> ask(const Handle& dest, Request req) {
     caf::expected<Reply> out = caf::error{};
-    self->request(dest, 60s, std::move(req))
+    self->request(caf::actor_cast<caf::actor>(dest), 60s, std::move(req))
         .receive([&](Reply& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
     return out;
   }

@@ -428,7 +428,7 @@ namespace {
 struct stranger {
   failover_swarm& s;
   caf::actor connector = spawn_connector(s.sys);
-  caf::actor node;
+  dht_node_actor node;
   SigningKey key = SigningKey::generate();
 
   explicit stranger(failover_swarm& swarm) : s(swarm) {

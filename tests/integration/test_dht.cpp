@@ -56,7 +56,7 @@ caf::behavior silent_node(caf::stateful_actor<silent_state>* self) {
 
 struct Swarm : DeterministicSystem {
   caf::actor connector = own(spawn_connector(sys));
-  std::vector<caf::actor> nodes;
+  std::vector<dht_node_actor> nodes;
   std::vector<std::string> names;
   std::vector<NodeId> ids;
   std::set<size_t> down;  // killed or silent
@@ -84,7 +84,7 @@ struct Swarm : DeterministicSystem {
     const std::string name = (client ? "dht-client-" : "dht-") + std::to_string(nodes.size());
     if (!client) o.address = name;
     auto node = own(spawn_dht_node(sys, o, connector));
-    if (!client) caf::anon_send(connector, register_atom::value, name, node);
+    if (!client) caf::anon_send(connector, register_atom::value, name, caf::actor_cast<caf::actor>(node));
     nodes.push_back(node);
     names.push_back(name);
     ids.push_back(o.id);
@@ -125,7 +125,7 @@ struct Swarm : DeterministicSystem {
   // Many gets at once (node index, key).
   std::vector<caf::expected<dht_get_reply>> get_all(const std::vector<std::pair<size_t, std::string>>& which) {
     std::vector<std::pair<caf::actor, dht_get>> reqs;
-    for (const auto& [i, key] : which) reqs.push_back({nodes[i], dht_get{key}});
+    for (const auto& [i, key] : which) reqs.push_back({caf::actor_cast<caf::actor>(nodes[i]), dht_get{key}});
     auto out = ask_all<dht_get_reply>(reqs);
     for (size_t i = 0; i < out.size(); ++i)
       if (out[i]) out[i]->entries = test::RecordSigner::payloads(which[i].second, out[i]->entries, now());
@@ -261,7 +261,8 @@ BOOST_AUTO_TEST_CASE(lookup_hops_grow_logarithmically) {
   for (size_t n : {25u, 50u, 100u, 200u, 400u}) {
     s.grow(n - s.nodes.size());
     std::vector<std::pair<caf::actor, dht_find_nodes>> reqs;
-    for (int j = 0; j < 50; ++j) reqs.push_back({s.nodes[s.random_live()], dht_find_nodes{{}, s.random_id()}});
+    for (int j = 0; j < 50; ++j)
+      reqs.push_back({caf::actor_cast<caf::actor>(s.nodes[s.random_live()]), dht_find_nodes{{}, s.random_id()}});
     auto got = s.ask_all<dht_find_nodes_reply>(reqs);
     HopStats hops;
     for (auto& r : got) {

@@ -70,7 +70,8 @@ class BalanceSwarm : public DeterministicSystem {
     size_t index = 0;
     std::string address;
     swarm_member_spec spec;
-    caf::actor gate, dht, supervisor;
+    caf::actor gate, supervisor;
+    dht_node_actor dht;
     std::shared_ptr<const SigningKey> identity;
     std::vector<balancer_event> events;
     size_t moves() const {

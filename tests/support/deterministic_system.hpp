@@ -44,9 +44,10 @@ class DeterministicSystem {
     sys.await_actors_before_shutdown(false);
   }
 
-  // Actors killed when the system goes.
-  caf::actor own(caf::actor a) {
-    owned_.push_back(a);
+  // Actors killed when the system goes (any handle, typed or not).
+  template <class Handle>
+  Handle own(Handle a) {
+    owned_.push_back(caf::actor_cast<caf::actor>(a));
     return a;
   }
 
@@ -91,9 +92,9 @@ class DeterministicSystem {
     return out;
   }
 
-  template <class Reply, class Request>
-  caf::expected<Reply> ask(const caf::actor& dest, Request req, caf::timespan limit = std::chrono::minutes(10)) {
-    return std::move(ask_all<Reply, Request>({{dest, std::move(req)}}, limit).front());
+  template <class Reply, class Request, class Handle>
+  caf::expected<Reply> ask(const Handle& dest, Request req, caf::timespan limit = std::chrono::minutes(10)) {
+    return std::move(ask_all<Reply, Request>({{caf::actor_cast<caf::actor>(dest), std::move(req)}}, limit).front());
   }
 
  private:
