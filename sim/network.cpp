@@ -26,7 +26,7 @@ node_index Network::add_node(std::string name, const std::string& region, double
   const auto r = find_region(region);
   if (!r) throw std::invalid_argument("unknown region '" + region + "'");
   const double mbps = bandwidth_mbps > 0 ? bandwidth_mbps : model_.bandwidth_mbps;
-  nodes_.push_back({std::move(name), *r, mbps * 1e6});
+  nodes_.push_back({std::move(name), *r, mbps * 1e6, {}});
   return nodes_.size() - 1;
 }
 
@@ -86,8 +86,13 @@ std::optional<caf::timespan> Network::deliver(node_index from, node_index to, ui
     ++counts.lost;
     return std::nullopt;
   }
-  const double s = latency_s(from, to) + transfer_s(from, to, bytes);
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
+  const auto alone = std::chrono::duration_cast<caf::timespan>(
+      std::chrono::duration<double>(latency_s(from, to) + transfer_s(from, to, bytes)));  // on an idle uplink
+  if (from == to) return alone;
+  node& sender = nodes_[from];
+  const auto leaves = std::max(now, sender.uplink_free);  // once the sender's earlier messages have left
+  sender.uplink_free = leaves + timespan_of(8.0 * static_cast<double>(bytes) / sender.bandwidth_bps);
+  return (leaves - now) + alone;
 }
 
 traffic_counts Network::traffic() const {

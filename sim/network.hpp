@@ -1,5 +1,6 @@
 // The simulated network: where each node is (its region and link bandwidth), what a message between two nodes
-// costs (the regions' one-way latency plus its bytes over the slower of the two links), which messages are lost
+// costs (the regions' one-way latency plus its bytes over the slower of the two links, once the messages the sender
+// sent before it have left: a node's uplink is shared by everything it sends), which messages are lost
 // (seeded), and which nodes cannot reach each other (crashed, frozen, or cut off by a partition). Plain C++ used
 // by the links (sim/sim_link.hpp) and connectors (sim/sim_connector.hpp) on the simulation's one thread.
 #pragma once
@@ -61,7 +62,8 @@ class Network {
   double latency_s(node_index from, node_index to) const;
   double transfer_s(node_index from, node_index to, uint64_t bytes) const;
   // The delivery delay of one message of `bytes` (counted under `kind`), or nullopt when it is lost or the nodes
-  // cannot reach each other.
+  // cannot reach each other. A delivered message starts leaving once the sender's earlier messages have left its
+  // uplink (a server's replies to all its sessions share it); the receiver's link is not modelled as shared.
   std::optional<caf::timespan> deliver(node_index from, node_index to, uint64_t bytes, traffic_kind kind,
                                        caf::actor_clock::time_point now);
   // Virtual time zero of the simulation (the per-minute counts start there).
@@ -94,6 +96,8 @@ class Network {
     std::string name;
     size_t region;
     double bandwidth_bps;
+    // When the messages it sent so far have left its uplink.
+    caf::actor_clock::time_point uplink_free{};
   };
   struct link_entry {
     node_index from, to;
