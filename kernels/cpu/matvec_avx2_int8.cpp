@@ -347,7 +347,8 @@ inline __m256 scales8(const char* p) {  // 8 f16 -> f32
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// q4_0 / q4_1 (mins after the scales): per half, 8 words of levels up to 15 summed in int16.
+// q4_0 / q4_1 (mins after the scales): 8 words of levels up to 15 summed in int16. Both halves of the record meet
+// each broadcast word of x: one broadcast feeds two products (the rows 0..7 and 8..15 of the same values).
 template <class Block>
 struct A16Q4 {
   static constexpr bool kMins = requires(Block b) { b.m; };
@@ -358,26 +359,34 @@ struct A16Q4 {
   template <int M>
   static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
     const __m256i nib = _mm256_set1_epi8(15);
+    __m256i s[M][2];
+    for (int j = 0; j < M; ++j) s[j][0] = s[j][1] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {
+      const __m256i v0 = load(rec + kLevels + 64 * t), v1 = load(rec + kLevels + 64 * t + 32);
+      const __m256i lo0 = _mm256_and_si256(v0, nib), lo1 = _mm256_and_si256(v1, nib);
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j) {
+        const __m256i w = word(xp + j * xs, t);
+        s[j][0] = _mm256_add_epi16(s[j][0], _mm256_maddubs_epi16(lo0, w));
+        s[j][1] = _mm256_add_epi16(s[j][1], _mm256_maddubs_epi16(lo1, w));
+      }
+      const __m256i hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), nib);
+      const __m256i hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), nib);
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j) {
+        const __m256i w = word(xp + j * xs, t + 4);
+        s[j][0] = _mm256_add_epi16(s[j][0], _mm256_maddubs_epi16(hi0, w));
+        s[j][1] = _mm256_add_epi16(s[j][1], _mm256_maddubs_epi16(hi1, w));
+      }
+    }
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
-      __m256i s[M];
-      for (int j = 0; j < M; ++j) s[j] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {
-        const __m256i v = load(rec + kLevels + 64 * t + 32 * h);
-        const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-#pragma GCC unroll 4
-        for (int j = 0; j < M; ++j) {
-          const char* a = xp + j * xs;
-          s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(lo, word(a, t)));
-          s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(hi, word(a, t + 4)));
-        }
-      }
       const __m256 ws = scales8(rec + 16 * h);
 #pragma GCC unroll 4
       for (int j = 0; j < M; ++j) {
         const char* a = xp + j * xs;
-        const __m256i isum = _mm256_add_epi32(int16_pairs(s[j]), chunk_bias(a, 32));
+        const __m256i isum = _mm256_add_epi32(int16_pairs(s[j][h]), chunk_bias(a, 32));
         acc[j][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(ws, chunk_scale(a)), acc[j][h]);
         if constexpr (kMins) acc[j][h] = _mm256_fmadd_ps(scales8(rec + 32 + 16 * h), chunk_dsum(a), acc[j][h]);
       }
