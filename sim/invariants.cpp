@@ -9,7 +9,8 @@ namespace corolla::sim {
 
 const std::vector<std::string>& invariant_names() {
   static const std::vector<std::string> names = {"session-progress", "session-outcome", "session-output",
-                                                 "cache-released",   "block-coverage",  "dht-readable"};
+                                                 "cache-released",   "block-coverage",  "dht-readable",
+                                                 "request-answered"};
   return names;
 }
 

@@ -51,6 +51,7 @@ double Network::latency_s(node_index from, node_index to) const {
 }
 
 void Network::set_extra_latency(node_index n, double seconds) {
+  ++faults_;
   if (seconds > 0)
     extra_latency_s_[n] = seconds;
   else
@@ -110,6 +111,7 @@ traffic_counts Network::traffic() const {
 }
 
 void Network::set_frozen(node_index n, bool frozen) {
+  ++faults_;
   if (frozen)
     frozen_.insert(n);
   else
@@ -117,6 +119,7 @@ void Network::set_frozen(node_index n, bool frozen) {
 }
 
 void Network::set_partitioned(size_t region, bool cut) {
+  ++faults_;
   if (cut)
     cut_regions_.insert(region);
   else

@@ -71,7 +71,10 @@ class Network {
 
   // Reachability.
   bool reachable(node_index from, node_index to) const;
-  void crash(node_index n) { crashed_.insert(n); }
+  void crash(node_index n) {
+    crashed_.insert(n);
+    ++faults_;
+  }
   bool crashed(node_index n) const { return crashed_.count(n) != 0; }
   void set_frozen(node_index n, bool frozen);
   // Adds `seconds` to the one-way latency of every message to or from `n` (0: back to normal): a latency spike.
@@ -80,6 +83,10 @@ class Network {
   void set_partitioned(size_t region, bool cut);
   std::optional<size_t> find_region(const std::string& name) const;
   double connection_timeout_s() const { return model_.connection_timeout_s; }
+  // Counts the faults so far (crashes, freezes and thaws, partitions and heals, latency spikes): a request that
+  // went unanswered with no fault since it was sent was not answered by its receiver.
+  uint64_t faults() const { return faults_; }
+  bool loses_messages() const { return model_.loss > 0; }
 
   // Links (sim_link actors) register themselves, so that a freeze or partition can bring them down.
   void add_link(node_index from, node_index to, caf::weak_actor_ptr link);
@@ -112,6 +119,7 @@ class Network {
   std::set<node_index> crashed_, frozen_;
   std::map<node_index, double> extra_latency_s_;
   std::set<size_t> cut_regions_;
+  uint64_t faults_ = 0;
   std::vector<link_entry> links_;
   size_t links_after_purge_ = 0;
   std::mt19937_64 rng_;

@@ -20,7 +20,19 @@ struct response_handlers : caf::scheduled_actor {
   }
 };
 
+// An actor's termination flag (protected in CAF, read the same way).
+struct actor_flags : caf::abstract_actor {
+  static bool terminated(const caf::abstract_actor* actor) {
+    return (actor->*(&actor_flags::getf))(is_terminated_flag);
+  }
+};
+
 }  // namespace
+
+bool has_ended(const caf::weak_actor_ptr& actor) {
+  auto strong = actor.lock();
+  return !strong || actor_flags::terminated(strong->get());
+}
 
 sim_clock::~sim_clock() { cancel_all(); }
 
@@ -76,6 +88,7 @@ void sim_clock::release(uint32_t slot) {
   auto target = std::move(x.target);
   auto content = std::move(x.content);
   auto group = std::move(x.group);
+  auto crossing = std::move(x.crossing);
   free_.push_back(slot);
   --live_;
 }
@@ -110,6 +123,17 @@ void sim_clock::set_request_timeout(time_point t, caf::abstract_actor* self, caf
   slots_[slot].mid = id;
   link(slot, key.actor);
   requests_.emplace(key, slot);
+  if (unclaimed_ && unclaimed_->first == key)
+    slots_[slot].crossing = std::make_unique<request_crossing>(std::move(unclaimed_->second));
+  unclaimed_.reset();
+}
+
+void sim_clock::note_crossing(caf::actor_id requester, caf::message_id response_id, request_crossing c) {
+  const request_key key{requester, response_id.integer_value()};
+  if (auto it = requests_.find(key); it != requests_.end())
+    slots_[it->second].crossing = std::make_unique<request_crossing>(std::move(c));
+  else
+    unclaimed_.emplace(key, std::move(c));
 }
 
 void sim_clock::cancel_ordinary_timeout(caf::abstract_actor* self, caf::atom_value type) {
@@ -144,6 +168,7 @@ void sim_clock::cancel_all() {
   queue_.clear();
   first_of_.clear();
   requests_.clear();
+  unclaimed_.reset();
   live_ = 0;
   slots.clear();
 }
@@ -168,6 +193,7 @@ bool sim_clock::fire_next() {
   const caf::atom_value type = x.type;
   const uint64_t id = x.id;
   const caf::message_id mid = x.mid;
+  std::unique_ptr<request_crossing> crossing = std::move(x.crossing);
   release(e.slot);
   switch (what) {
     case kind::ordinary:
@@ -175,8 +201,10 @@ bool sim_clock::fire_next() {
       target->get()->eq_impl(caf::make_message_id(), target, nullptr, caf::timeout_msg{type, id});
       break;
     case kind::request:  // one whose response came needs no message: the actor would only drop it
-      if (response_handlers::awaits(target, mid))
+      if (response_handlers::awaits(target, mid)) {
+        if (crossing && on_unanswered) on_unanswered(*crossing);
         target->get()->eq_impl(mid, target, nullptr, caf::sec::request_timeout);
+      }
       break;
     case kind::message: target->enqueue(std::move(content), nullptr); break;
     case kind::group:
@@ -192,7 +220,10 @@ void sim_clock::drop_answered(const caf::strong_actor_ptr& requester, caf::messa
   if (!requester) return;
   auto it = requests_.find({requester->id(), response_id.integer_value()});
   if (it == requests_.end()) return;
-  if (slots_[it->second].due > arrives) release(it->second);
+  if (slots_[it->second].due > arrives)
+    release(it->second);
+  else
+    slots_[it->second].crossing.reset();  // answered, if too late
 }
 
 void sim_coordinator::stop() {

@@ -20,13 +20,28 @@
 #include <caf/detail/test_actor_clock.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "sim/timer_queue.hpp"
 
 namespace corolla::sim {
+
+// A request that crossed the simulated network, as the link it crossed saw it (kept with the request's timeout):
+// the actor it reached and the network's fault count then (sim/network.hpp), for the request-answered invariant.
+struct request_crossing {
+  caf::weak_actor_ptr receiver;
+  const char* receiver_name = "";
+  size_t from = 0, to = 0;  // the requester's node and the receiver's
+  uint64_t faults = 0;
+  caf::actor_clock::time_point sent{};
+};
+
+// Whether the actor has ended: gone, or terminated while handles to it keep it in memory.
+bool has_ended(const caf::weak_actor_ptr& actor);
 
 class sim_clock final : public caf::detail::test_actor_clock {
  public:
@@ -56,6 +71,13 @@ class sim_clock final : public caf::detail::test_actor_clock {
   // Timers pending (not counting cancelled queue entries).
   size_t pending() const { return live_; }
 
+  // A link delivered `requester`'s request, whose response will carry `response_id`, to `c.receiver`. Kept with the
+  // request's timeout, which CAF sets right after the send (a request relayed further keeps its latest crossing).
+  void note_crossing(caf::actor_id requester, caf::message_id response_id, request_crossing c);
+  // Called when a request's timeout fires while its requester still waits for a response nobody sent: the request
+  // crossed the network (a response on its way, however late, takes the crossing off: drop_answered).
+  std::function<void(const request_crossing&)> on_unanswered;
+
  private:
   enum class kind : uint8_t { free, ordinary, multi, request, message, group };
   static constexpr uint32_t none = UINT32_MAX;
@@ -78,6 +100,7 @@ class sim_clock final : public caf::detail::test_actor_clock {
     uint64_t id = 0;
     caf::message_id mid;
     std::unique_ptr<group_delivery> group;
+    std::unique_ptr<request_crossing> crossing;  // a request's, once a link noted it
   };
 
   struct request_key {
@@ -111,6 +134,8 @@ class sim_clock final : public caf::detail::test_actor_clock {
   std::vector<uint32_t> first_of_;
   uint32_t& first_of(caf::actor_id owner);  // grows the array to hold `owner`
   std::unordered_map<request_key, uint32_t, request_key_hash> requests_;
+  // The crossing of a request whose timeout is not set yet (CAF sets it right after sending).
+  std::optional<std::pair<request_key, request_crossing>> unclaimed_;
 };
 
 // CAF's deterministic scheduler with the sim_clock in place of its test clock (loaded as the actor system's

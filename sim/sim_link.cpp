@@ -69,10 +69,27 @@ class sim_link final : public caf::monitorable_actor {
     caf::strong_actor_ptr sender = x->mid.is_response() ? std::move(x->sender) : reverse_of(x->sender);
     auto msg = caf::make_mailbox_element(std::move(sender), x->mid, std::move(x->stages), x->move_content_to_message());
     const bool to_dht = w.kind == traffic_kind::dht && target_dht_ && !x->mid.is_response();
-    sys.clock().schedule_message(arrives, to_dht ? target_dht_ : target_, std::move(msg));
+    const caf::strong_actor_ptr& receiver = to_dht ? target_dht_ : target_;
+    if (clock_ && x->mid.is_request() && msg->sender)
+      clock_->note_crossing(origin_of(msg->sender)->id(), x->mid.response_id(),
+                            {caf::actor_cast<caf::weak_actor_ptr>(receiver), name_of(receiver), from_, to_,
+                             net_->faults(), sys.clock().now()});
+    sys.clock().schedule_message(arrives, receiver, std::move(msg));
   }
 
  private:
+  static const char* name_of(const caf::strong_actor_ptr& actor) {
+    auto* a = dynamic_cast<caf::monitorable_actor*>(actor->get());
+    return a ? a->name() : "actor";
+  }
+
+  // The actor behind a sender: itself, or the target of the link it is (a request relayed from another node).
+  static caf::strong_actor_ptr origin_of(const caf::strong_actor_ptr& sender) {
+    if (auto* l = dynamic_cast<sim_link*>(caf::actor_cast<caf::abstract_actor*>(sender)); l && l->target())
+      return l->target();
+    return sender;
+  }
+
   // The link from the peer's node back to `sender` (on its own node), made once per sender.
   caf::strong_actor_ptr reverse_of(const caf::strong_actor_ptr& sender) {
     if (!sender) return nullptr;

@@ -166,6 +166,7 @@ struct World::impl {
     stalled.assign(res.sessions.size(), false);
     faults = !sc.churn.events.empty() || sc.churn.crash_fraction > 0 || sc.churn.leave_fraction > 0 ||
              sc.churn.freeze_fraction > 0 || sc.network.loss > 0;
+    sched.clock().on_unanswered = [this](const request_crossing& c) { check_answered(c); };
     at(0, [this] { sample(); });
     if (sc.duration_s > kProbeBeforeEndS) at(sc.duration_s - kProbeBeforeEndS, [this] { probe_at_end(); });
   }
@@ -689,6 +690,16 @@ struct World::impl {
 
   static std::string who(const session_record& r) {
     return "session=" + std::to_string(r.id) + " client=" + std::to_string(r.client);
+  }
+
+  // A request that crossed the network went unanswered until its timeout: a violation when its receiver ended
+  // without answering while nothing else could explain the silence (its node up, no fault anywhere since the
+  // request was sent, no message lost by the network).
+  void check_answered(const request_crossing& c) {
+    if (!has_ended(c.receiver) || net.crashed(c.to) || net.faults() != c.faults || net.loses_messages()) return;
+    violate("request-answered", std::string(c.receiver_name) + " on " + net.name(c.to),
+            "a request from " + net.name(c.from) + " at " + fmt(log.seconds(c.sent)) +
+                " s reached it; it ended without answering, and the requester waited until its timeout");
   }
 
   void check_progress() {

@@ -1,5 +1,6 @@
 // The simulator's virtual clock (sim/sim_clock.hpp): the order timers fire in, replaced and cancelled timeouts,
-// request timeouts taken off once their response is on its way, and timers leaving with their actor.
+// request timeouts taken off once their response is on its way, timers leaving with their actor, and requests
+// across the network that nobody answered, reported with the receiver they reached.
 #define BOOST_TEST_MODULE sim_clock
 #include <boost/test/unit_test.hpp>
 
@@ -7,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "sim/network.hpp"
 #include "sim/sim_clock.hpp"
+#include "sim/sim_link.hpp"
 
 using namespace corolla::sim;
 using namespace std::chrono_literals;
@@ -144,5 +147,59 @@ BOOST_FIXTURE_TEST_CASE(an_actor_that_ends_takes_its_timeouts_with_it, fixture) 
   run(9.5);
   BOOST_TEST(seen == (std::vector<std::string>{"other@9"}), boost::test_tools::per_element());
   for (auto& a : {silent, other}) caf::anon_send_exit(a, caf::exit_reason::kill);
+  sched.run();
+}
+
+BOOST_FIXTURE_TEST_CASE(a_request_across_the_network_left_unanswered_is_reported_with_its_receiver, fixture) {
+  using leave_atom = caf::atom_constant<caf::atom("leave")>;
+  network_model model;
+  model.regions = {{"r"}};
+  Network net(model, 1);
+  const node_index a = net.add_node("a", "r", 0), b = net.add_node("b", "r", 0);
+  std::vector<request_crossing> unanswered;
+  clock.on_unanswered = [&](const request_crossing& c) { unanswered.push_back(c); };
+  // On node b: holds every request; answers them on `tick`, or leaves without answering.
+  auto responder = sys.spawn([](caf::event_based_actor* self) -> caf::behavior {
+    auto held = std::make_shared<std::vector<caf::response_promise>>();
+    return {
+        [=](ask_atom) {
+          held->push_back(self->make_response_promise());
+          return held->back();
+        },
+        [=](tick_atom) {
+          for (auto& rp : *held) rp.deliver(std::string("answer"));
+          held->clear();
+        },
+        [=](leave_atom) { self->quit(); },
+    };
+  });
+  auto to_b = spawn_link(sys, net, a, b, responder);
+  auto requester = sys.spawn([this, to_b](caf::event_based_actor* self) -> caf::behavior {
+    return {[this, self, to_b](tick_atom) {
+      self->request(to_b, 4s, ask_atom::value)
+          .then([this](const std::string& s) { note(s); }, [this](caf::error& e) { note(caf::to_string(e)); });
+    }};
+  });
+  // Answered: nothing to report.
+  caf::anon_send(requester, tick_atom::value);
+  run(0.5);
+  caf::anon_send(responder, tick_atom::value);
+  run();
+  BOOST_REQUIRE_EQUAL(seen.size(), 1u);
+  BOOST_TEST(seen[0].find("answer") == 0u, seen[0]);
+  BOOST_TEST(unanswered.empty());
+  // The receiver ends holding the request: its requester waits out the 4 s, and the crossing is reported.
+  caf::anon_send(requester, tick_atom::value);
+  run(seconds() + 0.5);
+  caf::anon_send(responder, leave_atom::value);
+  run();
+  BOOST_REQUIRE_EQUAL(seen.size(), 2u);
+  BOOST_TEST(seen[1].find("request_timeout") != std::string::npos, seen[1]);
+  BOOST_REQUIRE_EQUAL(unanswered.size(), 1u);
+  BOOST_TEST(has_ended(unanswered[0].receiver));
+  BOOST_TEST(unanswered[0].from == a);
+  BOOST_TEST(unanswered[0].to == b);
+  clock.on_unanswered = nullptr;
+  for (const auto& x : {requester, to_b}) caf::anon_send_exit(x, caf::exit_reason::kill);
   sched.run();
 }
