@@ -173,6 +173,7 @@ struct World::impl {
 
   ~impl() {
     shutting_down = true;
+    sched.clock().on_unanswered = nullptr;  // what the actors' ends time out now is no longer the world's to judge
     for (auto& s : servers) {
       for (auto* a : {&s.supervisor, &s.gate})
         if (*a) caf::anon_send_exit(*a, caf::exit_reason::kill);
