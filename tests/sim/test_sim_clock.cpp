@@ -19,6 +19,23 @@ namespace {
 
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using ask_atom = caf::atom_constant<caf::atom("ask")>;
+using leave_atom = caf::atom_constant<caf::atom("leave")>;
+
+// Holds every `ask` through a promise; answers them all on `tick`, or ends without answering on `leave`.
+caf::behavior holding_responder(caf::event_based_actor* self) {
+  auto held = std::make_shared<std::vector<caf::response_promise>>();
+  return {
+      [=](ask_atom) {
+        held->push_back(self->make_response_promise());
+        return held->back();
+      },
+      [=](tick_atom) {
+        for (auto& rp : *held) rp.deliver(std::string("answer"));
+        held->clear();
+      },
+      [=](leave_atom) { self->quit(); },
+  };
+}
 
 struct clock_config : caf::actor_system_config {
   clock_config() {
@@ -84,19 +101,7 @@ BOOST_FIXTURE_TEST_CASE(a_receive_timeout_set_again_replaces_the_old_one, fixtur
 
 BOOST_FIXTURE_TEST_CASE(request_timeouts_fire_when_due_unless_their_answer_arrives_first, fixture) {
   // The responder answers `ask` only when told to, through a promise it keeps.
-  auto responder = sys.spawn([](caf::event_based_actor* self) -> caf::behavior {
-    auto held = std::make_shared<std::vector<caf::response_promise>>();
-    return {
-        [=](ask_atom) {
-          held->push_back(self->make_response_promise());
-          return held->back();
-        },
-        [=](tick_atom) {
-          for (auto& rp : *held) rp.deliver(std::string("answer"));
-          held->clear();
-        },
-    };
-  });
+  auto responder = sys.spawn(holding_responder);
   std::vector<caf::message_id> ids;
   auto requester = sys.spawn([&, responder](caf::event_based_actor* self) -> caf::behavior {
     return {[&, self, responder](tick_atom) {
@@ -151,7 +156,6 @@ BOOST_FIXTURE_TEST_CASE(an_actor_that_ends_takes_its_timeouts_with_it, fixture) 
 }
 
 BOOST_FIXTURE_TEST_CASE(a_request_across_the_network_left_unanswered_is_reported_with_its_receiver, fixture) {
-  using leave_atom = caf::atom_constant<caf::atom("leave")>;
   network_model model;
   model.regions = {{"r"}};
   Network net(model, 1);
@@ -159,20 +163,7 @@ BOOST_FIXTURE_TEST_CASE(a_request_across_the_network_left_unanswered_is_reported
   std::vector<request_crossing> unanswered;
   clock.on_unanswered = [&](const request_crossing& c) { unanswered.push_back(c); };
   // On node b: holds every request; answers them on `tick`, or leaves without answering.
-  auto responder = sys.spawn([](caf::event_based_actor* self) -> caf::behavior {
-    auto held = std::make_shared<std::vector<caf::response_promise>>();
-    return {
-        [=](ask_atom) {
-          held->push_back(self->make_response_promise());
-          return held->back();
-        },
-        [=](tick_atom) {
-          for (auto& rp : *held) rp.deliver(std::string("answer"));
-          held->clear();
-        },
-        [=](leave_atom) { self->quit(); },
-    };
-  });
+  auto responder = sys.spawn(holding_responder);
   auto to_b = spawn_link(sys, net, a, b, responder);
   auto requester = sys.spawn([this, to_b](caf::event_based_actor* self) -> caf::behavior {
     return {[this, self, to_b](tick_atom) {
