@@ -70,10 +70,11 @@ class sim_link final : public caf::monitorable_actor {
     auto msg = caf::make_mailbox_element(std::move(sender), x->mid, std::move(x->stages), x->move_content_to_message());
     const bool to_dht = w.kind == traffic_kind::dht && target_dht_ && !x->mid.is_response();
     const caf::strong_actor_ptr& receiver = to_dht ? target_dht_ : target_;
-    if (clock_ && x->mid.is_request() && msg->sender)
-      clock_->note_crossing(origin_of(msg->sender)->id(), x->mid.response_id(),
-                            {caf::actor_cast<caf::weak_actor_ptr>(receiver), name_of(receiver), from_, to_,
-                             net_->faults(), sys.clock().now()});
+    if (clock_ && x->mid.is_request() && x->sender)
+      if (const auto requester = origin_of(x->sender).actor)
+        clock_->note_crossing(requester->id(), x->mid.response_id(),
+                              {caf::actor_cast<caf::weak_actor_ptr>(receiver), name_of(receiver), from_, to_,
+                               net_->faults(), sys.clock().now()});
     sys.clock().schedule_message(arrives, receiver, std::move(msg));
   }
 
@@ -83,23 +84,22 @@ class sim_link final : public caf::monitorable_actor {
     return a ? a->name() : "actor";
   }
 
-  // The actor behind a sender: itself, or the target of the link it is (a request relayed from another node).
-  static caf::strong_actor_ptr origin_of(const caf::strong_actor_ptr& sender) {
-    if (auto* l = dynamic_cast<sim_link*>(caf::actor_cast<caf::abstract_actor*>(sender)); l && l->target())
-      return l->target();
-    return sender;
+  // The actor behind a sender, and its node: the sender itself on this link's node, or the target of the link it
+  // is (a message relayed from another node; none when that link is down).
+  struct origin {
+    node_index node;
+    caf::strong_actor_ptr actor;
+  };
+  origin origin_of(const caf::strong_actor_ptr& sender) const {
+    if (auto* l = dynamic_cast<sim_link*>(caf::actor_cast<caf::abstract_actor*>(sender))) return {l->to(), l->target()};
+    return {from_, sender};
   }
 
   // The link from the peer's node back to `sender` (on its own node), made once per sender.
   caf::strong_actor_ptr reverse_of(const caf::strong_actor_ptr& sender) {
     if (!sender) return nullptr;
-    node_index node = from_;
-    caf::strong_actor_ptr origin = sender;
-    if (auto* l = dynamic_cast<sim_link*>(caf::actor_cast<caf::abstract_actor*>(sender))) {
-      if (!l->target()) return sender;  // down: nothing behind it
-      node = l->to();
-      origin = l->target();
-    }
+    const auto [node, origin] = origin_of(sender);
+    if (!origin) return sender;  // down: nothing behind it
     const auto key = origin->id();
     if (auto it = reverse_.find(key); it != reverse_.end()) return it->second;
     auto r = caf::actor_cast<caf::strong_actor_ptr>(

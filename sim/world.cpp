@@ -171,20 +171,18 @@ struct World::impl {
     if (sc.duration_s > kProbeBeforeEndS) at(sc.duration_s - kProbeBeforeEndS, [this] { probe_at_end(); });
   }
 
+  // Kills each of these actors that exists, in this order (handles typed or not).
+  template <class... Handles>
+  static void kill(const Handles&... actors) {
+    ((actors ? caf::anon_send_exit(actors, caf::exit_reason::kill) : void()), ...);
+  }
+
   ~impl() {
     shutting_down = true;
     sched.clock().on_unanswered = nullptr;  // what the actors' ends time out now is no longer the world's to judge
-    for (auto& s : servers) {
-      for (auto* a : {&s.supervisor, &s.gate})
-        if (*a) caf::anon_send_exit(*a, caf::exit_reason::kill);
-      if (s.dht) caf::anon_send_exit(s.dht, caf::exit_reason::kill);
-      if (s.connector) caf::anon_send_exit(s.connector, caf::exit_reason::kill);
-    }
-    for (auto& c : clients) {
-      if (c.swarm_client) caf::anon_send_exit(c.swarm_client, caf::exit_reason::kill);
-      if (c.connector) caf::anon_send_exit(c.connector, caf::exit_reason::kill);
-    }
-    for (auto& d : drivers) caf::anon_send_exit(d, caf::exit_reason::kill);
+    for (auto& s : servers) kill(s.supervisor, s.gate, s.dht, s.connector);
+    for (auto& c : clients) kill(c.swarm_client, c.connector);
+    for (auto& d : drivers) kill(d);
     sched.run();
     sys.await_actors_before_shutdown(false);
   }
@@ -396,9 +394,7 @@ struct World::impl {
     s.rec.end_s = now_s();
     net.crash(s.node);
     note("server-crash", s.rec.address);
-    for (auto* a : {&s.supervisor, &s.gate})
-      if (*a) caf::anon_send_exit(*a, caf::exit_reason::kill);
-    if (s.dht) caf::anon_send_exit(s.dht, caf::exit_reason::kill);
+    kill(s.supervisor, s.gate, s.dht);
   }
 
   void leave(size_t i) {
