@@ -1,5 +1,6 @@
 #include "kernels/backend.hpp"
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -16,6 +17,12 @@ bool cuda_available() {
 #else
   return false;
 #endif
+}
+
+void Backend::copy_host_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t rows) {
+  const int64_t row_bytes = storage_bytes(src.dtype(), src.dim(-1));
+  std::memcpy(static_cast<char*>(dst.data()) + dst_row * row_bytes,
+              static_cast<const char*>(src.data()) + src_row * row_bytes, static_cast<size_t>(rows * row_bytes));
 }
 
 std::unique_ptr<Backend> make_backend(std::string_view device, int cpu_threads) {

@@ -141,6 +141,14 @@ class Backend {
   virtual Tensor copy(const Tensor& t) { return t.clone(); }
   // Waits until queued work is done (a no-op where work is synchronous).
   virtual void synchronize() {}
+  // Host memory for hidden states a server assembles from several messages or splits among several (a batch's
+  // input, a chunked prompt's output), its contents unspecified until written, and the copies of rows into it. The
+  // simulator's cost model answers with tensors like those it computes on (without storage) and copies only into
+  // tensors that have storage: the assembling costs it no memory.
+  virtual Tensor alloc_host(DType dtype, Shape shape) { return Tensor::empty(dtype, shape); }
+  // Rows [src_row, src_row + rows) of `src` into rows [dst_row, dst_row + rows) of `dst`, both host tensors of one
+  // dtype seen as [rows, last dimension] with the same last dimension; the caller checks the bounds.
+  virtual void copy_host_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t rows);
   // A backend that reports its work's time instead of spending it (the simulator's cost model) returns its
   // ModelledTime; the others nullptr. Asked once per block and step: a virtual call, not a cross-cast.
   virtual ModelledTime* modelled_time() { return nullptr; }

@@ -104,6 +104,10 @@ Tensor CostBackend::copy(const Tensor& t) {
   return virtual_tensor(t.dtype(), t.shape());
 }
 
+void CostBackend::copy_host_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t rows) {
+  if (!is_virtual(dst)) Backend::copy_host_rows(src, src_row, dst, dst_row, rows);  // a virtual source reads zeros
+}
+
 void CostBackend::account(double flop, double bytes) {
   pending_s_ += std::max(flop / device_.flops, bytes / device_.bytes_per_second) + device_.op_overhead_s;
 }

@@ -46,6 +46,10 @@ class CostBackend final : public Backend, public ModelledTime {
   // Another virtual tensor: the cost model's operations never write, so a copy needs no memory.
   Tensor copy(const Tensor& t) override;
   Tensor download(const Tensor& t) override { return t; }
+  // A batch's input and a chunked prompt's output: as alloc() (virtual unless they carry digests); rows are copied
+  // only into tensors with storage.
+  Tensor alloc_host(DType dtype, Shape shape) override { return alloc(dtype, shape); }
+  void copy_host_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t rows) override;
   ModelledTime* modelled_time() override { return this; }
 
   std::chrono::nanoseconds take_modelled_time() override;

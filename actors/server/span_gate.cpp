@@ -95,7 +95,7 @@ span_gate_impl::behavior_type span_gate(gate_actor* self, gate_options opt, std:
   st.rng.seed(st.opt.seed);
   if (st.opt.faults.any()) st.faults = std::make_unique<FaultInjector>(st.opt.faults, st.opt.seed ^ 0x5eedfa17);
   st.inbound = inbound_streams(st.opt.streams);
-  st.batcher = std::make_unique<StepBatcher>(st.opt.max_batch_tokens);
+  st.batcher = std::make_unique<StepBatcher>(st.opt.max_batch_tokens, *st.backend);
 
   self->set_down_handler([=](caf::down_msg& m) {
     auto& hops = self->state.next_hops;

@@ -1,30 +1,23 @@
 #include "actors/server/step_batcher.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "actors/protocol/errors.hpp"
 
 namespace corolla {
-namespace {
-
-// Rows [from, from + count) of each of the B sequences of hidden [B, T, D], one after the other, to dst.
-void copy_tokens(const Tensor& hidden, int64_t from, int64_t count, float* dst) {
-  const int64_t b = hidden.dim(0), t = hidden.dim(1), d = hidden.dim(2);
-  const float* src = hidden.data_as<const float>();
-  for (int64_t i = 0; i < b; ++i)
-    std::memcpy(dst + i * count * d, src + (i * t + from) * d, static_cast<size_t>(count * d) * sizeof(float));
+// Rows [from, from + count) of each of the B sequences of hidden [B, T, D], one after the other, to rows from `row` of
+// batch [M, D].
+void StepBatcher::copy_tokens(const Tensor& hidden, int64_t from, int64_t count, Tensor& batch, int64_t row) const {
+  const int64_t b = hidden.dim(0), t = hidden.dim(1);
+  for (int64_t i = 0; i < b; ++i) host_.copy_host_rows(hidden, i * t + from, batch, row + i * count, count);
 }
 
-// The reverse: count tokens of each sequence from src into rows [from, from + count) of out [B, T, D].
-void place_tokens(const float* src, int64_t from, int64_t count, Tensor& out) {
-  const int64_t b = out.dim(0), t = out.dim(1), d = out.dim(2);
-  float* dst = out.data_as<float>();
-  for (int64_t i = 0; i < b; ++i)
-    std::memcpy(dst + (i * t + from) * d, src + i * count * d, static_cast<size_t>(count * d) * sizeof(float));
+// The reverse: count tokens of each sequence from rows of a batch's output starting at `row` into rows
+// [from, from + count) of out [B, T, D].
+void StepBatcher::place_tokens(const Tensor& rows, int64_t row, int64_t from, int64_t count, Tensor& out) const {
+  const int64_t b = out.dim(0), t = out.dim(1);
+  for (int64_t i = 0; i < b; ++i) host_.copy_host_rows(rows, row + i * count, out, i * t + from, count);
 }
-
-}  // namespace
 
 bool StepBatcher::may_start(const group_state& g, time_point now) const {
   if (g.running || g.queue.empty()) return false;
@@ -137,11 +130,11 @@ std::optional<StepBatcher::started> StepBatcher::start(const step_group& group, 
   started out;
   out.id = next_id_++;
   out.group = group;
-  out.msg.hidden = Tensor::empty(DType::f32, {rows, d});
+  out.msg.hidden = host_.alloc_host(DType::f32, {rows, d});
   for (const part& p : parts) {
     const step& s = *p.s;
     const int64_t b = s.hidden.dim(0), t = s.hidden.dim(1);
-    copy_tokens(s.hidden, p.from, p.count, out.msg.hidden.data_as<float>() + p.row * d);
+    copy_tokens(s.hidden, p.from, p.count, out.msg.hidden, p.row);
     batch_item item{.session = s.session,
                     .row = p.row,
                     .batch = b,
@@ -209,13 +202,12 @@ void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result, tim
       end(s, std::move(error));
       continue;
     }
-    const float* rows = result->hidden.data_as<const float>() + p.row * d;
     if (p.from == 0 && p.count == t) {  // in one piece: its rows of the batch's output, shared
       end(s, result->hidden.slice_rows(p.row, p.row + b * t).reshaped({b, t, d}));
       continue;
     }
-    if (!s.out.data()) s.out = Tensor::empty(DType::f32, s.hidden.shape());  // its first chunk
-    place_tokens(rows, p.from, p.count, s.out);
+    if (!s.out.data()) s.out = host_.alloc_host(DType::f32, s.hidden.shape());  // its first chunk
+    place_tokens(result->hidden, p.row, p.from, p.count, s.out);
     if (p.from + p.count == t) end(s, std::move(s.out));
   }
   // An idle group keeps its state (its last batch's duration sets its holds) while steps come; the gate has few.

@@ -34,6 +34,7 @@
 
 #include "actors/protocol/atoms.hpp"
 #include "actors/server/block_messages.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/tensor.hpp"
 
 namespace corolla {
@@ -52,7 +53,8 @@ class StepBatcher {
   // The step's output [B, T, D] (host), or why it failed.
   using done_fn = std::function<void(caf::expected<Tensor>)>;
 
-  explicit StepBatcher(int64_t max_batch_tokens) : max_batch_tokens_(max_batch_tokens) {}
+  // `host` gives the memory batches are assembled in and chunked prompts' outputs gathered in; it outlives this.
+  StepBatcher(int64_t max_batch_tokens, Backend& host) : max_batch_tokens_(max_batch_tokens), host_(host) {}
 
   // Queues a session's step, arrived at `now`: hidden [B, T, D] f32 (host; read, not changed) at positions [B·T],
   // with the session's adapter ("" = none) and its beam reordering (hypo_ids, empty for none: the blocks apply
@@ -118,7 +120,11 @@ class StepBatcher {
   void join_cohort(uint64_t batch, uint64_t session);
   static void end(step& s, caf::expected<Tensor> result);
 
+  void copy_tokens(const Tensor& hidden, int64_t from, int64_t count, Tensor& batch, int64_t row) const;
+  void place_tokens(const Tensor& rows, int64_t row, int64_t from, int64_t count, Tensor& out) const;
+
   int64_t max_batch_tokens_;
+  Backend& host_;
   std::map<step_group, group_state> groups_;
   std::map<uint64_t, running_batch> running_;
   // The batch each session last ran in, and the sessions each such batch still has (its cohort).

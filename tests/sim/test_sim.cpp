@@ -6,8 +6,10 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "actors/config/config_error.hpp"
+#include "actors/server/step_batcher.hpp"
 #include "kernels/modelled_time.hpp"
 #include "model/block.hpp"
 #include "sim/cost_backend.hpp"
@@ -110,6 +112,36 @@ BOOST_AUTO_TEST_CASE(cost_backend_models_a_big_block_without_memory) {
   BOOST_TEST(tp > 2.0 * 128 * m.block_bytes() / 1.0625 / device.flops * 0.9);
   // A working copy is another virtual tensor: nothing is allocated for it.
   BOOST_TEST(is_virtual(backend.copy(p)));
+}
+
+// A server's step batcher assembles batches and gathers chunked prompts' outputs in memory its backend gives: on the
+// cost model (no digests) every such tensor is virtual, so a simulated swarm's prompts cost no memory however long
+// they are, and with digests they are real and carry each chunk's rows to their places.
+BOOST_AUTO_TEST_CASE(the_step_batcher_assembles_in_the_cost_models_memory) {
+  const int64_t d = 8192;
+  for (const bool digests : {false, true}) {
+    CostBackend backend(DeviceModel{}, digests);
+    StepBatcher batcher(16, backend);
+    Tensor prompt = backend.alloc(DType::f32, {1, 40, d});  // 40 tokens in chunks of 16, 16, 8
+    if (digests)
+      for (int64_t r = 0; r < 40; ++r) prompt.data_as<float>()[r * d] = static_cast<float>(r + 1);
+    std::optional<caf::expected<Tensor>> out;
+    std::vector<int32_t> positions(40);
+    for (int32_t i = 0; i < 40; ++i) positions[static_cast<size_t>(i)] = i;
+    batcher.push({0, 1}, 1, "", prompt, positions, [&](caf::expected<Tensor> t) { out = std::move(t); }, {});
+    int batches = 0;
+    while (auto b = batcher.start({0, 1}, {})) {
+      BOOST_TEST(is_virtual(b->msg.hidden) == !digests);
+      ++batches;
+      batcher.finish(b->id, std::move(b->msg), {});  // the blocks as an identity
+    }
+    BOOST_TEST(batches == 3);
+    BOOST_REQUIRE((out && *out));
+    BOOST_TEST(((*out)->shape() == Shape{1, 40, d}));
+    BOOST_TEST(is_virtual(**out) == !digests);
+    if (digests)
+      for (int64_t r = 0; r < 40; ++r) BOOST_TEST((*out)->data_as<const float>()[r * d] == static_cast<float>(r + 1));
+  }
 }
 
 // A Mixtral-shaped block (8 experts, top-2) holds every expert but a decode step reads only the chosen two: its

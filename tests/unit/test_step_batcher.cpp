@@ -17,6 +17,11 @@ constexpr int64_t kD = 3;
 const StepBatcher::time_point kNow{};  // time stands still unless a test moves it: no step is ever held
 const step_group kGroup{0, 4};
 
+Backend& host() {
+  static const std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  return *cpu;
+}
+
 // Hidden [b, t, kD] whose values name their place: 1000·seed + row.
 Tensor hidden(int64_t b, int64_t t, int seed) {
   Tensor h = Tensor::empty(DType::f32, {b, t, kD});
@@ -66,7 +71,7 @@ std::vector<std::tuple<uint64_t, int32_t, int64_t>> items_of(const block_batch_m
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(steps_that_wait_while_a_batch_runs_go_together_in_the_next) {
-  StepBatcher batcher(256);
+  StepBatcher batcher(256, host());
   Outcomes o;
   batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1, 5), o.to(1), kNow);
   auto first = batcher.start(kGroup, kNow);  // alone: nothing else waits, so it starts at once
@@ -92,7 +97,7 @@ BOOST_AUTO_TEST_CASE(steps_that_wait_while_a_batch_runs_go_together_in_the_next)
 }
 
 BOOST_AUTO_TEST_CASE(other_blocks_make_other_batches_and_adapters_share_one) {
-  StepBatcher batcher(256);
+  StepBatcher batcher(256, host());
   Outcomes o;
   const step_group part{1, 4};
   batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
@@ -112,7 +117,7 @@ BOOST_AUTO_TEST_CASE(other_blocks_make_other_batches_and_adapters_share_one) {
 }
 
 BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_in_chunks_between_the_others_decode_steps) {
-  StepBatcher batcher(8);
+  StepBatcher batcher(8, host());
   Outcomes o;
   batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1, 30), o.to(1), kNow);
   auto running = batcher.start(kGroup, kNow);
@@ -138,7 +143,7 @@ BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_in_chunks_between_the_others_dec
 }
 
 BOOST_AUTO_TEST_CASE(a_session_of_several_sequences_is_cut_alike_in_each) {
-  StepBatcher batcher(8);
+  StepBatcher batcher(8, host());
   Outcomes o;
   batcher.push(kGroup, 1, "", hidden(2, 10, 1), positions(2, 10, 3), o.to(1), kNow);
   auto b = batcher.start(kGroup, kNow);
@@ -154,7 +159,7 @@ BOOST_AUTO_TEST_CASE(a_session_of_several_sequences_is_cut_alike_in_each) {
 }
 
 BOOST_AUTO_TEST_CASE(a_budget_smaller_than_a_session_still_moves_it_a_token_at_a_time) {
-  StepBatcher batcher(1);
+  StepBatcher batcher(1, host());
   Outcomes o;
   batcher.push(kGroup, 1, "", hidden(3, 2, 1), positions(3, 2), o.to(1), kNow);
   int batches = 0;
@@ -168,7 +173,7 @@ BOOST_AUTO_TEST_CASE(a_budget_smaller_than_a_session_still_moves_it_a_token_at_a
 }
 
 BOOST_AUTO_TEST_CASE(with_batching_off_each_step_runs_alone_at_once) {
-  StepBatcher batcher(0);
+  StepBatcher batcher(0, host());
   Outcomes o;
   std::vector<StepBatcher::started> running;
   for (int s = 1; s <= 3; ++s) {
@@ -184,7 +189,7 @@ BOOST_AUTO_TEST_CASE(with_batching_off_each_step_runs_alone_at_once) {
 }
 
 BOOST_AUTO_TEST_CASE(errors_reach_the_steps_they_belong_to) {
-  StepBatcher batcher(4);
+  StepBatcher batcher(4, host());
   Outcomes o;
   batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
   auto b = batcher.start(kGroup, kNow);
@@ -217,7 +222,7 @@ BOOST_AUTO_TEST_CASE(errors_reach_the_steps_they_belong_to) {
 }
 
 BOOST_AUTO_TEST_CASE(fail_all_ends_waiting_and_running_steps_once) {
-  StepBatcher batcher(256);
+  StepBatcher batcher(256, host());
   Outcomes o;
   batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1), o.to(1), kNow);
   auto b = batcher.start(kGroup, kNow);
@@ -233,7 +238,7 @@ BOOST_AUTO_TEST_CASE(fail_all_ends_waiting_and_running_steps_once) {
 
 BOOST_AUTO_TEST_CASE(an_idle_group_holds_a_step_until_the_rest_of_its_cohort_comes) {
   using namespace std::chrono_literals;
-  StepBatcher batcher(256);
+  StepBatcher batcher(256, host());
   Outcomes o;
   const StepBatcher::time_point t0{std::chrono::seconds(1)};
   auto one_round = [&](std::vector<int> seeds, StepBatcher::time_point at) {
@@ -282,7 +287,7 @@ BOOST_AUTO_TEST_CASE(holds_are_bounded_and_batching_off_never_holds) {
   using namespace std::chrono_literals;
   const StepBatcher::time_point t0{std::chrono::seconds(1)};
   for (int64_t budget : {256, 0}) {
-    StepBatcher batcher(budget);
+    StepBatcher batcher(budget, host());
     Outcomes o;
     for (int s = 1; s <= 2; ++s)
       batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), t0);
