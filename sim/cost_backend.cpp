@@ -92,9 +92,15 @@ Tensor CostBackend::alloc(DType dtype, Shape shape) {
 
 Tensor CostBackend::alloc_reserve(DType dtype, Shape shape) { return virtual_tensor(dtype, shape); }
 
+Tensor CostBackend::alloc_host(DType dtype, Shape shape) {
+  if (digests_ && dtype == DType::f32 && storage_bytes(dtype, shape.numel()) <= kDigestRowsBytes)
+    return alloc(dtype, shape);
+  return virtual_tensor(dtype, shape, VirtualSpace::host);
+}
+
 Tensor CostBackend::upload(const Tensor& host) {
-  if (is_virtual(host)) return host;
-  account(0, static_cast<double>(host.nbytes()));  // the copy to the device
+  if (is_virtual(host) && !is_virtual_host(host)) return host;  // on the device already
+  account(0, static_cast<double>(host.nbytes()));               // the copy to the device
   if (digests_ && carries(host) && host.nbytes() <= kDigestRowsBytes) return host.clone();
   return virtual_tensor(host.dtype(), host.shape());
 }

@@ -41,14 +41,15 @@ class CostBackend final : public Backend, public ModelledTime {
   // KV pools: virtual whatever their size (digests keep a slot's key and value apart from them).
   Tensor alloc_reserve(DType dtype, Shape shape) override;
   // A tensor on the modelled device: virtual, as everything this backend computes on (weights stay as they are:
-  // they are virtual already, or small).
+  // they are virtual already, or small). A copy from the host is charged.
   Tensor upload(const Tensor& host) override;
   // Another virtual tensor: the cost model's operations never write, so a copy needs no memory.
   Tensor copy(const Tensor& t) override;
   Tensor download(const Tensor& t) override { return t; }
-  // A batch's input and a chunked prompt's output: as alloc() (virtual unless they carry digests); rows are copied
-  // only into tensors with storage.
-  Tensor alloc_host(DType dtype, Shape shape) override { return alloc(dtype, shape); }
+  // A batch's input and a chunked prompt's output: real where they carry digests (as alloc()), else virtual host
+  // tensors (which upload() charges a copy for, as it does real ones); rows are copied only into tensors with
+  // storage.
+  Tensor alloc_host(DType dtype, Shape shape) override;
   void copy_host_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t rows) override;
   ModelledTime* modelled_time() override { return this; }
 

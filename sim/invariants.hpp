@@ -10,7 +10,11 @@
 //                     the session completes.
 //   session-output    (scenarios with check_outputs: the cost model computes digests, sim/cost_backend.hpp) a
 //                     completed session's tokens are those the whole model, run in one process without faults,
-//                     generates from its prompt: failover, replay, batching and routing change nothing.
+//                     generates from its prompt: failover, replay, batching and routing change nothing. Where
+//                     servers lie (a class's wrong_outputs), the clients' spot checks keep it: a session whose
+//                     every check found a server to recompute on gets the same tokens, when the liars lie on
+//                     every step or every step is checked (otherwise its steps may take a lie unchecked, and
+//                     outputs are not compared).
 //   cache-released    once every session has ended (settle_s before the check), each live server holds no
 //                     session and its whole KV-cache budget.
 //   block-coverage    while the live servers have spare capacity (their spans add up to twice the model), every

@@ -142,6 +142,23 @@ churn_model draw_churn(Dice& d, const scenario& sc) {
   return c;
 }
 
+// Hostile servers, in a fifth of the worlds: a class like one of the honest ones, of one or two servers that make
+// their outputs wrong on every step, or on some with the clients checking every step (the two settings where
+// session-output holds, sim/invariants.hpp). Drawn last, so that the rest of a seed's world is what it was before
+// worlds had liars.
+void draw_liars(Dice& d, scenario& sc) {
+  if (!d.chance(0.2)) return;
+  server_class liar = d.pick(sc.servers);
+  liar.name = "liar";
+  liar.count = d.between(1, 2);
+  liar.wrong_outputs = d.chance(0.5) ? 1 : d.time(0.05, 0.5);
+  sc.servers.push_back(liar);
+  if (liar.wrong_outputs < 1)
+    sc.workload.spot_check_every = 1;
+  else if (sc.workload.spot_check_every == 0)
+    sc.workload.spot_check_every = d.between(4, 64);
+}
+
 }  // namespace
 
 scenario random_scenario(uint64_t seed) {
@@ -159,6 +176,7 @@ scenario random_scenario(uint64_t seed) {
   sc.servers = draw_servers(d, sc);
   sc.workload = draw_workload(d, sc);
   sc.churn = draw_churn(d, sc);
+  draw_liars(d, sc);
   // The last arrival, the last fault, then every bound's worth of quiet.
   double last = sc.workload.start_s;
   if (sc.workload.arrival_rate_per_s > 0)

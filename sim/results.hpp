@@ -25,6 +25,7 @@ struct session_record {
   int64_t steps = 0;
   std::vector<double> recovery_s;     // per recovered step: from the fault to the step's end
   std::vector<std::string> failures;  // "address: what went wrong"
+  int64_t unverified = 0;             // spot checks that found nobody to recompute on (session_stats)
   bool ok = false;
   std::string error;
   // Inference steps per second after the first token (each step one new token through every block).

@@ -96,6 +96,8 @@ void read_server(TableReader& r, server_class& s) {
   r.get_double("bandwidth_mbps", s.bandwidth_mbps, 0, false);
   r.get_double("start_s", s.start_s, 0, false);
   r.get_double("start_spread_s", s.start_spread_s, 0, false);
+  r.get_double("wrong_outputs", s.wrong_outputs, 0, false);
+  if (s.wrong_outputs > 1) r.fail("wrong_outputs", "must be at most 1 (every step)");
   if (s.num_blocks == 0 && s.memory_gb == 0) r.fail("num_blocks", "or memory_gb must be set");
 }
 

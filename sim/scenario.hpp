@@ -67,6 +67,9 @@ struct server_class {
   double bandwidth_mbps = 0;       // 0: the network's default
   double start_s = 0;              // servers of the class start spread over [start_s, start_s + start_spread_s)
   double start_spread_s = 0;
+  // Hostile: the fraction of its steps whose outputs a server of this class makes wrong (fault_injection.hpp; each
+  // server its own way), which clients' spot checks are to catch. 0: honest.
+  double wrong_outputs = 0;
 };
 
 struct client_workload {

@@ -65,7 +65,8 @@ std::string scenario_toml(const scenario& sc) {
       << "\njitter = " << number(c.jitter) << "\nmemory_gb = " << number(c.memory_gb)
       << "\nnum_blocks = " << c.num_blocks << "\ncache_tokens = " << c.cache_tokens
       << "\nmax_batch_tokens = " << c.max_batch_tokens << "\nbandwidth_mbps = " << number(c.bandwidth_mbps)
-      << "\nstart_s = " << number(c.start_s) << "\nstart_spread_s = " << number(c.start_spread_s) << "\n";
+      << "\nstart_s = " << number(c.start_s) << "\nstart_spread_s = " << number(c.start_spread_s)
+      << "\nwrong_outputs = " << number(c.wrong_outputs) << "\n";
   const auto& w = sc.workload;
   o << "\n[workload]\nclients = " << w.clients << "\nregions = " << quoted_list(w.regions)
     << "\nsessions = " << w.sessions << "\narrival_rate_per_s = " << number(w.arrival_rate_per_s)

@@ -12,12 +12,17 @@
 
 namespace corolla::sim {
 
-// A tensor of `dtype` and `shape` over the shared zero mapping. Throws std::length_error when it is larger than
-// the mapping (kVirtualBytes).
-Tensor virtual_tensor(DType dtype, Shape shape);
-// Whether `t` lies in the zero mapping.
-bool is_virtual(const Tensor& t);
+// Where a virtual tensor stands for memory: on the modelled device, or in the host memory a server assembles its
+// inputs in (which the cost model charges a copy to upload). Each has a zero mapping of its own.
+enum class VirtualSpace { device, host };
 
-constexpr uint64_t kVirtualBytes = uint64_t{64} << 30;  // address space only: 64 GiB reserved, none committed
+// A tensor of `dtype` and `shape` over the space's zero mapping. Throws std::length_error when it is larger than
+// the mapping (kVirtualBytes).
+Tensor virtual_tensor(DType dtype, Shape shape, VirtualSpace space = VirtualSpace::device);
+// Whether `t` lies in a zero mapping (either space), and in the host's.
+bool is_virtual(const Tensor& t);
+bool is_virtual_host(const Tensor& t);
+
+constexpr uint64_t kVirtualBytes = uint64_t{64} << 30;  // address space only: 64 GiB per space, none committed
 
 }  // namespace corolla::sim

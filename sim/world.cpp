@@ -131,7 +131,7 @@ struct World::impl {
   std::vector<double> progress_s;       // per session: its last progress (arrival, open, failed open, token)
   std::vector<bool> stalled;            // per session: session-progress already reported
   std::vector<std::pair<double, bool>> covered_at;  // per sample: time, every block of every swarm served
-  bool faults = false;                              // the world stages any fault (churn, loss)
+  bool faults = false;                              // the world stages any fault (churn, loss, liars)
   // session-output (check_outputs): each session's prompt and tokens, and the whole model in one process per swarm
   // on a cost backend of its own, computing the same digests.
   std::vector<std::vector<int32_t>> prompts, token_ids;
@@ -165,7 +165,8 @@ struct World::impl {
     token_ids.assign(res.sessions.size(), {});
     stalled.assign(res.sessions.size(), false);
     faults = !sc.churn.events.empty() || sc.churn.crash_fraction > 0 || sc.churn.leave_fraction > 0 ||
-             sc.churn.freeze_fraction > 0 || sc.network.loss > 0;
+             sc.churn.freeze_fraction > 0 || sc.network.loss > 0 ||
+             std::any_of(sc.servers.begin(), sc.servers.end(), [](const auto& c) { return c.wrong_outputs > 0; });
     sched.clock().on_unanswered = [this](const request_crossing& c) { check_answered(c); };
     at(0, [this] { sample(); });
     if (sc.duration_s > kProbeBeforeEndS) at(sc.duration_s - kProbeBeforeEndS, [this] { probe_at_end(); });
@@ -267,6 +268,7 @@ struct World::impl {
     setup.cache_tokens = s.cache_tokens;
     setup.max_sessions = 1 << 20;
     setup.max_batch_tokens = s.cls->max_batch_tokens;
+    setup.inject_wrong_outputs = s.cls->wrong_outputs;
     setup.seed = seed * 7919 + i;
     setup.detached = false;
     return setup;
@@ -297,7 +299,8 @@ struct World::impl {
     caf::send_as(s.gate, s.gate, address_atom::value, s.rec.address);  // from its own node, as a server does
     note("server-start", s.rec.address + " class=" + s.rec.server_class + " region=" + s.rec.region +
                              " blocks=" + std::to_string(s.rec.num_blocks) +
-                             " inference_rps=" + fmt(s.rec.inference_rps) + " throughput=" + fmt(s.rec.throughput));
+                             " inference_rps=" + fmt(s.rec.inference_rps) + " throughput=" + fmt(s.rec.throughput) +
+                             (s.cls->wrong_outputs > 0 ? " wrong_outputs=" + fmt(s.cls->wrong_outputs) : ""));
     const std::vector<std::string> peers = initial_peers(i);
     if (peers.empty()) return start_parts(i, node, setup);
     dht_node_actor dht = s.dht;
@@ -666,9 +669,12 @@ struct World::impl {
       r.steps = stats.steps;
       r.recovery_s = stats.recovery_seconds;
       r.failures = stats.failures;
+      r.unverified = stats.unverified;
       note(r.ok ? "session-done" : "session-failed",
            "session=" + std::to_string(k) + " tokens=" + std::to_string(r.token_s.size()) +
-               " failovers=" + std::to_string(r.recovery_s.size()) + (r.ok ? "" : " error=" + error));
+               " failovers=" + std::to_string(r.recovery_s.size()) +
+               (r.unverified > 0 ? " unverified=" + std::to_string(r.unverified) : "") +
+               (r.ok ? "" : " error=" + error));
       check_outcome(k);
       if (session) self->send(session, close_atom::value);
       self->quit();
@@ -731,10 +737,20 @@ struct World::impl {
       violate("session-outcome", who(r),
               "completed with " + std::to_string(got) + " tokens of the " + std::to_string(r.new_tokens) + " asked");
     if (!r.ok && r.error.empty()) violate("session-outcome", who(r), "failed without saying why");
-    if (r.ok && sc.check_outputs) check_output(k);
+    if (r.ok && sc.check_outputs && outputs_checkable(r)) check_output(k);
     // Running out of cache is the swarm's capacity, not a fault: such a session may fail in any world.
     if (!r.ok && !faults && r.error.rfind("out_of_cache", 0) != 0 && covered_throughout(r.arrival_s, r.done_s))
       violate("session-outcome", who(r), "failed in a world without faults while every block was served: " + r.error);
+  }
+
+  // Whether session-output applies to a session: always in an honest world; where servers lie, when the clients'
+  // checks catch every lie they can recompute (the liars lie on every step, each new server's first step is
+  // checked; or every step is checked) and every check of this session found a server to recompute on.
+  bool outputs_checkable(const session_record& r) const {
+    const int64_t every = sc.workload.spot_check_every;
+    for (const auto& c : sc.servers)
+      if (c.wrong_outputs > 0 && (every == 0 || (c.wrong_outputs < 1 && every != 1))) return false;
+    return r.unverified == 0;
   }
 
   // session-output: the tokens the whole model generates from the session's prompt in one process, fault-free.

@@ -99,6 +99,8 @@ struct session_stats {
   std::vector<std::string> failures;     // "HOST:PORT: what went wrong", in order
   int64_t spot_checks = 0;               // steps of a server recomputed elsewhere that agreed
   int64_t wrong_outputs = 0;             // steps a spot check caught wrong (each replaced its server)
+  int64_t unverified = 0;  // hops a spot check chose but could not recompute (nobody else covered their blocks, the
+                           // verifier failed, the history did not join): taken on faith
 };
 
 // What a swarm client knows of a server it has used (reputation_atom).

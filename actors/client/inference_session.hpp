@@ -7,7 +7,8 @@
 // freezes, a request times out, it replies with a server-side error), the session reports it to the swarm
 // client (which bans the server), asks it for a new chain over that hop's blocks only, opens sessions there,
 // replays the history to rebuild their caches, and runs the failed step again. Hops that did not fail keep their
-// sessions; they answer a repeated step id from their last output instead of applying it twice.
+// sessions; they answer a repeated step id with the same input from their last output instead of applying it twice
+// (with another input, from a replaced server before them, they apply it).
 #pragma once
 
 #include <caf/actor.hpp>

@@ -19,6 +19,7 @@
 
 #include "actors/client/session_messages.hpp"
 #include "actors/client/session_state.hpp"
+#include "actors/client/spot_check.hpp"
 #include "actors/log/node_log.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/trust/identity_proof.hpp"
@@ -159,6 +160,37 @@ void open_replacement(session_actor* self, const recovery& r) {
   });
 }
 
+// The replacement's replay gave `outputs`, which the next replacement is to take as its history: a replay is the
+// server's work that no step's spot check sees, so where the session checks, it is checked as a step is (verify)
+// before anything is built on it. done() when it stands.
+void check_replay(session_actor* self, const recovery& r, const std::vector<history_entry>& outputs,
+                  std::function<void()> done) {
+  auto& st = self->state;
+  const auto& hop = r->replacements[r->j];
+  if (r->j + 1 == r->replacements.size() || st.opt.spot_checks.every <= 0 || !st.client || outputs.empty())
+    return done();
+  auto input = as_one_forward(r->inputs);
+  auto claimed = as_one_forward(outputs);
+  if (!input || !claimed) {
+    ++st.stats.unverified;
+    return done();
+  }
+  std::set<std::string> avoid = r->failed_here;
+  avoid.insert(peer_id(hop->plan));
+  const int64_t tokens = claimed->hidden.dim(1);
+  verify(self, hop->plan, std::move(*input), claimed->hidden, tokens, std::move(avoid), [=](check_result c) {
+    if (!in(r, phase::replaying)) return;
+    if (c.verdict == check_result::lied) {
+      ++self->state.stats.wrong_outputs;
+      return server_failed(self, r,
+                           make_error(errc::wrong_output, "server " + hop->plan.address + " (" +
+                                                              blocks_name(hop->plan) + "), replaying: " + c.why));
+    }
+    if (c.verdict == check_result::unverified) ++self->state.stats.unverified;
+    done();
+  });
+}
+
 void replay_into_replacement(session_actor* self, const recovery& r) {
   auto hop = r->replacements[r->j];
   auto outputs = std::make_shared<std::vector<history_entry>>();
@@ -168,10 +200,12 @@ void replay_into_replacement(session_actor* self, const recovery& r) {
                    if (!in(r, phase::replaying)) return;
                    if (e) return server_failed(self, r, std::move(e));
                    if (!r->inputs.empty()) report(self, hop->plan, true, ms_since(self, t0));
-                   hop->history = std::move(r->inputs);
-                   r->inputs = std::move(*outputs);
-                   ++r->j;
-                   enter(self, r, phase::opening);
+                   check_replay(self, r, *outputs, [=] {
+                     hop->history = std::move(r->inputs);
+                     r->inputs = std::move(*outputs);
+                     ++r->j;
+                     enter(self, r, phase::opening);
+                   });
                  }));
 }
 

@@ -112,19 +112,18 @@ void passed_check(session_actor* self, size_t k) {
   }
 }
 
-// The step's hop k lied (its output disagrees with recomputations): the step runs again under a new id, so that
-// the servers after it, which took the wrong output in, recompute instead of answering from their last output.
+// The step's hop k lied (its output disagrees with recomputations): the step runs again, and the servers after it,
+// which took the wrong output in, recompute from what the hop's replacement sends (a step id with another input is
+// applied again, not answered from the last output).
 void caught(session_actor* self, std::shared_ptr<step_run> run, size_t k, const std::string& why) {
   auto& st = self->state;
   ++st.stats.wrong_outputs;
-  run->step = st.next_step++;
   fail(self, run, k,
        make_error(errc::wrong_output,
                   "server " + st.hops[k].plan.address + " (" + blocks_name(st.hops[k].plan) + "): " + why));
 }
 
-// Checks hop k of the step: recomputes its history and this step's input elsewhere and compares. When they
-// disagree, a second verifier decides who is wrong; with none to ask, the checked server is.
+// Checks hop k of the step: recomputes its history and this step's input elsewhere and compares (verify).
 void spot_check(session_actor* self, std::shared_ptr<step_run> run, std::vector<size_t> hops, size_t i, Tensor out) {
   auto& st = self->state;
   if (i == hops.size()) return commit(self, run, std::move(out));
@@ -134,46 +133,52 @@ void spot_check(session_actor* self, std::shared_ptr<step_run> run, std::vector<
   std::vector<history_entry> history = hop.history;  // as the hop's cache holds it for this step
   reorder_sequences(history, run->hypo_ids);
   auto input = verification_input(history, {*run->inputs[k], *run->positions});
-  if (!input) return next();
+  if (!input) {
+    ++st.stats.unverified;
+    return next();
+  }
   const Tensor claimed = k + 1 < st.hops.size() ? *run->inputs[k + 1] : out;
-  const int64_t tokens = run->input.dim(1);
   const uint64_t a = run->attempt;
-  const planned_hop plan = hop.plan;
-  std::set<std::string> avoid{peer_id(plan)};
-  recompute(self, plan, *input, avoid, [=](caf::expected<recomputation> first) mutable {
-    if (stale(self, run, a)) return;
-    if (!first) {
-      // Nobody else covers these blocks now, or the verifier failed: the step stays unchecked, and the hop is no
-      // longer checked on every step for being new (it still comes up at the usual rate).
-      self->state.hops[k].plan.unchecked = false;
-      return next();
-    }
-    const std::string diff =
-        compare_outputs(claimed, last_tokens(first->hidden, tokens), tolerance_for(plan, first->chain));
-    if (diff.empty()) {
-      passed_check(self, k);
-      return next();
-    }
-    for (const auto& v : first->chain) avoid.insert(peer_id(v));
-    recompute(self, plan, *input, avoid, [=](caf::expected<recomputation> second) mutable {
-      if (stale(self, run, a)) return;
-      if (second &&
-          compare_outputs(claimed, last_tokens(second->hidden, tokens), tolerance_for(plan, second->chain)).empty()) {
-        // The first verifier was the liar.
-        for (const auto& v : first->chain)
-          if (self->state.client)
-            self->send(self->state.client, failure_report(peer_id(v), make_error(errc::wrong_output,
-                                                                                 "a spot check it answered "
-                                                                                 "disagreed with two servers")));
-        passed_check(self, k);
-        return next();
-      }
-      caught(self, run, k, diff);
-    });
-  });
+  verify(self, hop.plan, std::move(*input), claimed, run->input.dim(1), {peer_id(hop.plan)},
+         [=](check_result c) mutable {
+           if (stale(self, run, a)) return;
+           switch (c.verdict) {
+             case check_result::agreed: passed_check(self, k); return next();
+             case check_result::unverified:
+               // The step stays unchecked, and the hop is no longer checked on every step for being new (it still
+               // comes up at the usual rate).
+               ++self->state.stats.unverified;
+               self->state.hops[k].plan.unchecked = false;
+               return next();
+             case check_result::lied: return caught(self, run, k, c.why);
+           }
+         });
 }
 
 }  // namespace
+
+void verify(session_actor* self, const planned_hop& hop, history_entry input, Tensor claimed, int64_t tokens,
+            std::set<std::string> avoid, std::function<void(check_result)> done) {
+  recompute(self, hop, input, avoid, [=](caf::expected<recomputation> first) mutable {
+    if (!first) return done({check_result::unverified, {}});
+    const std::string diff =
+        compare_outputs(claimed, last_tokens(first->hidden, tokens), tolerance_for(hop, first->chain));
+    if (diff.empty()) return done({check_result::agreed, {}});
+    for (const auto& v : first->chain) avoid.insert(peer_id(v));
+    recompute(self, hop, input, avoid, [=](caf::expected<recomputation> second) mutable {
+      if (!second ||
+          !compare_outputs(claimed, last_tokens(second->hidden, tokens), tolerance_for(hop, second->chain)).empty())
+        return done({check_result::lied, diff});
+      // The first verifier was the liar.
+      for (const auto& v : first->chain)
+        if (self->state.client)
+          self->send(self->state.client,
+                     failure_report(peer_id(v), make_error(errc::wrong_output,
+                                                           "a spot check it answered disagreed with two servers")));
+      done({check_result::agreed, {}});
+    });
+  });
+}
 
 void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {
   auto& st = self->state;

@@ -135,6 +135,18 @@ void commit(session_actor* self, std::shared_ptr<step_run> run, Tensor out);
 // The step's hops are done: spot-check some of them (spot_check.hpp), one after the other, then commit.
 void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out);
 
+// What a check of a server's output found.
+struct check_result {
+  enum { agreed, unverified, lied } verdict = agreed;
+  std::string why;  // lied: how the outputs differ
+};
+// Recomputes `input` over the blocks of `hop` on other servers (none in `avoid`) and compares the last `tokens`
+// tokens of every sequence with `claimed`, the hop's output: when they disagree, a second verifier decides (a first
+// verifier the second outvotes is reported); with none to ask, the checked server is wrong. unverified: nobody else
+// covers the blocks now, or the verifier failed.
+void verify(session_actor* self, const planned_hop& hop, history_entry input, Tensor claimed, int64_t tokens,
+            std::set<std::string> avoid, std::function<void(check_result)> done);
+
 // --- generation (session_generation.cpp) -------------------------------------------------------------------------
 
 // Starts a generation (or a beam search) in the session, or refuses the request.

@@ -20,7 +20,11 @@ std::vector<size_t> hops_to_check(const spot_check_options& o, const std::vector
 std::optional<history_entry> verification_input(const std::vector<history_entry>& history, const history_entry& step) {
   std::vector<history_entry> all = history;
   all.push_back(step);
-  auto merged = merge_for_replay(all);
+  return as_one_forward(all);
+}
+
+std::optional<history_entry> as_one_forward(const std::vector<history_entry>& entries) {
+  auto merged = merge_for_replay(entries);
   if (merged.size() != 1) return std::nullopt;
   const history_entry& e = merged.front();
   const int64_t b = e.hidden.dim(0), t = e.hidden.dim(1);

@@ -28,8 +28,11 @@ struct spot_check_options {
 std::vector<size_t> hops_to_check(const spot_check_options& o, const std::vector<bool>& unchecked,
                                   std::mt19937_64& rng);
 
-// The span's history and this step's input as one forward from position 0 of every sequence: what a verifier
-// recomputes. nullopt when they do not join into one (the session went back and rewrote its cache).
+// Entries (a span's history, a replay's inputs or outputs) as one forward from position 0 of every sequence: what a
+// verifier recomputes, or what it is compared with. nullopt when they do not join into one (the session went back
+// and rewrote its cache).
+std::optional<history_entry> as_one_forward(const std::vector<history_entry>& entries);
+// The span's history and this step's input as one forward (as_one_forward).
 std::optional<history_entry> verification_input(const std::vector<history_entry>& history, const history_entry& step);
 
 // The last `tokens` tokens of every sequence of hidden [B, T, D] (the verifier's outputs of this step).

@@ -15,7 +15,9 @@ namespace corolla {
 struct fault_options {
   // Once this many steps have been served, every further step is answered with an `internal` error (-1: never).
   int64_t step_errors_after = -1;
-  // The fraction of steps whose output is made wrong (every value shifted by 1) before it is sent (0: never).
+  // The fraction of steps whose output is made wrong before it is sent (0: never): every value shifted by the
+  // server's own amount (between 1 and 2, drawn from its seed), so that two lying servers do not agree with each
+  // other by accident (servers that collude are another matter: docs/SECURITY.md).
   double wrong_outputs = 0;
   bool any() const { return step_errors_after >= 0 || wrong_outputs > 0; }
 };
@@ -33,6 +35,7 @@ class FaultInjector {
   fault_options opt_;
   std::mt19937_64 rng_;
   int64_t served_ = 0;
+  float shift_ = 1;
 };
 
 }  // namespace corolla

@@ -36,14 +36,16 @@ struct gate_session {
   int64_t reserved = 0;         // token·blocks charged to the owner's quota
   std::vector<int64_t> length;  // tokens cached so far, per sequence
   caf::actor_clock::time_point last_active;
-  // The most recent step, kept so that a repeated step id is answered again instead of applied twice.
+  // The most recent step, kept so that a repeated step id is answered again instead of applied twice: its id, its
+  // input (the request without its route) and its output.
   uint64_t last_step = 0;
   bool has_output = false;
+  step_request last_request;
   Tensor last_output;
   bool running = false;
   uint64_t running_step = 0;
   // Repeats of the running step (a client that gave up on a server further along resends the step it had sent
-  // here): answered from its output once it ends.
+  // here): answered from its output once it ends, or applied then if their input is another.
   struct repeat {
     caf::typed_response_promise<step_reply> rp;
     step_request req;
@@ -109,8 +111,8 @@ void sweep_idle_sessions(gate_actor* self, caf::timespan period);
 
 // --- steps (gate_steps.cpp) --------------------------------------------------------------------------------------
 
-// One inference step of a session: a repeat is answered again; a new step joins the batcher and runs through the
-// blocks with the other sessions' steps that are ready at the same time.
+// One inference step of a session: a repeat (its step id and input) is answered again; a new step joins the batcher
+// and runs through the blocks with the other sessions' steps that are ready at the same time.
 caf::result<step_reply> run_step(gate_actor* self, step_request& req);
 // Starts the held steps whose hold has ended (the batch_atom timer).
 void start_held_batches(gate_actor* self);

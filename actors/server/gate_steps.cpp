@@ -2,6 +2,7 @@
 // twice); a new step joins the batcher (step_batcher.hpp), runs through the block actors with the steps of other
 // sessions ready at the same time, and is answered, or passed on to the next server of a push route.
 #include <algorithm>
+#include <cstring>
 
 #include "actors/protocol/errors.hpp"
 #include "actors/server/gate_state.hpp"
@@ -102,64 +103,81 @@ void start_held_batches(gate_actor* self) {
   schedule_held_batches(self);
 }
 
-caf::result<step_reply> run_step(gate_actor* self, step_request& req) {
+namespace {
+
+// Whether two requests of one step id carry the same input (hidden states, positions, reordering), byte for byte. A
+// step id names the input it was first sent with; the same id with another input is another computation: in a push
+// route a server further along may get a step again from the replacement of a server that failed (or lied) before
+// it, under the id it already ran with what that server sent.
+bool same_input(const step_request& a, const step_request& b) {
+  return a.positions == b.positions && a.hypo_ids == b.hypo_ids && a.hidden.dtype() == b.hidden.dtype() &&
+         a.hidden.shape() == b.hidden.shape() &&
+         (a.hidden.data() == b.hidden.data() ||
+          std::memcmp(a.hidden.data(), b.hidden.data(), static_cast<size_t>(a.hidden.nbytes())) == 0);
+}
+
+void apply_step(gate_actor* self, step_request req, caf::typed_response_promise<step_reply> rp, caf::actor requester);
+
+// A step of a session, answered through `rp`: a repeat of the last step with its input is answered again, a repeat
+// of the running step waits for it; anything else is applied.
+void take_step(gate_actor* self, step_request req, caf::typed_response_promise<step_reply> rp, caf::actor requester) {
   auto& s = self->state;
-  if (!req.wire_error.empty()) return make_error(errc::bad_request, req.wire_error);
+  if (!req.wire_error.empty()) return void(rp.deliver(make_error(errc::bad_request, req.wire_error)));
   auto it = s.sessions.find(req.session_id);
   if (it == s.sessions.end())
-    return make_error(errc::unknown_session, "no session " + std::to_string(req.session_id) + " on " +
-                                                 span_name(s.opt) + " (closed, timed out, or never opened)");
+    return void(
+        rp.deliver(make_error(errc::unknown_session, "no session " + std::to_string(req.session_id) + " on " +
+                                                         span_name(s.opt) + " (closed, timed out, or never opened)")));
   gate_session& session = it->second;
   session.last_active = self->clock().now();
-  const auto requester = caf::actor_cast<caf::actor>(self->current_sender());
-  // A response promise takes over the reply: create it only once no error is returned directly.
-  if (session.has_output && req.step_id == session.last_step) {  // a retry: answer again, do not re-apply
-    auto rp = self->make_response_promise<step_reply>();
-    finish_step(self, rp, req, session.last_output, requester);
-    return rp;
-  }
-  if (session.running && req.step_id == session.running_step) {
-    auto rp = self->make_response_promise<step_reply>();
-    session.repeats.push_back({rp, std::move(req), requester});
-    return rp;
-  }
+  if (session.has_output && req.step_id == session.last_step && same_input(req, session.last_request))
+    return finish_step(self, rp, req, session.last_output, requester);  // a retry: answered again, not re-applied
+  if (session.running && req.step_id == session.running_step)
+    return session.repeats.push_back({rp, std::move(req), requester});
+  apply_step(self, std::move(req), rp, requester);
+}
+
+void apply_step(gate_actor* self, step_request req, caf::typed_response_promise<step_reply> rp, caf::actor requester) {
+  auto& s = self->state;
+  gate_session& session = s.sessions.at(req.session_id);
+  auto refuse = [&](caf::error e) { rp.deliver(std::move(e)); };
   // Charged to the session's owner, not the sender: in a push route the previous server sends the step.
   if (session.quota_charged)
-    if (auto busy = charge_request(self, session.owner.node())) return busy;
+    if (auto busy = charge_request(self, session.owner.node())) return refuse(std::move(busy));
   if (s.faults)
-    if (auto fault = s.faults->refuse_step()) return fault;
+    if (auto fault = s.faults->refuse_step()) return refuse(std::move(fault));
   if (session.running)
-    return make_error(errc::bad_request,
-                      "step " + std::to_string(session.running_step) + " of this session is still running");
+    return refuse(make_error(errc::bad_request,
+                             "step " + std::to_string(session.running_step) + " of this session is still running"));
   if (auto msg = check_hidden(s.opt, req.hidden, req.positions); !msg.empty())
-    return make_error(errc::bad_request, msg);
+    return refuse(make_error(errc::bad_request, msg));
   const int64_t b = req.hidden.dim(0), t = req.hidden.dim(1);
   if (b != session.batch)
-    return make_error(errc::bad_request,
-                      "batch of " + std::to_string(b) + " in a session opened for " + std::to_string(session.batch));
+    return refuse(make_error(errc::bad_request, "batch of " + std::to_string(b) + " in a session opened for " +
+                                                    std::to_string(session.batch)));
   // Beam search: the sequences continue the hypotheses named, with their lengths.
   std::vector<int64_t> length = session.length;
   if (!req.hypo_ids.empty()) {
     if (auto problem = hypothesis_ids_problem(req.hypo_ids, b); !problem.empty())
-      return make_error(errc::bad_request, problem);
+      return refuse(make_error(errc::bad_request, problem));
     for (size_t i = 0; i < req.hypo_ids.size(); ++i) length[i] = session.length[static_cast<size_t>(req.hypo_ids[i])];
   }
   for (int64_t i = 0; i < b; ++i) {
     const int32_t* p = req.positions.data() + i * t;
     if (p[t - 1] >= session.max_length)
-      return make_error(errc::max_length_exceeded, "position " + std::to_string(p[t - 1]) +
-                                                       " is beyond the session's max_length " +
-                                                       std::to_string(session.max_length));
+      return refuse(make_error(errc::max_length_exceeded, "position " + std::to_string(p[t - 1]) +
+                                                              " is beyond the session's max_length " +
+                                                              std::to_string(session.max_length)));
     if (p[0] > length[static_cast<size_t>(i)])
-      return make_error(errc::bad_request, "sequence " + std::to_string(i) + " starts at position " +
-                                               std::to_string(p[0]) + " but holds only " +
-                                               std::to_string(length[static_cast<size_t>(i)]) +
-                                               " tokens (positions must not leave gaps)");
+      return refuse(make_error(errc::bad_request, "sequence " + std::to_string(i) + " starts at position " +
+                                                      std::to_string(p[0]) + " but holds only " +
+                                                      std::to_string(length[static_cast<size_t>(i)]) +
+                                                      " tokens (positions must not leave gaps)"));
     for (int64_t j = 1; j < t; ++j)
       if (p[j] != p[j - 1] + 1)
-        return make_error(errc::bad_request, "positions of sequence " + std::to_string(i) + " are not consecutive");
+        return refuse(
+            make_error(errc::bad_request, "positions of sequence " + std::to_string(i) + " are not consecutive"));
   }
-  auto rp = self->make_response_promise<step_reply>();
   session.running = true;
   session.running_step = req.step_id;
   const uint64_t id = session.id;
@@ -191,11 +209,22 @@ caf::result<step_reply> run_step(gate_actor* self, step_request& req) {
         sess.has_output = true;
         sess.last_output = std::move(*out);
         if (self->state.faults) self->state.faults->served(sess.last_output);
+        sess.last_request = {req.session_id, req.step_id, req.hidden, req.positions, {}, {}, req.hypo_ids};
         finish_step(self, rp, req, sess.last_output, requester);
-        for (auto& r : repeats) finish_step(self, r.rp, r.req, sess.last_output, r.requester);
+        // Repeats with this input get its output; one with another input is a step of its own (same_input).
+        for (auto& r : repeats) take_step(self, std::move(r.req), r.rp, r.requester);
       },
       self->clock().now(), std::move(hypo_ids));
   run_batches(self, group);
+}
+
+}  // namespace
+
+caf::result<step_reply> run_step(gate_actor* self, step_request& req) {
+  // The sender first: the response promise takes the request's sender over.
+  auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+  auto rp = self->make_response_promise<step_reply>();
+  take_step(self, std::move(req), rp, std::move(requester));
   return rp;
 }
 

@@ -183,6 +183,24 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_errors_and_the_server_keeps_serving) {
   BOOST_TEST(max_abs_diff(ok->hidden, again->hidden) == 0.0f);
   auto next = step(sid, 11, good, {1});
   BOOST_TEST(bool(next));
+  // The same step id with another input is another step, applied (a push route's server gets its step again from
+  // the replacement of a server before it): its output is what that input gives in a session of its own.
+  auto filled = [](float v) {
+    Tensor t = Tensor::empty(DType::f32, {1, 1, 64});
+    for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = v + 0.01f * static_cast<float>(i % 5);
+    return t;
+  };
+  auto a = step(sid, 12, filled(0.5f), {2});
+  auto b = step(sid, 12, filled(-0.25f), {2});
+  BOOST_REQUIRE(a && b);
+  auto alone = f.ask<session_opened>(gate, open_session{16, 1, 0, 0, {}, {}, {}, {}});
+  BOOST_REQUIRE(alone);
+  for (int32_t p = 0; p < 2; ++p) BOOST_REQUIRE(step(alone->session_id, 1 + p, good, {p}));  // as `sid` holds them
+  auto want = step(alone->session_id, 3, filled(-0.25f), {2});
+  BOOST_REQUIRE(want);
+  BOOST_TEST(max_abs_diff(a->hidden, b->hidden) > 0.1f);
+  BOOST_TEST(max_abs_diff(b->hidden, want->hidden) < 1e-6f);
+  BOOST_TEST(bool(f.ask<ack>(gate, close_session{alone->session_id, {}})));
   // Close, then the session is gone.
   BOOST_TEST(bool(f.ask<ack>(gate, close_session{sid, {}})));
   BOOST_TEST(is(step(sid, 12, good, {2}).error(), errc::unknown_session));
@@ -214,6 +232,10 @@ BOOST_AUTO_TEST_CASE(a_step_repeated_while_it_runs_is_answered_when_it_ends) {
   auto first = f.self->request(gate, timeout, step_request{sid, 5, hidden, pos, {}, {}});
   auto repeat = f.self->request(gate, timeout, step_request{sid, 5, hidden, pos, {}, {}});
   auto other = f.self->request(gate, timeout, step_request{sid, 6, one, {48}, {}, {}});
+  // The same step id with another input waits too, and is then applied (not answered with the first's output).
+  Tensor changed = hidden.clone();
+  changed.data_as<float>()[0] += 1.0f;
+  auto changed_repeat = f.self->request(gate, timeout, step_request{sid, 5, changed, pos, {}, {}});
   std::vector<Tensor> outputs;
   std::string refused;
   for (auto* h : {&first, &repeat})
@@ -221,8 +243,11 @@ BOOST_AUTO_TEST_CASE(a_step_repeated_while_it_runs_is_answered_when_it_ends) {
                [&](caf::error& e) { BOOST_FAIL("step 5: " << describe(e)); });
   other.receive([&](step_reply&) { refused = "(answered)"; }, [&](caf::error& e) { refused = describe(e); });
   prefill.receive([](step_reply&) {}, [&](caf::error& e) { BOOST_FAIL("the long prefill: " << describe(e)); });
-  BOOST_REQUIRE_EQUAL(outputs.size(), 2u);
+  changed_repeat.receive([&](step_reply& r) { outputs.push_back(r.hidden); },
+                         [&](caf::error& e) { BOOST_FAIL("step 5 with another input: " << describe(e)); });
+  BOOST_REQUIRE_EQUAL(outputs.size(), 3u);
   BOOST_TEST(max_abs_diff(outputs[0], outputs[1]) == 0.0f);
+  BOOST_TEST(max_abs_diff(outputs[0], outputs[2]) > 0.0f);
   BOOST_TEST(refused.find("step 5 of this session is still running") != std::string::npos, refused);
   // The session goes on after it.
   auto next = f.ask<step_reply>(gate, step_request{sid, 7, one, {48}, {}, {}});

@@ -116,7 +116,8 @@ BOOST_AUTO_TEST_CASE(cost_backend_models_a_big_block_without_memory) {
 
 // A server's step batcher assembles batches and gathers chunked prompts' outputs in memory its backend gives: on the
 // cost model (no digests) every such tensor is virtual, so a simulated swarm's prompts cost no memory however long
-// they are, and with digests they are real and carry each chunk's rows to their places.
+// they are, and with digests they are real and carry each chunk's rows to their places. Either way a batch's input
+// is host memory, whose upload to the device is charged.
 BOOST_AUTO_TEST_CASE(the_step_batcher_assembles_in_the_cost_models_memory) {
   const int64_t d = 8192;
   for (const bool digests : {false, true}) {
@@ -132,6 +133,11 @@ BOOST_AUTO_TEST_CASE(the_step_batcher_assembles_in_the_cost_models_memory) {
     int batches = 0;
     while (auto b = batcher.start({0, 1}, {})) {
       BOOST_TEST(is_virtual(b->msg.hidden) == !digests);
+      BOOST_TEST(is_virtual_host(b->msg.hidden) == !digests);
+      backend.take_modelled_time();
+      const Tensor on_device = backend.upload(b->msg.hidden);
+      BOOST_TEST(backend.take_modelled_time().count() > 0);
+      BOOST_TEST(!is_virtual_host(on_device));
       ++batches;
       batcher.finish(b->id, std::move(b->msg), {});  // the blocks as an identity
     }
