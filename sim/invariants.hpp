@@ -20,7 +20,8 @@
 //   block-coverage    while the live servers have spare capacity (their spans add up to twice the model), every
 //                     block is served again within cover_s.
 //   dht-readable      a server that has served the same span for dht_s is listed, with that span, by every live
-//                     server's DHT node that is asked.
+//                     server's DHT node that is asked (its own record, signed with its key: an impostor's copy
+//                     under another key does not hide it).
 //   request-answered  a request that crossed the network is answered (an error counts) before its timeout when
 //                     its receiver ends while its node lives: only a fault (a crash, freeze, partition, latency
 //                     spike or lost message) leaves a requester to its timeout.

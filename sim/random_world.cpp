@@ -159,6 +159,15 @@ void draw_liars(Dice& d, scenario& sc) {
     sc.workload.spot_check_every = d.between(4, 64);
 }
 
+// Impostors, in a sixth of the worlds (drawn after the liars, for the same reason): one or two DHT peers announcing
+// copies of live servers' records under their own keys from some time before the sessions start.
+void draw_impostors(Dice& d, scenario& sc) {
+  if (!d.chance(1.0 / 6)) return;
+  sc.hostile.impostors = d.between(1, 2);
+  sc.hostile.impostor_start_s = d.time(0, sc.workload.start_s);
+  sc.hostile.impostor_period_s = d.pick(std::vector<double>{10, 30, 60});
+}
+
 }  // namespace
 
 scenario random_scenario(uint64_t seed) {
@@ -177,6 +186,7 @@ scenario random_scenario(uint64_t seed) {
   sc.workload = draw_workload(d, sc);
   sc.churn = draw_churn(d, sc);
   draw_liars(d, sc);
+  draw_impostors(d, sc);
   // The last arrival, the last fault, then every bound's worth of quiet.
   double last = sc.workload.start_s;
   if (sc.workload.arrival_rate_per_s > 0)

@@ -258,6 +258,13 @@ scenario read_scenario_text(std::string_view text, const std::string& path) {
       if (!e.region.empty() && !s.find_region(e.region))
         r.fail("events", "a partition names no region of [network] regions: \"" + e.region + "\"");
   }
+  if (const toml::table* t = table_at(top, "hostile")) {
+    TableReader r(*t, path, "hostile.");
+    r.get_int("impostors", s.hostile.impostors, 0, 1000);
+    r.get_double("impostor_start_s", s.hostile.impostor_start_s, 0, false);
+    r.get_double("impostor_period_s", s.hostile.impostor_period_s, 0, true);
+    r.finish();
+  }
   top.finish();
   if (s.check_outputs && (s.model.hidden_size / s.model.heads) % 16 != 0)
     top.fail("check_outputs", "needs heads of a multiple of 16 values (the digests' groups, sim/cost_backend.cpp)");

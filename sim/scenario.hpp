@@ -110,6 +110,17 @@ struct churn_model {
   std::vector<churn_event> events;  // a schedule, besides the rates
 };
 
+// Hostile peers other than servers (a server that lies is its class's wrong_outputs).
+struct hostile_model {
+  // Impostors: nodes that join the DHT and, every impostor_period_s, announce under their own keys a copy of a live
+  // server's record, its address kept, at a hundred times its throughput, its span widened to the whole model or
+  // kept (then the server there opens the session, and only the key it proves tells it from the record's).
+  // Clients find them out when they connect (the server there proves another key) and route round them.
+  int64_t impostors = 0;
+  double impostor_start_s = 0;
+  double impostor_period_s = 30;
+};
+
 struct scenario {
   std::string name;
   std::string source;  // the file it was read from
@@ -124,6 +135,7 @@ struct scenario {
   std::vector<server_class> servers;
   client_workload workload;
   churn_model churn;
+  hostile_model hostile;
   // The event log keeps session steps too (every token); off for big runs.
   bool log_steps = false;
   // The cost model computes digests (sim/cost_backend.hpp) and each completed session's tokens are checked against

@@ -88,6 +88,9 @@ std::string scenario_toml(const scenario& sc) {
     if (!e.server_class.empty()) o << "class = " << quoted(e.server_class) << "\n";
     if (e.latency_ms > 0) o << "latency_ms = " << number(e.latency_ms) << "\n";
   }
+  const auto& h = sc.hostile;
+  o << "\n[hostile]\nimpostors = " << h.impostors << "\nimpostor_start_s = " << number(h.impostor_start_s)
+    << "\nimpostor_period_s = " << number(h.impostor_period_s) << "\n";
   return o.str();
 }
 

@@ -19,6 +19,7 @@
 #include "actors/log/node_log.hpp"
 #include "actors/client/client_api.hpp"
 #include "actors/dht/dht_api.hpp"
+#include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/dht/read_swarm.hpp"
 #include "actors/protocol/atoms.hpp"
@@ -105,6 +106,15 @@ struct World::impl {
     double changed_s = 0;    // its last start, placement, move, thaw or healed partition (dht-readable's clock)
   };
   std::deque<server> servers;
+  // Hostile DHT peers (scenario hostile.impostors): a node, its DHT node and its own key, drawn from a stream of
+  // their own so that worlds without them draw what they did before.
+  struct impostor {
+    std::string address;
+    dht_node_actor dht;
+    std::shared_ptr<const SigningKey> key;
+  };
+  std::vector<impostor> impostors;
+  std::mt19937_64 impostor_rng;
   struct client {
     node_index node = 0;
     size_t swarm = 0;
@@ -158,6 +168,7 @@ struct World::impl {
     plan_clients();
     plan_sessions();
     plan_churn();
+    plan_impostors();
     bounds = bounds_for(sc);
     coverage.assign(sources.size(), CoverageWatch(bounds.cover_s));
     progress_s.assign(res.sessions.size(), -1);
@@ -446,6 +457,72 @@ struct World::impl {
     auto live = live_servers();
     if (live.empty()) return std::nullopt;
     return live[std::uniform_int_distribution<size_t>(0, live.size() - 1)(rng)];
+  }
+
+  // --- impostors ---------------------------------------------------------------------------------------------------
+
+  void plan_impostors() {
+    impostor_rng.seed(seed ^ 0x1b9057e5ull);
+    for (int64_t i = 0; i < sc.hostile.impostors; ++i)
+      at(sc.hostile.impostor_start_s, [this, i] { start_impostor(static_cast<size_t>(i)); });
+  }
+
+  void start_impostor(size_t i) {
+    if (impostors.size() <= i) impostors.resize(i + 1);
+    impostor& m = impostors[i];
+    m.address = "impostor-" + std::to_string(i);
+    KeySeed key_seed;
+    for (auto& b : key_seed) b = static_cast<uint8_t>(impostor_rng());
+    m.key = std::make_shared<const SigningKey>(SigningKey::from_seed(key_seed));
+    const node_index node = net.add_node(m.address, sc.network.regions.front().name, 0);
+    caf::actor connector = spawn_sim_connector(sys, net, node);
+    dht_options d;
+    d.id = dht_id_of(m.key->public_key());
+    d.address = m.address;
+    m.dht = spawn_dht_node(sys, d, connector);
+    net.publish(m.address, node, caf::actor_cast<caf::actor>(m.dht), m.dht);  // it has no gate: peers reach its node
+    note("impostor-start", m.address);
+    const std::vector<std::string> peers = initial_peers(servers.size());
+    dht_node_actor dht = m.dht;
+    drivers.push_back(sys.spawn([peers, dht](caf::event_based_actor* self) {
+      self->request(dht, std::chrono::seconds(60), dht_bootstrap{peers})
+          .then([](const dht_bootstrap_reply&) {}, [](caf::error&) {});
+    }));
+    at(now_s() + sc.hostile.impostor_period_s, [this, i] { impersonate(i); });
+  }
+
+  // Reads a swarm the impostor picks, copies one of its servers' records (the address kept, the span widened to the
+  // whole model or not, the throughput a hundred times), signs it with its own key and announces it; again every
+  // period.
+  void impersonate(size_t i) {
+    at(now_s() + sc.hostile.impostor_period_s, [this, i] { impersonate(i); });
+    const size_t swarm = static_cast<size_t>(impostor_rng() % sources.size());
+    const std::string prefix = sources[swarm]->origin();
+    dht_node_actor dht = impostors[i].dht;
+    drivers.push_back(sys.spawn([this, i, prefix, dht](caf::event_based_actor* self) {
+      read_swarm(self, dht, prefix, sc.model.blocks, std::chrono::seconds(30),
+                 [=, this](std::vector<server_info> found) {
+                   std::erase_if(found, [](const server_info& s) { return s.address.rfind("srv-", 0) != 0; });
+                   if (!found.empty()) {
+                     server_info info = found[impostor_rng() % found.size()];
+                     const std::string victim = info.address;
+                     if (impostor_rng() % 2) {  // else its own span: the server there opens the session, and only
+                       info.first_block = 0;    // the key it proves tells it from the record's
+                       info.last_block = sc.model.blocks;
+                     }
+                     info.throughput *= 100;
+                     info.inference_rps *= 100;
+                     info.forward_rps *= 100;
+                     const auto expiration = self->clock().now() + timespan_of(sc.hostile.impostor_period_s * 2);
+                     for (auto& put : announce_puts(*impostors[i].key, prefix, info, expiration))
+                       self->request(dht, std::chrono::seconds(30), std::move(put))
+                           .then([](const dht_put_reply&) {}, [](caf::error&) {});
+                     note("impostor-announce", impostors[i].address + " as " + victim +
+                                                   " blocks=" + std::to_string(info.first_block) + ".." +
+                                                   std::to_string(info.last_block - 1));
+                   }
+                 });
+    }));
   }
 
   void plan_churn() {
@@ -844,8 +921,10 @@ struct World::impl {
     for (const server& s : servers) {
       if (s.swarm != from.swarm || !s.started || s.gone || s.frozen || !s.serving) continue;
       if (s.changed_s > asked_s - bounds.dht_s) continue;
+      // Its own record: an impostor's copy names the same address under another key.
+      const std::string owner = to_hex(s.identity->public_key());
       auto it = std::find_if(found.begin(), found.end(), [&](const server_info& i) {
-        return i.address == s.rec.address || i.public_name == s.rec.address;
+        return (i.address == s.rec.address || i.public_name == s.rec.address) && i.owner == owner;
       });
       if (it != found.end() && it->first_block == s.rec.first_block && it->last_block == s.rec.last_block) continue;
       const std::string actors = from.rec.address + " reading " + s.rec.address;

@@ -17,10 +17,9 @@ namespace corolla {
 inline constexpr size_t kMaxDhtValueBytes = 64 * 1024;
 inline constexpr size_t kMaxDhtSubkeyBytes = 1024;
 inline constexpr size_t kMaxDhtItemsPerStore = 256;
-// A record lives at most this long past its store (or read). Records are not signed yet, so a stranger can write
-// under any subkey: what bounds the harm is that a forged record (say, a server "offline" for ten years, which
-// the server's own announcements would never supersede) is refused by every honest node and ignored by readers
-// beyond this, and outlived within the hour. Servers announce every update_period (at most half of this).
+// A record lives at most this long past its store (or read), and no longer than the expiry its owner signed
+// (signed_record.hpp: nobody writes under another's subkey): a record its owner no longer renews (a server gone
+// without saying) is outlived within the hour. Servers announce every update_period (at most half of this).
 inline constexpr int64_t kMaxDhtTtlNs = int64_t{3600} * 1000000000;
 
 struct dht_contact {

@@ -179,6 +179,28 @@ duration_s = 120
   BOOST_TEST(w.log().text().find("partition-healed") != std::string::npos);
 }
 
+// Impostors announce copies of live servers' records under their own keys (the address kept, the span widened or
+// not, a hundred times the throughput): clients that follow them are refused at the address (blocks it does not
+// serve) or meet a server proving another key, charge the failure to the impostor's key and route round it. Every
+// session completes and every invariant holds.
+BOOST_AUTO_TEST_CASE(impostors_in_the_dht_cost_sessions_a_failover_at_most) {
+  scenario sc = read_scenario(std::string(COROLLA_SCENARIO_DIR) + "/small.toml");
+  sc.hostile.impostors = 2;
+  sc.hostile.impostor_start_s = 5;
+  sc.hostile.impostor_period_s = 10;
+  World w(sc, sc.seed);
+  w.run();
+  for (const auto& v : w.results().violations) BOOST_TEST(false, v.invariant << " " << v.actors << ": " << v.what);
+  BOOST_TEST(w.log().text().find("impostor-announce") != std::string::npos);
+  size_t met = 0;
+  for (const auto& s : w.results().sessions) {
+    BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+    for (const auto& f : s.failures)
+      if (f.find("unknown_block") != std::string::npos || f.find("does not hold the key") != std::string::npos) ++met;
+  }
+  BOOST_TEST(met > 0u);  // the sessions did follow impostors' records
+}
+
 BOOST_AUTO_TEST_CASE(worlds_that_found_bugs_keep_every_invariant) {
   size_t worlds = 0;
   for (const auto& f : std::filesystem::directory_iterator(std::string(COROLLA_SCENARIO_DIR) + "/regressions")) {
