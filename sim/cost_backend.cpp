@@ -81,22 +81,19 @@ void rowwise(Tag tag, uint64_t salt, std::initializer_list<const Tensor*> inputs
 
 }  // namespace
 
-Tensor CostBackend::alloc(DType dtype, Shape shape) {
+Tensor CostBackend::alloc_in(VirtualSpace space, DType dtype, Shape shape) {
   if (digests_ && dtype == DType::f32 && storage_bytes(dtype, shape.numel()) <= kDigestRowsBytes) {
     Tensor t = Tensor::empty(dtype, shape);
     if (t.numel() > 0) std::memset(t.data(), 0, static_cast<size_t>(t.nbytes()));
     return t;
   }
-  return virtual_tensor(dtype, shape);
+  return virtual_tensor(dtype, shape, space);
 }
+
+Tensor CostBackend::alloc(DType dtype, Shape shape) { return alloc_in(VirtualSpace::device, dtype, shape); }
+Tensor CostBackend::alloc_host(DType dtype, Shape shape) { return alloc_in(VirtualSpace::host, dtype, shape); }
 
 Tensor CostBackend::alloc_reserve(DType dtype, Shape shape) { return virtual_tensor(dtype, shape); }
-
-Tensor CostBackend::alloc_host(DType dtype, Shape shape) {
-  if (digests_ && dtype == DType::f32 && storage_bytes(dtype, shape.numel()) <= kDigestRowsBytes)
-    return alloc(dtype, shape);
-  return virtual_tensor(dtype, shape, VirtualSpace::host);
-}
 
 Tensor CostBackend::upload(const Tensor& host) {
   if (is_virtual(host) && !is_virtual_host(host)) return host;  // on the device already

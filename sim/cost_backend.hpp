@@ -20,6 +20,7 @@
 
 #include "kernels/backend.hpp"
 #include "kernels/modelled_time.hpp"
+#include "sim/virtual_tensor.hpp"
 
 namespace corolla::sim {
 
@@ -89,6 +90,9 @@ class CostBackend final : public Backend, public ModelledTime {
                              const AttentionSpec& spec, Tensor& dq, Tensor& dk, Tensor& dv) override;
 
  private:
+  // Real zeroed memory where a tensor carries digests (f32 activations up to kDigestRowsBytes), else a virtual one
+  // in `space`.
+  Tensor alloc_in(VirtualSpace space, DType dtype, Shape shape);
   // One operation of `flop` arithmetic moving `bytes`.
   void account(double flop, double bytes);
   void account_matmul(int64_t m, int64_t n, int64_t k, DType weight_dtype);

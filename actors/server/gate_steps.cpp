@@ -112,7 +112,7 @@ namespace {
 bool same_input(const step_request& a, const step_request& b) {
   return a.positions == b.positions && a.hypo_ids == b.hypo_ids && a.hidden.dtype() == b.hidden.dtype() &&
          a.hidden.shape() == b.hidden.shape() &&
-         (a.hidden.data() == b.hidden.data() ||
+         (a.hidden.data() == b.hidden.data() || a.hidden.nbytes() == 0 ||
           std::memcmp(a.hidden.data(), b.hidden.data(), static_cast<size_t>(a.hidden.nbytes())) == 0);
 }
 
