@@ -10,7 +10,7 @@ namespace corolla::sim {
 const std::vector<std::string>& invariant_names() {
   static const std::vector<std::string> names = {"session-progress", "session-outcome", "session-output",
                                                  "cache-released",   "block-coverage",  "dht-readable",
-                                                 "request-answered"};
+                                                 "request-answered", "forged-refused"};
   return names;
 }
 

@@ -15,13 +15,18 @@
 //                     every check found a server to recompute on gets the same tokens, when the liars lie on
 //                     every step or every step is checked (otherwise its steps may take a lie unchecked, and
 //                     outputs are not compared).
+//                     A training session's forward passes equal the whole model's blocks run in one process on the
+//                     same input (in worlds without liars: training passes are not spot-checked).
 //   cache-released    once every session has ended (settle_s before the check), each live server holds no
 //                     session and its whole KV-cache budget.
 //   block-coverage    while the live servers have spare capacity (their spans add up to twice the model), every
 //                     block is served again within cover_s.
 //   dht-readable      a server that has served the same span for dht_s is listed, with that span, by every live
 //                     server's DHT node that is asked (its own record, signed with its key: an impostor's copy
-//                     under another key does not hide it).
+//                     under another key does not hide it). Not while it moves: from its balancer's decision its
+//                     record says "offline", then "joining" with the span it loads.
+//   forged-refused    no node stores a forged record (one its subkey's owner did not sign as it is) that a hostile
+//                     peer sends it ([hostile] forge, sim/forgery.hpp).
 //   request-answered  a request that crossed the network is answered (an error counts) before its timeout when
 //                     its receiver ends while its node lives: only a fault (a crash, freeze, partition, latency
 //                     spike or lost message) leaves a requester to its timeout.

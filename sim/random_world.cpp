@@ -160,12 +160,26 @@ void draw_liars(Dice& d, scenario& sc) {
 }
 
 // Impostors, in a sixth of the worlds (drawn after the liars, for the same reason): one or two DHT peers announcing
-// copies of live servers' records under their own keys from some time before the sessions start.
+// copies of live servers' records under their own keys from some time before the sessions start; in half of those
+// worlds they also forge records under the servers' own subkeys.
 void draw_impostors(Dice& d, scenario& sc) {
   if (!d.chance(1.0 / 6)) return;
   sc.hostile.impostors = d.between(1, 2);
   sc.hostile.impostor_start_s = d.time(0, sc.workload.start_s);
   sc.hostile.impostor_period_s = d.pick(std::vector<double>{10, 30, 60});
+  sc.hostile.forge = d.chance(0.5);
+}
+
+// Training sessions, in a quarter of the worlds (drawn last, for the same reason): one to three, each a few forward
+// and backward passes of a small batch, some split into sub-batches with routes of their own.
+void draw_training(Dice& d, scenario& sc) {
+  if (!d.chance(0.25)) return;
+  auto& w = sc.workload;
+  w.training_sessions = d.between(1, 3);
+  w.training_steps = d.between(1, 6);
+  w.training_batch = d.between(1, 8);
+  w.training_tokens = d.between(1, 32);
+  w.training_max_batch_tokens = d.pick(std::vector<int64_t>{w.training_tokens, 2 * w.training_tokens, 4096});
 }
 
 }  // namespace
@@ -187,10 +201,12 @@ scenario random_scenario(uint64_t seed) {
   sc.churn = draw_churn(d, sc);
   draw_liars(d, sc);
   draw_impostors(d, sc);
+  draw_training(d, sc);
   // The last arrival, the last fault, then every bound's worth of quiet.
   double last = sc.workload.start_s;
   if (sc.workload.arrival_rate_per_s > 0)
-    last += 3 * static_cast<double>(sc.workload.sessions) / sc.workload.arrival_rate_per_s;
+    last +=
+        3 * static_cast<double>(sc.workload.sessions + sc.workload.training_sessions) / sc.workload.arrival_rate_per_s;
   for (const auto& e : sc.churn.events) last = std::max(last, e.at_s + e.duration_s);
   const invariant_bounds b = bounds_for(sc);
   sc.duration_s = std::ceil(last + std::max({b.stall_s * 2, b.cover_s, b.dht_s}) + b.settle_s + 60);

@@ -39,9 +39,10 @@ session_figures figures_of(const sim_results& r) {
       ++f.completed;
     else
       ++f.failed;
-    if (s.first_token_s >= 0) f.ttft.push_back(s.first_token_s - s.arrival_s);
-    for (size_t i = 1; i < s.token_s.size(); ++i) f.step_latency.push_back(s.token_s[i] - s.token_s[i - 1]);
-    if (s.ok) {
+    if (!s.training && s.first_token_s >= 0) f.ttft.push_back(s.first_token_s - s.arrival_s);
+    if (!s.training)
+      for (size_t i = 1; i < s.token_s.size(); ++i) f.step_latency.push_back(s.token_s[i] - s.token_s[i - 1]);
+    if (s.ok && !s.training) {
       f.duration.push_back(s.done_s - s.arrival_s);
       f.steps_per_s.push_back(s.steps_per_s());
       const double span = s.done_s - s.arrival_s;
@@ -203,6 +204,7 @@ std::string coverage_map(const sim_results& r) {
 std::string session_bars(const sim_results& r) {
   std::vector<double> x, y;
   for (const auto& s : r.sessions) {
+    if (s.training) continue;
     x.push_back(static_cast<double>(s.id));
     y.push_back(s.ok ? s.steps_per_s() : 0);
   }
@@ -298,6 +300,7 @@ std::string report_json(const sim_results& r) {
     json e;
     e["id"] = x.id;
     e["client"] = x.client;
+    e["training"] = x.training;
     e["prompt_tokens"] = x.prompt_tokens;
     e["new_tokens"] = x.new_tokens;
     e["arrival_s"] = x.arrival_s;

@@ -12,9 +12,12 @@
 
 namespace corolla::sim {
 
+// An inference session, or a training session (training: prompt_tokens is a pass's tokens, new_tokens its
+// steps, token_s when each step (forward and backward) ended; no time to first token).
 struct session_record {
   size_t id = 0;
   size_t client = 0;
+  bool training = false;
   int64_t prompt_tokens = 0, new_tokens = 0;
   double arrival_s = 0;
   double opened_s = -1;       // the session opened (route chosen, servers' sessions open)

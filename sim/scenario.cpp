@@ -117,6 +117,11 @@ void read_workload(TableReader& r, client_workload& w) {
   r.get_double("request_timeout_s", w.request_timeout_s, 0, true);
   r.get_double("recovery_timeout_s", w.recovery_timeout_s, 0, true);
   r.get_int("spot_check_every", w.spot_check_every, 0, 1 << 30);
+  r.get_int("training_sessions", w.training_sessions, 0, kMaxInt);
+  r.get_int("training_steps", w.training_steps, 1, 1 << 20);
+  r.get_int("training_batch", w.training_batch, 1, 1 << 10);
+  r.get_int("training_tokens", w.training_tokens, 1, 1 << 16);
+  r.get_int("training_max_batch_tokens", w.training_max_batch_tokens, 1, 1 << 30);
   const int64_t longest = std::max(w.prompt_tokens, w.prompt_tokens_max) + std::max(w.new_tokens, w.new_tokens_max);
   if (longest > w.max_length)
     r.fail("max_length", "must hold the longest prompt and generation (" + std::to_string(longest) + " tokens)");
@@ -263,6 +268,7 @@ scenario read_scenario_text(std::string_view text, const std::string& path) {
     r.get_int("impostors", s.hostile.impostors, 0, 1000);
     r.get_double("impostor_start_s", s.hostile.impostor_start_s, 0, false);
     r.get_double("impostor_period_s", s.hostile.impostor_period_s, 0, true);
+    r.get_bool("forge", s.hostile.forge);
     r.finish();
   }
   top.finish();

@@ -87,6 +87,15 @@ struct client_workload {
   double request_timeout_s = 30;
   double recovery_timeout_s = 120;
   int64_t spot_check_every = 64;  // clients' spot checks (actors/client/spot_check.hpp); 0: none
+  // Training sessions (actors/client/training_api.hpp), arriving after the inference sessions by the same rule and
+  // spread over the clients the same way: each opens a training session over the swarm and runs training_steps
+  // forward and backward passes of [training_batch, training_tokens] random hidden states, in sub-batches of at
+  // most training_max_batch_tokens tokens (routes of their own).
+  int64_t training_sessions = 0;
+  int64_t training_steps = 4;
+  int64_t training_batch = 2;
+  int64_t training_tokens = 16;
+  int64_t training_max_batch_tokens = 4096;
 };
 
 struct churn_event {
@@ -119,6 +128,10 @@ struct hostile_model {
   int64_t impostors = 0;
   double impostor_start_s = 0;
   double impostor_period_s = 30;
+  // The impostors also forge records (sim/forgery.hpp): every period they store forgeries of a swarm's records at
+  // the nodes nearest its keys, and their own DHT nodes add forgeries to every answer. Nodes must refuse to store
+  // them (forged-refused) and readers to believe them (dht-readable).
+  bool forge = false;
 };
 
 struct scenario {

@@ -75,7 +75,9 @@ std::string scenario_toml(const scenario& sc) {
     << "\nnew_tokens_max = " << w.new_tokens_max << "\nmax_length = " << w.max_length << "\nmode = " << quoted(w.mode)
     << "\nrequest_timeout_s = " << number(w.request_timeout_s)
     << "\nrecovery_timeout_s = " << number(w.recovery_timeout_s) << "\nspot_check_every = " << w.spot_check_every
-    << "\n";
+    << "\ntraining_sessions = " << w.training_sessions << "\ntraining_steps = " << w.training_steps
+    << "\ntraining_batch = " << w.training_batch << "\ntraining_tokens = " << w.training_tokens
+    << "\ntraining_max_batch_tokens = " << w.training_max_batch_tokens << "\n";
   const auto& c = sc.churn;
   o << "\n[churn]\ncrash_fraction = " << number(c.crash_fraction) << "\nleave_fraction = " << number(c.leave_fraction)
     << "\nfreeze_fraction = " << number(c.freeze_fraction) << "\nfreeze_s = " << number(c.freeze_s)
@@ -90,7 +92,7 @@ std::string scenario_toml(const scenario& sc) {
   }
   const auto& h = sc.hostile;
   o << "\n[hostile]\nimpostors = " << h.impostors << "\nimpostor_start_s = " << number(h.impostor_start_s)
-    << "\nimpostor_period_s = " << number(h.impostor_period_s) << "\n";
+    << "\nimpostor_period_s = " << number(h.impostor_period_s) << "\nforge = " << (h.forge ? "true" : "false") << "\n";
   return o.str();
 }
 

@@ -229,6 +229,12 @@ scenario shrink(const scenario& failing, uint64_t seed, const std::string& invar
     return true;
   });
   steps.push_back([](scenario& s) {
+    auto& w = s.workload;
+    if (w.training_sessions == 0 || (w.training_sessions == 1 && w.sessions == 0)) return false;
+    w.training_sessions /= 2;
+    return true;
+  });
+  steps.push_back([](scenario& s) {
     if (s.workload.clients <= 1) return false;
     --s.workload.clients;
     return true;

@@ -6,6 +6,7 @@
 #include <caf/scheduler/test_coordinator.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <deque>
 #include <functional>
@@ -18,10 +19,13 @@
 
 #include "actors/log/node_log.hpp"
 #include "actors/client/client_api.hpp"
+#include "actors/client/training_api.hpp"
 #include "actors/dht/dht_api.hpp"
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/dht/read_swarm.hpp"
+#include "actors/dht/rpc.hpp"
+#include "actors/protocol/unix_clock.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/system/system_config.hpp"
@@ -33,7 +37,10 @@
 #include "model/block.hpp"
 #include "model/client_head.hpp"
 #include "model/local_model.hpp"
+#include "model/train/local_training.hpp"
+#include "model/train/span_training.hpp"
 #include "sim/cost_backend.hpp"
+#include "sim/forgery.hpp"
 #include "sim/invariants.hpp"
 #include "sim/network.hpp"
 #include "sim/sim_clock.hpp"
@@ -103,6 +110,7 @@ struct World::impl {
     std::shared_ptr<const SigningKey> identity;
     bool started = false, serving = false, frozen = false, gone = false;
     bool restarted = false;  // gone, and back as a later entry with the same identity
+    bool moving = false;     // from its balancer's decision to move (it announces "offline") until it serves again
     double changed_s = 0;    // its last start, placement, move, thaw or healed partition (dht-readable's clock)
   };
   std::deque<server> servers;
@@ -111,6 +119,7 @@ struct World::impl {
   struct impostor {
     std::string address;
     dht_node_actor dht;
+    caf::actor connector;
     std::shared_ptr<const SigningKey> key;
   };
   std::vector<impostor> impostors;
@@ -147,6 +156,7 @@ struct World::impl {
   std::vector<std::vector<int32_t>> prompts, token_ids;
   std::shared_ptr<CostBackend> reference_backend;
   std::vector<std::unique_ptr<LocalModel>> reference_models;
+  std::vector<std::unique_ptr<LocalBlocks>> reference_blocks;  // training passes' reference
 
   impl(scenario s, uint64_t sd) : sc(std::move(s)), seed(sd), net(sc.network, sd), rng(sd) {
     sched.clock().current_time += std::chrono::hours(1);  // time 0 is not special
@@ -371,10 +381,17 @@ struct World::impl {
         s.changed_s = now_s();
         s.rec.first_block = e.first;
         s.rec.last_block = e.last;
+        s.moving = false;
         note("server-moved", s.rec.address + " blocks=" + span);
         break;
-      case balancer_event::failed: note("server-failed", s.rec.address + " " + e.error); break;
-      case balancer_event::checked: break;
+      case balancer_event::failed:
+        s.moving = false;
+        s.changed_s = now_s();
+        note("server-failed", s.rec.address + " " + e.error);
+        break;
+      case balancer_event::checked:
+        s.moving = e.check.move;  // a move begins: its record goes "offline", then names the span it loads
+        break;
     }
   }
 
@@ -475,12 +492,14 @@ struct World::impl {
     for (auto& b : key_seed) b = static_cast<uint8_t>(impostor_rng());
     m.key = std::make_shared<const SigningKey>(SigningKey::from_seed(key_seed));
     const node_index node = net.add_node(m.address, sc.network.regions.front().name, 0);
-    caf::actor connector = spawn_sim_connector(sys, net, node);
+    m.connector = spawn_sim_connector(sys, net, node);
     dht_options d;
     d.id = dht_id_of(m.key->public_key());
     d.address = m.address;
-    m.dht = spawn_dht_node(sys, d, connector);
-    net.publish(m.address, node, caf::actor_cast<caf::actor>(m.dht), m.dht);  // it has no gate: peers reach its node
+    m.dht = spawn_dht_node(sys, d, m.connector);
+    // It has no gate: peers reach its node. A forger's node answers through a proxy that adds forgeries.
+    const dht_rpc_actor rpc = sc.hostile.forge ? spawn_forging_dht(sys, m.dht, m.key) : dht_rpc_actor(m.dht);
+    net.publish(m.address, node, caf::actor_cast<caf::actor>(m.dht), rpc);
     note("impostor-start", m.address);
     const std::vector<std::string> peers = initial_peers(servers.size());
     dht_node_actor dht = m.dht;
@@ -497,6 +516,7 @@ struct World::impl {
   void impersonate(size_t i) {
     at(now_s() + sc.hostile.impostor_period_s, [this, i] { impersonate(i); });
     const size_t swarm = static_cast<size_t>(impostor_rng() % sources.size());
+    if (sc.hostile.forge) forge_at_holders(i, swarm);
     const std::string prefix = sources[swarm]->origin();
     dht_node_actor dht = impostors[i].dht;
     drivers.push_back(sys.spawn([this, i, prefix, dht](caf::event_based_actor* self) {
@@ -523,6 +543,55 @@ struct World::impl {
                    }
                  });
     }));
+  }
+
+  // Reads each of the swarm's keys, forges its servers' records (sim/forgery.hpp) and sends the forgeries to the
+  // nodes nearest the key, as a store request of its own; every node must refuse every one (forged-refused).
+  void forge_at_holders(size_t i, size_t swarm) {
+    const impostor& m = impostors[i];
+    const std::string prefix = sources[swarm]->origin();
+    const dht_contact sender{id_bytes(dht_id_of(m.key->public_key())), m.address};
+    for (int64_t g = 0; g < group_count(sc.model.blocks); ++g) {
+      const std::string key = group_key(prefix, g);
+      drivers.push_back(sys.spawn([this, m, key, sender](caf::event_based_actor* self) {
+        self->request(m.dht, std::chrono::seconds(30), dht_get{key})
+            .then(
+                [=, this](const dht_get_reply& got) {
+                  std::vector<dht_item> forged;
+                  const auto now = self->clock().now();
+                  for (const auto& [subkey, v] : got.entries) {
+                    const dht_item genuine{
+                        subkey, v.value,
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(v.expiration - now).count()};
+                    for (auto& f : forge_server_records(*m.key, key_id(key), genuine, unix_ms_at(now)))
+                      forged.push_back(std::move(f));
+                  }
+                  if (forged.empty()) return;
+                  if (forged.size() > kMaxDhtItemsPerStore) forged.resize(kMaxDhtItemsPerStore);  // one request's worth
+                  note("impostor-forge", m.address + " " + std::to_string(forged.size()) + " records of " + key);
+                  self->request(m.dht, std::chrono::seconds(30), dht_find_nodes{key, {}})
+                      .then(
+                          [=, this](const dht_find_nodes_reply& near) {
+                            for (const Contact& c : near.closest) {
+                              if (c.address == m.address) continue;
+                              dht_call<dht_store_reply>(
+                                  self, m.connector, c.address, std::chrono::seconds(30),
+                                  dht_store_request{sender, id_bytes(key_id(key)), forged, {}},
+                                  [=, this](const dht_store_reply& r) {
+                                    for (size_t k = 0; k < r.stored.size() && k < forged.size(); ++k)
+                                      if (r.stored[k])
+                                        violate("forged-refused", c.address,
+                                                "stored a forgery of " + forged[k].subkey.substr(0, 12) + "... from " +
+                                                    m.address + " under " + key);
+                                  },
+                                  [](const caf::error&) {});
+                            }
+                          },
+                          [](caf::error&) {});
+                },
+                [](caf::error&) {});
+      }));
+    }
   }
 
   void plan_churn() {
@@ -675,6 +744,18 @@ struct World::impl {
       res.sessions.push_back(r);
       at(t, [this, k] { start_session(static_cast<size_t>(k)); });
     }
+    for (int64_t j = 0; j < w.training_sessions; ++j) {
+      if (w.arrival_rate_per_s > 0) t += std::exponential_distribution<double>(w.arrival_rate_per_s)(rng);
+      session_record r;
+      r.id = res.sessions.size();
+      r.client = r.id % static_cast<size_t>(w.clients);
+      r.training = true;
+      r.arrival_s = t;
+      r.prompt_tokens = w.training_batch * w.training_tokens;
+      r.new_tokens = w.training_steps;
+      res.sessions.push_back(r);
+      at(t, [this, k = r.id] { start_training(k); });
+    }
   }
 
   void start_session(size_t k) {
@@ -712,19 +793,30 @@ struct World::impl {
     self->request(swarm, timespan_of(w.request_timeout_s * 20), open_session_request{w.max_length})
         .then(
             [=, this](inference_session_actor session) {
-              res.sessions[k].opened_s = now_s();
-              progress_s[k] = now_s();
-              note("session-open", "session=" + std::to_string(k));
+              opened(k);
               generate(self, k, session, prompt);
             },
             [=, this](caf::error& e) {
-              auto& r = res.sessions[k];
-              progress_s[k] = now_s();
-              note("session-open-failed",
-                   "session=" + std::to_string(k) + " attempt=" + std::to_string(r.open_attempts) + " " + describe(e));
-              if (r.open_attempts >= kOpenAttempts) return end_session(self, k, {}, describe(e));
-              self->delayed_send(self, timespan_of(kOpenRetryS), retry_open_atom::value);
+              if (open_failed(self, k, e)) end_session(self, k, {}, describe(e));
             });
+  }
+
+  // A session (inference or training) opened: progress.
+  void opened(size_t k) {
+    res.sessions[k].opened_s = now_s();
+    progress_s[k] = now_s();
+    note("session-open", "session=" + std::to_string(k));
+  }
+
+  // A session's open failed: it tries again in kOpenRetryS, or, after kOpenAttempts, gives up (true: end it).
+  bool open_failed(caf::event_based_actor* self, size_t k, const caf::error& e) {
+    auto& r = res.sessions[k];
+    progress_s[k] = now_s();
+    note("session-open-failed",
+         "session=" + std::to_string(k) + " attempt=" + std::to_string(r.open_attempts) + " " + describe(e));
+    if (r.open_attempts >= kOpenAttempts) return true;
+    self->delayed_send(self, timespan_of(kOpenRetryS), retry_open_atom::value);
+    return false;
   }
 
   void generate(caf::event_based_actor* self, size_t k, inference_session_actor session, std::vector<int32_t> prompt) {
@@ -735,6 +827,127 @@ struct World::impl {
                   generate_request{prompt, params, caf::actor_cast<caf::actor>(self)})
         .then([=, this](const generate_result&) { end_session(self, k, session, {}); },
               [=, this](caf::error& e) { end_session(self, k, session, describe(e)); });
+  }
+
+  // --- training sessions -------------------------------------------------------------------------------------------
+
+  void start_training(size_t k) {
+    const session_record& r = res.sessions[k];
+    const auto& w = sc.workload;
+    progress_s[k] = now_s();
+    start_client(r.client);
+    note("session-arrive", "session=" + std::to_string(k) + " client=" + std::to_string(r.client) + " training batch=" +
+                               std::to_string(w.training_batch) + " tokens=" + std::to_string(w.training_tokens) +
+                               " steps=" + std::to_string(r.new_tokens));
+    drivers.push_back(sys.spawn([this, k](caf::event_based_actor* self) -> caf::behavior {
+      open_training_for(self, k);
+      return {[=, this](retry_open_atom) { open_training_for(self, k); }};
+    }));
+  }
+
+  void open_training_for(caf::event_based_actor* self, size_t k) {
+    auto& r = res.sessions[k];
+    ++r.open_attempts;
+    const auto& w = sc.workload;
+    self->request(clients[r.client].swarm_client, timespan_of(w.request_timeout_s * 20),
+                  open_training_request{{}, w.training_max_batch_tokens})
+        .then(
+            [=, this](training_session_actor session) {
+              opened(k);
+              train(self, k, session, 0);
+            },
+            [=, this](caf::error& e) {
+              if (open_failed(self, k, e)) end_training(self, k, {}, describe(e));
+            });
+  }
+
+  // [batch, tokens, hidden] f32 host values in [-1, 1) from the world's stream.
+  Tensor random_activations() {
+    const auto& w = sc.workload;
+    Tensor t = Tensor::empty(DType::f32, Shape{w.training_batch, w.training_tokens, sc.model.hidden_size});
+    float* p = static_cast<float*>(t.data());
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(rng() >> 40) * 0x1.0p-23f - 1.0f;
+    return t;
+  }
+
+  // Step `step` of training session k: a forward pass through the swarm, then its backward.
+  void train(caf::event_based_actor* self, size_t k, training_session_actor session, int64_t step) {
+    if (step == res.sessions[k].new_tokens) return end_training(self, k, session, {});
+    const auto& w = sc.workload;
+    Tensor hidden = random_activations();
+    std::vector<int32_t> positions;
+    for (int64_t b = 0; b < w.training_batch; ++b)
+      for (int64_t s = 0; s < w.training_tokens; ++s) positions.push_back(static_cast<int32_t>(s));
+    const auto timeout = timespan_of(sc.duration_s * 4);
+    self->request(session, timeout, blocks_forward{hidden, positions, {}})
+        .then(
+            [=, this](blocks_forward_result& fwd) {
+              progress_s[k] = now_s();
+              if (sc.check_outputs && training_checkable())
+                check_training_output(k, step, hidden, positions, fwd.hidden);
+              self->request(session, timeout, blocks_backward{fwd.pass, random_activations()})
+                  .then(
+                      [=, this](const blocks_backward_result& back) {
+                        if (back.grad_input.shape() != hidden.shape())
+                          return end_training(self, k, session,
+                                              "the backward of step " + std::to_string(step) + " gave " +
+                                                  back.grad_input.describe() + " for " + hidden.describe());
+                        const double t = now_s();
+                        res.sessions[k].token_s.push_back(t);
+                        progress_s[k] = t;
+                        if (sc.log_steps)
+                          note("train-step", "session=" + std::to_string(k) + " n=" + std::to_string(step + 1));
+                        train(self, k, session, step + 1);
+                      },
+                      [=, this](caf::error& e) { end_training(self, k, session, describe(e)); });
+            },
+            [=, this](caf::error& e) { end_training(self, k, session, describe(e)); });
+  }
+
+  // Training passes are not spot-checked (docs/SECURITY.md): their outputs are compared only where no server lies.
+  bool training_checkable() const {
+    return std::none_of(sc.servers.begin(), sc.servers.end(), [](const auto& c) { return c.wrong_outputs > 0; });
+  }
+
+  // session-output for a training pass: the swarm's forward equals the whole model's blocks run in one process.
+  void check_training_output(size_t k, int64_t step, const Tensor& hidden, const std::vector<int32_t>& positions,
+                             const Tensor& got) {
+    const size_t swarm = clients[res.sessions[k].client].swarm;
+    if (!reference_backend) reference_backend = make_cost_backend({}, true);
+    reference_blocks.resize(sources.size());
+    if (!reference_blocks[swarm])
+      reference_blocks[swarm] = std::make_unique<LocalBlocks>(*sources[swarm], *reference_backend);
+    const Tensor want =
+        span_forward(reference_blocks[swarm]->blocks(), hidden, positions, Tensor(), *reference_backend);
+    reference_backend->take_modelled_time();  // the reference costs the world no time
+    std::string differs;
+    if (got.shape() != want.shape())
+      differs = "is " + got.describe() + ", not " + want.describe();
+    else {
+      const int64_t row = want.dim(-1), rows = want.numel() / row;
+      for (int64_t i = 0; i < rows && differs.empty(); ++i)
+        if (std::memcmp(static_cast<const float*>(got.data()) + i * row,
+                        static_cast<const float*>(want.data()) + i * row,
+                        sizeof(float) * static_cast<size_t>(row)) != 0)
+          differs = "differs in row " + std::to_string(i) + " of " + std::to_string(rows);
+    }
+    if (!differs.empty())
+      violate("session-output", who(res.sessions[k]),
+              "the forward of training step " + std::to_string(step) + " " + differs + " from the fault-free one");
+  }
+
+  void end_training(caf::event_based_actor* self, size_t k, training_session_actor session, std::string error) {
+    auto& r = res.sessions[k];
+    r.done_s = now_s();
+    r.ok = error.empty();
+    r.error = error;
+    r.steps = static_cast<int64_t>(r.token_s.size());
+    note(r.ok ? "session-done" : "session-failed", "session=" + std::to_string(k) +
+                                                       " training steps=" + std::to_string(r.token_s.size()) +
+                                                       (r.ok ? "" : " error=" + error));
+    check_outcome(k);
+    if (session) self->send_exit(session, caf::exit_reason::user_shutdown);
+    self->quit();
   }
 
   void end_session(caf::event_based_actor* self, size_t k, inference_session_actor session, std::string error) {
@@ -814,7 +1027,7 @@ struct World::impl {
       violate("session-outcome", who(r),
               "completed with " + std::to_string(got) + " tokens of the " + std::to_string(r.new_tokens) + " asked");
     if (!r.ok && r.error.empty()) violate("session-outcome", who(r), "failed without saying why");
-    if (r.ok && sc.check_outputs && outputs_checkable(r)) check_output(k);
+    if (!r.training && r.ok && sc.check_outputs && outputs_checkable(r)) check_output(k);
     // Running out of cache is the swarm's capacity, not a fault: such a session may fail in any world.
     if (!r.ok && !faults && r.error.rfind("out_of_cache", 0) != 0 && covered_throughout(r.arrival_s, r.done_s))
       violate("session-outcome", who(r), "failed in a world without faults while every block was served: " + r.error);
@@ -833,10 +1046,8 @@ struct World::impl {
   // session-output: the tokens the whole model generates from the session's prompt in one process, fault-free.
   std::vector<int32_t> reference_tokens(size_t k) {
     const size_t swarm = clients[res.sessions[k].client].swarm;
-    if (!reference_backend) {
-      reference_backend = make_cost_backend({}, true);
-      reference_models.resize(sources.size());
-    }
+    if (!reference_backend) reference_backend = make_cost_backend({}, true);  // or a training pass's check made it
+    reference_models.resize(sources.size());
     if (!reference_models[swarm])
       reference_models[swarm] = std::make_unique<LocalModel>(sources[swarm], *reference_backend);
     GenerationParams params;
@@ -920,7 +1131,7 @@ struct World::impl {
     if (found.size() > 8) listed += " and " + std::to_string(found.size() - 8) + " more";
     for (const server& s : servers) {
       if (s.swarm != from.swarm || !s.started || s.gone || s.frozen || !s.serving) continue;
-      if (s.changed_s > asked_s - bounds.dht_s) continue;
+      if (s.moving || s.changed_s > asked_s - bounds.dht_s) continue;
       // Its own record: an impostor's copy names the same address under another key.
       const std::string owner = to_hex(s.identity->public_key());
       auto it = std::find_if(found.begin(), found.end(), [&](const server_info& i) {

@@ -53,8 +53,10 @@ struct session_state {
   caf::actor connector;
   swarm_client_internal client;
   std::vector<server_info> servers;
-  std::set<std::string> excluded;  // servers that failed a request of this session
-  std::set<std::string> banned;    // servers the swarm client had banned when the session opened
+  // Servers that failed a request of this session, by key (peer_id): a record that names another server's address
+  // fails its identity proof, and must not take that server out of the session's routes with it.
+  std::set<std::string> excluded;
+  std::set<std::string> banned;  // servers the swarm client had banned when the session opened
   std::map<std::string, caf::actor> gates;
   std::map<caf::actor_addr, std::string> gate_names;
   std::map<std::string, std::vector<pending_call>> pending;
@@ -166,7 +168,7 @@ void replace_hop(session_actor* self, pass_ptr p, size_t j, size_t k, caf::error
                  std::function<void(caf::error, size_t)> cont) {
   auto& st = self->state;
   const planned_hop failed = p->parts[j].route[k].plan;
-  st.excluded.insert(failed.address);
+  st.excluded.insert(peer_id(failed));
   if (st.client) self->send(st.client, failure_report(peer_id(failed), cause));
   auto splice = [=](caf::expected<std::vector<planned_hop>> hops) {
     if (!hops)

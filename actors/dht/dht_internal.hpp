@@ -48,8 +48,9 @@ using dht_bucket_actor = caf::typed_actor<caf::reacts_to<contact_seen>, caf::rea
                                           caf::reacts_to<address_atom, std::string>>;
 
 // A lookup actor (lookup_actor.hpp): asked once for its result; deadline_atom is its own timer.
-using dht_lookup_actor =
-    caf::typed_actor<caf::replies_to<lookup_atom>::with<lookup_result>, caf::reacts_to<deadline_atom>>;
+using slow_tick_atom = caf::atom_constant<caf::atom("slowtick")>;
+using dht_lookup_actor = caf::typed_actor<caf::replies_to<lookup_atom>::with<lookup_result>,
+                                          caf::reacts_to<deadline_atom>, caf::reacts_to<slow_tick_atom>>;
 
 // The DHT node as its buckets and lookups see it: they report contacts met and lost, and buckets their members.
 using dht_node_parts =

@@ -25,10 +25,11 @@ std::vector<Contact> Lookup::next() {
   size_t live = 0;
   for (auto& [d, c] : candidates_) {
     if (live >= opt_.k || in_flight_ >= opt_.alpha) break;
-    if (c.state == State::failed) continue;
+    if (passed_over(c.state)) continue;
     ++live;
     if (c.state != State::fresh) continue;
     c.state = State::in_flight;
+    c.asked_tick = tick_;
     ++in_flight_;
     ++queries_;
     out.push_back(c.contact);
@@ -38,18 +39,30 @@ std::vector<Contact> Lookup::next() {
 
 void Lookup::answered(const NodeId& from, const std::vector<Contact>& learned) {
   Candidate* c = find(from);
-  if (!c || c->state != State::in_flight) return;
+  if (!c || (c->state != State::in_flight && c->state != State::slow)) return;
+  if (c->state == State::in_flight) --in_flight_;
   c->state = State::answered;
-  --in_flight_;
   const int depth = c->depth + 1;
   for (const auto& l : learned) add(l, depth);
 }
 
 void Lookup::failed(const NodeId& from) {
   Candidate* c = find(from);
-  if (!c || c->state != State::in_flight) return;
+  if (!c || (c->state != State::in_flight && c->state != State::slow)) return;
+  if (c->state == State::in_flight) --in_flight_;
   c->state = State::failed;
-  --in_flight_;
+}
+
+size_t Lookup::mark_slow() {
+  size_t marked = 0;
+  for (auto& [d, c] : candidates_)
+    if (c.state == State::in_flight && c.asked_tick < tick_) {
+      c.state = State::slow;
+      --in_flight_;
+      ++marked;
+    }
+  ++tick_;
+  return marked;
 }
 
 bool Lookup::finished() const {
@@ -57,7 +70,7 @@ bool Lookup::finished() const {
   size_t live = 0;
   for (const auto& [d, c] : candidates_) {
     if (live >= opt_.k) break;
-    if (c.state == State::failed) continue;
+    if (passed_over(c.state)) continue;
     ++live;
     if (c.state == State::fresh) return false;
   }
@@ -77,7 +90,7 @@ bool Lookup::nearest_answered(size_t n) const {
   size_t seen = 0;
   for (const auto& [d, c] : candidates_) {
     if (seen >= n) break;
-    if (c.state == State::failed) continue;
+    if (passed_over(c.state)) continue;
     if (c.state != State::answered) return false;
     ++seen;
   }

@@ -67,6 +67,13 @@ std::vector<Contact> usable(const std::vector<dht_contact>& cs) {
 
 void pump(lookup_actor* self);
 
+// How often queries in flight are looked at: one still unanswered at two ticks (one to two ticks old) is passed
+// over (Lookup::mark_slow). A fifth of the RPC timeout: a second by default, well above a round trip between
+// continents, and a lost message then delays a read by a second or two rather than the five of its timeout (the
+// simulator's random worlds found readers missing a live server whose announcement and read had each waited out
+// a lost message).
+caf::timespan slow_tick(const lookup_params& p) { return p.rpc_timeout / 5; }
+
 void on_failure(lookup_actor* self, const Contact& c) {
   self->state.lookup->failed(c.id);
   self->send(self->state.node, contact_failed{c.id, false});
@@ -142,11 +149,18 @@ dht_lookup_actor::behavior_type lookup(lookup_actor* self, lookup_params p, dht_
         s.waiting.push_back(rp);
         if (s.waiting.size() == 1) {
           self->delayed_send(self, s.p.deadline, deadline_atom::value);
+          self->delayed_send(self, slow_tick(s.p), slow_tick_atom::value);
           pump(self);
         }
         return rp;
       },
       [=](deadline_atom) { finish(self); },
+      [=](slow_tick_atom) {
+        auto& s = self->state;
+        if (s.done) return;
+        if (s.lookup->mark_slow() > 0) pump(self);
+        if (!s.done) self->delayed_send(self, slow_tick(s.p), slow_tick_atom::value);
+      },
   };
 }
 

@@ -51,9 +51,12 @@ constexpr size_t kMaxPinged = 5;
 // goes: each server refreshes it every kModelsEvery periods, not every period, for it lands on the same few nodes.
 constexpr int kModelsEvery = 10;
 
-// Pings the servers announced for block `next` and smooths their round-trip times; calls done when all answered
-// or failed (a server that fails is forgotten).
-void measure_pings(announcer_actor* self, int64_t next, std::function<void()> done) {
+// Reads the servers announced for block `next`, calls read_done, then pings them (at most kMaxPinged, "online" ones)
+// and smooths their round-trip times for the next announcement; a server that fails is forgotten. read_done comes
+// before the pings so that an announcement waits for one DHT read, not for the pings too: over a lossy network a
+// ping lost to its timeout held the announcement past the previous records' expiry at short periods, and readers
+// missed live servers (random simulated worlds found it).
+void read_next_hops(announcer_actor* self, int64_t next, std::function<void()> read_done) {
   auto& st = self->state;
   const std::string key = block_key(st.opt.model_prefix, next);
   self->request(st.dht, std::chrono::seconds(10), dht_get{key})
@@ -67,9 +70,10 @@ void measure_pings(announcer_actor* self, int64_t next, std::function<void()> do
             for (auto it = known.begin(); it != known.end();)
               it = std::find(targets.begin(), targets.end(), it->first) == targets.end() ? known.erase(it)
                                                                                          : std::next(it);
-            ping_peers(self, self->state.connector, targets, self->state.rtts, std::chrono::seconds(5), done);
+            read_done();
+            ping_peers(self, self->state.connector, targets, self->state.rtts, std::chrono::seconds(5), [] {});
           },
-          [=](caf::error&) { done(); });
+          [=](caf::error&) { read_done(); });
 }
 
 // Reads the gate's info, stamps the state and pings, stores one record per group of blocks (plus the models list);
@@ -153,18 +157,18 @@ announcer_impl::behavior_type announcer(announcer_actor* self, announcer_options
   self->send(self, refresh_atom::value);
   return {
       [=](refresh_atom) {
-        // The span's end is in the info; ping that block's servers, then announce (the read before the pings
-        // leaves the nodes to store on: kReadReuse, a sixth of a server's DHT messages). But announce a quarter
-        // period after the refresh at the latest: over a lossy network the read and pings took up to 15 s, past
-        // the previous records' expiry at short periods, and readers missed live servers (found by random
-        // simulated worlds).
+        // The span's end is in the info; read that block's servers, announce, then ping them (the read before the
+        // announcement leaves the nodes to store on: kReadReuse, a sixth of a server's DHT messages). But announce
+        // a quarter period after the refresh at the latest: over a lossy network a read took up to 15 s, past the
+        // previous records' expiry at short periods, and readers missed live servers (found by random simulated
+        // worlds).
         const uint64_t round = ++self->state.round;
         self->delayed_send(self, self->state.opt.period / 4, announce_due_atom::value, round);
         self->request(self->state.gate, std::chrono::seconds(10), info_request{})
             .then(
                 [=](const server_info& info) {
                   if (info.last_block >= info.total_blocks) return announce_round(self, round);
-                  measure_pings(self, info.last_block, [=] { announce_round(self, round); });
+                  read_next_hops(self, info.last_block, [=] { announce_round(self, round); });
                 },
                 [=](caf::error&) {});
         self->delayed_send(self, self->state.opt.period, refresh_atom::value);

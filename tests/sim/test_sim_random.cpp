@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <set>
+#include <tuple>
 
 #include "model/local_model.hpp"
 #include "sim/cost_backend.hpp"
@@ -199,6 +200,61 @@ BOOST_AUTO_TEST_CASE(impostors_in_the_dht_cost_sessions_a_failover_at_most) {
       if (f.find("unknown_block") != std::string::npos || f.find("does not hold the key") != std::string::npos) ++met;
   }
   BOOST_TEST(met > 0u);  // the sessions did follow impostors' records
+}
+
+// Impostors that also forge: every period they store, at the nodes nearest the swarm's key, forgeries of its
+// servers' records under the servers' own subkeys (the payload widened and the expiry pushed later under the
+// owner's signature, or signed by the impostor), and their own DHT nodes add such forgeries to every answer. No node
+// stores one (forged-refused) and no reader believes one (dht-readable: a forgery expires later than the record it
+// copies, so a reader taking it would list the server with the whole model). Both checks fail when a node or a
+// reader skips the signature check.
+BOOST_AUTO_TEST_CASE(forged_records_are_refused_by_every_node_and_reader) {
+  scenario sc = read_scenario(std::string(COROLLA_SCENARIO_DIR) + "/small.toml");
+  sc.hostile.impostors = 2;
+  sc.hostile.impostor_start_s = 5;
+  sc.hostile.impostor_period_s = 10;
+  sc.hostile.forge = true;
+  World w(sc, sc.seed);
+  w.run();
+  for (const auto& v : w.results().violations) BOOST_TEST(false, v.invariant << " " << v.actors << ": " << v.what);
+  BOOST_TEST(w.log().text().find("impostor-forge") != std::string::npos);
+  for (const auto& s : w.results().sessions) BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+}
+
+// Training sessions over the swarm (forward and backward passes, split into sub-batches with routes of their own)
+// while servers crash and leave under them: every pass completes, and every forward equals the whole model's
+// blocks run in one process (session-output), which fails when a sub-batch comes back in the wrong rows or a
+// replacement server computes from the wrong input.
+BOOST_AUTO_TEST_CASE(training_sessions_survive_failures_with_the_fault_free_outputs) {
+  scenario sc = read_scenario(std::string(COROLLA_SCENARIO_DIR) + "/small.toml");
+  sc.check_outputs = true;
+  sc.log_steps = false;
+  auto& w = sc.workload;
+  w.training_sessions = 3;
+  w.training_steps = 60;
+  w.training_batch = 2;
+  w.training_tokens = 8;
+  w.training_max_batch_tokens = 8;
+  for (auto [at, kind, server] : {std::tuple{121.0, "crash", 0}, {123.0, "crash", 3}, {125.0, "leave", 1}}) {
+    churn_event e;
+    e.at_s = at;
+    e.kind = kind;
+    e.server = server;
+    sc.churn.events.push_back(e);
+  }
+  World w_(sc, sc.seed);
+  w_.run();
+  for (const auto& v : w_.results().violations) BOOST_TEST(false, v.invariant << " " << v.actors << ": " << v.what);
+  size_t training = 0;
+  for (const auto& s : w_.results().sessions) {
+    BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+    if (!s.training) continue;
+    ++training;
+    BOOST_TEST(s.token_s.size() == 60u);
+    BOOST_TEST(s.token_s.front() < 121.0);  // running when the faults came
+    BOOST_TEST(s.token_s.back() > 125.0);
+  }
+  BOOST_TEST(training == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(worlds_that_found_bugs_keep_every_invariant) {

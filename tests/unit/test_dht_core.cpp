@@ -362,6 +362,32 @@ BOOST_AUTO_TEST_CASE(lookup_routes_around_failed_nodes) {
   }
 }
 
+// A query unanswered at two ticks is passed over: another candidate is asked in its place and the lookup need not
+// wait for it to finish; its answer, if it comes after all, still counts.
+BOOST_AUTO_TEST_CASE(lookup_passes_over_a_slow_query_and_takes_its_late_answer) {
+  const Contact self = contact(1);
+  Lookup l(NodeId{}, {2, 1}, self.id, {contact(2), contact(3), contact(4)});
+  auto asked = l.next();  // alpha 1: the closest
+  BOOST_REQUIRE(asked.size() == 1u);
+  BOOST_TEST(l.mark_slow() == 0u);  // asked in this tick: not slow yet
+  BOOST_TEST(l.next().empty());     // still in flight
+  BOOST_TEST(l.mark_slow() == 1u);  // in flight at two ticks
+  BOOST_TEST(!l.nearest_answered(1));
+  auto instead = l.next();
+  BOOST_REQUIRE(instead.size() == 1u);
+  BOOST_TEST((instead[0].id != asked[0].id));
+  l.answered(instead[0].id, {});
+  auto third = l.next();  // k = 2: the slow one is passed over, so the third candidate is in the window
+  BOOST_REQUIRE(third.size() == 1u);
+  l.answered(third[0].id, {});
+  BOOST_TEST(l.finished());
+  BOOST_TEST(l.closest_answered(3).size() == 2u);
+  l.answered(asked[0].id, {});  // late, but an answer
+  BOOST_TEST(l.closest_answered(3).size() == 3u);
+  BOOST_TEST((l.closest_answered(1)[0].id == asked[0].id));
+  BOOST_TEST(l.in_flight() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(lookup_ignores_self_and_unknown_replies) {
   const Contact self = contact(1);
   Lookup l(NodeId{}, {20, 3}, self.id, {self, contact(2), contact(3)});
