@@ -182,6 +182,13 @@ void draw_training(Dice& d, scenario& sc) {
   w.training_max_batch_tokens = d.pick(std::vector<int64_t>{w.training_tokens, 2 * w.training_tokens, 4096});
 }
 
+// Skewed clocks, in a quarter of the worlds (drawn last): each server's wall clock off by up to an eighth of the
+// announce period, what a record's life of two periods leaves room for beside an announcement's and a read's delays
+// (docs/dht.md, "Clocks").
+void draw_skew(Dice& d, scenario& sc) {
+  if (d.chance(0.25)) sc.network.clock_skew_s = d.time(0, sc.announce_period_s / 8);
+}
+
 }  // namespace
 
 scenario random_scenario(uint64_t seed) {
@@ -202,6 +209,7 @@ scenario random_scenario(uint64_t seed) {
   draw_liars(d, sc);
   draw_impostors(d, sc);
   draw_training(d, sc);
+  draw_skew(d, sc);
   // The last arrival, the last fault, then every bound's worth of quiet.
   double last = sc.workload.start_s;
   if (sc.workload.arrival_rate_per_s > 0)

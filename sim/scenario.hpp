@@ -48,6 +48,9 @@ struct network_model {
   double bandwidth_mbps = 1000;           // default of each node's link
   double loss = 0;                        // probability that a message is lost
   double connection_timeout_s = 1;        // a silent peer is declared down after this (the middleman's heartbeat)
+  // Each server's wall clock (what it signs records' expiries in, and reads others' against) is off by a uniform
+  // draw in [-clock_skew_s, clock_skew_s], the same across its restarts.
+  double clock_skew_s = 0;
 };
 
 // A class of servers: `count` alike, each drawn within ±jitter of the rates.

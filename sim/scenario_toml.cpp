@@ -54,7 +54,8 @@ std::string scenario_toml(const scenario& sc) {
   for (const auto& r : n.regions) regions.push_back(r.name);
   o << "\n[network]\nregions = " << quoted_list(regions) << "\nlocal_ms = " << number(n.local_ms)
     << "\nbandwidth_mbps = " << number(n.bandwidth_mbps) << "\nloss = " << number(n.loss)
-    << "\nconnection_timeout_s = " << number(n.connection_timeout_s) << "\n";
+    << "\nconnection_timeout_s = " << number(n.connection_timeout_s) << "\nclock_skew_s = " << number(n.clock_skew_s)
+    << "\n";
   for (const auto& l : n.latencies)
     o << "[[network.latency]]\nbetween = " << quoted_list({l.a, l.b}) << "\none_way_ms = " << number(l.one_way_ms)
       << "\n";

@@ -109,9 +109,10 @@ struct World::impl {
     dht_node_actor dht;
     std::shared_ptr<const SigningKey> identity;
     bool started = false, serving = false, frozen = false, gone = false;
-    bool restarted = false;  // gone, and back as a later entry with the same identity
-    bool moving = false;     // from its balancer's decision to move (it announces "offline") until it serves again
-    double changed_s = 0;    // its last start, placement, move, thaw or healed partition (dht-readable's clock)
+    bool restarted = false;       // gone, and back as a later entry with the same identity
+    bool moving = false;          // from its balancer's decision to move (it announces "offline") until it serves again
+    int64_t clock_offset_ms = 0;  // its wall clock's error (network.clock_skew_s)
+    double changed_s = 0;         // its last start, placement, move, thaw or healed partition (dht-readable's clock)
   };
   std::deque<server> servers;
   // Hostile DHT peers (scenario hostile.impostors): a node, its DHT node and its own key, drawn from a stream of
@@ -124,6 +125,7 @@ struct World::impl {
   };
   std::vector<impostor> impostors;
   std::mt19937_64 impostor_rng;
+  std::mt19937_64 skew_rng;  // the servers' clock errors: a stream of their own, like the impostors'
   struct client {
     node_index node = 0;
     size_t swarm = 0;
@@ -241,6 +243,9 @@ struct World::impl {
             ? std::max<int64_t>(static_cast<int64_t>(left / (kv_token * static_cast<double>(s.rec.num_blocks))), 0)
             : 8192;
     measure_rates(s);
+    if (sc.network.clock_skew_s > 0)
+      s.clock_offset_ms =
+          std::llround(std::uniform_real_distribution<double>(-1, 1)(skew_rng) * sc.network.clock_skew_s * 1000);
   }
 
   // The rates a server would measure at start (throughput.hpp), here in modelled time: one block of the model
@@ -268,6 +273,7 @@ struct World::impl {
   }
 
   void plan_servers() {
+    skew_rng.seed(seed ^ 0x5c3e77a1ull);
     for (const auto& cls : sc.servers)
       for (int64_t i = 0; i < cls.count; ++i) {
         const double spread =
@@ -308,6 +314,7 @@ struct World::impl {
     dht_options d;
     d.id = dht_id_of(s.identity->public_key());
     d.address = s.rec.address;
+    d.wall.offset_ms += s.clock_offset_ms;
     s.dht = spawn_dht_node(sys, d, s.connector);
     server_setup setup = setup_of(s, i);
     setup.dht = s.dht;
@@ -353,6 +360,7 @@ struct World::impl {
     a.identity = s.identity;
     a.model_prefix = sources[s.swarm]->origin();
     a.period = timespan_of(sc.announce_period_s);
+    a.wall.offset_ms += s.clock_offset_ms;
     balancer_options b;
     b.model_prefix = sources[s.swarm]->origin();
     b.num_blocks = s.rec.num_blocks;
@@ -668,6 +676,7 @@ struct World::impl {
     s.cls = old.cls;
     s.swarm = old.swarm;
     s.identity = old.identity;
+    s.clock_offset_ms = old.clock_offset_ms;  // the same machine
     s.cache_tokens = old.cache_tokens;
     s.backend = make_cost_backend(old.backend->model(), old.backend->digests());
     s.rec.address = old.rec.address;

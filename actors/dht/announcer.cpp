@@ -43,7 +43,7 @@ int64_t group_count(int64_t total_blocks) {
 }
 
 std::vector<dht_put> announce_puts(const SigningKey& signer, const std::string& model_prefix, server_info info,
-                                   DhtTime expiration) {
+                                   DhtTime expiration, const wall_clock& wall) {
   if (info.address.empty()) throw std::invalid_argument("a server announces itself under its address, and it has none");
   if (info.first_block < 0 || info.first_block >= info.last_block)
     throw std::invalid_argument("the server's span " + block_span(info.first_block, info.last_block) + " is empty");
@@ -54,7 +54,7 @@ std::vector<dht_put> announce_puts(const SigningKey& signer, const std::string& 
   std::vector<dht_put> out;
   for (int64_t g = info.first_block / kBlocksPerKey; g <= (info.last_block - 1) / kBlocksPerKey; ++g) {
     std::string key = group_key(model_prefix, g);
-    std::string value = sign_record(signer, key_id(key), subkey, payload, unix_ms_at(expiration));
+    std::string value = sign_record(signer, key_id(key), subkey, payload, wall.unix_ms_at(expiration));
     if (value.size() > kMaxDhtValueBytes)
       throw std::invalid_argument("the server's record takes " + std::to_string(value.size()) +
                                   " bytes; DHT values are limited to " + std::to_string(kMaxDhtValueBytes));
@@ -63,11 +63,11 @@ std::vector<dht_put> announce_puts(const SigningKey& signer, const std::string& 
   return out;
 }
 
-dht_put models_put(const SigningKey& signer, const std::string& model_prefix, int64_t total_blocks,
-                   DhtTime expiration) {
+dht_put models_put(const SigningKey& signer, const std::string& model_prefix, int64_t total_blocks, DhtTime expiration,
+                   const wall_clock& wall) {
   const std::string subkey = owned_subkey(signer.public_key(), model_prefix);
   return {kModelsKey, subkey,
-          sign_record(signer, key_id(kModelsKey), subkey, std::to_string(total_blocks), unix_ms_at(expiration)),
+          sign_record(signer, key_id(kModelsKey), subkey, std::to_string(total_blocks), wall.unix_ms_at(expiration)),
           expiration};
 }
 
@@ -107,11 +107,12 @@ std::vector<announced_server> parse_servers(const std::string& key, const DhtEnt
                                             std::vector<std::string>* problems) {
   std::vector<announced_server> out;
   const NodeId id = key_id(key);
-  const int64_t now_unix_ms = unix_ms_at(now);
   for (const auto& [subkey, v] : entries) {
     server_info info;
-    checked_record record = check_record(id, subkey, v.value, now_unix_ms);
-    std::string problem = record.problem;
+    // The signature here; the life as the DHT node that read the entry gave it (record_expiration: no longer than
+    // the signed expiry, in that node's clock).
+    checked_record record = check_record_signature(id, subkey, v.value);
+    std::string problem = record.problem.empty() && v.expiration <= now ? "it has expired" : record.problem;
     if (problem.empty()) {
       decode(std::make_shared<std::vector<char>>(record.payload.begin(), record.payload.end()), info);
       info.owner = to_hex(record.owner);

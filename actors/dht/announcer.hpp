@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/protocol/unix_clock.hpp"
 #include "actors/dht/dht_api.hpp"
 #include "actors/protocol/messages.hpp"
 #include "actors/trust/ed25519.hpp"
@@ -48,12 +49,13 @@ inline bool serves_block(const server_info& info, int64_t block) {
 
 // One record per group of blocks the server's span [first_block, last_block), signed by `signer` (info.owner
 // becomes its public key) and expiring at `expiration` (an actor-clock time; the signature carries it as Unix
-// time). Throws std::invalid_argument when the info has no address or an empty span, or its record is over the
-// DHT's 64 KiB value limit.
+// time, as the signer's wall clock reads it). Throws std::invalid_argument when the info has no address or an empty
+// span, or its record is over the DHT's 64 KiB value limit.
 std::vector<dht_put> announce_puts(const SigningKey& signer, const std::string& model_prefix, server_info info,
-                                   DhtTime expiration);
+                                   DhtTime expiration, const wall_clock& wall = {});
 // The models list's entry for one swarm, from one of its servers.
-dht_put models_put(const SigningKey& signer, const std::string& model_prefix, int64_t total_blocks, DhtTime expiration);
+dht_put models_put(const SigningKey& signer, const std::string& model_prefix, int64_t total_blocks, DhtTime expiration,
+                   const wall_clock& wall = {});
 
 struct announced_server {
   server_info info;
@@ -74,9 +76,9 @@ inline constexpr int64_t kMaxAnnouncedBlocks = 1 << 16;
 std::string server_info_problem(const server_info& info);
 
 // The servers in the entries of `key` (dht_get_reply::entries) at actor-clock time `now`, in subkey order. An
-// entry whose record does not check (check_record: signed by the owner its subkey names, live), whose payload does
-// not decode, or whose info has a problem, is left out and described in `problems` (when given). Each info's
-// `owner` is the record's signer, whatever the payload says.
+// entry whose record does not check (signed by the owner its subkey names, live by the entry's expiration, which the
+// DHT node that read it cut to the signed expiry), whose payload does not decode, or whose info has a problem, is left
+// out and described in `problems` (when given). Each info's `owner` is the record's signer, whatever the payload says.
 std::vector<announced_server> parse_servers(const std::string& key, const DhtEntries& entries, DhtTime now,
                                             std::vector<std::string>* problems = nullptr);
 

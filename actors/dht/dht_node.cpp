@@ -289,7 +289,8 @@ void run_lookup(node_actor* self, const NodeId& target, bool find_value, const s
                   st.opt.replicas,
                   st.opt.rpc_timeout,
                   st.opt.lookup_timeout,
-                  copies(closest(st, target, st.opt.k, extra))};
+                  copies(closest(st, target, st.opt.k, extra)),
+                  st.opt.wall};
   auto lookup = spawn_lookup(self, dht_node_parts{self}, std::move(p), st.connector);
   st.lookups.insert(lookup);
   // The lookup answers by its deadline; the margin covers the RPCs still in flight then.
@@ -481,8 +482,9 @@ dht_node_internal::behavior_type dht_node(node_actor* self, dht_options opt, caf
             continue;
           }
           // Only a record its subkey's owner signed is kept, and no longer than the signature says.
-          const auto expiration = record_expiration(
-              key, item.subkey, item.value, now + std::chrono::nanoseconds(std::max<int64_t>(item.ttl_ns, 0)), now);
+          const auto expiration = record_expiration(key, item.subkey, item.value,
+                                                    now + std::chrono::nanoseconds(std::max<int64_t>(item.ttl_ns, 0)),
+                                                    now, nullptr, s.opt.wall);
           reply.stored.push_back(expiration && s.storage.put(key, item.subkey, item.value, *expiration, now) ==
                                                    DhtStorage::Put::stored);
         }
@@ -496,8 +498,8 @@ dht_node_internal::behavior_type dht_node(node_actor* self, dht_options opt, caf
           return refuse("the expiration of '" + req.key + "' / '" + req.subkey + "' is not in the future");
         const NodeId key = key_id(req.key);
         std::string problem;
-        const auto expiration =
-            record_expiration(key, req.subkey, req.value, req.expiration, self->clock().now(), &problem);
+        const auto expiration = record_expiration(key, req.subkey, req.value, req.expiration, self->clock().now(),
+                                                  &problem, self->state.opt.wall);
         if (!expiration) return refuse("the record of '" + req.key + "' / '" + req.subkey + "' is refused: " + problem);
         auto rp = self->make_response_promise<dht_put_reply>();
         std::vector<Entry> entries{{req.subkey, DhtValue{std::move(req.value), *expiration}}};

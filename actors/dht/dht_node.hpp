@@ -15,6 +15,7 @@
 #include <chrono>
 #include <string>
 
+#include "actors/protocol/unix_clock.hpp"
 #include "actors/dht/dht_api.hpp"
 
 namespace corolla {
@@ -36,6 +37,7 @@ struct dht_options {
   caf::timespan republish_period = std::chrono::minutes(10);  // entries not stored here again within it are
                                                               // sent again to the key's nearest nodes
   caf::timespan purge_period = std::chrono::seconds(60);      // expired entries are dropped this often
+  wall_clock wall;  // what records' signed expiries are read against (the process's; a simulated node's own)
 };
 
 // Spawns a DHT node (server mode needs a non-empty address, possibly set later with address_atom).

@@ -41,13 +41,13 @@ void finish(lookup_actor* self) {
 // that check (signed by their subkey's owner, live) count, each living no longer than its signature says: a
 // holder's forgery with a later expiration must not displace the owner's record. Replicas hold the same bytes,
 // so a value already merged is not verified again.
-void merge(const NodeId& key, DhtEntries& into, std::vector<dht_item>& items, DhtTime now) {
+void merge(const NodeId& key, DhtEntries& into, std::vector<dht_item>& items, DhtTime now, const wall_clock& wall) {
   for (auto& item : items) {
     if (item.ttl_ns <= 0 || item.ttl_ns > kMaxDhtTtlNs || item.value.size() > kMaxDhtValueBytes) continue;
     const DhtTime asked = now + std::chrono::nanoseconds(item.ttl_ns);
     auto it = into.find(item.subkey);
     if (it != into.end() && it->second.value == item.value) continue;  // the same record: its expiry is signed
-    const auto expiration = record_expiration(key, item.subkey, item.value, asked, now);
+    const auto expiration = record_expiration(key, item.subkey, item.value, asked, now, nullptr, wall);
     if (!expiration) continue;
     if (it == into.end())
       into.emplace(std::move(item.subkey), DhtValue{std::move(item.value), *expiration});
@@ -112,7 +112,8 @@ void pump(lookup_actor* self) {
             if (self->state.done) return;
             if (on_answer(self, c, r.responder, r.contacts)) {
               if (!r.items.empty()) {
-                merge(self->state.p.target, self->state.result.entries, r.items, self->clock().now());
+                merge(self->state.p.target, self->state.result.entries, r.items, self->clock().now(),
+                      self->state.p.wall);
                 ++self->state.result.holders;
               }
               pump(self);

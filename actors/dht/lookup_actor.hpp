@@ -12,6 +12,7 @@
 
 #include "actors/dht/dht_internal.hpp"
 #include "actors/dht/lookup.hpp"
+#include "actors/protocol/unix_clock.hpp"
 
 namespace corolla {
 
@@ -24,6 +25,7 @@ struct lookup_params {
   caf::timespan rpc_timeout{};
   caf::timespan deadline{};
   std::vector<Contact> initial;
+  wall_clock wall;  // the node's, for records' signed expiries
 };
 
 // Spawned by the DHT node `owner` (linked to it), reporting to `node` (the same actor, typed);

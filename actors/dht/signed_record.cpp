@@ -125,6 +125,18 @@ signature_verdict check_signed(const NodeId& key_id, std::string_view subkey, st
 
 checked_record check_record(const NodeId& key_id, std::string_view subkey, std::string_view value,
                             int64_t now_unix_ms) {
+  checked_record out = check_record_signature(key_id, subkey, value);
+  if (out.problem.empty()) {
+    if (out.expires_unix_ms <= now_unix_ms)
+      out.problem = "it has expired";
+    else if (out.expires_unix_ms - now_unix_ms > kMaxRecordAheadMs)
+      out.problem = "it expires too far ahead";
+    if (!out.problem.empty()) out.payload = {};
+  }
+  return out;
+}
+
+checked_record check_record_signature(const NodeId& key_id, std::string_view subkey, std::string_view value) {
   auto& cache = verified_records::get();
   const size_t hash = verified_records::hash_of(key_id, subkey, value);
   std::optional<signature_verdict> known = cache.find(hash, key_id, subkey, value);
@@ -136,12 +148,6 @@ checked_record check_record(const NodeId& key_id, std::string_view subkey, std::
   out.problem = std::move(known->problem);
   out.expires_unix_ms = known->expires_unix_ms;
   out.owner = known->owner;
-  if (out.problem.empty()) {
-    if (out.expires_unix_ms <= now_unix_ms)
-      out.problem = "it has expired";
-    else if (out.expires_unix_ms - now_unix_ms > kMaxRecordAheadMs)
-      out.problem = "it expires too far ahead";
-  }
   if (out.problem.empty()) out.payload = value.substr(known->payload_offset, known->payload_size);
   return out;
 }
@@ -220,14 +226,13 @@ std::string sign_record(const SigningKey& key, const NodeId& key_id, std::string
 }
 
 std::optional<DhtTime> record_expiration(const NodeId& key_id, std::string_view subkey, std::string_view value,
-                                         DhtTime requested, DhtTime now, std::string* problem) {
-  const int64_t now_unix_ms = unix_ms_at(now);
-  checked_record r = check_record(key_id, subkey, value, now_unix_ms);
+                                         DhtTime requested, DhtTime now, std::string* problem, const wall_clock& wall) {
+  checked_record r = check_record(key_id, subkey, value, wall.unix_ms_at(now));
   if (!r.problem.empty()) {
     if (problem) *problem = std::move(r.problem);
     return std::nullopt;
   }
-  return std::min(requested, time_at_unix_ms(r.expires_unix_ms));
+  return std::min(requested, wall.time_at_unix_ms(r.expires_unix_ms));
 }
 
 }  // namespace corolla

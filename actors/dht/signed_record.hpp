@@ -19,6 +19,7 @@
 
 #include "actors/dht/node_id.hpp"
 #include "actors/dht/storage.hpp"
+#include "actors/protocol/unix_clock.hpp"
 #include "actors/trust/ed25519.hpp"
 
 namespace corolla {
@@ -49,11 +50,15 @@ struct checked_record {
 // signed by the owner the subkey names over this key id and subkey, not expired, expiring at most
 // kMaxRecordAheadMs ahead. The payload is a view into `value`: keep `value` while you use it. Never throws.
 checked_record check_record(const NodeId& key_id, std::string_view subkey, std::string_view value, int64_t now_unix_ms);
+// The same without the clock (expiry not judged): for a reader of entries its DHT node has already given their
+// lives, in that node's clock (record_expiration).
+checked_record check_record_signature(const NodeId& key_id, std::string_view subkey, std::string_view value);
 
 // What a DHT node does with a record arriving at actor-clock time `now` that asks to live until `requested`: the
-// expiration it may hold (`requested`, cut to the signed expiry), or nullopt when the record does not check (the
-// reason in `problem`, when given).
+// expiration it may hold (`requested`, cut to the signed expiry as the node's wall clock reads it), or nullopt when
+// the record does not check (the reason in `problem`, when given).
 std::optional<DhtTime> record_expiration(const NodeId& key_id, std::string_view subkey, std::string_view value,
-                                         DhtTime requested, DhtTime now, std::string* problem = nullptr);
+                                         DhtTime requested, DhtTime now, std::string* problem = nullptr,
+                                         const wall_clock& wall = {});
 
 }  // namespace corolla

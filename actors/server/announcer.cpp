@@ -91,7 +91,7 @@ void announce_now(announcer_actor* self, std::function<void(size_t)> done) {
             st.last_expiration = expiration;
             std::vector<dht_put> puts;
             try {
-              puts = announce_puts(*st.opt.identity, st.opt.model_prefix, info, expiration);
+              puts = announce_puts(*st.opt.identity, st.opt.model_prefix, info, expiration, st.opt.wall);
             } catch (const std::exception&) {
               done(0);  // no address or no span yet: a later round announces
               return;
@@ -100,7 +100,7 @@ void announce_now(announcer_actor* self, std::function<void(size_t)> done) {
             if (now >= st.models_due) {
               st.models_due = now + kModelsEvery * st.opt.period;
               puts.push_back(models_put(*st.opt.identity, st.opt.model_prefix, info.total_blocks,
-                                        now + 2 * kModelsEvery * st.opt.period));
+                                        now + 2 * kModelsEvery * st.opt.period, st.opt.wall));
             }
             auto pending = std::make_shared<size_t>(puts.size());
             auto stored = std::make_shared<size_t>(0);

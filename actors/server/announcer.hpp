@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/protocol/unix_clock.hpp"
 #include "actors/dht/dht_api.hpp"
 #include "actors/protocol/gate_interface.hpp"
 #include "actors/trust/ed25519.hpp"
@@ -27,6 +28,7 @@ struct announcer_options {
   std::string model_prefix;
   caf::timespan period = std::chrono::seconds(60);
   std::string state = "online";
+  wall_clock wall;  // what the records' expiries are signed in (the process's; a simulated server's own)
 };
 
 // Before each announcement it pings (an info request) the servers announced for the block after its span and
