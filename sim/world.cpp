@@ -892,7 +892,7 @@ struct World::impl {
         .then(
             [=, this](blocks_forward_result& fwd) {
               progress_s[k] = now_s();
-              if (sc.check_outputs && training_checkable())
+              if (sc.check_outputs && outputs_checkable(res.sessions[k]))
                 check_training_output(k, step, hidden, positions, fwd.hidden);
               self->request(session, timeout, blocks_backward{fwd.pass, random_activations()})
                   .then(
@@ -913,22 +913,14 @@ struct World::impl {
             [=, this](caf::error& e) { end_training(self, k, session, describe(e)); });
   }
 
-  // Training passes are not spot-checked (docs/SECURITY.md): their outputs are compared only where no server lies.
-  bool training_checkable() const {
-    return std::none_of(sc.servers.begin(), sc.servers.end(), [](const auto& c) { return c.wrong_outputs > 0; });
-  }
-
   // session-output for a training pass: the swarm's forward equals the whole model's blocks run in one process.
   void check_training_output(size_t k, int64_t step, const Tensor& hidden, const std::vector<int32_t>& positions,
                              const Tensor& got) {
     const size_t swarm = clients[res.sessions[k].client].swarm;
-    if (!reference_backend) reference_backend = make_cost_backend({}, true);
+    CostBackend& backend = reference();
     reference_blocks.resize(sources.size());
-    if (!reference_blocks[swarm])
-      reference_blocks[swarm] = std::make_unique<LocalBlocks>(*sources[swarm], *reference_backend);
-    const Tensor want =
-        span_forward(reference_blocks[swarm]->blocks(), hidden, positions, Tensor(), *reference_backend);
-    reference_backend->take_modelled_time();  // the reference costs the world no time
+    if (!reference_blocks[swarm]) reference_blocks[swarm] = std::make_unique<LocalBlocks>(*sources[swarm], backend);
+    const Tensor want = span_forward(reference_blocks[swarm]->blocks(), hidden, positions, Tensor(), backend);
     std::string differs;
     if (got.shape() != want.shape())
       differs = "is " + got.describe() + ", not " + want.describe();
@@ -1044,21 +1036,26 @@ struct World::impl {
 
   // Whether session-output applies to a session: always in an honest world; where servers lie, when the clients'
   // checks catch every lie they can recompute (the liars lie on every step, each new server's first step is
-  // checked; or every step is checked) and every check of this session found a server to recompute on.
+  // checked; or every step is checked) and every check of this session found a server to recompute on. Training
+  // passes are not spot-checked (docs/SECURITY.md): never where a server lies.
   bool outputs_checkable(const session_record& r) const {
     const int64_t every = sc.workload.spot_check_every;
     for (const auto& c : sc.servers)
-      if (c.wrong_outputs > 0 && (every == 0 || (c.wrong_outputs < 1 && every != 1))) return false;
+      if (c.wrong_outputs > 0 && (r.training || every == 0 || (c.wrong_outputs < 1 && every != 1))) return false;
     return r.unverified == 0;
+  }
+
+  // The backend the references run on (digests, no device model): the world's own, apart from the servers'.
+  CostBackend& reference() {
+    if (!reference_backend) reference_backend = make_cost_backend({}, true);
+    return *reference_backend;
   }
 
   // session-output: the tokens the whole model generates from the session's prompt in one process, fault-free.
   std::vector<int32_t> reference_tokens(size_t k) {
     const size_t swarm = clients[res.sessions[k].client].swarm;
-    if (!reference_backend) reference_backend = make_cost_backend({}, true);  // or a training pass's check made it
     reference_models.resize(sources.size());
-    if (!reference_models[swarm])
-      reference_models[swarm] = std::make_unique<LocalModel>(sources[swarm], *reference_backend);
+    if (!reference_models[swarm]) reference_models[swarm] = std::make_unique<LocalModel>(sources[swarm], reference());
     GenerationParams params;
     params.max_new_tokens = res.sessions[k].new_tokens;
     params.stop_at_eos = false;
