@@ -7,6 +7,7 @@
 // (max_batch_tokens 0) and servers that batch concurrent sessions' steps.
 //
 //   bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3] [--max_batch_tokens 256]
+//             [--only_batched 1]   (the batched stack's rounds alone, for profiles)
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -176,6 +177,7 @@ int main(int argc, char** argv) {
   std::string model = "demo";
   int sessions = 32, servers = 3;
   int64_t tokens = 64, max_batch_tokens = api::LocalSwarmOptions{}.max_batch_tokens;
+  bool only_batched = false;  // for profiles of the batched stack alone
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--model")
@@ -188,9 +190,11 @@ int main(int argc, char** argv) {
       servers = std::stoi(argv[i + 1]);
     else if (a == "--max_batch_tokens")
       max_batch_tokens = std::stoll(argv[i + 1]);
+    else if (a == "--only_batched")
+      only_batched = std::string(argv[i + 1]) == "1";
     else {
       std::cerr << "usage: bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3] "
-                   "[--max_batch_tokens 256]\n";
+                   "[--max_batch_tokens 256] [--only_batched 1]\n";
       return 2;
     }
   }
@@ -211,7 +215,7 @@ int main(int argc, char** argv) {
       const std::string on = "batch " + std::to_string(max_batch_tokens) + " tokens";
       for (int n : {1, 8, 32, 64})
         if (n <= sessions) {
-          run_round(alone.port, "bench", n, tokens, "each step alone");
+          if (!only_batched) run_round(alone.port, "bench", n, tokens, "each step alone");
           run_round(batched.port, "bench", n, tokens, on);
         }
     }

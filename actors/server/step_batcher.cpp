@@ -22,39 +22,35 @@ void StepBatcher::place_tokens(const Tensor& rows, int64_t row, int64_t from, in
 bool StepBatcher::may_start(const group_state& g, time_point now) const {
   if (g.running || g.queue.empty()) return false;
   if (now >= g.hold_until || g.queue.front()->done_tokens > 0) return true;  // a prompt's next chunk never waits
-  auto batch = last_batch_.find(g.queue.front()->session);
-  if (batch == last_batch_.end()) return true;
-  for (uint64_t session : cohorts_.at(batch->second))
-    if (std::none_of(g.queue.begin(), g.queue.end(), [&](const auto& s) { return s->session == session; }))
-      return false;
+  auto first = g.ran_at.find(g.queue.front()->session);
+  if (first == g.ran_at.end()) return true;
+  // Those that ran within the hold after it are expected within the hold; those further behind are not waited for
+  // (on a ring of parts each is behind the others: only the nearer one waits).
+  const time_point behind_until = first->second + g.hold;
+  std::set<uint64_t> waiting;
+  for (const auto& s : g.queue) waiting.insert(s->session);
+  for (const auto& [session, at] : g.ran_at)
+    if (at >= first->second && at <= behind_until && !waiting.contains(session)) return false;
   return true;
 }
 
-void StepBatcher::join_cohort(uint64_t batch, uint64_t session) {
-  auto [it, fresh] = last_batch_.try_emplace(session, batch);
-  if (!fresh) {
-    if (it->second == batch) return;
-    auto old = cohorts_.find(it->second);
-    old->second.erase(session);
-    if (old->second.empty()) cohorts_.erase(old);
-    it->second = batch;
-  }
-  cohorts_[batch].insert(session);
+caf::timespan StepBatcher::hold_for(const group_state& g, uint64_t session, time_point now) {
+  auto it = g.ran_at.find(session);
+  if (it == g.ran_at.end()) return caf::timespan{0};
+  return std::min((now - it->second) / 2, kMaxHold);
 }
 
 void StepBatcher::forget(uint64_t session) {
-  auto it = last_batch_.find(session);
-  if (it == last_batch_.end()) return;
-  auto cohort = cohorts_.find(it->second);
-  cohort->second.erase(session);
-  if (cohort->second.empty()) cohorts_.erase(cohort);
-  last_batch_.erase(it);
+  for (auto& [group, g] : groups_) g.ran_at.erase(session);
 }
 
 void StepBatcher::push(const step_group& group, uint64_t session, std::string adapter, Tensor hidden,
                        std::vector<int32_t> positions, done_fn done, time_point now, std::vector<int32_t> hypo_ids) {
   group_state& g = groups_[group];
-  if (!g.running && g.queue.empty()) g.hold_until = now + std::min(g.last_duration / 2, kMaxHold);
+  if (!g.running && g.queue.empty()) {
+    g.hold = hold_for(g, session, now);
+    g.hold_until = now + g.hold;
+  }
   auto s = std::make_shared<step>();
   s->session = session;
   s->adapter = std::move(adapter);
@@ -152,8 +148,8 @@ std::optional<StepBatcher::started> StepBatcher::start(const step_group& group, 
   }
   g->second.running = true;
   if (max_batch_tokens_ > 0)
-    for (const part& p : parts) join_cohort(out.id, p.s->session);
-  running_[out.id] = {group, std::move(parts), now};
+    for (const part& p : parts) g->second.ran_at[p.s->session] = now;
+  running_[out.id] = {group, std::move(parts)};
   return out;
 }
 
@@ -174,9 +170,11 @@ void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result, tim
   auto g = groups_.find(batch.group);
   if (g != groups_.end()) {
     g->second.running = false;
-    g->second.last_duration = now - batch.started_at;
-    // Steps that came while it ran wait for the rest of their cohort as long as a step arriving now would.
-    g->second.hold_until = now + std::min(g->second.last_duration / 2, kMaxHold);
+    // Steps that came while it ran wait for the sessions behind them as long as if they arrived now.
+    if (!g->second.queue.empty()) {
+      g->second.hold = hold_for(g->second, g->second.queue.front()->session, now);
+      g->second.hold_until = now + g->second.hold;
+    }
   }
   auto drop_waiting = [&](const std::shared_ptr<step>& s) {  // a failed step's chunks still queued
     if (g == groups_.end()) return;
@@ -210,7 +208,7 @@ void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result, tim
     place_tokens(result->hidden, p.row, p.from, p.count, s.out);
     if (p.from + p.count == t) end(s, std::move(s.out));
   }
-  // An idle group keeps its state (its last batch's duration sets its holds) while steps come; the gate has few.
+  // An idle group keeps its state (when its sessions last ran sets its holds) while steps come; the gate has few.
 }
 
 void StepBatcher::fail_all(const caf::error& error) {
@@ -221,8 +219,6 @@ void StepBatcher::fail_all(const caf::error& error) {
     for (auto& p : batch.parts) steps.push_back(p.s);
   groups_.clear();
   running_.clear();
-  last_batch_.clear();
-  cohorts_.clear();
   for (auto& s : steps) end(*s, error);
 }
 

@@ -10,12 +10,16 @@
 // others' decoding for more than one chunk, and every step moves on in every batch it waits for. A budget of 0 turns
 // batching off: each step runs alone, at once, as it arrives.
 //
-// The sessions of a batch (its cohort) send their next steps at slightly different times (each samples its token
-// first, a few hundred microseconds apiece on a busy client), so an idle group that started at the first arrival
-// would run that step alone and the others a batch later, each batch reading the weights. An idle group therefore
-// holds its oldest waiting step until every session of the batch that step's session last ran in has sent its
-// next one, or until half the group's last batch duration has passed (at most kMaxHold): a session alone is never
-// held (its cohort is itself), and a cohort that shrinks (a session ends without saying) costs one hold.
+// The sessions of a group send their next steps at different times (each samples its token first, a few hundred
+// microseconds apiece on a busy client), so an idle group that started at the first arrival would run that step
+// alone and the others a batch later, each batch reading the weights; and a batch split that way stays split, each
+// part coming back around on its own. An idle group therefore holds its oldest waiting step until every session
+// that ran here since that step's session last did has sent its next one (the sessions of its last batch, and those
+// of the batches right after it: they are on their way), or until its hold ends: half the session's round trip
+// (the time since its last batch here started), at most kMaxHold. Only sessions that ran within the hold after it
+// are waited for, so the parts of a split batch merge again (the part ahead waits for the part behind, once) and
+// parts far apart never hold each other (on a ring each is behind the other). A session alone, a session's first
+// step and a prompt's next chunk never wait; a session that ends without saying costs one hold, once.
 #pragma once
 
 #include <caf/actor_clock.hpp>
@@ -48,7 +52,7 @@ struct step_group {
 class StepBatcher {
  public:
   using time_point = caf::actor_clock::time_point;
-  static constexpr caf::timespan kMaxHold = std::chrono::milliseconds(20);
+  static constexpr caf::timespan kMaxHold = std::chrono::milliseconds(40);
 
   // The step's output [B, T, D] (host), or why it failed.
   using done_fn = std::function<void(caf::expected<Tensor>)>;
@@ -67,12 +71,16 @@ class StepBatcher {
     step_group group;
     block_batch_msg msg;  // hidden [M, D] on the host, the items; `then` is the gate's to fill
   };
-  // The next batch of `group`, if steps wait and the group may start one at `now` (none running and its cohort
-  // in or its hold over, or batching is off).
+  // The next batch of `group`, if steps wait and the group may start one at `now` (none running and the sessions
+  // it waits for in, or its hold over, or batching is off).
   std::optional<started> start(const step_group& group, time_point now);
   // The groups whose waiting steps may start at `now`, and the earliest time a held group's hold ends (nullopt:
   // none is held).
   std::vector<step_group> due(time_point now) const;
+  bool has_waiting(const step_group& g) const {
+    auto it = groups_.find(g);
+    return it != groups_.end() && !it->second.queue.empty();
+  }
   std::optional<time_point> next_hold_end() const;
   // Batch `id` came back: `result` is the last block's message with its hidden states on the host, or the error
   // of the whole batch. Completes the steps whose last tokens it ran, fails the steps it failed.
@@ -106,18 +114,19 @@ class StepBatcher {
   struct group_state {
     std::deque<std::shared_ptr<step>> queue;
     bool running = false;
-    caf::timespan last_duration{0};  // of its last batch
-    time_point hold_until{};         // the oldest waiting step waits for its cohort until then
+    caf::timespan hold{0};                  // how long the oldest waiting step waits for the sessions behind it
+    time_point hold_until{};                // until when
+    std::map<uint64_t, time_point> ran_at;  // when each of its sessions' last batch started
   };
   struct running_batch {
     step_group group;
     std::vector<part> parts;
-    time_point started_at{};
   };
 
   std::vector<part> plan(std::deque<std::shared_ptr<step>>& queue) const;
   bool may_start(const group_state& g, time_point now) const;
-  void join_cohort(uint64_t batch, uint64_t session);
+  // How long a step of `session` that is first in line at `now` waits for the sessions behind it.
+  static caf::timespan hold_for(const group_state& g, uint64_t session, time_point now);
   static void end(step& s, caf::expected<Tensor> result);
 
   void copy_tokens(const Tensor& hidden, int64_t from, int64_t count, Tensor& batch, int64_t row) const;
@@ -127,9 +136,6 @@ class StepBatcher {
   Backend& host_;
   std::map<step_group, group_state> groups_;
   std::map<uint64_t, running_batch> running_;
-  // The batch each session last ran in, and the sessions each such batch still has (its cohort).
-  std::map<uint64_t, uint64_t> last_batch_;
-  std::map<uint64_t, std::set<uint64_t>> cohorts_;
   uint64_t next_id_ = 1;
 };
 

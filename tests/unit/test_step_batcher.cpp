@@ -236,7 +236,7 @@ BOOST_AUTO_TEST_CASE(fail_all_ends_waiting_and_running_steps_once) {
   BOOST_TEST(batcher.waiting() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(an_idle_group_holds_a_step_until_the_rest_of_its_cohort_comes) {
+BOOST_AUTO_TEST_CASE(an_idle_group_holds_a_step_until_the_sessions_of_its_last_batch_come) {
   using namespace std::chrono_literals;
   StepBatcher batcher(256, host());
   Outcomes o;
@@ -249,15 +249,16 @@ BOOST_AUTO_TEST_CASE(an_idle_group_holds_a_step_until_the_rest_of_its_cohort_com
   auto b = batcher.start(kGroup, t0);  // sessions never batched before wait for nobody
   BOOST_REQUIRE(b);
   BOOST_TEST(b->msg.items.size() == 3u);
-  batcher.finish(b->id, run(std::move(b->msg)), t0 + 10ms);  // it took 10 ms: holds last up to 5 ms
+  batcher.finish(b->id, run(std::move(b->msg)), t0 + 10ms);
 
-  // Session 1 comes back first: held for 2 and 3, which come 1 ms later; then all three run together.
+  // Session 1 comes back first, 11 ms after its batch started: held for 2 and 3 up to half that round trip; they
+  // come 1 ms later, and all three run together.
   o.got.clear();
   one_round({1}, t0 + 11ms);
   BOOST_TEST(!batcher.start(kGroup, t0 + 11ms));
   BOOST_TEST(batcher.due(t0 + 11ms).empty());
   BOOST_REQUIRE(batcher.next_hold_end());
-  BOOST_TEST((*batcher.next_hold_end() == t0 + 16ms));
+  BOOST_TEST((*batcher.next_hold_end() == t0 + 11ms + 5500us));
   one_round({2, 3}, t0 + 12ms);
   BOOST_TEST(batcher.due(t0 + 12ms).size() == 1u);
   b = batcher.start(kGroup, t0 + 12ms);
@@ -265,22 +266,69 @@ BOOST_AUTO_TEST_CASE(an_idle_group_holds_a_step_until_the_rest_of_its_cohort_com
   BOOST_TEST(b->msg.items.size() == 3u);
   batcher.finish(b->id, run(std::move(b->msg)), t0 + 22ms);
 
-  // A cohort member that does not come back costs one hold: the step starts when it ends.
+  // A session that does not come back costs one hold: the step starts when it ends (11 ms after the last start, so
+  // 5.5 ms), and from then on it is not waited for.
   one_round({1, 3}, t0 + 23ms);
-  BOOST_TEST(!batcher.start(kGroup, t0 + 26ms));
-  b = batcher.start(kGroup, t0 + 28ms);
+  BOOST_TEST(!batcher.start(kGroup, t0 + 28ms));
+  b = batcher.start(kGroup, t0 + 29ms);
   BOOST_REQUIRE(b);
   BOOST_TEST(b->msg.items.size() == 2u);
   batcher.finish(b->id, run(std::move(b->msg)), t0 + 38ms);
-  // The new cohort is {1, 3}; a session that ended is forgotten at once.
+  // A session that ended is forgotten at once.
   batcher.forget(3);
   one_round({1}, t0 + 39ms);
   b = batcher.start(kGroup, t0 + 39ms);
   BOOST_REQUIRE(b);
   batcher.finish(b->id, run(std::move(b->msg)), t0 + 49ms);
-  // A session alone is its own cohort: never held.
+  // A session alone is never held.
   one_round({1}, t0 + 50ms);
   BOOST_TEST(batcher.start(kGroup, t0 + 50ms).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_split_in_two_merges_again_and_parts_far_apart_do_not_hold_each_other) {
+  using namespace std::chrono_literals;
+  const StepBatcher::time_point t0{std::chrono::seconds(1)};
+  Outcomes o;
+  auto push = [&](StepBatcher& batcher, std::vector<int> seeds, StepBatcher::time_point at) {
+    for (int s : seeds)
+      batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), at);
+  };
+  auto run_now = [&](StepBatcher& batcher, StepBatcher::time_point at, StepBatcher::time_point done) -> size_t {
+    auto b = batcher.start(kGroup, at);
+    if (!b) return 0;
+    const size_t n = b->msg.items.size();
+    batcher.finish(b->id, run(std::move(b->msg)), done);
+    return n;
+  };
+  {
+    // {1, 2} ran at t0 and {3, 4} 5 ms later. Session 1 comes back 20 ms after its start: it waits for 2 (its own
+    // batch) and for 3 and 4 (they ran after it, within its hold of 10 ms), and the four run as one batch.
+    StepBatcher batcher(256, host());
+    push(batcher, {1, 2}, t0);
+    BOOST_TEST(run_now(batcher, t0, t0 + 5ms) == 2u);
+    push(batcher, {3, 4}, t0 + 5ms);
+    BOOST_TEST(run_now(batcher, t0 + 5ms, t0 + 10ms) == 2u);
+    push(batcher, {1}, t0 + 20ms);
+    push(batcher, {2}, t0 + 21ms);
+    BOOST_TEST(run_now(batcher, t0 + 21ms, t0 + 21ms) == 0u);
+    push(batcher, {3, 4}, t0 + 25ms);
+    BOOST_TEST(run_now(batcher, t0 + 25ms, t0 + 30ms) == 4u);
+  }
+  {
+    // 1 ran at t0 and 2 at t0 + 15 ms: 2 is further behind 1 than 1's hold, so 1 runs at once when it comes back (at
+    // t0 + 20 ms); 2, back at t0 + 35 ms, has 1 5 ms behind it and waits for it, and from then on they run together.
+    StepBatcher batcher(256, host());
+    push(batcher, {1}, t0);
+    BOOST_TEST(run_now(batcher, t0, t0 + 5ms) == 1u);
+    push(batcher, {2}, t0 + 15ms);
+    BOOST_TEST(run_now(batcher, t0 + 15ms, t0 + 18ms) == 1u);
+    push(batcher, {1}, t0 + 20ms);
+    BOOST_TEST(run_now(batcher, t0 + 20ms, t0 + 25ms) == 1u);
+    push(batcher, {2}, t0 + 35ms);
+    BOOST_TEST(run_now(batcher, t0 + 35ms, t0 + 35ms) == 0u);
+    push(batcher, {1}, t0 + 40ms);
+    BOOST_TEST(run_now(batcher, t0 + 40ms, t0 + 45ms) == 2u);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(holds_are_bounded_and_batching_off_never_holds) {
