@@ -14,6 +14,7 @@
 #include "actors/dht/rpc.hpp"
 #include "actors/dht/signed_record.hpp"
 #include "actors/log/node_log.hpp"
+#include "actors/net/peer_origin.hpp"
 #include "actors/protocol/own_node.hpp"
 
 namespace corolla {
@@ -475,6 +476,7 @@ dht_node_internal::behavior_type dht_node(node_actor* self, dht_options opt, caf
         auto& s = self->state;
         const NodeId key = *id_from_bytes(req.key);
         const auto now = self->clock().now();
+        const std::string origin = peer_origin(self);  // what its entries count against (storage.hpp)
         dht_store_reply reply{to_wire(s.me), {}, {}};
         for (const auto& item : req.items) {
           if (item.ttl_ns > kMaxDhtTtlNs) {  // refused, not shortened: the sender lies or runs another protocol
@@ -485,7 +487,7 @@ dht_node_internal::behavior_type dht_node(node_actor* self, dht_options opt, caf
           const auto expiration = record_expiration(key, item.subkey, item.value,
                                                     now + std::chrono::nanoseconds(std::max<int64_t>(item.ttl_ns, 0)),
                                                     now, nullptr, s.opt.wall);
-          reply.stored.push_back(expiration && s.storage.put(key, item.subkey, item.value, *expiration, now) ==
+          reply.stored.push_back(expiration && s.storage.put(key, item.subkey, item.value, *expiration, now, origin) ==
                                                    DhtStorage::Put::stored);
         }
         return reply;

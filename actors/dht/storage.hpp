@@ -6,6 +6,12 @@
 // never overwrites a fresh announcement). Entries already expired are refused, so are entries expiring more than
 // `max_ttl` ahead, a new subkey once the key holds `max_subkeys`, a new key beyond `max_keys`, and anything that
 // would take the bytes held past `max_bytes` (expired entries are dropped first to make room).
+//
+// Quotas per origin: what arrives from another node counts against its origin (the IP address it reached this node
+// from; "" for this node's own puts, which no quota limits). One origin may hold at most `max_subkeys_per_origin`
+// live subkeys of a key and `max_bytes_per_origin` in all. Keys cost nothing, so without them one peer could sign
+// records under as many keys as a DHT key holds subkeys and fill the keys of a swarm on the nodes nearest them:
+// servers that join would be refused until the flood expired. An entry counts against the origin that last put it.
 #pragma once
 
 #include <chrono>
@@ -37,13 +43,17 @@ class DhtStorage {
     size_t max_keys = 65536;                                       // keys held at once
     size_t max_bytes = size_t{256} << 20;                          // subkeys and values held at once
     std::chrono::nanoseconds max_ttl{int64_t{3600} * 1000000000};  // an entry expiring later is refused
+    size_t max_subkeys_per_origin = 64;                            // per key, live entries from one origin
+    size_t max_bytes_per_origin = size_t{16} << 20;                // subkeys and values from one origin
   };
-  enum class Put { stored, superseded, expired, full, too_late };
+  enum class Put { stored, superseded, expired, full, too_late, over_quota };
 
   DhtStorage() : DhtStorage(Options{}) {}
   explicit DhtStorage(Options o) : opt_(o) {}
 
-  Put put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration, DhtTime now);
+  // `origin`: where the put came from ("" for this node itself).
+  Put put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration, DhtTime now,
+          const std::string& origin = {});
   // The live entries of `key` (empty when none).
   DhtEntries get(const NodeId& key, DhtTime now) const;
   // Calls fn(subkey, value) for each live entry of `key`, in subkey order, copying nothing (a find_value reply
@@ -61,6 +71,7 @@ class DhtStorage {
   size_t keys() const { return data_.size(); }
   size_t bytes() const { return bytes_; }
   size_t entries() const;
+  size_t bytes_from(const std::string& origin) const;
   // Every live entry with the time it was last stored here (for republishing).
   void for_each(DhtTime now, const std::function<void(const NodeId& key, const std::string& subkey, const DhtValue& v,
                                                       DhtTime stored_at)>& fn) const;
@@ -69,10 +80,16 @@ class DhtStorage {
   struct Stored {
     DhtValue v;
     DhtTime stored_at{};
+    std::string origin;
   };
+  using Dict = std::map<std::string, Stored>;
+  // Drops the entries of `dict` expired at `now`; returns how many.
+  size_t drop_expired(Dict& dict, DhtTime now);
+  void count(const std::string& subkey, const Stored& s, bool add);  // bytes_ and origin_bytes_
   Options opt_;
-  std::map<NodeId, std::map<std::string, Stored>, id_less> data_;
-  size_t bytes_ = 0;  // subkeys and values held
+  std::map<NodeId, Dict, id_less> data_;
+  size_t bytes_ = 0;                            // subkeys and values held
+  std::map<std::string, size_t> origin_bytes_;  // of them, from each origin but this node
 };
 
 }  // namespace corolla

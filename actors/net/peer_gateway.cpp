@@ -308,7 +308,12 @@ struct PeerGateway::impl {
           // quarantined (CAF's connection timeout or the handshake deadline closes it). One we opened may (CAF closes
           // it as redundant).
           if (raw->side == basp_side::accepted && claims.count(n) > 0) return false;
-          ++claims[n];
+          if (++claims[n] == 1) {
+            boost::system::error_code ec;
+            const auto remote = raw->peer.socket().remote_endpoint(ec);
+            std::lock_guard<std::mutex> lock(origins_mutex);
+            origins[n] = ec ? raw->address : remote.address().to_string();
+          }
           raw->claimed = n;
           return true;
         });
@@ -348,7 +353,11 @@ struct PeerGateway::impl {
     c->reserved = 0;
     if (c->claimed) {
       auto it = claims.find(*c->claimed);
-      if (it != claims.end() && --it->second == 0) claims.erase(it);
+      if (it != claims.end() && --it->second == 0) {
+        claims.erase(it);
+        std::lock_guard<std::mutex> lock(origins_mutex);
+        origins.erase(*c->claimed);
+      }
     }
     if (c->side == basp_side::accepted) {
       auto it = addresses.find(c->address);
@@ -547,6 +556,8 @@ struct PeerGateway::impl {
   std::set<std::shared_ptr<connection>> connections;
   std::map<std::string, address_book> addresses;
   std::map<basp_node_id, int> claims;
+  mutable std::mutex origins_mutex;             // origins is read by other threads (address_of)
+  std::map<basp_node_id, std::string> origins;  // each claimed node's IP address (of its first connection)
   uint64_t budget_used = 0;
   peer_gateway_stats counters;
   refusal_log log;
@@ -732,6 +743,27 @@ class gateway_hook : public caf::thread_hook {
 }  // namespace
 
 std::shared_ptr<PeerGateway> PeerGateway::of(caf::actor_system& sys) { return peer_gateway_registry::get().of(sys); }
+
+std::optional<std::string> PeerGateway::address_of(const caf::node_id& node) const {
+  if (!node) return std::nullopt;
+  const basp_node_id id = node_bytes(node);
+  std::lock_guard<std::mutex> lock(impl_->origins_mutex);
+  auto it = impl_->origins.find(id);
+  if (it == impl_->origins.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> peer_address_of(caf::actor_system& sys, const caf::node_id& node) {
+  std::shared_ptr<PeerGateway> g;
+  {
+    auto& registry = peer_gateway_registry::get();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    auto it = registry.gateways.find(&sys);
+    if (it == registry.gateways.end()) return std::nullopt;
+    g = it->second;
+  }
+  return g->address_of(node);
+}
 
 void enable_peer_gateway(caf::actor_system_config& cfg) { cfg.add_thread_hook<gateway_hook>(); }
 

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/net/peer_limits.hpp"
@@ -54,6 +55,10 @@ class PeerGateway {
   void connect(const std::string& host, uint16_t port, std::function<void(int fd, std::string error)> done);
 
   peer_gateway_stats stats() const;
+  // The IP address of the connection over which `node` reached this node (its handshake named it), while one is
+  // open. A message from a peer names its node; this is where it came from, which the peer cannot choose: what
+  // quotas per peer count by (a node id costs nothing to change).
+  std::optional<std::string> address_of(const caf::node_id& node) const;
 
   struct impl;
 
@@ -81,5 +86,8 @@ caf::expected<uint16_t> publish_to_peers(caf::actor_system& sys, const caf::acto
 void unpublish_from_peers(caf::actor_system& sys, uint16_t port);
 // A publish_to_peers failure in words for a user ("cannot listen on HOST:PORT: WHY"), without CAF's wrapping.
 std::string listen_error_text(const caf::error& e);
+
+// PeerGateway::address_of on the gateway of `sys`, if it has one running (never starts one).
+std::optional<std::string> peer_address_of(caf::actor_system& sys, const caf::node_id& node);
 
 }  // namespace corolla

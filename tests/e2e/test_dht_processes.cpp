@@ -12,6 +12,7 @@
 #include "actors/dht/announcer.hpp"
 #include "actors/dht/dht_node.hpp"
 #include "actors/net/connector.hpp"
+#include "actors/net/peer_gateway.hpp"
 #include "actors/protocol/atoms.hpp"
 #include "actors/protocol/errors.hpp"
 #include "actors/system/system_config.hpp"
@@ -219,4 +220,32 @@ BOOST_AUTO_TEST_CASE(bootstrap_fails_clearly_when_no_peer_answers) {
              std::string::npos);
   self->send_exit(node, caf::exit_reason::user_shutdown);
   self->send_exit(connector, caf::exit_reason::user_shutdown);
+}
+
+// A flood of valid records from one peer (keys cost nothing) fills at most its address's share of a key on the
+// node it reaches (DhtStorage::Options::max_subkeys_per_origin, 64): the rest is refused, and the node's subkeys
+// stay open to records from elsewhere. Quotas count by the address a peer connected from, which the gateway knows
+// for every node that reached it.
+BOOST_AUTO_TEST_CASE(a_flood_from_one_address_takes_only_its_share_of_a_key) {
+  dht_swarm s(0);
+  auto a = s.client(s.nodes[0]->address());
+  BOOST_REQUIRE_MESSAGE(a, why(a));
+  test::RecordSigner signer;
+  size_t accepted = 0;
+  for (int i = 0; i < 80; ++i) {
+    auto stored = s.ask<dht_put_reply>(*a, signer.put("llama.0", "flooder-" + std::to_string(i), "x", s.now() + 10min));
+    if (stored && stored->replicas > 0) ++accepted;
+  }
+  BOOST_TEST(accepted == 64u);
+  caf::actor node;
+  s.self->request(s.connector, 10s, resolve_atom::value, s.nodes[0]->address())
+      .receive([&](caf::actor p) { node = p; }, [&](caf::error& e) { BOOST_FAIL(describe(e)); });
+  auto r = s.ask<dht_find_value_reply>(
+      node, dht_find_value_request{dht_contact{id_bytes(key_id("probe")), ""}, id_bytes(key_id("llama.0")), {}});
+  BOOST_REQUIRE_MESSAGE(r, why(r));
+  BOOST_TEST(r->items.size() == 64u);
+  // This process's gateway knows the node process by the address it reached it at.
+  const auto address = peer_address_of(s.sys, node.node());
+  BOOST_REQUIRE(address.has_value());
+  BOOST_TEST(*address == "127.0.0.1");
 }

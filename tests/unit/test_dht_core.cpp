@@ -238,6 +238,51 @@ BOOST_AUTO_TEST_CASE(storage_keeps_the_later_expiration) {
   BOOST_TEST(s.get(key, t0 + 3s).count("b") == 0u);
 }
 
+// A flood of valid records (keys cost nothing) from one peer takes at most its origin's share of a key, so records
+// from elsewhere are still stored; this node's own puts have no quota; expired entries stop counting.
+BOOST_AUTO_TEST_CASE(storage_gives_each_origin_a_share_of_a_key_and_of_its_bytes) {
+  const DhtTime t0 = DhtTime{} + 1h;
+  DhtStorage::Options o;
+  o.max_subkeys = 16;
+  o.max_subkeys_per_origin = 4;
+  DhtStorage s(o);
+  const NodeId key = key_id("llama.0");
+  const std::string flooder = "address 10.0.0.66", honest = "address 10.0.0.7";
+  for (int i = 0; i < 4; ++i)
+    BOOST_TEST((s.put(key, "flood-" + std::to_string(i), "x", t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
+  for (int i = 4; i < 100; ++i)
+    BOOST_TEST((s.put(key, "flood-" + std::to_string(i), "x", t0 + 60s, t0, flooder) == DhtStorage::Put::over_quota));
+  BOOST_TEST((s.put(key, "server-a", "A", t0 + 60s, t0, honest) == DhtStorage::Put::stored));
+  // Its other keys have their own share; its own subkeys stay renewable at the quota.
+  BOOST_TEST((s.put(key_id("llama.1"), "flood-0", "x", t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
+  BOOST_TEST((s.put(key, "flood-0", "renewed", t0 + 90s, t0 + 1s, flooder) == DhtStorage::Put::stored));
+  // Taking over another origin's subkey counts as a new one.
+  BOOST_TEST((s.put(key, "server-a", "taken", t0 + 90s, t0 + 1s, flooder) == DhtStorage::Put::over_quota));
+  BOOST_TEST(s.get(key, t0 + 1s)["server-a"].value == "A");
+  // This node's own puts are not limited.
+  for (int i = 0; i < 8; ++i)
+    BOOST_TEST((s.put(key, "own-" + std::to_string(i), "y", t0 + 60s, t0) == DhtStorage::Put::stored));
+  // Once the flood expires, its origin may store again.
+  BOOST_TEST((s.put(key, "flood-9", "x", t0 + 120s, t0 + 61s, flooder) == DhtStorage::Put::stored));
+
+  // Bytes: one origin may hold max_bytes_per_origin in all keys; replacing its own entry frees what it held.
+  DhtStorage::Options b;
+  b.max_bytes_per_origin = 100;
+  DhtStorage t(b);
+  const std::string value(40, 'v');
+  BOOST_TEST((t.put(key_id("a"), "k1", value, t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
+  BOOST_TEST((t.put(key_id("b"), "k2", value, t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
+  BOOST_TEST(t.bytes_from(flooder) == 84u);
+  BOOST_TEST((t.put(key_id("c"), "k3", value, t0 + 60s, t0, flooder) == DhtStorage::Put::over_quota));
+  BOOST_TEST((t.put(key_id("a"), "k1", value + "x", t0 + 61s, t0, flooder) == DhtStorage::Put::stored));
+  BOOST_TEST(t.bytes_from(flooder) == 85u);
+  BOOST_TEST((t.put(key_id("c"), "k3", value, t0 + 60s, t0, honest) == DhtStorage::Put::stored));
+  BOOST_TEST(t.purge(t0 + 60s) == 2u);  // k2 and k3 (k1 now expires later)
+  BOOST_TEST(t.bytes_from(flooder) == 43u);
+  BOOST_TEST(t.bytes_from(honest) == 0u);
+  BOOST_TEST(t.bytes() == 43u);
+}
+
 // A stranger's record may not outlive the hour (a server "offline" for ten years would never be superseded by
 // its own announcements), nor may strangers fill a node's memory with keys or bytes.
 BOOST_AUTO_TEST_CASE(storage_refuses_records_past_the_hour_and_beyond_its_size) {
