@@ -189,6 +189,12 @@ void draw_skew(Dice& d, scenario& sc) {
   if (d.chance(0.25)) sc.network.clock_skew_s = d.time(0, sc.announce_period_s / 8);
 }
 
+// Floods, in half of the impostor worlds (drawn last): each impostor stores records under 64 to 1024 subkeys of its
+// own in every key of a swarm, every period.
+void draw_flood(Dice& d, scenario& sc) {
+  if (sc.hostile.impostors > 0 && d.chance(0.5)) sc.hostile.flood_subkeys = d.pick(std::vector<int64_t>{64, 256, 1024});
+}
+
 }  // namespace
 
 scenario random_scenario(uint64_t seed) {
@@ -210,6 +216,7 @@ scenario random_scenario(uint64_t seed) {
   draw_impostors(d, sc);
   draw_training(d, sc);
   draw_skew(d, sc);
+  draw_flood(d, sc);
   // The last arrival, the last fault, then every bound's worth of quiet.
   double last = sc.workload.start_s;
   if (sc.workload.arrival_rate_per_s > 0)

@@ -270,6 +270,7 @@ scenario read_scenario_text(std::string_view text, const std::string& path) {
     r.get_double("impostor_start_s", s.hostile.impostor_start_s, 0, false);
     r.get_double("impostor_period_s", s.hostile.impostor_period_s, 0, true);
     r.get_bool("forge", s.hostile.forge);
+    r.get_int("flood_subkeys", s.hostile.flood_subkeys, 0, 4096);
     r.finish();
   }
   top.finish();

@@ -135,6 +135,10 @@ struct hostile_model {
   // the nodes nearest its keys, and their own DHT nodes add forgeries to every answer. Nodes must refuse to store
   // them (forged-refused) and readers to believe them (dht-readable).
   bool forge = false;
+  // The impostors also flood (0: not): every period each stores, in each of a swarm's keys at the nodes nearest it,
+  // records that check under this many subkeys of fresh keys of its own (keys cost nothing). A DHT node keeps at
+  // most its quota per origin (actors/dht/storage.hpp); servers that join must still be listed (dht-readable).
+  int64_t flood_subkeys = 0;
 };
 
 struct scenario {

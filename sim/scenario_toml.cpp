@@ -93,7 +93,8 @@ std::string scenario_toml(const scenario& sc) {
   }
   const auto& h = sc.hostile;
   o << "\n[hostile]\nimpostors = " << h.impostors << "\nimpostor_start_s = " << number(h.impostor_start_s)
-    << "\nimpostor_period_s = " << number(h.impostor_period_s) << "\nforge = " << (h.forge ? "true" : "false") << "\n";
+    << "\nimpostor_period_s = " << number(h.impostor_period_s) << "\nforge = " << (h.forge ? "true" : "false")
+    << "\nflood_subkeys = " << h.flood_subkeys << "\n";
   return o.str();
 }
 

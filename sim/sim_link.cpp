@@ -158,6 +158,11 @@ class sim_link final : public caf::monitorable_actor {
 
 }  // namespace
 
+std::string link_origin(const Network& net, const caf::strong_actor_ptr& sender) {
+  if (auto* l = dynamic_cast<sim_link*>(caf::actor_cast<caf::abstract_actor*>(sender))) return net.name(l->to());
+  return {};
+}
+
 void bring_link_down(caf::actor_system& sys, const caf::strong_actor_ptr& link, caf::timespan delay,
                      caf::error reason) {
   if (!link) return;

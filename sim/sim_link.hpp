@@ -16,6 +16,8 @@
 // Everything runs on the simulation's one thread, on the actor clock.
 #pragma once
 
+#include <string>
+
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
@@ -28,6 +30,9 @@ namespace corolla::sim {
 caf::actor spawn_link(caf::actor_system& sys, Network& net, node_index from, node_index to, caf::actor target,
                       dht_rpc_actor target_dht = {});
 
+// The simulated node a message's sender stands for, as a DHT node's storage quotas count it (dht_options::origin):
+// "" for an actor of the receiver's own node, the node's name behind a link.
+std::string link_origin(const Network& net, const caf::strong_actor_ptr& sender);
 // Brings a link down after `delay` (with `reason` for its monitors); nothing when it is down already.
 void bring_link_down(caf::actor_system& sys, const caf::strong_actor_ptr& link, caf::timespan delay, caf::error reason);
 

@@ -40,6 +40,7 @@
 #include "model/train/local_training.hpp"
 #include "model/train/span_training.hpp"
 #include "sim/cost_backend.hpp"
+#include "actors/dht/signed_record.hpp"
 #include "sim/forgery.hpp"
 #include "sim/invariants.hpp"
 #include "sim/network.hpp"
@@ -122,6 +123,9 @@ struct World::impl {
     dht_node_actor dht;
     caf::actor connector;
     std::shared_ptr<const SigningKey> key;
+    std::vector<std::shared_ptr<const SigningKey>> flood_keys;  // [hostile] flood_subkeys of them
+    // The flood's signed records per DHT key, and until when they may be sent again (re-signed before they expire).
+    std::map<std::string, std::pair<caf::actor_clock::time_point, std::vector<dht_item>>> flood;
   };
   std::vector<impostor> impostors;
   std::mt19937_64 impostor_rng;
@@ -315,6 +319,7 @@ struct World::impl {
     d.id = dht_id_of(s.identity->public_key());
     d.address = s.rec.address;
     d.wall.offset_ms += s.clock_offset_ms;
+    d.origin = [net = &net](const caf::strong_actor_ptr& sender) { return link_origin(*net, sender); };
     s.dht = spawn_dht_node(sys, d, s.connector);
     server_setup setup = setup_of(s, i);
     setup.dht = s.dht;
@@ -504,7 +509,14 @@ struct World::impl {
     dht_options d;
     d.id = dht_id_of(m.key->public_key());
     d.address = m.address;
+    d.origin = [net = &net](const caf::strong_actor_ptr& sender) { return link_origin(*net, sender); };
     m.dht = spawn_dht_node(sys, d, m.connector);
+    // A flooder's keys: one per subkey it floods with, derived from its own (no draw from the world's streams).
+    for (int64_t j = 0; j < sc.hostile.flood_subkeys; ++j) {
+      KeySeed flood_seed = key_seed;
+      for (size_t b = 0; b < 8; ++b) flood_seed[b] ^= static_cast<uint8_t>(static_cast<uint64_t>(j + 1) >> (8 * b));
+      m.flood_keys.push_back(std::make_shared<const SigningKey>(SigningKey::from_seed(flood_seed)));
+    }
     // It has no gate: peers reach its node. A forger's node answers through a proxy that adds forgeries.
     const dht_rpc_actor rpc = sc.hostile.forge ? spawn_forging_dht(sys, m.dht, m.key) : dht_rpc_actor(m.dht);
     net.publish(m.address, node, caf::actor_cast<caf::actor>(m.dht), rpc);
@@ -525,6 +537,7 @@ struct World::impl {
     at(now_s() + sc.hostile.impostor_period_s, [this, i] { impersonate(i); });
     const size_t swarm = static_cast<size_t>(impostor_rng() % sources.size());
     if (sc.hostile.forge) forge_at_holders(i, swarm);
+    if (sc.hostile.flood_subkeys > 0) flood_holders(i, swarm);
     const std::string prefix = sources[swarm]->origin();
     dht_node_actor dht = impostors[i].dht;
     drivers.push_back(sys.spawn([this, i, prefix, dht](caf::event_based_actor* self) {
@@ -596,6 +609,75 @@ struct World::impl {
                             }
                           },
                           [](caf::error&) {});
+                },
+                [](caf::error&) {});
+      }));
+    }
+  }
+
+  // Stores records under flood_subkeys fresh subkeys of its own (keys cost nothing) in each of the swarm's keys, at
+  // the nodes nearest the key: records that check, of servers "offline" at addresses nobody serves. Each node keeps
+  // at most its quota from this origin (actors/dht/storage.hpp); without one, the flood would fill the keys and the
+  // servers that join or come back could not be stored (dht-readable).
+  void flood_holders(size_t i, size_t swarm) {
+    impostor& m = impostors[i];
+    const std::string prefix = sources[swarm]->origin();
+    const dht_contact sender{id_bytes(dht_id_of(m.key->public_key())), m.address};
+    const auto now = sys.clock().now();
+    for (int64_t g = 0; g < group_count(sc.model.blocks); ++g) {
+      const std::string key = group_key(prefix, g);
+      auto& [resign_at, records] = m.flood[key];
+      if (records.empty() || now >= resign_at) {  // signed for 50 minutes, sent again as they are for 40
+        records.clear();
+        const auto expiration = now + std::chrono::minutes(50);
+        resign_at = now + std::chrono::minutes(40);
+        for (size_t j = 0; j < m.flood_keys.size(); ++j) {
+          server_info info;
+          info.model = prefix;
+          info.address = "flood-" + std::to_string(i) + "-" + std::to_string(j);
+          info.state = "offline";
+          info.first_block = 0;
+          info.last_block = 1;
+          info.total_blocks = sc.model.blocks;
+          const std::vector<char> payload = encode(info);
+          const SigningKey& k = *m.flood_keys[j];
+          const std::string subkey = owned_subkey(k.public_key());
+          records.push_back({subkey,
+                             sign_record(k, key_id(key), subkey, std::string_view(payload.data(), payload.size()),
+                                         unix_ms_at(expiration)),
+                             0});
+        }
+      }
+      std::vector<dht_item> items = records;
+      for (auto& item : items)
+        item.ttl_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(resign_at + std::chrono::minutes(10) - now).count();
+      drivers.push_back(sys.spawn([this, connector = m.connector, dht = m.dht, address = m.address, key, sender,
+                                   items = std::move(items)](caf::event_based_actor* self) {
+        self->request(dht, std::chrono::seconds(30), dht_find_nodes{key, {}})
+            .then(
+                [=, this](const dht_find_nodes_reply& near) {
+                  for (const Contact& c : near.closest) {
+                    if (c.address == address) continue;
+                    auto stored = std::make_shared<size_t>(0);
+                    for (size_t from = 0; from < items.size(); from += kMaxDhtItemsPerStore) {
+                      std::vector<dht_item> part(items.begin() + static_cast<std::ptrdiff_t>(from),
+                                                 items.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                                     items.size(), from + kMaxDhtItemsPerStore)));
+                      const bool last = from + kMaxDhtItemsPerStore >= items.size();
+                      dht_call<dht_store_reply>(
+                          self, connector, c.address, std::chrono::seconds(30),
+                          dht_store_request{sender, id_bytes(key_id(key)), std::move(part), {}},
+                          [=, this](const dht_store_reply& r) {
+                            *stored += static_cast<size_t>(std::count(r.stored.begin(), r.stored.end(), true));
+                            if (last)
+                              note("impostor-flood", address + " " + std::to_string(*stored) + " of " +
+                                                         std::to_string(items.size()) + " held at " + c.address +
+                                                         " under " + key);
+                          },
+                          [](const caf::error&) {});
+                    }
+                  }
                 },
                 [](caf::error&) {});
       }));

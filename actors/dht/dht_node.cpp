@@ -476,11 +476,18 @@ dht_node_internal::behavior_type dht_node(node_actor* self, dht_options opt, caf
         auto& s = self->state;
         const NodeId key = *id_from_bytes(req.key);
         const auto now = self->clock().now();
-        const std::string origin = peer_origin(self);  // what its entries count against (storage.hpp)
+        // What its entries count against (storage.hpp).
+        const std::string origin = s.opt.origin ? s.opt.origin(self->current_sender()) : peer_origin(self);
         dht_store_reply reply{to_wire(s.me), {}, {}};
         for (const auto& item : req.items) {
           if (item.ttl_ns > kMaxDhtTtlNs) {  // refused, not shortened: the sender lies or runs another protocol
             reply.stored.push_back(false);
+            continue;
+          }
+          // A record held as it is needs no second check; one the origin's quotas refuse needs none either.
+          const auto pre = s.storage.precheck(key, item.subkey, item.value, origin, now);
+          if (pre != DhtStorage::Precheck::check) {
+            reply.stored.push_back(pre == DhtStorage::Precheck::held);
             continue;
           }
           // Only a record its subkey's owner signed is kept, and no longer than the signature says.

@@ -9,6 +9,8 @@
 // from RNGs seeded with the node id.
 #pragma once
 
+#include <functional>
+
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/timespan.hpp>
@@ -38,6 +40,9 @@ struct dht_options {
                                                               // sent again to the key's nearest nodes
   caf::timespan purge_period = std::chrono::seconds(60);      // expired entries are dropped this often
   wall_clock wall;  // what records' signed expiries are read against (the process's; a simulated node's own)
+  // Where a store's sender comes from, for the storage's quotas per origin ("" for this node itself). Unset: the
+  // address its node connected from (actors/net/peer_origin.hpp); the simulator gives its nodes' addresses.
+  std::function<std::string(const caf::strong_actor_ptr& sender)> origin;
 };
 
 // Spawns a DHT node (server mode needs a non-empty address, possibly set later with address_atom).

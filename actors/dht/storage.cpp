@@ -4,24 +4,50 @@
 
 namespace corolla {
 
-void DhtStorage::count(const std::string& subkey, const Stored& s, bool add) {
+void DhtStorage::count(KeyData& k, const std::string& subkey, const Stored& s, bool add) {
   const size_t size = subkey.size() + s.v.value.size();
-  if (add)
-    bytes_ += size;
-  else
-    bytes_ -= size;
+  bytes_ = add ? bytes_ + size : bytes_ - size;
   if (s.origin.empty()) return;
   size_t& from = origin_bytes_[s.origin];
   from = add ? from + size : from - size;
   if (from == 0) origin_bytes_.erase(s.origin);
+  size_t& held = k.origins[s.origin];
+  held = add ? held + 1 : held - 1;
+  if (held == 0) k.origins.erase(s.origin);
 }
 
-size_t DhtStorage::drop_expired(Dict& dict, DhtTime now) {
-  return std::erase_if(dict, [&](const auto& kv) {
+size_t DhtStorage::drop_expired(KeyData& k, DhtTime now) {
+  return std::erase_if(k.entries, [&](const auto& kv) {
     if (kv.second.v.expiration > now) return false;
-    count(kv.first, kv.second, false);
+    count(k, kv.first, kv.second, false);
     return true;
   });
+}
+
+bool DhtStorage::origin_has_room(KeyData& k, const std::string& origin, DhtTime now) {
+  auto held = [&] {
+    auto it = k.origins.find(origin);
+    return it == k.origins.end() ? size_t{0} : it->second;
+  };
+  if (held() < opt_.max_subkeys_per_origin) return true;
+  drop_expired(k, now);  // expired entries do not count
+  return held() < opt_.max_subkeys_per_origin;
+}
+
+DhtStorage::Precheck DhtStorage::precheck(const NodeId& key, const std::string& subkey, const std::string& value,
+                                          const std::string& origin, DhtTime now) {
+  auto key_it = data_.find(key);
+  const Stored* held = nullptr;
+  if (key_it != data_.end())
+    if (auto it = key_it->second.entries.find(subkey); it != key_it->second.entries.end()) held = &it->second;
+  if (held && held->v.expiration > now && held->v.value == value) return Precheck::held;
+  if (origin.empty()) return Precheck::check;
+  const size_t size = subkey.size() + value.size();
+  const size_t freed = held && held->origin == origin ? subkey.size() + held->v.value.size() : 0;
+  if (bytes_from(origin) - freed + size > opt_.max_bytes_per_origin) return Precheck::refused;
+  if (key_it != data_.end() && (!held || held->origin != origin) && !origin_has_room(key_it->second, origin, now))
+    return Precheck::refused;
+  return Precheck::check;
 }
 
 DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration,
@@ -35,39 +61,36 @@ DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, st
     if (data_.size() >= opt_.max_keys && data_.find(key) == data_.end()) return Put::full;
     key_it = data_.find(key);
   }
-  Dict* existing = key_it != data_.end() ? &key_it->second : nullptr;
-  auto it = existing ? existing->find(subkey) : Dict::iterator{};
-  const bool fresh = !existing || it == existing->end();
+  KeyData* existing = key_it != data_.end() ? &key_it->second : nullptr;
+  if (existing && !origin.empty()) origin_has_room(*existing, origin, now);  // drops expired entries when at quota
+  auto it = existing ? existing->entries.find(subkey) : decltype(existing->entries)::iterator{};
+  const bool fresh = !existing || it == existing->entries.end();
   const size_t replaced = fresh ? 0 : it->first.size() + it->second.v.value.size();
   if (bytes_ - replaced + size > opt_.max_bytes) return Put::full;
   if (!fresh && it->second.v.expiration > expiration && it->second.v.expiration > now) return Put::superseded;
   if (!origin.empty()) {
-    auto from = origin_bytes_.find(origin);
-    const size_t held = from == origin_bytes_.end() ? 0 : from->second;
     const size_t freed = !fresh && it->second.origin == origin ? replaced : 0;
-    if (held - freed + size > opt_.max_bytes_per_origin) return Put::over_quota;
+    if (bytes_from(origin) - freed + size > opt_.max_bytes_per_origin) return Put::over_quota;
     if (existing && (fresh || it->second.origin != origin)) {
-      size_t live = 0;  // the origin's live subkeys of this key
-      for (const auto& [k, st] : *existing)
-        if (st.origin == origin && st.v.expiration > now) ++live;
-      if (live >= opt_.max_subkeys_per_origin) return Put::over_quota;
+      auto held = existing->origins.find(origin);
+      if (held != existing->origins.end() && held->second >= opt_.max_subkeys_per_origin) return Put::over_quota;
     }
   }
-  Dict& dict = existing ? *existing : data_[key];
+  KeyData& k = existing ? *existing : data_[key];
   if (fresh) {
     // Expired entries do not count against the limit.
-    if (dict.size() >= opt_.max_subkeys) drop_expired(dict, now);
-    if (dict.size() >= opt_.max_subkeys) {
-      if (dict.empty()) data_.erase(key);
+    if (k.entries.size() >= opt_.max_subkeys) drop_expired(k, now);
+    if (k.entries.size() >= opt_.max_subkeys) {
+      if (k.entries.empty()) data_.erase(key);
       return Put::full;
     }
-    auto [placed, _] = dict.emplace(subkey, Stored{{std::move(value), expiration}, now, origin});
-    count(placed->first, placed->second, true);
+    auto [placed, _] = k.entries.emplace(subkey, Stored{{std::move(value), expiration}, now, origin});
+    count(k, placed->first, placed->second, true);
     return Put::stored;
   }
-  count(it->first, it->second, false);
+  count(k, it->first, it->second, false);
   it->second = Stored{{std::move(value), expiration}, now, origin};
-  count(it->first, it->second, true);
+  count(k, it->first, it->second, true);
   return Put::stored;
 }
 
@@ -81,14 +104,14 @@ size_t DhtStorage::purge(DhtTime now) {
   size_t dropped = 0;
   for (auto it = data_.begin(); it != data_.end();) {
     dropped += drop_expired(it->second, now);
-    it = it->second.empty() ? data_.erase(it) : std::next(it);
+    it = it->second.entries.empty() ? data_.erase(it) : std::next(it);
   }
   return dropped;
 }
 
 size_t DhtStorage::entries() const {
   size_t n = 0;
-  for (const auto& [key, dict] : data_) n += dict.size();
+  for (const auto& [key, k] : data_) n += k.entries.size();
   return n;
 }
 
@@ -99,8 +122,8 @@ size_t DhtStorage::bytes_from(const std::string& origin) const {
 
 void DhtStorage::for_each(
     DhtTime now, const std::function<void(const NodeId&, const std::string&, const DhtValue&, DhtTime)>& fn) const {
-  for (const auto& [key, dict] : data_)
-    for (const auto& [subkey, s] : dict)
+  for (const auto& [key, k] : data_)
+    for (const auto& [subkey, s] : k.entries)
       if (s.v.expiration > now) fn(key, subkey, s.v, s.stored_at);
 }
 

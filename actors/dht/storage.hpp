@@ -54,6 +54,12 @@ class DhtStorage {
   // `origin`: where the put came from ("" for this node itself).
   Put put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration, DhtTime now,
           const std::string& origin = {});
+  // What a put of `value` from `origin` would come to, judged before its signature is checked (a node verifies
+  // only what it may keep): `held` when the same value is held live already (re-sent as it is: nothing to do),
+  // `refused` when the origin's quotas refuse a new subkey or its bytes, else `check`.
+  enum class Precheck { held, refused, check };
+  Precheck precheck(const NodeId& key, const std::string& subkey, const std::string& value, const std::string& origin,
+                    DhtTime now);
   // The live entries of `key` (empty when none).
   DhtEntries get(const NodeId& key, DhtTime now) const;
   // Calls fn(subkey, value) for each live entry of `key`, in subkey order, copying nothing (a find_value reply
@@ -62,7 +68,7 @@ class DhtStorage {
   void visit(const NodeId& key, DhtTime now, Fn&& fn) const {
     auto it = data_.find(key);
     if (it == data_.end()) return;
-    for (const auto& [subkey, s] : it->second)
+    for (const auto& [subkey, s] : it->second.entries)
       if (s.v.expiration > now) fn(subkey, s.v);
   }
   // Drops expired entries (and keys left empty); returns how many entries went.
@@ -82,12 +88,17 @@ class DhtStorage {
     DhtTime stored_at{};
     std::string origin;
   };
-  using Dict = std::map<std::string, Stored>;
-  // Drops the entries of `dict` expired at `now`; returns how many.
-  size_t drop_expired(Dict& dict, DhtTime now);
-  void count(const std::string& subkey, const Stored& s, bool add);  // bytes_ and origin_bytes_
+  struct KeyData {
+    std::map<std::string, Stored> entries;
+    std::map<std::string, size_t> origins;  // entries held from each origin but this node (live or not yet purged)
+  };
+  // Drops the entries of `k` expired at `now`; returns how many.
+  size_t drop_expired(KeyData& k, DhtTime now);
+  // The origin's entries of `k` are below its quota for a new one (dropping expired entries when they are not).
+  bool origin_has_room(KeyData& k, const std::string& origin, DhtTime now);
+  void count(KeyData& k, const std::string& subkey, const Stored& s, bool add);  // all the tallies
   Options opt_;
-  std::map<NodeId, Dict, id_less> data_;
+  std::map<NodeId, KeyData, id_less> data_;
   size_t bytes_ = 0;                            // subkeys and values held
   std::map<std::string, size_t> origin_bytes_;  // of them, from each origin but this node
 };

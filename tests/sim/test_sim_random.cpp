@@ -221,6 +221,28 @@ BOOST_AUTO_TEST_CASE(forged_records_are_refused_by_every_node_and_reader) {
   for (const auto& s : w.results().sessions) BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
 }
 
+// A flood of valid records (keys cost nothing) from an impostor: 1024 subkeys of its own in every key of the swarm,
+// stored at the nodes nearest each key from before the servers start. Each node keeps only the impostor's quota
+// (actors/dht/storage.hpp), so the servers that start meanwhile and the one that joins at 60 s are listed
+// (dht-readable); with no quota, the flood fills the keys and two servers are never listed.
+BOOST_AUTO_TEST_CASE(a_flood_of_records_leaves_the_servers_that_join_listed) {
+  scenario sc = read_scenario(std::string(COROLLA_SCENARIO_DIR) + "/small.toml");
+  sc.hostile.impostors = 1;
+  sc.hostile.impostor_start_s = 1;
+  sc.hostile.impostor_period_s = 10;
+  sc.hostile.flood_subkeys = 1024;
+  churn_event join;
+  join.at_s = 60;
+  join.kind = "join";
+  join.server_class = "small";
+  sc.churn.events.push_back(join);
+  World w(sc, sc.seed);
+  w.run();
+  for (const auto& v : w.results().violations) BOOST_TEST(false, v.invariant << " " << v.actors << ": " << v.what);
+  BOOST_TEST(w.log().text().find("impostor-flood impostor-0 64 of 1024 held at srv-6") != std::string::npos);
+  for (const auto& s : w.results().sessions) BOOST_TEST(s.ok, "session " << s.id << ": " << s.error);
+}
+
 // Training sessions over the swarm (forward and backward passes, split into sub-batches with routes of their own)
 // while servers crash and leave under them: every pass completes, and every forward equals the whole model's
 // blocks run in one process (session-output), which fails when a sub-batch comes back in the wrong rows or a

@@ -262,7 +262,15 @@ BOOST_AUTO_TEST_CASE(storage_gives_each_origin_a_share_of_a_key_and_of_its_bytes
   // This node's own puts are not limited.
   for (int i = 0; i < 8; ++i)
     BOOST_TEST((s.put(key, "own-" + std::to_string(i), "y", t0 + 60s, t0) == DhtStorage::Put::stored));
+  // What a node decides before checking a record's signature: a record held as it is needs no check, one the
+  // quotas refuse gets none, anything else is checked.
+  using Pre = DhtStorage::Precheck;
+  BOOST_TEST((s.precheck(key, "flood-0", "renewed", flooder, t0 + 2s) == Pre::held));
+  BOOST_TEST((s.precheck(key, "flood-50", "x", flooder, t0 + 2s) == Pre::refused));
+  BOOST_TEST((s.precheck(key, "flood-0", "renewed again", flooder, t0 + 2s) == Pre::check));
+  BOOST_TEST((s.precheck(key, "server-b", "B", honest, t0 + 2s) == Pre::check));
   // Once the flood expires, its origin may store again.
+  BOOST_TEST((s.precheck(key, "flood-9", "x", flooder, t0 + 61s) == Pre::check));
   BOOST_TEST((s.put(key, "flood-9", "x", t0 + 120s, t0 + 61s, flooder) == DhtStorage::Put::stored));
 
   // Bytes: one origin may hold max_bytes_per_origin in all keys; replacing its own entry frees what it held.
