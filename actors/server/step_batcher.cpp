@@ -37,7 +37,7 @@ bool StepBatcher::may_start(const group_state& g, time_point now) const {
 caf::timespan StepBatcher::hold_for(const group_state& g, uint64_t session, time_point now) {
   auto it = g.ran_at.find(session);
   if (it == g.ran_at.end()) return caf::timespan{0};
-  return std::min((now - it->second) / 2, kMaxHold);
+  return std::min({(now - it->second) / 2, g.last_duration, kMaxHold});
 }
 
 void StepBatcher::forget(uint64_t session) {
@@ -149,7 +149,7 @@ std::optional<StepBatcher::started> StepBatcher::start(const step_group& group, 
   g->second.running = true;
   if (max_batch_tokens_ > 0)
     for (const part& p : parts) g->second.ran_at[p.s->session] = now;
-  running_[out.id] = {group, std::move(parts)};
+  running_[out.id] = {group, std::move(parts), now};
   return out;
 }
 
@@ -170,6 +170,7 @@ void StepBatcher::finish(uint64_t id, caf::expected<block_batch_msg> result, tim
   auto g = groups_.find(batch.group);
   if (g != groups_.end()) {
     g->second.running = false;
+    g->second.last_duration = now - batch.started_at;
     // Steps that came while it ran wait for the sessions behind them as long as if they arrived now.
     if (!g->second.queue.empty()) {
       g->second.hold = hold_for(g->second, g->second.queue.front()->session, now);

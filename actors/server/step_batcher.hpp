@@ -16,10 +16,12 @@
 // part coming back around on its own. An idle group therefore holds its oldest waiting step until every session
 // that ran here since that step's session last did has sent its next one (the sessions of its last batch, and those
 // of the batches right after it: they are on their way), or until its hold ends: half the session's round trip
-// (the time since its last batch here started), at most kMaxHold. Only sessions that ran within the hold after it
-// are waited for, so the parts of a split batch merge again (the part ahead waits for the part behind, once) and
-// parts far apart never hold each other (on a ring each is behind the other). A session alone, a session's first
-// step and a prompt's next chunk never wait; a session that ends without saying costs one hold, once.
+// (the time since its last batch here started), at most the group's last batch's duration (a hold is worth no more
+// than the batch it saves: across a continent, half a round trip would add to every step) and kMaxHold. Only sessions
+// that ran within the hold after it are waited for, so the parts of a split batch merge again (the part ahead waits for
+// the part behind, once) and parts far apart never hold each other (on a ring each is behind the other). A session
+// alone, a session's first step and a prompt's next chunk never wait; a session that ends without saying costs one
+// hold, once.
 #pragma once
 
 #include <caf/actor_clock.hpp>
@@ -117,10 +119,12 @@ class StepBatcher {
     caf::timespan hold{0};                  // how long the oldest waiting step waits for the sessions behind it
     time_point hold_until{};                // until when
     std::map<uint64_t, time_point> ran_at;  // when each of its sessions' last batch started
+    caf::timespan last_duration{0};         // of its last batch
   };
   struct running_batch {
     step_group group;
     std::vector<part> parts;
+    time_point started_at{};
   };
 
   std::vector<part> plan(std::deque<std::shared_ptr<step>>& queue) const;

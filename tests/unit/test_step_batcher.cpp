@@ -331,6 +331,25 @@ BOOST_AUTO_TEST_CASE(a_batch_split_in_two_merges_again_and_parts_far_apart_do_no
   }
 }
 
+// A hold is worth at most the batch it saves: a step waits no longer than its group's last batch took, however long
+// the sessions' round trips (a swarm across continents: a hold of half of them would add to every step).
+BOOST_AUTO_TEST_CASE(a_hold_lasts_no_longer_than_the_last_batch) {
+  using namespace std::chrono_literals;
+  const StepBatcher::time_point t0{std::chrono::seconds(1)};
+  StepBatcher batcher(256, host());
+  Outcomes o;
+  for (int s = 1; s <= 2; ++s)
+    batcher.push(kGroup, static_cast<uint64_t>(s), "", hidden(1, 1, s), positions(1, 1), o.to(s), t0);
+  auto b = batcher.start(kGroup, t0);
+  BOOST_REQUIRE(b);
+  batcher.finish(b->id, run(std::move(b->msg)), t0 + 1ms);  // a 1 ms batch
+  batcher.push(kGroup, 1, "", hidden(1, 1, 1), positions(1, 1), o.to(1), t0 + 200ms);
+  BOOST_TEST(!batcher.start(kGroup, t0 + 200ms));
+  BOOST_REQUIRE(batcher.next_hold_end());
+  BOOST_TEST((*batcher.next_hold_end() == t0 + 201ms));
+  BOOST_TEST(batcher.start(kGroup, t0 + 201ms).has_value());
+}
+
 BOOST_AUTO_TEST_CASE(holds_are_bounded_and_batching_off_never_holds) {
   using namespace std::chrono_literals;
   const StepBatcher::time_point t0{std::chrono::seconds(1)};
