@@ -124,8 +124,12 @@ struct World::impl {
     caf::actor connector;
     std::shared_ptr<const SigningKey> key;
     std::vector<std::shared_ptr<const SigningKey>> flood_keys;  // [hostile] flood_subkeys of them
-    // The flood's signed records per DHT key, and until when they may be sent again (re-signed before they expire).
-    std::map<std::string, std::pair<caf::actor_clock::time_point, std::vector<dht_item>>> flood;
+    // The flood's signed records per DHT key, and when they expire (sent again as they are until shortly before).
+    struct flood_records {
+      caf::actor_clock::time_point expires{};
+      std::vector<dht_item> items;
+    };
+    std::map<std::string, flood_records> flood;
   };
   std::vector<impostor> impostors;
   std::mt19937_64 impostor_rng;
@@ -319,7 +323,7 @@ struct World::impl {
     d.id = dht_id_of(s.identity->public_key());
     d.address = s.rec.address;
     d.wall.offset_ms += s.clock_offset_ms;
-    d.origin = [net = &net](const caf::strong_actor_ptr& sender) { return link_origin(*net, sender); };
+    d.origin = origins_by_link();
     s.dht = spawn_dht_node(sys, d, s.connector);
     server_setup setup = setup_of(s, i);
     setup.dht = s.dht;
@@ -497,6 +501,11 @@ struct World::impl {
       at(sc.hostile.impostor_start_s, [this, i] { start_impostor(static_cast<size_t>(i)); });
   }
 
+  // What a simulated DHT node counts a store against: the simulated node it came from (dht_options::origin).
+  std::function<std::string(const caf::strong_actor_ptr&)> origins_by_link() {
+    return [net = &net](const caf::strong_actor_ptr& sender) { return link_origin(*net, sender); };
+  }
+
   void start_impostor(size_t i) {
     if (impostors.size() <= i) impostors.resize(i + 1);
     impostor& m = impostors[i];
@@ -509,7 +518,7 @@ struct World::impl {
     dht_options d;
     d.id = dht_id_of(m.key->public_key());
     d.address = m.address;
-    d.origin = [net = &net](const caf::strong_actor_ptr& sender) { return link_origin(*net, sender); };
+    d.origin = origins_by_link();
     m.dht = spawn_dht_node(sys, d, m.connector);
     // A flooder's keys: one per subkey it floods with, derived from its own (no draw from the world's streams).
     for (int64_t j = 0; j < sc.hostile.flood_subkeys; ++j) {
@@ -569,13 +578,11 @@ struct World::impl {
   // Reads each of the swarm's keys, forges its servers' records (sim/forgery.hpp) and sends the forgeries to the
   // nodes nearest the key, as a store request of its own; every node must refuse every one (forged-refused).
   void forge_at_holders(size_t i, size_t swarm) {
-    const impostor& m = impostors[i];
     const std::string prefix = sources[swarm]->origin();
-    const dht_contact sender{id_bytes(dht_id_of(m.key->public_key())), m.address};
     for (int64_t g = 0; g < group_count(sc.model.blocks); ++g) {
       const std::string key = group_key(prefix, g);
-      drivers.push_back(sys.spawn([this, m, key, sender](caf::event_based_actor* self) {
-        self->request(m.dht, std::chrono::seconds(30), dht_get{key})
+      drivers.push_back(sys.spawn([this, i, dht = impostors[i].dht, key](caf::event_based_actor* self) {
+        self->request(dht, std::chrono::seconds(30), dht_get{key})
             .then(
                 [=, this](const dht_get_reply& got) {
                   std::vector<dht_item> forged;
@@ -584,31 +591,22 @@ struct World::impl {
                     const dht_item genuine{
                         subkey, v.value,
                         std::chrono::duration_cast<std::chrono::nanoseconds>(v.expiration - now).count()};
-                    for (auto& f : forge_server_records(*m.key, key_id(key), genuine, unix_ms_at(now)))
+                    for (auto& f : forge_server_records(*impostors[i].key, key_id(key), genuine, unix_ms_at(now)))
                       forged.push_back(std::move(f));
                   }
                   if (forged.empty()) return;
                   if (forged.size() > kMaxDhtItemsPerStore) forged.resize(kMaxDhtItemsPerStore);  // one request's worth
-                  note("impostor-forge", m.address + " " + std::to_string(forged.size()) + " records of " + key);
-                  self->request(m.dht, std::chrono::seconds(30), dht_find_nodes{key, {}})
-                      .then(
-                          [=, this](const dht_find_nodes_reply& near) {
-                            for (const Contact& c : near.closest) {
-                              if (c.address == m.address) continue;
-                              dht_call<dht_store_reply>(
-                                  self, m.connector, c.address, std::chrono::seconds(30),
-                                  dht_store_request{sender, id_bytes(key_id(key)), forged, {}},
-                                  [=, this](const dht_store_reply& r) {
-                                    for (size_t k = 0; k < r.stored.size() && k < forged.size(); ++k)
-                                      if (r.stored[k])
-                                        violate("forged-refused", c.address,
-                                                "stored a forgery of " + forged[k].subkey.substr(0, 12) + "... from " +
-                                                    m.address + " under " + key);
-                                  },
-                                  [](const caf::error&) {});
-                            }
-                          },
-                          [](caf::error&) {});
+                  const std::string& address = impostors[i].address;
+                  note("impostor-forge", address + " " + std::to_string(forged.size()) + " records of " + key);
+                  store_at_holders(
+                      i, key, std::move(forged),
+                      [=, this](const Contact& c, const std::vector<dht_item>& sent, const dht_store_reply& r, bool) {
+                        for (size_t k = 0; k < r.stored.size() && k < sent.size(); ++k)
+                          if (r.stored[k])
+                            violate("forged-refused", c.address,
+                                    "stored a forgery of " + sent[k].subkey.substr(0, 12) + "... from " + address +
+                                        " under " + key);
+                      });
                 },
                 [](caf::error&) {});
       }));
@@ -622,15 +620,13 @@ struct World::impl {
   void flood_holders(size_t i, size_t swarm) {
     impostor& m = impostors[i];
     const std::string prefix = sources[swarm]->origin();
-    const dht_contact sender{id_bytes(dht_id_of(m.key->public_key())), m.address};
     const auto now = sys.clock().now();
     for (int64_t g = 0; g < group_count(sc.model.blocks); ++g) {
       const std::string key = group_key(prefix, g);
-      auto& [resign_at, records] = m.flood[key];
-      if (records.empty() || now >= resign_at) {  // signed for 50 minutes, sent again as they are for 40
-        records.clear();
-        const auto expiration = now + std::chrono::minutes(50);
-        resign_at = now + std::chrono::minutes(40);
+      auto& records = m.flood[key];
+      if (records.expires - now < std::chrono::minutes(10)) {  // signed for 50 minutes, re-signed 10 before the end
+        records.items.clear();
+        records.expires = now + std::chrono::minutes(50);
         for (size_t j = 0; j < m.flood_keys.size(); ++j) {
           server_info info;
           info.model = prefix;
@@ -642,46 +638,58 @@ struct World::impl {
           const std::vector<char> payload = encode(info);
           const SigningKey& k = *m.flood_keys[j];
           const std::string subkey = owned_subkey(k.public_key());
-          records.push_back({subkey,
-                             sign_record(k, key_id(key), subkey, std::string_view(payload.data(), payload.size()),
-                                         unix_ms_at(expiration)),
-                             0});
+          records.items.push_back({subkey,
+                                   sign_record(k, key_id(key), subkey, std::string_view(payload.data(), payload.size()),
+                                               unix_ms_at(records.expires)),
+                                   0});
         }
       }
-      std::vector<dht_item> items = records;
+      std::vector<dht_item> items = records.items;
       for (auto& item : items)
-        item.ttl_ns =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(resign_at + std::chrono::minutes(10) - now).count();
-      drivers.push_back(sys.spawn([this, connector = m.connector, dht = m.dht, address = m.address, key, sender,
-                                   items = std::move(items)](caf::event_based_actor* self) {
-        self->request(dht, std::chrono::seconds(30), dht_find_nodes{key, {}})
-            .then(
-                [=, this](const dht_find_nodes_reply& near) {
-                  for (const Contact& c : near.closest) {
-                    if (c.address == address) continue;
-                    auto stored = std::make_shared<size_t>(0);
-                    for (size_t from = 0; from < items.size(); from += kMaxDhtItemsPerStore) {
-                      std::vector<dht_item> part(items.begin() + static_cast<std::ptrdiff_t>(from),
-                                                 items.begin() + static_cast<std::ptrdiff_t>(std::min(
-                                                                     items.size(), from + kMaxDhtItemsPerStore)));
-                      const bool last = from + kMaxDhtItemsPerStore >= items.size();
-                      dht_call<dht_store_reply>(
-                          self, connector, c.address, std::chrono::seconds(30),
-                          dht_store_request{sender, id_bytes(key_id(key)), std::move(part), {}},
-                          [=, this](const dht_store_reply& r) {
-                            *stored += static_cast<size_t>(std::count(r.stored.begin(), r.stored.end(), true));
-                            if (last)
-                              note("impostor-flood", address + " " + std::to_string(*stored) + " of " +
-                                                         std::to_string(items.size()) + " held at " + c.address +
-                                                         " under " + key);
-                          },
-                          [](const caf::error&) {});
-                    }
-                  }
-                },
-                [](caf::error&) {});
-      }));
+        item.ttl_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(records.expires - now).count();
+      auto held = std::make_shared<std::map<std::string, size_t>>();  // per node, over its requests
+      const size_t sent = items.size();
+      store_at_holders(i, key, std::move(items),
+                       [=, this, address = m.address](const Contact& c, const std::vector<dht_item>&,
+                                                      const dht_store_reply& r, bool last) {
+                         size_t& n = (*held)[c.address];
+                         n += static_cast<size_t>(std::count(r.stored.begin(), r.stored.end(), true));
+                         if (last)
+                           note("impostor-flood", address + " " + std::to_string(n) + " of " + std::to_string(sent) +
+                                                      " held at " + c.address + " under " + key);
+                       });
     }
+  }
+
+  // Sends `items` to the nodes nearest `key` (the impostor's own excepted) as store requests of its own, at most
+  // kMaxDhtItemsPerStore each; `on_reply` sees each request's items and reply, and whether it was a node's last.
+  using store_reply_fn =
+      std::function<void(const Contact&, const std::vector<dht_item>&, const dht_store_reply&, bool last)>;
+  void store_at_holders(size_t i, const std::string& key, std::vector<dht_item> items, store_reply_fn on_reply) {
+    const impostor& m = impostors[i];
+    const dht_contact sender{id_bytes(dht_id_of(m.key->public_key())), m.address};
+    drivers.push_back(
+        sys.spawn([dht = m.dht, connector = m.connector, address = m.address, key, sender, items = std::move(items),
+                   on_reply = std::move(on_reply)](caf::event_based_actor* self) {
+          self->request(dht, std::chrono::seconds(30), dht_find_nodes{key, {}})
+              .then(
+                  [=](const dht_find_nodes_reply& near) {
+                    for (const Contact& c : near.closest) {
+                      if (c.address == address) continue;
+                      for (size_t from = 0; from < items.size(); from += kMaxDhtItemsPerStore) {
+                        const size_t to = std::min(items.size(), from + kMaxDhtItemsPerStore);
+                        const std::vector<dht_item> part(items.begin() + static_cast<std::ptrdiff_t>(from),
+                                                         items.begin() + static_cast<std::ptrdiff_t>(to));
+                        dht_call<dht_store_reply>(
+                            self, connector, c.address, std::chrono::seconds(30),
+                            dht_store_request{sender, id_bytes(key_id(key)), part, {}},
+                            [=](const dht_store_reply& r) { on_reply(c, part, r, to == items.size()); },
+                            [](const caf::error&) {});
+                      }
+                    }
+                  },
+                  [](caf::error&) {});
+        }));
   }
 
   void plan_churn() {

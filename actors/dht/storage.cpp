@@ -24,30 +24,33 @@ size_t DhtStorage::drop_expired(KeyData& k, DhtTime now) {
   });
 }
 
-bool DhtStorage::origin_has_room(KeyData& k, const std::string& origin, DhtTime now) {
-  auto held = [&] {
-    auto it = k.origins.find(origin);
-    return it == k.origins.end() ? size_t{0} : it->second;
-  };
-  if (held() < opt_.max_subkeys_per_origin) return true;
-  drop_expired(k, now);  // expired entries do not count
-  return held() < opt_.max_subkeys_per_origin;
+void DhtStorage::drop_expired_at_quota(KeyData& k, const std::string& origin, DhtTime now) {
+  if (origin.empty()) return;
+  if (auto it = k.origins.find(origin); it != k.origins.end() && it->second >= opt_.max_subkeys_per_origin)
+    drop_expired(k, now);
+}
+
+bool DhtStorage::quota_refuses(const KeyData* k, const std::string& subkey, const Stored* held, size_t size,
+                               const std::string& origin) const {
+  if (origin.empty()) return false;
+  const bool own = held && held->origin == origin;  // the origin replaces its own entry
+  const size_t freed = own ? subkey.size() + held->v.value.size() : 0;
+  if (bytes_from(origin) - freed + size > opt_.max_bytes_per_origin) return true;
+  if (!k || own) return false;
+  auto it = k->origins.find(origin);
+  return it != k->origins.end() && it->second >= opt_.max_subkeys_per_origin;
 }
 
 DhtStorage::Precheck DhtStorage::precheck(const NodeId& key, const std::string& subkey, const std::string& value,
                                           const std::string& origin, DhtTime now) {
   auto key_it = data_.find(key);
+  KeyData* k = key_it != data_.end() ? &key_it->second : nullptr;
+  if (k) drop_expired_at_quota(*k, origin, now);
   const Stored* held = nullptr;
-  if (key_it != data_.end())
-    if (auto it = key_it->second.entries.find(subkey); it != key_it->second.entries.end()) held = &it->second;
+  if (k)
+    if (auto it = k->entries.find(subkey); it != k->entries.end()) held = &it->second;
   if (held && held->v.expiration > now && held->v.value == value) return Precheck::held;
-  if (origin.empty()) return Precheck::check;
-  const size_t size = subkey.size() + value.size();
-  const size_t freed = held && held->origin == origin ? subkey.size() + held->v.value.size() : 0;
-  if (bytes_from(origin) - freed + size > opt_.max_bytes_per_origin) return Precheck::refused;
-  if (key_it != data_.end() && (!held || held->origin != origin) && !origin_has_room(key_it->second, origin, now))
-    return Precheck::refused;
-  return Precheck::check;
+  return quota_refuses(k, subkey, held, subkey.size() + value.size(), origin) ? Precheck::refused : Precheck::check;
 }
 
 DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration,
@@ -62,20 +65,13 @@ DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, st
     key_it = data_.find(key);
   }
   KeyData* existing = key_it != data_.end() ? &key_it->second : nullptr;
-  if (existing && !origin.empty()) origin_has_room(*existing, origin, now);  // drops expired entries when at quota
+  if (existing) drop_expired_at_quota(*existing, origin, now);
   auto it = existing ? existing->entries.find(subkey) : decltype(existing->entries)::iterator{};
   const bool fresh = !existing || it == existing->entries.end();
   const size_t replaced = fresh ? 0 : it->first.size() + it->second.v.value.size();
   if (bytes_ - replaced + size > opt_.max_bytes) return Put::full;
   if (!fresh && it->second.v.expiration > expiration && it->second.v.expiration > now) return Put::superseded;
-  if (!origin.empty()) {
-    const size_t freed = !fresh && it->second.origin == origin ? replaced : 0;
-    if (bytes_from(origin) - freed + size > opt_.max_bytes_per_origin) return Put::over_quota;
-    if (existing && (fresh || it->second.origin != origin)) {
-      auto held = existing->origins.find(origin);
-      if (held != existing->origins.end() && held->second >= opt_.max_subkeys_per_origin) return Put::over_quota;
-    }
-  }
+  if (quota_refuses(existing, subkey, fresh ? nullptr : &it->second, size, origin)) return Put::over_quota;
   KeyData& k = existing ? *existing : data_[key];
   if (fresh) {
     // Expired entries do not count against the limit.

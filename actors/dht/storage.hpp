@@ -94,8 +94,12 @@ class DhtStorage {
   };
   // Drops the entries of `k` expired at `now`; returns how many.
   size_t drop_expired(KeyData& k, DhtTime now);
-  // The origin's entries of `k` are below its quota for a new one (dropping expired entries when they are not).
-  bool origin_has_room(KeyData& k, const std::string& origin, DhtTime now);
+  // Drops the expired entries of `k` when `origin` holds its quota of it (expired entries do not count).
+  void drop_expired_at_quota(KeyData& k, const std::string& origin, DhtTime now);
+  // Whether the origin's quotas refuse `size` bytes under `subkey` of `k` (null: a new key), whose entry there now is
+  // `held` (null: a new subkey).
+  bool quota_refuses(const KeyData* k, const std::string& subkey, const Stored* held, size_t size,
+                     const std::string& origin) const;
   void count(KeyData& k, const std::string& subkey, const Stored& s, bool add);  // all the tallies
   Options opt_;
   std::map<NodeId, KeyData, id_less> data_;
