@@ -7,6 +7,7 @@ namespace corolla {
 void DhtStorage::count(KeyData& k, const std::string& subkey, const Stored& s, bool add) {
   const size_t size = subkey.size() + s.v.value.size();
   bytes_ = add ? bytes_ + size : bytes_ - size;
+  if (add) k.soonest = std::min(k.soonest, s.v.expiration);
   if (s.origin.empty()) return;
   size_t& from = origin_bytes_[s.origin];
   from = add ? from + size : from - size;
@@ -17,8 +18,13 @@ void DhtStorage::count(KeyData& k, const std::string& subkey, const Stored& s, b
 }
 
 size_t DhtStorage::drop_expired(KeyData& k, DhtTime now) {
+  if (k.soonest > now) return 0;
+  k.soonest = DhtTime::max();
   return std::erase_if(k.entries, [&](const auto& kv) {
-    if (kv.second.v.expiration > now) return false;
+    if (kv.second.v.expiration > now) {
+      k.soonest = std::min(k.soonest, kv.second.v.expiration);
+      return false;
+    }
     count(k, kv.first, kv.second, false);
     return true;
   });
@@ -28,6 +34,32 @@ void DhtStorage::drop_expired_at_quota(KeyData& k, const std::string& origin, Dh
   if (origin.empty()) return;
   if (auto it = k.origins.find(origin); it != k.origins.end() && it->second >= opt_.max_subkeys_per_origin)
     drop_expired(k, now);
+}
+
+std::map<std::string, DhtStorage::Stored>::iterator DhtStorage::room_for(KeyData& k, const std::string& origin) {
+  size_t strangers = 0;
+  const std::pair<const std::string, size_t>* largest = nullptr;  // the first of the largest, in origin order
+  for (const auto& held : k.origins) {
+    strangers += held.second;
+    if (!largest || held.second > largest->second) largest = &held;
+  }
+  size_t mine = k.entries.size() - strangers;  // this node's own entries
+  if (!origin.empty()) {
+    auto it = k.origins.find(origin);
+    mine = it == k.origins.end() ? 0 : it->second;
+  }
+  if (!largest || largest->second < mine + 2) return k.entries.end();
+  auto victim = k.entries.end();
+  for (auto it = k.entries.begin(); it != k.entries.end(); ++it)
+    if (it->second.origin == largest->first &&
+        (victim == k.entries.end() || it->second.v.expiration < victim->second.v.expiration))
+      victim = it;
+  return victim;
+}
+
+bool DhtStorage::full_for(KeyData& k, const std::string& origin, DhtTime now) {
+  if (k.entries.size() >= opt_.max_subkeys) drop_expired(k, now);  // expired entries do not count
+  return k.entries.size() >= opt_.max_subkeys && room_for(k, origin) == k.entries.end();
 }
 
 bool DhtStorage::quota_refuses(const KeyData* k, const std::string& subkey, const Stored* held, size_t size,
@@ -50,7 +82,8 @@ DhtStorage::Precheck DhtStorage::precheck(const NodeId& key, const std::string& 
   if (k)
     if (auto it = k->entries.find(subkey); it != k->entries.end()) held = &it->second;
   if (held && held->v.expiration > now && held->v.value == value) return Precheck::held;
-  return quota_refuses(k, subkey, held, subkey.size() + value.size(), origin) ? Precheck::refused : Precheck::check;
+  if (quota_refuses(k, subkey, held, subkey.size() + value.size(), origin)) return Precheck::refused;
+  return !held && k && full_for(*k, origin, now) ? Precheck::refused : Precheck::check;
 }
 
 DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration,
@@ -74,11 +107,14 @@ DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, st
   if (quota_refuses(existing, subkey, fresh ? nullptr : &it->second, size, origin)) return Put::over_quota;
   KeyData& k = existing ? *existing : data_[key];
   if (fresh) {
-    // Expired entries do not count against the limit.
-    if (k.entries.size() >= opt_.max_subkeys) drop_expired(k, now);
-    if (k.entries.size() >= opt_.max_subkeys) {
+    if (full_for(k, origin, now)) {
       if (k.entries.empty()) data_.erase(key);
       return Put::full;
+    }
+    if (k.entries.size() >= opt_.max_subkeys) {  // an entry gives way
+      auto victim = room_for(k, origin);
+      count(k, victim->first, victim->second, false);
+      k.entries.erase(victim);
     }
     auto [placed, _] = k.entries.emplace(subkey, Stored{{std::move(value), expiration}, now, origin});
     count(k, placed->first, placed->second, true);

@@ -12,6 +12,11 @@
 // live subkeys of a key and `max_bytes_per_origin` in all. Keys cost nothing, so without them one peer could sign
 // records under as many keys as a DHT key holds subkeys and fill the keys of a swarm on the nodes nearest them:
 // servers that join would be refused until the flood expired. An entry counts against the origin that last put it.
+//
+// A full key makes room for an origin that holds fewer of it: the origin holding the most of the key (this node's
+// own entries excepted) gives up its entry that expires first, when it holds at least two more than the newcomer.
+// Places move from the largest holders to smaller ones and never between equals, so a flood from a few addresses
+// gives way to every server that comes, and flooders fill a key only with as many addresses as it has places.
 #pragma once
 
 #include <chrono>
@@ -56,7 +61,8 @@ class DhtStorage {
           const std::string& origin = {});
   // What a put of `value` from `origin` would come to, judged before its signature is checked (a node verifies
   // only what it may keep): `held` when the same value is held live already (re-sent as it is: nothing to do),
-  // `refused` when the origin's quotas refuse a new subkey or its bytes, else `check`.
+  // `refused` when the origin's quotas refuse a new subkey or its bytes, or the key is full and no origin gives way
+  // to it, else `check`.
   enum class Precheck { held, refused, check };
   Precheck precheck(const NodeId& key, const std::string& subkey, const std::string& value, const std::string& origin,
                     DhtTime now);
@@ -91,6 +97,7 @@ class DhtStorage {
   struct KeyData {
     std::map<std::string, Stored> entries;
     std::map<std::string, size_t> origins;  // entries held from each origin but this node (live or not yet purged)
+    DhtTime soonest = DhtTime::max();       // no entry expires before this (a full key is checked at every put)
   };
   // Drops the entries of `k` expired at `now`; returns how many.
   size_t drop_expired(KeyData& k, DhtTime now);
@@ -101,6 +108,11 @@ class DhtStorage {
   bool quota_refuses(const KeyData* k, const std::string& subkey, const Stored* held, size_t size,
                      const std::string& origin) const;
   void count(KeyData& k, const std::string& subkey, const Stored& s, bool add);  // all the tallies
+  // Whether `k` has no place for a new subkey from `origin`: full once its expired entries are dropped, and no
+  // entry gives way to the origin (room_for).
+  bool full_for(KeyData& k, const std::string& origin, DhtTime now);
+  // The entry of a full `k` that gives way to a new subkey from `origin`, if one does (see the header).
+  std::map<std::string, Stored>::iterator room_for(KeyData& k, const std::string& origin);
   Options opt_;
   std::map<NodeId, KeyData, id_less> data_;
   size_t bytes_ = 0;                            // subkeys and values held

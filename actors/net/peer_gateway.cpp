@@ -22,6 +22,7 @@
 #include <set>
 #include <thread>
 
+#include "actors/net/address_block.hpp"
 #include "actors/net/basp_filter.hpp"
 #include "actors/net/peer_tls.hpp"
 
@@ -221,7 +222,7 @@ struct PeerGateway::impl {
     boost::system::error_code ec;
     const auto remote = s.remote_endpoint(ec);
     if (ec) return;
-    const auto address = remote.address().to_string();
+    const auto address = address_block(remote.address());
     auto& book = addresses[address];
     const auto now = clock_type::now();
     const double burst = std::max(1.0, limits.new_connections_per_second);
@@ -312,7 +313,7 @@ struct PeerGateway::impl {
             boost::system::error_code ec;
             const auto remote = raw->peer.socket().remote_endpoint(ec);
             std::lock_guard<std::mutex> lock(origins_mutex);
-            origins[n] = ec ? raw->address : remote.address().to_string();
+            origins[n] = ec ? raw->address : address_block(remote.address());
           }
           raw->claimed = n;
           return true;

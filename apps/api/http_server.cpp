@@ -17,6 +17,7 @@
 #include <set>
 #include <sys/resource.h>
 
+#include "actors/net/address_block.hpp"
 #include "apps/api/connection_limits.hpp"
 #include "apps/api/json_text.hpp"
 
@@ -482,7 +483,7 @@ void HttpServer::Impl::do_accept(std::shared_ptr<Impl> self) {
     self->accept_failing = false;
     beast::error_code peer_error;
     const auto peer = socket.remote_endpoint(peer_error);
-    if (auto ticket = peer_error ? nullptr : self->connections->admit(peer.address().to_string())) {
+    if (auto ticket = peer_error ? nullptr : self->connections->admit(address_block(peer.address()))) {
       auto c = std::make_shared<HttpConnection>(std::move(socket), self, std::move(ticket));
       Impl::track(self->http_open, self->mutex, c);
       c->start();

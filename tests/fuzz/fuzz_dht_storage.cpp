@@ -1,7 +1,8 @@
 // A DHT node's storage (actors/dht/storage.hpp) under any sequence of puts, reads and purges a stranger's stores
 // can cause: keys, subkeys, value sizes, expirations and the clock from the input. Small limits, so that they are
-// reached. Besides not crashing, the storage must keep its bounds (keys, bytes, subkeys per key, and each origin's
-// bytes), never hold an entry expiring more than max_ttl after it was stored, and return only live entries.
+// reached, and keys fill up from several origins. Besides not crashing, the storage must keep its bounds (keys, bytes,
+// subkeys per key, and each origin's bytes), never hold an entry expiring more than max_ttl after it was stored, and
+// return only live entries.
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -33,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.max_ttl = 600s;
   o.max_subkeys_per_origin = 3;
   o.max_bytes_per_origin = 1500;
-  const std::string origins[] = {"", "address 10.0.0.1", "address 10.0.0.2"};  // this node and two peers
+  // This node and four peers: together they can fill a key, so full keys make room (storage.hpp).
+  const std::string origins[] = {"", "address 10.0.0.1", "address 10.0.0.2", "address 10.0.0.3", "2001:db8:1:2::/64"};
   DhtStorage s(o);
   DhtTime now = DhtTime{} + 24h;
   input in{data, size};
@@ -46,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const std::string value(in.take(2) % 2048, 'v');
         // Anything from the past to far beyond the bound, as a store's ttl may say.
         const auto ttl = std::chrono::seconds(static_cast<int64_t>(in.take(2)) - 1000);
-        const auto r = s.put(key, subkey, value, now + ttl, now, origins[in.take(1) % 3]);
+        const auto r = s.put(key, subkey, value, now + ttl, now, origins[in.take(1) % 5]);
         if (r == DhtStorage::Put::stored) require(ttl > 0s && ttl <= o.max_ttl);
         break;
       }
@@ -64,8 +66,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     require(s.keys() <= o.max_keys);
     require(s.bytes() <= o.max_bytes);
-    require(s.bytes_from(origins[1]) <= o.max_bytes_per_origin && s.bytes_from(origins[2]) <= o.max_bytes_per_origin);
-    require(s.bytes_from(origins[1]) + s.bytes_from(origins[2]) <= s.bytes());
+    size_t strangers = 0;
+    for (int i = 1; i < 5; ++i) {
+      require(s.bytes_from(origins[i]) <= o.max_bytes_per_origin);
+      strangers += s.bytes_from(origins[i]);
+    }
+    require(strangers <= s.bytes());
   }
   return 0;
 }

@@ -238,14 +238,19 @@ BOOST_AUTO_TEST_CASE(storage_keeps_the_later_expiration) {
   BOOST_TEST(s.get(key, t0 + 3s).count("b") == 0u);
 }
 
+// Storage whose keys hold 16 subkeys, 4 from each origin: small enough to fill.
+static DhtStorage::Options sixteen_places() {
+  DhtStorage::Options o;
+  o.max_subkeys = 16;
+  o.max_subkeys_per_origin = 4;
+  return o;
+}
+
 // A flood of valid records (keys cost nothing) from one peer takes at most its origin's share of a key, so records
 // from elsewhere are still stored; this node's own puts have no quota; expired entries stop counting.
 BOOST_AUTO_TEST_CASE(storage_gives_each_origin_a_share_of_a_key_and_of_its_bytes) {
   const DhtTime t0 = DhtTime{} + 1h;
-  DhtStorage::Options o;
-  o.max_subkeys = 16;
-  o.max_subkeys_per_origin = 4;
-  DhtStorage s(o);
+  DhtStorage s(sixteen_places());
   const NodeId key = key_id("llama.0");
   const std::string flooder = "address 10.0.0.66", honest = "address 10.0.0.7";
   for (int i = 0; i < 4; ++i)
@@ -289,6 +294,54 @@ BOOST_AUTO_TEST_CASE(storage_gives_each_origin_a_share_of_a_key_and_of_its_bytes
   BOOST_TEST(t.bytes_from(flooder) == 43u);
   BOOST_TEST(t.bytes_from(honest) == 0u);
   BOOST_TEST(t.bytes() == 43u);
+}
+
+// A key full of a few origins' records (a flood from a handful of addresses) makes room for an origin with fewer:
+// the origin holding the most of the key gives up its entry that expires first, as long as it holds at least two
+// more than the newcomer (places move from the largest holders to smaller ones, never between equals). Flooders
+// with an address each fill a key of single entries only, so they need as many addresses as the key has places.
+BOOST_AUTO_TEST_CASE(a_full_key_makes_room_for_an_origin_that_holds_fewer_of_it) {
+  const DhtTime t0 = DhtTime{} + 1h;
+  DhtStorage s(sixteen_places());
+  const NodeId key = key_id("llama.0");
+  auto flooder = [](int f) { return "address 10.0.0." + std::to_string(60 + f); };
+  auto flood = [](int f, int i) { return "flood-" + std::to_string(f) + "-" + std::to_string(i); };
+  for (int f = 0; f < 4; ++f)
+    for (int i = 0; i < 4; ++i)
+      BOOST_TEST((s.put(key, flood(f, i), "x", t0 + 60s + std::chrono::seconds(i == 2 ? 0 : 10), t0, flooder(f)) ==
+                  DhtStorage::Put::stored));
+  BOOST_TEST(s.get(key, t0).size() == 16u);
+  using Pre = DhtStorage::Precheck;
+  BOOST_TEST((s.precheck(key, "server-a", "A", "address 10.0.0.7", t0) == Pre::check));
+  BOOST_TEST((s.put(key, "server-a", "A", t0 + 60s, t0, "address 10.0.0.7") == DhtStorage::Put::stored));
+  // The first of the largest holders gave up its entry that expires first.
+  DhtEntries held = s.get(key, t0);
+  BOOST_TEST(held.size() == 16u);
+  BOOST_TEST(held.count("server-a") == 1u);
+  BOOST_TEST(held.count(flood(0, 2)) == 0u);
+  // The flooder that gave way may not take its place back from its equals (3 against 4), nor may a fifth flooder
+  // take one from a holder of one: the node checks no signature of either.
+  BOOST_TEST((s.precheck(key, flood(0, 2), "x", flooder(0), t0) == Pre::refused));
+  BOOST_TEST((s.put(key, flood(0, 2), "x", t0 + 60s, t0, flooder(0)) == DhtStorage::Put::full));
+  // Another newcomer takes its place from the next largest holder.
+  BOOST_TEST((s.put(key, "server-b", "B", t0 + 60s, t0, "address 10.0.0.8") == DhtStorage::Put::stored));
+  BOOST_TEST(s.get(key, t0).count(flood(1, 2)) == 0u);
+  // This node's own record takes a place from a stranger holding two more than this node does.
+  BOOST_TEST((s.put(key, "own", "O", t0 + 60s, t0) == DhtStorage::Put::stored));
+  BOOST_TEST(s.get(key, t0).count(flood(2, 2)) == 0u);
+  BOOST_TEST(s.get(key, t0).size() == 16u);
+
+  // A key of single entries from as many origins is full for every newcomer.
+  DhtStorage::Options one;
+  one.max_subkeys = 4;
+  DhtStorage t(one);
+  for (int f = 0; f < 4; ++f)
+    BOOST_TEST((t.put(key, "server-" + std::to_string(f), "v", t0 + 60s, t0, flooder(f)) == DhtStorage::Put::stored));
+  BOOST_TEST((t.precheck(key, "late", "v", "address 10.0.0.9", t0) == Pre::refused));
+  BOOST_TEST((t.put(key, "late", "v", t0 + 60s, t0, "address 10.0.0.9") == DhtStorage::Put::full));
+  BOOST_TEST((t.put(key, "own", "v", t0 + 60s, t0) == DhtStorage::Put::full));
+  // Expired entries still make room first.
+  BOOST_TEST((t.put(key, "late", "v", t0 + 120s, t0 + 61s, "address 10.0.0.9") == DhtStorage::Put::stored));
 }
 
 // A stranger's record may not outlive the hour (a server "offline" for ten years would never be superseded by

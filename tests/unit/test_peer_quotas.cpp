@@ -1,9 +1,10 @@
 // Per-peer quotas of a server (actors/server/peer_quotas.hpp): sessions, reserved cache and request rate are
 // counted per peer, a peer at its quota is refused with a retry hint while others are not, and what a peer
-// releases it may take again.
+// releases it may take again. What limits per address count (actors/net/address_block.hpp).
 #define BOOST_TEST_MODULE peer_quotas
 #include <boost/test/unit_test.hpp>
 
+#include "actors/net/address_block.hpp"
 #include "actors/server/peer_quotas.hpp"
 
 using namespace corolla;
@@ -77,4 +78,16 @@ BOOST_AUTO_TEST_CASE(the_sweep_forgets_idle_peers_only) {
   q.closed(1, 5);
   q.sweep(t0 + 2s);
   BOOST_TEST(q.tracked_peers() == 0u);
+}
+
+// An IPv6 host may pick any address of its /64 for each connection: limits per address count the /64, and an IPv4
+// address counts as itself however it arrives.
+BOOST_AUTO_TEST_CASE(limits_per_address_count_an_ipv6_address_by_its_slash_64) {
+  using boost::asio::ip::make_address;
+  BOOST_TEST(address_block(make_address("192.0.2.7")) == "192.0.2.7");
+  BOOST_TEST(address_block(make_address("::ffff:192.0.2.7")) == "192.0.2.7");
+  BOOST_TEST(address_block(make_address("2001:db8:1:2::1")) == "2001:db8:1:2::/64");
+  BOOST_TEST(address_block(make_address("2001:db8:1:2:ffff:ee:dd:cc")) == "2001:db8:1:2::/64");
+  BOOST_TEST(address_block(make_address("2001:db8:1:3::1")) == "2001:db8:1:3::/64");
+  BOOST_TEST(address_block(make_address("::1")) == "::/64");
 }
