@@ -5,6 +5,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "actors/net/peer_gateway.hpp"
@@ -18,6 +19,9 @@ struct connector_state {
   std::map<std::string, caf::actor> local;   // registered in-process actors
   std::map<std::string, caf::actor> remote;  // resolved through the middleman
   std::map<caf::actor_addr, std::string> addresses;
+  // Addresses whose registered in-process actor has stopped: this process's own ports, where dialling would reach
+  // this node itself (whose peer gateway refuses a connection that claims its own id), so they fail at once.
+  std::set<std::string> stopped;
   // Resolves waiting for a connection under way, by address: one connection serves them all.
   std::map<std::string, std::vector<caf::typed_response_promise<caf::actor>>> pending;
   static inline const char* name = "connector";
@@ -35,7 +39,7 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
     auto it = self->state.addresses.find(m.source);
     if (it == self->state.addresses.end()) return;
     self->state.remote.erase(it->second);
-    self->state.local.erase(it->second);
+    if (self->state.local.erase(it->second) > 0) self->state.stopped.insert(it->second);
     self->state.addresses.erase(it);
   });
   auto settle = [=](const std::string& address, const caf::actor& peer, const caf::error& e) {
@@ -89,6 +93,7 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
         self->monitor(a);
         self->state.addresses[a.address()] = address;
         self->state.local[address] = std::move(a);
+        self->state.stopped.erase(address);
       },
       [=](relay_atom, const std::string& address, caf::message& payload) {
         auto rp = self->make_response_promise();
@@ -104,6 +109,8 @@ caf::behavior connector(caf::stateful_actor<connector_state>* self) {
       },
       [=](resolve_atom, const std::string& address) -> caf::result<caf::actor> {
         if (const caf::actor* peer = known(self->state, address)) return *peer;
+        if (self->state.stopped.count(address) > 0)
+          return make_error(errc::peer_unavailable, "the actor at " + address + " in this process has stopped");
         std::string host;
         uint16_t port = 0;
         if (!parse_address(address, host, port))

@@ -1,7 +1,9 @@
 // The connector: the one place where a peer's address ("HOST:PORT") becomes an actor handle. Production uses
 // CAF's middleman (with a cache; a lost connection drops the entry so the next resolve reconnects). Actors that
 // live in this process can be registered under an address, so in-process swarms use the same code path, and the
-// simulator can register proxies that model the network.
+// simulator can register proxies that model the network. Once a registered actor stops, its address fails to
+// resolve at once (it is this process's own port: dialling it would reach this node itself) until it is registered
+// again.
 //
 //   request(connector, timeout, resolve_atom::value, "127.0.0.1:31331") -> caf::actor
 //   request(connector, timeout, relay_atom::value, "127.0.0.1:31331", caf::make_message(request)) -> its reply

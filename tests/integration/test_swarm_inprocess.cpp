@@ -454,3 +454,31 @@ BOOST_AUTO_TEST_CASE(a_server_is_joining_until_its_blocks_are_loaded) {
       .receive([&](const session_opened&) { opened = true; }, [](caf::error&) {});
   BOOST_TEST(opened);
 }
+
+// An address registered for an in-process actor is this process's own: once the actor stops, resolving it fails at
+// once instead of dialling it (which would reach this node itself, whose peer gateway refuses a connection claiming
+// its own id: what `corolla run` printed at every exit, when its client closed sessions at servers that had
+// stopped). Registering the address again makes it resolvable.
+BOOST_AUTO_TEST_CASE(a_stopped_in_process_actor_is_not_dialled) {
+  bare_system f;
+  auto resolve = [&](const std::string& address) {
+    caf::expected<caf::actor> out = caf::error{};
+    f.self->request(f.connector, std::chrono::seconds(5), resolve_atom::value, address)
+        .receive([&](caf::actor& a) { out = std::move(a); }, [&](caf::error& e) { out = std::move(e); });
+    return out;
+  };
+  auto a = f.sys.spawn([]() -> caf::behavior { return {[](int x) { return x; }}; });
+  f.self->send(f.connector, register_atom::value, std::string("127.0.0.1:1"), a);
+  BOOST_TEST(static_cast<bool>(resolve("127.0.0.1:1")));
+  f.self->send_exit(a, caf::exit_reason::user_shutdown);
+  const auto stopped = std::chrono::steady_clock::now();
+  caf::expected<caf::actor> r = resolve("127.0.0.1:1");
+  while (r && std::chrono::steady_clock::now() - stopped < std::chrono::seconds(5)) r = resolve("127.0.0.1:1");
+  BOOST_REQUIRE(!r);
+  BOOST_TEST(describe(r.error()).find("the actor at 127.0.0.1:1 in this process has stopped") != std::string::npos,
+             describe(r.error()));
+  auto b = f.sys.spawn([]() -> caf::behavior { return {[](int x) { return x; }}; });
+  f.self->send(f.connector, register_atom::value, std::string("127.0.0.1:1"), b);
+  BOOST_TEST(static_cast<bool>(resolve("127.0.0.1:1")));
+  f.self->send_exit(b, caf::exit_reason::user_shutdown);
+}
