@@ -48,8 +48,8 @@ struct network_model {
   double bandwidth_mbps = 1000;           // default of each node's link
   double loss = 0;                        // probability that a message is lost
   double connection_timeout_s = 1;        // a silent peer is declared down after this (the middleman's heartbeat)
-  // Each server's wall clock (what it signs records' expiries in, and reads others' against) is off by a uniform
-  // draw in [-clock_skew_s, clock_skew_s], the same across its restarts.
+  // Each server's and client's wall clock (what a server signs records' expiries in, and every node reads others'
+  // against) is off by a uniform draw in [-clock_skew_s, clock_skew_s], a server's the same across its restarts.
   double clock_skew_s = 0;
 };
 

@@ -133,10 +133,12 @@ struct World::impl {
   };
   std::vector<impostor> impostors;
   std::mt19937_64 impostor_rng;
-  std::mt19937_64 skew_rng;  // the servers' clock errors: a stream of their own, like the impostors'
+  std::mt19937_64 skew_rng;         // the servers' clock errors: a stream of their own, like the impostors'
+  std::mt19937_64 client_skew_rng;  // the clients' (their own, so that servers that join later draw the same)
   struct client {
     node_index node = 0;
     size_t swarm = 0;
+    int64_t clock_offset_ms = 0;  // its wall clock's error (network.clock_skew_s), as a server's
     caf::actor connector;
     swarm_client_actor swarm_client;
   };
@@ -798,12 +800,16 @@ struct World::impl {
 
   void plan_clients() {
     const auto& w = sc.workload;
+    client_skew_rng.seed(seed ^ 0x3c11e47bull);
     for (int64_t i = 0; i < w.clients; ++i) {
       const std::string& region = w.regions[static_cast<size_t>(i) % w.regions.size()];
       const std::string name = "client-" + std::to_string(i);
       client c;
       c.node = net.add_node(name, region, 0);
       c.swarm = static_cast<size_t>(i) % sources.size();
+      if (sc.network.clock_skew_s > 0)
+        c.clock_offset_ms = std::llround(std::uniform_real_distribution<double>(-1, 1)(client_skew_rng) *
+                                         sc.network.clock_skew_s * 1000);
       clients.push_back(c);
     }
   }
@@ -822,6 +828,7 @@ struct World::impl {
     o.spot_checks.every = w.spot_check_every;
     o.spot_checks.new_servers = w.spot_check_every > 0;
     for (auto& b : o.dht_id) b = static_cast<uint8_t>(rng());
+    o.wall.offset_ms += c.clock_offset_ms;
     c.swarm_client = spawn_swarm_client(sys, o, heads[c.swarm], c.connector);
   }
 

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/protocol/unix_clock.hpp"
 #include "actors/client/reputation_book.hpp"
 #include "actors/client/spot_check.hpp"
 #include "actors/client/training_api.hpp"
@@ -55,6 +56,9 @@ struct swarm_client_options {
   // Spot checks of inference sessions: one step in `every` (and the first on each server not checked yet) is
   // recomputed on another server and compared; a server caught lying is banned (actors/client/spot_check.hpp).
   spot_check_options spot_checks{};
+  // The client's wall clock, which its DHT node reads records' signed expiries with: the process's by default; a
+  // simulated client's is off by the skew its world gives it (unix_clock.hpp).
+  wall_clock wall{};
 };
 
 struct open_session_request {

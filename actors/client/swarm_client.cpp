@@ -329,6 +329,7 @@ swarm_client_impl::behavior_type swarm_client(client_actor* self, swarm_client_o
     dht_options dopt;
     dopt.id = st.opt.dht_id;
     dopt.client_mode = true;
+    dopt.wall = st.opt.wall;
     dopt.rpc_timeout = std::chrono::seconds(5);
     st.dht = spawn_dht_node(self->home_system(), dopt, st.connector);
     self->link_to(st.dht);
