@@ -304,7 +304,8 @@ const TileConfig& int8_tiles() {
   return c;
 }
 
-// A format on tiles: kRecordBytes per record of kChunks chunks (32 values each); scales(record, chunk, ws, wm) gives
+// A format on tiles: kRecordBytes per record of kChunks chunks (32 values each); kOffset: its levels carry an offset
+// (taken off through the prepared chunk's bias); scales(record, chunk, ws, wm) gives
 // chunk's 16 rows' scales and mins as the VNNI kernels compute them (kMins: none, +1: + wm * dsum, -1: - wm * dsum);
 // unpack(record, chunk, tile) writes the chunk's levels as a B tile, unless kUnpacks is false (q8_0's levels, after
 // the record's scales, are a B tile as stored: q + 128).
@@ -313,6 +314,7 @@ inline __m512 half_scales(const char* p) {
 }
 
 struct AmxQ8_0 {
+  static constexpr bool kOffset = true;  // levels stored as q + 128
   static constexpr int kMins = 0;
   static constexpr bool kUnpacks = false;
   static constexpr int64_t kChunks = 1;
@@ -325,6 +327,7 @@ struct AmxQ4 {
   static constexpr bool kHasMins = requires(Block b) { b.m; };
   static constexpr int kMins = kHasMins ? 1 : 0;
   static constexpr bool kGrid = std::is_same_v<Block, BlockIQ4_NL>;
+  static constexpr bool kOffset = !kHasMins;  // q4_0's levels are q + 8, iq4_nl's grid values + 128
   static constexpr bool kUnpacks = true;
   static constexpr int64_t kChunks = 1;
   static constexpr int64_t kRecordBytes = 16 * sizeof(Block);
@@ -353,6 +356,7 @@ struct AmxQ4 {
 template <class Block>
 struct AmxQ45_K {
   static constexpr bool kFifth = requires(Block b) { b.qh; };
+  static constexpr bool kOffset = false;
   static constexpr int kMins = -1;
   static constexpr bool kUnpacks = true;
   static constexpr int64_t kChunks = 8;
@@ -451,12 +455,15 @@ void amx_group(const char* group, const char* levels, int64_t levels_stride, int
 #pragma GCC unroll 16
     for (int j = 0; j < kTileRows; ++j) {
       const char* a = xp + j * xs + c * kR16ChunkBytes;
-      int32_t bias;
       float d, dsum;
-      std::memcpy(&bias, a + 32, 4);
       std::memcpy(&d, a + 36, 4);
       std::memcpy(&dsum, a + 40, 4);
-      const __m512i dot = _mm512_add_epi32(_mm512_load_si512(sums + 16 * j), _mm512_set1_epi32(bias));
+      __m512i dot = _mm512_load_si512(sums + 16 * j);
+      if constexpr (F::kOffset) {  // the levels' offset, through the chunk's bias (zero without one)
+        int32_t bias;
+        std::memcpy(&bias, a + 32, 4);
+        dot = _mm512_add_epi32(dot, _mm512_set1_epi32(bias));
+      }
       acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(ws, _mm512_set1_ps(d)), acc[j]);
       if constexpr (F::kMins > 0) acc[j] = _mm512_fmadd_ps(wm, _mm512_set1_ps(dsum), acc[j]);
       if constexpr (F::kMins < 0) acc[j] = _mm512_fnmadd_ps(wm, _mm512_set1_ps(dsum), acc[j]);
