@@ -468,7 +468,9 @@ void SseStream::on_gone(std::function<void()> f) { conn_->set_on_gone(std::move(
 
 void HttpServer::Impl::do_accept(std::shared_ptr<Impl> self) {
   acceptor->async_accept(net::make_strand(ioc), [self](beast::error_code ec, tcp::socket socket) {
-    if (!self->acceptor || !self->acceptor->is_open()) return;
+    // Stopped: the acceptor closed (the close cancels this accept, whose handler may run on another thread before
+    // the acceptor reads as closed there).
+    if (!self->acceptor || !self->acceptor->is_open() || ec == net::error::operation_aborted) return;
     if (ec) {
       if (!self->accept_failing)
         std::cerr << "api: cannot accept connections (" << ec.message() << "); retrying every "
