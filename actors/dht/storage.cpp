@@ -14,7 +14,11 @@ void DhtStorage::count(KeyData& k, const std::string& subkey, const Stored& s, b
   if (from == 0) origin_bytes_.erase(s.origin);
   size_t& held = k.origins[s.origin];
   held = add ? held + 1 : held - 1;
-  if (held == 0) k.origins.erase(s.origin);
+  if (add && held == 1) ++origin_keys_[s.origin];  // its first entry in this key
+  if (held == 0) {
+    k.origins.erase(s.origin);
+    if (--origin_keys_[s.origin] == 0) origin_keys_.erase(s.origin);
+  }
 }
 
 size_t DhtStorage::drop_expired(KeyData& k, DhtTime now) {
@@ -68,9 +72,10 @@ bool DhtStorage::quota_refuses(const KeyData* k, const std::string& subkey, cons
   const bool own = held && held->origin == origin;  // the origin replaces its own entry
   const size_t freed = own ? subkey.size() + held->v.value.size() : 0;
   if (bytes_from(origin) - freed + size > opt_.max_bytes_per_origin) return true;
-  if (!k || own) return false;
-  auto it = k->origins.find(origin);
-  return it != k->origins.end() && it->second >= opt_.max_subkeys_per_origin;
+  if (own) return false;
+  auto it = k ? k->origins.find(origin) : std::map<std::string, size_t>::const_iterator{};
+  if (!k || it == k->origins.end()) return keys_from(origin) >= opt_.max_keys_per_origin;  // a key new to it
+  return it->second >= opt_.max_subkeys_per_origin;
 }
 
 DhtStorage::Precheck DhtStorage::precheck(const NodeId& key, const std::string& subkey, const std::string& value,
@@ -145,6 +150,11 @@ size_t DhtStorage::entries() const {
   size_t n = 0;
   for (const auto& [key, k] : data_) n += k.entries.size();
   return n;
+}
+
+size_t DhtStorage::keys_from(const std::string& origin) const {
+  auto it = origin_keys_.find(origin);
+  return it == origin_keys_.end() ? 0 : it->second;
 }
 
 size_t DhtStorage::bytes_from(const std::string& origin) const {

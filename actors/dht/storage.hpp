@@ -9,7 +9,8 @@
 //
 // Quotas per origin: what arrives from another node counts against its origin (the IP address it reached this node
 // from; "" for this node's own puts, which no quota limits). One origin may hold at most `max_subkeys_per_origin`
-// live subkeys of a key and `max_bytes_per_origin` in all. Keys cost nothing, so without them one peer could sign
+// live subkeys of a key, entries in `max_keys_per_origin` keys and `max_bytes_per_origin` in all. Keys cost
+// nothing, so without them one peer could fill the node's key table with small records, or sign
 // records under as many keys as a DHT key holds subkeys and fill the keys of a swarm on the nodes nearest them:
 // servers that join would be refused until the flood expired. An entry counts against the origin that last put it.
 //
@@ -50,6 +51,7 @@ class DhtStorage {
     std::chrono::nanoseconds max_ttl{int64_t{3600} * 1000000000};  // an entry expiring later is refused
     size_t max_subkeys_per_origin = 64;                            // per key, live entries from one origin
     size_t max_bytes_per_origin = size_t{16} << 20;                // subkeys and values from one origin
+    size_t max_keys_per_origin = 1024;                             // keys holding entries from one origin
   };
   enum class Put { stored, superseded, expired, full, too_late, over_quota };
 
@@ -84,6 +86,7 @@ class DhtStorage {
   size_t bytes() const { return bytes_; }
   size_t entries() const;
   size_t bytes_from(const std::string& origin) const;
+  size_t keys_from(const std::string& origin) const;  // keys holding its entries (live or not yet purged)
   // Every live entry with the time it was last stored here (for republishing).
   void for_each(DhtTime now, const std::function<void(const NodeId& key, const std::string& subkey, const DhtValue& v,
                                                       DhtTime stored_at)>& fn) const;
@@ -117,6 +120,7 @@ class DhtStorage {
   std::map<NodeId, KeyData, id_less> data_;
   size_t bytes_ = 0;                            // subkeys and values held
   std::map<std::string, size_t> origin_bytes_;  // of them, from each origin but this node
+  std::map<std::string, size_t> origin_keys_;   // keys holding entries from each origin but this node
 };
 
 }  // namespace corolla

@@ -34,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.max_ttl = 600s;
   o.max_subkeys_per_origin = 3;
   o.max_bytes_per_origin = 1500;
+  o.max_keys_per_origin = 4;
   // This node and four peers: together they can fill a key, so full keys make room (storage.hpp).
   const std::string origins[] = {"", "address 10.0.0.1", "address 10.0.0.2", "address 10.0.0.3", "2001:db8:1:2::/64"};
   DhtStorage s(o);
@@ -69,6 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t strangers = 0;
     for (int i = 1; i < 5; ++i) {
       require(s.bytes_from(origins[i]) <= o.max_bytes_per_origin);
+      require(s.keys_from(origins[i]) <= o.max_keys_per_origin);
       strangers += s.bytes_from(origins[i]);
     }
     require(strangers <= s.bytes());

@@ -246,8 +246,9 @@ static DhtStorage::Options sixteen_places() {
   return o;
 }
 
-// A flood of valid records (keys cost nothing) from one peer takes at most its origin's share of a key, so records
-// from elsewhere are still stored; this node's own puts have no quota; expired entries stop counting.
+// A flood of valid records (keys cost nothing) from one peer takes at most its origin's share of a key, of the
+// node's bytes and of its keys, so records from elsewhere are still stored; this node's own puts have no quota;
+// expired entries stop counting.
 BOOST_AUTO_TEST_CASE(storage_gives_each_origin_a_share_of_a_key_and_of_its_bytes) {
   const DhtTime t0 = DhtTime{} + 1h;
   DhtStorage s(sixteen_places());
@@ -294,6 +295,24 @@ BOOST_AUTO_TEST_CASE(storage_gives_each_origin_a_share_of_a_key_and_of_its_bytes
   BOOST_TEST(t.bytes_from(flooder) == 43u);
   BOOST_TEST(t.bytes_from(honest) == 0u);
   BOOST_TEST(t.bytes() == 43u);
+
+  // Keys: one origin holds entries in at most max_keys_per_origin keys (small records under as many keys would fill
+  // the node's key table), more subkeys in those it may; a key it leaves frees its place.
+  DhtStorage::Options few;
+  few.max_keys_per_origin = 3;
+  DhtStorage u(few);
+  for (int i = 0; i < 3; ++i)
+    BOOST_TEST((u.put(key_id("k" + std::to_string(i)), "s", "v", t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
+  BOOST_TEST(u.keys_from(flooder) == 3u);
+  BOOST_TEST((u.put(key_id("k3"), "s", "v", t0 + 60s, t0, flooder) == DhtStorage::Put::over_quota));
+  BOOST_TEST((u.precheck(key_id("k3"), "s", "v", flooder, t0) == DhtStorage::Precheck::refused));
+  BOOST_TEST((u.put(key_id("k0"), "t", "v", t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
+  BOOST_TEST((u.put(key_id("k3"), "s", "v", t0 + 60s, t0, honest) == DhtStorage::Put::stored));
+  BOOST_TEST((u.put(key_id("k3"), "s", "w", t0 + 70s, t0, flooder) == DhtStorage::Put::over_quota));  // taken over
+  BOOST_TEST((u.put(key_id("k1"), "s", "v", t0 + 30s, t0 + 1s, flooder) == DhtStorage::Put::superseded));
+  BOOST_TEST(u.purge(t0 + 60s) == 5u);
+  BOOST_TEST(u.keys_from(flooder) == 0u);
+  BOOST_TEST((u.put(key_id("k3"), "s", "v", t0 + 90s, t0 + 60s, flooder) == DhtStorage::Put::stored));
 }
 
 // A key full of a few origins' records (a flood from a handful of addresses) makes room for an origin with fewer:
