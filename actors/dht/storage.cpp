@@ -34,10 +34,13 @@ size_t DhtStorage::drop_expired(KeyData& k, DhtTime now) {
   });
 }
 
+size_t DhtStorage::held_by(const KeyData& k, const std::string& origin) {
+  auto it = k.origins.find(origin);
+  return it == k.origins.end() ? 0 : it->second;
+}
+
 void DhtStorage::drop_expired_at_quota(KeyData& k, const std::string& origin, DhtTime now) {
-  if (origin.empty()) return;
-  if (auto it = k.origins.find(origin); it != k.origins.end() && it->second >= opt_.max_subkeys_per_origin)
-    drop_expired(k, now);
+  if (!origin.empty() && held_by(k, origin) >= opt_.max_subkeys_per_origin) drop_expired(k, now);
 }
 
 std::map<std::string, DhtStorage::Stored>::iterator DhtStorage::room_for(KeyData& k, const std::string& origin) {
@@ -47,11 +50,7 @@ std::map<std::string, DhtStorage::Stored>::iterator DhtStorage::room_for(KeyData
     strangers += held.second;
     if (!largest || held.second > largest->second) largest = &held;
   }
-  size_t mine = k.entries.size() - strangers;  // this node's own entries
-  if (!origin.empty()) {
-    auto it = k.origins.find(origin);
-    mine = it == k.origins.end() ? 0 : it->second;
-  }
+  const size_t mine = origin.empty() ? k.entries.size() - strangers : held_by(k, origin);  // "": this node's own
   if (!largest || largest->second < mine + 2) return k.entries.end();
   auto victim = k.entries.end();
   for (auto it = k.entries.begin(); it != k.entries.end(); ++it)
@@ -61,9 +60,14 @@ std::map<std::string, DhtStorage::Stored>::iterator DhtStorage::room_for(KeyData
   return victim;
 }
 
-bool DhtStorage::full_for(KeyData& k, const std::string& origin, DhtTime now) {
+std::optional<std::map<std::string, DhtStorage::Stored>::iterator> DhtStorage::place_for(KeyData& k,
+                                                                                         const std::string& origin,
+                                                                                         DhtTime now) {
   if (k.entries.size() >= opt_.max_subkeys) drop_expired(k, now);  // expired entries do not count
-  return k.entries.size() >= opt_.max_subkeys && room_for(k, origin) == k.entries.end();
+  if (k.entries.size() < opt_.max_subkeys) return k.entries.end();
+  auto victim = room_for(k, origin);
+  if (victim == k.entries.end()) return std::nullopt;
+  return victim;
 }
 
 bool DhtStorage::quota_refuses(const KeyData* k, const std::string& subkey, const Stored* held, size_t size,
@@ -73,9 +77,9 @@ bool DhtStorage::quota_refuses(const KeyData* k, const std::string& subkey, cons
   const size_t freed = own ? subkey.size() + held->v.value.size() : 0;
   if (bytes_from(origin) - freed + size > opt_.max_bytes_per_origin) return true;
   if (own) return false;
-  auto it = k ? k->origins.find(origin) : std::map<std::string, size_t>::const_iterator{};
-  if (!k || it == k->origins.end()) return keys_from(origin) >= opt_.max_keys_per_origin;  // a key new to it
-  return it->second >= opt_.max_subkeys_per_origin;
+  const size_t in_key = k ? held_by(*k, origin) : 0;
+  if (in_key == 0) return keys_from(origin) >= opt_.max_keys_per_origin;  // a key new to it
+  return in_key >= opt_.max_subkeys_per_origin;
 }
 
 DhtStorage::Precheck DhtStorage::precheck(const NodeId& key, const std::string& subkey, const std::string& value,
@@ -88,7 +92,7 @@ DhtStorage::Precheck DhtStorage::precheck(const NodeId& key, const std::string& 
     if (auto it = k->entries.find(subkey); it != k->entries.end()) held = &it->second;
   if (held && held->v.expiration > now && held->v.value == value) return Precheck::held;
   if (quota_refuses(k, subkey, held, subkey.size() + value.size(), origin)) return Precheck::refused;
-  return !held && k && full_for(*k, origin, now) ? Precheck::refused : Precheck::check;
+  return !held && k && !place_for(*k, origin, now) ? Precheck::refused : Precheck::check;
 }
 
 DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration,
@@ -112,14 +116,14 @@ DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, st
   if (quota_refuses(existing, subkey, fresh ? nullptr : &it->second, size, origin)) return Put::over_quota;
   KeyData& k = existing ? *existing : data_[key];
   if (fresh) {
-    if (full_for(k, origin, now)) {
+    const auto place = place_for(k, origin, now);
+    if (!place) {
       if (k.entries.empty()) data_.erase(key);
       return Put::full;
     }
-    if (k.entries.size() >= opt_.max_subkeys) {  // an entry gives way
-      auto victim = room_for(k, origin);
-      count(k, victim->first, victim->second, false);
-      k.entries.erase(victim);
+    if (*place != k.entries.end()) {  // an entry gives way
+      count(k, (*place)->first, (*place)->second, false);
+      k.entries.erase(*place);
     }
     auto [placed, _] = k.entries.emplace(subkey, Stored{{std::move(value), expiration}, now, origin});
     count(k, placed->first, placed->second, true);

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "actors/dht/node_id.hpp"
@@ -104,6 +105,7 @@ class DhtStorage {
   };
   // Drops the entries of `k` expired at `now`; returns how many.
   size_t drop_expired(KeyData& k, DhtTime now);
+  static size_t held_by(const KeyData& k, const std::string& origin);  // entries of `k` from `origin` ("": none)
   // Drops the expired entries of `k` when `origin` holds its quota of it (expired entries do not count).
   void drop_expired_at_quota(KeyData& k, const std::string& origin, DhtTime now);
   // Whether the origin's quotas refuse `size` bytes under `subkey` of `k` (null: a new key), whose entry there now is
@@ -111,9 +113,8 @@ class DhtStorage {
   bool quota_refuses(const KeyData* k, const std::string& subkey, const Stored* held, size_t size,
                      const std::string& origin) const;
   void count(KeyData& k, const std::string& subkey, const Stored& s, bool add);  // all the tallies
-  // Whether `k` has no place for a new subkey from `origin`: full once its expired entries are dropped, and no
-  // entry gives way to the origin (room_for).
-  bool full_for(KeyData& k, const std::string& origin, DhtTime now);
+  // Where a new subkey from `origin` goes in `k`: a free place (end()), the entry that gives way to it, or none.
+  std::optional<std::map<std::string, Stored>::iterator> place_for(KeyData& k, const std::string& origin, DhtTime now);
   // The entry of a full `k` that gives way to a new subkey from `origin`, if one does (see the header).
   std::map<std::string, Stored>::iterator room_for(KeyData& k, const std::string& origin);
   Options opt_;

@@ -456,9 +456,9 @@ BOOST_AUTO_TEST_CASE(a_server_is_joining_until_its_blocks_are_loaded) {
 }
 
 // An address registered for an in-process actor is this process's own: once the actor stops, resolving it fails at
-// once instead of dialling it (which would reach this node itself, whose peer gateway refuses a connection claiming
-// its own id: what `corolla run` printed at every exit, when its client closed sessions at servers that had
-// stopped). Registering the address again makes it resolvable.
+// once instead of dialling it: that would reach this node itself, whose peer gateway refuses a connection claiming
+// its own id and says so (as `corolla run`'s client closing sessions at servers already stopped would make it do).
+// Registering the address again makes it resolvable.
 BOOST_AUTO_TEST_CASE(a_stopped_in_process_actor_is_not_dialled) {
   bare_system f;
   auto resolve = [&](const std::string& address) {
