@@ -1,37 +1,61 @@
 #include "actors/dht/storage.hpp"
 
-#include <algorithm>
-
 namespace corolla {
 
-void DhtStorage::count(KeyData& k, const std::string& subkey, const Stored& s, bool add) {
-  const size_t size = subkey.size() + s.v.value.size();
-  bytes_ = add ? bytes_ + size : bytes_ - size;
-  if (add) k.soonest = std::min(k.soonest, s.v.expiration);
-  if (s.origin.empty()) return;
-  size_t& from = origin_bytes_[s.origin];
-  from = add ? from + size : from - size;
-  if (from == 0) origin_bytes_.erase(s.origin);
-  size_t& held = k.origins[s.origin];
-  held = add ? held + 1 : held - 1;
-  if (add && held == 1) ++origin_keys_[s.origin];  // its first entry in this key
-  if (held == 0) {
-    k.origins.erase(s.origin);
-    if (--origin_keys_[s.origin] == 0) origin_keys_.erase(s.origin);
-  }
+bool DhtStorage::RefOrder::operator()(const Ref& a, const Ref& b) const {
+  if (a.expiration != b.expiration) return a.expiration < b.expiration;
+  if (*a.key != *b.key) return id_less{}(*a.key, *b.key);
+  return *a.subkey < *b.subkey;
 }
 
-size_t DhtStorage::drop_expired(KeyData& k, DhtTime now) {
-  if (k.soonest > now) return 0;
-  k.soonest = DhtTime::max();
-  return std::erase_if(k.entries, [&](const auto& kv) {
-    if (kv.second.v.expiration > now) {
-      k.soonest = std::min(k.soonest, kv.second.v.expiration);
-      return false;
-    }
-    count(k, kv.first, kv.second, false);
-    return true;
-  });
+void DhtStorage::tally(Keys::iterator key_it, Entries::iterator e, bool add) {
+  const Stored& s = e->second;
+  const Ref ref{s.v.expiration, &key_it->first, &e->first, entry_cost(e->first, s.v.value.size())};
+  Holder& h = holders_[s.origin];
+  if (!s.origin.empty()) by_bytes_.erase({h.bytes, s.origin});
+  if (add) {
+    bytes_ += ref.cost;
+    h.bytes += ref.cost;
+    h.entries.insert(ref);
+    expiring_.insert(ref);
+  } else {
+    bytes_ -= ref.cost;
+    h.bytes -= ref.cost;
+    h.entries.erase(ref);
+    expiring_.erase(ref);
+  }
+  if (h.bytes == 0) {
+    holders_.erase(s.origin);
+  } else if (!s.origin.empty()) {
+    by_bytes_.emplace(h.bytes, s.origin);
+  }
+  if (s.origin.empty()) return;
+  auto& origins = key_it->second.origins;
+  size_t& held = origins[s.origin];
+  held = add ? held + 1 : held - 1;
+  if (held == 0) origins.erase(s.origin);
+}
+
+void DhtStorage::insert(Keys::iterator key_it, const std::string& subkey, Stored s) {
+  auto [e, _] = key_it->second.entries.emplace(subkey, std::move(s));
+  tally(key_it, e, true);
+}
+
+void DhtStorage::remove(Keys::iterator key_it, Entries::iterator e, const NodeId* keep) {
+  tally(key_it, e, false);
+  key_it->second.entries.erase(e);
+  if (key_it->second.entries.empty() && (!keep || key_it->first != *keep)) data_.erase(key_it);
+}
+
+size_t DhtStorage::purge(DhtTime now) {
+  size_t dropped = 0;
+  while (!expiring_.empty() && expiring_.begin()->expiration <= now) {
+    const Ref first = *expiring_.begin();
+    auto key_it = data_.find(*first.key);
+    remove(key_it, key_it->second.entries.find(*first.subkey));
+    ++dropped;
+  }
+  return dropped;
 }
 
 size_t DhtStorage::held_by(const KeyData& k, const std::string& origin) {
@@ -39,11 +63,7 @@ size_t DhtStorage::held_by(const KeyData& k, const std::string& origin) {
   return it == k.origins.end() ? 0 : it->second;
 }
 
-void DhtStorage::drop_expired_at_quota(KeyData& k, const std::string& origin, DhtTime now) {
-  if (!origin.empty() && held_by(k, origin) >= opt_.max_subkeys_per_origin) drop_expired(k, now);
-}
-
-std::map<std::string, DhtStorage::Stored>::iterator DhtStorage::room_for(KeyData& k, const std::string& origin) {
+DhtStorage::Entries::iterator DhtStorage::gives_way_in_key(KeyData& k, const std::string& origin) {
   size_t strangers = 0;
   const std::pair<const std::string, size_t>* largest = nullptr;  // the first of the largest, in origin order
   for (const auto& held : k.origins) {
@@ -60,78 +80,97 @@ std::map<std::string, DhtStorage::Stored>::iterator DhtStorage::room_for(KeyData
   return victim;
 }
 
-std::optional<std::map<std::string, DhtStorage::Stored>::iterator> DhtStorage::place_for(KeyData& k,
-                                                                                         const std::string& origin,
-                                                                                         DhtTime now) {
-  if (k.entries.size() >= opt_.max_subkeys) drop_expired(k, now);  // expired entries do not count
-  if (k.entries.size() < opt_.max_subkeys) return k.entries.end();
-  auto victim = room_for(k, origin);
-  if (victim == k.entries.end()) return std::nullopt;
-  return victim;
+std::optional<DhtStorage::Room> DhtStorage::room_for(Keys::iterator key_it, const NodeId& key,
+                                                     const std::string& subkey, const Stored* held, size_t cost,
+                                                     const std::string& origin) {
+  Room room;
+  auto cost_of = [](const Entries::value_type& e) { return entry_cost(e.first, e.second.v.value.size()); };
+  // What the put frees of the giver's and of the newcomer's holdings, whoever the giver is.
+  const Entries::value_type* freed[2] = {nullptr, nullptr};
+  if (held) freed[0] = &*key_it->second.entries.find(subkey);
+  if (!held && key_it != data_.end() && key_it->second.entries.size() >= opt_.max_subkeys) {
+    auto victim = gives_way_in_key(key_it->second, origin);
+    if (victim == key_it->second.entries.end()) return std::nullopt;
+    room.in_key = victim;
+    freed[1] = &*victim;
+  }
+  size_t left = bytes_, mine = bytes_from(origin);
+  for (const auto* f : freed) {
+    if (!f) continue;
+    left -= cost_of(*f);
+    if (f->second.origin == origin) mine -= cost_of(*f);
+  }
+  if (left + cost <= opt_.max_bytes) return room;
+  const size_t need = left + cost - opt_.max_bytes;
+  if (by_bytes_.empty() || by_bytes_.begin()->second == origin) return std::nullopt;
+  room.giver = by_bytes_.begin()->second;
+  size_t giver = bytes_from(room.giver), got = 0;
+  for (const auto* f : freed)
+    if (f && f->second.origin == room.giver) giver -= cost_of(*f);
+  for (const Ref& r : holders_.at(room.giver).entries) {
+    if (*r.key == key && (*r.subkey == subkey || (room.in_key && *r.subkey == (*room.in_key)->first))) continue;
+    if (giver < mine + cost + r.cost) return std::nullopt;  // it would hold less than the newcomer
+    giver -= r.cost;
+    got += r.cost;
+    ++room.from_giver;
+    if (got >= need) return room;
+  }
+  return std::nullopt;
 }
 
-bool DhtStorage::quota_refuses(const KeyData* k, const std::string& subkey, const Stored* held, size_t size,
+void DhtStorage::make_room(const Room& room, const NodeId& key, const std::string& subkey) {
+  if (room.in_key) remove(data_.find(key), *room.in_key, &key);
+  for (size_t n = 0; n < room.from_giver; ++n) {
+    const Expiring& entries = holders_.at(room.giver).entries;
+    auto r = entries.begin();
+    while (*r->key == key && *r->subkey == subkey) ++r;  // the entry the put replaces
+    auto key_it = data_.find(*r->key);
+    remove(key_it, key_it->second.entries.find(*r->subkey), &key);
+  }
+}
+
+bool DhtStorage::quota_refuses(const KeyData* k, const std::string& subkey, const Stored* held, size_t cost,
                                const std::string& origin) const {
   if (origin.empty()) return false;
   const bool own = held && held->origin == origin;  // the origin replaces its own entry
-  const size_t freed = own ? subkey.size() + held->v.value.size() : 0;
-  if (bytes_from(origin) - freed + size > opt_.max_bytes_per_origin) return true;
-  if (own) return false;
-  const size_t in_key = k ? held_by(*k, origin) : 0;
-  if (in_key == 0) return keys_from(origin) >= opt_.max_keys_per_origin;  // a key new to it
-  return in_key >= opt_.max_subkeys_per_origin;
+  const size_t freed = own ? entry_cost(subkey, held->v.value.size()) : 0;
+  if (bytes_from(origin) - freed + cost > opt_.max_bytes_per_origin) return true;
+  return !own && k && held_by(*k, origin) >= opt_.max_subkeys_per_origin;
 }
 
 DhtStorage::Precheck DhtStorage::precheck(const NodeId& key, const std::string& subkey, const std::string& value,
                                           const std::string& origin, DhtTime now) {
+  purge(now);
   auto key_it = data_.find(key);
-  KeyData* k = key_it != data_.end() ? &key_it->second : nullptr;
-  if (k) drop_expired_at_quota(*k, origin, now);
   const Stored* held = nullptr;
-  if (k)
-    if (auto it = k->entries.find(subkey); it != k->entries.end()) held = &it->second;
-  if (held && held->v.expiration > now && held->v.value == value) return Precheck::held;
-  if (quota_refuses(k, subkey, held, subkey.size() + value.size(), origin)) return Precheck::refused;
-  return !held && k && !place_for(*k, origin, now) ? Precheck::refused : Precheck::check;
+  if (key_it != data_.end())
+    if (auto e = key_it->second.entries.find(subkey); e != key_it->second.entries.end()) held = &e->second;
+  if (held && held->v.value == value) return Precheck::held;
+  const size_t cost = entry_cost(subkey, value.size());
+  if (quota_refuses(key_it != data_.end() ? &key_it->second : nullptr, subkey, held, cost, origin))
+    return Precheck::refused;
+  return room_for(key_it, key, subkey, held, cost, origin) ? Precheck::check : Precheck::refused;
 }
 
 DhtStorage::Put DhtStorage::put(const NodeId& key, const std::string& subkey, std::string value, DhtTime expiration,
                                 DhtTime now, const std::string& origin) {
   if (expiration <= now) return Put::expired;
   if (expiration - now > opt_.max_ttl) return Put::too_late;
-  const size_t size = subkey.size() + value.size();
+  purge(now);
   auto key_it = data_.find(key);
-  if (key_it == data_.end() || bytes_ + size > opt_.max_bytes) {
-    if (data_.size() >= opt_.max_keys || bytes_ + size > opt_.max_bytes) purge(now);
-    if (data_.size() >= opt_.max_keys && data_.find(key) == data_.end()) return Put::full;
-    key_it = data_.find(key);
-  }
-  KeyData* existing = key_it != data_.end() ? &key_it->second : nullptr;
-  if (existing) drop_expired_at_quota(*existing, origin, now);
-  auto it = existing ? existing->entries.find(subkey) : decltype(existing->entries)::iterator{};
-  const bool fresh = !existing || it == existing->entries.end();
-  const size_t replaced = fresh ? 0 : it->first.size() + it->second.v.value.size();
-  if (bytes_ - replaced + size > opt_.max_bytes) return Put::full;
-  if (!fresh && it->second.v.expiration > expiration && it->second.v.expiration > now) return Put::superseded;
-  if (quota_refuses(existing, subkey, fresh ? nullptr : &it->second, size, origin)) return Put::over_quota;
-  KeyData& k = existing ? *existing : data_[key];
-  if (fresh) {
-    const auto place = place_for(k, origin, now);
-    if (!place) {
-      if (k.entries.empty()) data_.erase(key);
-      return Put::full;
-    }
-    if (*place != k.entries.end()) {  // an entry gives way
-      count(k, (*place)->first, (*place)->second, false);
-      k.entries.erase(*place);
-    }
-    auto [placed, _] = k.entries.emplace(subkey, Stored{{std::move(value), expiration}, now, origin});
-    count(k, placed->first, placed->second, true);
-    return Put::stored;
-  }
-  count(k, it->first, it->second, false);
-  it->second = Stored{{std::move(value), expiration}, now, origin};
-  count(k, it->first, it->second, true);
+  const Stored* held = nullptr;
+  if (key_it != data_.end())
+    if (auto e = key_it->second.entries.find(subkey); e != key_it->second.entries.end()) held = &e->second;
+  if (held && held->v.expiration > expiration) return Put::superseded;
+  const size_t cost = entry_cost(subkey, value.size());
+  if (quota_refuses(key_it != data_.end() ? &key_it->second : nullptr, subkey, held, cost, origin))
+    return Put::over_quota;
+  const auto room = room_for(key_it, key, subkey, held, cost, origin);
+  if (!room) return Put::full;
+  make_room(*room, key, subkey);
+  key_it = data_.try_emplace(key).first;
+  if (held) remove(key_it, key_it->second.entries.find(subkey), &key);
+  insert(key_it, subkey, Stored{{std::move(value), expiration}, now, origin});
   return Put::stored;
 }
 
@@ -141,29 +180,9 @@ DhtEntries DhtStorage::get(const NodeId& key, DhtTime now) const {
   return out;
 }
 
-size_t DhtStorage::purge(DhtTime now) {
-  size_t dropped = 0;
-  for (auto it = data_.begin(); it != data_.end();) {
-    dropped += drop_expired(it->second, now);
-    it = it->second.entries.empty() ? data_.erase(it) : std::next(it);
-  }
-  return dropped;
-}
-
-size_t DhtStorage::entries() const {
-  size_t n = 0;
-  for (const auto& [key, k] : data_) n += k.entries.size();
-  return n;
-}
-
-size_t DhtStorage::keys_from(const std::string& origin) const {
-  auto it = origin_keys_.find(origin);
-  return it == origin_keys_.end() ? 0 : it->second;
-}
-
 size_t DhtStorage::bytes_from(const std::string& origin) const {
-  auto it = origin_bytes_.find(origin);
-  return it == origin_bytes_.end() ? 0 : it->second;
+  auto it = holders_.find(origin);
+  return it == holders_.end() ? 0 : it->second.bytes;
 }
 
 void DhtStorage::for_each(

@@ -1,8 +1,8 @@
 // A DHT node's storage (actors/dht/storage.hpp) under any sequence of puts, reads and purges a stranger's stores
 // can cause: keys, subkeys, value sizes, expirations and the clock from the input. Small limits, so that they are
-// reached, and keys fill up from several origins. Besides not crashing, the storage must keep its bounds (keys, bytes,
-// subkeys per key, and each origin's bytes), never hold an entry expiring more than max_ttl after it was stored, and
-// return only live entries.
+// reached, and keys and the node fill up from several origins. Besides not crashing, the storage must keep its bounds
+// (bytes, subkeys per key, and each origin's bytes), count its bytes exactly (each origin's add up to the node's),
+// never hold an entry expiring more than max_ttl after it was stored, and return only live entries.
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -29,13 +29,11 @@ NodeId key_of(uint64_t k) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   DhtStorage::Options o;
   o.max_subkeys = 8;
-  o.max_keys = 6;
-  o.max_bytes = 4096;
+  o.max_bytes = 8 * DhtStorage::kEntryOverhead + 4096;
   o.max_ttl = 600s;
   o.max_subkeys_per_origin = 3;
-  o.max_bytes_per_origin = 1500;
-  o.max_keys_per_origin = 4;
-  // This node and four peers: together they can fill a key, so full keys make room (storage.hpp).
+  o.max_bytes_per_origin = 3 * DhtStorage::kEntryOverhead + 1500;
+  // This node and four peers: together they can fill a key and the node, so both make room (storage.hpp).
   const std::string origins[] = {"", "address 10.0.0.1", "address 10.0.0.2", "address 10.0.0.3", "2001:db8:1:2::/64"};
   DhtStorage s(o);
   DhtTime now = DhtTime{} + 24h;
@@ -65,15 +63,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         s.purge(now);
         break;
     }
-    require(s.keys() <= o.max_keys);
     require(s.bytes() <= o.max_bytes);
-    size_t strangers = 0;
+    require(s.keys() <= s.entries());
+    size_t all = s.bytes_from(origins[0]);
     for (int i = 1; i < 5; ++i) {
       require(s.bytes_from(origins[i]) <= o.max_bytes_per_origin);
-      require(s.keys_from(origins[i]) <= o.max_keys_per_origin);
-      strangers += s.bytes_from(origins[i]);
+      all += s.bytes_from(origins[i]);
     }
-    require(strangers <= s.bytes());
+    require(all == s.bytes());
   }
   return 0;
 }

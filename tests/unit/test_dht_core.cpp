@@ -246,8 +246,8 @@ static DhtStorage::Options sixteen_places() {
   return o;
 }
 
-// A flood of valid records (keys cost nothing) from one peer takes at most its origin's share of a key, of the
-// node's bytes and of its keys, so records from elsewhere are still stored; this node's own puts have no quota;
+// A flood of valid records (keys cost nothing) from one peer takes at most its origin's share of a key and of the
+// node's bytes, so records from elsewhere are still stored; this node's own puts have no quota;
 // expired entries stop counting.
 BOOST_AUTO_TEST_CASE(storage_gives_each_origin_a_share_of_a_key_and_of_its_bytes) {
   const DhtTime t0 = DhtTime{} + 1h;
@@ -280,38 +280,38 @@ BOOST_AUTO_TEST_CASE(storage_gives_each_origin_a_share_of_a_key_and_of_its_bytes
   BOOST_TEST((s.put(key, "flood-9", "x", t0 + 120s, t0 + 61s, flooder) == DhtStorage::Put::stored));
 
   // Bytes: one origin may hold max_bytes_per_origin in all keys; replacing its own entry frees what it held.
+  const size_t two = 2 * DhtStorage::entry_cost("k1", 40);
   DhtStorage::Options b;
-  b.max_bytes_per_origin = 100;
+  b.max_bytes_per_origin = two + 1;
   DhtStorage t(b);
   const std::string value(40, 'v');
   BOOST_TEST((t.put(key_id("a"), "k1", value, t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
   BOOST_TEST((t.put(key_id("b"), "k2", value, t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
-  BOOST_TEST(t.bytes_from(flooder) == 84u);
+  BOOST_TEST(t.bytes_from(flooder) == two);
   BOOST_TEST((t.put(key_id("c"), "k3", value, t0 + 60s, t0, flooder) == DhtStorage::Put::over_quota));
   BOOST_TEST((t.put(key_id("a"), "k1", value + "x", t0 + 61s, t0, flooder) == DhtStorage::Put::stored));
-  BOOST_TEST(t.bytes_from(flooder) == 85u);
+  BOOST_TEST(t.bytes_from(flooder) == two + 1);
   BOOST_TEST((t.put(key_id("c"), "k3", value, t0 + 60s, t0, honest) == DhtStorage::Put::stored));
   BOOST_TEST(t.purge(t0 + 60s) == 2u);  // k2 and k3 (k1 now expires later)
-  BOOST_TEST(t.bytes_from(flooder) == 43u);
+  BOOST_TEST(t.bytes_from(flooder) == two / 2 + 1);
   BOOST_TEST(t.bytes_from(honest) == 0u);
-  BOOST_TEST(t.bytes() == 43u);
+  BOOST_TEST(t.bytes() == two / 2 + 1);
 
-  // Keys: one origin holds entries in at most max_keys_per_origin keys (small records under as many keys would fill
-  // the node's key table), more subkeys in those it may; a key it leaves frees its place.
+  // Keys: each entry costs kEntryOverhead besides its subkey and value, so small records under as many keys (which
+  // would fill the node's memory with keys) count against the same bytes; more subkeys in a key cost the same.
   DhtStorage::Options few;
-  few.max_keys_per_origin = 3;
+  few.max_bytes_per_origin = 3 * DhtStorage::entry_cost("s", 1);
   DhtStorage u(few);
   for (int i = 0; i < 3; ++i)
     BOOST_TEST((u.put(key_id("k" + std::to_string(i)), "s", "v", t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
-  BOOST_TEST(u.keys_from(flooder) == 3u);
   BOOST_TEST((u.put(key_id("k3"), "s", "v", t0 + 60s, t0, flooder) == DhtStorage::Put::over_quota));
+  BOOST_TEST((u.put(key_id("k0"), "t", "v", t0 + 60s, t0, flooder) == DhtStorage::Put::over_quota));
   BOOST_TEST((u.precheck(key_id("k3"), "s", "v", flooder, t0) == DhtStorage::Precheck::refused));
-  BOOST_TEST((u.put(key_id("k0"), "t", "v", t0 + 60s, t0, flooder) == DhtStorage::Put::stored));
   BOOST_TEST((u.put(key_id("k3"), "s", "v", t0 + 60s, t0, honest) == DhtStorage::Put::stored));
-  BOOST_TEST((u.put(key_id("k3"), "s", "w", t0 + 70s, t0, flooder) == DhtStorage::Put::over_quota));  // taken over
-  BOOST_TEST((u.put(key_id("k1"), "s", "v", t0 + 30s, t0 + 1s, flooder) == DhtStorage::Put::superseded));
-  BOOST_TEST(u.purge(t0 + 60s) == 5u);
-  BOOST_TEST(u.keys_from(flooder) == 0u);
+  BOOST_TEST(u.keys() == 4u);
+  BOOST_TEST(u.purge(t0 + 60s) == 4u);
+  BOOST_TEST(u.keys() == 0u);
+  BOOST_TEST(u.bytes_from(flooder) == 0u);
   BOOST_TEST((u.put(key_id("k3"), "s", "v", t0 + 90s, t0 + 60s, flooder) == DhtStorage::Put::stored));
 }
 
@@ -363,27 +363,86 @@ BOOST_AUTO_TEST_CASE(a_full_key_makes_room_for_an_origin_that_holds_fewer_of_it)
   BOOST_TEST((t.put(key, "late", "v", t0 + 120s, t0 + 61s, "address 10.0.0.9") == DhtStorage::Put::stored));
 }
 
+// A node full of a few origins' records (a flood of keys from a handful of addresses, each within its own bytes)
+// makes room for an origin holding fewer: the origin holding the most bytes gives up its entries that expire first,
+// as many as the newcomer needs, while it keeps at least what the newcomer will hold. Flooders with an address each
+// fill the node only with as many addresses as it holds entries of their size.
+BOOST_AUTO_TEST_CASE(a_full_node_makes_room_for_an_origin_that_holds_fewer_of_it) {
+  const DhtTime t0 = DhtTime{} + 1h;
+  auto flooder = [](int f) { return "address 10.0.0." + std::to_string(60 + f); };
+  auto flood = [](int f, int i) { return "flood-" + std::to_string(f) + "-" + std::to_string(i); };
+  const size_t entry = DhtStorage::entry_cost(flood(0, 0), 1);
+  DhtStorage::Options o;
+  o.max_bytes = 16 * entry;
+  DhtStorage s(o);
+  for (int f = 0; f < 4; ++f)
+    for (int i = 0; i < 4; ++i)
+      BOOST_TEST((s.put(key_id(flood(f, i)), flood(f, i), "x", t0 + 60s + std::chrono::seconds(i == 2 ? 0 : 10), t0,
+                        flooder(f)) == DhtStorage::Put::stored));
+  BOOST_TEST(s.bytes() == o.max_bytes);
+  using Pre = DhtStorage::Precheck;
+  const std::string server = "address 10.0.0.7";
+  BOOST_TEST((s.precheck(key_id("llama.0"), "server-a", "A", server, t0) == Pre::check));
+  BOOST_TEST((s.put(key_id("llama.0"), "server-a", "A", t0 + 60s, t0, server) == DhtStorage::Put::stored));
+  // The first of the largest holders gave up its entry that expires first.
+  BOOST_TEST(s.get(key_id(flood(0, 2)), t0).empty());
+  BOOST_TEST(s.keys() == 16u);
+  BOOST_TEST(s.bytes() <= o.max_bytes);
+  // The flooder that gave way may not take its place back from its equals (3 entries against 4).
+  BOOST_TEST((s.precheck(key_id(flood(0, 2)), flood(0, 2), "x", flooder(0), t0) == Pre::refused));
+  BOOST_TEST((s.put(key_id(flood(0, 2)), flood(0, 2), "x", t0 + 60s, t0, flooder(0)) == DhtStorage::Put::full));
+  // Another newcomer takes room from the next largest; this node's own record from the next.
+  BOOST_TEST((s.put(key_id("llama.1"), "server-b", "B", t0 + 60s, t0, "address 10.0.0.8") == DhtStorage::Put::stored));
+  BOOST_TEST(s.get(key_id(flood(1, 2)), t0).empty());
+  BOOST_TEST((s.put(key_id("llama.2"), "own", "O", t0 + 60s, t0) == DhtStorage::Put::stored));
+  BOOST_TEST(s.get(key_id(flood(2, 2)), t0).empty());
+  // A record costing two entries takes two from the largest (4 entries, left with 2 against the newcomer's 2).
+  BOOST_TEST((s.put(key_id("llama.3"), "server-c", std::string(entry + 2, 'C'), t0 + 60s, t0, "address 10.0.0.9") ==
+              DhtStorage::Put::stored));
+  BOOST_TEST(s.get(key_id(flood(3, 2)), t0).empty());
+  BOOST_TEST(s.bytes_from(flooder(3)) == 2 * entry);
+  BOOST_TEST(s.bytes() <= o.max_bytes);
+  // ... but not three: no one holds enough more than a newcomer with a record that large.
+  BOOST_TEST((s.put(key_id("llama.4"), "server-d", std::string(2 * entry + 2, 'D'), t0 + 60s, t0,
+                    "address 10.0.0.10") == DhtStorage::Put::full));
+
+  // A node of single entries from as many origins is full for every newcomer.
+  DhtStorage::Options one;
+  one.max_bytes = 4 * entry;
+  DhtStorage t(one);
+  for (int f = 0; f < 4; ++f)
+    BOOST_TEST((t.put(key_id(flood(f, 0)), flood(f, 0), "x", t0 + 60s, t0, flooder(f)) == DhtStorage::Put::stored));
+  BOOST_TEST((t.precheck(key_id("late"), "late", "v", "address 10.0.0.9", t0) == Pre::refused));
+  BOOST_TEST((t.put(key_id("late"), "late", "v", t0 + 60s, t0, "address 10.0.0.9") == DhtStorage::Put::full));
+  BOOST_TEST((t.put(key_id("own"), "own", "v", t0 + 60s, t0) == DhtStorage::Put::full));
+  // Expired entries still make room first.
+  BOOST_TEST((t.put(key_id("late"), "late", "v", t0 + 120s, t0 + 61s, "address 10.0.0.9") == DhtStorage::Put::stored));
+  BOOST_TEST(t.keys() == 1u);
+}
+
 // A stranger's record may not outlive the hour (a server "offline" for ten years would never be superseded by
-// its own announcements), nor may strangers fill a node's memory with keys or bytes.
+// its own announcements), nor may records fill a node's memory past its bytes, keys included.
 BOOST_AUTO_TEST_CASE(storage_refuses_records_past_the_hour_and_beyond_its_size) {
   const DhtTime t0 = DhtTime{} + 1h;
   DhtStorage s;
   BOOST_TEST((s.put(key_id("k"), "server-a", "offline", t0 + 24h * 3650, t0) == DhtStorage::Put::too_late));
   BOOST_TEST((s.put(key_id("k"), "server-a", "online", t0 + 1h, t0) == DhtStorage::Put::stored));
   BOOST_TEST((s.put(key_id("k"), "server-a", "offline", t0 + 1h + 1s, t0) == DhtStorage::Put::too_late));
+  const size_t entry = DhtStorage::entry_cost("s", 1);
   DhtStorage::Options o;
-  o.max_keys = 3;
-  o.max_bytes = 100;
+  o.max_bytes = 3 * entry;
   DhtStorage small(o);
   for (int i = 0; i < 3; ++i)
     BOOST_TEST((small.put(key_id("k" + std::to_string(i)), "s", "v", t0 + 10s, t0) == DhtStorage::Put::stored));
   BOOST_TEST((small.put(key_id("k3"), "s", "v", t0 + 10s, t0) == DhtStorage::Put::full));
-  BOOST_TEST((small.put(key_id("k0"), "t", std::string(100, 'x'), t0 + 10s, t0) == DhtStorage::Put::full));
-  BOOST_TEST(small.bytes() == 6u);
+  BOOST_TEST((small.put(key_id("k0"), "s", "vv", t0 + 10s, t0) == DhtStorage::Put::full));
+  BOOST_TEST(small.bytes() == 3 * entry);
+  BOOST_TEST(small.keys() == 3u);
   // Expired entries make room.
-  BOOST_TEST((small.put(key_id("k3"), "s", std::string(90, 'x'), t0 + 20s, t0 + 11s) == DhtStorage::Put::stored));
+  BOOST_TEST(
+      (small.put(key_id("k3"), "s", std::string(2 * entry, 'x'), t0 + 20s, t0 + 11s) == DhtStorage::Put::stored));
   BOOST_TEST(small.keys() == 1u);
-  BOOST_TEST(small.bytes() == 91u);
+  BOOST_TEST(small.bytes() == DhtStorage::entry_cost("s", 2 * entry));
 }
 
 BOOST_AUTO_TEST_CASE(storage_limits_subkeys_per_key) {
