@@ -10,6 +10,8 @@ namespace {
 // Below this a buffer is zeroed by the calling thread alone: the hand-off would cost more than it saves.
 constexpr size_t kParallelZeroBytes = size_t{1} << 20;
 constexpr int64_t kZeroGrainBytes = 64 * 1024;
+// A waiting buffer serves a request when it exceeds what the request needs by at most 1 / kSlack of that (a half).
+constexpr size_t kSlack = 2;
 }  // namespace
 
 void BufferPool::zero(void* p, size_t bytes) {
@@ -27,23 +29,27 @@ BufferPool::~BufferPool() {
 }
 
 std::shared_ptr<void> BufferPool::acquire(size_t bytes) {
-  const size_t rounded = (bytes + 63) / 64 * 64 + 64;
+  const size_t wanted = (bytes + 63) / 64 * 64 + 64;
   void* p = nullptr;
+  size_t size = wanted;
   {
     std::lock_guard lock(mutex_);
-    if (auto it = free_.find(rounded); it != free_.end()) {
+    // The smallest waiting buffer that holds it, if not much larger: sizes vary with every batch's rows and every
+    // context's length, and a buffer of the exact size is rarely waiting.
+    if (auto it = free_.lower_bound(wanted); it != free_.end() && it->first - wanted <= wanted / kSlack) {
       p = it->second;
-      cached_ -= rounded;
+      size = it->first;
+      cached_ -= size;
       free_.erase(it);
     }
   }
-  if (!p && !(p = std::aligned_alloc(64, rounded))) throw std::bad_alloc();
-  zero(p, rounded);
+  if (!p && !(p = std::aligned_alloc(64, size))) throw std::bad_alloc();
+  zero(p, wanted);
   // The pool outlives its buffers only if someone holds it: the deleter keeps it alive.
   std::weak_ptr<BufferPool> pool = weak_from_this();
-  return std::shared_ptr<void>(p, [pool, rounded](void* q) {
+  return std::shared_ptr<void>(p, [pool, size](void* q) {
     if (auto owner = pool.lock())
-      owner->release(q, rounded);
+      owner->release(q, size);
     else
       std::free(q);
   });

@@ -1,8 +1,10 @@
 // Recycles the CPU backend's activation buffers. A block allocates the same few buffers (queries, keys, values,
 // MLP activations) for every forward; for a prefill they are megabytes each, and fresh memory from the OS costs a
 // page fault and a zeroing per page on first touch (measured: about 5 % of a 512-token prefill). Released buffers
-// wait here, by size, for the next allocation of that size. Zeroing a recycled buffer is still a pass over its
-// memory; with a thread pool given, large buffers are zeroed by all its threads (more bandwidth than one core).
+// wait here, by size; an allocation takes the smallest that holds it unless that one is more than half as large
+// again (batches of any number of rows and contexts of any length ask for sizes that vary by a little). Zeroing a
+// recycled buffer is still a pass over its memory; with a thread pool given, large buffers are zeroed by all its
+// threads (more bandwidth than one core).
 #pragma once
 
 #include <cstddef>
