@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/client/server_output.hpp"
 #include "actors/client/session_state.hpp"
 #include "actors/log/node_log.hpp"
 #include "actors/protocol/block_span.hpp"
@@ -90,6 +91,8 @@ inference_session_internal::behavior_type inference_session(session_actor* self,
         auto& st = self->state;
         auto run = st.current;
         if (!run || copy.step_id != run->step || !copy.wire_error.empty() || run->recovering) return;
+        // A malformed copy is left out: the hop that sent it then counts as stalled (watch_push) and is replaced.
+        if (malformed_output(copy.hidden, run->input.shape(), {}, {})) return;
         for (size_t j = 0; j + 1 < st.hops.size() && j + 1 < run->inputs.size(); ++j)
           if (st.hops[j].session_id == copy.session_id) {
             run->inputs[j + 1] = std::move(copy.hidden);

@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 #include <algorithm>
 
+#include "actors/client/server_output.hpp"
 #include "actors/client/session_state.hpp"
 #include "actors/log/node_log.hpp"
 #include "actors/protocol/block_span.hpp"
@@ -96,6 +97,9 @@ void relay(session_actor* self, std::shared_ptr<step_run> run, size_t i, Tensor 
             if (stale(self, run, a)) return;
             if (!r.wire_error.empty())
               return fail(self, run, i, make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
+            if (auto e =
+                    malformed_output(r.hidden, run->input.shape(), self->state.hops[i].plan.address, "hidden states"))
+              return fail(self, run, i, std::move(e));
             report(self, self->state.hops[i].plan, true, ms_since(self, t0));
             relay(self, run, i + 1, std::move(r.hidden));
           },
@@ -124,6 +128,9 @@ void fetch_copy(session_actor* self, std::shared_ptr<step_run> run, size_t j) {
             if (stale(self, run, a)) return;
             if (!r.wire_error.empty())
               return fail(self, run, j - 1, make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
+            if (auto e = malformed_output(r.hidden, run->input.shape(), self->state.hops[j - 1].plan.address,
+                                          "hidden states"))
+              return fail(self, run, j - 1, std::move(e));
             run->inputs[j] = std::move(r.hidden);
             run->fetching = false;
             try_complete(self, run);
@@ -166,6 +173,11 @@ void push(session_actor* self, std::shared_ptr<step_run> run) {
             if (!r.wire_error.empty())
               return fail(self, run, suspect(self, *run),
                           make_error(errc::peer_unavailable, "garbled reply: " + r.wire_error));
+            // The last hop's output: a malformed one is that hop's failure.
+            const size_t last = self->state.hops.size() - 1;
+            if (auto e = malformed_output(r.hidden, run->input.shape(), self->state.hops[last].plan.address,
+                                          "hidden states"))
+              return fail(self, run, last, std::move(e));
             const double per_hop = ms_since(self, t0) / static_cast<double>(self->state.hops.size());
             for (auto& h : self->state.hops) report(self, h.plan, true, per_hop);
             run->output = std::move(r.hidden);

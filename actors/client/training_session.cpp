@@ -6,6 +6,7 @@
 #include <set>
 
 #include "actors/client/batch_spread.hpp"
+#include "actors/client/server_output.hpp"
 #include "actors/client/session_messages.hpp"
 #include "actors/protocol/block_span.hpp"
 #include "actors/trust/identity_proof.hpp"
@@ -212,18 +213,23 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
                       {},
                       challenge};
   const planned_hop plan = hop.plan;
+  const Shape shape = hop.input.shape();
+  // The server of hop k failed (or lied about its key, or sent a malformed output): the forward resumes from its
+  // input on the servers that replace it.
+  auto replace = [=](caf::error e) {
+    replace_hop(self, p, j, k, std::move(e), [=](caf::error re, size_t n) {
+      if (re) return cont(std::move(re));
+      forward_hops(self, p, j, k, end + n - 1, cont);
+    });
+  };
   ask_server<forward_reply>(
       self, hop.plan.address, std::move(req),
       [=](forward_reply& r) {
         // A server routed to by its DHT record must hold the key that signed it (as when a session opens).
         if (!answered_by(plan.owner, challenge, r.owner, r.proof))
-          return replace_hop(self, p, j, k,
-                             make_error(errc::peer_unavailable, "the server at " + plan.address +
-                                                                    " does not hold the key its DHT record names"),
-                             [=](caf::error re, size_t n) {
-                               if (re) return cont(std::move(re));
-                               forward_hops(self, p, j, k, end + n - 1, cont);
-                             });
+          return replace(make_error(errc::peer_unavailable,
+                                    "the server at " + plan.address + " does not hold the key its DHT record names"));
+        if (auto e = malformed_output(r.hidden, shape, plan.address, "hidden states")) return replace(std::move(e));
         auto& route = p->parts[j].route;
         if (k + 1 < route.size()) route[k + 1].input = r.hidden;
         if (k + 1 == end) return cont(std::move(r.hidden));
@@ -231,10 +237,7 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
       },
       [=](caf::error e) {
         if (!replaceable(e)) return cont(std::move(e));
-        replace_hop(self, p, j, k, e, [=](caf::error re, size_t n) {
-          if (re) return cont(std::move(re));
-          forward_hops(self, p, j, k, end + n - 1, cont);
-        });
+        replace(std::move(e));
       });
 }
 
@@ -253,34 +256,37 @@ void backward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor g
                        self->state.opt.adapter,
                        0,
                        {}};
+  // The server of hop k failed or sent malformed gradients: its replacements recompute their forward from the
+  // kept input first (one replacement needs none: the backward request carries the input).
+  auto replace = [=](caf::error e) {
+    replace_hop(self, p, j, k, std::move(e), [=](caf::error re, size_t n) {
+      if (re) return cont(std::move(re));
+      if (n == 1) return backward_hops(self, p, j, k, grad, cont);
+      forward_hops(self, p, j, k, k + n - 1, [=](caf::expected<Tensor> out) {
+        if (!out) return cont(out.error());
+        backward_hops(self, p, j, k + n - 1, grad, cont);
+      });
+    });
+  };
   ask_server<backward_reply>(
       self, hop.plan.address, std::move(req),
       [=](backward_reply& r) {
         part_state& part = p->parts[j];
-        const planned_hop& plan = part.route[k].plan;
+        const planned_hop plan = part.route[k].plan;
+        if (auto e = malformed_output(r.grad_input, part.route[k].input.shape(), plan.address, "an input gradient"))
+          return replace(std::move(e));
         if (has_prompts(part.prompts)) {
           Tensor dst = part.grad_prompts.slice_rows(plan.first, plan.last);
-          if (r.grad_prompts.shape() != dst.shape())
-            return cont(make_error(errc::bad_request, "server " + plan.address + " returned prompt gradients " +
-                                                          r.grad_prompts.describe() + ", expected " + dst.describe()));
+          if (auto e = malformed_output(r.grad_prompts, dst.shape(), plan.address, "prompt gradients"))
+            return replace(std::move(e));
           std::memcpy(dst.data(), r.grad_prompts.data(), static_cast<size_t>(dst.nbytes()));
         }
-        if (r.grad_input.shape() != part.route[k].input.shape())
-          return cont(make_error(errc::bad_request,
-                                 "server " + plan.address + " returned an input gradient " + r.grad_input.describe()));
         if (k == 0) return cont(std::move(r.grad_input));
         backward_hops(self, p, j, k - 1, std::move(r.grad_input), cont);
       },
       [=](caf::error e) {
         if (!replaceable(e)) return cont(std::move(e));
-        replace_hop(self, p, j, k, e, [=](caf::error re, size_t n) {
-          if (re) return cont(std::move(re));
-          if (n == 1) return backward_hops(self, p, j, k, grad, cont);
-          forward_hops(self, p, j, k, k + n - 1, [=](caf::expected<Tensor> out) {
-            if (!out) return cont(out.error());
-            backward_hops(self, p, j, k + n - 1, grad, cont);
-          });
-        });
+        replace(std::move(e));
       });
 }
 

@@ -25,7 +25,7 @@ enum class errc : uint8_t {
   no_route,            // no chain of servers covers the blocks asked for
   unexpected_message,  // the peer does not speak this message's protocol (a DHT-only node asked to serve, a
                        // peer of another version): a client takes it for a failed server, not its own mistake
-  wrong_output,        // a server's output disagreed with a recomputation elsewhere (a spot check)
+  wrong_output,        // a server's output was malformed, or disagreed with a recomputation elsewhere (a spot check)
   too_busy,            // the client is at one of its quotas on this server (actors/server/peer_quotas.hpp); the
                        // error carries when to try again (retry_after), and the client routes elsewhere meanwhile
 };

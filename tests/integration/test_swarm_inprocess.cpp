@@ -12,6 +12,7 @@
 #include "actors/system/system_config.hpp"
 #include "actors/server/server_node.hpp"
 #include "support/golden.hpp"
+#include "support/tampering_gate.hpp"
 
 using namespace corolla;
 using namespace corolla::test;
@@ -123,6 +124,17 @@ std::vector<int32_t> generate_in(swarm_fixture& f, const inference_session_actor
   return got->tokens;
 }
 
+// A server's gate behind a proxy that passes every message on, but answers steps after the first with hidden states
+// one token short (a hostile or broken server; the first step passes the check of a server new to the client).
+caf::behavior short_step_replies(caf::event_based_actor* self, caf::actor real) {
+  auto steps = std::make_shared<int>(0);
+  pass_on_the_rest(self, real);
+  return {tamper<step_request, step_reply>(self, real, [steps](step_reply& r) {
+    const Shape s = r.hidden.shape();
+    if (++*steps > 1) r.hidden = Tensor::empty(DType::f32, {s[0], s[1] > 1 ? s[1] - 1 : 2, s[2]});
+  })};
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(relay_generation_matches_golden) {
@@ -135,6 +147,19 @@ BOOST_AUTO_TEST_CASE(push_generation_matches_golden) {
   swarm_fixture f({{0, 2}, {2, 4}});
   BOOST_TEST(generate_through(f, route_mode::push, 32) == Golden("llama").ids("greedy_ids"),
              boost::test_tools::per_element());
+}
+
+// A server whose step outputs have another shape than the step's input is replaced like a failed one (the route
+// over all blocks on it comes first, being one hop), and the generation equals the golden one. (The head refused
+// the short output, and the session failed.)
+BOOST_AUTO_TEST_CASE(a_server_that_returns_malformed_hidden_states_is_replaced) {
+  for (route_mode mode : {route_mode::relay, route_mode::push}) {
+    swarm_fixture f({{0, 4}, {0, 2}, {2, 4}});
+    auto proxy = f.sys.spawn(short_step_replies, caf::actor_cast<caf::actor>(f.servers[0].gate));
+    f.self->send(f.connector, register_atom::value, f.addresses[0], proxy);
+    BOOST_TEST(generate_through(f, mode, 32) == Golden("llama").ids("greedy_ids"), boost::test_tools::per_element());
+    f.self->send_exit(proxy, caf::exit_reason::user_shutdown);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(overlapping_spans_are_used_partially) {

@@ -22,6 +22,7 @@
 #include "model/train/local_training.hpp"
 #include "model/train/span_training.hpp"
 #include "support/golden.hpp"
+#include "support/tampering_gate.hpp"
 
 using namespace corolla;
 using namespace corolla::test;
@@ -107,6 +108,30 @@ struct training_swarm {
   }
 };
 
+// A server's gate behind a proxy that passes every message on, but sends back a malformed tensor (a hostile or
+// broken server): in forwards, hidden states one token short (0) or in f16 (1); in backwards, an input gradient in
+// f16 (2) or prompt gradients of one layer (3).
+caf::behavior malformed_replies(caf::event_based_actor* self, caf::actor real, int how) {
+  pass_on_the_rest(self, real);
+  return {
+      tamper<forward_request, forward_reply>(self, real,
+                                             [how](forward_reply& r) {
+                                               const Shape s = r.hidden.shape();
+                                               if (how == 0)
+                                                 r.hidden = Tensor::empty(DType::f32, {s[0], s[1] - 1, s[2]});
+                                               if (how == 1) r.hidden = Tensor::empty(DType::f16, s);
+                                             }),
+      tamper<backward_request, backward_reply>(self, real,
+                                               [how](backward_reply& r) {
+                                                 if (how == 2)
+                                                   r.grad_input = Tensor::empty(DType::f16, r.grad_input.shape());
+                                                 const Shape s = r.grad_prompts.shape();
+                                                 if (how == 3)
+                                                   r.grad_prompts = Tensor::empty(DType::f32, {1, s[1], s[2], s[3]});
+                                               }),
+  };
+}
+
 // The error of a failed reply, for messages (an expected holding a value has none).
 template <class T>
 std::string why(const caf::expected<T>& r) {
@@ -131,6 +156,26 @@ TrainingBatch example_batch() {
     ex.push_back(e);
   }
   return make_batch(ex, 0);
+}
+
+// A forward and a backward of the example batch's deep prompts through `session`, each equal to the local blocks'.
+void forward_and_backward_equal_the_local_blocks(training_swarm& f, const training_session_actor& session) {
+  PromptTuning tuning(f.head, tuning_options(TuningMode::deep_ptune, 4));
+  const TrainingBatch batch = example_batch();
+  const BlockInputs in = tuning.inputs(batch);
+  auto fwd = f.ask<blocks_forward_result>(session, blocks_forward{in.hidden, in.positions, in.prompts});
+  BOOST_REQUIRE_MESSAGE(fwd, why(fwd));
+  auto backend = make_cpu_backend(1);
+  LocalBlocks blocks(*f.source, *backend);
+  BOOST_TEST(fwd->hidden.shape() == in.hidden.shape());
+  BOOST_TEST(max_abs_diff(fwd->hidden, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, *backend)) <
+             1e-5f);
+  const Tensor grad = tuning.loss(batch, fwd->hidden).grad;
+  auto back = f.ask<blocks_backward_result>(session, blocks_backward{fwd->pass, grad});
+  BOOST_REQUIRE_MESSAGE(back, why(back));
+  SpanGradients want = span_backward(blocks.blocks(), in.hidden, grad, in.positions, in.prompts, *backend);
+  BOOST_TEST(max_abs_diff(back->grad_input, want.grad_in) < 1e-5f);
+  BOOST_TEST(max_abs_diff(back->grad_prompts, want.grad_prompts) < 1e-5f);
 }
 
 }  // namespace
@@ -216,26 +261,11 @@ BOOST_AUTO_TEST_CASE(sub_batches_take_routes_of_their_own) {
   training_swarm f({{0, 4}, {0, 4}});
   // 4 sequences of 4 + 12 tokens with at most 32 tokens per request: two sub-batches, one per server.
   auto session = f.session({"", 32});
-  TuningOptions opt = tuning_options(TuningMode::deep_ptune, 4);
-  PromptTuning tuning(f.head, opt);
-  const TrainingBatch batch = example_batch();
-  const BlockInputs in = tuning.inputs(batch);
-  auto fwd = f.ask<blocks_forward_result>(session, blocks_forward{in.hidden, in.positions, in.prompts});
-  BOOST_REQUIRE_MESSAGE(fwd, why(fwd));
+  forward_and_backward_equal_the_local_blocks(f, session);
   auto routes = f.ask<std::vector<std::string>>(session, route_atom::value);
   BOOST_REQUIRE_MESSAGE(routes, why(routes));
   BOOST_REQUIRE(routes->size() == 2u);
   BOOST_TEST((*routes)[0] != (*routes)[1]);
-  auto backend = make_cpu_backend(1);
-  LocalBlocks blocks(*f.source, *backend);
-  BOOST_TEST(max_abs_diff(fwd->hidden, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, *backend)) <
-             1e-5f);
-  const Tensor grad = tuning.loss(batch, fwd->hidden).grad;
-  auto back = f.ask<blocks_backward_result>(session, blocks_backward{fwd->pass, grad});
-  BOOST_REQUIRE_MESSAGE(back, why(back));
-  SpanGradients want = span_backward(blocks.blocks(), in.hidden, grad, in.positions, in.prompts, *backend);
-  BOOST_TEST(max_abs_diff(back->grad_input, want.grad_in) < 1e-5f);
-  BOOST_TEST(max_abs_diff(back->grad_prompts, want.grad_prompts) < 1e-5f);
 }
 
 BOOST_AUTO_TEST_CASE(a_server_lost_before_the_backward_is_replaced) {
@@ -263,6 +293,25 @@ BOOST_AUTO_TEST_CASE(a_server_lost_before_the_backward_is_replaced) {
   SpanGradients want = span_backward(blocks.blocks(), in.hidden, grad, in.positions, in.prompts, *backend);
   BOOST_TEST(max_abs_diff(back->grad_input, want.grad_in) < 1e-5f);
   BOOST_TEST(max_abs_diff(back->grad_prompts, want.grad_prompts) < 1e-5f);
+}
+
+// A server that returns tensors of another shape or dtype than its span's is replaced like a failed one: the
+// forward and the backward equal the local blocks', and the server is out of the routes. (Joining its short
+// tensor into the batch read past the end of it.)
+BOOST_AUTO_TEST_CASE(a_server_that_returns_malformed_tensors_is_replaced) {
+  for (int how = 0; how < 4; ++how) {
+    BOOST_TEST_CONTEXT("malformed reply " << how) {
+      training_swarm f({{0, 4}, {0, 4}});
+      auto proxy = f.keep(f.sys.spawn(malformed_replies, caf::actor_cast<caf::actor>(f.servers[0].gate), how));
+      f.self->send(f.connector, register_atom::value, f.addresses[0], proxy);
+      // Two sub-batches of at most 32 tokens: one on each server.
+      auto session = f.session({"", 32});
+      forward_and_backward_equal_the_local_blocks(f, session);
+      auto routes = f.ask<std::vector<std::string>>(session, route_atom::value);
+      BOOST_REQUIRE(routes);
+      for (const auto& r : *routes) BOOST_TEST(r.find(f.addresses[0]) == std::string::npos, r);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_training_input_on_the_client_gets_clear_errors) {
