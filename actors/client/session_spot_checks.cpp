@@ -14,13 +14,6 @@
 namespace corolla::session {
 namespace {
 
-// The outputs of a verifier chain and the servers that computed them.
-struct recomputation {
-  Tensor hidden;                   // [B, T, D]: every token of the forward
-  std::vector<planned_hop> chain;  // the verifier's hops
-};
-using recomputation_done = std::function<void(caf::expected<recomputation>)>;
-
 // Sends a stateless forward of `input` through blocks [hop.first, hop.last) of verifier `chain` from hop j on.
 void forward_through(session_actor* self, std::shared_ptr<recomputation> r, size_t j, history_entry input,
                      recomputation_done done) {
@@ -95,13 +88,6 @@ void recompute(session_actor* self, const planned_hop& hop, history_entry input,
           [=](caf::error& e) { done(std::move(e)); });
 }
 
-// The coarsest tolerance of the dtypes of `hop` and of a verifier chain.
-double tolerance_for(const planned_hop& hop, const std::vector<planned_hop>& chain) {
-  double t = output_tolerance(hop.dtype, hop.dtype);
-  for (const auto& v : chain) t = std::max(t, output_tolerance(hop.dtype, v.dtype));
-  return t;
-}
-
 void passed_check(session_actor* self, size_t k) {
   auto& st = self->state;
   ++st.stats.spot_checks;
@@ -159,25 +145,18 @@ void spot_check(session_actor* self, std::shared_ptr<step_run> run, std::vector<
 
 void verify(session_actor* self, const planned_hop& hop, history_entry input, Tensor claimed, int64_t tokens,
             std::set<std::string> avoid, std::function<void(check_result)> done) {
-  recompute(self, hop, input, avoid, [=](caf::expected<recomputation> first) mutable {
-    if (!first) return done({check_result::unverified, {}});
-    const std::string diff =
-        compare_outputs(claimed, last_tokens(first->hidden, tokens), tolerance_for(hop, first->chain));
-    if (diff.empty()) return done({check_result::agreed, {}});
-    for (const auto& v : first->chain) avoid.insert(peer_id(v));
-    recompute(self, hop, input, avoid, [=](caf::expected<recomputation> second) mutable {
-      if (!second ||
-          !compare_outputs(claimed, last_tokens(second->hidden, tokens), tolerance_for(hop, second->chain)).empty())
-        return done({check_result::lied, diff});
-      // The first verifier was the liar.
-      for (const auto& v : first->chain)
+  decide_check(
+      std::move(avoid), [=](std::set<std::string> a, recomputation_done d) { recompute(self, hop, input, a, d); },
+      [=](const recomputation& r) {
+        return compare_outputs(claimed, last_tokens(r.hidden, tokens), tolerance_for(hop, r.chain));
+      },
+      [=](const planned_hop& v) {
         if (self->state.client)
           self->send(self->state.client,
                      failure_report(peer_id(v), make_error(errc::wrong_output,
                                                            "a spot check it answered disagreed with two servers")));
-      done({check_result::agreed, {}});
-    });
-  });
+      },
+      std::move(done));
 }
 
 void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out) {

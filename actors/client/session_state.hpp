@@ -135,11 +135,6 @@ void commit(session_actor* self, std::shared_ptr<step_run> run, Tensor out);
 // The step's hops are done: spot-check some of them (spot_check.hpp), one after the other, then commit.
 void complete(session_actor* self, std::shared_ptr<step_run> run, Tensor out);
 
-// What a check of a server's output found.
-struct check_result {
-  enum { agreed, unverified, lied } verdict = agreed;
-  std::string why;  // lied: how the outputs differ
-};
 // Recomputes `input` over the blocks of `hop` on other servers (none in `avoid`) and compares the last `tokens`
 // tokens of every sequence with `claimed`, the hop's output: when they disagree, a second verifier decides (a first
 // verifier the second outvotes is reported); with none to ask, the checked server is wrong. unverified: nobody else

@@ -76,4 +76,26 @@ std::string compare_outputs(const Tensor& got, const Tensor& want, double tolera
   return out.str();
 }
 
+double tolerance_for(const planned_hop& hop, const std::vector<planned_hop>& chain) {
+  double t = output_tolerance(hop.dtype, hop.dtype);
+  for (const auto& v : chain) t = std::max(t, output_tolerance(hop.dtype, v.dtype));
+  return t;
+}
+
+void decide_check(std::set<std::string> avoid, recompute_fn recompute,
+                  std::function<std::string(const recomputation&)> differs,
+                  std::function<void(const planned_hop&)> outvoted, std::function<void(check_result)> done) {
+  recompute(avoid, [=](caf::expected<recomputation> first) mutable {
+    if (!first) return done({check_result::unverified, {}});
+    const std::string diff = differs(*first);
+    if (diff.empty()) return done({check_result::agreed, {}});
+    for (const auto& v : first->chain) avoid.insert(peer_id(v));
+    recompute(avoid, [=](caf::expected<recomputation> second) mutable {
+      if (!second || !differs(*second).empty()) return done({check_result::lied, diff});
+      for (const auto& v : first->chain) outvoted(v);  // the first verifier was the liar
+      done({check_result::agreed, {}});
+    });
+  });
+}
+
 }  // namespace corolla

@@ -8,12 +8,16 @@
 // that lies rarely may go unnoticed for a while (docs/SECURITY.md says what checks can and cannot catch).
 #pragma once
 
+#include <caf/expected.hpp>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "actors/client/route_planner.hpp"
 #include "actors/client/session_history.hpp"
 
 namespace corolla {
@@ -42,8 +46,35 @@ Tensor last_tokens(const Tensor& hidden, int64_t tokens);
 // servers differ by summation order only; 16-bit and quantized ones by their rounding.
 double output_tolerance(const std::string& dtype_a, const std::string& dtype_b);
 
+// The coarsest tolerance of the dtypes of `hop` and of a verifier chain.
+double tolerance_for(const planned_hop& hop, const std::vector<planned_hop>& chain);
+
 // "" when `got` and `want` (same shape, f32) agree: ||got - want|| <= tolerance * ||want|| (a relative L2 error),
 // else what differs. NaN or infinity in `got` never agrees.
 std::string compare_outputs(const Tensor& got, const Tensor& want, double tolerance);
+
+// What a check of a server's output found.
+struct check_result {
+  enum { agreed, unverified, lied } verdict = agreed;
+  std::string why;  // lied: how the outputs differ
+};
+
+// A hop's work done again on a chain of other servers: its output and the chain.
+struct recomputation {
+  Tensor hidden;
+  std::vector<planned_hop> chain;
+};
+using recomputation_done = std::function<void(caf::expected<recomputation>)>;
+// Recomputes the checked work on servers none of which is in `avoid` (the session's own way of asking them).
+using recompute_fn = std::function<void(std::set<std::string> avoid, recomputation_done)>;
+
+// The rule of a check, for inference steps and training forwards alike: the work is recomputed on servers not in
+// `avoid`, and `differs` says how the recomputation's output differs from the claimed one ("" when they agree).
+// When they disagree a second verifier, avoiding the first chain too, decides: a first verifier it outvotes goes
+// to `outvoted` (a liar); with no second opinion, or a second that disagrees too, the checked server lied.
+// unverified: nobody else covers the blocks now, or the first verifier failed.
+void decide_check(std::set<std::string> avoid, recompute_fn recompute,
+                  std::function<std::string(const recomputation&)> differs,
+                  std::function<void(const planned_hop&)> outvoted, std::function<void(check_result)> done);
 
 }  // namespace corolla

@@ -292,7 +292,8 @@ void open_training(client_actor* self, open_training_request req,
     auto& st = self->state;
     auto session = open_training_session(
         self->home_system(), st.connector, caf::actor_cast<swarm_client_internal>(self), std::move(infos),
-        unwelcome_peers(self), req, st.opt.request_timeout, st.head->config().num_layers, st.opt.streams);
+        unwelcome_peers(self), req, st.opt.request_timeout, st.head->config().num_layers, st.opt.streams,
+        st.opt.spot_checks, session_seed(st.opt.dht_id, ++st.sessions_opened));
     if (!session && is(session.error(), errc::no_route) && attempt + 1 < kOpenAttempts)
       return open_training(self, req, rp, attempt + 1);
     if (!session) {

@@ -66,6 +66,8 @@ struct session_state {
   std::vector<std::string> last_routes;  // of the latest forward or backward, one line per sub-batch
   inbound_streams inbound;               // large replies arriving in chunks
   uint64_t next_stream = 1;              // numbers the large requests sent in chunks
+  std::set<std::string> checked;         // servers whose forwards this session has spot-checked
+  std::mt19937_64 rng;                   // which forwards are spot-checked (seeded from the options)
   static inline const char* name = "training_session";
 };
 
@@ -197,6 +199,67 @@ void replace_hop(session_actor* self, pass_ptr p, size_t j, size_t k, caf::error
             [=](caf::error& e) { splice(std::move(e)); });
 }
 
+// Sends `input` forward through verifier hops [i, end) of `r->chain` (part j's positions and prompts); done gets the
+// last one's output, or the first failure (a malformed reply or a failed identity proof counts as one).
+void forward_chain(session_actor* self, pass_ptr p, size_t j, std::shared_ptr<recomputation> r, size_t i, Tensor input,
+                   recomputation_done done) {
+  if (i == r->chain.size()) {
+    r->hidden = std::move(input);
+    return done(std::move(*r));
+  }
+  const part_state& part = p->parts[j];
+  const planned_hop v = r->chain[i];
+  const std::string challenge = make_challenge();
+  const Shape shape = input.shape();
+  forward_request req{input, part.positions, prompt_slice(part, v), v.first, v.last, self->state.opt.adapter, 0,
+                      {},    challenge};
+  ask_server<forward_reply>(
+      self, v.address, std::move(req),
+      [=](forward_reply& out) {
+        if (!answered_by(v.owner, challenge, out.owner, out.proof))
+          return done(make_error(errc::peer_unavailable,
+                                 "the server at " + v.address + " does not hold the key its DHT record names"));
+        if (auto e = malformed_output(out.hidden, shape, v.address, "hidden states")) return done(std::move(e));
+        forward_chain(self, p, j, r, i + 1, std::move(out.hidden), done);
+      },
+      [=](caf::error e) { done(std::move(e)); });
+}
+
+// Checks hop k of part j, whose forward output is `claimed`: its input recomputed on other servers of its blocks
+// (decide_check: a second verifier settles a disagreement). A verifier that a second one outvotes is left out of
+// the session and reported.
+void check_forward(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor claimed,
+                   std::function<void(check_result)> done) {
+  const hop_run& hop = p->parts[j].route[k];
+  const planned_hop checked = hop.plan;
+  const Tensor input = hop.input;
+  std::set<std::string> avoid = self->state.excluded;
+  avoid.insert(self->state.banned.begin(), self->state.banned.end());
+  avoid.insert(peer_id(checked));
+  decide_check(
+      std::move(avoid),
+      [=](std::set<std::string> a, recomputation_done d) {
+        route_plan verifiers = plan_route(usable(self->state), checked.first, checked.last, a);
+        if (!verifiers.ok()) return d(make_error(errc::no_route, verifiers.error));
+        auto r = std::make_shared<recomputation>();
+        r->chain = std::move(verifiers.hops);
+        forward_chain(self, p, j, r, 0, input, d);
+      },
+      [=](const recomputation& r) { return compare_outputs(claimed, r.hidden, tolerance_for(checked, r.chain)); },
+      [=](const planned_hop& v) {
+        auto e = make_error(errc::wrong_output, "a spot check it answered disagreed with two servers");
+        self->state.excluded.insert(peer_id(v));
+        if (self->state.client) self->send(self->state.client, failure_report(peer_id(v), e));
+      },
+      std::move(done));
+}
+
+// Whether the forward of `hop` is checked: at random (1 / every), and always on a server not checked yet.
+bool wants_check(session_actor* self, const planned_hop& hop) {
+  auto& st = self->state;
+  return !hops_to_check(st.opt.spot_checks, {st.checked.count(peer_id(hop)) == 0}, st.rng).empty();
+}
+
 // Runs hops [k, end) of part j forward, each from its kept input, keeping the input of the next; cont gets the
 // output of hop end - 1. A failing server is replaced and the forward resumes from its input.
 void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t end, tensor_cont cont) {
@@ -230,10 +293,24 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
           return replace(make_error(errc::peer_unavailable,
                                     "the server at " + plan.address + " does not hold the key its DHT record names"));
         if (auto e = malformed_output(r.hidden, shape, plan.address, "hidden states")) return replace(std::move(e));
-        auto& route = p->parts[j].route;
-        if (k + 1 < route.size()) route[k + 1].input = r.hidden;
-        if (k + 1 == end) return cont(std::move(r.hidden));
-        forward_hops(self, p, j, k + 1, end, cont);
+        auto accept = [=](Tensor out) {
+          auto& route = p->parts[j].route;
+          if (k + 1 < route.size()) route[k + 1].input = out;
+          if (k + 1 == end) return cont(std::move(out));
+          forward_hops(self, p, j, k + 1, end, cont);
+        };
+        if (!wants_check(self, plan)) return accept(std::move(r.hidden));
+        const Tensor claimed = std::move(r.hidden);
+        check_forward(self, p, j, k, claimed, [=](check_result c) {
+          if (c.verdict == check_result::lied)
+            return replace(make_error(errc::wrong_output, "server " + plan.address + " (blocks " +
+                                                              block_span(plan.first, plan.last) + "): " + c.why));
+          // Checked, or nobody to check it on now: the new-server rule has had its turn (as for inference steps).
+          // The swarm client is not told: an honest forward says nothing of the server's inference steps, whose
+          // first checks the client's sessions still owe it (the simulator's liars lie in steps only).
+          self->state.checked.insert(peer_id(plan));
+          accept(claimed);
+        });
       },
       [=](caf::error e) {
         if (!replaceable(e)) return cont(std::move(e));
@@ -355,6 +432,7 @@ training_session_internal::behavior_type training_session(session_actor* self, c
   st.servers = std::move(servers);
   st.banned = std::move(banned);
   st.inbound = inbound_streams(st.opt.streams);
+  st.rng.seed(st.opt.seed);
   self->set_down_handler([=](caf::down_msg& m) {
     auto& st = self->state;
     auto name = st.gate_names.find(m.source);
@@ -495,11 +573,12 @@ training_session_internal::behavior_type training_session(session_actor* self, c
 caf::expected<training_session_actor> open_training_session(
     caf::actor_system& sys, caf::actor connector, swarm_client_internal client, std::vector<server_info> servers,
     std::set<std::string> banned, const open_training_request& req, caf::timespan request_timeout, int64_t num_blocks,
-    stream_limits streams) {
+    stream_limits streams, spot_check_options spot_checks, uint64_t seed) {
   if (req.max_batch_tokens < 1)
     return make_error(errc::bad_request,
                       "max_batch_tokens must be positive, got " + std::to_string(req.max_batch_tokens));
-  training_session_options opt{request_timeout, req.adapter, req.max_batch_tokens, num_blocks, streams};
+  training_session_options opt{request_timeout, req.adapter, req.max_batch_tokens, num_blocks, streams,
+                               spot_checks,     seed};
   session_state probe;
   probe.opt = opt;
   probe.servers = servers;

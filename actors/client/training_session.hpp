@@ -9,6 +9,10 @@
 // request (error, timeout, lost connection) is left out for the rest of the session (and reported to the swarm client,
 // which bans it) and its span is re-planned over the others (possibly several servers) by the swarm client; in a
 // backward the new servers first recompute the forward of that span from the kept input, so the step completes.
+//
+// Spot checks (spot_check.hpp): a hop's forward is recomputed on other servers of its blocks with probability
+// 1 / spot_checks.every, and always on a server this session has not checked yet; a hop that lied is replaced as a
+// failed server is, so the forward's output is an honest run's. Backwards are not checked.
 #pragma once
 
 #include <caf/actor.hpp>
@@ -19,6 +23,7 @@
 
 #include "actors/client/route_planner.hpp"
 #include "actors/client/session_messages.hpp"
+#include "actors/client/spot_check.hpp"
 #include "actors/client/training_api.hpp"
 #include "actors/protocol/wire_stream.hpp"
 
@@ -33,7 +38,9 @@ struct training_session_options {
   std::string adapter;
   int64_t max_batch_tokens = 4096;
   int64_t num_blocks = 0;
-  stream_limits streams;  // large requests and replies cross processes in chunks (wire_stream.hpp)
+  stream_limits streams;           // large requests and replies cross processes in chunks (wire_stream.hpp)
+  spot_check_options spot_checks;  // which forwards are recomputed elsewhere and compared (spot_check.hpp)
+  uint64_t seed = 0;               // of the draw of forwards to check (the simulator replays it)
 };
 
 // The swarm client's answer to open_training_request: a session over `servers` (those holding the adapter asked
@@ -42,7 +49,7 @@ struct training_session_options {
 caf::expected<training_session_actor> open_training_session(
     caf::actor_system& sys, caf::actor connector, swarm_client_internal client, std::vector<server_info> servers,
     std::set<std::string> banned, const open_training_request& req, caf::timespan request_timeout, int64_t num_blocks,
-    stream_limits streams = {});
+    stream_limits streams = {}, spot_check_options spot_checks = {}, uint64_t seed = 0);
 
 // `servers`: the swarm as the client sees it now. `client` (optional): the swarm client, asked for replacement
 // routes (replan_request) and told of servers that fail (peer_report, which bans them; training requests take far

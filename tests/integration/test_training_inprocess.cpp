@@ -84,15 +84,16 @@ struct training_swarm {
     return a;
   }
 
-  swarm_client_actor client(route_mode mode = route_mode::relay) {
+  swarm_client_actor client(route_mode mode = route_mode::relay, spot_check_options checks = {}) {
     auto o = client_options(addresses, mode, std::chrono::seconds(10));
     o.streams = streams;
+    o.spot_checks = checks;
     return keep(spawn_swarm_client(sys, o, head, connector));
   }
 
   // A training session over the swarm (the client's block runner).
-  training_session_actor session(open_training_request req = {}) {
-    auto client = this->client();
+  training_session_actor session(open_training_request req = {}, spot_check_options checks = {}) {
+    auto client = this->client(route_mode::relay, checks);
     training_session_actor s;
     self->request(client, caf::infinite, req)
         .receive([&](training_session_actor a) { s = a; }, [&](caf::error& e) { BOOST_FAIL("open: " << describe(e)); });
@@ -132,6 +133,16 @@ caf::behavior malformed_replies(caf::event_based_actor* self, caf::actor real, i
   };
 }
 
+// A server's gate behind a proxy whose forwards are wrong: every value one more than the server computed (a liar).
+caf::behavior wrong_forwards(caf::event_based_actor* self, caf::actor real) {
+  pass_on_the_rest(self, real);
+  return {tamper<forward_request, forward_reply>(self, real, [](forward_reply& r) {
+    Tensor shifted = Tensor::empty(DType::f32, r.hidden.shape());
+    for (int64_t i = 0; i < shifted.numel(); ++i) shifted.data_as<float>()[i] = r.hidden.data_as<const float>()[i] + 1;
+    r.hidden = shifted;
+  })};
+}
+
 // The error of a failed reply, for messages (an expected holding a value has none).
 template <class T>
 std::string why(const caf::expected<T>& r) {
@@ -158,8 +169,10 @@ TrainingBatch example_batch() {
   return make_batch(ex, 0);
 }
 
-// A forward and a backward of the example batch's deep prompts through `session`, each equal to the local blocks'.
-void forward_and_backward_equal_the_local_blocks(training_swarm& f, const training_session_actor& session) {
+// A forward and a backward of the example batch's deep prompts through `session`, each equal to the local blocks'
+// within `tolerance`.
+void forward_and_backward_equal_the_local_blocks(training_swarm& f, const training_session_actor& session,
+                                                 float tolerance = 1e-5f) {
   PromptTuning tuning(f.head, tuning_options(TuningMode::deep_ptune, 4));
   const TrainingBatch batch = example_batch();
   const BlockInputs in = tuning.inputs(batch);
@@ -169,13 +182,13 @@ void forward_and_backward_equal_the_local_blocks(training_swarm& f, const traini
   LocalBlocks blocks(*f.source, *backend);
   BOOST_TEST(fwd->hidden.shape() == in.hidden.shape());
   BOOST_TEST(max_abs_diff(fwd->hidden, span_forward(blocks.blocks(), in.hidden, in.positions, in.prompts, *backend)) <
-             1e-5f);
+             tolerance);
   const Tensor grad = tuning.loss(batch, fwd->hidden).grad;
   auto back = f.ask<blocks_backward_result>(session, blocks_backward{fwd->pass, grad});
   BOOST_REQUIRE_MESSAGE(back, why(back));
   SpanGradients want = span_backward(blocks.blocks(), in.hidden, grad, in.positions, in.prompts, *backend);
-  BOOST_TEST(max_abs_diff(back->grad_input, want.grad_in) < 1e-5f);
-  BOOST_TEST(max_abs_diff(back->grad_prompts, want.grad_prompts) < 1e-5f);
+  BOOST_TEST(max_abs_diff(back->grad_input, want.grad_in) < tolerance);
+  BOOST_TEST(max_abs_diff(back->grad_prompts, want.grad_prompts) < tolerance);
 }
 
 }  // namespace
@@ -312,6 +325,22 @@ BOOST_AUTO_TEST_CASE(a_server_that_returns_malformed_tensors_is_replaced) {
       for (const auto& r : *routes) BOOST_TEST(r.find(f.addresses[0]) == std::string::npos, r);
     }
   }
+}
+
+// A server whose forwards are wrong is caught by spot checks (every forward checked here): as the checked server,
+// outvoted by two others, and as a verifier, outvoted by a second one. It is left out, and the forward and the
+// backward equal the local blocks'. (Without checks the training client took its forwards on faith.)
+BOOST_AUTO_TEST_CASE(a_server_whose_forwards_are_wrong_is_caught_by_spot_checks) {
+  training_swarm f({{0, 4}, {0, 4}, {0, 4}});
+  auto proxy = f.keep(f.sys.spawn(wrong_forwards, caf::actor_cast<caf::actor>(f.servers[0].gate)));
+  f.self->send(f.connector, register_atom::value, f.addresses[0], proxy);
+  // Four sub-batches of one sequence (16 tokens) each, over the three servers (the sums of one sequence at a time
+  // round differently from the whole batch's, by up to 2e-5).
+  auto session = f.session({"", 16}, spot_check_options{1, true});
+  forward_and_backward_equal_the_local_blocks(f, session, 1e-4f);
+  auto routes = f.ask<std::vector<std::string>>(session, route_atom::value);
+  BOOST_REQUIRE(routes);
+  for (const auto& r : *routes) BOOST_TEST(r.find(f.addresses[0]) == std::string::npos, r);
 }
 
 BOOST_AUTO_TEST_CASE(bad_training_input_on_the_client_gets_clear_errors) {
