@@ -199,29 +199,41 @@ void replace_hop(session_actor* self, pass_ptr p, size_t j, size_t k, caf::error
             [=](caf::error& e) { splice(std::move(e)); });
 }
 
-// Sends `input` forward through verifier hops [i, end) of `r->chain` (part j's positions and prompts); done gets the
-// last one's output, or the first failure (a malformed reply or a failed identity proof counts as one).
+// Sends part j's `input` through the blocks of `hop` as one stateless forward. on_output gets the output once the
+// reply proves the key the server's record names and is well formed; on_failure gets anything else (an error, a
+// failed proof, a malformed output), all of them the server's failures but the client's own bad request.
+void forward_once(session_actor* self, pass_ptr p, size_t j, const planned_hop& hop, Tensor input,
+                  std::function<void(Tensor)> on_output, std::function<void(caf::error)> on_failure) {
+  const part_state& part = p->parts[j];
+  const std::string challenge = make_challenge();
+  const Shape shape = input.shape();
+  forward_request req{
+      std::move(input), part.positions, prompt_slice(part, hop), hop.first, hop.last, self->state.opt.adapter, 0, {},
+      challenge};
+  ask_server<forward_reply>(
+      self, hop.address, std::move(req),
+      [=](forward_reply& r) {
+        // A server routed to by its DHT record must hold the key that signed it (as when a session opens).
+        if (!answered_by(hop.owner, challenge, r.owner, r.proof))
+          return on_failure(make_error(errc::peer_unavailable,
+                                       "the server at " + hop.address + " does not hold the key its DHT record names"));
+        if (auto e = malformed_output(r.hidden, shape, hop.address, "hidden states")) return on_failure(std::move(e));
+        on_output(std::move(r.hidden));
+      },
+      on_failure);
+}
+
+// Sends `input` forward through verifier hops [i, end) of `r->chain`; done gets the last one's output, or the first
+// failure.
 void forward_chain(session_actor* self, pass_ptr p, size_t j, std::shared_ptr<recomputation> r, size_t i, Tensor input,
                    recomputation_done done) {
   if (i == r->chain.size()) {
     r->hidden = std::move(input);
     return done(std::move(*r));
   }
-  const part_state& part = p->parts[j];
-  const planned_hop v = r->chain[i];
-  const std::string challenge = make_challenge();
-  const Shape shape = input.shape();
-  forward_request req{input, part.positions, prompt_slice(part, v), v.first, v.last, self->state.opt.adapter, 0,
-                      {},    challenge};
-  ask_server<forward_reply>(
-      self, v.address, std::move(req),
-      [=](forward_reply& out) {
-        if (!answered_by(v.owner, challenge, out.owner, out.proof))
-          return done(make_error(errc::peer_unavailable,
-                                 "the server at " + v.address + " does not hold the key its DHT record names"));
-        if (auto e = malformed_output(out.hidden, shape, v.address, "hidden states")) return done(std::move(e));
-        forward_chain(self, p, j, r, i + 1, std::move(out.hidden), done);
-      },
+  forward_once(
+      self, p, j, r->chain[i], std::move(input),
+      [=](Tensor out) { forward_chain(self, p, j, r, i + 1, std::move(out), done); },
       [=](caf::error e) { done(std::move(e)); });
 }
 
@@ -263,20 +275,8 @@ bool wants_check(session_actor* self, const planned_hop& hop) {
 // Runs hops [k, end) of part j forward, each from its kept input, keeping the input of the next; cont gets the
 // output of hop end - 1. A failing server is replaced and the forward resumes from its input.
 void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t end, tensor_cont cont) {
-  const part_state& part = p->parts[j];
-  const hop_run& hop = part.route[k];
-  const std::string challenge = make_challenge();
-  forward_request req{hop.input,
-                      part.positions,
-                      prompt_slice(part, hop.plan),
-                      hop.plan.first,
-                      hop.plan.last,
-                      self->state.opt.adapter,
-                      0,
-                      {},
-                      challenge};
+  const hop_run& hop = p->parts[j].route[k];
   const planned_hop plan = hop.plan;
-  const Shape shape = hop.input.shape();
   // The server of hop k failed (or lied about its key, or sent a malformed output): the forward resumes from its
   // input on the servers that replace it.
   auto replace = [=](caf::error e) {
@@ -285,22 +285,16 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
       forward_hops(self, p, j, k, end + n - 1, cont);
     });
   };
-  ask_server<forward_reply>(
-      self, hop.plan.address, std::move(req),
-      [=](forward_reply& r) {
-        // A server routed to by its DHT record must hold the key that signed it (as when a session opens).
-        if (!answered_by(plan.owner, challenge, r.owner, r.proof))
-          return replace(make_error(errc::peer_unavailable,
-                                    "the server at " + plan.address + " does not hold the key its DHT record names"));
-        if (auto e = malformed_output(r.hidden, shape, plan.address, "hidden states")) return replace(std::move(e));
-        auto accept = [=](Tensor out) {
-          auto& route = p->parts[j].route;
-          if (k + 1 < route.size()) route[k + 1].input = out;
-          if (k + 1 == end) return cont(std::move(out));
-          forward_hops(self, p, j, k + 1, end, cont);
-        };
-        if (!wants_check(self, plan)) return accept(std::move(r.hidden));
-        const Tensor claimed = std::move(r.hidden);
+  auto accept = [=](Tensor out) {
+    auto& route = p->parts[j].route;
+    if (k + 1 < route.size()) route[k + 1].input = out;
+    if (k + 1 == end) return cont(std::move(out));
+    forward_hops(self, p, j, k + 1, end, cont);
+  };
+  forward_once(
+      self, p, j, plan, hop.input,
+      [=](Tensor claimed) {
+        if (!wants_check(self, plan)) return accept(std::move(claimed));
         check_forward(self, p, j, k, claimed, [=](check_result c) {
           if (c.verdict == check_result::lied)
             return replace(make_error(errc::wrong_output, "server " + plan.address + " (blocks " +
