@@ -16,7 +16,7 @@
 
 #include "model/arch/bloom_names.hpp"
 #include "model/arch/registry.hpp"
-#include "model/arch/step_cache.hpp"
+#include "model/arch/attention_runs.hpp"
 #include "model/weights/load_weight.hpp"
 
 namespace corolla {
@@ -111,13 +111,12 @@ class BloomBlock final : public Block {
     const float eps = static_cast<float>(c_.norm_eps);
     be.layer_norm(x, w_.ln1_w, w_.ln1_b, eps, n);
     project_qkv(n, q, k, v);
-    for (const BlockSegment& s : segments) {  // ALiBi in place of RoPE: keys and values go to the cache as they are
-      const Shape shape{s.batch, s.tokens, heads, hd};
-      StepCache step(*this, s.cache, s.batch, s.tokens, s.positions);
-      const KvPages kv = step.cache().pages();
-      be.kv_write(segment_rows(k, s).reshaped(shape), segment_rows(v, s).reshaped(shape), step.slots(), kv);
-      Tensor out = segment_rows(att, s);
-      be.attention(segment_rows(q, s).reshaped(shape), kv, step.slots(), attention_, out);
+    // ALiBi in place of RoPE: keys and values go to the cache as they are (model/arch/attention_runs.hpp).
+    for (const AttentionRun& a : AttentionRuns(*this, segments)) {
+      const Shape shape{a.batch, a.tokens, heads, hd};
+      be.kv_write(a.rows_of(k).reshaped(shape), a.rows_of(v).reshaped(shape), a.slots, a.pages);
+      Tensor out = a.rows_of(att);
+      be.attention(a.rows_of(q).reshaped(shape), a.pages, a.slots, attention_, out);
     }
     be.matmul_add(att, w_.wo, &w_.bo, x);
 

@@ -23,7 +23,7 @@
 
 #include "model/arch/bloom_names.hpp"
 #include "model/arch/registry.hpp"
-#include "model/arch/step_cache.hpp"
+#include "model/arch/attention_runs.hpp"
 #include "model/weights/load_weight.hpp"
 
 namespace corolla {
@@ -149,8 +149,8 @@ class FalconBlock final : public Block {
       be.layer_norm(x, w_.ln2_w, w_.ln2_b, eps, n_mlp);
     }
     project_qkv(n, q, k, v);
-    for (const BlockSegment& s : segments)
-      attend(s, segment_rows(q, s), segment_rows(k, s), segment_rows(v, s), segment_rows(att, s));
+    for (const AttentionRun& a : AttentionRuns(*this, segments))
+      attend(a, a.rows_of(q), a.rows_of(k), a.rows_of(v), a.rows_of(att));
     be.matmul_add(att, w_.wo, bias(w_.bo), x);
 
     if (!c_.parallel_attn) be.layer_norm(x, w_.ln2_w, w_.ln2_b, eps, n_mlp);  // of h, after attention
@@ -160,24 +160,21 @@ class FalconBlock final : public Block {
     be.matmul_add(up, w_.w_down, bias(w_.b_down), x);
   }
 
-  // One segment's attention: RoPE, its keys and values into its cache, its queries over the cache (its rows of
-  // q [r, Hq·Dh], k, v [r, Hkv·Dh], att [r, Hq·Dh]).
-  void attend(const BlockSegment& s, Tensor q, Tensor k, Tensor v, Tensor att) {
+  // One run's attention (model/arch/attention_runs.hpp): RoPE, its keys and values into its cache, its queries over
+  // the cache (its rows of q [r, Hq·Dh], k, v [r, Hkv·Dh], att [r, Hq·Dh]).
+  void attend(const AttentionRun& a, Tensor q, Tensor k, Tensor v, Tensor att) {
     Backend& be = backend_;
-    const int64_t b = s.batch, t = s.tokens, r = s.rows();
+    const int64_t b = a.batch, t = a.tokens, r = a.rows();
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
-    StepCache step(*this, s.cache, b, t, s.positions);
-    const std::span<const int32_t> slots = step.slots();
-    const KvPages kv = step.cache().pages();
     Tensor q3 = q.reshaped({r, hq, hd}), k3 = k.reshaped({r, hkv, hd});
-    if (step.at_positions(s.positions)) {
-      be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), s.positions, inv_freq_, kv);
+    if (a.at_positions) {
+      be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), a.positions, inv_freq_, a.pages);
     } else {
-      be.rope(q3, s.positions, inv_freq_);
-      be.rope(k3, s.positions, inv_freq_);
-      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), slots, kv);
+      be.rope(q3, a.positions, inv_freq_);
+      be.rope(k3, a.positions, inv_freq_);
+      be.kv_write(k.reshaped({b, t, hkv, hd}), v.reshaped({b, t, hkv, hd}), a.slots, a.pages);
     }
-    be.attention(q.reshaped({b, t, hq, hd}), kv, slots, attention_, att);
+    be.attention(q.reshaped({b, t, hq, hd}), a.pages, a.slots, attention_, att);
   }
 
   void backward(const Tensor& hidden_in, std::span<const int32_t> positions, Tensor& grad,

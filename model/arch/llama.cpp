@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "model/arch/registry.hpp"
-#include "model/arch/step_cache.hpp"
+#include "model/arch/attention_runs.hpp"
 #include "model/arch/sparse_moe.hpp"
 #include "model/weights/load_weight.hpp"
 
@@ -219,8 +219,8 @@ class LlamaBlock final : public Block {
       q = head_norm(q, w_.q_norm, hq);
       k = head_norm(k, w_.k_norm, hkv);
     }
-    for (const BlockSegment& s : segments)
-      attend(s, segment_rows(q, s), segment_rows(k, s), segment_rows(v, s), segment_rows(att, s));
+    for (const AttentionRun& a : AttentionRuns(*this, segments))
+      attend(a, a.rows_of(q), a.rows_of(k), a.rows_of(v), a.rows_of(att));
     residual_add(att, Projection::o, lora, w_.post_attn_norm, x);
 
     be.rms_norm(x, w_.ffn_norm, static_cast<float>(c_.norm_eps), n);
@@ -367,17 +367,15 @@ class LlamaBlock final : public Block {
     return dx;
   }
 
-  // One segment's attention: RoPE on its queries and keys, its keys and values into its cache, and its queries
-  // over the cache. q [r, Hq·Dh], k, v [r, Hkv·Dh], att [r, Hq·Dh] are its rows.
-  void attend(const BlockSegment& s, Tensor q, Tensor k, Tensor v, Tensor att) {
+  // One run's attention (model/arch/attention_runs.hpp): RoPE on its queries and keys, its keys and values into its
+  // cache, and its queries over the cache. q [r, Hq·Dh], k, v [r, Hkv·Dh], att [r, Hq·Dh] are its rows.
+  void attend(const AttentionRun& a, Tensor q, Tensor k, Tensor v, Tensor att) {
     Backend& be = backend_;
-    const int64_t b = s.batch, t = s.tokens, r = s.rows();
+    const int64_t b = a.batch, t = a.tokens, r = a.rows();
     const int64_t hq = c_.num_heads, hkv = c_.num_kv_heads, hd = c_.head_dim;
-    const std::span<const int32_t> positions = s.positions;
-    StepCache step(*this, s.cache, b, t, positions);
-    const std::span<const int32_t> slots = step.slots();
+    const std::span<const int32_t> positions = a.positions, slots = a.slots;
     Tensor q3 = q.reshaped({r, hq, hd}), k3 = k.reshaped({r, hkv, hd});
-    const KvPages kv = step.cache().pages();
+    const KvPages& kv = a.pages;
     // A ring (a windowed layer's cache, shorter than the session) takes a long step in pieces it can hold beside
     // what each piece's earliest query sees: a piece's keys written, then its queries attend, piece after piece.
     const int64_t piece = kv.ring ? kv.slots() - attention_.window + 1 : t;
@@ -395,7 +393,7 @@ class LlamaBlock final : public Block {
         }
       return;
     }
-    if (step.at_positions(positions) && rope_scale_ == 1.0f) {
+    if (a.at_positions && rope_scale_ == 1.0f) {
       be.rope_kv_write(q3, k3, v.reshaped({r, hkv, hd}), positions, frequencies(positions), kv);
     } else {
       be.rope(q3, positions, frequencies(positions), rope_scale_);

@@ -7,10 +7,12 @@
 #define BOOST_TEST_MODULE batched_forward
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <random>
 
+#include "model/arch/attention_runs.hpp"
 #include "model/block.hpp"
 #include "model/lora.hpp"
 #include "support/expect_error.hpp"
@@ -73,19 +75,43 @@ Tensor cache_slots(const KVCache& cache, bool values) {
 // Caches as a server's sessions get them: pages of 8 tokens from one pool of the block, handed out after other
 // caches came and went, so that each cache's pages are scattered and out of order; at a block whose attention
 // slides, rings of its window (which take a prompt longer than the ring in pieces).
-std::vector<KVCache> pooled_caches(const Block& block, const std::vector<int64_t>& batches, int64_t max_length) {
+std::vector<KVCache> pooled_caches(const Block& block, const std::vector<int64_t>& batches,
+                                   const std::vector<int64_t>& max_lengths) {
   auto pool = block.make_pool(64, 8);
   std::vector<KVCache> holes;
   for (int i = 0; i < 12; ++i) holes.push_back(std::move(*KVCache::take(pool, 1, 8 * (1 + i % 3))));
   std::vector<KVCache> out;
   for (size_t i = 0; i < holes.size(); i += 2) holes[i] = KVCache();  // every other one given back
-  for (int64_t b : batches) {
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const int64_t b = batches[i], max_length = max_lengths[i];
     auto cache = KVCache::take(pool, b, max_length, block.kv_window());
     BOOST_REQUIRE(cache);
-    if (block.kv_window() > 0) BOOST_TEST(cache->pages().ring == (block.kv_window() + 7 < max_length));
+    // A ring holds the window and a page less one, in whole pages of 8.
+    if (block.kv_window() > 0) BOOST_TEST(cache->pages().ring == ((block.kv_window() + 7 + 7) / 8 * 8 < max_length));
     out.push_back(std::move(*cache));
   }
   return out;
+}
+std::vector<KVCache> pooled_caches(const Block& block, const std::vector<int64_t>& batches, int64_t max_length) {
+  return pooled_caches(block, batches, std::vector<int64_t>(batches.size(), max_length));
+}
+
+// The segments of `steps` side by side in one batch, at `positions` (one entry per step), with `caches`.
+std::vector<BlockSegment> segments_of(const std::vector<Step>& steps,
+                                      const std::vector<std::vector<int32_t>>& positions,
+                                      std::vector<KVCache>& caches) {
+  std::vector<BlockSegment> segments;
+  int64_t row = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    segments.push_back({.row = row,
+                        .batch = steps[i].b,
+                        .tokens = steps[i].t(),
+                        .positions = positions[i],
+                        .cache = steps[i].cached ? &caches[i] : nullptr,
+                        .lora = steps[i].lora});
+    row += steps[i].b * steps[i].t();
+  }
+  return segments;
 }
 
 // Runs `steps` (one per session) through `block`: alone, each with its own cache, and batched, with a second set
@@ -105,23 +131,13 @@ void check_round(Block& block, const std::vector<Step>& steps, std::vector<KVCac
   }
   Tensor all = Tensor::empty(DType::f32, {rows, d});
   std::vector<std::vector<int32_t>> positions;
-  std::vector<BlockSegment> segments;
   int64_t row = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     std::copy_n(inputs[i].data_as<const float>(), inputs[i].numel(), all.data_as<float>() + row * d);
     positions.push_back(steps[i].positions());
     row += steps[i].b * steps[i].t();
   }
-  row = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    segments.push_back({.row = row,
-                        .batch = steps[i].b,
-                        .tokens = steps[i].t(),
-                        .positions = positions[i],
-                        .cache = steps[i].cached ? &batch_caches[i] : nullptr,
-                        .lora = steps[i].lora});
-    row += steps[i].b * steps[i].t();
-  }
+  const std::vector<BlockSegment> segments = segments_of(steps, positions, batch_caches);
   Tensor dev = backend().upload(all.clone());
   block.forward_batch(dev, segments);
   const Tensor out = backend().download(dev);
@@ -161,6 +177,45 @@ BOOST_DATA_TEST_CASE(a_batch_of_sessions_computes_what_each_computes_alone, bdat
     // Decode steps beside the next chunk of a prompt.
     check_round(*block, {{1, range(long_prompt, long_prompt + 1)}, {1, range(3, 9)}, {2, range(2, 3)}}, alone, batched,
                 rng, c.hidden_size, where + ", decode and a chunk");
+  }
+}
+
+// Adjacent decode steps of sessions whose caches differ in length (page tables of different widths, pages scattered
+// over the pool) share one attention call (model/arch/attention_runs.hpp); a prompt's chunk between them, or a
+// ring's cache, runs alone. Each session's output and cache are what it computes alone.
+BOOST_DATA_TEST_CASE(adjacent_decode_steps_share_one_attention_call, bdata::make(kModels), name) {
+  auto source = open_weights(model_dir(name));
+  const ModelConfig& c = source->config();
+  std::mt19937 rng(5);
+  const int32_t longest = static_cast<int32_t>(std::min<int64_t>(40, c.max_position - 4));
+  const std::vector<int32_t> prompts = {3, longest, 9, 17, 5};
+  const std::vector<int64_t> batches = {1, 1, 2, 1, 1};
+  std::vector<int64_t> lengths;
+  for (int32_t p : prompts) lengths.push_back(p + 3);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    std::unique_ptr<Block> block = load_block(*source, l, backend());
+    std::vector<KVCache> alone;
+    for (size_t i = 0; i < prompts.size(); ++i) alone.push_back(block->make_cache(batches[i], lengths[i]));
+    std::vector<KVCache> batched = pooled_caches(*block, batches, lengths);
+    const bool rings = std::any_of(batched.begin(), batched.end(), [](const KVCache& k) { return k.pages().ring; });
+    const std::string where = std::string(name) + " block " + std::to_string(l);
+    auto runs = [&](const std::vector<Step>& steps) {
+      std::vector<std::vector<int32_t>> positions;
+      for (const Step& s : steps) positions.push_back(s.positions());
+      const std::vector<BlockSegment> segments = segments_of(steps, positions, batched);
+      return AttentionRuns(*block, segments).size();
+    };
+    std::vector<Step> steps;
+    for (size_t i = 0; i < prompts.size(); ++i) steps.push_back({batches[i], range(0, prompts[i])});
+    check_round(*block, steps, alone, batched, rng, c.hidden_size, where + ", prompts");
+    // Every session's next token: one run.
+    for (size_t i = 0; i < prompts.size(); ++i) steps[i].one = range(prompts[i], prompts[i] + 1);
+    if (!rings) BOOST_TEST(runs(steps) == 1u, where);
+    check_round(*block, steps, alone, batched, rng, c.hidden_size, where + ", decode");
+    // Two tokens of the third session between the others' next ones: three runs.
+    for (size_t i = 0; i < prompts.size(); ++i) steps[i].one = range(prompts[i] + 1, prompts[i] + (i == 2 ? 3 : 2));
+    if (!rings) BOOST_TEST(runs(steps) == 3u, where);
+    check_round(*block, steps, alone, batched, rng, c.hidden_size, where + ", decode around a chunk");
   }
 }
 
