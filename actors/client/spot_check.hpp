@@ -59,9 +59,11 @@ struct check_result {
   std::string why;  // lied: how the outputs differ
 };
 
-// A hop's work done again on a chain of other servers: its output and the chain.
+// A hop's work done again on a chain of other servers: its output (a backward's: the gradient of its input, and of
+// the prompts of its blocks when it had prompts) and the chain.
 struct recomputation {
   Tensor hidden;
+  Tensor grad_prompts;
   std::vector<planned_hop> chain;
 };
 using recomputation_done = std::function<void(caf::expected<recomputation>)>;

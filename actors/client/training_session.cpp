@@ -63,11 +63,12 @@ struct session_state {
   std::map<std::string, std::vector<pending_call>> pending;
   std::map<uint64_t, pass_ptr> passes;
   uint64_t next_pass = 1;
-  std::vector<std::string> last_routes;  // of the latest forward or backward, one line per sub-batch
-  inbound_streams inbound;               // large replies arriving in chunks
-  uint64_t next_stream = 1;              // numbers the large requests sent in chunks
-  std::set<std::string> checked;         // servers whose forwards this session has spot-checked
-  std::mt19937_64 rng;                   // which forwards are spot-checked (seeded from the options)
+  std::vector<std::string> last_routes;    // of the latest forward or backward, one line per sub-batch
+  inbound_streams inbound;                 // large replies arriving in chunks
+  uint64_t next_stream = 1;                // numbers the large requests sent in chunks
+  std::set<std::string> checked;           // servers whose forwards this session has spot-checked
+  std::set<std::string> checked_backward;  // servers whose backwards this session has spot-checked
+  std::mt19937_64 rng;                     // which forwards are spot-checked (seeded from the options)
   static inline const char* name = "training_session";
 };
 
@@ -237,14 +238,13 @@ void forward_chain(session_actor* self, pass_ptr p, size_t j, std::shared_ptr<re
       [=](caf::error e) { done(std::move(e)); });
 }
 
-// Checks hop k of part j, whose forward output is `claimed`: its input recomputed on other servers of its blocks
-// (decide_check: a second verifier settles a disagreement). A verifier that a second one outvotes is left out of
-// the session and reported.
-void check_forward(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor claimed,
-                   std::function<void(check_result)> done) {
-  const hop_run& hop = p->parts[j].route[k];
-  const planned_hop checked = hop.plan;
-  const Tensor input = hop.input;
+// Checks hop k of part j by decide_check's rule: `run` does the hop's work again on a chain of other servers of its
+// blocks (planned here, into r->chain), `differs` compares its result with the hop's. A verifier that a second one
+// outvotes is left out of the session and reported.
+void check_hop(session_actor* self, pass_ptr p, size_t j, size_t k,
+               std::function<void(std::shared_ptr<recomputation> r, recomputation_done)> run,
+               std::function<std::string(const recomputation&)> differs, std::function<void(check_result)> done) {
+  const planned_hop checked = p->parts[j].route[k].plan;
   std::set<std::string> avoid = self->state.excluded;
   avoid.insert(self->state.banned.begin(), self->state.banned.end());
   avoid.insert(peer_id(checked));
@@ -255,9 +255,9 @@ void check_forward(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor c
         if (!verifiers.ok()) return d(make_error(errc::no_route, verifiers.error));
         auto r = std::make_shared<recomputation>();
         r->chain = std::move(verifiers.hops);
-        forward_chain(self, p, j, r, 0, input, d);
+        run(r, d);
       },
-      [=](const recomputation& r) { return compare_outputs(claimed, r.hidden, tolerance_for(checked, r.chain)); },
+      std::move(differs),
       [=](const planned_hop& v) {
         auto e = make_error(errc::wrong_output, "a spot check it answered disagreed with two servers");
         self->state.excluded.insert(peer_id(v));
@@ -266,10 +266,23 @@ void check_forward(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor c
       std::move(done));
 }
 
-// Whether the forward of `hop` is checked: at random (1 / every), and always on a server not checked yet.
-bool wants_check(session_actor* self, const planned_hop& hop) {
+// Checks hop k of part j, whose forward output is `claimed`: its input recomputed on other servers of its blocks.
+void check_forward(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor claimed,
+                   std::function<void(check_result)> done) {
+  const planned_hop checked = p->parts[j].route[k].plan;
+  const Tensor input = p->parts[j].route[k].input;
+  check_hop(
+      self, p, j, k,
+      [=](std::shared_ptr<recomputation> r, recomputation_done d) { forward_chain(self, p, j, r, 0, input, d); },
+      [=](const recomputation& r) { return compare_outputs(claimed, r.hidden, tolerance_for(checked, r.chain)); },
+      std::move(done));
+}
+
+// Whether work of `hop` is checked: at random (1 / every), and always on a server not in `checked` yet (the servers
+// whose forwards, or backwards, this session has checked).
+bool wants_check(session_actor* self, const planned_hop& hop, const std::set<std::string>& checked) {
   auto& st = self->state;
-  return !hops_to_check(st.opt.spot_checks, {st.checked.count(peer_id(hop)) == 0}, st.rng).empty();
+  return !hops_to_check(st.opt.spot_checks, {checked.count(peer_id(hop)) == 0}, st.rng).empty();
 }
 
 // Runs hops [k, end) of part j forward, each from its kept input, keeping the input of the next; cont gets the
@@ -294,7 +307,7 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
   forward_once(
       self, p, j, plan, hop.input,
       [=](Tensor claimed) {
-        if (!wants_check(self, plan)) return accept(std::move(claimed));
+        if (!wants_check(self, plan, self->state.checked)) return accept(std::move(claimed));
         check_forward(self, p, j, k, claimed, [=](check_result c) {
           if (c.verdict == check_result::lied)
             return replace(make_error(errc::wrong_output, "server " + plan.address + " (blocks " +
@@ -312,23 +325,101 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
       });
 }
 
+// A backward's results: the gradient of the input and, when the part has prompts, of the hop's prompts.
+using backward_done = std::function<void(Tensor grad_input, Tensor grad_prompts)>;
+
+// Sends part j's backward of `grad` (the gradient of the output of `hop`'s blocks for `input`) to hop's server.
+// on_output gets the gradients once they are well formed (f32, the shapes of the input and of the hop's prompts);
+// on_failure gets anything else, all of them the server's failures but the client's own bad request.
+void backward_once(session_actor* self, pass_ptr p, size_t j, const planned_hop& hop, Tensor input, Tensor grad,
+                   backward_done on_output, std::function<void(caf::error)> on_failure) {
+  const part_state& part = p->parts[j];
+  const Tensor prompts = prompt_slice(part, hop);
+  const Shape shape = input.shape();
+  const bool with_prompts = prompts.defined();
+  const Shape prompt_shape = with_prompts ? prompts.shape() : Shape{};
+  backward_request req{
+      std::move(input), std::move(grad), part.positions, prompts, hop.first, hop.last, self->state.opt.adapter, 0, {}};
+  ask_server<backward_reply>(
+      self, hop.address, std::move(req),
+      [=](backward_reply& r) {
+        if (auto e = malformed_output(r.grad_input, shape, hop.address, "an input gradient"))
+          return on_failure(std::move(e));
+        if (with_prompts)
+          if (auto e = malformed_output(r.grad_prompts, prompt_shape, hop.address, "prompt gradients"))
+            return on_failure(std::move(e));
+        on_output(std::move(r.grad_input), with_prompts ? std::move(r.grad_prompts) : Tensor{});
+      },
+      on_failure);
+}
+
+// The backward of verifier hops [0, i] of `r->chain` from `grad` (the gradient of hop i's output), hop h's input
+// being inputs[h]; each hop's prompt gradients go to their rows of r->grad_prompts, whose first row is block
+// `first`. done gets the gradient of hop 0's input in r->hidden, or the first failure.
+void backward_chain(session_actor* self, pass_ptr p, size_t j, std::shared_ptr<recomputation> r,
+                    std::shared_ptr<std::vector<Tensor>> inputs, size_t i, int64_t first, Tensor grad,
+                    recomputation_done done) {
+  const planned_hop hop = r->chain[i];
+  backward_once(
+      self, p, j, hop, (*inputs)[i], std::move(grad),
+      [=](Tensor grad_input, Tensor grad_prompts) {
+        if (grad_prompts.defined()) {
+          Tensor dst = r->grad_prompts.slice_rows(hop.first - first, hop.last - first);
+          std::memcpy(dst.data(), grad_prompts.data(), static_cast<size_t>(dst.nbytes()));
+        }
+        if (i > 0) return backward_chain(self, p, j, r, inputs, i - 1, first, std::move(grad_input), done);
+        r->hidden = std::move(grad_input);
+        done(std::move(*r));
+      },
+      [=](caf::error e) { done(std::move(e)); });
+}
+
+// Runs verifier hops [i, n - 1) of r->chain forward from (*inputs)[i], keeping each one's input, then the chain's
+// backward from its last hop (backward_chain).
+void recompute_backward(session_actor* self, pass_ptr p, size_t j, std::shared_ptr<recomputation> r,
+                        std::shared_ptr<std::vector<Tensor>> inputs, size_t i, int64_t first, Tensor grad,
+                        recomputation_done done) {
+  if (i + 1 == r->chain.size()) return backward_chain(self, p, j, r, inputs, i, first, std::move(grad), done);
+  forward_once(
+      self, p, j, r->chain[i], (*inputs)[i],
+      [=](Tensor out) {
+        inputs->push_back(std::move(out));
+        recompute_backward(self, p, j, r, inputs, i + 1, first, grad, done);
+      },
+      [=](caf::error e) { done(std::move(e)); });
+}
+
+// Checks the backward of hop k of part j, whose claimed gradients are `grad_input` and `grad_prompts` for `grad`:
+// recomputed on other servers of its blocks from the hop's kept input (a chain of several runs its forward first,
+// for each hop's input), as check_forward checks a forward.
+void check_backward(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor grad, Tensor grad_input,
+                    Tensor grad_prompts, std::function<void(check_result)> done) {
+  const planned_hop checked = p->parts[j].route[k].plan;
+  const Tensor input = p->parts[j].route[k].input;
+  check_hop(
+      self, p, j, k,
+      [=](std::shared_ptr<recomputation> r, recomputation_done d) {
+        if (grad_prompts.defined()) r->grad_prompts = Tensor::empty(DType::f32, grad_prompts.shape());
+        auto inputs = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{input});
+        recompute_backward(self, p, j, r, inputs, 0, checked.first, grad, d);
+      },
+      [=](const recomputation& r) {
+        const double tolerance = tolerance_for(checked, r.chain);
+        std::string diff = compare_outputs(grad_input, r.hidden, tolerance);
+        if (diff.empty() && grad_prompts.defined()) diff = compare_outputs(grad_prompts, r.grad_prompts, tolerance);
+        return diff;
+      },
+      std::move(done));
+}
+
 // Runs hops k, k - 1, ..., 0 of part j backward from `grad` (the gradient of hop k's output); cont gets the
 // gradient of the part's input. A failing server is replaced; its replacements recompute their forward from the
 // kept input first.
 void backward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor grad, tensor_cont cont) {
-  const part_state& part = p->parts[j];
-  const hop_run& hop = part.route[k];
-  backward_request req{hop.input,
-                       grad,
-                       part.positions,
-                       prompt_slice(part, hop.plan),
-                       hop.plan.first,
-                       hop.plan.last,
-                       self->state.opt.adapter,
-                       0,
-                       {}};
-  // The server of hop k failed or sent malformed gradients: its replacements recompute their forward from the
-  // kept input first (one replacement needs none: the backward request carries the input).
+  const hop_run& hop = p->parts[j].route[k];
+  const planned_hop plan = hop.plan;
+  // The server of hop k failed, sent malformed gradients or wrong ones: its replacements recompute their forward
+  // from the kept input first (one replacement needs none: the backward request carries the input).
   auto replace = [=](caf::error e) {
     replace_hop(self, p, j, k, std::move(e), [=](caf::error re, size_t n) {
       if (re) return cont(std::move(re));
@@ -339,21 +430,28 @@ void backward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor g
       });
     });
   };
-  ask_server<backward_reply>(
-      self, hop.plan.address, std::move(req),
-      [=](backward_reply& r) {
-        part_state& part = p->parts[j];
-        const planned_hop plan = part.route[k].plan;
-        if (auto e = malformed_output(r.grad_input, part.route[k].input.shape(), plan.address, "an input gradient"))
-          return replace(std::move(e));
-        if (has_prompts(part.prompts)) {
-          Tensor dst = part.grad_prompts.slice_rows(plan.first, plan.last);
-          if (auto e = malformed_output(r.grad_prompts, dst.shape(), plan.address, "prompt gradients"))
-            return replace(std::move(e));
-          std::memcpy(dst.data(), r.grad_prompts.data(), static_cast<size_t>(dst.nbytes()));
-        }
-        if (k == 0) return cont(std::move(r.grad_input));
-        backward_hops(self, p, j, k - 1, std::move(r.grad_input), cont);
+  auto accept = [=](Tensor grad_input, Tensor grad_prompts) {
+    if (grad_prompts.defined()) {
+      Tensor dst = p->parts[j].grad_prompts.slice_rows(plan.first, plan.last);
+      std::memcpy(dst.data(), grad_prompts.data(), static_cast<size_t>(dst.nbytes()));
+    }
+    if (k == 0) return cont(std::move(grad_input));
+    backward_hops(self, p, j, k - 1, std::move(grad_input), cont);
+  };
+  backward_once(
+      self, p, j, plan, hop.input, grad,
+      [=](Tensor grad_input, Tensor grad_prompts) {
+        // (A server's backwards are checked on their own: it may compute forwards honestly and lie in gradients.)
+        if (!wants_check(self, plan, self->state.checked_backward))
+          return accept(std::move(grad_input), std::move(grad_prompts));
+        check_backward(self, p, j, k, grad, grad_input, grad_prompts, [=](check_result c) {
+          if (c.verdict == check_result::lied)
+            return replace(make_error(errc::wrong_output, "server " + plan.address + " (blocks " +
+                                                              block_span(plan.first, plan.last) +
+                                                              "), a backward: " + c.why));
+          self->state.checked_backward.insert(peer_id(plan));
+          accept(grad_input, grad_prompts);
+        });
       },
       [=](caf::error e) {
         if (!replaceable(e)) return cont(std::move(e));

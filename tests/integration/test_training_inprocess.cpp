@@ -143,6 +143,20 @@ caf::behavior wrong_forwards(caf::event_based_actor* self, caf::actor real) {
   })};
 }
 
+// A server whose backwards are wrong (every input gradient scaled by 1.5, and its prompt gradients too) and whose
+// forwards are right.
+caf::behavior wrong_backwards(caf::event_based_actor* self, caf::actor real) {
+  pass_on_the_rest(self, real);
+  return {tamper<backward_request, backward_reply>(self, real, [](backward_reply& r) {
+    for (Tensor* t : {&r.grad_input, &r.grad_prompts}) {
+      if (!t->defined()) continue;
+      Tensor scaled = Tensor::empty(DType::f32, t->shape());
+      for (int64_t i = 0; i < scaled.numel(); ++i) scaled.data_as<float>()[i] = t->data_as<const float>()[i] * 1.5f;
+      *t = scaled;
+    }
+  })};
+}
+
 // The error of a failed reply, for messages (an expected holding a value has none).
 template <class T>
 std::string why(const caf::expected<T>& r) {
@@ -327,20 +341,42 @@ BOOST_AUTO_TEST_CASE(a_server_that_returns_malformed_tensors_is_replaced) {
   }
 }
 
-// A server whose forwards are wrong is caught by spot checks (every forward checked here): as the checked server,
-// outvoted by two others, and as a verifier, outvoted by a second one. It is left out, and the forward and the
-// backward equal the local blocks'. (Without checks the training client took its forwards on faith.)
-BOOST_AUTO_TEST_CASE(a_server_whose_forwards_are_wrong_is_caught_by_spot_checks) {
-  training_swarm f({{0, 4}, {0, 4}, {0, 4}});
-  auto proxy = f.keep(f.sys.spawn(wrong_forwards, caf::actor_cast<caf::actor>(f.servers[0].gate)));
+namespace {
+
+// Server 0 of `spans` behind `liar`, every forward and backward checked: the forward and the backward equal the local
+// blocks' and the liar is out of the session's routes. Four sub-batches of one sequence (16 tokens) each, over the
+// servers (the sums of one sequence at a time round differently from the whole batch's, by up to 2e-5).
+void a_liar_is_caught_by_spot_checks(std::vector<std::pair<int64_t, int64_t>> spans,
+                                     caf::behavior (*liar)(caf::event_based_actor*, caf::actor)) {
+  training_swarm f(std::move(spans));
+  auto proxy = f.keep(f.sys.spawn(liar, caf::actor_cast<caf::actor>(f.servers[0].gate)));
   f.self->send(f.connector, register_atom::value, f.addresses[0], proxy);
-  // Four sub-batches of one sequence (16 tokens) each, over the three servers (the sums of one sequence at a time
-  // round differently from the whole batch's, by up to 2e-5).
   auto session = f.session({"", 16}, spot_check_options{1, true});
   forward_and_backward_equal_the_local_blocks(f, session, 1e-4f);
   auto routes = f.ask<std::vector<std::string>>(session, route_atom::value);
   BOOST_REQUIRE(routes);
   for (const auto& r : *routes) BOOST_TEST(r.find(f.addresses[0]) == std::string::npos, r);
+}
+
+}  // namespace
+
+// A server whose forwards are wrong is caught by spot checks (every forward checked here): as the checked server,
+// outvoted by two others, and as a verifier, outvoted by a second one. (Without checks the training client took its
+// forwards on faith.)
+BOOST_AUTO_TEST_CASE(a_server_whose_forwards_are_wrong_is_caught_by_spot_checks) {
+  a_liar_is_caught_by_spot_checks({{0, 4}, {0, 4}, {0, 4}}, wrong_forwards);
+}
+
+// A server whose backwards are wrong (its forwards right) is caught by spot checks of backwards, which count their
+// own servers checked: as the checked server and as a verifier. (Without them the gradients were taken on faith.)
+BOOST_AUTO_TEST_CASE(a_server_whose_backwards_are_wrong_is_caught_by_spot_checks) {
+  a_liar_is_caught_by_spot_checks({{0, 4}, {0, 4}, {0, 4}}, wrong_backwards);
+}
+
+// Verifiers of a backward that span the checked server's blocks in two hops run their forward first, for the second
+// hop's input: a liar over blocks 0..3 checked on servers of 0..1 and 2..3.
+BOOST_AUTO_TEST_CASE(a_backward_is_checked_on_a_chain_of_servers) {
+  a_liar_is_caught_by_spot_checks({{0, 4}, {0, 2}, {2, 4}, {0, 2}, {2, 4}}, wrong_backwards);
 }
 
 BOOST_AUTO_TEST_CASE(bad_training_input_on_the_client_gets_clear_errors) {
