@@ -70,15 +70,16 @@ void add_alibi(float* row, int64_t span, float slope, int64_t first) {
 // block of rows, scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place. The keys and
 // values are read once per group rather than once per query head (Hq / Hkv = 8 times for TinyLlama), and the
 // products run as GEMMs rather than one dot product at a time (at 1500 cached tokens, 13.5 against 50.4 ms of a
-// TinyLlama-shaped decode step on 2 threads: docs/PERFORMANCE.md, "Attention over a paged KV cache"). When there
-// are fewer groups than two per thread, each group's heads are split into as many pieces as give every thread two
-// (each piece reads the group's keys and values again; pieces never outnumber the group's heads, so none is
-// empty).
+// TinyLlama-shaped decode step on 2 threads: docs/PERFORMANCE.md, "Attention over a paged KV cache"). When a
+// sequence has fewer groups than two per thread, each group's heads are split into as many pieces as give every
+// thread two (each piece reads the group's keys and values again; pieces never outnumber the group's heads, so none
+// is empty). The split is the sequence's, not the batch's: a product of fewer rows may round otherwise, and a
+// session's tokens must not depend on the sessions batched with it (a batch's decode steps are one call).
 void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const KvPages& cache,
                         std::span<const int32_t> positions, const AttentionSpec& spec, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;
-  const int64_t groups = d.b * d.t * d.hkv;
-  const int64_t pieces = std::clamp<int64_t>((2 * pool.size() + groups - 1) / groups, 1, d.group);
+  const int64_t groups = d.b * d.t * d.hkv, per_sequence = d.t * d.hkv;
+  const int64_t pieces = std::clamp<int64_t>((2 * pool.size() + per_sequence - 1) / per_sequence, 1, d.group);
   pool.parallel_for(groups * pieces, 1, [&](int64_t w0, int64_t w1) {
     omp_set_num_threads(1);  // oneDNN computes in this thread only
     thread_local std::vector<float> scores;
