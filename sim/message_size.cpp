@@ -54,9 +54,9 @@ message_weight weigh(const caf::type_erased_tuple& x) {
     return {kFraming + contact_bytes(m->sender) + m->key.size(), traffic_kind::dht};
   if (auto m = as<dht_find_value_reply>(x))
     return {kFraming + contact_bytes(m->responder) + items_bytes(m->items) + contacts_bytes(m->contacts),
-            traffic_kind::dht};
+            traffic_kind::dht, &m->items};
   if (auto m = as<dht_store_request>(x))
-    return {kFraming + contact_bytes(m->sender) + m->key.size() + items_bytes(m->items), traffic_kind::dht};
+    return {kFraming + contact_bytes(m->sender) + m->key.size() + items_bytes(m->items), traffic_kind::dht, &m->items};
   if (auto m = as<dht_store_reply>(x))
     return {kFraming + contact_bytes(m->responder) + m->stored.size(), traffic_kind::dht};
   if (as<open_session>(x) || as<session_opened>(x) || as<close_session>(x)) return {kFraming, traffic_kind::session};

@@ -6,6 +6,11 @@
 #include <caf/type_erased_tuple.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+namespace corolla {
+struct dht_item;
+}
 
 namespace corolla::sim {
 
@@ -17,6 +22,9 @@ const char* kind_name(traffic_kind k);
 struct message_weight {
   uint64_t bytes = 64;
   traffic_kind kind = traffic_kind::other;
+  // The signed DHT records whose signatures the receiver checks (a store request's, a find_value reply's), inside
+  // the message weighed.
+  const std::vector<dht_item>* records = nullptr;
 };
 
 message_weight weigh(const caf::type_erased_tuple& content);

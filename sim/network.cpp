@@ -26,7 +26,7 @@ node_index Network::add_node(std::string name, const std::string& region, double
   const auto r = find_region(region);
   if (!r) throw std::invalid_argument("unknown region '" + region + "'");
   const double mbps = bandwidth_mbps > 0 ? bandwidth_mbps : model_.bandwidth_mbps;
-  nodes_.push_back({std::move(name), *r, mbps * 1e6, {}});
+  nodes_.push_back({std::move(name), *r, mbps * 1e6, {}, {}, {}});
   return nodes_.size() - 1;
 }
 
@@ -72,8 +72,24 @@ bool Network::reachable(node_index from, node_index to) const {
   return !(a || b) || nodes_[from].region == nodes_[to].region;
 }
 
+uint64_t Network::new_records(node& n, const std::vector<dht_item>& records) {
+  constexpr size_t kCheckedRecords = 16384;  // signed_record.cpp's kMaxRecords
+  uint64_t fresh = 0;
+  for (const dht_item& r : records) {
+    // A record is known by its subkey and its last 64 bytes (its signature, which Cap'n Proto writes last).
+    const std::string_view value(r.value), tail = value.substr(value.size() - std::min<size_t>(value.size(), 64));
+    const uint64_t h =
+        std::hash<std::string_view>{}(tail) ^ (std::hash<std::string_view>{}(r.subkey) * 0x9e3779b97f4a7c15ull);
+    if (n.checked.count(h)) continue;
+    if (n.checked.size() >= kCheckedRecords) n.checked.clear();
+    n.checked.insert(h);
+    ++fresh;
+  }
+  return fresh;
+}
+
 std::optional<caf::timespan> Network::deliver(node_index from, node_index to, uint64_t bytes, traffic_kind kind,
-                                              caf::actor_clock::time_point now) {
+                                              caf::actor_clock::time_point now, const std::vector<dht_item>* records) {
   const double now_s = std::chrono::duration<double>(now - origin_).count();
   kind_counts& counts = traffic_[static_cast<size_t>(kind)];
   ++counts.messages;
@@ -93,7 +109,16 @@ std::optional<caf::timespan> Network::deliver(node_index from, node_index to, ui
   node& sender = nodes_[from];
   const auto leaves = std::max(now, sender.uplink_free);  // once the sender's earlier messages have left
   sender.uplink_free = leaves + timespan_of(8.0 * static_cast<double>(bytes) / sender.bandwidth_bps);
-  return (leaves - now) + alone;
+  const auto arrives = leaves + alone;
+  if (!records || records->empty() || model_.signature_check_us <= 0) return arrives - now;
+  node& receiver = nodes_[to];
+  const uint64_t fresh = new_records(receiver, *records);
+  if (fresh == 0) return arrives - now;
+  const double seconds = static_cast<double>(fresh) * model_.signature_check_us * 1e-6;
+  signature_checks_ += fresh;
+  signature_check_s_ += seconds;
+  receiver.checker_free = std::max(arrives, receiver.checker_free) + timespan_of(seconds);
+  return receiver.checker_free - now;
 }
 
 traffic_counts Network::traffic() const {
@@ -107,6 +132,8 @@ traffic_counts Network::traffic() const {
     out.messages_per_minute[name] = c.per_minute;
     if (c.lost > 0) out.lost[name] = c.lost;
   }
+  out.signature_checks = signature_checks_;
+  out.signature_check_s = signature_check_s_;
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 #include <optional>
 #include <random>
 #include <set>
@@ -37,6 +38,9 @@ inline caf::timespan timespan_of(double seconds) {
 struct traffic_counts {
   std::map<std::string, uint64_t> messages, bytes, lost;
   std::map<std::string, std::vector<uint64_t>> messages_per_minute;
+  // Signatures of DHT records checked by the nodes that received them, and the CPU time that took.
+  uint64_t signature_checks = 0;
+  double signature_check_s = 0;
 };
 
 class Network {
@@ -63,9 +67,12 @@ class Network {
   double transfer_s(node_index from, node_index to, uint64_t bytes) const;
   // The delivery delay of one message of `bytes` (counted under `kind`), or nullopt when it is lost or the nodes
   // cannot reach each other. A delivered message starts leaving once the sender's earlier messages have left its
-  // uplink (a server's replies to all its sessions share it); the receiver's link is not modelled as shared.
+  // uplink (a server's replies to all its sessions share it); the receiver's link is not modelled as shared. A
+  // message carrying signed `records` takes effect once the receiver has checked the signatures new to it, after
+  // the records of the messages that came before (network_model::signature_check_us).
   std::optional<caf::timespan> deliver(node_index from, node_index to, uint64_t bytes, traffic_kind kind,
-                                       caf::actor_clock::time_point now);
+                                       caf::actor_clock::time_point now,
+                                       const std::vector<dht_item>* records = nullptr);
   // Virtual time zero of the simulation (the per-minute counts start there).
   void set_origin(caf::actor_clock::time_point origin) { origin_ = origin; }
 
@@ -105,7 +112,13 @@ class Network {
     double bandwidth_bps;
     // When the messages it sent so far have left its uplink.
     caf::actor_clock::time_point uplink_free{};
+    // When it has checked the signatures of the records it received so far, and which it has checked: a hash per
+    // record, emptied at 16,384 (as the process-wide cache of signed_record.cpp).
+    caf::actor_clock::time_point checker_free{};
+    std::unordered_set<uint64_t> checked;
   };
+  // How many of `records` `n` has not checked yet; they count as checked from now on.
+  uint64_t new_records(node& n, const std::vector<dht_item>& records);
   struct link_entry {
     node_index from, to;
     caf::weak_actor_ptr link;
@@ -130,6 +143,8 @@ class Network {
   };
   std::array<kind_counts, kTrafficKinds> traffic_{};
   caf::actor_clock::time_point origin_{};
+  uint64_t signature_checks_ = 0;
+  double signature_check_s_ = 0;
 };
 
 }  // namespace corolla::sim

@@ -293,6 +293,8 @@ std::string report_json(const sim_results& r) {
   tr["messages"] = r.traffic.messages;
   tr["bytes"] = r.traffic.bytes;
   tr["lost"] = r.traffic.lost;
+  tr["signature_checks"] = r.traffic.signature_checks;
+  tr["signature_check_s"] = r.traffic.signature_check_s;
   auto dht = r.traffic.messages_per_minute.find("dht");
   tr["dht_messages_per_minute"] = dht == r.traffic.messages_per_minute.end() ? std::vector<uint64_t>{} : dht->second;
   json per = json::array();
@@ -418,7 +420,9 @@ std::string report_html(const sim_results& r) {
     auto lost = r.traffic.lost.count(kind) ? r.traffic.lost.at(kind) : 0;
     o << "<tr><th>" << esc(kind) << "</th><td>" << n << "</td><td>" << bytes << "</td><td>" << lost << "</td></tr>";
   }
-  o << "</table>\n<h2>Servers</h2><table><tr><th>address</th><th>class</th><th>region</th><th>blocks</th>"
+  o << "</table>\n<p>Signatures of DHT records checked by the nodes that received them: " << r.traffic.signature_checks
+    << " (" << r.traffic.signature_check_s << " s of CPU time in all).</p>";
+  o << "\n<h2>Servers</h2><table><tr><th>address</th><th>class</th><th>region</th><th>blocks</th>"
     << "<th>span</th><th>inference tokens/s</th><th>throughput</th><th>moves</th><th>fate</th><th>at (s)</th></tr>";
   for (const auto& x : r.servers)
     o << "<tr><th>" << esc(x.address) << "</th><td>" << esc(x.server_class) << "</td><td>" << esc(x.region)

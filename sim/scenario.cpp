@@ -66,6 +66,7 @@ void read_network(TableReader& r, network_model& n) {
   if (n.loss >= 1) r.fail("loss", "must be below 1");
   r.get_double("connection_timeout_s", n.connection_timeout_s, 0, true);
   r.get_double("clock_skew_s", n.clock_skew_s, 0, false);
+  r.get_double("signature_check_us", n.signature_check_us, 0, false);
   size_t i = 0;
   for (const toml::table* t : tables_at(r, "latency")) {
     TableReader lr(*t, r.source(), "network.latency[" + std::to_string(i++) + "].");

@@ -51,6 +51,11 @@ struct network_model {
   // Each server's and client's wall clock (what a server signs records' expiries in, and every node reads others'
   // against) is off by a uniform draw in [-clock_skew_s, clock_skew_s], a server's the same across its restarts.
   double clock_skew_s = 0;
+  // The CPU time a node spends checking the signature of a DHT record new to it (one it has not checked since its
+  // cache of 16,384 checked records was last emptied, as signed_record.cpp keeps them): the records a DHT node is
+  // asked to store and those a reader gets back are checked before the message takes effect, one after another.
+  // 43 µs: libsodium's Ed25519 verification on a 2-core VM (docs/PERFORMANCE.md, "The cost of signed records").
+  double signature_check_us = 43;
 };
 
 // A class of servers: `count` alike, each drawn within ±jitter of the rates.

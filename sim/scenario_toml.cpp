@@ -55,7 +55,7 @@ std::string scenario_toml(const scenario& sc) {
   o << "\n[network]\nregions = " << quoted_list(regions) << "\nlocal_ms = " << number(n.local_ms)
     << "\nbandwidth_mbps = " << number(n.bandwidth_mbps) << "\nloss = " << number(n.loss)
     << "\nconnection_timeout_s = " << number(n.connection_timeout_s) << "\nclock_skew_s = " << number(n.clock_skew_s)
-    << "\n";
+    << "\nsignature_check_us = " << number(n.signature_check_us) << "\n";
   for (const auto& l : n.latencies)
     o << "[[network.latency]]\nbetween = " << quoted_list({l.a, l.b}) << "\none_way_ms = " << number(l.one_way_ms)
       << "\n";

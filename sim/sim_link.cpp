@@ -54,12 +54,12 @@ class sim_link final : public caf::monitorable_actor {
     if (down_) {
       if (target_gone_) {  // the connection is up: the message still crosses it, to find nobody there
         const message_weight w = weigh(content);
-        net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now());
+        net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now(), w.records);
       }
       return bounce(x);
     }
     const message_weight w = weigh(content);
-    auto delay = net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now());
+    auto delay = net_->deliver(from_, to_, w.bytes, w.kind, sys.clock().now(), w.records);
     if (!delay) return;  // lost: a request times out at its sender
     // One connection carries a link's messages in order (CAF's guarantee between two actors, TCP's on the wire):
     // a message does not overtake the one before it, whatever their sizes or a latency spike's end.

@@ -1,10 +1,11 @@
-// The simulated network's delays (sim/network.hpp): latency plus bytes over the slower link, and a sender's uplink
-// shared by everything it sends, in the order it sends it.
+// The simulated network's delays (sim/network.hpp): latency plus bytes over the slower link, a sender's uplink
+// shared by everything it sends, in the order it sends it, and a receiver's checks of signed records.
 #define BOOST_TEST_MODULE sim_network
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
 
+#include "actors/dht/dht_messages.hpp"
 #include "sim/network.hpp"
 
 using namespace corolla::sim;
@@ -66,4 +67,26 @@ BOOST_FIXTURE_TEST_CASE(lost_and_unreachable_messages_take_no_uplink_time, two_r
   net.crash(far);
   BOOST_TEST(!net.deliver(server, far, kMegabyte, traffic_kind::step, t0));
   BOOST_TEST(delay_ms(server, near, kMegabyte, t0) == 2 + 80, boost::test_tools::tolerance(1e-6));
+}
+
+// Signed DHT records take effect once the receiver has checked the signatures new to it (43 µs each by default),
+// one message's records after another's; records it has checked before cost nothing, nor do messages without any.
+BOOST_FIXTURE_TEST_CASE(a_receiver_checks_the_signatures_of_records_new_to_it, two_regions) {
+  auto record = [](int i) { return corolla::dht_item{"subkey", std::string(100, 'r') + std::to_string(i), 0}; };
+  const std::vector<corolla::dht_item> three = {record(1), record(2), record(3)}, two = {record(3), record(4)};
+  auto delay = [&](node_index from, const std::vector<corolla::dht_item>* records, caf::actor_clock::time_point at) {
+    auto d = net.deliver(from, near, 1000, traffic_kind::dht, at, records);
+    BOOST_REQUIRE(d);
+    return std::chrono::duration<double, std::milli>(*d).count();
+  };
+  const double wire = 2 + 0.08;  // 1000 bytes from a node of the region
+  BOOST_TEST(delay(server, &three, t0) == wire + 3 * 0.043, boost::test_tools::tolerance(1e-6));
+  // The next message arrives 0.08 ms later, while the first's records are being checked: it waits for them, then
+  // pays for its one new record.
+  BOOST_TEST(delay(server, &two, t0) == wire + 3 * 0.043 + 0.043, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(delay(server, &three, t0 + 1s) == wire, boost::test_tools::tolerance(1e-6));  // all checked before
+  BOOST_TEST(delay(server, nullptr, t0 + 2s) == wire, boost::test_tools::tolerance(1e-6));
+  const traffic_counts t = net.traffic();
+  BOOST_TEST(t.signature_checks == 4u);
+  BOOST_TEST(t.signature_check_s == 4 * 43e-6, boost::test_tools::tolerance(1e-9));
 }
