@@ -989,11 +989,13 @@ struct World::impl {
         .then(
             [=, this](blocks_forward_result& fwd) {
               progress_s[k] = now_s();
+              res.sessions[k].unverified += fwd.unverified;
               if (sc.check_outputs && outputs_checkable(res.sessions[k]))
                 check_training_output(k, step, hidden, positions, fwd.hidden);
               self->request(session, timeout, blocks_backward{fwd.pass, random_activations()})
                   .then(
                       [=, this](const blocks_backward_result& back) {
+                        res.sessions[k].unverified += back.unverified;
                         if (back.grad_input.shape() != hidden.shape())
                           return end_training(self, k, session,
                                               "the backward of step " + std::to_string(step) + " gave " +
@@ -1131,14 +1133,14 @@ struct World::impl {
       violate("session-outcome", who(r), "failed in a world without faults while every block was served: " + r.error);
   }
 
-  // Whether session-output applies to a session: always in an honest world; where servers lie, when the clients'
-  // checks catch every lie they can recompute (the liars lie on every step, each new server's first step is
-  // checked; or every step is checked) and every check of this session found a server to recompute on. Training
-  // passes are not spot-checked (docs/SECURITY.md): never where a server lies.
+  // Whether session-output applies to a session: always in an honest world; where servers lie (in inference steps
+  // only), when the clients' checks catch every lie they can recompute (the liars lie on every step, each new
+  // server's first step is checked; or every step is checked) and every check of this session so far found a server
+  // to recompute on.
   bool outputs_checkable(const session_record& r) const {
     const int64_t every = sc.workload.spot_check_every;
     for (const auto& c : sc.servers)
-      if (c.wrong_outputs > 0 && (r.training || every == 0 || (c.wrong_outputs < 1 && every != 1))) return false;
+      if (c.wrong_outputs > 0 && (every == 0 || (c.wrong_outputs < 1 && every != 1))) return false;
     return r.unverified == 0;
   }
 

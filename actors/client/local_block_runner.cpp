@@ -35,7 +35,7 @@ block_runner_actor::behavior_type local_block_runner(block_runner_actor::statefu
           const uint64_t pass = st.next_pass++;
           st.passes[pass] = std::move(req);
           while (st.passes.size() > kKeptPasses) st.passes.erase(st.passes.begin());
-          return blocks_forward_result{std::move(out), pass};
+          return blocks_forward_result{std::move(out), pass, 0};
         } catch (const std::invalid_argument& e) {
           return make_error(errc::bad_request, e.what());
         } catch (const std::exception& e) {
@@ -52,7 +52,7 @@ block_runner_actor::behavior_type local_block_runner(block_runner_actor::statefu
         try {
           SpanGradients g =
               span_backward(st.blocks->blocks(), fwd.hidden, req.grad_output, fwd.positions, fwd.prompts, *st.backend);
-          return blocks_backward_result{std::move(g.grad_in), std::move(g.grad_prompts)};
+          return blocks_backward_result{std::move(g.grad_in), std::move(g.grad_prompts), 0};
         } catch (const std::invalid_argument& e) {
           return make_error(errc::bad_request, e.what());
         } catch (const std::exception& e) {

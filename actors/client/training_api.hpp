@@ -44,16 +44,18 @@ struct blocks_forward {
   Tensor prompts;                  // deep prompts [L, B, P, D], or undefined
 };
 struct blocks_forward_result {
-  Tensor hidden;      // the last block's output [B, S, D]
-  uint64_t pass = 0;  // names this forward for its backward
+  Tensor hidden;           // the last block's output [B, S, D]
+  uint64_t pass = 0;       // names this forward for its backward
+  int64_t unverified = 0;  // hops a spot check chose but nobody else could recompute: taken on faith
 };
 struct blocks_backward {
   uint64_t pass = 0;
   Tensor grad_output;  // [B, S, D]
 };
 struct blocks_backward_result {
-  Tensor grad_input;    // [B, S, D]
-  Tensor grad_prompts;  // [L, B, P, D], or undefined without prompts
+  Tensor grad_input;       // [B, S, D]
+  Tensor grad_prompts;     // [L, B, P, D], or undefined without prompts
+  int64_t unverified = 0;  // as blocks_forward_result's
 };
 
 // Reply to params_atom: the trainable tensors by name (copies).

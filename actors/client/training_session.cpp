@@ -39,6 +39,7 @@ struct pass_state {
   Shape shape;         // [B, S, D]
   Shape prompt_shape;  // [L, B, P, D] when prompts were sent
   bool prompts = false;
+  int64_t unverified = 0;  // checks of its forward (then of its backward) that nobody could recompute
   std::vector<part_state> parts;
 };
 using pass_ptr = std::shared_ptr<pass_state>;
@@ -312,9 +313,10 @@ void forward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, size_t en
           if (c.verdict == check_result::lied)
             return replace(make_error(errc::wrong_output, "server " + plan.address + " (blocks " +
                                                               block_span(plan.first, plan.last) + "): " + c.why));
+          if (c.verdict == check_result::unverified) ++p->unverified;
           // Checked, or nobody to check it on now: the new-server rule has had its turn (as for inference steps).
           // The swarm client is not told: an honest forward says nothing of the server's inference steps, whose
-          // first checks the client's sessions still owe it (the simulator's liars lie in steps only).
+          // first checks the client's sessions still owe it (a server may lie in one kind of work only).
           self->state.checked.insert(peer_id(plan));
           accept(claimed);
         });
@@ -449,6 +451,7 @@ void backward_hops(session_actor* self, pass_ptr p, size_t j, size_t k, Tensor g
             return replace(make_error(errc::wrong_output, "server " + plan.address + " (blocks " +
                                                               block_span(plan.first, plan.last) +
                                                               "), a backward: " + c.why));
+          if (c.verdict == check_result::unverified) ++p->unverified;
           self->state.checked_backward.insert(peer_id(plan));
           accept(grad_input, grad_prompts);
         });
@@ -608,7 +611,7 @@ training_session_internal::behavior_type training_session(session_actor* self, c
               rp.deliver(blocks_forward_result{
                   join_parts(
                       *p, [](const part_state& s) -> const Tensor& { return s.output; }, p->shape, 0),
-                  pass});
+                  pass, p->unverified});
             });
         return rp;
       },
@@ -622,6 +625,7 @@ training_session_internal::behavior_type training_session(session_actor* self, c
           return make_error(errc::bad_request, "the output gradient " + req.grad_output.describe() +
                                                    " does not match the forward's " + p->shape.str());
         st.passes.erase(it);
+        p->unverified = 0;
         auto rp = self->make_response_promise<blocks_backward_result>();
         const Tensor grad = req.grad_output;
         for_each_part(
@@ -648,6 +652,7 @@ training_session_internal::behavior_type training_session(session_actor* self, c
               if (p->prompts)
                 out.grad_prompts = join_parts(
                     *p, [](const part_state& s) -> const Tensor& { return s.grad_prompts; }, p->prompt_shape, 1);
+              out.unverified = p->unverified;
               rp.deliver(std::move(out));
             });
         return rp;
