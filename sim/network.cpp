@@ -1,5 +1,7 @@
 #include "sim/network.hpp"
 
+#include "actors/dht/signed_record.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -73,7 +75,6 @@ bool Network::reachable(node_index from, node_index to) const {
 }
 
 uint64_t Network::new_records(node& n, const std::vector<dht_item>& records) {
-  constexpr size_t kCheckedRecords = 16384;  // signed_record.cpp's kMaxRecords
   uint64_t fresh = 0;
   for (const dht_item& r : records) {
     // A record is known by its subkey and its last 64 bytes (its signature, which Cap'n Proto writes last).
@@ -81,7 +82,7 @@ uint64_t Network::new_records(node& n, const std::vector<dht_item>& records) {
     const uint64_t h =
         std::hash<std::string_view>{}(tail) ^ (std::hash<std::string_view>{}(r.subkey) * 0x9e3779b97f4a7c15ull);
     if (n.checked.count(h)) continue;
-    if (n.checked.size() >= kCheckedRecords) n.checked.clear();
+    if (n.checked.size() >= kCheckedRecordsKept) n.checked.clear();
     n.checked.insert(h);
     ++fresh;
   }

@@ -113,7 +113,7 @@ class Network {
     // When the messages it sent so far have left its uplink.
     caf::actor_clock::time_point uplink_free{};
     // When it has checked the signatures of the records it received so far, and which it has checked: a hash per
-    // record, emptied at 16,384 (as the process-wide cache of signed_record.cpp).
+    // record, emptied at kCheckedRecordsKept (as a process's cache, signed_record.hpp).
     caf::actor_clock::time_point checker_free{};
     std::unordered_set<uint64_t> checked;
   };

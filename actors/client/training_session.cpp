@@ -69,7 +69,7 @@ struct session_state {
   uint64_t next_stream = 1;                // numbers the large requests sent in chunks
   std::set<std::string> checked;           // servers whose forwards this session has spot-checked
   std::set<std::string> checked_backward;  // servers whose backwards this session has spot-checked
-  std::mt19937_64 rng;                     // which forwards are spot-checked (seeded from the options)
+  std::mt19937_64 rng;                     // which forwards and backwards are spot-checked (seeded from the options)
   static inline const char* name = "training_session";
 };
 

@@ -104,7 +104,7 @@ class verified_records {
   void add(size_t hash, const NodeId& key_id, std::string_view subkey, std::string_view value,
            const signature_verdict& v) {
     std::lock_guard lock(mutex_);
-    if (records_.size() >= kMaxRecords) records_.clear();
+    if (records_.size() >= kCheckedRecordsKept) records_.clear();
     records_.emplace(hash, entry{key_id, std::string(subkey), std::string(value), v});
   }
 
@@ -114,7 +114,6 @@ class verified_records {
     std::string subkey, value;
     signature_verdict verdict;
   };
-  static constexpr size_t kMaxRecords = 16384;
   std::mutex mutex_;
   std::unordered_multimap<size_t, entry> records_;
 };

@@ -12,6 +12,7 @@
 //   if (!r.problem.empty()) ... refuse ...; else use r.payload
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +24,10 @@
 #include "actors/trust/ed25519.hpp"
 
 namespace corolla {
+
+// How many records whose signatures checked a process remembers (emptied when full), so that it checks each once:
+// the simulator's nodes remember as many (sim/network.hpp).
+inline constexpr size_t kCheckedRecordsKept = 16384;
 
 // How far ahead of a checker's clock a signed expiry may lie: the DHT's longest life (an hour) and a minute of
 // clock difference between the signer and the checker.

@@ -25,8 +25,8 @@ AttentionRuns::AttentionRuns(Block& block, std::span<const BlockSegment> segment
   for (size_t i = 0; i < segments.size();) {
     const BlockSegment& s = segments[i];
     size_t j = i + 1;
+    const KvPages first = s.cache ? s.cache->pages() : KvPages{};
     if (joinable(s)) {
-      const KvPages first = s.cache->pages();
       for (int64_t end = s.row + s.rows(); j < segments.size(); ++j) {
         const BlockSegment& next = segments[j];
         if (next.row != end || next.tokens != s.tokens || !joinable(next) || !same_pool(first, next.cache->pages()))
@@ -68,7 +68,6 @@ AttentionRuns::AttentionRuns(Block& block, std::span<const BlockSegment> segment
       }
       positions.insert(positions.end(), t.positions.begin(), t.positions.end());
     }
-    const KvPages first = s.cache->pages();
     runs_.push_back({.row = s.row,
                      .batch = batch,
                      .tokens = s.tokens,

@@ -1,8 +1,8 @@
 // A batch's attention in as few calls as its caches allow. Each call costs the backend a dispatch to its threads
-// (or a kernel launch) whatever its size, and a decode step's attention per session is tiny: 32 sessions' steps
-// through a block were 32 calls of ~30 µs each, most of it the dispatch. Adjacent segments that each attend over
-// their session's own cache (not a ring) with as many tokens per sequence therefore join one run: one call over
-// their caches' page tables side by side. Every other segment is a run of its own, with its StepCache as before.
+// (on a GPU, a kernel launch) whatever its size, and a decode step's attention per session is tiny. Adjacent
+// segments that each attend over their session's own cache (not a ring) with as many tokens per sequence therefore
+// join one run: one call over their caches' page tables side by side (32 chats: 8 % more tokens/s on the CPU,
+// docs/PERFORMANCE.md). Every other segment is a run of its own, with its StepCache.
 #pragma once
 
 #include <cstdint>
