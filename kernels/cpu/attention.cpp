@@ -1,4 +1,5 @@
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/decode_attention.hpp"
 #include "kernels/cpu/vector_math.hpp"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -34,22 +35,31 @@ void for_each_run(const KvPages& cache, int64_t seq, int64_t kvh, int64_t hd, in
 }
 
 // scores[rows, span] = scale · q · kᵀ for rows of q (row stride ldq) against the `span` cached keys of
-// sequence `seq`'s KV head `kvh` from slot `from`: one sgemm per run of consecutive pool rows.
+// sequence `seq`'s KV head `kvh` from slot `from`: one product per run of consecutive pool rows, by `own` kernels
+// (a decode step's few rows) or else by oneDNN's sgemm.
 void attention_scores(const KvPages& cache, int64_t seq, int64_t kvh, int64_t from, int64_t rows, int64_t span,
-                      int64_t hd, float scale, const float* q, int64_t ldq, float* scores) {
+                      int64_t hd, float scale, const float* q, int64_t ldq, float* scores, int64_t lds,
+                      const DecodeAttentionKernels* own = nullptr) {
   const int64_t ldk = cache.k.dim(2) * hd;
   for_each_run(cache, seq, kvh, hd, from, span, [&](int64_t at, int64_t len, const float* k, const float*) {
-    if (dnnl_sgemm('N', 'T', rows, len, hd, scale, q, ldq, k, ldk, 0.f, scores + at, span) != dnnl_success)
+    if (own)
+      own->scores(q, ldq, rows, k, ldk, len, hd, scale, scores + at, lds);
+    else if (dnnl_sgemm('N', 'T', rows, len, hd, scale, q, ldq, k, ldk, 0.f, scores + at, lds) != dnnl_success)
       throw std::runtime_error("attention: oneDNN sgemm failed");
   });
 }
 
-// out[rows, hd] (row stride ldo) = p[rows, span] · v over the same slots: the runs' products summed.
+// out[rows, hd] (row stride ldo) (+)= p[rows, span] (row stride ldp) · v over the same slots: the runs' products
+// summed, added to out where `accumulate`.
 void attention_values(const KvPages& cache, int64_t seq, int64_t kvh, int64_t from, int64_t rows, int64_t span,
-                      int64_t hd, const float* p, float* out, int64_t ldo) {
+                      int64_t hd, const float* p, int64_t ldp, float* out, int64_t ldo, bool accumulate,
+                      const DecodeAttentionKernels* own = nullptr) {
   const int64_t ldv = cache.v.dim(2) * hd;
   for_each_run(cache, seq, kvh, hd, from, span, [&](int64_t at, int64_t len, const float*, const float* v) {
-    if (dnnl_sgemm('N', 'N', rows, hd, len, 1.f, p + at, span, v, ldv, at == 0 ? 0.f : 1.f, out, ldo) != dnnl_success)
+    const bool add = accumulate || at != 0;
+    if (own)
+      own->values(p + at, ldp, rows, v, ldv, len, hd, out, ldo, add);
+    else if (dnnl_sgemm('N', 'N', rows, hd, len, 1.f, p + at, ldp, v, ldv, add ? 1.f : 0.f, out, ldo) != dnnl_success)
       throw std::runtime_error("attention: oneDNN sgemm failed");
   });
 }
@@ -66,39 +76,74 @@ void add_alibi(float* row, int64_t span, float slope, int64_t first) {
   for (int64_t s = 0; s < span; ++s) row[s] += slope * static_cast<float>(first + s);
 }
 
-// Few queries (decode): per token and KV head, the query heads that share it (contiguous in q and out) as one
-// block of rows, scores = Q·Kᵀ and out = P·V as two oneDNN sgemm calls over the cache in place. The keys and
-// values are read once per group rather than once per query head (Hq / Hkv = 8 times for TinyLlama), and the
-// products run as GEMMs rather than one dot product at a time (at 1500 cached tokens, 13.5 against 50.4 ms of a
-// TinyLlama-shaped decode step on 2 threads: docs/PERFORMANCE.md, "Attention over a paged KV cache"). When a
-// sequence has fewer groups than two per thread, each group's heads are split into as many pieces as give every
-// thread two (each piece reads the group's keys and values again; pieces never outnumber the group's heads, so none
-// is empty). The split is the sequence's, not the batch's: a product of fewer rows may round otherwise, and a
-// session's tokens must not depend on the sessions batched with it (a batch's decode steps are one call).
+// Slots a decode step's query heads read together, tile by tile (kernels' own products only): a tile's cache rows,
+// which hold every KV head, come from memory once, for the first KV head that reads them, and from the core's caches
+// for the others (48 KB of keys at the demo model's 3 KV heads of 64, 64 KB at TinyLlama's 4).
+constexpr int64_t kKeyTile = 64;
+
+// Few queries (decode): per token, its query heads in `parts` ranges, and in a range, the heads that share a KV head
+// (contiguous in q and out) as one block of rows: scores = Q·Kᵀ, a softmax per row, out = P·V, over the cache in
+// place. The keys and values are read once per block of rows rather than once per query head (Hq / Hkv = 8 times for
+// TinyLlama), and the products run over many keys at once rather than one dot product at a time (at 1500 cached
+// tokens, 13.5 against 50.4 ms of a TinyLlama-shaped decode step on 2 threads: docs/PERFORMANCE.md, "Attention over
+// a paged KV cache").
+// - With the kernels' own products (decode_attention.hpp), each row's results do not depend on the rows or keys
+//   that share a call, so a token's heads are one range when the batch has two tokens per thread (more ranges, up
+//   to one per head, when it has fewer), and a range reads its keys and values a tile of kKeyTile slots at a time,
+//   every KV head of the range in turn: a KV head's slice of a cache row is a strided part of it (a quarter in
+//   TinyLlama), and head by head over a long history each row came from memory once per KV head.
+// - With oneDNN's sgemm, a product of fewer rows may round otherwise, so the ranges are KV groups, each split into
+//   pieces only as the sequence's own tokens require (enough for two per thread), never as the batch does: a
+//   session's tokens must not depend on the sessions batched with it (a batch's decode steps are one call).
 void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const KvPages& cache,
                         std::span<const int32_t> positions, const AttentionSpec& spec, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;
-  const int64_t groups = d.b * d.t * d.hkv, per_sequence = d.t * d.hkv;
-  const int64_t pieces = std::clamp<int64_t>((2 * pool.size() + per_sequence - 1) / per_sequence, 1, d.group);
-  pool.parallel_for(groups * pieces, 1, [&](int64_t w0, int64_t w1) {
+  const DecodeAttentionKernels* own = best_decode_attention_kernels();
+  if (own && d.hd % own->lanes != 0) own = nullptr;
+  const int64_t tokens = d.b * d.t, threads2 = 2 * static_cast<int64_t>(pool.size());
+  const int64_t per_sequence = d.t * d.hkv;
+  const int64_t pieces = own ? 0 : std::clamp<int64_t>((threads2 + per_sequence - 1) / per_sequence, 1, d.group);
+  const int64_t parts = own ? std::clamp<int64_t>((threads2 + tokens - 1) / tokens, 1, d.hq) : d.hkv * pieces;
+  // A token's query heads [h0, h1) in range `part` of `parts`.
+  auto heads_of = [&](int64_t part) -> std::pair<int64_t, int64_t> {
+    if (own) return {part * d.hq / parts, (part + 1) * d.hq / parts};
+    const int64_t kvh = part / pieces, piece = part % pieces;
+    return {kvh * d.group + piece * d.group / pieces, kvh * d.group + (piece + 1) * d.group / pieces};
+  };
+  pool.parallel_for(tokens * parts, 1, [&](int64_t w0, int64_t w1) {
     omp_set_num_threads(1);  // oneDNN computes in this thread only
     thread_local std::vector<float> scores;
     for (int64_t w = w0; w < w1; ++w) {
-      const int64_t g = w / pieces, piece = w % pieces;
-      const int64_t token = g / d.hkv, kvh = g % d.hkv, bi = token / d.t;
-      const int64_t h0 = kvh * d.group + piece * d.group / pieces, h1 = kvh * d.group + (piece + 1) * d.group / pieces;
+      const int64_t token = w / parts, bi = token / d.t;
+      const auto [h0, h1] = heads_of(w % parts);
       const int64_t last = positions[static_cast<size_t>(token)], first = spec.first_slot(last);
-      const int64_t rows = h1 - h0, span = last - first + 1;
+      const int64_t rows = h1 - h0, span = last - first + 1, tile = own ? kKeyTile : span;
       const float* q0 = pq + (token * d.hq + h0) * d.hd;
       float* o0 = po + (token * d.hq + h0) * d.hd;
       scores.resize(static_cast<size_t>(rows * span));
-      attention_scores(cache, bi, kvh, first, rows, span, d.hd, spec.scale, q0, d.hd, scores.data());
+      // Each KV head's block of the range's rows: the KV head, its rows and its first row's place in the range.
+      auto for_each_block = [&](auto&& f) {
+        for (int64_t g0 = h0; g0 < h1;) {
+          const int64_t kvh = g0 / d.group, g1 = std::min(h1, (kvh + 1) * d.group);
+          f(kvh, g1 - g0, g0 - h0);
+          g0 = g1;
+        }
+      };
+      for (int64_t t0 = 0; t0 < span; t0 += tile)
+        for_each_block([&](int64_t kvh, int64_t n, int64_t r) {
+          attention_scores(cache, bi, kvh, first + t0, n, std::min(tile, span - t0), d.hd, spec.scale, q0 + r * d.hd,
+                           d.hd, scores.data() + r * span + t0, span, own);
+        });
       for (int64_t r = 0; r < rows; ++r) {
         cap_scores(scores.data() + r * span, span, spec);
         add_alibi(scores.data() + r * span, span, spec.alibi_slope(h0 + r), first);
         softmax_row(scores.data() + r * span, span);
       }
-      attention_values(cache, bi, kvh, first, rows, span, d.hd, scores.data(), o0, d.hd);
+      for (int64_t t0 = 0; t0 < span; t0 += tile)
+        for_each_block([&](int64_t kvh, int64_t n, int64_t r) {
+          attention_values(cache, bi, kvh, first + t0, n, std::min(tile, span - t0), d.hd,
+                           scores.data() + r * span + t0, span, o0 + r * d.hd, d.hd, t0 > 0, own);
+        });
     }
   });
 }
@@ -123,7 +168,7 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const K
         const float* q0 = pq + ((bi * d.t + t0) * d.hq + h) * d.hd;
         float* o0 = po + ((bi * d.t + t0) * d.hq + h) * d.hd;
         // scores[t, s] = scale · q_t · k_(from + s)
-        attention_scores(cache, bi, kvh, from, rows, span, d.hd, spec.scale, q0, d.hq * d.hd, scores.data());
+        attention_scores(cache, bi, kvh, from, rows, span, d.hd, spec.scale, q0, d.hq * d.hd, scores.data(), span);
         for (int64_t ti = 0; ti < rows; ++ti) {
           float* row = scores.data() + ti * span;
           const int64_t first = spec.first_slot(pos[ti]) - from, last = pos[ti] - from;
@@ -134,7 +179,7 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const K
           std::fill(row + last + 1, row + span, 0.f);  // causal mask: later slots get no weight
         }
         // out[t, :] = Σ_s p[t, s] · v_(from + s)
-        attention_values(cache, bi, kvh, from, rows, span, d.hd, scores.data(), o0, d.hq * d.hd);
+        attention_values(cache, bi, kvh, from, rows, span, d.hd, scores.data(), span, o0, d.hq * d.hd, false);
       }
     }
   });

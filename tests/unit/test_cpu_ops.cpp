@@ -385,6 +385,28 @@ BOOST_AUTO_TEST_CASE(decode_attention_by_head_group_matches_naive) {
   }
 }
 
+// A decode token's attention is the same bits alone as in a batch of any size (a batch's decode steps are one call,
+// whose work is split by the batch's size): sequences of different depths, each alone and all eight together.
+BOOST_AUTO_TEST_CASE(a_decode_tokens_attention_is_the_same_alone_and_in_a_batch) {
+  for (auto [hq, hkv] : {std::pair<int64_t, int64_t>{9, 3}, {32, 4}, {6, 1}}) {
+    const int64_t b = 8, hd = 64, slots = 300;
+    Tensor kc = random_tensor({b, slots, hkv, hd}, 50), vc = random_tensor({b, slots, hkv, hd}, 51);
+    Tensor q = random_tensor({b, 1, hq, hd}, 52);
+    const std::vector<int32_t> pos = {299, 5, 64, 130, 0, 77, 200, 16};
+    Tensor out = cpu().alloc(DType::f32, {b, 1, hq * hd});
+    ContiguousKv cache(kc, vc);
+    const AttentionSpec spec{.scale = 0.125f};
+    cpu().attention(q, cache.pages(), pos, spec, out);
+    for (int64_t i = 0; i < b; ++i) {
+      Tensor one = cpu().alloc(DType::f32, {1, 1, hq * hd});
+      const std::vector<int32_t> one_pos = {pos[static_cast<size_t>(i)]};
+      cpu().attention(q.slice_rows(i, i + 1), cache.pages().sequence(i), one_pos, spec, one);
+      for (int64_t j = 0; j < hq * hd; ++j)
+        BOOST_REQUIRE_MESSAGE(at(one, j) == at(out, i * hq * hd + j), "hq " << hq << ", sequence " << i << ", " << j);
+    }
+  }
+}
+
 // A mixture of experts gathers the rows routed to an expert and adds the expert's output back, weighted.
 BOOST_AUTO_TEST_CASE(gather_rows_and_weighted_scatter_add) {
   const Tensor x = random_tensor({5, 7}, 40);
