@@ -4,10 +4,12 @@
 // and the aggregate rate of generated tokens. Results: docs/PERFORMANCE.md, "API: concurrent chat sessions".
 //
 // Two such stacks run side by side, their rounds alternated: servers that run each session's step alone
-// (max_batch_tokens 0) and servers that batch concurrent sessions' steps.
+// (max_batch_tokens 0) and servers that batch concurrent sessions' steps; with --kv_cache_dtype f16, batching
+// servers whose KV caches are f32 and batching servers whose caches are f16.
 //
 //   bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3] [--max_batch_tokens 256]
 //             [--only_batched 1]   (the batched stack's rounds alone, for profiles)
+//             [--kv_cache_dtype f16]
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -19,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "actors/config/config_file.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/system/system_config.hpp"
 #include "apps/api/api_server.hpp"
@@ -139,8 +142,10 @@ struct Stack {
   api::LocalSwarm swarm;
   api::ApiServer server;
   uint16_t port = 0;
-  static api::LocalSwarmOptions swarm_options(const std::string& path, int servers, int64_t max_batch_tokens) {
+  static api::LocalSwarmOptions swarm_options(const std::string& path, int servers, int64_t max_batch_tokens,
+                                              DType kv_dtype) {
     api::LocalSwarmOptions o;
+    o.kv_dtype = kv_dtype;
     o.model = path;
     o.servers = servers;
     o.publish = false;
@@ -157,9 +162,10 @@ struct Stack {
     c.models.push_back({"bench", path, "", ""});
     return c;
   }
-  Stack(caf::actor_system& sys, const std::string& path, int servers, int sessions, int64_t max_batch_tokens)
+  Stack(caf::actor_system& sys, const std::string& path, int servers, int sessions, int64_t max_batch_tokens,
+        DType kv_dtype)
       : connector(spawn_connector(sys)),
-        swarm(sys, connector, swarm_options(path, servers, max_batch_tokens)),
+        swarm(sys, connector, swarm_options(path, servers, max_batch_tokens, kv_dtype)),
         server(sys, api_config(path, swarm.dht_address(), sessions), connector) {
     port = server.start(2);
     chat(port, "bench", 999, 8);  // warm-up
@@ -178,6 +184,7 @@ int main(int argc, char** argv) {
   int sessions = 32, servers = 3;
   int64_t tokens = 64, max_batch_tokens = api::LocalSwarmOptions{}.max_batch_tokens;
   bool only_batched = false;  // for profiles of the batched stack alone
+  DType kv_dtype = DType::f32;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--model")
@@ -192,9 +199,11 @@ int main(int argc, char** argv) {
       max_batch_tokens = std::stoll(argv[i + 1]);
     else if (a == "--only_batched")
       only_batched = std::string(argv[i + 1]) == "1";
+    else if (a == "--kv_cache_dtype" && !check_kv_cache_dtype(argv[i + 1]))
+      kv_dtype = parse_dtype(argv[i + 1]).value();
     else {
       std::cerr << "usage: bench_api [--model demo] [--sessions 32] [--tokens 64] [--servers 3] "
-                   "[--max_batch_tokens 256] [--only_batched 1]\n";
+                   "[--max_batch_tokens 256] [--only_batched 1] [--kv_cache_dtype f32|f16]\n";
       return 2;
     }
   }
@@ -204,18 +213,21 @@ int main(int argc, char** argv) {
     caf::actor_system sys{cfg};
     {
       // Two stacks side by side, their rounds alternated: servers that run each step alone, and servers that
-      // batch concurrent sessions' steps.
-      Stack alone(sys, path, servers, sessions, 0);
-      Stack batched(sys, path, servers, sessions, max_batch_tokens);
+      // batch concurrent sessions' steps; with --kv_cache_dtype f16, batching servers with f32 caches and with f16.
+      const bool compare_kv = kv_dtype != DType::f32;
+      Stack alone(sys, path, servers, sessions, compare_kv ? max_batch_tokens : 0, DType::f32);
+      Stack batched(sys, path, servers, sessions, max_batch_tokens, kv_dtype);
       std::printf("model %s, %d servers in this process, %lld new tokens per session (ignore_eos), %u cores\n\n",
                   path.c_str(), servers, static_cast<long long>(tokens), std::thread::hardware_concurrency());
       std::printf(
           "| sessions | servers | completed | tokens | wall s | first token ms (p50 / p95) | "
           "tokens/s per session (p50 / p5) | tokens/s, all sessions |\n|---|---|---|---|---|---|---|---|\n");
-      const std::string on = "batch " + std::to_string(max_batch_tokens) + " tokens";
+      const std::string on = "batch " + std::to_string(max_batch_tokens) + " tokens" + (compare_kv ? ", f16 KV" : "");
+      const std::string off =
+          compare_kv ? "batch " + std::to_string(max_batch_tokens) + " tokens, f32 KV" : "each step alone";
       for (int n : {1, 8, 32, 64})
         if (n <= sessions) {
-          if (!only_batched) run_round(alone.port, "bench", n, tokens, "each step alone");
+          if (!only_batched) run_round(alone.port, "bench", n, tokens, off);
           run_round(batched.port, "bench", n, tokens, on);
         }
     }

@@ -119,6 +119,8 @@ class Backend {
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
   virtual bool supports_weight(DType dtype) const = 0;
+  // Whether KV pools of `dtype` may hold this backend's caches (f32 everywhere; f16 where the backend reads it).
+  virtual bool supports_kv(DType dtype) const { return dtype == DType::f32; }
 
   // --- memory -------------------------------------------------------------------------------------------------
   // A zero-filled tensor on this backend's device.

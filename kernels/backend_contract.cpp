@@ -73,6 +73,9 @@ void Backend::check_matmul(const char* op, const Tensor& x, const Tensor& w, con
 void Backend::check_kv(const char* op, const KvPages& cache, int64_t kv_heads, int64_t head_dim) const {
   if (auto problem = kv_pages_problem(cache, kv_heads, head_dim); !problem.empty())
     fail(std::string(op) + ": " + problem);
+  if (!supports_kv(cache.k.dtype()))
+    fail(std::string(op) + ": the " + name() + " backend keeps no KV cache in " +
+         std::string(dtype_name(cache.k.dtype())));
   if (cache.k.device() != device() || cache.v.device() != device())
     fail(std::string(op) + ": a KV pool on the " + device_name(cache.k.device()) + " for a " + device_name(device()) +
          " backend");
@@ -216,8 +219,9 @@ void Backend::embed(const Tensor& table, std::span<const int32_t> ids, float sca
 }
 
 void Backend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) {
-  require_f32(x, "gather_rows", "x");
-  require_f32(out, "gather_rows", "out");
+  // f32 rows, or the rows of a KV pool in another dtype this backend keeps caches in (copy-on-write of its pages).
+  if (!(x.dtype() == out.dtype() && supports_kv(x.dtype())))
+    fail("gather_rows: x " + x.describe() + " and out " + out.describe() + " are not two f32 (or KV pool) tensors");
   const int64_t m = x.rows(), r = static_cast<int64_t>(rows.size());
   if (!(out.numel() == r * last_dim(x)))
     fail("gather_rows: output " + out.describe() + " for " + std::to_string(r) + " rows");

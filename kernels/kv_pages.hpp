@@ -21,7 +21,7 @@
 namespace corolla {
 
 struct KvPages {
-  Tensor k, v;                     // the pools [P, page_tokens, Hkv, Dh], f32
+  Tensor k, v;                     // the pools [P, page_tokens, Hkv, Dh], f32 or f16 (both alike)
   std::span<const int32_t> table;  // [batch, pages_per_sequence] page numbers
   int64_t batch = 0;
   bool ring = false;  // positions wrap around the slots: the cache keeps the latest of them
@@ -55,13 +55,16 @@ struct KvPages {
   }
 };
 
-// Empty when `pages` is well formed for keys and values of `kv_heads` heads of `head_dim` (f32 pools of equal
-// shape [P, page_tokens, kv_heads, head_dim], a whole number of table entries per sequence, every entry a page of
-// the pool); otherwise what is wrong. The one check every backend applies.
+// Empty when `pages` is well formed for keys and values of `kv_heads` heads of `head_dim` (f32 or f16 pools of equal
+// dtype and shape [P, page_tokens, kv_heads, head_dim], a whole number of table entries per sequence, every entry a
+// page of the pool); otherwise what is wrong. The one check every backend applies (and whether it reads the pools'
+// dtype: Backend::supports_kv).
 inline std::string kv_pages_problem(const KvPages& pages, int64_t kv_heads, int64_t head_dim) {
   const Tensor& k = pages.k;
-  if (k.dtype() != DType::f32 || pages.v.dtype() != DType::f32 || k.rank() != 4 || pages.v.shape() != k.shape())
-    return "KV pools " + k.describe() + " and " + pages.v.describe() + " are not two f32 [pages, tokens, heads, dim]";
+  if ((k.dtype() != DType::f32 && k.dtype() != DType::f16) || pages.v.dtype() != k.dtype() || k.rank() != 4 ||
+      pages.v.shape() != k.shape())
+    return "KV pools " + k.describe() + " and " + pages.v.describe() +
+           " are not two f32 or two f16 [pages, tokens, heads, dim]";
   if (k.dim(2) != kv_heads || k.dim(3) != head_dim)
     return "KV pool " + k.describe() + " does not hold " + std::to_string(kv_heads) + " heads of " +
            std::to_string(head_dim);

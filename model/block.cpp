@@ -20,8 +20,8 @@ void Block::forward(Tensor& hidden, std::span<const int32_t> positions, KVCache*
   forward_batch(rows, {&one, 1});
 }
 
-std::shared_ptr<KvPool> Block::make_pool(int64_t pages, int64_t page_tokens) const {
-  return std::make_shared<KvPool>(backend(), pages, page_tokens, kv_heads(), kv_head_dim());
+std::shared_ptr<KvPool> Block::make_pool(int64_t pages, int64_t page_tokens, DType dtype) const {
+  return std::make_shared<KvPool>(backend(), pages, page_tokens, kv_heads(), kv_head_dim(), dtype);
 }
 
 KVCache Block::make_cache(int64_t batch, int64_t max_length) const {

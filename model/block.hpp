@@ -59,8 +59,9 @@ class Block {
   // How far back its attention sees (0: the whole history): a session's cache at this block need hold only that
   // many positions (KVCache::take makes it a ring).
   virtual int64_t kv_window() const { return 0; }
-  // A pool of `pages` pages of `page_tokens` tokens for the caches of this block's sessions (KVCache::take).
-  std::shared_ptr<KvPool> make_pool(int64_t pages, int64_t page_tokens = kKvPageTokens) const;
+  // A pool of `pages` pages of `page_tokens` tokens for the caches of this block's sessions (KVCache::take), its keys
+  // and values held in `dtype` (f32; f16 where the backend reads it: half the memory, values rounded to 11 bits).
+  std::shared_ptr<KvPool> make_pool(int64_t pages, int64_t page_tokens = kKvPageTokens, DType dtype = DType::f32) const;
   // A cache with a pool of its own, exactly `batch` sequences of `max_length` tokens, each one page (a local
   // model's cache, the stateless forward's scratch, measurements).
   KVCache make_cache(int64_t batch, int64_t max_length) const;

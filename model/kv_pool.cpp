@@ -11,12 +11,15 @@
 
 namespace corolla {
 
-KvPool::KvPool(Backend& backend, int64_t pages, int64_t page_tokens, int64_t kv_heads, int64_t head_dim) {
+KvPool::KvPool(Backend& backend, int64_t pages, int64_t page_tokens, int64_t kv_heads, int64_t head_dim, DType dtype) {
   if (pages < 1 || pages > INT32_MAX || page_tokens < 1 || kv_heads < 1 || head_dim < 1)
     throw std::invalid_argument("a KV pool of " + std::to_string(pages) + " pages of " + std::to_string(page_tokens) +
                                 " tokens");
-  k_ = backend.alloc_reserve(DType::f32, {pages, page_tokens, kv_heads, head_dim});
-  v_ = backend.alloc_reserve(DType::f32, {pages, page_tokens, kv_heads, head_dim});
+  if (!backend.supports_kv(dtype))
+    throw std::invalid_argument("the " + backend.name() + " backend keeps no KV cache in " +
+                                std::string(dtype_name(dtype)));
+  k_ = backend.alloc_reserve(dtype, {pages, page_tokens, kv_heads, head_dim});
+  v_ = backend.alloc_reserve(dtype, {pages, page_tokens, kv_heads, head_dim});
   free_.resize(static_cast<size_t>(pages));
   for (size_t i = 0; i < free_.size(); ++i) free_[i] = static_cast<int32_t>(pages - 1 - static_cast<int64_t>(i));
 }

@@ -49,9 +49,11 @@ inline std::string hypothesis_ids_problem(std::span<const int32_t> sources, int6
 
 class KvPool {
  public:
-  // `pages` pages of `page_tokens` tokens of `kv_heads` keys and values of `head_dim` on `backend`; its memory is
+  // `pages` pages of `page_tokens` tokens of `kv_heads` keys and values of `head_dim` on `backend`, held in `dtype`
+  // (f32, or f16 where the backend reads it: Backend::supports_kv; std::invalid_argument otherwise); its memory is
   // taken as pages are first written where the backend allows (Backend::alloc_reserve).
-  KvPool(Backend& backend, int64_t pages, int64_t page_tokens, int64_t kv_heads, int64_t head_dim);
+  KvPool(Backend& backend, int64_t pages, int64_t page_tokens, int64_t kv_heads, int64_t head_dim,
+         DType dtype = DType::f32);
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
 

@@ -30,6 +30,7 @@ struct ServerInfo {
   networkRps @17 :Float64;    # tokens/s of hidden states the network carries (measured bandwidth); 0 = unknown
   adapters @18 :List(Text);   # LoRA adapters loaded (requests name one to apply it)
   owner @19 :Text;            # the server's Ed25519 public key, hex (in a DHT record: the key that signed it)
+  kvDtype @20 :Text;          # its KV caches' dtype: "f32" or "f16" ("" from servers that do not say: f32)
 }
 
 struct Ping {

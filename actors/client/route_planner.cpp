@@ -112,7 +112,7 @@ route_plan fastest_chain(const std::vector<server_info>& servers, int64_t first,
     if (server_of(path[k + 1]) != i) continue;  // a handover: the next node starts the next hop
     const int64_t b = lo[i] + static_cast<int64_t>(path[k] - base[i]);
     if (plan.hops.empty() || plan.hops.back().address != usable[i]->address || plan.hops.back().last != b) {
-      plan.hops.push_back({usable[i]->address, b, b + 1, usable[i]->owner, usable[i]->dtype});
+      plan.hops.push_back({usable[i]->address, b, b + 1, usable[i]->owner, usable[i]->dtype, usable[i]->kv_dtype});
       plan.hop_done.push_back(0);
     } else {
       plan.hops.back().last = b + 1;

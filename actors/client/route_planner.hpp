@@ -34,6 +34,7 @@ struct planned_hop {
   int64_t first = 0, last = 0;  // the blocks this hop runs, [first, last)
   std::string owner;            // the key its DHT record names (hex): the server must prove it holds it
   std::string dtype;            // the serving dtype it announces (spot checks compare within its tolerance)
+  std::string kv_dtype;         // the dtype of its KV caches it announces ("" or "f32", "f16": ditto)
   bool unchecked = false;       // no spot check of this client has covered the server yet (the swarm client sets it)
 };
 

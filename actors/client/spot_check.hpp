@@ -46,7 +46,7 @@ Tensor last_tokens(const Tensor& hidden, int64_t tokens);
 // servers differ by summation order only; 16-bit and quantized ones by their rounding.
 double output_tolerance(const std::string& dtype_a, const std::string& dtype_b);
 
-// The coarsest tolerance of the dtypes of `hop` and of a verifier chain.
+// The coarsest tolerance of the dtypes of `hop` and of a verifier chain, their KV caches' included.
 double tolerance_for(const planned_hop& hop, const std::vector<planned_hop>& chain);
 
 // "" when `got` and `want` (same shape, f32) agree: ||got - want|| <= tolerance * ||want|| (a relative L2 error),

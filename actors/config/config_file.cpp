@@ -328,6 +328,11 @@ std::optional<std::string> check_dtype(const std::string& value) {
   return "must be one of auto, " + weight_dtype_list() + ", got " + toml_quote(value);
 }
 
+std::optional<std::string> check_kv_cache_dtype(const std::string& value) {
+  if (value == "f32" || value == "f16") return std::nullopt;
+  return "must be f32 or f16, got " + toml_quote(value);
+}
+
 std::optional<std::string> check_device(const std::string& value) {
   if (value == "cpu" || value == "cuda") return std::nullopt;
   if (value.rfind("cuda:", 0) == 0) {

@@ -116,6 +116,8 @@ std::optional<std::string> host_port_of_multiaddr(const std::string& value);
 std::optional<std::string> parse_block_range(const std::string& value, int64_t& first, int64_t& last);
 // "auto", f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q6_K.
 std::optional<std::string> check_dtype(const std::string& value);
+// The KV caches' dtype: "f32" or "f16".
+std::optional<std::string> check_kv_cache_dtype(const std::string& value);
 // A swarm id: empty (derived from the model) or letters, digits, '_' and '-'.
 std::optional<std::string> check_swarm_id(const std::string& value);
 // "cpu", "cuda" or "cuda:N".

@@ -95,6 +95,7 @@ std::string server_info_problem(const server_info& i) {
     return "blocks " + std::to_string(i.first_block) + ":" + std::to_string(i.last_block) + " of " +
            std::to_string(i.total_blocks) + " are not a span of a model";
   if (i.state != "joining" && i.state != "online" && i.state != "offline") return "state '" + i.state + "'";
+  if (!i.kv_dtype.empty() && i.kv_dtype != "f32" && i.kv_dtype != "f16") return "a KV cache dtype '" + i.kv_dtype + "'";
   for (double v : {i.throughput, i.inference_rps, i.forward_rps, i.network_rps})
     if (!std::isfinite(v) || v < 0) return "a rate of " + std::to_string(v);
   if (i.cache_tokens_left < 0 || i.sessions < 0 || i.hidden_size < 0) return "a negative count";

@@ -50,6 +50,7 @@ void fill(const server_info& x, capnp::MessageBuilder& mb) {
     b.setTotalBlocks(x.total_blocks);
     b.setDtype(x.dtype);
     b.setDevice(x.device);
+    b.setKvDtype(x.kv_dtype);
     b.setCacheTokensLeft(x.cache_tokens_left);
     b.setThroughput(x.throughput);
     b.setHiddenSize(x.hidden_size);
@@ -79,6 +80,7 @@ void decode(std::shared_ptr<std::vector<char>> bytes, server_info& x) {
     x.total_blocks = r.getTotalBlocks();
     x.dtype = r.getDtype();
     x.device = r.getDevice();
+    x.kv_dtype = r.getKvDtype();
     x.cache_tokens_left = r.getCacheTokensLeft();
     x.throughput = r.getThroughput();
     x.hidden_size = r.getHiddenSize();

@@ -35,6 +35,7 @@ struct server_info {
   double forward_rps = 0;    // measured per block: 1024-token batches without a cache; 0 = unknown
   double network_rps = 0;    // tokens/s of f32 hidden states the measured bandwidth carries; 0 = unknown
   std::string owner;         // the server's Ed25519 public key, hex; a DHT reader sets the key that signed the record
+  std::string kv_dtype;      // its KV caches' dtype: "f32" or "f16" ("": f32); spot checks allow for an f16 cache
   std::string wire_error;
 };
 

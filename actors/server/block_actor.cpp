@@ -158,12 +158,12 @@ void run_batch(block_state& st, block_batch_msg& m) {
 }
 
 block_actor_impl::behavior_type block_actor(block_self* self, std::shared_ptr<Block> block,
-                                            std::shared_ptr<Backend> backend, int64_t cache_pages,
+                                            std::shared_ptr<Backend> backend, int64_t cache_pages, DType kv_dtype,
                                             std::shared_ptr<const adapter_set> adapters) {
   self->state.backend = std::move(backend);
   self->state.block = std::move(block);
   self->state.adapters = std::move(adapters);
-  self->state.pool = self->state.block->make_pool(cache_pages);
+  self->state.pool = self->state.block->make_pool(cache_pages, kKvPageTokens, kv_dtype);
   // A block that stops (its server moves to other blocks, or shuts down) answers the steps whose replies it still
   // holds, as a request still in its mailbox would be answered, rather than leave them to the requester's timeout.
   self->set_exit_handler([=](caf::exit_msg& m) {
@@ -237,11 +237,13 @@ block_actor_impl::behavior_type block_actor(block_self* self, std::shared_ptr<Bl
 }  // namespace
 
 block_actor_handle spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block,
-                                     std::shared_ptr<Backend> backend, int64_t cache_tokens, bool detached,
-                                     std::shared_ptr<const adapter_set> adapters) {
+                                     std::shared_ptr<Backend> backend, int64_t cache_tokens, DType kv_dtype,
+                                     bool detached, std::shared_ptr<const adapter_set> adapters) {
   const int64_t pages = kv_pool_pages(cache_tokens);
-  if (!detached) return sys.spawn(block_actor, std::move(block), std::move(backend), pages, std::move(adapters));
-  return sys.spawn<caf::detached>(block_actor, std::move(block), std::move(backend), pages, std::move(adapters));
+  if (!detached)
+    return sys.spawn(block_actor, std::move(block), std::move(backend), pages, kv_dtype, std::move(adapters));
+  return sys.spawn<caf::detached>(block_actor, std::move(block), std::move(backend), pages, kv_dtype,
+                                  std::move(adapters));
 }
 
 }  // namespace corolla

@@ -22,11 +22,12 @@ using adapter_set = std::map<std::string, std::shared_ptr<const LoraAdapter>>;
 
 // `backend`: the one `block` was loaded on; the actor keeps it alive, since a step may still run when the server
 // that loaded the block lets go of it (shutting down, or failing). `cache_tokens`: the block's KV pool, in tokens
-// (rounded up to whole pages: the server's budget counts the same pages, CacheBudget). `detached` false: on the
+// (rounded up to whole pages: the server's budget counts the same pages, CacheBudget), its keys and values held in
+// `kv_dtype` (Block::make_pool). `detached` false: on the
 // scheduler (the deterministic simulator); true in servers. `adapters` (optional): what requests may name; the block
 // applies its share of the one named.
 block_actor_handle spawn_block_actor(caf::actor_system& sys, std::shared_ptr<Block> block,
-                                     std::shared_ptr<Backend> backend, int64_t cache_tokens, bool detached = true,
-                                     std::shared_ptr<const adapter_set> adapters = nullptr);
+                                     std::shared_ptr<Backend> backend, int64_t cache_tokens, DType kv_dtype,
+                                     bool detached = true, std::shared_ptr<const adapter_set> adapters = nullptr);
 
 }  // namespace corolla

@@ -122,6 +122,8 @@ void read_node_keys(TableReader& r, NodeConfig& c) {
     if (auto problem = check_device(c.device)) r.fail("device", *problem);
   r.get_string("data_dir", c.data_dir);
   r.get_int("cache_tokens", c.cache_tokens, 1, std::numeric_limits<int64_t>::max());
+  if (r.get_string("kv_cache_dtype", c.kv_cache_dtype))
+    if (auto problem = check_kv_cache_dtype(c.kv_cache_dtype)) r.fail("kv_cache_dtype", *problem);
   int64_t v = 0;
   if (r.get_int("threads", v, 0, kMaxThreads)) c.threads = static_cast<int>(v);
   r.get_double("step_timeout_s", c.step_timeout_s, 0, true);
@@ -207,6 +209,7 @@ void validate_node(const NodeConfig& c, const std::string& source, const std::st
   if (auto problem = check_dtype(c.dtype)) fail("dtype", *problem);
   if (auto problem = check_device(c.device)) fail("device", *problem);
   if (c.cache_tokens < 1) fail("cache_tokens", "must be an integer >= 1, got " + std::to_string(c.cache_tokens));
+  if (auto problem = check_kv_cache_dtype(c.kv_cache_dtype)) fail("kv_cache_dtype", *problem);
   if (c.threads < 0 || c.threads > kMaxThreads)
     fail("threads", "must be an integer in 0.." + std::to_string(kMaxThreads) + ", got " + std::to_string(c.threads));
   positive("step_timeout_s", c.step_timeout_s);
@@ -278,6 +281,7 @@ std::string to_toml(const NodeConfig& c, const std::string& table) {
   line("threads", std::to_string(c.threads));
   line("data_dir", toml_quote(node_data_dir(c)));
   line("cache_tokens", std::to_string(c.cache_tokens));
+  line("kv_cache_dtype", toml_quote(c.kv_cache_dtype));
   line("max_sessions", std::to_string(c.max_sessions));
   line("max_batch_tokens", std::to_string(c.max_batch_tokens));
   if (c.max_sessions_per_peer)

@@ -38,15 +38,16 @@ struct NodeConfig {
   std::string public_name;                 // name shown to other peers; also names the default data_dir
   // auto or one of weight_dtypes() (kernels/dtype.hpp)
   std::string dtype = "auto";
-  std::string device = "cpu";      // cpu | cuda | cuda:N
-  std::string data_dir;            // empty: node_data_dir() gives the default
-  int64_t cache_tokens = 8192;     // KV-cache tokens per hosted block
-  bool new_swarm = false;          // start a new swarm (excludes initial_peers)
-  int threads = 0;                 // CPU threads; 0 = all cores
-  double step_timeout_s = 30;      // longest wait for the next step of an inference session
-  double session_timeout_s = 300;  // longest life of an inference session
-  int max_sessions = 64;           // concurrent inference sessions
-  int64_t max_batch_tokens = 256;  // tokens of sessions' steps run through the blocks at once; 0: no batching
+  std::string device = "cpu";          // cpu | cuda | cuda:N
+  std::string data_dir;                // empty: node_data_dir() gives the default
+  int64_t cache_tokens = 8192;         // KV-cache tokens per hosted block
+  std::string kv_cache_dtype = "f32";  // the KV caches' dtype: f32, or f16 (half the memory; CPU backend)
+  bool new_swarm = false;              // start a new swarm (excludes initial_peers)
+  int threads = 0;                     // CPU threads; 0 = all cores
+  double step_timeout_s = 30;          // longest wait for the next step of an inference session
+  double session_timeout_s = 300;      // longest life of an inference session
+  int max_sessions = 64;               // concurrent inference sessions
+  int64_t max_batch_tokens = 256;      // tokens of sessions' steps run through the blocks at once; 0: no batching
   // What one remote peer (a client or server process) may hold and send (actors/server/peer_quotas.hpp).
   std::optional<int> max_sessions_per_peer;      // not set: half of max_sessions (at least 1)
   std::optional<int64_t> cache_tokens_per_peer;  // per hosted block; not set: half of cache_tokens (at least 1)

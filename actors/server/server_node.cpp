@@ -23,12 +23,16 @@ server_node start_server_node(caf::actor_system& sys, const server_setup& setup,
     if (auto problem = c.span_problem(setup.first_block, setup.last_block)) throw std::runtime_error(*problem);
   server_node node;
   node.backend = setup.backend ? setup.backend : std::shared_ptr<Backend>(make_backend(setup.device, setup.threads));
+  if (!node.backend->supports_kv(setup.kv_dtype))
+    throw std::invalid_argument("kv_cache_dtype " + std::string(dtype_name(setup.kv_dtype)) + ": the " +
+                                node.backend->name() + " backend keeps its KV caches in f32");
   gate_options& o = node.options;
   o.version = COROLLA_VERSION_STRING;
   o.model_name = std::filesystem::path(source->origin()).filename().string();
   o.public_name = setup.public_name;
   o.dtype = setup.dtype ? std::string(dtype_name(*setup.dtype)) : stored_dtype_name(*source);  // as stored
   o.device = setup.device;
+  o.kv_dtype = dtype_name(setup.kv_dtype);
   o.first_block = setup.first_block;
   o.last_block = setup.last_block;
   o.total_blocks = c.num_layers;
@@ -74,8 +78,8 @@ std::vector<caf::actor> load_block_actors(caf::actor_system& sys, const server_s
     for (int64_t i = first; i < last; ++i) {
       std::shared_ptr<Block> block = store ? load_block_cached(store, digest, source, i, *backend, {setup.dtype})
                                            : load_block(source, i, *backend, {setup.dtype});
-      out.push_back(caf::actor_cast<caf::actor>(
-          spawn_block_actor(sys, std::move(block), backend, setup.cache_tokens, setup.detached, adapters)));
+      out.push_back(caf::actor_cast<caf::actor>(spawn_block_actor(sys, std::move(block), backend, setup.cache_tokens,
+                                                                  setup.kv_dtype, setup.detached, adapters)));
       if (setup.progress) setup.progress(i, i - first + 1, last - first);
     }
   } catch (...) {

@@ -30,6 +30,7 @@ struct server_setup {
   throughput_info throughput;        // announced rates
   std::string public_name;
   int64_t cache_tokens = 8192;
+  DType kv_dtype = DType::f32;  // the blocks' KV caches: f32, or f16 (half the memory) where the backend reads it
   int64_t max_sessions = 64;
   int64_t max_batch_tokens = 256;         // continuous batching's budget (actors/server/step_batcher.hpp); 0: off
   peer_quota_options per_peer;            // what one remote peer may hold and send (peer_quotas.hpp)

@@ -32,6 +32,7 @@ server_info describe_server(gate_actor* self) {
   i.address = s.opt.address;
   i.dtype = s.opt.dtype;
   i.device = s.opt.device;
+  i.kv_dtype = s.opt.kv_dtype;
   i.first_block = s.opt.first_block;
   i.last_block = s.opt.last_block;
   i.total_blocks = s.opt.total_blocks;

@@ -24,6 +24,7 @@ namespace corolla {
 
 struct gate_options {
   std::string version, model_name, public_name, address, dtype, device;
+  std::string kv_dtype = "f32";  // the blocks' KV caches' dtype (announced: spot checks allow for an f16 cache)
   int64_t first_block = 0, last_block = 0, total_blocks = 0;  // hosted span [first, last); empty until chosen
   int64_t hidden_size = 0;
   int64_t max_position = 0;                // the model's context length

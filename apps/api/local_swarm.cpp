@@ -77,6 +77,7 @@ LocalSwarm::LocalSwarm(caf::actor_system& sys, caf::actor connector, LocalSwarmO
     setup.last_block = total * (i + 1) / o.servers;
     setup.public_name = "local-" + std::to_string(i);
     setup.cache_tokens = o.cache_tokens;
+    setup.kv_dtype = o.kv_dtype;
     setup.max_sessions = o.max_sessions;
     setup.max_batch_tokens = o.max_batch_tokens;
     setup.threads = o.threads;

@@ -21,6 +21,7 @@ struct LocalSwarmOptions {
   std::string host = "127.0.0.1";
   bool publish = true;  // listen on loopback ports too (else in-process names only)
   int64_t cache_tokens = 8192;
+  DType kv_dtype = DType::f32;     // the servers' KV caches (f16: half the memory)
   int max_sessions = 64;           // per server
   int64_t max_batch_tokens = 256;  // continuous batching's budget per server (0: each step alone)
   int threads = 0;                 // CPU threads per server (0: all cores)

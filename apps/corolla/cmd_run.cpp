@@ -5,6 +5,7 @@
 #include <future>
 #include <iostream>
 
+#include "actors/config/config_file.hpp"
 #include "actors/net/connector.hpp"
 #include "actors/system/system_config.hpp"
 #include "apps/api/api_server.hpp"
@@ -34,6 +35,7 @@ struct RunOptions {
   int max_sessions = 32;
   int threads = 0;
   int64_t cache_tokens = 16384;
+  std::string kv_cache_dtype = "f32";
   int64_t max_batch_tokens = api::LocalSwarmOptions{}.max_batch_tokens;
   int64_t max_connections = api::ApiConfig{}.max_connections;
   int64_t max_connections_per_address = api::ApiConfig{}.max_connections_per_address;
@@ -96,6 +98,7 @@ int run(const RunOptions& o) {
     so.servers = o.servers;
     so.host = o.host;
     so.cache_tokens = o.cache_tokens;
+    so.kv_dtype = parse_dtype(o.kv_cache_dtype).value();  // checked with the flag
     so.max_batch_tokens = o.max_batch_tokens;
     so.threads = o.threads;
     so.progress = [](int i, int64_t first, int64_t last) {
@@ -167,6 +170,9 @@ Runner add_run(CLI::App& app) {
       ->check(CLI::Range(1, 1000000));
   cmd->add_option("--cache_tokens", o->cache_tokens, "KV-cache tokens per block of each server (default 16384)")
       ->check(CLI::Range(64, 1 << 24));
+  cmd->add_option("--kv_cache_dtype", o->kv_cache_dtype,
+                  "KV caches' dtype: f32, or f16 (half the memory, values rounded to 11 bits) (default f32)")
+      ->check([](const std::string& v) { return check_kv_cache_dtype(v).value_or(""); });
   cmd->add_option("--max_batch_tokens", o->max_batch_tokens,
                   "Tokens of concurrent sessions' steps each server runs as one batch; 0 runs each step alone "
                   "(default 256)")

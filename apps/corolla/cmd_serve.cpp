@@ -117,6 +117,7 @@ int run(const NodeConfig& cfg) {
   setup.backend = std::shared_ptr<Backend>(make_backend(setup.device, setup.threads));
   setup.public_name = cfg.public_name;
   setup.cache_tokens = cfg.cache_tokens;
+  setup.kv_dtype = parse_dtype(cfg.kv_cache_dtype).value();  // checked with the config
   setup.max_sessions = cfg.max_sessions;
   setup.max_batch_tokens = cfg.max_batch_tokens;
   setup.per_peer = peer_quota_of(cfg);

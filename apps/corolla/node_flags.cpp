@@ -101,6 +101,10 @@ void add_node_flags(CLI::App& cmd, NodeFlags& f) {
   cmd.add_option("--cache_tokens,--attn_cache_tokens", f.cache_tokens,
                  "KV-cache tokens per hosted block" + dflt(d.cache_tokens))
       ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
+  cmd.add_option("--kv_cache_dtype", f.kv_cache_dtype,
+                 "KV caches' dtype: f32, or f16 (half the memory, values rounded to 11 bits; CPU backend)" +
+                     dflt(d.kv_cache_dtype))
+      ->check(checked(check_kv_cache_dtype, "DTYPE"));
   cmd.add_option("--threads", f.threads, "CPU threads; 0 = all cores" + dflt(d.threads))->check(CLI::Range(0, 4096));
   cmd.add_option("--step_timeout", f.step_timeout,
                  "Seconds to wait for the next step of an inference session" + dflt(d.step_timeout_s))
@@ -233,6 +237,7 @@ NodeConfig resolve_node_config(const NodeFlags& f) {
   if (given("--device")) c.device = f.device;
   if (given("--data_dir")) c.data_dir = f.data_dir;
   if (given("--cache_tokens")) c.cache_tokens = f.cache_tokens;
+  if (given("--kv_cache_dtype")) c.kv_cache_dtype = f.kv_cache_dtype;
   if (given("--threads")) c.threads = f.threads;
   if (given("--step_timeout")) c.step_timeout_s = f.step_timeout;
   if (given("--session_timeout")) c.session_timeout_s = f.session_timeout;

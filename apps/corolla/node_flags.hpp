@@ -30,6 +30,7 @@ struct NodeFlags {
   std::string device;
   std::string data_dir;
   int64_t cache_tokens = 0;
+  std::string kv_cache_dtype;
   bool new_swarm = false;
   int threads = 0;
   double step_timeout = 0;

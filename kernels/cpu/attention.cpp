@@ -1,12 +1,14 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/decode_attention.hpp"
 #include "kernels/cpu/vector_math.hpp"
+#include "kernels/dtype.hpp"
 
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 extern "C" void omp_set_num_threads(int);
@@ -18,33 +20,51 @@ struct Dims {
   int64_t b, t, hq, hd, hkv, group;
 };
 
-// The slots [from, from + span) of sequence `seq`'s KV head `kvh`, walked as the runs of consecutive pool rows
-// they lie in (usually one: a sequence's pages are usually consecutive in the pool): each run's first key and
-// value and its length, and where it starts within the span.
+// The slots [from, from + span) of sequence `seq`, walked as the runs of consecutive pool rows they lie in
+// (usually one: a sequence's pages are usually consecutive in the pool): each run's first pool row, its length, and
+// where it starts within the span.
 template <class F>
-void for_each_run(const KvPages& cache, int64_t seq, int64_t kvh, int64_t hd, int64_t from, int64_t span, F&& f) {
-  const int64_t hkv = cache.k.dim(2);
-  const float* pk = cache.k.data_as<const float>();
-  const float* pv = cache.v.data_as<const float>();
+void for_each_run(const KvPages& cache, int64_t seq, int64_t from, int64_t span, F&& f) {
   for (int64_t at = 0; at < span;) {
     const int64_t len = cache.run(seq, from + at, span - at);
-    const int64_t row = cache.row(seq, from + at);
-    f(at, len, pk + (row * hkv + kvh) * hd, pv + (row * hkv + kvh) * hd);
+    f(at, len, cache.row(seq, from + at));
     at += len;
   }
 }
 
-// scores[rows, span] = scale · q · kᵀ for rows of q (row stride ldq) against the `span` cached keys of
-// sequence `seq`'s KV head `kvh` from slot `from`: one product per run of consecutive pool rows, by `own` kernels
-// (a decode step's few rows) or else by oneDNN's sgemm.
+// A run of `len` keys or values of one KV head from element `offset` of `pool` (rows `ld` apart) as f32 rows for
+// oneDNN's sgemm: an f32 pool's in place (row stride ld), an f16 pool's widened into this thread's scratch (row
+// stride hd).
+std::pair<const float*, int64_t> f32_rows(const Tensor& pool, int64_t offset, int64_t ld, int64_t len, int64_t hd,
+                                          const DecodeAttentionKernels* own, std::vector<float>& scratch) {
+  if (pool.dtype() == DType::f32) return {pool.data_as<const float>() + offset, ld};
+  scratch.resize(static_cast<size_t>(len * hd));
+  const uint16_t* src = pool.data_as<const uint16_t>() + offset;
+  if (own) {
+    own->widen_f16(src, ld, len, hd, scratch.data());
+  } else {
+    for (int64_t r = 0; r < len; ++r) to_f32(DType::f16, src + r * ld, scratch.data() + r * hd, hd);
+  }
+  return {scratch.data(), hd};
+}
+
+// scores[rows, span] (row stride lds) = scale · q · kᵀ for rows of q (row stride ldq) against the `span` cached keys
+// of sequence `seq`'s KV head `kvh` from slot `from`: one product per run of consecutive pool rows, by `own`
+// products (a decode step's few rows) or else by oneDNN's sgemm.
 void attention_scores(const KvPages& cache, int64_t seq, int64_t kvh, int64_t from, int64_t rows, int64_t span,
                       int64_t hd, float scale, const float* q, int64_t ldq, float* scores, int64_t lds,
-                      const DecodeAttentionKernels* own = nullptr) {
-  const int64_t ldk = cache.k.dim(2) * hd;
-  for_each_run(cache, seq, kvh, hd, from, span, [&](int64_t at, int64_t len, const float* k, const float*) {
-    if (own)
-      own->scores(q, ldq, rows, k, ldk, len, hd, scale, scores + at, lds);
-    else if (dnnl_sgemm('N', 'T', rows, len, hd, scale, q, ldq, k, ldk, 0.f, scores + at, lds) != dnnl_success)
+                      const DecodeAttentionKernels* own, bool own_products) {
+  const int64_t hkv = cache.k.dim(2), ld = hkv * hd;
+  thread_local std::vector<float> scratch;
+  for_each_run(cache, seq, from, span, [&](int64_t at, int64_t len, int64_t row) {
+    const int64_t offset = (row * hkv + kvh) * hd;
+    if (own_products && cache.k.dtype() == DType::f16)
+      return own->scores_f16(q, ldq, rows, cache.k.data_as<const uint16_t>() + offset, ld, len, hd, scale, scores + at,
+                             lds);
+    if (own_products)
+      return own->scores(q, ldq, rows, cache.k.data_as<const float>() + offset, ld, len, hd, scale, scores + at, lds);
+    const auto [k, ldk] = f32_rows(cache.k, offset, ld, len, hd, own, scratch);
+    if (dnnl_sgemm('N', 'T', rows, len, hd, scale, q, ldq, k, ldk, 0.f, scores + at, lds) != dnnl_success)
       throw std::runtime_error("attention: oneDNN sgemm failed");
   });
 }
@@ -53,13 +73,18 @@ void attention_scores(const KvPages& cache, int64_t seq, int64_t kvh, int64_t fr
 // summed, added to out where `accumulate`.
 void attention_values(const KvPages& cache, int64_t seq, int64_t kvh, int64_t from, int64_t rows, int64_t span,
                       int64_t hd, const float* p, int64_t ldp, float* out, int64_t ldo, bool accumulate,
-                      const DecodeAttentionKernels* own = nullptr) {
-  const int64_t ldv = cache.v.dim(2) * hd;
-  for_each_run(cache, seq, kvh, hd, from, span, [&](int64_t at, int64_t len, const float*, const float* v) {
+                      const DecodeAttentionKernels* own, bool own_products) {
+  const int64_t hkv = cache.v.dim(2), ld = hkv * hd;
+  thread_local std::vector<float> scratch;
+  for_each_run(cache, seq, from, span, [&](int64_t at, int64_t len, int64_t row) {
+    const int64_t offset = (row * hkv + kvh) * hd;
     const bool add = accumulate || at != 0;
-    if (own)
-      own->values(p + at, ldp, rows, v, ldv, len, hd, out, ldo, add);
-    else if (dnnl_sgemm('N', 'N', rows, hd, len, 1.f, p + at, ldp, v, ldv, add ? 1.f : 0.f, out, ldo) != dnnl_success)
+    if (own_products && cache.v.dtype() == DType::f16)
+      return own->values_f16(p + at, ldp, rows, cache.v.data_as<const uint16_t>() + offset, ld, len, hd, out, ldo, add);
+    if (own_products)
+      return own->values(p + at, ldp, rows, cache.v.data_as<const float>() + offset, ld, len, hd, out, ldo, add);
+    const auto [v, ldv] = f32_rows(cache.v, offset, ld, len, hd, own, scratch);
+    if (dnnl_sgemm('N', 'N', rows, hd, len, 1.f, p + at, ldp, v, ldv, add ? 1.f : 0.f, out, ldo) != dnnl_success)
       throw std::runtime_error("attention: oneDNN sgemm failed");
   });
 }
@@ -99,14 +124,15 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
                         std::span<const int32_t> positions, const AttentionSpec& spec, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;
   const DecodeAttentionKernels* own = best_decode_attention_kernels();
-  if (own && d.hd % own->lanes != 0) own = nullptr;
+  const bool own_products = own && d.hd % own->lanes == 0;
   const int64_t tokens = d.b * d.t, threads2 = 2 * static_cast<int64_t>(pool.size());
   const int64_t per_sequence = d.t * d.hkv;
-  const int64_t pieces = own ? 0 : std::clamp<int64_t>((threads2 + per_sequence - 1) / per_sequence, 1, d.group);
-  const int64_t parts = own ? std::clamp<int64_t>((threads2 + tokens - 1) / tokens, 1, d.hq) : d.hkv * pieces;
+  const int64_t pieces =
+      own_products ? 0 : std::clamp<int64_t>((threads2 + per_sequence - 1) / per_sequence, 1, d.group);
+  const int64_t parts = own_products ? std::clamp<int64_t>((threads2 + tokens - 1) / tokens, 1, d.hq) : d.hkv * pieces;
   // A token's query heads [h0, h1) in range `part` of `parts`.
   auto heads_of = [&](int64_t part) -> std::pair<int64_t, int64_t> {
-    if (own) return {part * d.hq / parts, (part + 1) * d.hq / parts};
+    if (own_products) return {part * d.hq / parts, (part + 1) * d.hq / parts};
     const int64_t kvh = part / pieces, piece = part % pieces;
     return {kvh * d.group + piece * d.group / pieces, kvh * d.group + (piece + 1) * d.group / pieces};
   };
@@ -117,7 +143,7 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       const int64_t token = w / parts, bi = token / d.t;
       const auto [h0, h1] = heads_of(w % parts);
       const int64_t last = positions[static_cast<size_t>(token)], first = spec.first_slot(last);
-      const int64_t rows = h1 - h0, span = last - first + 1, tile = own ? kKeyTile : span;
+      const int64_t rows = h1 - h0, span = last - first + 1, tile = own_products ? kKeyTile : span;
       const float* q0 = pq + (token * d.hq + h0) * d.hd;
       float* o0 = po + (token * d.hq + h0) * d.hd;
       scores.resize(static_cast<size_t>(rows * span));
@@ -132,7 +158,7 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       for (int64_t t0 = 0; t0 < span; t0 += tile)
         for_each_block([&](int64_t kvh, int64_t n, int64_t r) {
           attention_scores(cache, bi, kvh, first + t0, n, std::min(tile, span - t0), d.hd, spec.scale, q0 + r * d.hd,
-                           d.hd, scores.data() + r * span + t0, span, own);
+                           d.hd, scores.data() + r * span + t0, span, own, own_products);
         });
       for (int64_t r = 0; r < rows; ++r) {
         cap_scores(scores.data() + r * span, span, spec);
@@ -142,7 +168,7 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       for (int64_t t0 = 0; t0 < span; t0 += tile)
         for_each_block([&](int64_t kvh, int64_t n, int64_t r) {
           attention_values(cache, bi, kvh, first + t0, n, std::min(tile, span - t0), d.hd,
-                           scores.data() + r * span + t0, span, o0 + r * d.hd, d.hd, t0 > 0, own);
+                           scores.data() + r * span + t0, span, o0 + r * d.hd, d.hd, t0 > 0, own, own_products);
         });
     }
   });
@@ -153,6 +179,7 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
 void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const KvPages& cache,
                        std::span<const int32_t> positions, const AttentionSpec& spec, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;
+  const DecodeAttentionKernels* own = best_decode_attention_kernels();  // widens an f16 cache's runs
   pool.parallel_for(d.b * d.hq, 1, [&](int64_t w0, int64_t w1) {
     omp_set_num_threads(1);  // oneDNN computes in this thread only
     thread_local std::vector<float> scores;
@@ -168,7 +195,8 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const K
         const float* q0 = pq + ((bi * d.t + t0) * d.hq + h) * d.hd;
         float* o0 = po + ((bi * d.t + t0) * d.hq + h) * d.hd;
         // scores[t, s] = scale · q_t · k_(from + s)
-        attention_scores(cache, bi, kvh, from, rows, span, d.hd, spec.scale, q0, d.hq * d.hd, scores.data(), span);
+        attention_scores(cache, bi, kvh, from, rows, span, d.hd, spec.scale, q0, d.hq * d.hd, scores.data(), span, own,
+                         false);
         for (int64_t ti = 0; ti < rows; ++ti) {
           float* row = scores.data() + ti * span;
           const int64_t first = spec.first_slot(pos[ti]) - from, last = pos[ti] - from;
@@ -179,7 +207,8 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const K
           std::fill(row + last + 1, row + span, 0.f);  // causal mask: later slots get no weight
         }
         // out[t, :] = Σ_s p[t, s] · v_(from + s)
-        attention_values(cache, bi, kvh, from, rows, span, d.hd, scores.data(), span, o0, d.hq * d.hd, false);
+        attention_values(cache, bi, kvh, from, rows, span, d.hd, scores.data(), span, o0, d.hq * d.hd, false, own,
+                         false);
       }
     }
   });

@@ -53,6 +53,8 @@ class CpuBackend final : public Backend {
   }
   Device device() const override { return Device::cpu; }
   bool supports_weight(DType t) const override { return weight_dtype_supported(t); }
+  // f16 caches take half the memory and are read widened to f32 (kernels/cpu/decode_attention.hpp).
+  bool supports_kv(DType t) const override { return t == DType::f32 || t == DType::f16; }
 
   Tensor alloc(DType dtype, Shape shape) override {
     auto buffer = buffers_->acquire(static_cast<size_t>(storage_bytes(dtype, shape.numel())));
@@ -194,12 +196,14 @@ class CpuBackend final : public Backend {
   void do_kv_write(const Tensor& k, const Tensor& v, std::span<const int32_t> positions,
                    const KvPages& cache) override {
     const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3);
-    const size_t bytes = static_cast<size_t>(row) * 4;
+    const DType pool = cache.k.dtype();
+    const int64_t row_bytes = storage_bytes(pool, row);
     for (int64_t i = 0; i < b; ++i)
       for (int64_t j = 0; j < t; ++j) {
-        const int64_t dst = cache.row(i, positions[static_cast<size_t>(i * t + j)]) * row, src = (i * t + j) * row;
-        std::memcpy(cache.k.data_as<float>() + dst, k.data_as<const float>() + src, bytes);
-        std::memcpy(cache.v.data_as<float>() + dst, v.data_as<const float>() + src, bytes);
+        const int64_t dst = cache.row(i, positions[static_cast<size_t>(i * t + j)]) * row_bytes,
+                      src = (i * t + j) * row;
+        from_f32(pool, k.data_as<const float>() + src, static_cast<char*>(cache.k.data()) + dst, row);
+        from_f32(pool, v.data_as<const float>() + src, static_cast<char*>(cache.v.data()) + dst, row);
       }
   }
 
@@ -209,11 +213,11 @@ class CpuBackend final : public Backend {
   }
 
   void do_gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override {
-    const int64_t d = x.dim(-1), r = static_cast<int64_t>(rows.size());
-    const float* px = x.data_as<const float>();
-    float* po = out.data_as<float>();
+    const int64_t row_bytes = storage_bytes(x.dtype(), x.dim(-1)), r = static_cast<int64_t>(rows.size());
+    const char* px = static_cast<const char*>(x.data());
+    char* po = static_cast<char*>(out.data());
     for (int64_t i = 0; i < r; ++i)
-      std::memcpy(po + i * d, px + rows[static_cast<size_t>(i)] * d, static_cast<size_t>(d) * sizeof(float));
+      std::memcpy(po + i * row_bytes, px + rows[static_cast<size_t>(i)] * row_bytes, static_cast<size_t>(row_bytes));
   }
 
   void do_scatter_add_rows(const Tensor& x, std::span<const int32_t> rows, std::span<const float> scale,

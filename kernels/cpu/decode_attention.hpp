@@ -25,6 +25,15 @@ struct DecodeAttentionKernels {
   // out[r · ldo + d] = (accumulate ? out[r · ldo + d] : 0) + Σ_s p[r · ldp + s] · v[s · ldv + d].
   void (*values)(const float* p, int64_t ldp, int64_t rows, const float* v, int64_t ldv, int64_t keys, int64_t head_dim,
                  float* out, int64_t ldo, bool accumulate);
+  // The same over a cache of f16 keys and values, each widened exactly to f32: the bits of `scores` and `values`
+  // over an f32 cache holding the same values.
+  void (*scores_f16)(const float* q, int64_t ldq, int64_t rows, const uint16_t* k, int64_t ldk, int64_t keys,
+                     int64_t head_dim, float scale, float* scores, int64_t lds);
+  void (*values_f16)(const float* p, int64_t ldp, int64_t rows, const uint16_t* v, int64_t ldv, int64_t keys,
+                     int64_t head_dim, float* out, int64_t ldo, bool accumulate);
+  // dst[r · cols + c] = src[r · ld + c] widened to f32, for r < rows, c < cols: a run of an f16 cache's keys or
+  // values for oneDNN's sgemm (prefill).
+  void (*widen_f16)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst);
 };
 
 #if defined(COROLLA_HAVE_X86_KERNELS)

@@ -2,10 +2,18 @@
 // matrix-vector kernels it uses no inline function or template from a header shared with portable code.
 #include <immintrin.h>
 
+#include <cstdint>
+
 #include "kernels/cpu/decode_attention.hpp"
 
 namespace corolla {
 namespace {
+
+// W lanes of a cached key or value: f32 as stored, f16 widened (exactly) to f32.
+inline __m512 load_lanes(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load_lanes(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
 
 // Lane j of the result: the sum of v[j]'s 16 lanes. Every key's sum is added in the same order whichever lane it
 // lands in, so a key's score does not depend on where its block of 16 starts.
@@ -23,16 +31,16 @@ inline __m512 sums_of_16(const __m512 (&v)[16]) {
 }
 
 // Products of q with one key, lane by lane, over C vectors of 16 (C = 0: `chunks` of them, known at run time).
-template <int C>
-inline __m512 lane_products(const float* q, const float* k, int64_t chunks) {
+template <int C, class T>
+inline __m512 lane_products(const float* q, const T* k, int64_t chunks) {
   const int64_t n = C > 0 ? C : chunks;
-  __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
-  for (int64_t i = 1; i < n; ++i) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * i), _mm512_loadu_ps(k + 16 * i), a);
+  __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), load_lanes(k));
+  for (int64_t i = 1; i < n; ++i) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * i), load_lanes(k + 16 * i), a);
   return a;
 }
 
-template <int C>
-void scores_by(const float* q, int64_t ldq, int64_t rows, const float* k, int64_t ldk, int64_t keys, int64_t chunks,
+template <int C, class T>
+void scores_by(const float* q, int64_t ldq, int64_t rows, const T* k, int64_t ldk, int64_t keys, int64_t chunks,
                float scale, float* scores, int64_t lds) {
   const __m512 s = _mm512_set1_ps(scale);
   // A block of 16 keys (at most 4 KB at a head of 64) stays in L1 while every row reads it.
@@ -49,7 +57,8 @@ void scores_by(const float* q, int64_t ldq, int64_t rows, const float* k, int64_
   }
 }
 
-void scores(const float* q, int64_t ldq, int64_t rows, const float* k, int64_t ldk, int64_t keys, int64_t head_dim,
+template <class T>
+void scores(const float* q, int64_t ldq, int64_t rows, const T* k, int64_t ldk, int64_t keys, int64_t head_dim,
             float scale, float* out, int64_t lds) {
   const int64_t chunks = head_dim / 16;
   switch (chunks) {
@@ -63,15 +72,15 @@ void scores(const float* q, int64_t ldq, int64_t rows, const float* k, int64_t l
 
 // R rows by C vectors of 16 of the output, summed over the keys in order (one fused multiply-add per key and lane:
 // the same sums whichever block of rows or run of keys they are computed in).
-template <int R, int C>
-void values_block(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t keys, float* out, int64_t ldo,
+template <int R, int C, class T>
+void values_block(const float* p, int64_t ldp, const T* v, int64_t ldv, int64_t keys, float* out, int64_t ldo,
                   bool accumulate) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = accumulate ? _mm512_loadu_ps(out + r * ldo + 16 * c) : _mm512_setzero_ps();
   for (int64_t s = 0; s < keys; ++s) {
     __m512 vs[C];
-    for (int c = 0; c < C; ++c) vs[c] = _mm512_loadu_ps(v + s * ldv + 16 * c);
+    for (int c = 0; c < C; ++c) vs[c] = load_lanes(v + s * ldv + 16 * c);
     for (int r = 0; r < R; ++r) {
       const __m512 w = _mm512_set1_ps(p[r * ldp + s]);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(w, vs[c], acc[r][c]);
@@ -81,11 +90,11 @@ void values_block(const float* p, int64_t ldp, const float* v, int64_t ldv, int6
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + r * ldo + 16 * c, acc[r][c]);
 }
 
-template <int R>
-void values_rows(const float* p, int64_t ldp, const float* v, int64_t ldv, int64_t keys, int64_t chunks, float* out,
+template <int R, class T>
+void values_rows(const float* p, int64_t ldp, const T* v, int64_t ldv, int64_t keys, int64_t chunks, float* out,
                  int64_t ldo, bool accumulate) {
   for (int64_t c0 = 0; c0 < chunks; c0 += 4) {
-    const float* vc = v + 16 * c0;
+    const T* vc = v + 16 * c0;
     float* oc = out + 16 * c0;
     switch (chunks - c0 < 4 ? chunks - c0 : 4) {
       case 1: values_block<R, 1>(p, ldp, vc, ldv, keys, oc, ldo, accumulate); break;
@@ -100,7 +109,8 @@ void values_rows(const float* p, int64_t ldp, const float* v, int64_t ldv, int64
 // rows and vectors after the first; a tile continues the sums of the one before, in the same order.
 constexpr int64_t kValueTile = 128;
 
-void values(const float* p, int64_t ldp, int64_t rows, const float* v, int64_t ldv, int64_t keys, int64_t head_dim,
+template <class T>
+void values(const float* p, int64_t ldp, int64_t rows, const T* v, int64_t ldv, int64_t keys, int64_t head_dim,
             float* out, int64_t ldo, bool accumulate) {
   const int64_t chunks = head_dim / 16;
   for (int64_t s0 = 0; s0 < keys; s0 += kValueTile) {
@@ -108,7 +118,7 @@ void values(const float* p, int64_t ldp, int64_t rows, const float* v, int64_t l
     const bool add = accumulate || s0 > 0;
     for (int64_t r0 = 0; r0 < rows; r0 += 4) {
       const float* pr = p + r0 * ldp + s0;
-      const float* vt = v + s0 * ldv;
+      const T* vt = v + s0 * ldv;
       float* o = out + r0 * ldo;
       switch (rows - r0 < 4 ? rows - r0 : 4) {
         case 1: values_rows<1>(pr, ldp, vt, ldv, tile, chunks, o, ldo, add); break;
@@ -120,10 +130,28 @@ void values(const float* p, int64_t ldp, int64_t rows, const float* v, int64_t l
   }
 }
 
+void widen_f16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* s = src + r * ld;
+    float* d = dst + r * cols;
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __mmask16 m =
+          cols - c >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (cols - c)) - 1);
+      _mm512_mask_storeu_ps(d + c, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, s + c)));
+    }
+  }
+}
+
 }  // namespace
 
 const DecodeAttentionKernels& avx512_decode_attention_kernels() {
-  static const DecodeAttentionKernels k{.isa = "avx512", .lanes = 16, .scores = scores, .values = values};
+  static const DecodeAttentionKernels k{.isa = "avx512",
+                                        .lanes = 16,
+                                        .scores = scores<float>,
+                                        .values = values<float>,
+                                        .scores_f16 = scores<uint16_t>,
+                                        .values_f16 = values<uint16_t>,
+                                        .widen_f16 = widen_f16};
   return k;
 }
 

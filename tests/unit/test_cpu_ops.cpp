@@ -7,6 +7,7 @@
 #include <random>
 
 #include "kernels/backend.hpp"
+#include "kernels/dtype.hpp"
 #include "kernels/cpu/matvec.hpp"
 #include "kernels/interleaved_rows.hpp"
 #include "support/quantized_activations.hpp"
@@ -24,6 +25,12 @@ Tensor random_tensor(Shape s, uint32_t seed) {
 }
 
 float at(const Tensor& t, int64_t i) { return t.data_as<const float>()[i]; }
+
+float max_abs_diff_of(const Tensor& a, const Tensor& b) {
+  float worst = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) worst = std::max(worst, std::fabs(at(a, i) - at(b, i)));
+  return worst;
+}
 
 Backend& cpu() {
   static auto b = make_cpu_backend(2);
@@ -405,6 +412,49 @@ BOOST_AUTO_TEST_CASE(a_decode_tokens_attention_is_the_same_alone_and_in_a_batch)
         BOOST_REQUIRE_MESSAGE(at(one, j) == at(out, i * hq * hd + j), "hq " << hq << ", sequence " << i << ", " << j);
     }
   }
+}
+
+// An f16 KV cache (kv_cache_dtype = "f16"): kv_write rounds each key and value to f16, and attention over it (decode
+// by the own products, prefill by oneDNN's sgemm over widened runs, pages scattered over the pool) equals attention
+// over an f32 cache holding the same rounded values.
+BOOST_AUTO_TEST_CASE(attention_over_an_f16_cache_equals_attention_over_its_values_in_f32) {
+  const int64_t hq = 9, hkv = 3, hd = 64, pages = 12, page = 16, b = 2, slots = 80;
+  const Shape pool_shape{pages, page, hkv, hd};
+  const Tensor k32 = cpu().alloc(DType::f32, pool_shape), v32 = cpu().alloc(DType::f32, pool_shape);
+  const Tensor k16 = cpu().alloc(DType::f16, pool_shape), v16 = cpu().alloc(DType::f16, pool_shape);
+  // Both caches' pages in the same scattered order: sequence 0 in pages 7, 2, 9, 4, 11, sequence 1 in 0, 5, 1, 8, 3.
+  const std::vector<int32_t> table = {7, 2, 9, 4, 11, 0, 5, 1, 8, 3};
+  const KvPages p32{k32, v32, table, b}, p16{k16, v16, table, b};
+  const Tensor k = random_tensor({b, slots, hkv, hd}, 60), v = random_tensor({b, slots, hkv, hd}, 61);
+  std::vector<int32_t> all(static_cast<size_t>(b * slots));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int32_t>(i % slots);
+  Tensor k_rounded = k.clone(), v_rounded = v.clone();
+  for (int64_t i = 0; i < k.numel(); ++i) {
+    k_rounded.data_as<float>()[i] = f16_to_f32(f32_to_f16(at(k, i)));
+    v_rounded.data_as<float>()[i] = f16_to_f32(f32_to_f16(at(v, i)));
+  }
+  cpu().kv_write(k_rounded, v_rounded, all, p32);
+  cpu().kv_write(k, v, all, p16);
+  for (int64_t s = 0; s < slots; ++s)  // the f16 pool holds the rounded values
+    for (int64_t j = 0; j < hkv * hd; ++j)
+      BOOST_REQUIRE(f16_to_f32(k16.data_as<const uint16_t>()[p16.row(1, s) * hkv * hd + j]) ==
+                    at(k_rounded, (slots + s) * hkv * hd + j));
+  const AttentionSpec spec{.scale = 0.125f};
+  for (const int64_t t : {int64_t{1}, int64_t{20}}) {  // a decode step, a prefill chunk
+    const Tensor q = random_tensor({b, t, hq, hd}, 62);
+    std::vector<int32_t> pos;
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < t; ++j) pos.push_back(static_cast<int32_t>(slots - t + j - 7 * i));
+    Tensor want = cpu().alloc(DType::f32, {b, t, hq * hd}), got = cpu().alloc(DType::f32, {b, t, hq * hd});
+    cpu().attention(q, p32, pos, spec, want);
+    cpu().attention(q, p16, pos, spec, got);
+    BOOST_TEST(max_abs_diff_of(got, want) <= 1e-6, "tokens " << t << ": " << max_abs_diff_of(got, want));
+  }
+  // Pools of unequal dtypes are refused.
+  const KvPages mixed{k32, v16, table, b};
+  Tensor out = cpu().alloc(DType::f32, {b, 1, hq * hd});
+  const Tensor q = random_tensor({b, 1, hq, hd}, 63);
+  BOOST_CHECK_THROW(cpu().attention(q, mixed, std::vector<int32_t>{5, 5}, spec, out), std::invalid_argument);
 }
 
 // A mixture of experts gathers the rows routed to an expert and adds the expert's output back, weighted.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/decode_attention.hpp"
+#include "kernels/dtype.hpp"
 
 using namespace corolla;
 
@@ -132,6 +133,41 @@ BOOST_AUTO_TEST_CASE(a_rows_results_do_not_depend_on_the_rows_or_runs_that_share
         for (int64_t d = 0; d < s.head_dim; ++d)
           BOOST_REQUIRE_MESSAGE(alone_out[static_cast<size_t>(d)] == out[static_cast<size_t>(r * s.head_dim + d)],
                                 ks->isa << " value of row " << r << " of " << s.rows << ", lane " << d);
+      }
+    }
+}
+
+// Over an f16 cache the products are the bits of those over an f32 cache holding the same values, and widen_f16
+// widens a strided run exactly.
+BOOST_AUTO_TEST_CASE(f16_caches_give_the_bits_of_f32_caches_holding_the_same_values) {
+  for (const DecodeAttentionKernels* ks : available_decode_attention_kernels())
+    for (const Shape& s : shapes(ks->lanes)) {
+      const Inputs in(s, 21);
+      std::vector<uint16_t> k16(in.k.size()), v16(in.v.size());
+      std::vector<float> k(in.k.size()), v(in.v.size());
+      for (size_t i = 0; i < k.size(); ++i) {
+        k16[i] = f32_to_f16(in.k[i]);
+        v16[i] = f32_to_f16(in.v[i]);
+        k[i] = f16_to_f32(k16[i]);
+        v[i] = f16_to_f32(v16[i]);
+      }
+      std::vector<float> want(static_cast<size_t>(s.rows * s.keys)), got(want.size());
+      ks->scores(in.q.data(), s.head_dim, s.rows, k.data(), s.stride, s.keys, s.head_dim, 0.25f, want.data(), s.keys);
+      ks->scores_f16(in.q.data(), s.head_dim, s.rows, k16.data(), s.stride, s.keys, s.head_dim, 0.25f, got.data(),
+                     s.keys);
+      BOOST_REQUIRE_MESSAGE(want == got, ks->isa << " scores over f16, rows " << s.rows << " keys " << s.keys);
+      std::vector<float> out_want(static_cast<size_t>(s.rows * s.head_dim)), out_got(out_want.size());
+      ks->values(in.p.data(), s.keys, s.rows, v.data(), s.stride, s.keys, s.head_dim, out_want.data(), s.head_dim,
+                 false);
+      ks->values_f16(in.p.data(), s.keys, s.rows, v16.data(), s.stride, s.keys, s.head_dim, out_got.data(), s.head_dim,
+                     false);
+      BOOST_REQUIRE_MESSAGE(out_want == out_got, ks->isa << " values over f16, rows " << s.rows << " keys " << s.keys);
+      for (const int64_t cols : {s.head_dim, s.head_dim - 3}) {  // a run's head, and a width no vector divides
+        std::vector<float> widened(static_cast<size_t>(s.keys * cols), -1.f);
+        ks->widen_f16(k16.data(), s.stride, s.keys, cols, widened.data());
+        for (int64_t r = 0; r < s.keys; ++r)
+          for (int64_t c = 0; c < cols; ++c)
+            BOOST_REQUIRE(widened[static_cast<size_t>(r * cols + c)] == k[static_cast<size_t>(r * s.stride + c)]);
       }
     }
 }

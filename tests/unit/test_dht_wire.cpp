@@ -124,6 +124,7 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   info.total_blocks = 96;
   info.dtype = "bf16";
   info.device = "cuda";
+  info.kv_dtype = "f16";
   info.cache_tokens_left = 4096;
   info.throughput = 123.5;
   info.hidden_size = 4096;
@@ -176,6 +177,7 @@ BOOST_AUTO_TEST_CASE(server_records_round_trip) {
   BOOST_TEST(a.info.public_name == "alice's GPU");
   BOOST_TEST(a.info.first_block == 31);
   BOOST_TEST(a.info.throughput == 123.5);
+  BOOST_TEST(a.info.kv_dtype == "f16");
   BOOST_TEST(by_owner[to_hex(bob.public_key())].info.address == "10.0.0.9:5000");
   BOOST_TEST((by_owner[to_hex(bob.public_key())].expiration == exp + 1s));
   BOOST_REQUIRE(problems.size() == 3u);
@@ -278,6 +280,7 @@ BOOST_AUTO_TEST_CASE(hostile_server_infos_are_left_out) {
       },
       [](server_info& i) { i.state = "ruling"; },
       [](server_info& i) { i.cache_tokens_left = -1; },
+      [](server_info& i) { i.kv_dtype = "f8"; },  // no such cache: its checks' tolerance would be unknown
   };
   DhtEntries entries;
   std::string subkey;

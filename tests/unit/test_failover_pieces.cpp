@@ -160,6 +160,19 @@ BOOST_AUTO_TEST_CASE(outputs_agree_within_the_coarser_dtypes_tolerance) {
   BOOST_TEST(!compare_outputs(last_tokens(got, 1), want, 1).empty());  // shapes differ
 }
 
+// A hop, or a verifier, whose KV cache is f16 is judged with f16's tolerance, whatever its weights' dtype.
+BOOST_AUTO_TEST_CASE(an_f16_kv_cache_loosens_a_checks_tolerance_to_f16s) {
+  planned_hop hop{"a:1", 0, 2, "", "f32", "f32"}, verifier{"b:1", 0, 2, "", "f32", ""};
+  BOOST_TEST(tolerance_for(hop, {verifier}) == output_tolerance("f32", "f32"));
+  hop.kv_dtype = "f16";
+  BOOST_TEST(tolerance_for(hop, {verifier}) == output_tolerance("f16", "f16"));
+  hop.kv_dtype = "f32";
+  verifier.kv_dtype = "f16";
+  BOOST_TEST(tolerance_for(hop, {verifier}) == output_tolerance("f16", "f16"));
+  hop.dtype = "q4_0";  // a coarser dtype still rules
+  BOOST_TEST(tolerance_for(hop, {verifier}) == output_tolerance("q4_0", "q4_0"));
+}
+
 BOOST_AUTO_TEST_CASE(new_servers_are_always_checked_and_each_hop_one_step_in_every) {
   std::mt19937_64 rng(1);
   spot_check_options o;

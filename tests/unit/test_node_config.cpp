@@ -76,6 +76,7 @@ dtype = "q8_0"
 device = "cuda:1"
 data_dir = "/var/lib/corolla"
 cache_tokens = 4096
+kv_cache_dtype = "f16"
 new_swarm = false
 threads = 6
 step_timeout_s = 12.5
@@ -99,6 +100,7 @@ mean_balance_check_period_s = 30
   BOOST_TEST(c.device == "cuda:1");
   BOOST_TEST(c.data_dir == "/var/lib/corolla");
   BOOST_TEST(c.cache_tokens == 4096);
+  BOOST_TEST(c.kv_cache_dtype == "f16");
   BOOST_TEST(!c.new_swarm);
   BOOST_TEST(c.threads == 6);
   BOOST_TEST(c.step_timeout_s == 12.5);
@@ -122,6 +124,7 @@ BOOST_FIXTURE_TEST_CASE(absent_keys_keep_their_defaults, Files) {
   BOOST_TEST(expected.dtype == "auto");
   BOOST_TEST(expected.device == "cpu");
   BOOST_TEST(expected.cache_tokens == 8192);
+  BOOST_TEST(expected.kv_cache_dtype == "f32");
   BOOST_TEST(expected.step_timeout_s == 30.0);
   BOOST_TEST(expected.session_timeout_s == 300.0);
   BOOST_TEST(expected.max_sessions == 64);
@@ -187,6 +190,8 @@ BOOST_FIXTURE_TEST_CASE(a_value_of_the_wrong_type_is_an_error, Files) {
   BOOST_TEST(node_error(*this, "step_timeout_s = \"30\"\n") ==
              path + ":1: 'step_timeout_s' must be a number > 0, got \"30\"");
   BOOST_TEST(node_error(*this, "cache_tokens = 1.5\n") == path + ":1: 'cache_tokens' must be an integer >= 1, got 1.5");
+  BOOST_TEST(node_error(*this, "kv_cache_dtype = \"bf16\"\n") ==
+             path + ":1: 'kv_cache_dtype' must be f32 or f16, got \"bf16\"");
   BOOST_TEST(node_error(*this, "num_blocks = [1, 2]\n") ==
              path + ":1: 'num_blocks' must be an integer in 1..2147483647, got [ 1, 2 ]");
   BOOST_TEST(node_error(*this, "host = {}\n") == path + ":1: 'host' must be a string, got a table");
@@ -556,6 +561,7 @@ BOOST_FIXTURE_TEST_CASE(flags_given_beat_the_file_and_flags_not_given_leave_it, 
   const NodeConfig c = NodeCli().resolve("--config " + path +
                                          " --port 40000 --threads 0 --dtype q4_0 --step_timeout 2.5"
                                          " --public_name x --data_dir /d --cache_tokens 100 --device cuda:2"
+                                         " --kv_cache_dtype f32"
                                          " --session_timeout 9 --max_sessions 3 --throughput 12 --update_period 4"
                                          " --balance_quality 0 --mean_balance_check_period 5"
                                          " --model other.gguf --host 127.0.0.2");
@@ -566,6 +572,7 @@ BOOST_FIXTURE_TEST_CASE(flags_given_beat_the_file_and_flags_not_given_leave_it, 
   BOOST_TEST(c.public_name == "x");
   BOOST_TEST(c.data_dir == "/d");
   BOOST_TEST(c.cache_tokens == 100);
+  BOOST_TEST(c.kv_cache_dtype == "f32");  // the file's f16, overridden
   BOOST_TEST(c.device == "cuda:2");
   BOOST_TEST(c.session_timeout_s == 9.0);
   BOOST_TEST(c.max_sessions == 3);
@@ -642,7 +649,7 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_parse_errors) {
         "--model demo --device gpu", "--model demo --throughput fast", "--model demo --step_timeout 0",
         "--model demo --balance_quality -0.5", "--model demo --mean_balance_check_period 0",
         "--model demo --num_blocks 3 --block_indices 0:3", "--model demo --new_swarm --initial_peers a:1",
-        "--model demo --num_block 3"}) {
+        "--model demo --num_block 3", "--model demo --kv_cache_dtype q8_0"}) {
     NodeCli cli;
     BOOST_CHECK_THROW(cli.app.parse(args, false), CLI::ParseError);
   }
