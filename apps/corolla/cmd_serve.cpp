@@ -215,7 +215,8 @@ int run(const NodeConfig& cfg) {
         .receive([](const ack&) {}, [](caf::error&) {});  // at once, not at the next period
   }
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cerr << "loaded blocks " << first << ":" << last << " in " << load_s << " s on " << node.backend->name() << "\n";
+  std::cerr << "loaded blocks " << first << ":" << last << " in " << load_s << " s on " << node.backend->name()
+            << ", KV caches in " << dtype_name(setup.kv_dtype) << "\n";
   std::cout << "serving blocks " << first << ":" << last << " of " << prefix << " at " << address << std::endl;
 
   const int sig = wait_for_stop_signal();

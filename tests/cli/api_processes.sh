@@ -40,12 +40,16 @@ PY
 pids+=($!)
 wait_line "$dir/dht" "dht node at"
 dht=$(awk '/dht node at/ {print $NF}' "$dir/dht")
+# The second server holds its KV caches in f16 (--kv_cache_dtype): half the memory, the same chat through it.
 for span in 0:2 2:4; do
+  kv=f32
+  [ "$span" = 2:4 ] && kv=f16
   "$bin" serve --model "$model" --block_indices "$span" --port 0 --initial_peers "$dht" --data_dir "$dir/$span" \
-    > "$dir/serve-$span" 2>&1 &
+    --kv_cache_dtype "$kv" > "$dir/serve-$span" 2>&1 &
   pids+=($!)
 done
 for span in 0:2 2:4; do wait_line "$dir/serve-$span" "serving blocks"; done
+check "the second server's caches are f16" "KV caches in f16" "$(cat "$dir/serve-2:4")"
 
 cat > "$dir/api.toml" <<TOML
 port = 0
