@@ -37,13 +37,13 @@ function renderModel(m) {
   box.append(map);
   const table = el("table");
   table.append(el("tr", {}, ...["server", "address", "blocks", "state", "throughput (rps)", "cache left (tokens)",
-                                "sessions", "version", "dtype · device", "this API's view"].map(h => el("th", {}, h))));
+                                "sessions", "version", "dtype · KV · device", "this API's view"].map(h => el("th", {}, h))));
   for (const s of servers) {
     table.append(el("tr", {},
       el("td", {}, s.public_name || "—"), el("td", {}, s.address), el("td", {}, `${s.first_block}:${s.last_block}`),
       el("td", {}, el("span", {class: "badge " + s.state}, s.state)), el("td", {}, s.throughput.toFixed(1)),
       el("td", {}, String(s.cache_tokens_left)), el("td", {}, String(s.sessions)), el("td", {}, s.version),
-      el("td", {}, `${s.dtype} · ${s.device}`), el("td", {title: s.client_view ? s.client_view.last_failure : ""}, view(s))));
+      el("td", {}, `${s.dtype} · ${s.kv_dtype} · ${s.device}`), el("td", {title: s.client_view ? s.client_view.last_failure : ""}, view(s))));
   }
   box.append(table);
   return box;

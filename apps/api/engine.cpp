@@ -75,12 +75,19 @@ nlohmann::json missing_ranges(const std::vector<int>& coverage) {
 nlohmann::json server_json(const server_info& s, const peer_standing* standing) {
   nlohmann::json pings = nlohmann::json::object();
   for (const auto& [addr, ms] : s.pings) pings[addr] = ms;
-  nlohmann::json out = {{"address", s.address},         {"public_name", s.public_name},
-                        {"version", s.version},         {"state", s.state},
-                        {"first_block", s.first_block}, {"last_block", s.last_block},
-                        {"throughput", s.throughput},   {"cache_tokens_left", s.cache_tokens_left},
-                        {"sessions", s.sessions},       {"dtype", s.dtype},
-                        {"device", s.device},           {"pings_ms", pings}};
+  nlohmann::json out = {{"address", s.address},
+                        {"public_name", s.public_name},
+                        {"version", s.version},
+                        {"state", s.state},
+                        {"first_block", s.first_block},
+                        {"last_block", s.last_block},
+                        {"throughput", s.throughput},
+                        {"cache_tokens_left", s.cache_tokens_left},
+                        {"sessions", s.sessions},
+                        {"dtype", s.dtype},
+                        {"device", s.device},
+                        {"pings_ms", pings},
+                        {"kv_dtype", s.kv_dtype.empty() ? "f32" : s.kv_dtype}};
   if (standing)
     out["client_view"] = {{"successes", standing->successes},
                           {"failures", standing->failures},

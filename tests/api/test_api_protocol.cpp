@@ -524,6 +524,7 @@ BOOST_AUTO_TEST_CASE(health_state_and_metrics_describe_the_swarm) {
     BOOST_TEST(s["version"] == "0.1.0");
     BOOST_TEST(s["public_name"].get<std::string>().rfind("local-", 0) == 0u);
     BOOST_TEST(s["dtype"] == "f32");                // what the blocks are stored in, not "auto"
+    BOOST_TEST(s["kv_dtype"] == "f32");             // the KV caches' (f32 by default)
     BOOST_TEST(s["throughput"].get<double>() > 0);  // measured when the swarm starts
   }
   BOOST_TEST(state["api"]["max_sessions"] == 40);
