@@ -36,12 +36,12 @@ void for_each_run(const KvPages& cache, int64_t seq, int64_t from, int64_t span,
 // oneDNN's sgemm: an f32 pool's in place (row stride ld), an f16 pool's widened into this thread's scratch (row
 // stride hd).
 std::pair<const float*, int64_t> f32_rows(const Tensor& pool, int64_t offset, int64_t ld, int64_t len, int64_t hd,
-                                          const DecodeAttentionKernels* own, std::vector<float>& scratch) {
+                                          std::vector<float>& scratch) {
   if (pool.dtype() == DType::f32) return {pool.data_as<const float>() + offset, ld};
   scratch.resize(static_cast<size_t>(len * hd));
   const uint16_t* src = pool.data_as<const uint16_t>() + offset;
-  if (own) {
-    own->widen_f16(src, ld, len, hd, scratch.data());
+  if (const DecodeAttentionKernels* simd = best_decode_attention_kernels()) {
+    simd->widen_f16(src, ld, len, hd, scratch.data());
   } else {
     for (int64_t r = 0; r < len; ++r) to_f32(DType::f16, src + r * ld, scratch.data() + r * hd, hd);
   }
@@ -50,20 +50,20 @@ std::pair<const float*, int64_t> f32_rows(const Tensor& pool, int64_t offset, in
 
 // scores[rows, span] (row stride lds) = scale · q · kᵀ for rows of q (row stride ldq) against the `span` cached keys
 // of sequence `seq`'s KV head `kvh` from slot `from`: one product per run of consecutive pool rows, by `own`
-// products (a decode step's few rows) or else by oneDNN's sgemm.
+// products (a decode step's few rows) or, without them, by oneDNN's sgemm.
 void attention_scores(const KvPages& cache, int64_t seq, int64_t kvh, int64_t from, int64_t rows, int64_t span,
                       int64_t hd, float scale, const float* q, int64_t ldq, float* scores, int64_t lds,
-                      const DecodeAttentionKernels* own, bool own_products) {
+                      const DecodeAttentionKernels* own) {
   const int64_t hkv = cache.k.dim(2), ld = hkv * hd;
   thread_local std::vector<float> scratch;
   for_each_run(cache, seq, from, span, [&](int64_t at, int64_t len, int64_t row) {
     const int64_t offset = (row * hkv + kvh) * hd;
-    if (own_products && cache.k.dtype() == DType::f16)
+    if (own && cache.k.dtype() == DType::f16)
       return own->scores_f16(q, ldq, rows, cache.k.data_as<const uint16_t>() + offset, ld, len, hd, scale, scores + at,
                              lds);
-    if (own_products)
+    if (own)
       return own->scores(q, ldq, rows, cache.k.data_as<const float>() + offset, ld, len, hd, scale, scores + at, lds);
-    const auto [k, ldk] = f32_rows(cache.k, offset, ld, len, hd, own, scratch);
+    const auto [k, ldk] = f32_rows(cache.k, offset, ld, len, hd, scratch);
     if (dnnl_sgemm('N', 'T', rows, len, hd, scale, q, ldq, k, ldk, 0.f, scores + at, lds) != dnnl_success)
       throw std::runtime_error("attention: oneDNN sgemm failed");
   });
@@ -73,17 +73,16 @@ void attention_scores(const KvPages& cache, int64_t seq, int64_t kvh, int64_t fr
 // summed, added to out where `accumulate`.
 void attention_values(const KvPages& cache, int64_t seq, int64_t kvh, int64_t from, int64_t rows, int64_t span,
                       int64_t hd, const float* p, int64_t ldp, float* out, int64_t ldo, bool accumulate,
-                      const DecodeAttentionKernels* own, bool own_products) {
+                      const DecodeAttentionKernels* own) {
   const int64_t hkv = cache.v.dim(2), ld = hkv * hd;
   thread_local std::vector<float> scratch;
   for_each_run(cache, seq, from, span, [&](int64_t at, int64_t len, int64_t row) {
     const int64_t offset = (row * hkv + kvh) * hd;
     const bool add = accumulate || at != 0;
-    if (own_products && cache.v.dtype() == DType::f16)
+    if (own && cache.v.dtype() == DType::f16)
       return own->values_f16(p + at, ldp, rows, cache.v.data_as<const uint16_t>() + offset, ld, len, hd, out, ldo, add);
-    if (own_products)
-      return own->values(p + at, ldp, rows, cache.v.data_as<const float>() + offset, ld, len, hd, out, ldo, add);
-    const auto [v, ldv] = f32_rows(cache.v, offset, ld, len, hd, own, scratch);
+    if (own) return own->values(p + at, ldp, rows, cache.v.data_as<const float>() + offset, ld, len, hd, out, ldo, add);
+    const auto [v, ldv] = f32_rows(cache.v, offset, ld, len, hd, scratch);
     if (dnnl_sgemm('N', 'N', rows, hd, len, 1.f, p + at, ldp, v, ldv, add ? 1.f : 0.f, out, ldo) != dnnl_success)
       throw std::runtime_error("attention: oneDNN sgemm failed");
   });
@@ -123,16 +122,16 @@ constexpr int64_t kKeyTile = 64;
 void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const KvPages& cache,
                         std::span<const int32_t> positions, const AttentionSpec& spec, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;
+  // Null where the CPU has no set or the heads' size is not a multiple of its vectors: oneDNN's sgemm then.
   const DecodeAttentionKernels* own = best_decode_attention_kernels();
-  const bool own_products = own && d.hd % own->lanes == 0;
+  if (own && d.hd % own->lanes != 0) own = nullptr;
   const int64_t tokens = d.b * d.t, threads2 = 2 * static_cast<int64_t>(pool.size());
   const int64_t per_sequence = d.t * d.hkv;
-  const int64_t pieces =
-      own_products ? 0 : std::clamp<int64_t>((threads2 + per_sequence - 1) / per_sequence, 1, d.group);
-  const int64_t parts = own_products ? std::clamp<int64_t>((threads2 + tokens - 1) / tokens, 1, d.hq) : d.hkv * pieces;
+  const int64_t pieces = own ? 0 : std::clamp<int64_t>((threads2 + per_sequence - 1) / per_sequence, 1, d.group);
+  const int64_t parts = own ? std::clamp<int64_t>((threads2 + tokens - 1) / tokens, 1, d.hq) : d.hkv * pieces;
   // A token's query heads [h0, h1) in range `part` of `parts`.
   auto heads_of = [&](int64_t part) -> std::pair<int64_t, int64_t> {
-    if (own_products) return {part * d.hq / parts, (part + 1) * d.hq / parts};
+    if (own) return {part * d.hq / parts, (part + 1) * d.hq / parts};
     const int64_t kvh = part / pieces, piece = part % pieces;
     return {kvh * d.group + piece * d.group / pieces, kvh * d.group + (piece + 1) * d.group / pieces};
   };
@@ -143,7 +142,7 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       const int64_t token = w / parts, bi = token / d.t;
       const auto [h0, h1] = heads_of(w % parts);
       const int64_t last = positions[static_cast<size_t>(token)], first = spec.first_slot(last);
-      const int64_t rows = h1 - h0, span = last - first + 1, tile = own_products ? kKeyTile : span;
+      const int64_t rows = h1 - h0, span = last - first + 1, tile = own ? kKeyTile : span;
       const float* q0 = pq + (token * d.hq + h0) * d.hd;
       float* o0 = po + (token * d.hq + h0) * d.hd;
       scores.resize(static_cast<size_t>(rows * span));
@@ -158,7 +157,7 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       for (int64_t t0 = 0; t0 < span; t0 += tile)
         for_each_block([&](int64_t kvh, int64_t n, int64_t r) {
           attention_scores(cache, bi, kvh, first + t0, n, std::min(tile, span - t0), d.hd, spec.scale, q0 + r * d.hd,
-                           d.hd, scores.data() + r * span + t0, span, own, own_products);
+                           d.hd, scores.data() + r * span + t0, span, own);
         });
       for (int64_t r = 0; r < rows; ++r) {
         cap_scores(scores.data() + r * span, span, spec);
@@ -168,7 +167,7 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
       for (int64_t t0 = 0; t0 < span; t0 += tile)
         for_each_block([&](int64_t kvh, int64_t n, int64_t r) {
           attention_values(cache, bi, kvh, first + t0, n, std::min(tile, span - t0), d.hd,
-                           scores.data() + r * span + t0, span, o0 + r * d.hd, d.hd, t0 > 0, own, own_products);
+                           scores.data() + r * span + t0, span, o0 + r * d.hd, d.hd, t0 > 0, own);
         });
     }
   });
@@ -179,7 +178,6 @@ void attention_by_group(ThreadPool& pool, const Dims& d, const float* pq, const 
 void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const KvPages& cache,
                        std::span<const int32_t> positions, const AttentionSpec& spec, float* po) {
   const auto softmax_row = best_vector_kernels().softmax_row;
-  const DecodeAttentionKernels* own = best_decode_attention_kernels();  // widens an f16 cache's runs
   pool.parallel_for(d.b * d.hq, 1, [&](int64_t w0, int64_t w1) {
     omp_set_num_threads(1);  // oneDNN computes in this thread only
     thread_local std::vector<float> scores;
@@ -195,8 +193,8 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const K
         const float* q0 = pq + ((bi * d.t + t0) * d.hq + h) * d.hd;
         float* o0 = po + ((bi * d.t + t0) * d.hq + h) * d.hd;
         // scores[t, s] = scale · q_t · k_(from + s)
-        attention_scores(cache, bi, kvh, from, rows, span, d.hd, spec.scale, q0, d.hq * d.hd, scores.data(), span, own,
-                         false);
+        attention_scores(cache, bi, kvh, from, rows, span, d.hd, spec.scale, q0, d.hq * d.hd, scores.data(), span,
+                         nullptr);
         for (int64_t ti = 0; ti < rows; ++ti) {
           float* row = scores.data() + ti * span;
           const int64_t first = spec.first_slot(pos[ti]) - from, last = pos[ti] - from;
@@ -207,8 +205,7 @@ void attention_by_gemm(ThreadPool& pool, const Dims& d, const float* pq, const K
           std::fill(row + last + 1, row + span, 0.f);  // causal mask: later slots get no weight
         }
         // out[t, :] = Σ_s p[t, s] · v_(from + s)
-        attention_values(cache, bi, kvh, from, rows, span, d.hd, scores.data(), span, o0, d.hq * d.hd, false, own,
-                         false);
+        attention_values(cache, bi, kvh, from, rows, span, d.hd, scores.data(), span, o0, d.hq * d.hd, false, nullptr);
       }
     }
   });

@@ -15,6 +15,7 @@
 #include "kernels/cpu/attention_backward.hpp"
 #include "kernels/gelu.hpp"
 #include "kernels/cpu/buffer_pool.hpp"
+#include "kernels/cpu/decode_attention.hpp"
 #include "kernels/cpu/dot.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/matmul_backward.hpp"
@@ -198,12 +199,19 @@ class CpuBackend final : public Backend {
     const int64_t b = k.dim(0), t = k.dim(1), row = k.dim(2) * k.dim(3);
     const DType pool = cache.k.dtype();
     const int64_t row_bytes = storage_bytes(pool, row);
+    const DecodeAttentionKernels* simd = best_decode_attention_kernels();
+    auto store = [&](const float* src, void* dst) {  // one row, as the pool holds it
+      if (pool == DType::f16 && simd)
+        simd->narrow_f16(src, static_cast<uint16_t*>(dst), row);
+      else
+        from_f32(pool, src, dst, row);
+    };
     for (int64_t i = 0; i < b; ++i)
       for (int64_t j = 0; j < t; ++j) {
         const int64_t dst = cache.row(i, positions[static_cast<size_t>(i * t + j)]) * row_bytes,
                       src = (i * t + j) * row;
-        from_f32(pool, k.data_as<const float>() + src, static_cast<char*>(cache.k.data()) + dst, row);
-        from_f32(pool, v.data_as<const float>() + src, static_cast<char*>(cache.v.data()) + dst, row);
+        store(k.data_as<const float>() + src, static_cast<char*>(cache.k.data()) + dst);
+        store(v.data_as<const float>() + src, static_cast<char*>(cache.v.data()) + dst);
       }
   }
 

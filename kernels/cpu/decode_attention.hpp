@@ -4,9 +4,12 @@
 // thousands of keys: products too small for a GEMM library to pay off its setup. These kernels keep each row's
 // sums in registers and read each key and value once per row block; every row's result is computed alone, in an
 // order that does not depend on how many rows share the call (a session's tokens must not depend on its batch).
+// With them, the conversions of an f16 KV cache: rounding keys and values as they are written, widening a run for
+// prefill's sgemm.
 //
 // AVX2 and AVX-512 sets, chosen with the matrix-vector kernels (the same CPU check and COROLLA_ISA cap); the
-// scalar set has none, and oneDNN's sgemm runs the products there. Only decode_attention_avx2.cpp and
+// scalar set has none, and oneDNN's sgemm runs the products there (the scalar f16 conversions of kernels/dtype.hpp the
+// rest). Only decode_attention_avx2.cpp and
 // decode_attention_avx512.cpp are compiled with ISA flags.
 #pragma once
 
@@ -34,6 +37,8 @@ struct DecodeAttentionKernels {
   // dst[r · cols + c] = src[r · ld + c] widened to f32, for r < rows, c < cols: a run of an f16 cache's keys or
   // values for oneDNN's sgemm (prefill).
   void (*widen_f16)(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, float* dst);
+  // dst[i] = src[i] rounded to f16 (to nearest even, as f32_to_f16) for i < n: keys and values into an f16 cache.
+  void (*narrow_f16)(const float* src, uint16_t* dst, int64_t n);
 };
 
 #if defined(COROLLA_HAVE_X86_KERNELS)

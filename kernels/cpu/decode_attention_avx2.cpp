@@ -141,6 +141,14 @@ void widen_f16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, floa
   }
 }
 
+void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
+  const int64_t whole = n / 8 * 8;
+  for (int64_t i = 0; i < whole; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (int64_t i = whole; i < n; ++i) dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
 }  // namespace
 
 const DecodeAttentionKernels& avx2_decode_attention_kernels() {
@@ -150,7 +158,8 @@ const DecodeAttentionKernels& avx2_decode_attention_kernels() {
                                         .values = values<float>,
                                         .scores_f16 = scores<uint16_t>,
                                         .values_f16 = values<uint16_t>,
-                                        .widen_f16 = widen_f16};
+                                        .widen_f16 = widen_f16,
+                                        .narrow_f16 = narrow_f16};
   return k;
 }
 

@@ -142,6 +142,13 @@ void widen_f16(const uint16_t* src, int64_t ld, int64_t rows, int64_t cols, floa
   }
 }
 
+void narrow_f16(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+
 }  // namespace
 
 const DecodeAttentionKernels& avx512_decode_attention_kernels() {
@@ -151,7 +158,8 @@ const DecodeAttentionKernels& avx512_decode_attention_kernels() {
                                         .values = values<float>,
                                         .scores_f16 = scores<uint16_t>,
                                         .values_f16 = values<uint16_t>,
-                                        .widen_f16 = widen_f16};
+                                        .widen_f16 = widen_f16,
+                                        .narrow_f16 = narrow_f16};
   return k;
 }
 

@@ -137,8 +137,8 @@ BOOST_AUTO_TEST_CASE(a_rows_results_do_not_depend_on_the_rows_or_runs_that_share
     }
 }
 
-// Over an f16 cache the products are the bits of those over an f32 cache holding the same values, and widen_f16
-// widens a strided run exactly.
+// Over an f16 cache the products are the bits of those over an f32 cache holding the same values, narrow_f16 rounds
+// as f32_to_f16 does, and widen_f16 widens a strided run exactly.
 BOOST_AUTO_TEST_CASE(f16_caches_give_the_bits_of_f32_caches_holding_the_same_values) {
   for (const DecodeAttentionKernels* ks : available_decode_attention_kernels())
     for (const Shape& s : shapes(ks->lanes)) {
@@ -162,6 +162,10 @@ BOOST_AUTO_TEST_CASE(f16_caches_give_the_bits_of_f32_caches_holding_the_same_val
       ks->values_f16(in.p.data(), s.keys, s.rows, v16.data(), s.stride, s.keys, s.head_dim, out_got.data(), s.head_dim,
                      false);
       BOOST_REQUIRE_MESSAGE(out_want == out_got, ks->isa << " values over f16, rows " << s.rows << " keys " << s.keys);
+      std::vector<uint16_t> narrowed(in.k.size() + 1, 0x7e00);  // rounded as f32_to_f16 does, nothing past n
+      ks->narrow_f16(in.k.data(), narrowed.data(), static_cast<int64_t>(in.k.size()));
+      BOOST_REQUIRE(std::equal(k16.begin(), k16.end(), narrowed.begin()));
+      BOOST_REQUIRE(narrowed.back() == 0x7e00);
       for (const int64_t cols : {s.head_dim, s.head_dim - 3}) {  // a run's head, and a width no vector divides
         std::vector<float> widened(static_cast<size_t>(s.keys * cols), -1.f);
         ks->widen_f16(k16.data(), s.stride, s.keys, cols, widened.data());
