@@ -439,6 +439,20 @@ struct IQ4_NLLevels {
   }
 };
 
+// Rows 0..7 and 8..15 of a record in turn (the AVX2 kernels' two halves of a vector of 16 rows): body(half, sums)
+// with the half's sums of each row of x in registers, where acc[j][half] with half a loop variable would live on the
+// stack (each chunk's sum a store and a load).
+template <int M, class Body>
+inline void by_halves(__m256 (&acc)[M][2], Body&& body) {
+#pragma GCC unroll 1
+  for (int half = 0; half < 2; ++half) {
+    __m256 sums[M];
+    for (int j = 0; j < M; ++j) sums[j] = acc[j][half];
+    body(half, sums);
+    for (int j = 0; j < M; ++j) acc[j][half] = sums[j];
+  }
+}
+
 // q4_K / q5_K (the record of R16Q45_K in matvec_vnni.cpp): per half and sub-block, 8 words of levels up to 15
 // (q4_K) or two sums of 4 words up to 31 (q5_K) in int16.
 template <class Block>
@@ -453,8 +467,7 @@ struct A16Q45_K {
   static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
     const __m256i six = _mm256_set1_epi32(63), four = _mm256_set1_epi32(15), two = _mm256_set1_epi32(3);
     const __m256i nib = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(16);
-#pragma GCC unroll 1
-    for (int h = 0; h < 2; ++h) {
+    by_halves<M>(acc, [&](int h, __m256(&sums)[M]) {
       const __m256 d = scales8(rec + 16 * h), dmin = scales8(rec + 32 + 16 * h);
       const __m256i A = load(rec + 64 + 32 * h), B = load(rec + 128 + 32 * h), C = load(rec + 192 + 32 * h);
 #pragma GCC unroll 1
@@ -505,17 +518,30 @@ struct A16Q45_K {
         for (int j = 0; j < M; ++j) {
           const char* a = xp + j * xs + 2 * i * kR16ChunkBytes;
           const char* b = a + kR16ChunkBytes;
-          __m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo[j]), _mm256_mul_ps(ws[0], chunk_scale(a)), acc[j][h]);
+          __m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo[j]), _mm256_mul_ps(ws[0], chunk_scale(a)), sums[j]);
           r = _mm256_fnmadd_ps(wm[0], chunk_dsum(a), r);
           r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi[j]), _mm256_mul_ps(ws[1], chunk_scale(b)), r);
-          acc[j][h] = _mm256_fnmadd_ps(wm[1], chunk_dsum(b), r);
+          sums[j] = _mm256_fnmadd_ps(wm[1], chunk_dsum(b), r);
         }
       }
-    }
+    });
   }
 };
 
-// q6_K (the record of R16Q6_K in matvec_vnni.cpp): levels up to 63, two words per int16 sum.
+// The record's address, opaque to the compiler for one iteration of a loop: without it GCC hoists the loads that do
+// not depend on the loop's variable (q6_K's qh vectors, shared by four chunks; q2_K's 8 qs vectors of a half) out of it
+// and spills them to the stack, and the accumulators with them.
+inline const char* reloaded(const char* p) {
+  asm("" : "+r"(p));
+  return p;
+}
+
+// q6_K (the record of R16Q6_K in matvec_vnni.cpp): levels up to 63, two words per int16 sum. For one row of x,
+// the four chunks of a half of the values share each load of qh, as in the VNNI kernel; for several rows, one chunk
+// at a time: four at a time hold 4 x M sums and 4 x M int16 sums, with M = 4 32 vectors in AVX2's 16 registers,
+// spilled to the stack (bench_decode, TinyLlama's shape in Q6_K, a 256-token prefill 4.3-4.6 -> 2.5-3.0 s). Both
+// add each chunk's parts to the row's sums in the same order (part, then chunk), so a row's result does not depend
+// on its batch.
 struct A16Q6_K {
   static constexpr int kOffset = 32;
   static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ6_K);
@@ -525,8 +551,50 @@ struct A16Q6_K {
     const int byte = 2 * (t % 2) + part;
     return _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(sv, 24 - 8 * byte), 24)));
   }
+  // Chunk t of half hv of the values: (ql of run t % 2, nibble t / 2) | (qh >> 2t & 3) << 4.
+  static void levels(__m256i hb, __m256i l0, __m256i l1, __m256i (&u)[4]) {
+    const __m256i nib = _mm256_set1_epi8(15), top = _mm256_set1_epi8(0x30);
+    u[0] = _mm256_or_si256(_mm256_and_si256(l0, nib), _mm256_and_si256(_mm256_slli_epi16(hb, 4), top));
+    u[1] = _mm256_or_si256(_mm256_and_si256(l1, nib), _mm256_and_si256(_mm256_slli_epi16(hb, 2), top));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), nib), _mm256_and_si256(hb, top));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), nib),
+                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), top));
+  }
+  // Words 4 part .. 4 part + 3 of chunk T of half hv of the values, rows of `half`, for M rows of x: sums[j] +=
+  // the chunk's integer sums times its scale.
+  template <int T, int M>
+  [[gnu::always_inline]] static void chunk(const char* rec, const __m256& d, int half, int hv, int part, const char* xp,
+                                           int64_t xs, __m256 (&sums)[M]) {
+    // Opaque: the compiler would keep the qh vectors that the four chunks share from the first chunk, and spill.
+    const char* qh = reloaded(rec) + 288 + 1536 * hv + 768 * part + 32 * half;
+    const char* ql = qh + 256;
+    const char* a = xp + (4 * hv + T) * kR16ChunkBytes;
+    __m256i sum[M], s16[M];
+#pragma GCC unroll 4
+    for (int j = 0; j < M; ++j) sum[j] = chunk_bias(a + j * xs, 44 + 4 * part), s16[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int w = 0; w < 4; ++w) {
+      __m256i u[4];  // only u[T] is used
+      levels(load(qh + 64 * w), load(ql + 64 * w), load(ql + 256 + 64 * w), u);
+#pragma GCC unroll 4
+      for (int j = 0; j < M; ++j) {
+        s16[j] = _mm256_add_epi16(s16[j], _mm256_maddubs_epi16(u[T], word(a + j * xs, 4 * part + w)));
+        if (w % 2 == 1) {
+          sum[j] = _mm256_add_epi32(sum[j], int16_pairs(s16[j]));
+          s16[j] = _mm256_setzero_si256();
+        }
+      }
+    }
+    const __m256 ws = scale(rec, d, hv, half, T, part);
+#pragma GCC unroll 4
+    for (int j = 0; j < M; ++j)
+      sums[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), _mm256_mul_ps(ws, chunk_scale(a + j * xs)), sums[j]);
+  }
+  // The four chunks of a half of the values at a time, each load of qh shared by the four, as in the VNNI kernel: for
+  // one row of x (a version of this for one row with its loops written for one row decoded 20-30 % slower, for no
+  // reason found in its instructions).
   template <int M>
-  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
+  static void four_chunks_at_a_time(const char* rec, const char* xp, __m256 (&acc)[M][2], int64_t xs) {
     const __m256i nib = _mm256_set1_epi8(15), top = _mm256_set1_epi8(0x30);
 #pragma GCC unroll 1
     for (int half = 0; half < 2; ++half) {  // rows 0..7, 8..15
@@ -578,16 +646,68 @@ struct A16Q6_K {
         }
     }
   }
+  template <int M>
+  static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
+    if constexpr (M == 1) {
+      four_chunks_at_a_time<1>(rec, xp, acc, xs);
+      return;
+    }
+    by_halves<M>(acc, [&](int half, __m256(&sums)[M]) {  // rows 0..7, 8..15
+      const __m256 d = scales8(rec + 16 * half);
+#pragma GCC unroll 1
+      for (int hv = 0; hv < 2; ++hv)  // values 0..127, 128..255
+#pragma GCC unroll 1
+        for (int part = 0; part < 2; ++part) {  // words 0..3 (each chunk's first scale), then 4..7
+          chunk<0, M>(rec, d, half, hv, part, xp, xs, sums);
+          chunk<1, M>(rec, d, half, hv, part, xp, xs, sums);
+          chunk<2, M>(rec, d, half, hv, part, xp, xs, sums);
+          chunk<3, M>(rec, d, half, hv, part, xp, xs, sums);
+        }
+    });
+  }
 };
 
 // q2_K / q3_K (the records of R16Q2_K / R16Q3_K in matvec_vnni.cpp): per chunk half, 4 words of levels up to 3 or
-// 7 summed in int16. Chunk c = 4h + t has the low bits of word w in qs vector 8h + w, shifted by 2t.
+// 7 summed in int16. Chunk c = 4h + t has the low bits of word w in qs vector 8h + w, shifted by 2t. Both kernels
+// are bound by their instructions, not by memory.
 inline __m256i a16_low_bits(const char* qs, int h, int t, int w, int half) {
   return _mm256_and_si256(_mm256_srli_epi16(load(qs + 64 * (8 * h + w) + 32 * half), 2 * t), _mm256_set1_epi8(3));
 }
-inline __m256 chunk_half_dsum(const char* a, int part) {
-  return _mm256_set1_ps(*reinterpret_cast<const float*>(a + kHalfDsumAt + 4 * part));
+
+// vpshufb controls for lanes of 4 bytes (a row's bytes of four sub-blocks): bytes b and b + 1 of each lane into its
+// two int16 (the scales of a chunk's two halves), and int16 i of each lane into both of its int16.
+inline __m256i byte_pair_control(int b) {
+  const __m256i lanes = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
+  return _mm256_add_epi32(_mm256_set1_epi32(b | 0x80 << 8 | (b + 1) << 16 | 0x80 << 24), lanes);
 }
+inline __m256i int16_in_both_control(int i) {
+  const __m256i lanes = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
+  return _mm256_add_epi32(_mm256_set1_epi32(2 * i | (2 * i + 1) << 8 | 2 * i << 16 | (2 * i + 1) << 24), lanes);
+}
+
+// The sums of pairs (int16) of chunk c's two halves (values 0..15: words 0..3, 16..31: words 4..7) for M rows of x,
+// with levels(w) the levels of word w.
+template <int M, class Levels>
+void a16_half_sums(const char* xp, int64_t xs, int c, Levels&& levels, __m256i (&s16)[M][2]) {
+  for (int j = 0; j < M; ++j) s16[j][0] = s16[j][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+  for (int w = 0; w < 8; ++w) {
+    const __m256i u = levels(w);
+#pragma GCC unroll 4
+    for (int j = 0; j < M; ++j)
+      s16[j][w / 4] =
+          _mm256_add_epi16(s16[j][w / 4], _mm256_maddubs_epi16(u, word(xp + j * xs + c * kR16ChunkBytes, w)));
+  }
+}
+
+// sc0 * (sums of half 0) + sc1 * (sums of half 1) in each lane, for the pair of int16 scales sc = (sc0, sc1).
+struct HalfScales {
+  __m256i first = int16_in_both_control(0), second = int16_in_both_control(1);
+  __m256i apply(const __m256i (&s16)[2], __m256i sc) const {
+    return _mm256_add_epi32(_mm256_madd_epi16(s16[0], _mm256_shuffle_epi8(sc, first)),
+                            _mm256_madd_epi16(s16[1], _mm256_shuffle_epi8(sc, second)));
+  }
+};
 
 // The integer sums of chunk (h, t) for M rows of x, per half of the chunk (values 0..15, 16..31), started at `start`
 // (the chunk's bias of that half, or 0), with levels(w) the levels of word w.
@@ -613,6 +733,8 @@ void a16_chunk_sums(const char* xp, int64_t xs, int c, int start_at, Levels&& le
   }
 }
 
+// q3_K: signed 6-bit scales per 16 values, each half of a chunk scaled in f32 (its integer scales, as q2_K's are
+// applied, measured 20 % slower; so did its sums kept in registers through by_halves, 15 %).
 struct A16Q3_K {
   static constexpr int kOffset = 4;
   static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ3_K);
@@ -660,6 +782,10 @@ struct A16Q3_K {
   }
 };
 
+// q2_K: 4-bit scales and mins per 16 values, so a chunk's sums stay integers until the chunk is done: each half's
+// sums of pairs meet their scale in vpmaddwd, the mins meet the halves' sums of x (kHalfSumsAt) in one more, and one
+// f32 step per chunk and row of x follows, where scaling each half in f32 took about twice the instructions
+// (bench_matvec, one thread: 10.2-11.3 -> 12.4-13.7 GB/s).
 struct A16Q2_K {
   static constexpr int kOffset = 0;
   static constexpr int64_t kRecordBytes = 16 * sizeof(BlockQ2_K);
@@ -667,36 +793,33 @@ struct A16Q2_K {
   static constexpr int kScales = 64, kQs = 64 + 256;
   template <int M>
   static void add(const char* rec, const char* xp, int64_t, __m256 (&acc)[M][2], int64_t xs) {
-    const __m256i nib = _mm256_set1_epi32(15);
-#pragma GCC unroll 1
-    for (int half = 0; half < 2; ++half) {  // rows 0..7, 8..15
+    const __m256i nib = _mm256_set1_epi16(15);
+    const __m256i pairs[2] = {byte_pair_control(0), byte_pair_control(2)};
+    const HalfScales halves;
+    by_halves<M>(acc, [&](int half, __m256(&sums)[M]) {  // rows 0..7, 8..15
       const __m256 d = scales8(rec + 16 * half), dmin = scales8(rec + 32 + 16 * half);
 #pragma GCC unroll 1
       for (int h = 0; h < 2; ++h)
 #pragma GCC unroll 1
         for (int t = 0; t < 4; ++t) {
-          __m256i sum[M][2];
-          a16_chunk_sums<M>(
-              xp, xs, 4 * h + t, 0, [&](int w) { return a16_low_bits(rec + kQs, h, t, w, half); }, sum);
-          __m256 ws[2], wm[2];
-          for (int part = 0; part < 2; ++part) {
-            const int sb = 8 * h + 2 * t + part;
-            const __m256i v = _mm256_srli_epi32(load(rec + kScales + 64 * (sb / 4) + 32 * half), 8 * (sb % 4));
-            ws[part] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(v, nib)));
-            wm[part] = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srli_epi32(v, 4), nib)));
-          }
+          // Sub-blocks 8h + 2t and the next: bytes 2 (t % 2) and the next of scale vector 2h + t / 2 (the scale in
+          // the low nibble, the min in the high one).
+          const __m256i p = _mm256_shuffle_epi8(load(rec + kScales + 64 * (2 * h + t / 2) + 32 * half), pairs[t % 2]);
+          const __m256i sc = _mm256_and_si256(p, nib), mn = _mm256_and_si256(_mm256_srli_epi16(p, 4), nib);
+          __m256i s16[M][2];
+          const char* r = reloaded(rec);
+          a16_half_sums<M>(
+              xp, xs, 4 * h + t, [&](int w) { return a16_low_bits(r + kQs, h, t, w, half); }, s16);
 #pragma GCC unroll 4
           for (int j = 0; j < M; ++j) {
             const char* a = xp + j * xs + (4 * h + t) * kR16ChunkBytes;
-            const __m256 xd = chunk_scale(a);
-            for (int part = 0; part < 2; ++part) {
-              acc[j][half] =
-                  _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j][part]), _mm256_mul_ps(ws[part], xd), acc[j][half]);
-              acc[j][half] = _mm256_fnmadd_ps(wm[part], chunk_half_dsum(a, part), acc[j][half]);
-            }
+            const __m256i mins = _mm256_madd_epi16(mn, chunk_bias(a, kHalfSumsAt));
+            const __m256 r = _mm256_fmsub_ps(_mm256_cvtepi32_ps(halves.apply(s16[j], sc)), d,
+                                             _mm256_mul_ps(_mm256_cvtepi32_ps(mins), dmin));
+            sums[j] = _mm256_fmadd_ps(r, chunk_scale(a), sums[j]);
           }
         }
-    }
+    });
   }
 };
 

@@ -42,10 +42,11 @@ alignas(16) constexpr auto kIq4nlGridPlus128 = [] {
 // Per chunk of 32 values, 64 bytes (kPreparedChunkBytes, matvec.hpp): int8 q[32] | int32 bias (-offset * sum(q)) |
 // f32 d | f32 d * sum(q) (for the formats with a min) | int32 bias of values 0..15 | int32 bias of values 16..31
 // (two scales per chunk: q6_K, q3_K) | f32 d * sum of q[0..15] | f32 d * sum of q[16..31] (a min per 16 values:
-// q2_K). The offset is the one the format's unsigned levels are stored with, so the prepared x is per offset.
+// q2_K) | int16 sum of q[0..15] | int16 sum of q[16..31] (a pair for vpmaddwd with a pair of integer mins). The
+// offset is the one the format's unsigned levels are stored with, so the prepared x is per offset.
 constexpr int64_t kR16ChunkBytes = kPreparedChunkBytes;
 static_assert(kR16ChunkBytes == 64, "the fields below fill 64 bytes");
-constexpr int kBiasAt = 32, kScaleAt = 36, kDsumAt = 40, kHalfBiasAt = 44, kHalfDsumAt = 52;
+constexpr int kBiasAt = 32, kScaleAt = 36, kDsumAt = 40, kHalfBiasAt = 44, kHalfDsumAt = 52, kHalfSumsAt = 60;
 
 // The fields after q, from the chunk's scale d and the sums of its two halves of levels.
 inline void store_r16_fields(char* chunk, float d, int32_t lo, int32_t hi, int offset) {
@@ -56,6 +57,8 @@ inline void store_r16_fields(char* chunk, float d, int32_t lo, int32_t hi, int o
   std::memcpy(chunk + kScaleAt, &d, 4);
   std::memcpy(chunk + kDsumAt, &dsum, 4);
   std::memcpy(chunk + kHalfDsumAt, half_dsums, sizeof half_dsums);
+  const int16_t half_sums[2] = {static_cast<int16_t>(lo), static_cast<int16_t>(hi)};  // |sum| <= 16 * 127
+  std::memcpy(chunk + kHalfSumsAt, half_sums, sizeof half_sums);
 }
 
 // x rows [m, k] (k a multiple of 32) -> m rows of k / 32 prepared chunks, each written by Quantize(x, chunk,
