@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the API's Python tests need beyond tools/setup.sh: Debian's chromium and chromedriver (the chat page test
-# drives them headless) and a virtual environment .venv with the official openai package and Selenium; and
-# clang-format, which the `format` test runs.
+# drives them headless) and a virtual environment .venv with the official openai package and Selenium; pytest and
+# numpy for the Python the client's extension is built for; and clang-format, which the `format` test runs.
 # tools/test.sh runs it. Failures are not fatal: the tests that need a missing piece report "skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +22,11 @@ fi
 if [ -x .venv/bin/python ] && ! .venv/bin/python -c "import openai, selenium" 2>/dev/null; then
   .venv/bin/python -m pip install -q "openai>=1.0" "selenium>=4.10" ||
     echo "setup: pip could not install openai and selenium; the Python API tests will be skipped" >&2
+fi
+# The Python client's test runs in the interpreter its extension is built for (CMake's choice, the first python3 on
+# PATH: not always Debian's, which has python3-pytest and python3-numpy from tools/setup.sh).
+py=$(sed -n 's/^COROLLA_PYTHON_EXECUTABLE:INTERNAL=//p' build/CMakeCache.txt 2>/dev/null)
+if [ -n "$py" ] && ! "$py" -c "import pytest, numpy" 2>/dev/null; then
+  "$py" -m pip install -q pytest numpy || echo "setup: pip could not install pytest and numpy for $py; python_client will be skipped" >&2
 fi
 exit 0
