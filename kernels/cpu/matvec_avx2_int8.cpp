@@ -539,7 +539,7 @@ inline const char* reloaded(const char* p) {
 // q6_K (the record of R16Q6_K in matvec_vnni.cpp): levels up to 63, two words per int16 sum. For one row of x,
 // the four chunks of a half of the values share each load of qh, as in the VNNI kernel; for several rows, one chunk
 // at a time: four at a time hold 4 x M sums and 4 x M int16 sums, with M = 4 32 vectors in AVX2's 16 registers,
-// spilled to the stack (bench_decode, TinyLlama's shape in Q6_K, a 256-token prefill 4.3-4.6 -> 2.5-3.0 s). Both
+// spilled to the stack (a Q6_K prefill 1.3-1.7x faster one at a time: docs/PERFORMANCE.md). Both
 // add each chunk's parts to the row's sums in the same order (part, then chunk), so a row's result does not depend
 // on its batch.
 struct A16Q6_K {
